@@ -1,0 +1,327 @@
+"""The one error hierarchy of agentsession.
+
+Every error the library raises on purpose derives from :class:`AgentSessionError`;
+driver exceptions (``sqlite3``, ``sqlalchemy``, ``redis``) are translated at the store
+boundary and never escape. Each class carries its context as attributes and names the
+HTTP status it maps to (the one table in DESIGN.md, "Errors and HTTP mapping")::
+
+    AgentSessionError
+    ├── ValidationError              400  bad field, bad cursor, bad limit
+    │   ├── PayloadTooLarge          413  a JSON document over its byte limit
+    │   └── UnsupportedValue         422  a value that is not JSON (names its path)
+    ├── NotFound                     404  missing, deleted, or owned by another user
+    │   ├── SessionNotFound
+    │   └── RunNotFound
+    ├── Conflict                     409
+    │   ├── SessionNotActive         409  a write to a CLOSED or EXPIRED session
+    │   ├── IllegalTransition        409  e.g. restoring an expired session past its grace window
+    │   ├── RunAlreadyRunning        409  at most one RUNNING run per session
+    │   └── RunNotRunning            409  a step or finish on a run that is not RUNNING
+    ├── VersionConflict              412  stale ``expected_version``
+    ├── IdempotencyKeyReused         422  same key, different request
+    └── StoreError                   500  the store failed; nothing was written
+        ├── StoreBusy                503  transient (lock timeout); safe to retry
+        └── SchemaOutOfDate          500  database schema older than the code: run migrations
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "AgentSessionError",
+    "Conflict",
+    "IdempotencyKeyReused",
+    "IllegalTransition",
+    "NotFound",
+    "PayloadTooLarge",
+    "RunAlreadyRunning",
+    "RunNotFound",
+    "RunNotRunning",
+    "SchemaOutOfDate",
+    "SessionNotActive",
+    "SessionNotFound",
+    "StoreBusy",
+    "StoreError",
+    "UnsupportedValue",
+    "ValidationError",
+    "VersionConflict",
+]
+
+
+class AgentSessionError(Exception):
+    """Root of every error agentsession raises on purpose.
+
+    Attributes:
+        http_status: the status code an HTTP layer answers with (DESIGN.md table).
+        code: a stable machine-readable name, used as the RFC 9457 problem ``type`` suffix.
+    """
+
+    http_status: ClassVar[int] = 500
+    code: ClassVar[str] = "error"
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context = context
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return ``{"code", "message", **context}``, safe to show a client (no secrets)."""
+        return {"code": self.code, "message": self.message, **self.context}
+
+
+class ValidationError(AgentSessionError):
+    """An argument is malformed: a bad field, id, cursor or limit.
+
+    Attributes:
+        field: dotted path of the offending argument or value, when known.
+    """
+
+    http_status = 400
+    code = "validation-error"
+
+    def __init__(self, message: str, *, field: str | None = None, **context: Any) -> None:
+        super().__init__(message, field=field, **context)
+        self.field = field
+
+
+class PayloadTooLarge(ValidationError):
+    """A JSON document is larger than its limit (bytes of its UTF-8 JSON encoding).
+
+    Attributes:
+        limit_bytes: the maximum allowed.
+        size_bytes: the size of what was sent.
+    """
+
+    http_status = 413
+    code = "payload-too-large"
+
+    def __init__(self, message: str, *, field: str, limit_bytes: int, size_bytes: int) -> None:
+        super().__init__(message, field=field, limit_bytes=limit_bytes, size_bytes=size_bytes)
+        self.limit_bytes = limit_bytes
+        self.size_bytes = size_bytes
+
+
+class UnsupportedValue(ValidationError):
+    """A value cannot be stored as JSON (bytes, NaN, a datetime, a custom object...).
+
+    ``field`` holds the path of the bad value, e.g. ``message.content[0].data``.
+    """
+
+    http_status = 422
+    code = "unsupported-value"
+
+
+class NotFound(AgentSessionError):
+    """The object does not exist, was deleted, or belongs to another user.
+
+    The three cases are indistinguishable on purpose (DESIGN.md, "Ownership").
+    """
+
+    http_status = 404
+    code = "not-found"
+
+
+class SessionNotFound(NotFound):
+    """No session with this id is visible to the caller.
+
+    Attributes:
+        session_id: the id that was asked for.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} not found", session_id=session_id)
+        self.session_id = session_id
+
+
+class RunNotFound(NotFound):
+    """No run with this id exists in the session.
+
+    Attributes:
+        session_id, run_id: what was asked for.
+    """
+
+    def __init__(self, session_id: str, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id!r} not found in session {session_id!r}",
+            session_id=session_id,
+            run_id=run_id,
+        )
+        self.session_id = session_id
+        self.run_id = run_id
+
+
+class Conflict(AgentSessionError):
+    """The request is well formed but the current state does not allow it."""
+
+    http_status = 409
+    code = "conflict"
+
+
+class SessionNotActive(Conflict):
+    """A write was attempted on a session that is not ACTIVE.
+
+    Attributes:
+        session_id: the session.
+        status: its current status (``CLOSED`` or ``EXPIRED``).
+    """
+
+    code = "session-not-active"
+
+    def __init__(self, session_id: str, status: str) -> None:
+        super().__init__(
+            f"session {session_id!r} is {status}; writes need an ACTIVE session "
+            "(restore it first)",
+            session_id=session_id,
+            status=status,
+        )
+        self.session_id = session_id
+        self.status = status
+
+
+class IllegalTransition(Conflict):
+    """A lifecycle action is not allowed from the session's current status.
+
+    Attributes:
+        session_id, status: the session and its status; action: what was attempted.
+    """
+
+    code = "illegal-transition"
+
+    def __init__(self, session_id: str, status: str, action: str, reason: str = "") -> None:
+        detail = f": {reason}" if reason else ""
+        super().__init__(
+            f"cannot {action} session {session_id!r} in status {status}{detail}",
+            session_id=session_id,
+            status=status,
+            action=action,
+        )
+        self.session_id = session_id
+        self.status = status
+        self.action = action
+
+
+class RunAlreadyRunning(Conflict):
+    """The session already has a RUNNING run (at most one at a time).
+
+    Attributes:
+        session_id, run_id: the session and the run that is still RUNNING.
+    """
+
+    code = "run-already-running"
+
+    def __init__(self, session_id: str, run_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} already has RUNNING run {run_id!r}; finish it first",
+            session_id=session_id,
+            run_id=run_id,
+        )
+        self.session_id = session_id
+        self.run_id = run_id
+
+
+class RunNotRunning(Conflict):
+    """A step or finish was attempted on a run that is not RUNNING.
+
+    Attributes:
+        session_id, run_id, status: the run and its current status.
+    """
+
+    code = "run-not-running"
+
+    def __init__(self, session_id: str, run_id: str, status: str) -> None:
+        super().__init__(
+            f"run {run_id!r} is {status}, not RUNNING",
+            session_id=session_id,
+            run_id=run_id,
+            status=status,
+        )
+        self.session_id = session_id
+        self.run_id = run_id
+        self.status = status
+
+
+class VersionConflict(AgentSessionError):
+    """Optimistic locking failed: ``expected_version`` is not the current version.
+
+    Nothing was written. Re-read, re-apply, retry (see ``SessionManager.update_working_memory``
+    with a function, which does this for you).
+
+    Attributes:
+        session_id: the session.
+        expected_version: what the caller sent.
+        current_version: the version now stored.
+    """
+
+    http_status = 412
+    code = "version-conflict"
+
+    def __init__(self, session_id: str, expected_version: int, current_version: int) -> None:
+        super().__init__(
+            f"session {session_id!r} is at version {current_version}, "
+            f"not the expected {expected_version}",
+            session_id=session_id,
+            expected_version=expected_version,
+            current_version=current_version,
+        )
+        self.session_id = session_id
+        self.expected_version = expected_version
+        self.current_version = current_version
+
+
+class IdempotencyKeyReused(AgentSessionError):
+    """An idempotency key was sent again with a different request.
+
+    Attributes:
+        idempotency_key: the key; operation: the method it was first used with.
+    """
+
+    http_status = 422
+    code = "idempotency-key-reused"
+
+    def __init__(self, idempotency_key: str, operation: str) -> None:
+        super().__init__(
+            f"idempotency key {idempotency_key!r} was already used with a different "
+            f"{operation} request",
+            idempotency_key=idempotency_key,
+            operation=operation,
+        )
+        self.idempotency_key = idempotency_key
+        self.operation = operation
+
+
+class StoreError(AgentSessionError):
+    """The storage backend failed. The transaction was rolled back; nothing was written."""
+
+    http_status = 500
+    code = "store-error"
+
+
+class StoreBusy(StoreError):
+    """A transient store condition (lock wait timed out, serialization failure).
+
+    The SessionManager retries these itself a bounded number of times before raising.
+    """
+
+    http_status = 503
+    code = "store-busy"
+
+
+class SchemaOutOfDate(StoreError):
+    """The database schema is older (or newer) than this code expects.
+
+    Attributes:
+        current_revision, expected_revision: Alembic revision ids (None = no schema yet).
+    """
+
+    code = "schema-out-of-date"
+
+    def __init__(self, current_revision: str | None, expected_revision: str) -> None:
+        super().__init__(
+            f"database schema is at revision {current_revision or '(none)'}, code expects "
+            f"{expected_revision}: run `agentsession db upgrade` (or pass auto_migrate=True)",
+            current_revision=current_revision,
+            expected_revision=expected_revision,
+        )
+        self.current_revision = current_revision
+        self.expected_revision = expected_revision

@@ -1,0 +1,59 @@
+"""Identifiers: prefixed, 128 random bits, and a strict pattern to check them by.
+
+An id is ``<prefix>_<26 chars of lowercase base32>`` (16 random bytes from
+:mod:`secrets`), e.g. ``ses_5x3k...``. The prefix tells what an id names in logs.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+
+from .errors import ValidationError
+
+__all__ = ["ID_PATTERN", "NAME_PATTERN", "check_id", "check_name", "new_id"]
+
+#: The shape of every generated id; checked before any store lookup (case C30).
+ID_PATTERN = re.compile(r"^[a-z]{2,5}_[a-z2-7]{26}$")
+
+#: User ids and other caller-chosen names: printable, no path separators, bounded.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9._:@+\-]{1,128}$")
+
+
+def new_id(prefix: str) -> str:
+    """Return a fresh id ``f"{prefix}_<26 base32 chars>"`` carrying 128 random bits."""
+    token = base64.b32encode(secrets.token_bytes(16)).decode("ascii").rstrip("=").lower()
+    return f"{prefix}_{token}"
+
+
+def check_id(value: object, *, field: str, prefix: str) -> str:
+    """Return ``value`` if it is a well-formed id with ``prefix``.
+
+    Raises:
+        ValidationError: anything else (wrong type, wrong prefix, ``../x``, 10 kB strings).
+    """
+    if (
+        type(value) is not str
+        or len(value) > 40
+        or not ID_PATTERN.match(value)
+        or not value.startswith(prefix + "_")
+    ):
+        shown = repr(value)[:60]
+        raise ValidationError(f"{field} {shown} is not a valid {prefix}_ id", field=field)
+    return value
+
+
+def check_name(value: object, *, field: str) -> str:
+    """Return ``value`` if it is a valid user id / agent name / key (``NAME_PATTERN``).
+
+    Raises:
+        ValidationError: empty, too long (over 128 chars), or holding other characters.
+    """
+    if type(value) is not str or not NAME_PATTERN.match(value):
+        shown = repr(value)[:60]
+        raise ValidationError(
+            f"{field} {shown} must be 1-128 characters of A-Z a-z 0-9 . _ : @ + -",
+            field=field,
+        )
+    return value

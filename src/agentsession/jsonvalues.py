@@ -1,0 +1,123 @@
+"""The JSON value policy shared by every store (cases C10, C12, C13, C14).
+
+Policy, identical on every store:
+
+* Only JSON values are stored: ``None``, ``bool``, ``int``, finite ``float``, ``str``,
+  ``list`` and ``dict`` with ``str`` keys. Anything else (bytes, datetime, Decimal, UUID,
+  set, tuple, NaN/Infinity, custom objects) raises :class:`UnsupportedValue` naming the
+  path of the value; callers encode such values themselves (base64 for bytes, ISO 8601
+  for datetimes), which keeps round trips exact.
+* Strings are kept exactly, NUL (``\\x00``) included: the stored form is JSON text, in
+  which NUL is the escape ``\\u0000``. Lone surrogates cannot be UTF-8 and are rejected.
+* Text is stored as real UTF-8 (``ensure_ascii=False``), never ``\\uXXXX`` escapes,
+  and never Unicode-normalised (NFC and NFD stay distinct).
+* Sizes are bytes of the UTF-8 JSON encoding, checked before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+from .errors import PayloadTooLarge, UnsupportedValue
+
+__all__ = ["canonical_hash", "check_json", "dumps", "loads"]
+
+_MAX_DEPTH = 64
+
+
+def check_json(value: Any, *, field: str, limit_bytes: int | None = None) -> str:
+    """Validate that ``value`` is a storable JSON value and return its JSON text.
+
+    Args:
+        value: the value to check.
+        field: the name reported in errors, e.g. ``"message.content"``.
+        limit_bytes: maximum size of the UTF-8 JSON encoding, or None for no limit.
+
+    Returns:
+        The JSON text (``dumps(value)``), so callers need not encode twice.
+
+    Raises:
+        UnsupportedValue: a value that is not JSON; ``field`` names its path.
+        PayloadTooLarge: the encoding is larger than ``limit_bytes``.
+    """
+    _walk(value, field, 0)
+    text = dumps(value)
+    if limit_bytes is not None:
+        # len(text) <= bytes <= 4*len(text): skip the encode when it cannot matter.
+        if len(text) * 4 > limit_bytes:
+            size = len(text.encode("utf-8"))
+            if size > limit_bytes:
+                raise PayloadTooLarge(
+                    f"{field} is {size} bytes of JSON; the limit is {limit_bytes} bytes",
+                    field=field,
+                    limit_bytes=limit_bytes,
+                    size_bytes=size,
+                )
+    return text
+
+
+def _walk(value: Any, path: str, depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        raise UnsupportedValue(f"{path} nests deeper than {_MAX_DEPTH} levels", field=path)
+    kind = type(value)
+    if value is None or kind is bool or kind is int:
+        return
+    if kind is str:
+        _check_str(value, path)
+        return
+    if kind is float:
+        if not math.isfinite(value):
+            raise UnsupportedValue(f"{path} is {value!r}, which JSON cannot hold", field=path)
+        return
+    if kind is list:
+        for i, item in enumerate(value):
+            _walk(item, f"{path}[{i}]", depth + 1)
+        return
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                raise UnsupportedValue(
+                    f"{path} has a key of type {type(key).__name__}; JSON keys are strings",
+                    field=path,
+                )
+            _check_str(key, f"{path}.{key}")
+            _walk(item, f"{path}.{key}", depth + 1)
+        return
+    raise UnsupportedValue(
+        f"{path} is a {kind.__name__}, which is not a JSON value "
+        "(encode it yourself, e.g. base64 for bytes, ISO 8601 for datetimes)",
+        field=path,
+    )
+
+
+def _check_str(text: str, path: str) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnsupportedValue(
+            f"{path} holds a lone surrogate, which is not valid Unicode text", field=path
+        ) from None
+
+
+def dumps(value: Any) -> str:
+    """Encode a checked JSON value as compact JSON text with real UTF-8 characters."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def loads(text: str) -> Any:
+    """Decode JSON text written by :func:`dumps`."""
+    return json.loads(text)
+
+
+def canonical_hash(value: Any) -> str:
+    """Return the hex SHA-256 of ``value``'s canonical JSON (sorted keys, compact).
+
+    Used to compare tool-call arguments and idempotent requests independent of key order.
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,282 @@
+"""The data model of DESIGN.md as immutable pydantic models.
+
+Every model handed out is a snapshot: frozen at the top level and deep-copied out of the
+store, so changing one (even a nested dict in place) changes nothing stored (case C22).
+All timestamps are timezone-aware UTC ``datetime`` objects.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AuditEvent",
+    "Message",
+    "Page",
+    "RestoredSession",
+    "Role",
+    "Run",
+    "RunStatus",
+    "RunStep",
+    "Session",
+    "SessionStatus",
+    "ToolCall",
+    "ToolCallStatus",
+    "WorkingMemory",
+]
+
+T = TypeVar("T")
+
+
+class SessionStatus(StrEnum):
+    """Lifecycle state of a session (DESIGN.md, "Lifecycle"). Deleted sessions are gone."""
+
+    ACTIVE = "ACTIVE"
+    CLOSED = "CLOSED"
+    EXPIRED = "EXPIRED"
+
+
+class RunStatus(StrEnum):
+    """State of a run. ``INTERRUPTED`` marks a run whose worker died while it was RUNNING."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    INTERRUPTED = "INTERRUPTED"
+
+    @property
+    def is_final(self) -> bool:
+        """True for the statuses a run never leaves."""
+        return self not in (RunStatus.PENDING, RunStatus.RUNNING)
+
+
+class Role(StrEnum):
+    """Author of a message, as in the chat-completions family of APIs."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class ToolCallStatus(StrEnum):
+    """Outcome of a tool call that really ran."""
+
+    OK = "ok"
+    ERROR = "error"
+
+
+class _Snapshot(BaseModel):
+    model_config = ConfigDict(frozen=True, use_enum_values=False)
+
+
+class Session(_Snapshot):
+    """One continuing conversation between a user and an agent.
+
+    ``version`` rises by exactly 1 on every change to the session or anything in it
+    (messages, working memory, tool calls, runs, lifecycle); it is the optimistic-locking
+    token (``expected_version``) and the HTTP ETag. ``expires_at`` is
+    ``last_active_at + ttl_seconds`` while ACTIVE with a TTL, else None.
+    ``status_reason`` says why a session left ACTIVE (``"closed by user"``, ``"ttl"``...).
+    """
+
+    session_id: str
+    user_id: str
+    agent: str
+    title: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    status: SessionStatus = SessionStatus.ACTIVE
+    status_reason: str | None = None
+    version: int = 1
+    created_at: datetime
+    updated_at: datetime
+    last_active_at: datetime
+    closed_at: datetime | None = None
+    expired_at: datetime | None = None
+    ttl_seconds: float | None = None
+    expires_at: datetime | None = None
+    message_count: int = 0
+    run_count: int = 0
+    tool_call_count: int = 0
+
+
+class Message(BaseModel):
+    """One entry of the conversation history.
+
+    ``seq`` (1, 2, 3... per session, gapless) is the order of truth, never
+    ``created_at``. Fields a client sends beyond the known ones (``refusal``,
+    provider-specific keys) are kept and returned unchanged, and a field that was
+    absent stays absent: :meth:`payload` gives back exactly what was appended (C29).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    message_id: str
+    session_id: str
+    seq: int
+    created_at: datetime
+    role: Role
+    content: str | list[Any] | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    run_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """Return the message as the client appended it: no store fields, unset stays unset."""
+        data = self.model_dump(mode="json", exclude_unset=True)
+        for key in ("message_id", "session_id", "seq", "created_at"):
+            data.pop(key, None)
+        return data
+
+
+class WorkingMemory(_Snapshot):
+    """The agent's current understanding of its task: one JSON object per session.
+
+    ``data`` holds the standard keys ``goal`` (str), ``completed`` (list), ``errors``
+    (list), ``next_action`` (str), ``facts`` (object) and any free-form keys. ``version``
+    is the session version written by the last memory update (0 = never written).
+    """
+
+    session_id: str
+    version: int = 0
+    updated_at: datetime | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def goal(self) -> str | None:
+        """The task the agent is working on."""
+        return self.data.get("goal")
+
+    @property
+    def completed(self) -> list[Any]:
+        """What is already done, oldest first."""
+        return list(self.data.get("completed") or [])
+
+    @property
+    def errors(self) -> list[Any]:
+        """Errors seen so far."""
+        return list(self.data.get("errors") or [])
+
+    @property
+    def next_action(self) -> str | None:
+        """What the agent means to do next."""
+        return self.data.get("next_action")
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        """Things learned about the world (``{"missing_module": "requests"}``)."""
+        return dict(self.data.get("facts") or {})
+
+
+class ToolCall(_Snapshot):
+    """A tool that really ran: what was called, with what, and what came back.
+
+    ``duration_ms`` is milliseconds between ``started_at`` and ``ended_at``.
+    ``arguments_hash`` is the SHA-256 of the canonical JSON of ``arguments``; it is how
+    :meth:`SessionManager.find_tool_call` finds an earlier identical call.
+    """
+
+    call_id: str
+    session_id: str
+    seq: int
+    run_id: str | None = None
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments_hash: str
+    result: Any = None
+    status: ToolCallStatus = ToolCallStatus.OK
+    error: str | None = None
+    started_at: datetime
+    ended_at: datetime
+    duration_ms: float
+    created_at: datetime
+
+
+class RunStep(_Snapshot):
+    """One step of a run: a model call, a tool call, a message. ``index`` starts at 0."""
+
+    run_id: str
+    index: int
+    kind: str
+    name: str | None = None
+    input: Any = None
+    output: Any = None
+    status: str = "ok"
+    error: str | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+
+
+class Run(_Snapshot):
+    """One task inside a session (locate a bug, fix it, verify), with its steps.
+
+    ``usage`` counts tokens (``input_tokens``, ``output_tokens``, ``total_tokens``).
+    ``seq`` numbers the runs of a session from 1.
+    """
+
+    run_id: str
+    session_id: str
+    seq: int
+    input: Any = None
+    status: RunStatus = RunStatus.RUNNING
+    created_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    error: str | None = None
+    output: Any = None
+    usage: dict[str, int] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    steps: list[RunStep] = Field(default_factory=list)
+
+
+class AuditEvent(_Snapshot):
+    """Who changed what, and when. Written in the same transaction as the change.
+
+    Holds no message content. ``seq`` increases across the whole store. After a session
+    is deleted only its tombstone event (``action="session.deleted"``) remains.
+    """
+
+    seq: int
+    session_id: str
+    user_id: str
+    actor: str
+    action: str
+    at: datetime
+    version_before: int | None = None
+    version_after: int | None = None
+    request_id: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Page(_Snapshot, Generic[T]):
+    """One page of a listing; pass ``next_cursor`` back as ``cursor`` for the next page.
+
+    ``next_cursor`` is None on the last page.
+    """
+
+    items: list[T]
+    next_cursor: str | None = None
+
+
+class RestoredSession(_Snapshot):
+    """Everything an engine needs to continue a session, as one snapshot.
+
+    ``messages`` are the most recent ones, oldest first; ``tool_calls`` the whole tool
+    history, oldest first; ``runs`` all runs, oldest first; ``interrupted_run_ids`` the
+    runs this restore found RUNNING and marked INTERRUPTED.
+    """
+
+    session: Session
+    working_memory: WorkingMemory
+    messages: list[Message]
+    tool_calls: list[ToolCall]
+    runs: list[Run]
+    interrupted_run_ids: list[str] = Field(default_factory=list)

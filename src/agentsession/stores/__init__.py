@@ -1,0 +1,1 @@
+"""Storage adapters behind one protocol (:mod:`agentsession.stores.base`)."""

@@ -1,0 +1,246 @@
+"""The storage port: what a store must do, and nothing about rules.
+
+A store keeps rows and runs transactions. It knows nothing of lifecycle, ownership,
+versions or idempotency semantics: :class:`~agentsession.manager.SessionManager` decides
+all of those inside one :meth:`SessionStore.transaction` and the store makes the
+transaction atomic (all of it is written, or none of it).
+
+Contract, for every method of :class:`StoreTransaction`:
+
+* Absent is ``None`` (or an empty list), never an error.
+* Everything returned is a fresh copy; nothing the caller later mutates reaches the store.
+* Listings are ordered as documented and ``limit`` counts rows (``None`` = no limit).
+* In a write transaction, :meth:`StoreTransaction.get_session` locks the session row
+  until the transaction ends, so the manager's read-check-write is not check-then-act.
+* Driver errors never escape: a transient one (lock timeout, serialization failure,
+  a racing insert on a unique key) is raised as :class:`StoreBusy` (the manager retries
+  the whole transaction), anything else as :class:`~agentsession.errors.StoreError`.
+
+The conformance suite in ``tests/contract`` is the executable form of this contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from ..errors import StoreBusy
+from ..models import AuditEvent, Message, Run, RunStatus, RunStep, Session, SessionStatus
+from ..models import ToolCall, WorkingMemory
+
+__all__ = [
+    "IdempotencyRecord",
+    "SessionStore",
+    "StoreConflict",
+    "StoreTransaction",
+]
+
+
+class StoreConflict(StoreBusy):
+    """A write lost a race inside the store (compare-and-set miss, duplicate key).
+
+    The manager re-runs the whole transaction, which then sees the winner's state.
+    """
+
+    code = "store-conflict"
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyRecord:
+    """The stored first result of a request sent with an idempotency key.
+
+    Attributes:
+        user_id: the principal; keys are scoped per user and ``scope``.
+        scope: the operation, e.g. ``"append_messages"``.
+        key: the client's idempotency key.
+        fingerprint: hex SHA-256 of the canonical request, to detect a different request.
+        session_id: the session the request wrote to (deleted with it), or None.
+        result: JSON text of the first result, returned again on a retry.
+        created_at: when the first request committed; keys expire after the retention.
+    """
+
+    user_id: str
+    scope: str
+    key: str
+    fingerprint: str
+    session_id: str | None
+    result: str
+    created_at: datetime
+
+
+@runtime_checkable
+class StoreTransaction(Protocol):
+    """The operations available inside one transaction. See the module docstring."""
+
+    # -- sessions --------------------------------------------------------------------
+    def get_session(self, session_id: str) -> Session | None:
+        """Return the session, or None. Locks its row in a write transaction."""
+
+    def insert_session(self, session: Session) -> None:
+        """Insert a new session. Raises StoreConflict if the id exists."""
+
+    def update_session(self, session: Session, *, expected_version: int) -> None:
+        """Replace the session row if its stored version is ``expected_version``.
+
+        Compare-and-set in one statement. Raises StoreConflict when the stored version
+        differs or the row is gone.
+        """
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session and every row that belongs to it.
+
+        Messages, working memory, tool calls, runs and their steps, audit events and
+        idempotency records with this ``session_id`` all go. Absent: no-op.
+        """
+
+    def list_sessions(
+        self,
+        *,
+        user_id: str | None,
+        status: SessionStatus | None,
+        agent: str | None,
+        after: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[Session]:
+        """Sessions ordered by ``(updated_at, session_id)`` descending.
+
+        Args:
+            user_id: only this owner's sessions; None means every user (admin listing).
+            status, agent: equality filters; None means any.
+            after: keyset cursor; only sessions strictly after ``(updated_at, session_id)``
+                in that order.
+            limit: at most this many rows.
+        """
+
+    def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
+        """Ids of ACTIVE sessions with ``expires_at <= now``, oldest ``expires_at`` first."""
+
+    def list_user_session_ids(self, user_id: str) -> list[str]:
+        """Ids of every session owned by ``user_id``, in any status."""
+
+    # -- messages --------------------------------------------------------------------
+    def insert_messages(self, messages: Sequence[Message]) -> None:
+        """Append messages; their ``seq`` values are already assigned by the manager.
+
+        Must cost O(len(messages)), independent of how long the history is.
+        """
+
+    def get_messages(
+        self,
+        session_id: str,
+        *,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        limit: int | None = None,
+        newest: bool = True,
+    ) -> list[Message]:
+        """Messages with ``after_seq < seq < before_seq`` (None = unbounded), oldest first.
+
+        With ``limit``, ``newest=True`` keeps the last ``limit`` of that range and
+        ``newest=False`` the first ``limit``. Costs O(returned rows), not O(history).
+        """
+
+    # -- working memory --------------------------------------------------------------
+    def get_working_memory(self, session_id: str) -> WorkingMemory | None:
+        """Return the session's working memory, or None if never written."""
+
+    def put_working_memory(self, memory: WorkingMemory) -> None:
+        """Insert or replace the session's working memory."""
+
+    # -- tool calls ------------------------------------------------------------------
+    def insert_tool_call(self, call: ToolCall) -> None:
+        """Insert a tool call (``seq`` assigned by the manager). StoreConflict on a
+        duplicate ``(session_id, call_id)``."""
+
+    def get_tool_call(self, session_id: str, call_id: str) -> ToolCall | None:
+        """Return one tool call of the session, or None."""
+
+    def list_tool_calls(
+        self,
+        session_id: str,
+        *,
+        tool: str | None = None,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[ToolCall]:
+        """Tool calls oldest first (by ``seq``), optionally of one tool, after a seq."""
+
+    def find_tool_call(
+        self, session_id: str, *, tool: str, arguments_hash: str
+    ) -> ToolCall | None:
+        """The newest call of ``tool`` whose ``arguments_hash`` matches, or None."""
+
+    # -- runs ------------------------------------------------------------------------
+    def insert_run(self, run: Run) -> None:
+        """Insert a run (its ``steps`` are ignored; steps are added one by one)."""
+
+    def update_run(self, run: Run) -> None:
+        """Replace a run's fields (not its steps)."""
+
+    def insert_run_step(self, session_id: str, step: RunStep) -> None:
+        """Append a step to a run; ``step.index`` is assigned by the manager."""
+
+    def get_run(self, session_id: str, run_id: str) -> Run | None:
+        """Return one run with its steps in ``index`` order, or None."""
+
+    def list_runs(
+        self,
+        session_id: str,
+        *,
+        status: RunStatus | None = None,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Run]:
+        """Runs oldest first (by ``seq``) with their steps, optionally of one status."""
+
+    # -- audit -----------------------------------------------------------------------
+    def insert_audit(self, event: AuditEvent) -> int:
+        """Insert an audit event, ignoring ``event.seq``; return the seq the store gave it.
+
+        Seqs increase across the whole store.
+        """
+
+    def list_audit(
+        self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
+    ) -> list[AuditEvent]:
+        """The session's audit events, oldest first."""
+
+    # -- idempotency -----------------------------------------------------------------
+    def get_idempotency(self, user_id: str, scope: str, key: str) -> IdempotencyRecord | None:
+        """Return the record stored for this key, or None."""
+
+    def put_idempotency(self, record: IdempotencyRecord) -> None:
+        """Store a record. Raises StoreConflict if one exists for (user_id, scope, key)."""
+
+    def delete_idempotency(self, user_id: str, scope: str, key: str) -> None:
+        """Remove one record (used to replace an expired one). Absent: no-op."""
+
+    def purge_idempotency(self, *, created_before: datetime, user_id: str | None = None) -> int:
+        """Delete records older than ``created_before`` (optionally of one user only);
+        return how many went."""
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """A storage backend: a factory of transactions.
+
+    Attributes:
+        url: the URL the store was opened with, with any password masked.
+    """
+
+    url: str
+
+    def transaction(self, *, write: bool) -> AbstractContextManager[StoreTransaction]:
+        """Open a transaction; commit when the block ends, roll back if it raises.
+
+        ``write=False`` promises no writes and may run concurrently with writers.
+        ``write=True`` serialises with other writers of the same session at the latest at
+        the first :meth:`StoreTransaction.get_session` (SQLite: ``BEGIN IMMEDIATE``).
+        """
+
+    def close(self) -> None:
+        """Release connections the store created. Further use raises StoreError."""
+

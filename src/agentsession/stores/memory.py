@@ -1,0 +1,377 @@
+"""In-memory store: the whole contract, in one process, gone at exit.
+
+A real adapter, not a mock: it passes the same conformance suite as every other store.
+Models are immutable and every JSON-bearing field is deep-copied in and out, so nothing
+a caller holds aliases stored state (case C22). Transactions are serialised by one lock
+and made atomic by an undo log: a failure anywhere inside the block rolls every change
+back in reverse order (case C03).
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from ..errors import StoreError
+from ..models import AuditEvent, Message, Run, RunStatus, RunStep, Session, SessionStatus
+from ..models import ToolCall, WorkingMemory
+from .base import IdempotencyRecord, StoreConflict
+
+__all__ = ["MemoryStore"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _copy(model: M) -> M:
+    return model.model_copy(deep=True)
+
+
+@dataclass
+class _SessionData:
+    session: Session
+    messages: list[Message] = field(default_factory=list)  # index i holds seq i + 1
+    memory: WorkingMemory | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)  # by seq
+    runs: dict[str, Run] = field(default_factory=dict)  # insertion order = seq order
+    steps: dict[str, list[RunStep]] = field(default_factory=dict)
+    audit: list[AuditEvent] = field(default_factory=list)
+
+
+class MemoryStore:
+    """A store that keeps everything in process memory. URL: ``memory://``.
+
+    Thread-safe; all transactions are serialised. Use it for tests and for single-process
+    agents that need no durability.
+    """
+
+    def __init__(self) -> None:
+        self.url = "memory://"
+        self._lock = threading.RLock()
+        self._sessions: dict[str, _SessionData] = {}
+        self._tombstones: list[AuditEvent] = []
+        self._idempotency: dict[tuple[str, str, str], IdempotencyRecord] = {}
+        self._audit_seq = 0
+        self._closed = False
+
+    @contextmanager
+    def transaction(self, *, write: bool) -> Iterator[_MemoryTransaction]:
+        """Open a transaction (see :class:`~agentsession.stores.base.SessionStore`)."""
+        with self._lock:
+            if self._closed:
+                raise StoreError("the memory store is closed")
+            tx = _MemoryTransaction(self, write=write)
+            try:
+                yield tx
+            except BaseException:
+                tx.rollback()
+                raise
+
+    def close(self) -> None:
+        """Drop every session. Further transactions raise StoreError."""
+        with self._lock:
+            self._closed = True
+            self._sessions.clear()
+            self._idempotency.clear()
+
+
+class _MemoryTransaction:
+    def __init__(self, store: MemoryStore, *, write: bool) -> None:
+        self._s = store
+        self._write = write
+        self._undo: list[Callable[[], None]] = []
+
+    def rollback(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+
+    def _writing(self) -> None:
+        if not self._write:
+            raise StoreError("write attempted in a read-only transaction")
+
+    def _data(self, session_id: str) -> _SessionData:
+        data = self._s._sessions.get(session_id)
+        if data is None:
+            raise StoreConflict(f"session {session_id!r} vanished during the transaction")
+        return data
+
+    def _set_attr(self, obj: Any, name: str, value: Any) -> None:
+        old = getattr(obj, name)
+        setattr(obj, name, value)
+        self._undo.append(lambda: setattr(obj, name, old))
+
+    def _append(self, seq: list[Any], item: Any) -> None:
+        seq.append(item)
+        self._undo.append(seq.pop)
+
+    # -- sessions --------------------------------------------------------------------
+    def get_session(self, session_id: str) -> Session | None:
+        data = self._s._sessions.get(session_id)
+        return None if data is None else _copy(data.session)
+
+    def insert_session(self, session: Session) -> None:
+        self._writing()
+        if session.session_id in self._s._sessions:
+            raise StoreConflict(f"session {session.session_id!r} exists")
+        self._s._sessions[session.session_id] = _SessionData(_copy(session))
+        self._undo.append(lambda: self._s._sessions.pop(session.session_id))
+
+    def update_session(self, session: Session, *, expected_version: int) -> None:
+        self._writing()
+        data = self._data(session.session_id)
+        if data.session.version != expected_version:
+            raise StoreConflict(f"session {session.session_id!r} changed concurrently")
+        self._set_attr(data, "session", _copy(session))
+
+    def delete_session(self, session_id: str) -> None:
+        self._writing()
+        data = self._s._sessions.pop(session_id, None)
+        if data is None:
+            return
+        self._undo.append(lambda: self._s._sessions.__setitem__(session_id, data))
+        doomed = {k: r for k, r in self._s._idempotency.items() if r.session_id == session_id}
+        for k in doomed:
+            del self._s._idempotency[k]
+        self._undo.append(lambda: self._s._idempotency.update(doomed))
+
+    def list_sessions(
+        self,
+        *,
+        user_id: str | None,
+        status: SessionStatus | None,
+        agent: str | None,
+        after: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[Session]:
+        rows = [
+            d.session
+            for d in self._s._sessions.values()
+            if (user_id is None or d.session.user_id == user_id)
+            and (status is None or d.session.status == status)
+            and (agent is None or d.session.agent == agent)
+            and (after is None or (d.session.updated_at, d.session.session_id) < after)
+        ]
+        rows.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
+        return [_copy(s) for s in rows[:limit]]
+
+    def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
+        due = [
+            d.session
+            for d in self._s._sessions.values()
+            if d.session.status == SessionStatus.ACTIVE
+            and d.session.expires_at is not None
+            and d.session.expires_at <= now
+        ]
+        due.sort(key=lambda s: (s.expires_at, s.session_id))
+        return [s.session_id for s in due[:limit]]
+
+    def list_user_session_ids(self, user_id: str) -> list[str]:
+        return [sid for sid, d in self._s._sessions.items() if d.session.user_id == user_id]
+
+    # -- messages --------------------------------------------------------------------
+    def insert_messages(self, messages: Sequence[Message]) -> None:
+        self._writing()
+        for message in messages:
+            rows = self._data(message.session_id).messages
+            if message.seq != len(rows) + 1:
+                raise StoreConflict(f"message seq {message.seq} is not next in its session")
+            self._append(rows, _copy(message))
+
+    def get_messages(
+        self,
+        session_id: str,
+        *,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        limit: int | None = None,
+        newest: bool = True,
+    ) -> list[Message]:
+        data = self._s._sessions.get(session_id)
+        if data is None:
+            return []
+        rows = data.messages
+        # rows[i].seq == i + 1, so a seq range is a slice: O(returned rows).
+        lo = 0 if after_seq is None else max(0, min(after_seq, len(rows)))
+        hi = len(rows) if before_seq is None else max(0, min(before_seq - 1, len(rows)))
+        if limit is not None and hi - lo > limit:
+            if newest:
+                lo = hi - limit
+            else:
+                hi = lo + limit
+        return [_copy(m) for m in rows[lo:hi]]
+
+    # -- working memory --------------------------------------------------------------
+    def get_working_memory(self, session_id: str) -> WorkingMemory | None:
+        data = self._s._sessions.get(session_id)
+        if data is None or data.memory is None:
+            return None
+        return _copy(data.memory)
+
+    def put_working_memory(self, memory: WorkingMemory) -> None:
+        self._writing()
+        self._set_attr(self._data(memory.session_id), "memory", _copy(memory))
+
+    # -- tool calls ------------------------------------------------------------------
+    def insert_tool_call(self, call: ToolCall) -> None:
+        self._writing()
+        rows = self._data(call.session_id).tool_calls
+        if any(c.call_id == call.call_id for c in rows):
+            raise StoreConflict(f"tool call {call.call_id!r} exists")
+        self._append(rows, _copy(call))
+
+    def get_tool_call(self, session_id: str, call_id: str) -> ToolCall | None:
+        data = self._s._sessions.get(session_id)
+        if data is None:
+            return None
+        for call in data.tool_calls:
+            if call.call_id == call_id:
+                return _copy(call)
+        return None
+
+    def list_tool_calls(
+        self,
+        session_id: str,
+        *,
+        tool: str | None = None,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[ToolCall]:
+        data = self._s._sessions.get(session_id)
+        if data is None:
+            return []
+        start = 0 if after_seq is None else bisect_right(data.tool_calls, after_seq, key=_seq)
+        rows = [c for c in data.tool_calls[start:] if tool is None or c.tool == tool]
+        return [_copy(c) for c in rows[:limit]]
+
+    def find_tool_call(
+        self, session_id: str, *, tool: str, arguments_hash: str
+    ) -> ToolCall | None:
+        data = self._s._sessions.get(session_id)
+        if data is None:
+            return None
+        for call in reversed(data.tool_calls):
+            if call.tool == tool and call.arguments_hash == arguments_hash:
+                return _copy(call)
+        return None
+
+    # -- runs ------------------------------------------------------------------------
+    def insert_run(self, run: Run) -> None:
+        self._writing()
+        data = self._data(run.session_id)
+        if run.run_id in data.runs:
+            raise StoreConflict(f"run {run.run_id!r} exists")
+        data.runs[run.run_id] = _copy(run).model_copy(update={"steps": []})
+        data.steps[run.run_id] = []
+
+        def undo() -> None:
+            del data.runs[run.run_id]
+            del data.steps[run.run_id]
+
+        self._undo.append(undo)
+
+    def update_run(self, run: Run) -> None:
+        self._writing()
+        data = self._data(run.session_id)
+        old = data.runs[run.run_id]
+        data.runs[run.run_id] = _copy(run).model_copy(update={"steps": []})
+        self._undo.append(lambda: data.runs.__setitem__(run.run_id, old))
+
+    def insert_run_step(self, session_id: str, step: RunStep) -> None:
+        self._writing()
+        self._append(self._data(session_id).steps[step.run_id], _copy(step))
+
+    def get_run(self, session_id: str, run_id: str) -> Run | None:
+        data = self._s._sessions.get(session_id)
+        if data is None or run_id not in data.runs:
+            return None
+        return self._with_steps(data, data.runs[run_id])
+
+    def list_runs(
+        self,
+        session_id: str,
+        *,
+        status: RunStatus | None = None,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Run]:
+        data = self._s._sessions.get(session_id)
+        if data is None:
+            return []
+        rows = [
+            r
+            for r in data.runs.values()
+            if (status is None or r.status == status) and (after_seq is None or r.seq > after_seq)
+        ]
+        return [self._with_steps(data, r) for r in rows[:limit]]
+
+    @staticmethod
+    def _with_steps(data: _SessionData, run: Run) -> Run:
+        return _copy(run).model_copy(
+            update={"steps": [_copy(s) for s in data.steps[run.run_id]]}
+        )
+
+    # -- audit -----------------------------------------------------------------------
+    def insert_audit(self, event: AuditEvent) -> int:
+        self._writing()
+        self._s._audit_seq += 1
+        seq = self._s._audit_seq
+        stored = event.model_copy(update={"seq": seq}, deep=True)
+        data = self._s._sessions.get(event.session_id)
+        # A session's tombstone outlives it; every other event lives with its session.
+        self._append(data.audit if data is not None else self._s._tombstones, stored)
+        return seq
+
+    def list_audit(
+        self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
+    ) -> list[AuditEvent]:
+        data = self._s._sessions.get(session_id)
+        rows = (
+            data.audit
+            if data is not None
+            else [e for e in self._s._tombstones if e.session_id == session_id]
+        )
+        start = 0 if after_seq is None else bisect_right(rows, after_seq, key=_seq)
+        return [_copy(e) for e in rows[start:][:limit]]
+
+    # -- idempotency -----------------------------------------------------------------
+    def get_idempotency(self, user_id: str, scope: str, key: str) -> IdempotencyRecord | None:
+        return self._s._idempotency.get((user_id, scope, key))
+
+    def put_idempotency(self, record: IdempotencyRecord) -> None:
+        self._writing()
+        k = (record.user_id, record.scope, record.key)
+        if k in self._s._idempotency:
+            raise StoreConflict(f"idempotency key {record.key!r} exists")
+        self._s._idempotency[k] = record  # frozen dataclass of immutable values
+        self._undo.append(lambda: self._s._idempotency.pop(k))
+
+    def delete_idempotency(self, user_id: str, scope: str, key: str) -> None:
+        self._writing()
+        k = (user_id, scope, key)
+        old = self._s._idempotency.pop(k, None)
+        if old is not None:
+            self._undo.append(lambda: self._s._idempotency.__setitem__(k, old))
+
+    def purge_idempotency(self, *, created_before: datetime, user_id: str | None = None) -> int:
+        self._writing()
+        doomed = {
+            k: r
+            for k, r in self._s._idempotency.items()
+            if r.created_at < created_before and (user_id is None or r.user_id == user_id)
+        }
+        for k in doomed:
+            del self._s._idempotency[k]
+        self._undo.append(lambda: self._s._idempotency.update(doomed))
+        return len(doomed)
+
+
+def _seq(row: Any) -> int:
+    return int(row.seq)
+
