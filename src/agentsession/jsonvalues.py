@@ -45,17 +45,16 @@ def check_json(value: Any, *, field: str, limit_bytes: int | None = None) -> str
     """
     _walk(value, field, 0)
     text = dumps(value)
-    if limit_bytes is not None:
-        # len(text) <= bytes <= 4*len(text): skip the encode when it cannot matter.
-        if len(text) * 4 > limit_bytes:
-            size = len(text.encode("utf-8"))
-            if size > limit_bytes:
-                raise PayloadTooLarge(
-                    f"{field} is {size} bytes of JSON; the limit is {limit_bytes} bytes",
-                    field=field,
-                    limit_bytes=limit_bytes,
-                    size_bytes=size,
-                )
+    # len(text) <= bytes <= 4*len(text): skip the encode when it cannot matter.
+    if limit_bytes is not None and len(text) * 4 > limit_bytes:
+        size = len(text.encode("utf-8"))
+        if size > limit_bytes:
+            raise PayloadTooLarge(
+                f"{field} is {size} bytes of JSON; the limit is {limit_bytes} bytes",
+                field=field,
+                limit_bytes=limit_bytes,
+                size_bytes=size,
+            )
     return text
 
 

@@ -28,8 +28,17 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from ..errors import StoreBusy
-from ..models import AuditEvent, Message, Run, RunStatus, RunStep, Session, SessionStatus
-from ..models import ToolCall, WorkingMemory
+from ..models import (
+    AuditEvent,
+    Message,
+    Run,
+    RunStatus,
+    RunStep,
+    Session,
+    SessionStatus,
+    ToolCall,
+    WorkingMemory,
+)
 
 __all__ = [
     "IdempotencyRecord",

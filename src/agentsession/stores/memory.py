@@ -20,8 +20,17 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ..errors import StoreError
-from ..models import AuditEvent, Message, Run, RunStatus, RunStep, Session, SessionStatus
-from ..models import ToolCall, WorkingMemory
+from ..models import (
+    AuditEvent,
+    Message,
+    Run,
+    RunStatus,
+    RunStep,
+    Session,
+    SessionStatus,
+    ToolCall,
+    WorkingMemory,
+)
 from .base import IdempotencyRecord, StoreConflict
 
 __all__ = ["MemoryStore"]

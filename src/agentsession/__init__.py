@@ -1,0 +1,93 @@
+"""agentsession: durable sessions for AI agents.
+
+A session is more than its messages: working memory (goal, what is done, errors, next
+action), the tool calls that really ran, and the runs with their steps. Every change goes
+through :class:`SessionManager`, over a store chosen by URL::
+
+    from agentsession import SessionManager
+
+    with SessionManager.from_url("sqlite:///sessions.db", auto_migrate=True) as sm:
+        s = sm.create_session(user_id="alice", agent="coding")
+        sm.append_message(session_id=s.session_id, user_id="alice",
+                          message={"role": "user", "content": "fix the start-up error"})
+"""
+
+from .aio import AsyncSessionManager
+from .errors import (
+    AgentSessionError,
+    Conflict,
+    IdempotencyKeyReused,
+    IllegalTransition,
+    NotFound,
+    PayloadTooLarge,
+    RunAlreadyRunning,
+    RunNotFound,
+    RunNotRunning,
+    SchemaOutOfDate,
+    SessionNotActive,
+    SessionNotFound,
+    StoreBusy,
+    StoreError,
+    UnsupportedValue,
+    ValidationError,
+    VersionConflict,
+)
+from .manager import SessionManager, SweepResult, request_id_context
+from .models import (
+    AuditEvent,
+    Message,
+    Page,
+    RestoredSession,
+    Role,
+    Run,
+    RunStatus,
+    RunStep,
+    Session,
+    SessionStatus,
+    ToolCall,
+    ToolCallStatus,
+    WorkingMemory,
+)
+from .policy import Limits, Policy
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentSessionError",
+    "AsyncSessionManager",
+    "AuditEvent",
+    "Conflict",
+    "IdempotencyKeyReused",
+    "IllegalTransition",
+    "Limits",
+    "Message",
+    "NotFound",
+    "Page",
+    "PayloadTooLarge",
+    "Policy",
+    "RestoredSession",
+    "Role",
+    "Run",
+    "RunAlreadyRunning",
+    "RunNotFound",
+    "RunNotRunning",
+    "RunStatus",
+    "RunStep",
+    "SchemaOutOfDate",
+    "Session",
+    "SessionManager",
+    "SessionNotActive",
+    "SessionNotFound",
+    "SessionStatus",
+    "StoreBusy",
+    "StoreError",
+    "SweepResult",
+    "ToolCall",
+    "ToolCallStatus",
+    "UnsupportedValue",
+    "ValidationError",
+    "VersionConflict",
+    "WorkingMemory",
+    "__version__",
+    "request_id_context",
+]

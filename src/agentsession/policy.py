@@ -1,0 +1,59 @@
+"""Tunable rules of a SessionManager: size limits and lifecycle policy.
+
+Both are plain frozen dataclasses passed to the SessionManager constructor; the library
+never reads the environment (settings are read only at the edges: CLI, HTTP service).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Limits", "Policy"]
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Size limits, in bytes of UTF-8 JSON unless stated. Checked before any write (C14).
+
+    Attributes:
+        max_message_bytes: one message as appended (content, tool calls, extra fields).
+        max_batch_messages: messages in one ``append_messages`` call.
+        max_tool_call_bytes: a tool call's arguments plus result plus error.
+        max_working_memory_bytes: the whole working-memory document after an update.
+        max_run_payload_bytes: a run's input/output, or one step's input/output.
+        max_metadata_bytes: a session's or message's ``metadata`` object.
+        max_title_chars: a session title, in characters.
+        max_page_size: the largest ``limit`` a listing accepts.
+    """
+
+    max_message_bytes: int = 4 * MiB
+    max_batch_messages: int = 1000
+    max_tool_call_bytes: int = 4 * MiB
+    max_working_memory_bytes: int = 1 * MiB
+    max_run_payload_bytes: int = 1 * MiB
+    max_metadata_bytes: int = 16 * 1024
+    max_title_chars: int = 512
+    max_page_size: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Lifecycle rules (DESIGN.md, "Lifecycle").
+
+    Attributes:
+        expired_restore_window_seconds: how long after expiry an EXPIRED session may
+            still be restored; None = always, 0 = never. Default 7 days.
+        idempotency_retention_seconds: how long an idempotency key is remembered.
+            Default 24 hours; a key older than this is treated as new.
+        restore_message_limit: how many recent messages ``restore_session`` returns
+            by default.
+        max_retries: how often one call re-runs a transaction the store reported as
+            busy (lock timeout, lost race) before raising StoreBusy.
+    """
+
+    expired_restore_window_seconds: float | None = 7 * 24 * 3600
+    idempotency_retention_seconds: float = 24 * 3600
+    restore_message_limit: int = 50
+    max_retries: int = 8
