@@ -1,0 +1,31 @@
+"""Settings read from the environment, at the edges only (CLI, HTTP service).
+
+The library itself never reads ``os.environ``: the CLI and the service build one
+:class:`Settings` and pass explicit values down. Every field maps to an environment
+variable with the ``AGENTSESSION_`` prefix, e.g. ``AGENTSESSION_URL``.
+"""
+
+from __future__ import annotations
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+
+class Settings(BaseSettings):
+    """Configuration of the CLI and the HTTP service.
+
+    Attributes:
+        url: the store URL (``AGENTSESSION_URL``); default an SQLite file in the
+            current directory.
+        auto_migrate: bring the schema to the current revision at start
+            (``AGENTSESSION_AUTO_MIGRATE``); off by default: run ``agentsession db upgrade``.
+        sqlite_synchronous: ``FULL`` (default; no acknowledged write lost on power loss)
+            or ``NORMAL`` (faster; a power loss may drop the last commits).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="AGENTSESSION_", extra="ignore")
+
+    url: str = "sqlite:///agentsession.db"
+    auto_migrate: bool = False
+    sqlite_synchronous: str = "FULL"
