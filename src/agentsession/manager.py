@@ -18,8 +18,6 @@ Every method takes keyword arguments only and names its principal with ``user_id
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import random
 import time
@@ -66,6 +64,26 @@ from .models import (
 )
 from .policy import Limits, Policy
 from .stores.base import IdempotencyRecord, SessionStore, StoreTransaction
+from .validation import (
+    check_cursor_seq,
+    check_enum,
+    check_expected_version,
+    check_key,
+    check_limit,
+    check_memory,
+    check_message,
+    check_metadata,
+    check_patch,
+    check_reason,
+    check_time,
+    check_title,
+    check_tool_call_id,
+    check_tool_name,
+    check_ttl,
+    check_usage,
+    decode_cursor,
+    encode_cursor,
+)
 
 __all__ = ["SessionManager", "SweepResult", "request_id_context"]
 
@@ -74,9 +92,6 @@ T = TypeVar("T")
 _request_id: ContextVar[str | None] = ContextVar("agentsession_request_id", default=None)
 
 _SYSTEM_ACTOR = "system"
-_MESSAGE_SYSTEM_FIELDS = frozenset({"message_id", "session_id", "seq", "created_at"})
-_KEY_MAX = 255
-_TOOL_NAME_MAX = 128
 _FINISH_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
@@ -245,13 +260,13 @@ class SessionManager:
         """
         check_name(user_id, field="user_id")
         check_name(agent, field="agent")
-        title = self._check_title(title)
-        meta = self._check_metadata(metadata, "metadata")
-        ttl = self._check_ttl(ttl_seconds)
+        title = check_title(title, self.limits)
+        meta = check_metadata(metadata, "metadata", self.limits)
+        ttl = check_ttl(ttl_seconds)
         memory = None
         if working_memory is not None:
-            memory = self._check_memory(dict(working_memory))
-        key = self._check_key(idempotency_key)
+            memory = check_memory(dict(working_memory), self.limits)
+        key = check_key(idempotency_key)
         fingerprint = self._fingerprint(
             "create_session", None, agent, title, meta, ttl, memory
         )
@@ -275,7 +290,7 @@ class SessionManager:
                 expires_at=_expiry(now, ttl),
             )
             tx.insert_session(session)
-            self._audit(tx, session, user_id, "session.created", None, 1, {"agent": agent})
+            self._audit(tx, session, user_id, "session.created", None, 1, {"agent": agent}, now)
             if memory is not None:
                 before = session.version
                 session = session.model_copy(update={"version": before + 1})
@@ -285,7 +300,8 @@ class SessionManager:
                     )
                 )
                 tx.update_session(session, expected_version=before)
-                self._audit(tx, session, user_id, "memory.updated", before, 2, {"mode": "replace"})
+                details = {"mode": "replace"}
+                self._audit(tx, session, user_id, "memory.updated", before, 2, details, now)
             self._remember(tx, user_id, "create_session", key, fingerprint, session, session)
             return session
 
@@ -331,11 +347,11 @@ class SessionManager:
         check_name(user_id, field="user_id")
         if all_users and not admin:
             raise ValidationError("all_users=True needs admin=True", field="all_users")
-        wanted_status = _check_enum(SessionStatus, status, "status")
+        wanted_status = check_enum(SessionStatus, status, "status")
         if agent is not None:
             check_name(agent, field="agent")
-        size = self._check_limit(limit, "limit", allow_none=False)
-        after = _decode_cursor(cursor)
+        size = check_limit(limit, "limit", allow_none=False, maximum=self.limits.max_page_size)
+        after = decode_cursor(cursor)
         rows: list[Session] = self._transact(
             lambda tx: tx.list_sessions(
                 user_id=None if all_users else user_id,
@@ -348,7 +364,7 @@ class SessionManager:
         )
         more = len(rows) > size
         rows = rows[:size]
-        next_cursor = _encode_cursor(rows[-1]) if more and rows else None
+        next_cursor = encode_cursor(rows[-1]) if more and rows else None
         now = self._now()
         if any(_due(r, now) for r in rows):
             # Lazy expiry on access: the listed sessions idle past their TTL expire now.
@@ -385,11 +401,11 @@ class SessionManager:
         """
         update: dict[str, Any] = {}
         if title is not UNSET:
-            update["title"] = self._check_title(title)
+            update["title"] = check_title(title, self.limits)
         if metadata is not UNSET:
-            update["metadata"] = self._check_metadata(metadata, "metadata")
+            update["metadata"] = check_metadata(metadata, "metadata", self.limits)
         if ttl_seconds is not UNSET:
-            update["ttl_seconds"] = self._check_ttl(ttl_seconds)
+            update["ttl_seconds"] = check_ttl(ttl_seconds)
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> _Change:
             new = s.model_copy(update=update)
@@ -473,10 +489,10 @@ class SessionManager:
                 f"at most {self.limits.max_batch_messages} messages per call",
                 field="messages",
             )
-        payloads = [self._check_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
+        payloads = [check_message(m, f"messages[{i}]", self.limits) for i, m in enumerate(messages)]
         patch = None
         if working_memory_patch is not None:
-            patch = self._check_patch(working_memory_patch)
+            patch = check_patch(working_memory_patch, self.limits)
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> _Change:
             for run_id in {p["run_id"] for p in payloads if p.get("run_id") is not None}:
@@ -548,9 +564,9 @@ class SessionManager:
                 cursors at once.
             SessionNotFound.
         """
-        size = self._check_limit(limit, "limit", allow_none=True, maximum=None)
-        before_seq = _check_cursor_seq(before, "before")
-        after_seq = _check_cursor_seq(after, "after")
+        size = check_limit(limit, "limit", allow_none=True, maximum=None)
+        before_seq = check_cursor_seq(before, "before")
+        after_seq = check_cursor_seq(after, "after")
         if before_seq is not None and after_seq is not None:
             raise ValidationError("pass before or after, not both", field="before")
 
@@ -609,8 +625,8 @@ class SessionManager:
         """
         if (data is None) == (patch is None):
             raise ValidationError("pass exactly one of data and patch", field="data")
-        full = self._check_memory(dict(data)) if data is not None else None
-        merge = self._check_patch(patch) if patch is not None else None
+        full = check_memory(dict(data), self.limits) if data is not None else None
+        merge = check_patch(patch, self.limits) if patch is not None else None
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> _Change:
             memory = self._apply_memory(tx, s, now, data=full, patch=merge)
@@ -704,17 +720,17 @@ class SessionManager:
             ValidationError, PayloadTooLarge, UnsupportedValue, SessionNotFound,
             SessionNotActive, RunNotFound, VersionConflict, IdempotencyKeyReused.
         """
-        _check_tool_name(tool)
+        check_tool_name(tool)
         args = dict(arguments or {})
-        call_status = _check_enum(ToolCallStatus, status, "status")
+        call_status = check_enum(ToolCallStatus, status, "status")
         if error is not None and not isinstance(error, str):
             raise ValidationError("error must be a string", field="error")
         size_doc = {"arguments": args, "result": result, "error": error}
         check_json(size_doc, field="tool_call", limit_bytes=self.limits.max_tool_call_bytes)
-        started = _check_time(started_at, "started_at")
-        ended = _check_time(ended_at, "ended_at")
+        started = check_time(started_at, "started_at")
+        ended = check_time(ended_at, "ended_at")
         if call_id is not None:
-            _check_tool_call_id(call_id)
+            check_tool_call_id(call_id)
         if run_id is not None:
             check_id(run_id, field="run_id", prefix="run")
 
@@ -775,9 +791,9 @@ class SessionManager:
             SessionNotFound, ValidationError.
         """
         if tool is not None:
-            _check_tool_name(tool)
-        after_seq = _check_cursor_seq(after, "after")
-        size = self._check_limit(limit, "limit", allow_none=True)
+            check_tool_name(tool)
+        after_seq = check_cursor_seq(after, "after")
+        size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
         return self._read(
             session_id,
             user_id,
@@ -802,7 +818,7 @@ class SessionManager:
         Raises:
             SessionNotFound, ValidationError.
         """
-        _check_tool_name(tool)
+        check_tool_name(tool)
         args = dict(arguments or {})
         check_json(args, field="arguments")
         digest = canonical_hash(args)
@@ -838,7 +854,7 @@ class SessionManager:
             IdempotencyKeyReused.
         """
         check_json(input, field="input", limit_bytes=self.limits.max_run_payload_bytes)
-        meta = self._check_metadata(metadata, "metadata")
+        meta = check_metadata(metadata, "metadata", self.limits)
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> _Change:
             running = tx.list_runs(s.session_id, status=RunStatus.RUNNING, limit=1)
@@ -909,8 +925,8 @@ class SessionManager:
             field="step",
             limit_bytes=self.limits.max_run_payload_bytes,
         )
-        started = _check_time(started_at, "started_at")
-        ended = _check_time(ended_at, "ended_at")
+        started = check_time(started_at, "started_at")
+        ended = check_time(ended_at, "ended_at")
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> _Change:
             run = self._running_run(tx, s, run_id)
@@ -968,12 +984,12 @@ class SessionManager:
             VersionConflict, ValidationError, IdempotencyKeyReused.
         """
         check_id(run_id, field="run_id", prefix="run")
-        final = _check_enum(RunStatus, status, "status")
+        final = check_enum(RunStatus, status, "status")
         if final not in _FINISH_STATUSES:
             raise ValidationError(
                 "status must be SUCCEEDED, FAILED or CANCELLED", field="status"
             )
-        counts = _check_usage(usage)
+        counts = check_usage(usage)
         check_json(
             {"output": output, "error": error},
             field="run",
@@ -1041,9 +1057,9 @@ class SessionManager:
         Raises:
             SessionNotFound, ValidationError.
         """
-        wanted = _check_enum(RunStatus, status, "status")
-        after_seq = _check_cursor_seq(after, "after")
-        size = self._check_limit(limit, "limit", allow_none=True)
+        wanted = check_enum(RunStatus, status, "status")
+        after_seq = check_cursor_seq(after, "after")
+        size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
         return self._read(
             session_id,
             user_id,
@@ -1074,7 +1090,7 @@ class SessionManager:
             IllegalTransition: the session is EXPIRED.
             SessionNotFound, VersionConflict, ValidationError, IdempotencyKeyReused.
         """
-        text = _check_reason(reason) or "closed"
+        text = check_reason(reason) or "closed"
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> _Change | Session:
             if s.status == SessionStatus.CLOSED:
@@ -1125,7 +1141,7 @@ class SessionManager:
             IllegalTransition: the session is CLOSED.
             SessionNotFound, VersionConflict, ValidationError.
         """
-        text = _check_reason(reason) or "expired by request"
+        text = check_reason(reason) or "expired by request"
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> _Change | Session:
             if s.status == SessionStatus.EXPIRED:
@@ -1177,7 +1193,7 @@ class SessionManager:
             IllegalTransition: EXPIRED past the restore window.
             SessionNotFound, VersionConflict, ValidationError.
         """
-        limit = self._check_limit(
+        limit = check_limit(
             self.policy.restore_message_limit if message_limit is None else message_limit,
             "message_limit",
             allow_none=False,
@@ -1260,7 +1276,7 @@ class SessionManager:
         Returns:
             What was expired and purged.
         """
-        size = self._check_limit(limit, "limit", allow_none=False, maximum=None)
+        size = check_limit(limit, "limit", allow_none=False, maximum=None)
         now = self._now()
         due = self._transact(lambda tx: tx.list_due_sessions(now=now, limit=size), write=False)
         expired = [sid for sid in due if self._expire_if_due(sid)]
@@ -1287,7 +1303,7 @@ class SessionManager:
         Raises:
             SessionNotFound, VersionConflict, ValidationError.
         """
-        self._check_expected(expected_version)
+        check_expected_version(expected_version)
 
         def body(tx: StoreTransaction) -> None:
             s = self._load(tx, session_id, user_id, admin)
@@ -1347,8 +1363,8 @@ class SessionManager:
         Raises:
             SessionNotFound, ValidationError.
         """
-        after_seq = _check_cursor_seq(after, "after")
-        size = self._check_limit(limit, "limit", allow_none=True)
+        after_seq = check_cursor_seq(after, "after")
+        size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
         check_id(session_id, field="session_id", prefix="ses")
         check_name(user_id, field="user_id")
 
@@ -1440,8 +1456,8 @@ class SessionManager:
         ``change`` returns a :class:`_Change` (bump the version, audit, store) or the
         unchanged session (a no-op such as closing a CLOSED session).
         """
-        self._check_expected(expected_version)
-        key = self._check_key(idempotency_key)
+        check_expected_version(expected_version)
+        key = check_key(idempotency_key)
         fingerprint = self._fingerprint(scope, session_id, *request) if key else ""
 
         def body(tx: StoreTransaction) -> Any:
@@ -1451,7 +1467,8 @@ class SessionManager:
             s = self._load(tx, session_id, user_id, admin)
             now = self._now()
             if _due(s, now):
-                s = self._store_change(tx, s, self._expiry_change(tx, s, now, "ttl"), _SYSTEM_ACTOR)
+                expiry = self._expiry_change(tx, s, now, "ttl")
+                s = self._store_change(tx, s, expiry, _SYSTEM_ACTOR, now)
                 if not expire_due_first:
                     return _Deferred(SessionNotActive(s.session_id, s.status.value))
             if require_active and s.status != SessionStatus.ACTIVE:
@@ -1468,7 +1485,7 @@ class SessionManager:
                             "expires_at": _expiry(now, outcome.session.ttl_seconds),
                         }
                     )
-                stored = self._store_change(tx, s, outcome, user_id)
+                stored = self._store_change(tx, s, outcome, user_id, now)
                 result = stored if result_is_session else outcome.result
             self._remember(tx, user_id, scope, key, fingerprint, s, result)
             return result
@@ -1476,14 +1493,13 @@ class SessionManager:
         return self._transact(body, write=True)
 
     def _store_change(
-        self, tx: StoreTransaction, before: Session, change: _Change, actor: str
+        self, tx: StoreTransaction, before: Session, change: _Change, actor: str, now: datetime
     ) -> Session:
-        """Write the session row (version + 1 unless the change already bumped it)."""
-        now = self._now()
+        """Write the session row at ``before.version + 1`` (compare-and-set) and audit it."""
         target = before.version + 1
         new = change.session.model_copy(update={"version": target, "updated_at": now})
         tx.update_session(new, expected_version=before.version)
-        self._audit(tx, new, actor, change.action, before.version, target, change.details)
+        self._audit(tx, new, actor, change.action, before.version, target, change.details, now)
         return new
 
     def _audit(
@@ -1495,6 +1511,7 @@ class SessionManager:
         before: int | None,
         after: int | None,
         details: dict[str, Any],
+        now: datetime,
     ) -> None:
         tx.insert_audit(
             AuditEvent(
@@ -1503,7 +1520,7 @@ class SessionManager:
                 user_id=s.user_id,
                 actor=actor,
                 action=action,
-                at=self._now(),
+                at=now,
                 version_before=before,
                 version_after=after,
                 request_id=_request_id.get(),
@@ -1519,7 +1536,7 @@ class SessionManager:
             "run_count": s.run_count,
             "tool_call_count": s.tool_call_count,
         }
-        self._audit(tx, s, actor, "session.deleted", s.version, None, details)
+        self._audit(tx, s, actor, "session.deleted", s.version, None, details, self._now())
 
     def _expiry_change(
         self, tx: StoreTransaction, s: Session, now: datetime, reason: str
@@ -1544,7 +1561,7 @@ class SessionManager:
             now = self._now()
             if s is None or not _due(s, now):
                 return False
-            self._store_change(tx, s, self._expiry_change(tx, s, now, "ttl"), _SYSTEM_ACTOR)
+            self._store_change(tx, s, self._expiry_change(tx, s, now, "ttl"), _SYSTEM_ACTOR, now)
             return True
 
         return bool(self._transact(body, write=True))
@@ -1610,7 +1627,7 @@ class SessionManager:
         change) will have once the change is stored: ``s.version + 1``."""
         if patch is not None:
             current = tx.get_working_memory(s.session_id)
-            data = self._check_memory(merge_patch(current.data if current else {}, patch))
+            data = check_memory(merge_patch(current.data if current else {}, patch), self.limits)
         memory = WorkingMemory(
             session_id=s.session_id, version=s.version + 1, updated_at=now, data=data or {}
         )
@@ -1621,145 +1638,6 @@ class SessionManager:
 
     def _fingerprint(self, scope: str, session_id: str | None, *request: Any) -> str:
         return canonical_hash([scope, session_id, _to_json(list(request))])
-
-    def _check_key(self, key: str | None) -> str | None:
-        if key is None:
-            return None
-        if (
-            type(key) is not str
-            or not 1 <= len(key) <= _KEY_MAX
-            or not key.isascii()
-            or not key.isprintable()
-        ):
-            raise ValidationError(
-                f"idempotency_key must be 1-{_KEY_MAX} printable ASCII characters",
-                field="idempotency_key",
-            )
-        return key
-
-    @staticmethod
-    def _check_expected(expected_version: int | None) -> None:
-        if expected_version is not None and (
-            type(expected_version) is not int or expected_version < 1
-        ):
-            raise ValidationError(
-                "expected_version must be a positive integer", field="expected_version"
-            )
-
-    def _check_limit(
-        self, limit: Any, field: str, *, allow_none: bool, maximum: int | _Unset | None = UNSET
-    ) -> int | None:
-        if limit is None:
-            if allow_none:
-                return None
-            raise ValidationError(f"{field} is required", field=field)
-        if type(limit) is not int or limit < 0:
-            raise ValidationError(f"{field} must be an integer >= 0", field=field)
-        cap = self.limits.max_page_size if maximum is UNSET else maximum
-        if cap is not None and limit > cap:
-            raise ValidationError(f"{field} must be at most {cap}", field=field)
-        return limit
-
-    def _check_title(self, title: Any) -> str | None:
-        if title is None:
-            return None
-        if not isinstance(title, str) or len(title) > self.limits.max_title_chars:
-            raise ValidationError(
-                f"title must be a string of at most {self.limits.max_title_chars} characters",
-                field="title",
-            )
-        check_json(title, field="title")
-        return title
-
-    def _check_metadata(self, metadata: Any, field: str) -> dict[str, Any]:
-        if metadata is None:
-            return {}
-        if not isinstance(metadata, Mapping):
-            raise ValidationError(f"{field} must be a JSON object", field=field)
-        value = dict(metadata)
-        check_json(value, field=field, limit_bytes=self.limits.max_metadata_bytes)
-        return value
-
-    @staticmethod
-    def _check_ttl(ttl: Any) -> float | None:
-        if ttl is None:
-            return None
-        if type(ttl) not in (int, float) or not 0 < ttl <= 10 * 365 * 86400:
-            raise ValidationError(
-                "ttl_seconds must be a positive number of seconds (at most 10 years)",
-                field="ttl_seconds",
-            )
-        return float(ttl)
-
-    def _check_message(self, message: Any, field: str) -> dict[str, Any]:
-        if not isinstance(message, Mapping):
-            raise ValidationError(f"{field} must be an object with a role", field=field)
-        payload = dict(message)
-        system = _MESSAGE_SYSTEM_FIELDS.intersection(payload)
-        if system:
-            raise ValidationError(
-                f"{field}.{sorted(system)[0]} is assigned by the store and cannot be sent",
-                field=f"{field}.{sorted(system)[0]}",
-            )
-        check_json(payload, field=field, limit_bytes=self.limits.max_message_bytes)
-        role = payload.get("role")
-        if role not in Role._value2member_map_:
-            raise ValidationError(
-                f"{field}.role must be one of system, user, assistant, tool",
-                field=f"{field}.role",
-            )
-        content = payload.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise ValidationError(
-                f"{field}.content must be a string, a list of parts, or null",
-                field=f"{field}.content",
-            )
-        for name in ("name", "tool_call_id"):
-            if payload.get(name) is not None and not isinstance(payload[name], str):
-                raise ValidationError(f"{field}.{name} must be a string", field=f"{field}.{name}")
-        calls = payload.get("tool_calls")
-        if calls is not None and (
-            not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls)
-        ):
-            raise ValidationError(
-                f"{field}.tool_calls must be a list of objects", field=f"{field}.tool_calls"
-            )
-        if payload.get("run_id") is not None:
-            check_id(payload["run_id"], field=f"{field}.run_id", prefix="run")
-        meta = payload.get("metadata")
-        if meta is not None:
-            self._check_metadata(meta, f"{field}.metadata")
-        return payload
-
-    def _check_memory(self, data: Any) -> dict[str, Any]:
-        if not isinstance(data, dict):
-            raise ValidationError("working memory must be a JSON object", field="working_memory")
-        check_json(
-            data, field="working_memory", limit_bytes=self.limits.max_working_memory_bytes
-        )
-        for key, kinds, shown in (
-            ("goal", (str,), "a string"),
-            ("next_action", (str,), "a string"),
-            ("completed", (list,), "a list"),
-            ("errors", (list,), "a list"),
-            ("facts", (dict,), "an object"),
-        ):
-            value = data.get(key)
-            if value is not None and not isinstance(value, kinds):
-                raise ValidationError(
-                    f"working_memory.{key} must be {shown} or null",
-                    field=f"working_memory.{key}",
-                )
-        return data
-
-    def _check_patch(self, patch: Any) -> dict[str, Any]:
-        if not isinstance(patch, Mapping):
-            raise ValidationError(
-                "a working-memory merge patch must be a JSON object", field="patch"
-            )
-        value = dict(patch)
-        check_json(value, field="patch", limit_bytes=self.limits.max_working_memory_bytes)
-        return value
 
 
 class _ExpireFirst(AgentSessionError):
@@ -1853,90 +1731,3 @@ def _align_window(
         if len(results) < len(newer) or not results:
             break
     return rows
-
-
-def _check_enum(enum: Any, value: Any, field: str) -> Any:
-    if value is None:
-        return None
-    try:
-        return enum(value)
-    except ValueError:
-        allowed = ", ".join(m.value for m in enum)
-        raise ValidationError(f"{field} must be one of {allowed}", field=field) from None
-
-
-def _check_cursor_seq(value: Any, field: str) -> int | None:
-    if value is None:
-        return None
-    if type(value) is not int or value < 0:
-        raise ValidationError(f"{field} must be a seq (an integer >= 0)", field=field)
-    return value
-
-
-def _check_time(value: Any, field: str) -> datetime | None:
-    if value is None:
-        return None
-    if not isinstance(value, datetime) or value.tzinfo is None:
-        raise ValidationError(f"{field} must be a timezone-aware datetime", field=field)
-    return value.astimezone(UTC)
-
-
-def _check_tool_name(tool: Any) -> None:
-    if type(tool) is not str or not 1 <= len(tool) <= _TOOL_NAME_MAX or not all(
-        c.isalnum() or c in "._:-" for c in tool
-    ) or not tool.isascii():
-        raise ValidationError(
-            f"tool must be 1-{_TOOL_NAME_MAX} characters of A-Z a-z 0-9 . _ : -", field="tool"
-        )
-
-
-def _check_tool_call_id(call_id: Any) -> None:
-    if type(call_id) is not str or not 1 <= len(call_id) <= 128 or not call_id.isascii() or not all(
-        c.isalnum() or c in "._:-" for c in call_id
-    ):
-        raise ValidationError(
-            "call_id must be 1-128 characters of A-Z a-z 0-9 . _ : -", field="call_id"
-        )
-
-
-def _check_reason(reason: Any) -> str | None:
-    if reason is None:
-        return None
-    if not isinstance(reason, str) or len(reason) > 500:
-        raise ValidationError("reason must be a string of at most 500 characters", field="reason")
-    check_json(reason, field="reason")
-    return reason
-
-
-def _check_usage(usage: Any) -> dict[str, int]:
-    if usage is None:
-        return {}
-    if not isinstance(usage, Mapping) or not all(
-        isinstance(k, str) and type(v) is int and v >= 0 for k, v in usage.items()
-    ):
-        raise ValidationError(
-            "usage must map names to token counts (integers >= 0)", field="usage"
-        )
-    return dict(usage)
-
-
-def _encode_cursor(s: Session) -> str:
-    raw = json.dumps([s.updated_at.isoformat(), s.session_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: Any) -> tuple[datetime, str] | None:
-    if cursor is None:
-        return None
-    try:
-        if type(cursor) is not str or len(cursor) > 200:
-            raise ValueError
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        stamp, session_id = json.loads(raw)
-        at = datetime.fromisoformat(stamp)
-        if at.tzinfo is None:
-            raise ValueError
-        check_id(session_id, field="cursor", prefix="ses")
-        return at.astimezone(UTC), session_id
-    except (ValueError, TypeError, binascii.Error, ValidationError, UnicodeDecodeError):
-        raise ValidationError("cursor is not one this service issued", field="cursor") from None

@@ -1,0 +1,263 @@
+"""Argument checks shared by every SessionManager method.
+
+Each ``check_*`` function returns the value it accepted (normalised where stated) or
+raises :class:`~agentsession.errors.ValidationError` (or a subclass) naming the field.
+Nothing here touches a store.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from .errors import ValidationError
+from .ids import check_id
+from .jsonvalues import check_json
+from .models import Role, Session
+from .policy import Limits
+
+_KEY_MAX = 255
+_TOOL_NAME_MAX = 128
+_MESSAGE_SYSTEM_FIELDS = frozenset({"message_id", "session_id", "seq", "created_at"})
+
+def check_key(key: str | None) -> str | None:
+    """An idempotency key: 1-255 printable ASCII characters, or None."""
+    if key is None:
+        return None
+    if (
+        type(key) is not str
+        or not 1 <= len(key) <= _KEY_MAX
+        or not key.isascii()
+        or not key.isprintable()
+    ):
+        raise ValidationError(
+            f"idempotency_key must be 1-{_KEY_MAX} printable ASCII characters",
+            field="idempotency_key",
+        )
+    return key
+
+def check_expected_version(expected_version: int | None) -> None:
+    """``expected_version`` must be None or an integer >= 1."""
+    if expected_version is not None and (
+        type(expected_version) is not int or expected_version < 1
+    ):
+        raise ValidationError(
+            "expected_version must be a positive integer", field="expected_version"
+        )
+
+def check_limit(limit: Any, field: str, *, allow_none: bool, maximum: int | None) -> int | None:
+    """A row count: an int in 0..maximum (None = no cap); None only if ``allow_none``."""
+    if limit is None:
+        if allow_none:
+            return None
+        raise ValidationError(f"{field} is required", field=field)
+    if type(limit) is not int or limit < 0:
+        raise ValidationError(f"{field} must be an integer >= 0", field=field)
+    if maximum is not None and limit > maximum:
+        raise ValidationError(f"{field} must be at most {maximum}", field=field)
+    return limit
+
+def check_title(title: Any, limits: Limits) -> str | None:
+    """A session title: None or a string of at most ``limits.max_title_chars``."""
+    if title is None:
+        return None
+    if not isinstance(title, str) or len(title) > limits.max_title_chars:
+        raise ValidationError(
+            f"title must be a string of at most {limits.max_title_chars} characters",
+            field="title",
+        )
+    check_json(title, field="title")
+    return title
+
+def check_metadata(metadata: Any, field: str, limits: Limits) -> dict[str, Any]:
+    """A JSON object of at most ``limits.max_metadata_bytes``; None gives ``{}``."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise ValidationError(f"{field} must be a JSON object", field=field)
+    value = dict(metadata)
+    check_json(value, field=field, limit_bytes=limits.max_metadata_bytes)
+    return value
+
+def check_ttl(ttl: Any) -> float | None:
+    """An idle timeout in seconds: None, or a number in (0, 10 years]."""
+    if ttl is None:
+        return None
+    if type(ttl) not in (int, float) or not 0 < ttl <= 10 * 365 * 86400:
+        raise ValidationError(
+            "ttl_seconds must be a positive number of seconds (at most 10 years)",
+            field="ttl_seconds",
+        )
+    return float(ttl)
+
+def check_message(message: Any, field: str, limits: Limits) -> dict[str, Any]:
+    """A message to append (see ``SessionManager.append_messages``); returns its payload."""
+    if not isinstance(message, Mapping):
+        raise ValidationError(f"{field} must be an object with a role", field=field)
+    payload = dict(message)
+    system = _MESSAGE_SYSTEM_FIELDS.intersection(payload)
+    if system:
+        raise ValidationError(
+            f"{field}.{sorted(system)[0]} is assigned by the store and cannot be sent",
+            field=f"{field}.{sorted(system)[0]}",
+        )
+    check_json(payload, field=field, limit_bytes=limits.max_message_bytes)
+    role = payload.get("role")
+    if role not in Role._value2member_map_:
+        raise ValidationError(
+            f"{field}.role must be one of system, user, assistant, tool",
+            field=f"{field}.role",
+        )
+    content = payload.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise ValidationError(
+            f"{field}.content must be a string, a list of parts, or null",
+            field=f"{field}.content",
+        )
+    for name in ("name", "tool_call_id"):
+        if payload.get(name) is not None and not isinstance(payload[name], str):
+            raise ValidationError(f"{field}.{name} must be a string", field=f"{field}.{name}")
+    calls = payload.get("tool_calls")
+    if calls is not None and (
+        not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls)
+    ):
+        raise ValidationError(
+            f"{field}.tool_calls must be a list of objects", field=f"{field}.tool_calls"
+        )
+    if payload.get("run_id") is not None:
+        check_id(payload["run_id"], field=f"{field}.run_id", prefix="run")
+    meta = payload.get("metadata")
+    if meta is not None:
+        check_metadata(meta, f"{field}.metadata", limits)
+    return payload
+
+def check_memory(data: Any, limits: Limits) -> dict[str, Any]:
+    """A whole working-memory document: a JSON object whose standard keys are typed."""
+    if not isinstance(data, dict):
+        raise ValidationError("working memory must be a JSON object", field="working_memory")
+    check_json(
+        data, field="working_memory", limit_bytes=limits.max_working_memory_bytes
+    )
+    for key, kinds, shown in (
+        ("goal", (str,), "a string"),
+        ("next_action", (str,), "a string"),
+        ("completed", (list,), "a list"),
+        ("errors", (list,), "a list"),
+        ("facts", (dict,), "an object"),
+    ):
+        value = data.get(key)
+        if value is not None and not isinstance(value, kinds):
+            raise ValidationError(
+                f"working_memory.{key} must be {shown} or null",
+                field=f"working_memory.{key}",
+            )
+    return data
+
+def check_patch(patch: Any, limits: Limits) -> dict[str, Any]:
+    """An RFC 7396 merge patch for working memory: a JSON object."""
+    if not isinstance(patch, Mapping):
+        raise ValidationError(
+            "a working-memory merge patch must be a JSON object", field="patch"
+        )
+    value = dict(patch)
+    check_json(value, field="patch", limit_bytes=limits.max_working_memory_bytes)
+    return value
+
+def check_enum(enum: Any, value: Any, field: str) -> Any:
+    """None, or ``value`` converted to the member of ``enum`` it names."""
+    if value is None:
+        return None
+    try:
+        return enum(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in enum)
+        raise ValidationError(f"{field} must be one of {allowed}", field=field) from None
+
+
+def check_cursor_seq(value: Any, field: str) -> int | None:
+    """None, or a seq cursor: an integer >= 0."""
+    if value is None:
+        return None
+    if type(value) is not int or value < 0:
+        raise ValidationError(f"{field} must be a seq (an integer >= 0)", field=field)
+    return value
+
+
+def check_time(value: Any, field: str) -> datetime | None:
+    """None, or an aware datetime, returned in UTC."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise ValidationError(f"{field} must be a timezone-aware datetime", field=field)
+    return value.astimezone(UTC)
+
+
+def check_tool_name(tool: Any) -> None:
+    """A tool name: 1-128 characters of ``A-Za-z0-9._:-``."""
+    if type(tool) is not str or not 1 <= len(tool) <= _TOOL_NAME_MAX or not all(
+        c.isalnum() or c in "._:-" for c in tool
+    ) or not tool.isascii():
+        raise ValidationError(
+            f"tool must be 1-{_TOOL_NAME_MAX} characters of A-Z a-z 0-9 . _ : -", field="tool"
+        )
+
+
+def check_tool_call_id(call_id: Any) -> None:
+    """A caller-chosen tool-call id: 1-128 characters of ``A-Za-z0-9._:-``."""
+    if type(call_id) is not str or not 1 <= len(call_id) <= 128 or not call_id.isascii() or not all(
+        c.isalnum() or c in "._:-" for c in call_id
+    ):
+        raise ValidationError(
+            "call_id must be 1-128 characters of A-Z a-z 0-9 . _ : -", field="call_id"
+        )
+
+
+def check_reason(reason: Any) -> str | None:
+    """None, or a lifecycle reason of at most 500 characters."""
+    if reason is None:
+        return None
+    if not isinstance(reason, str) or len(reason) > 500:
+        raise ValidationError("reason must be a string of at most 500 characters", field="reason")
+    check_json(reason, field="reason")
+    return reason
+
+
+def check_usage(usage: Any) -> dict[str, int]:
+    """Token counts: a mapping of names to integers >= 0; None gives ``{}``."""
+    if usage is None:
+        return {}
+    if not isinstance(usage, Mapping) or not all(
+        isinstance(k, str) and type(v) is int and v >= 0 for k, v in usage.items()
+    ):
+        raise ValidationError(
+            "usage must map names to token counts (integers >= 0)", field="usage"
+        )
+    return dict(usage)
+
+
+def encode_cursor(s: Session) -> str:
+    """The opaque list cursor pointing just after ``s`` (keyset on updated_at, id)."""
+    raw = json.dumps([s.updated_at.isoformat(), s.session_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: Any) -> tuple[datetime, str] | None:
+    """Decode :func:`encode_cursor` output; None passes through."""
+    if cursor is None:
+        return None
+    try:
+        if type(cursor) is not str or len(cursor) > 200:
+            raise ValueError
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        stamp, session_id = json.loads(raw)
+        at = datetime.fromisoformat(stamp)
+        if at.tzinfo is None:
+            raise ValueError
+        check_id(session_id, field="cursor", prefix="ses")
+        return at.astimezone(UTC), session_id
+    except (ValueError, TypeError, binascii.Error, ValidationError, UnicodeDecodeError):
+        raise ValidationError("cursor is not one this service issued", field="cursor") from None
