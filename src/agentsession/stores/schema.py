@@ -1,0 +1,212 @@
+"""The current SQL schema, as SQLAlchemy Core tables.
+
+This module describes the schema at the newest migration; the database itself is only
+ever created and changed by the migrations in :mod:`agentsession.migrations` (never
+``metadata.create_all``). Keep the two in step: a new column here needs a new revision.
+
+Every table that belongs to a session references ``sessions`` with
+``ON DELETE CASCADE`` (``run_steps`` through ``runs``), so deleting the session row
+removes all of it (case C25). ``audit_events`` and ``idempotency_keys`` carry a
+``session_id`` without a foreign key: a session's tombstone audit event is written after
+the session is gone, and the store deletes their other rows explicitly.
+
+JSON documents are :class:`~agentsession.stores.sqltypes.JSONText`, timestamps
+:class:`~agentsession.stores.sqltypes.UTCDateTime`. String lengths follow
+:mod:`agentsession.ids` (ids are at most 40 characters, names at most 128).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from .sqltypes import LONG_TEXT, JSONText, UTCDateTime
+
+__all__ = [
+    "audit_events",
+    "idempotency_keys",
+    "messages",
+    "metadata",
+    "run_steps",
+    "runs",
+    "sessions",
+    "tool_calls",
+    "working_memory",
+]
+
+ID = 64  # generated ids: "<prefix>_<26 chars>", with room to spare
+NAME = 128  # user ids, agent names, idempotency keys (ids.NAME_PATTERN)
+LABEL = 255  # tool names, client-chosen tool call ids, actors, request ids
+
+# MySQL: 4-byte UTF-8 and binary collation, so ids compare and sort like everywhere else.
+TABLE_OPTIONS = {
+    "mysql_engine": "InnoDB",
+    "mysql_charset": "utf8mb4",
+    "mysql_collate": "utf8mb4_bin",
+}
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+def _session_fk() -> sa.ForeignKey:
+    return sa.ForeignKey("sessions.session_id", ondelete="CASCADE")
+
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("session_id", sa.String(ID), primary_key=True),
+    sa.Column("user_id", sa.String(NAME), nullable=False),
+    sa.Column("agent", sa.String(NAME), nullable=False),
+    sa.Column("title", sa.Text, nullable=True),
+    sa.Column("metadata", JSONText, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("status_reason", sa.Text, nullable=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Column("last_active_at", UTCDateTime, nullable=False),
+    sa.Column("closed_at", UTCDateTime, nullable=True),
+    sa.Column("expired_at", UTCDateTime, nullable=True),
+    sa.Column("ttl_seconds", sa.Double, nullable=True),
+    sa.Column("expires_at", UTCDateTime, nullable=True),
+    sa.Column("message_count", sa.Integer, nullable=False),
+    sa.Column("run_count", sa.Integer, nullable=False),
+    sa.Column("tool_call_count", sa.Integer, nullable=False),
+    sa.Index(None, "user_id", "updated_at", "session_id"),
+    sa.Index(None, "updated_at", "session_id"),
+    sa.Index(None, "status", "expires_at"),
+    **TABLE_OPTIONS,
+)
+
+messages = sa.Table(
+    "messages",
+    metadata,
+    sa.Column("message_id", sa.String(ID), primary_key=True),
+    sa.Column("session_id", sa.String(ID), _session_fk(), nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("run_id", sa.String(ID), nullable=True),
+    # Message.payload(): exactly what the client appended, unset fields left out (C29).
+    sa.Column("payload", JSONText, nullable=False),
+    sa.Index(None, "session_id", "seq", unique=True),
+    **TABLE_OPTIONS,
+)
+
+working_memory = sa.Table(
+    "working_memory",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=True),
+    sa.Column("data", JSONText, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+tool_calls = sa.Table(
+    "tool_calls",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("call_id", sa.String(LABEL), primary_key=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("run_id", sa.String(ID), nullable=True),
+    sa.Column("tool", sa.String(LABEL), nullable=False),
+    sa.Column("arguments", JSONText, nullable=False),
+    sa.Column("arguments_hash", sa.String(64), nullable=False),
+    sa.Column("result", JSONText, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("error", LONG_TEXT, nullable=True),
+    sa.Column("started_at", UTCDateTime, nullable=False),
+    sa.Column("ended_at", UTCDateTime, nullable=False),
+    sa.Column("duration_ms", sa.Double, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index(None, "session_id", "seq", unique=True),
+    sa.Index(None, "session_id", "tool", "arguments_hash"),
+    **TABLE_OPTIONS,
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("run_id", sa.String(ID), primary_key=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("input", JSONText, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("started_at", UTCDateTime, nullable=True),
+    sa.Column("ended_at", UTCDateTime, nullable=True),
+    sa.Column("error", LONG_TEXT, nullable=True),
+    sa.Column("output", JSONText, nullable=False),
+    sa.Column("usage", JSONText, nullable=False),
+    sa.Column("metadata", JSONText, nullable=False),
+    sa.Index(None, "session_id", "seq", unique=True),
+    **TABLE_OPTIONS,
+)
+
+run_steps = sa.Table(
+    "run_steps",
+    metadata,
+    sa.Column("session_id", sa.String(ID), primary_key=True),
+    sa.Column("run_id", sa.String(ID), primary_key=True),
+    sa.Column("step_index", sa.Integer, primary_key=True),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(LABEL), nullable=True),
+    sa.Column("input", JSONText, nullable=False),
+    sa.Column("output", JSONText, nullable=False),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("error", LONG_TEXT, nullable=True),
+    sa.Column("started_at", UTCDateTime, nullable=False),
+    sa.Column("ended_at", UTCDateTime, nullable=True),
+    # Cascades from sessions through runs.
+    sa.ForeignKeyConstraint(
+        ["session_id", "run_id"], ["runs.session_id", "runs.run_id"], ondelete="CASCADE"
+    ),
+    **TABLE_OPTIONS,
+)
+
+audit_events = sa.Table(
+    "audit_events",
+    metadata,
+    # SQLite AUTOINCREMENT: never reuse the seq of a deleted row ("seqs increase").
+    sa.Column(
+        "seq",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("session_id", sa.String(ID), nullable=False),
+    sa.Column("user_id", sa.String(NAME), nullable=False),
+    sa.Column("actor", sa.String(LABEL), nullable=False),
+    sa.Column("action", sa.String(64), nullable=False),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Column("version_before", sa.Integer, nullable=True),
+    sa.Column("version_after", sa.Integer, nullable=True),
+    sa.Column("request_id", sa.String(LABEL), nullable=True),
+    sa.Column("details", JSONText, nullable=False),
+    sa.Index(None, "session_id", "seq"),
+    sqlite_autoincrement=True,
+    **TABLE_OPTIONS,
+)
+
+idempotency_keys = sa.Table(
+    "idempotency_keys",
+    metadata,
+    sa.Column("user_id", sa.String(NAME), primary_key=True),
+    sa.Column("scope", sa.String(64), primary_key=True),
+    sa.Column("idem_key", sa.String(NAME), primary_key=True),
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("session_id", sa.String(ID), nullable=True),
+    sa.Column("result", LONG_TEXT, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index(None, "session_id"),
+    sa.Index(None, "created_at"),
+    **TABLE_OPTIONS,
+)

@@ -1,0 +1,616 @@
+"""The SQL store: the storage port on SQLAlchemy Core, SQLite by default.
+
+One implementation for SQLite, PostgreSQL (psycopg 3) and MySQL/MariaDB (PyMySQL); what
+differs between them lives in :mod:`agentsession.stores.sqldialect` and
+:mod:`agentsession.stores.sqltypes`. The schema is :mod:`agentsession.stores.schema`,
+created and changed only by migrations (:mod:`agentsession.stores.migrate`).
+
+Costs, independent of history length: appending is one INSERT per message (one
+executemany per batch); the last N messages are one ``ORDER BY seq DESC LIMIT N`` over
+the ``(session_id, seq)`` index; ``list_runs`` is two queries whatever the number of runs.
+Statements on hot paths are built once per store and reused, so SQLAlchemy only looks
+up their compiled form.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..errors import StoreBusy, StoreError
+from ..models import (
+    AuditEvent,
+    Message,
+    Run,
+    RunStatus,
+    RunStep,
+    Session,
+    SessionStatus,
+    ToolCall,
+    WorkingMemory,
+)
+from .base import IdempotencyRecord, StoreConflict
+from .migrate import ensure_schema
+from .schema import (
+    audit_events,
+    idempotency_keys,
+    messages,
+    run_steps,
+    runs,
+    sessions,
+    tool_calls,
+    working_memory,
+)
+from .sqldialect import connection_mode, create_store_engine, masked_url, parse_url, translate_error
+
+__all__ = ["SQLStore"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class SQLStore:
+    """A store in a SQL database. URLs: ``sqlite:///path/to/file.db`` (relative or
+    absolute; parent directories are created), ``postgresql+psycopg://user:pw@host/db``,
+    ``mysql+pymysql://user:pw@host/db``.
+
+    Thread-safe: each transaction takes its own pooled connection. On SQLite, write
+    transactions of one store are also queued in-process before ``BEGIN IMMEDIATE``, so
+    threads wait their turn instead of polling the file lock; other processes are
+    waited for up to ``busy_timeout_seconds``.
+
+    Attributes:
+        url: the URL, with any password masked as ``***``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        auto_migrate: bool = False,
+        sqlite_synchronous: str = "FULL",
+        busy_timeout_seconds: float = 30.0,
+        engine_options: dict[str, Any] | None = None,
+    ) -> None:
+        """Connect and check that the schema is current.
+
+        Args:
+            url: database URL (see the class docstring).
+            auto_migrate: migrate an old or empty database to the current schema (under
+                a database-wide lock; safe when several processes start at once). When
+                False, an out-of-date schema raises instead.
+            sqlite_synchronous: SQLite ``synchronous`` PRAGMA. ``FULL`` (default): no
+                acknowledged transaction is lost, even on power failure. ``NORMAL``:
+                faster; survives a process crash, but a power failure may lose the last
+                acknowledged transactions. ``OFF`` / ``EXTRA`` as in the SQLite docs.
+            busy_timeout_seconds: how long a transaction waits for locks held by other
+                connections before failing with :class:`~agentsession.errors.StoreBusy`.
+            engine_options: extra :func:`sqlalchemy.create_engine` keyword arguments.
+
+        Raises:
+            ValidationError: an unsupported URL or option.
+            SchemaOutOfDate: the schema is not current and ``auto_migrate`` is False
+                (run ``agentsession db upgrade``), or it is newer than this code.
+            StoreError: the database cannot be opened or migrated; a missing driver
+                names the extra to install.
+        """
+        parsed = parse_url(url)
+        self.url = masked_url(parsed)
+        self._busy_timeout = busy_timeout_seconds
+        engine = create_store_engine(
+            parsed,
+            sqlite_synchronous=sqlite_synchronous,
+            busy_timeout_seconds=busy_timeout_seconds,
+            engine_options=engine_options,
+        )
+        try:
+            ensure_schema(
+                engine, auto_migrate=auto_migrate, busy_timeout_seconds=busy_timeout_seconds
+            )
+        except BaseException:
+            engine.dispose()
+            raise
+        self._engine: Engine | None = engine
+        self._errors = (SQLAlchemyError, sqlite3.Error, engine.dialect.loaded_dbapi.Error)
+        self._sqlite_writer = threading.Lock() if engine.dialect.name == "sqlite" else None
+        self._sql = _Statements()
+
+    def __repr__(self) -> str:
+        return f"SQLStore({self.url!r})"
+
+    def __enter__(self) -> SQLStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self, *, write: bool) -> Iterator[_SQLTransaction]:
+        """Open a transaction (see :class:`~agentsession.stores.base.SessionStore`).
+
+        Commits when the block ends, rolls back if it raises.
+
+        Raises:
+            StoreBusy: a lock was not granted within ``busy_timeout_seconds``.
+            StoreError: the store is closed, or the database failed.
+        """
+        engine = self._engine
+        if engine is None:
+            raise StoreError("the SQL store is closed")
+        try:
+            with self._writer_turn(write), engine.connect() as conn:
+                connection_mode(conn, write=write)
+                with conn.begin():
+                    yield _SQLTransaction(conn, self._sql, self._errors, write=write)
+        except self._errors as exc:
+            raise translate_error(exc) from exc
+
+    @contextmanager
+    def _writer_turn(self, write: bool) -> Iterator[None]:
+        if not write or self._sqlite_writer is None:
+            yield
+            return
+        if not self._sqlite_writer.acquire(timeout=self._busy_timeout):
+            raise StoreBusy(f"no write turn within {self._busy_timeout} s")
+        try:
+            yield
+        finally:
+            self._sqlite_writer.release()
+
+    def close(self) -> None:
+        """Close the connection pool. Idempotent; further transactions raise StoreError."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.dispose()
+
+
+def _translated(
+    method: Callable[Concatenate[_SQLTransaction, P], R],
+) -> Callable[Concatenate[_SQLTransaction, P], R]:
+    """Raise driver errors (and undecodable stored rows) as store errors."""
+
+    @functools.wraps(method)
+    def wrapper(self: _SQLTransaction, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except (*self._errors, ValueError) as exc:
+            raise translate_error(exc) from exc
+
+    return wrapper
+
+
+class _Statements:
+    """Statements of the hot paths, built once per store; values are bound per call."""
+
+    def __init__(self) -> None:
+        by_id = sessions.c.session_id == sa.bindparam("session_id")
+        self.get_session = sa.select(sessions).where(by_id)
+        self.get_session_for_update = self.get_session.with_for_update()
+        self.update_session = sa.update(sessions).where(
+            sessions.c.session_id == sa.bindparam("b_session_id"),
+            sessions.c.version == sa.bindparam("b_expected_version"),
+        )
+        self.insert_messages = sa.insert(messages)
+        self.insert_audit = sa.insert(audit_events)
+        self.get_memory = sa.select(working_memory).where(
+            working_memory.c.session_id == sa.bindparam("session_id")
+        )
+        self.update_memory = sa.update(working_memory).where(
+            working_memory.c.session_id == sa.bindparam("b_session_id")
+        )
+        self.get_idempotency = sa.select(idempotency_keys).where(
+            idempotency_keys.c.user_id == sa.bindparam("user_id"),
+            idempotency_keys.c.scope == sa.bindparam("scope"),
+            idempotency_keys.c.idem_key == sa.bindparam("idem_key"),
+        )
+        self._messages: dict[tuple[bool, bool, str], sa.Select[Any]] = {}
+
+    def get_messages(self, *, after: bool, before: bool, mode: str) -> sa.Select[Any]:
+        """The message query for one combination of bounds; ``mode`` is all/first/last."""
+        key = (after, before, mode)
+        stmt = self._messages.get(key)
+        if stmt is None:
+            stmt = sa.select(
+                messages.c.message_id,
+                messages.c.session_id,
+                messages.c.seq,
+                messages.c.created_at,
+                messages.c.payload,
+            ).where(messages.c.session_id == sa.bindparam("session_id"))
+            if after:
+                stmt = stmt.where(messages.c.seq > sa.bindparam("after_seq"))
+            if before:
+                stmt = stmt.where(messages.c.seq < sa.bindparam("before_seq"))
+            if mode == "last":
+                stmt = stmt.order_by(messages.c.seq.desc())
+            else:
+                stmt = stmt.order_by(messages.c.seq)
+            if mode != "all":
+                stmt = stmt.limit(sa.bindparam("limit"))
+            self._messages[key] = stmt
+        return stmt
+
+
+class _SQLTransaction:
+    """One transaction on one connection (the StoreTransaction protocol)."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        sql: _Statements,
+        errors: tuple[type[BaseException], ...],
+        *,
+        write: bool,
+    ) -> None:
+        self._conn = conn
+        self._sql = sql
+        self._errors = errors
+        self._write = write
+
+    def _writing(self) -> None:
+        if not self._write:
+            raise StoreError("write attempted in a read-only transaction")
+
+    # -- sessions --------------------------------------------------------------------
+    @_translated
+    def get_session(self, session_id: str) -> Session | None:
+        stmt = self._sql.get_session_for_update if self._write else self._sql.get_session
+        row = self._conn.execute(stmt, {"session_id": session_id}).first()
+        return None if row is None else Session.model_validate(row._asdict())
+
+    @_translated
+    def insert_session(self, session: Session) -> None:
+        self._writing()
+        self._conn.execute(sa.insert(sessions), _session_row(session))
+
+    @_translated
+    def update_session(self, session: Session, *, expected_version: int) -> None:
+        self._writing()
+        values = _session_row(session)
+        values["b_session_id"] = values.pop("session_id")
+        values["b_expected_version"] = expected_version
+        # Compare-and-set in one statement: no row matched = someone else won.
+        if self._conn.execute(self._sql.update_session, values).rowcount != 1:
+            raise StoreConflict(f"session {session.session_id!r} changed concurrently")
+
+    @_translated
+    def delete_session(self, session_id: str) -> None:
+        self._writing()
+        # Children go by ON DELETE CASCADE; these two have no foreign key (see schema).
+        for table in (sessions, audit_events, idempotency_keys):
+            self._conn.execute(sa.delete(table).where(table.c.session_id == session_id))
+
+    @_translated
+    def list_sessions(
+        self,
+        *,
+        user_id: str | None,
+        status: SessionStatus | None,
+        agent: str | None,
+        after: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[Session]:
+        if limit <= 0:
+            return []
+        stmt = sa.select(sessions)
+        if user_id is not None:
+            stmt = stmt.where(sessions.c.user_id == user_id)
+        if status is not None:
+            stmt = stmt.where(sessions.c.status == status.value)
+        if agent is not None:
+            stmt = stmt.where(sessions.c.agent == agent)
+        if after is not None:
+            at, sid = after
+            stmt = stmt.where(
+                sa.or_(
+                    sessions.c.updated_at < at,
+                    sa.and_(sessions.c.updated_at == at, sessions.c.session_id < sid),
+                )
+            )
+        stmt = stmt.order_by(sessions.c.updated_at.desc(), sessions.c.session_id.desc())
+        rows = self._conn.execute(stmt.limit(limit))
+        return [Session.model_validate(row._asdict()) for row in rows]
+
+    @_translated
+    def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
+        if limit <= 0:
+            return []
+        stmt = (
+            sa.select(sessions.c.session_id)
+            .where(
+                sessions.c.status == SessionStatus.ACTIVE.value,
+                sessions.c.expires_at <= now,
+            )
+            .order_by(sessions.c.expires_at, sessions.c.session_id)
+            .limit(limit)
+        )
+        return list(self._conn.execute(stmt).scalars())
+
+    @_translated
+    def list_user_session_ids(self, user_id: str) -> list[str]:
+        stmt = sa.select(sessions.c.session_id).where(sessions.c.user_id == user_id)
+        return list(self._conn.execute(stmt).scalars())
+
+    # -- messages --------------------------------------------------------------------
+    @_translated
+    def insert_messages(self, messages_: Sequence[Message]) -> None:
+        self._writing()
+        if not messages_:
+            return
+        rows = [
+            {
+                "message_id": m.message_id,
+                "session_id": m.session_id,
+                "seq": m.seq,
+                "created_at": m.created_at,
+                "role": m.role.value,
+                "run_id": m.run_id,
+                "payload": m.payload(),
+            }
+            for m in messages_
+        ]
+        self._conn.execute(self._sql.insert_messages, rows)
+
+    @_translated
+    def get_messages(
+        self,
+        session_id: str,
+        *,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        limit: int | None = None,
+        newest: bool = True,
+    ) -> list[Message]:
+        if limit is not None and limit <= 0:
+            return []
+        mode = "all" if limit is None else "last" if newest else "first"
+        stmt = self._sql.get_messages(
+            after=after_seq is not None, before=before_seq is not None, mode=mode
+        )
+        params = {
+            "session_id": session_id,
+            "after_seq": after_seq,
+            "before_seq": before_seq,
+            "limit": limit,
+        }
+        rows = self._conn.execute(stmt, params).all()
+        if mode == "last":
+            rows.reverse()
+        return [
+            Message.model_validate(
+                {
+                    **row.payload,
+                    "message_id": row.message_id,
+                    "session_id": row.session_id,
+                    "seq": row.seq,
+                    "created_at": row.created_at,
+                }
+            )
+            for row in rows
+        ]
+
+    # -- working memory --------------------------------------------------------------
+    @_translated
+    def get_working_memory(self, session_id: str) -> WorkingMemory | None:
+        row = self._conn.execute(self._sql.get_memory, {"session_id": session_id}).first()
+        return None if row is None else WorkingMemory.model_validate(row._asdict())
+
+    @_translated
+    def put_working_memory(self, memory: WorkingMemory) -> None:
+        self._writing()
+        values = {"version": memory.version, "updated_at": memory.updated_at, "data": memory.data}
+        # The manager holds the session row lock, so update-then-insert cannot race;
+        # if it somehow did, the duplicate key becomes StoreConflict and a retry.
+        updated = self._conn.execute(
+            self._sql.update_memory, {**values, "b_session_id": memory.session_id}
+        )
+        if updated.rowcount == 0:
+            self._conn.execute(
+                sa.insert(working_memory), {**values, "session_id": memory.session_id}
+            )
+
+    # -- tool calls ------------------------------------------------------------------
+    @_translated
+    def insert_tool_call(self, call: ToolCall) -> None:
+        self._writing()
+        row = call.model_dump()
+        row["status"] = call.status.value
+        self._conn.execute(sa.insert(tool_calls), row)
+
+    @_translated
+    def get_tool_call(self, session_id: str, call_id: str) -> ToolCall | None:
+        stmt = sa.select(tool_calls).where(
+            tool_calls.c.session_id == session_id, tool_calls.c.call_id == call_id
+        )
+        row = self._conn.execute(stmt).first()
+        return None if row is None else ToolCall.model_validate(row._asdict())
+
+    @_translated
+    def list_tool_calls(
+        self,
+        session_id: str,
+        *,
+        tool: str | None = None,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[ToolCall]:
+        if limit is not None and limit <= 0:
+            return []
+        stmt = sa.select(tool_calls).where(tool_calls.c.session_id == session_id)
+        if tool is not None:
+            stmt = stmt.where(tool_calls.c.tool == tool)
+        if after_seq is not None:
+            stmt = stmt.where(tool_calls.c.seq > after_seq)
+        stmt = stmt.order_by(tool_calls.c.seq).limit(limit)
+        return [ToolCall.model_validate(row._asdict()) for row in self._conn.execute(stmt)]
+
+    @_translated
+    def find_tool_call(self, session_id: str, *, tool: str, arguments_hash: str) -> ToolCall | None:
+        stmt = (
+            sa.select(tool_calls)
+            .where(
+                tool_calls.c.session_id == session_id,
+                tool_calls.c.tool == tool,
+                tool_calls.c.arguments_hash == arguments_hash,
+            )
+            .order_by(tool_calls.c.seq.desc())
+            .limit(1)
+        )
+        row = self._conn.execute(stmt).first()
+        return None if row is None else ToolCall.model_validate(row._asdict())
+
+    # -- runs ------------------------------------------------------------------------
+    @_translated
+    def insert_run(self, run: Run) -> None:
+        self._writing()
+        self._conn.execute(sa.insert(runs), _run_row(run))
+
+    @_translated
+    def update_run(self, run: Run) -> None:
+        self._writing()
+        row = _run_row(run)
+        stmt = (
+            sa.update(runs)
+            .where(runs.c.session_id == row.pop("session_id"), runs.c.run_id == row.pop("run_id"))
+            .values(row)
+        )
+        if self._conn.execute(stmt).rowcount != 1:
+            raise StoreConflict(f"run {run.run_id!r} vanished during the transaction")
+
+    @_translated
+    def insert_run_step(self, session_id: str, step: RunStep) -> None:
+        self._writing()
+        row = step.model_dump()
+        row["step_index"] = row.pop("index")
+        row["session_id"] = session_id
+        self._conn.execute(sa.insert(run_steps), row)
+
+    @_translated
+    def get_run(self, session_id: str, run_id: str) -> Run | None:
+        stmt = sa.select(runs).where(runs.c.session_id == session_id, runs.c.run_id == run_id)
+        return next(iter(self._with_steps(session_id, self._conn.execute(stmt).all())), None)
+
+    @_translated
+    def list_runs(
+        self,
+        session_id: str,
+        *,
+        status: RunStatus | None = None,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Run]:
+        if limit is not None and limit <= 0:
+            return []
+        stmt = sa.select(runs).where(runs.c.session_id == session_id)
+        if status is not None:
+            stmt = stmt.where(runs.c.status == status.value)
+        if after_seq is not None:
+            stmt = stmt.where(runs.c.seq > after_seq)
+        stmt = stmt.order_by(runs.c.seq).limit(limit)
+        return self._with_steps(session_id, self._conn.execute(stmt).all())
+
+    def _with_steps(self, session_id: str, rows: Sequence[Row[Any]]) -> list[Run]:
+        """Attach steps to run rows with one more query (IN over the run ids), not N."""
+        if not rows:
+            return []
+        steps: dict[str, list[RunStep]] = {row.run_id: [] for row in rows}
+        stmt = (
+            sa.select(run_steps)
+            .where(run_steps.c.session_id == session_id, run_steps.c.run_id.in_(list(steps)))
+            .order_by(run_steps.c.run_id, run_steps.c.step_index)
+        )
+        for step in self._conn.execute(stmt):
+            data = step._asdict()
+            data["index"] = data.pop("step_index")
+            del data["session_id"]
+            steps[step.run_id].append(RunStep.model_validate(data))
+        return [Run.model_validate({**row._asdict(), "steps": steps[row.run_id]}) for row in rows]
+
+    # -- audit -----------------------------------------------------------------------
+    @_translated
+    def insert_audit(self, event: AuditEvent) -> int:
+        self._writing()
+        row = event.model_dump(exclude={"seq"})
+        result = self._conn.execute(self._sql.insert_audit, row)
+        return int(result.inserted_primary_key[0])
+
+    @_translated
+    def list_audit(
+        self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
+    ) -> list[AuditEvent]:
+        if limit is not None and limit <= 0:
+            return []
+        stmt = sa.select(audit_events).where(audit_events.c.session_id == session_id)
+        if after_seq is not None:
+            stmt = stmt.where(audit_events.c.seq > after_seq)
+        stmt = stmt.order_by(audit_events.c.seq).limit(limit)
+        return [AuditEvent.model_validate(row._asdict()) for row in self._conn.execute(stmt)]
+
+    # -- idempotency -----------------------------------------------------------------
+    @_translated
+    def get_idempotency(self, user_id: str, scope: str, key: str) -> IdempotencyRecord | None:
+        params = {"user_id": user_id, "scope": scope, "idem_key": key}
+        row = self._conn.execute(self._sql.get_idempotency, params).first()
+        if row is None:
+            return None
+        return IdempotencyRecord(
+            user_id=row.user_id,
+            scope=row.scope,
+            key=row.idem_key,
+            fingerprint=row.fingerprint,
+            session_id=row.session_id,
+            result=row.result,
+            created_at=row.created_at,
+        )
+
+    @_translated
+    def put_idempotency(self, record: IdempotencyRecord) -> None:
+        self._writing()
+        row = {
+            "user_id": record.user_id,
+            "scope": record.scope,
+            "idem_key": record.key,
+            "fingerprint": record.fingerprint,
+            "session_id": record.session_id,
+            "result": record.result,
+            "created_at": record.created_at,
+        }
+        self._conn.execute(sa.insert(idempotency_keys), row)
+
+    @_translated
+    def delete_idempotency(self, user_id: str, scope: str, key: str) -> None:
+        self._writing()
+        t = idempotency_keys
+        self._conn.execute(
+            sa.delete(t).where(t.c.user_id == user_id, t.c.scope == scope, t.c.idem_key == key)
+        )
+
+    @_translated
+    def purge_idempotency(self, *, created_before: datetime, user_id: str | None = None) -> int:
+        self._writing()
+        t = idempotency_keys
+        stmt = sa.delete(t).where(t.c.created_at < created_before)
+        if user_id is not None:
+            stmt = stmt.where(t.c.user_id == user_id)
+        return int(self._conn.execute(stmt).rowcount)
+
+
+def _session_row(session: Session) -> dict[str, Any]:
+    row = session.model_dump()
+    row["status"] = session.status.value
+    return row
+
+
+def _run_row(run: Run) -> dict[str, Any]:
+    row = run.model_dump(exclude={"steps"})
+    row["status"] = run.status.value
+    return row

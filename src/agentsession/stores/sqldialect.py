@@ -1,0 +1,285 @@
+"""Everything that differs between SQL databases, in one place.
+
+The SQL store and the migration helpers are written once against SQLAlchemy Core; the
+few things that differ per database live here: which drivers are supported, how
+an engine is configured (SQLite PRAGMAs and transaction control, lock timeouts), how a
+driver error is classified, and how a migration takes its database-wide lock.
+
+SQLite notes:
+
+* Every pooled connection runs ``PRAGMA busy_timeout``, ``journal_mode=WAL``,
+  ``foreign_keys=ON`` (cascading deletes need it) and ``synchronous``. With WAL,
+  ``FULL`` (the default) loses no acknowledged transaction even on power failure;
+  ``NORMAL`` is faster and survives a process crash, but a power failure may lose the
+  last transactions acknowledged before it.
+* pysqlite's own transaction handling is switched off (it does not BEGIN before a
+  SELECT); SQLAlchemy's ``begin`` event emits ``BEGIN IMMEDIATE`` for a write
+  transaction, so a writer takes the write lock up front (waiting up to the busy timeout)
+  instead of failing to upgrade a read lock mid-transaction, and plain ``BEGIN`` for
+  reads, which in WAL mode never wait for writers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+
+from ..errors import StoreBusy, StoreError, ValidationError
+from .base import StoreConflict
+
+__all__ = [
+    "SQLITE_SYNCHRONOUS",
+    "connection_mode",
+    "create_store_engine",
+    "masked_url",
+    "migration_lock",
+    "parse_url",
+    "translate_error",
+]
+
+#: Accepted values of the SQLite ``synchronous`` PRAGMA.
+SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+# backend -> (default driver, {driver: (module to import, extra that installs it)})
+_DRIVERS: dict[str, tuple[str, dict[str, tuple[str, str | None]]]] = {
+    "sqlite": ("pysqlite", {"pysqlite": ("sqlite3", None)}),
+    "postgresql": ("psycopg", {"psycopg": ("psycopg", "postgres")}),
+    "mysql": ("pymysql", {"pymysql": ("pymysql", "mysql")}),
+    "mariadb": ("pymysql", {"pymysql": ("pymysql", "mysql")}),
+}
+
+# Execution option read by the SQLite ``begin`` hook: the BEGIN mode of the connection.
+_BEGIN_MODE = "agentsession_sqlite_begin"
+
+# Arbitrary constant key of the PostgreSQL advisory lock / MySQL named lock of migrations.
+_MIGRATION_LOCK_KEY = 0x6167_7365_7373  # "agsess"
+_MIGRATION_LOCK_NAME = "agentsession_migrate"
+
+# Transient errors, retried by the manager: SQLite busy/locked; PostgreSQL
+# serialization failure, deadlock, lock timeout; MySQL lock wait timeout, deadlock.
+_SQLITE_BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED (primary result codes)
+_PG_BUSY_STATES = {"40001", "40P01", "55P03"}
+_MYSQL_BUSY_CODES = {1205, 1213, 3572}
+# Integrity errors that mean "lost a race": unique/primary key, or a vanished parent row.
+_PG_CONFLICT_STATES = {"23505", "23503"}
+_MYSQL_CONFLICT_CODES = {1062, 1452, 1216}
+
+
+def parse_url(url: str) -> URL:
+    """Parse and check a database URL, normalising the driver.
+
+    ``postgresql://`` means ``postgresql+psycopg://`` and ``mysql://`` means
+    ``mysql+pymysql://`` (the drivers of the ``postgres`` and ``mysql`` extras).
+
+    Raises:
+        ValidationError: an unparsable URL, an unsupported backend or driver, or an
+            in-memory SQLite URL (use ``memory://`` for that).
+        StoreError: the driver is not installed; the message names the extra to install.
+    """
+    try:
+        parsed = make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise ValidationError(f"cannot parse database URL: {exc}", field="url") from exc
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend not in _DRIVERS:
+        raise ValidationError(
+            f"unsupported SQL backend {backend!r}; supported: {', '.join(_DRIVERS)}",
+            field="url",
+        )
+    default, drivers = _DRIVERS[backend]
+    driver = driver or default
+    if driver not in drivers:
+        raise ValidationError(
+            f"unsupported driver {driver!r} for {backend}; use {backend}+{default}://",
+            field="url",
+        )
+    module, extra = drivers[driver]
+    if importlib.util.find_spec(module) is None:
+        raise StoreError(
+            f"the {backend} driver {module!r} is not installed: pip install 'agentsession[{extra}]'"
+        )
+    if backend == "sqlite" and parsed.database in (None, "", ":memory:"):
+        raise ValidationError(
+            "an in-memory SQLite database cannot be shared between connections; "
+            "use memory:// for an in-memory store, or sqlite:///path/to/file.db",
+            field="url",
+        )
+    return parsed.set(drivername=f"{backend}+{driver}")
+
+
+def masked_url(url: URL) -> str:
+    """Return the URL as text with any password replaced by ``***``."""
+    return url.render_as_string(hide_password=True)
+
+
+def create_store_engine(
+    url: URL,
+    *,
+    sqlite_synchronous: str = "FULL",
+    busy_timeout_seconds: float = 30.0,
+    engine_options: dict[str, Any] | None = None,
+) -> Engine:
+    """Create an engine configured for the store (see the module docstring).
+
+    Args:
+        url: a URL from :func:`parse_url`.
+        sqlite_synchronous: SQLite ``synchronous`` PRAGMA, one of :data:`SQLITE_SYNCHRONOUS`.
+        busy_timeout_seconds: how long a statement waits for a lock held by another
+            connection before failing with :class:`StoreBusy` (SQLite ``busy_timeout``,
+            PostgreSQL ``lock_timeout``, MySQL ``innodb_lock_wait_timeout``).
+        engine_options: extra keyword arguments for :func:`sqlalchemy.create_engine`
+            (pool size, echo...); they win over the defaults set here.
+
+    Raises:
+        ValidationError: a bad ``sqlite_synchronous`` or ``busy_timeout_seconds``.
+        StoreError: the SQLite file's directory cannot be created.
+    """
+    if busy_timeout_seconds <= 0:
+        raise ValidationError("busy_timeout_seconds must be positive", field="busy_timeout_seconds")
+    timeout_ms = int(busy_timeout_seconds * 1000)
+    options: dict[str, Any] = {}
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        synchronous = sqlite_synchronous.upper()
+        if synchronous not in SQLITE_SYNCHRONOUS:
+            raise ValidationError(
+                f"sqlite_synchronous must be one of {', '.join(SQLITE_SYNCHRONOUS)}",
+                field="sqlite_synchronous",
+            )
+        assert url.database is not None  # parse_url rejects in-memory URLs
+        try:
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the directory of {url.database!r}: {exc}") from exc
+    elif backend == "postgresql":
+        options["connect_args"] = {"options": f"-c lock_timeout={timeout_ms}"}
+    else:
+        seconds = max(1, round(busy_timeout_seconds))
+        options["connect_args"] = {
+            "init_command": f"SET SESSION innodb_lock_wait_timeout = {seconds}"
+        }
+        # Fewer gap locks than REPEATABLE READ; the store never relies on repeatable reads.
+        options["isolation_level"] = "READ COMMITTED"
+    options.update(engine_options or {})
+    engine = sa.create_engine(url, **options)
+    if backend == "sqlite":
+        _configure_sqlite(engine, synchronous=synchronous, timeout_ms=timeout_ms)
+    return engine
+
+
+def _configure_sqlite(engine: Engine, *, synchronous: str, timeout_ms: int) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Transactions are ours (see "begin" below); PRAGMAs run outside any transaction.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute(f"PRAGMA synchronous = {synchronous}")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mode = conn.get_execution_options().get(_BEGIN_MODE, "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def connection_mode(conn: Connection, *, write: bool) -> Connection:
+    """Mark a fresh connection as a reader or writer before its transaction begins.
+
+    On SQLite a writer's BEGIN is ``BEGIN IMMEDIATE``; other databases lock rows as
+    statements run, so the mark changes nothing there. Returns ``conn``.
+    """
+    if write and conn.dialect.name == "sqlite":
+        conn.execution_options(**{_BEGIN_MODE: "IMMEDIATE"})
+    return conn
+
+
+@contextmanager
+def migration_lock(conn: Connection, *, timeout_seconds: float) -> Iterator[None]:
+    """Hold the database-wide migration lock and a transaction on ``conn``.
+
+    Whoever holds it migrates; a second process waits, then finds the schema at head.
+    SQLite: ``BEGIN EXCLUSIVE`` (waits up to the connection's busy timeout);
+    PostgreSQL: ``pg_advisory_lock``; MySQL/MariaDB: ``GET_LOCK``. The transaction
+    commits when the block ends, or rolls back if it raises.
+
+    Raises:
+        StoreBusy: the lock was not granted within ``timeout_seconds`` (MySQL).
+        StoreError: an unsupported backend.
+    """
+    name = conn.dialect.name
+    if name == "sqlite":
+        conn.execution_options(**{_BEGIN_MODE: "EXCLUSIVE"})
+        with conn.begin():
+            yield
+        return
+    if name == "postgresql":
+        lock = sa.text("SELECT pg_advisory_lock(:key)").bindparams(key=_MIGRATION_LOCK_KEY)
+        unlock = sa.text("SELECT pg_advisory_unlock(:key)").bindparams(key=_MIGRATION_LOCK_KEY)
+    elif name in ("mysql", "mariadb"):
+        lock = sa.text("SELECT GET_LOCK(:name, :timeout)").bindparams(
+            name=_MIGRATION_LOCK_NAME, timeout=max(1, round(timeout_seconds))
+        )
+        unlock = sa.text("SELECT RELEASE_LOCK(:name)").bindparams(name=_MIGRATION_LOCK_NAME)
+    else:
+        raise StoreError(f"no migration lock for the {name!r} database")
+    granted = conn.execute(lock).scalar()
+    conn.commit()
+    if name != "postgresql" and granted != 1:
+        raise StoreBusy(f"another process held the migration lock for {timeout_seconds} s")
+    try:
+        with conn.begin():
+            yield
+    finally:
+        conn.execute(unlock)
+        conn.commit()
+
+
+def translate_error(exc: BaseException) -> StoreError:
+    """Map a driver or SQLAlchemy error to the store's errors (raise it ``from exc``).
+
+    Returns:
+        :class:`StoreBusy` for a transient condition (locked database, lock wait
+        timeout, deadlock, serialization failure, pool timeout); :class:`StoreConflict`
+        for a lost race on a unique key or a vanished parent row; else
+        :class:`StoreError`. The message carries the driver's text, never parameters.
+    """
+    orig = getattr(exc, "orig", None) or exc
+    detail = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
+    if isinstance(exc, sa.exc.TimeoutError) or _is_busy(orig):
+        return StoreBusy(f"the database is busy: {detail}")
+    if isinstance(exc, sa.exc.IntegrityError) and _is_conflict(orig):
+        return StoreConflict(f"a concurrent write won: {detail}")
+    return StoreError(f"database error: {detail}")
+
+
+def _is_busy(orig: BaseException) -> bool:
+    code = getattr(orig, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _SQLITE_BUSY_CODES
+    if getattr(orig, "sqlstate", None) in _PG_BUSY_STATES:
+        return True
+    args = getattr(orig, "args", ())
+    return bool(args) and args[0] in _MYSQL_BUSY_CODES
+
+
+def _is_conflict(orig: BaseException) -> bool:
+    if getattr(orig, "sqlite_errorcode", None) is not None:
+        text = str(orig)
+        return text.startswith("UNIQUE constraint") or text.startswith("FOREIGN KEY")
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate is not None:
+        return sqlstate in _PG_CONFLICT_STATES
+    args = getattr(orig, "args", ())
+    return bool(args) and args[0] in _MYSQL_CONFLICT_CODES

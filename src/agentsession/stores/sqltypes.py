@@ -1,0 +1,94 @@
+"""Portable column types of the SQL store, one per storage decision.
+
+* :class:`UTCDateTime`: aware UTC in, aware UTC out, on every dialect and whatever the
+  process time zone (case C15). SQLite has no date type, so it stores fixed-width
+  ISO 8601 text with microseconds, which sorts in time order; PostgreSQL uses
+  ``timestamptz``; MySQL/MariaDB ``DATETIME(6)`` holding UTC.
+* :class:`JSONText`: a JSON value stored as the text :func:`agentsession.jsonvalues.dumps`
+  makes: real UTF-8, NUL kept as the escape ``\\u0000`` (cases C10, C12). Deliberately
+  not ``jsonb``, which cannot hold ``\\u0000``.
+* :data:`LONG_TEXT`: text without a practical size limit (MySQL ``TEXT`` stops at 64 KB).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql
+from sqlalchemy.engine import Dialect
+
+from ..jsonvalues import dumps, loads
+
+__all__ = ["LONG_TEXT", "JSONText", "UTCDateTime"]
+
+#: Text of any length: ``TEXT`` on SQLite and PostgreSQL, ``LONGTEXT`` (4 GB) on MySQL.
+LONG_TEXT = sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+
+_MYSQL = ("mysql", "mariadb")
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """A timezone-aware UTC ``datetime`` column.
+
+    Binding a naive datetime raises ``ValueError`` (the caller's bug, never guessed at);
+    an aware one in any zone is converted to UTC. Results are always aware UTC.
+    SQLite text looks like ``2026-01-01T12:00:00.000000+00:00`` (always 32 characters).
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            return sa.String(32)
+        if dialect.name == "postgresql":
+            return postgresql.TIMESTAMP(timezone=True)
+        if dialect.name in _MYSQL:
+            return mysql.DATETIME(fsp=6)
+        return sa.DateTime(timezone=True)
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value!r}: timestamps must be timezone-aware")
+        utc = value.astimezone(UTC)
+        if dialect.name == "sqlite":
+            return utc.isoformat(timespec="microseconds")
+        if dialect.name in _MYSQL:
+            return utc.replace(tzinfo=None)
+        return utc
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        if value.tzinfo is None:
+            # MySQL DATETIME has no zone; we only ever write UTC into it.
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class JSONText(sa.types.TypeDecorator[Any]):
+    """A JSON value kept as compact UTF-8 JSON text (see the module docstring).
+
+    Values must already have passed :func:`agentsession.jsonvalues.check_json`; the
+    manager checks them before anything reaches a store.
+    """
+
+    impl = sa.Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name in _MYSQL:
+            return mysql.LONGTEXT()
+        return sa.Text()
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str:
+        return dumps(value)
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
+        return None if value is None else loads(value)
