@@ -124,6 +124,19 @@ class SQLStore:
         self._sqlite_writer = threading.Lock() if engine.dialect.name == "sqlite" else None
         self._sql = _Statements()
 
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine, for diagnostics (PRAGMAs, query plans, row counts).
+
+        Writing through it bypasses every rule of the SessionManager; don't.
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        if self._engine is None:
+            raise StoreError("the SQL store is closed")
+        return self._engine
+
     def __repr__(self) -> str:
         return f"SQLStore({self.url!r})"
 
@@ -143,9 +156,7 @@ class SQLStore:
             StoreBusy: a lock was not granted within ``busy_timeout_seconds``.
             StoreError: the store is closed, or the database failed.
         """
-        engine = self._engine
-        if engine is None:
-            raise StoreError("the SQL store is closed")
+        engine = self.engine
         try:
             with self._writer_turn(write), engine.connect() as conn:
                 connection_mode(conn, write=write)
