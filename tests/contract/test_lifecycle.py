@@ -1,0 +1,437 @@
+"""Lifecycle (ACTIVE -> CLOSED / EXPIRED -> ACTIVE, delete), TTL, sweeping, runs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from contract_support import (
+    ADMIN,
+    CONTENT_WRITES,
+    OTHER,
+    READS,
+    USER,
+    Ctx,
+    audit_of,
+    dump,
+    snapshot,
+    user_msg,
+)
+
+from agentsession import (
+    IllegalTransition,
+    RunAlreadyRunning,
+    RunNotRunning,
+    RunStatus,
+    Session,
+    SessionManager,
+    SessionNotActive,
+    SessionNotFound,
+    SessionStatus,
+    ValidationError,
+)
+from agentsession.stores.base import SessionStore
+
+
+def _close(m: SessionManager, ctx: Ctx) -> None:
+    m.close_session(session_id=ctx.sid, user_id=USER, reason="user ended it")
+
+
+def _expire(m: SessionManager, ctx: Ctx) -> None:
+    m.expire_session(session_id=ctx.sid, user_id=USER)
+
+
+ENDINGS = {"closed": _close, "expired": _expire}
+
+
+@pytest.mark.parametrize("ending", sorted(ENDINGS))
+@pytest.mark.parametrize("op", sorted(CONTENT_WRITES))
+def test_writes_to_closed_and_expired_sessions_fail(
+    manager: SessionManager, ending: str, op: str
+) -> None:
+    """Every content write on a CLOSED or EXPIRED session raises SessionNotActive, writes nothing."""
+    ctx = Ctx(manager, running=op != "start_run")
+    ENDINGS[ending](manager, ctx)
+    before = snapshot(manager, ctx.sid)
+    with pytest.raises(SessionNotActive) as err:
+        CONTENT_WRITES[op](manager, ctx)
+    assert err.value.status == before["session"]["status"]
+    assert snapshot(manager, ctx.sid) == before
+
+
+@pytest.mark.parametrize("ending", sorted(ENDINGS))
+@pytest.mark.parametrize("op", sorted(READS))
+def test_reads_work_in_every_state(manager: SessionManager, ending: str, op: str) -> None:
+    """Every read works on ACTIVE, CLOSED and EXPIRED sessions and returns the same data."""
+    ctx = Ctx(manager, running=False)
+    active = READS[op](manager, ctx)
+    ENDINGS[ending](manager, ctx)
+    ended = READS[op](manager, ctx)
+    if op in ("get_messages", "get_messages.window", "get_working_memory",
+              "get_tool_history", "find_tool_call", "get_run", "list_runs"):
+        assert dump(ended) == dump(active)
+
+
+def test_close_and_expire_are_distinguishable(manager: SessionManager) -> None:
+    """Closed and expired sessions differ in status, reason and timestamp fields."""
+    a = manager.create_session(user_id=USER).session_id
+    b = manager.create_session(user_id=USER).session_id
+    closed = manager.close_session(session_id=a, user_id=USER, reason="finished")
+    expired = manager.expire_session(session_id=b, user_id=USER, reason="policy")
+    assert (closed.status, closed.status_reason) == (SessionStatus.CLOSED, "finished")
+    assert closed.closed_at is not None and closed.expired_at is None
+    assert (expired.status, expired.status_reason) == (SessionStatus.EXPIRED, "policy")
+    assert expired.expired_at is not None and expired.closed_at is None
+    assert manager.get_session(session_id=a, user_id=USER).status == SessionStatus.CLOSED
+    by_status = {
+        st: [s.session_id for s in manager.list_sessions(user_id=USER, status=st).items]
+        for st in SessionStatus
+    }
+    assert by_status == {SessionStatus.ACTIVE: [], SessionStatus.CLOSED: [a],
+                         SessionStatus.EXPIRED: [b]}
+    with pytest.raises(IllegalTransition):
+        manager.close_session(session_id=b, user_id=USER)
+    with pytest.raises(IllegalTransition):
+        manager.expire_session(session_id=a, user_id=USER)
+
+
+def test_close_twice_is_a_no_op(manager: SessionManager, sid: str) -> None:
+    """Closing a CLOSED session changes nothing (no version bump, no audit row)."""
+    manager.close_session(session_id=sid, user_id=USER)
+    before = snapshot(manager, sid)
+    manager.close_session(session_id=sid, user_id=USER)
+    assert snapshot(manager, sid) == before
+
+
+def test_close_cancels_a_running_run(manager: SessionManager) -> None:
+    """A run RUNNING at close becomes CANCELLED."""
+    ctx = Ctx(manager)
+    _close(manager, ctx)
+    run = manager.get_run(session_id=ctx.sid, user_id=USER, run_id=ctx.run_id)
+    assert run.status == RunStatus.CANCELLED and run.ended_at is not None
+
+
+def test_restore_reopens_closed(manager: SessionManager) -> None:
+    """restore re-opens a CLOSED session; writes work again; history kept."""
+    ctx = Ctx(manager, running=False)
+    _close(manager, ctx)
+    closed = manager.get_session(session_id=ctx.sid, user_id=USER)
+    restored = manager.restore_session(session_id=ctx.sid, user_id=USER)
+    s = restored.session
+    assert s.status == SessionStatus.ACTIVE and s.version == closed.version + 1
+    assert s.closed_at is None and s.status_reason is None
+    assert [x.content for x in restored.messages] == ["hello", "hi"]
+    assert restored.working_memory.data["goal"] == "g"
+    assert len(restored.tool_calls) == 1 and len(restored.runs) == 1
+    manager.append_message(session_id=ctx.sid, user_id=USER, message=user_msg("back"))
+
+
+def test_restore_expired_within_window_only(frozen_manager: SessionManager, clock: Any) -> None:
+    """EXPIRED restores within the policy window and not after it (IllegalTransition)."""
+    m = frozen_manager
+    window = m.policy.expired_restore_window_seconds
+    assert window is not None
+    a = m.create_session(user_id=USER).session_id
+    b = m.create_session(user_id=USER).session_id
+    m.expire_session(session_id=a, user_id=USER)
+    m.expire_session(session_id=b, user_id=USER)
+    clock.advance(window - 1)
+    assert m.restore_session(session_id=a, user_id=USER).session.status == SessionStatus.ACTIVE
+    clock.advance(2)
+    before = snapshot(m, b)
+    with pytest.raises(IllegalTransition):
+        m.restore_session(session_id=b, user_id=USER)
+    assert snapshot(m, b) == before
+
+
+def test_restore_marks_crashed_workers_run_interrupted(manager: SessionManager) -> None:
+    """A run left RUNNING (worker died without finish) is INTERRUPTED by restore."""
+    ctx = Ctx(manager)
+    v = ctx.version
+    restored = manager.restore_session(session_id=ctx.sid, user_id=USER)
+    assert restored.interrupted_run_ids == [ctx.running_run_id]
+    run = manager.get_run(session_id=ctx.sid, user_id=USER, run_id=ctx.run_id)
+    assert run.status == RunStatus.INTERRUPTED and run.ended_at is not None
+    assert {r.run_id: r.status for r in restored.runs}[ctx.run_id] == RunStatus.INTERRUPTED
+    assert restored.session.version == v + 1
+    assert audit_of(manager, ctx.sid)[-1].action == "session.restored"
+    new = manager.start_run(session_id=ctx.sid, user_id=USER)
+    assert new.status == RunStatus.RUNNING
+    again = manager.restore_session(session_id=ctx.sid, user_id=USER)
+    assert again.interrupted_run_ids == [new.run_id]
+
+
+def test_restore_of_an_idle_active_session_changes_nothing(manager: SessionManager) -> None:
+    """Restoring an ACTIVE session with no RUNNING run keeps its version."""
+    ctx = Ctx(manager, running=False)
+    before = snapshot(manager, ctx.sid)
+    restored = manager.restore_session(session_id=ctx.sid, user_id=USER)
+    assert restored.interrupted_run_ids == []
+    assert snapshot(manager, ctx.sid) == before
+
+
+def test_restore_message_limit(manager: SessionManager, sid: str) -> None:
+    """restore returns the newest message_limit messages, oldest first."""
+    manager.append_messages(session_id=sid, user_id=USER,
+                            messages=[user_msg(str(i)) for i in range(10)])
+    r = manager.restore_session(session_id=sid, user_id=USER, message_limit=3)
+    assert [x.content for x in r.messages] == ["7", "8", "9"]
+    assert manager.restore_session(session_id=sid, user_id=USER, message_limit=0).messages == []
+
+
+# ------------------------------------------------------------------------- TTL
+
+
+def test_ttl_expires_lazily_on_access(frozen_manager: SessionManager, clock: Any) -> None:
+    """An idle session past its TTL reads as EXPIRED ('ttl') and rejects writes."""
+    m = frozen_manager
+    sid = m.create_session(user_id=USER, ttl_seconds=60).session_id
+    clock.advance(59)
+    m.append_message(session_id=sid, user_id=USER, message=user_msg("touch"))
+    clock.advance(59)
+    assert m.get_session(session_id=sid, user_id=USER).status == SessionStatus.ACTIVE
+    clock.advance(2)
+    s = m.get_session(session_id=sid, user_id=USER)
+    assert s.status == SessionStatus.EXPIRED and s.status_reason == "ttl"
+    assert s.expired_at == clock.now and s.closed_at is None
+    with pytest.raises(SessionNotActive):
+        m.append_message(session_id=sid, user_id=USER, message=user_msg("late"))
+    events = audit_of(m, sid)
+    assert [e.action for e in events].count("session.expired") == 1
+    assert events[-1].actor == "system"
+
+
+def test_ttl_expiry_on_a_write_persists(frozen_manager: SessionManager, clock: Any) -> None:
+    """A write that finds the session due fails, and the expiry it found is stored."""
+    m = frozen_manager
+    ctx_sid = m.create_session(user_id=USER, ttl_seconds=10).session_id
+    run = m.start_run(session_id=ctx_sid, user_id=USER)
+    clock.advance(11)
+    with pytest.raises(SessionNotActive):
+        m.append_message(session_id=ctx_sid, user_id=USER, message=user_msg("late"))
+    s = m.get_session(session_id=ctx_sid, user_id=USER)
+    assert s.status == SessionStatus.EXPIRED and s.message_count == 0
+    got = m.get_run(session_id=ctx_sid, user_id=USER, run_id=run.run_id)
+    assert got.status == RunStatus.INTERRUPTED
+
+
+def test_ttl_expiry_shows_in_listing(frozen_manager: SessionManager, clock: Any) -> None:
+    """list_sessions reports a session past its TTL as EXPIRED."""
+    m = frozen_manager
+    sid = m.create_session(user_id=USER, ttl_seconds=5).session_id
+    clock.advance(6)
+    [s] = m.list_sessions(user_id=USER).items
+    assert (s.session_id, s.status) == (sid, SessionStatus.EXPIRED)
+    assert m.list_sessions(user_id=USER, status="ACTIVE").items == []
+
+
+def test_sweep_expires_due_sessions(frozen_manager: SessionManager, clock: Any) -> None:
+    """sweep_expired expires exactly the ACTIVE sessions idle past their TTL."""
+    m = frozen_manager
+    due = {m.create_session(user_id=USER, ttl_seconds=30).session_id for _ in range(3)}
+    later = m.create_session(user_id=USER, ttl_seconds=3600).session_id
+    forever = m.create_session(user_id=OTHER).session_id
+    closed = m.create_session(user_id=USER, ttl_seconds=30).session_id
+    m.close_session(session_id=closed, user_id=USER)
+    clock.advance(31)
+    result = m.sweep_expired()
+    assert set(result.expired_session_ids) == due
+    assert m.sweep_expired().expired_session_ids == []
+    for sid in due:
+        s = m.get_session(session_id=sid, user_id=USER)
+        assert (s.status, s.expired_at) == (SessionStatus.EXPIRED, clock.now)
+    assert m.get_session(session_id=later, user_id=USER).status == SessionStatus.ACTIVE
+    assert m.get_session(session_id=forever, user_id=OTHER).status == SessionStatus.ACTIVE
+    assert m.get_session(session_id=closed, user_id=USER).status == SessionStatus.CLOSED
+
+
+def test_ttl_restore_restarts_the_clock(frozen_manager: SessionManager, clock: Any) -> None:
+    """A restored TTL session gets a fresh expires_at from the restore time."""
+    m = frozen_manager
+    sid = m.create_session(user_id=USER, ttl_seconds=60).session_id
+    clock.advance(61)
+    s = m.restore_session(session_id=sid, user_id=USER).session
+    assert s.status == SessionStatus.ACTIVE
+    assert s.expires_at == clock.now + timedelta(seconds=60)
+
+
+# ---------------------------------------------------------------------- delete
+
+
+def test_delete_removes_everything(manager: SessionManager) -> None:
+    """After delete every call on the id is SessionNotFound, a second delete too."""
+    ctx = Ctx(manager)
+    manager.delete_session(session_id=ctx.sid, user_id=USER)
+    for name, read in READS.items():
+        if name == "get_audit_log":
+            continue
+        with pytest.raises(SessionNotFound):
+            read(manager, ctx)
+        with pytest.raises(SessionNotFound):
+            read(manager, ctx, ADMIN, admin=True)
+    with pytest.raises(SessionNotFound):
+        manager.delete_session(session_id=ctx.sid, user_id=USER)
+    assert manager.list_sessions(user_id=USER).items == []
+
+
+def test_delete_leaves_a_tombstone_for_admins_only(manager: SessionManager) -> None:
+    """One content-free session.deleted event stays, readable by an admin only."""
+    ctx = Ctx(manager)
+    manager.delete_session(session_id=ctx.sid, user_id=USER)
+    with pytest.raises(SessionNotFound):
+        manager.get_audit_log(session_id=ctx.sid, user_id=USER)
+    [tomb] = manager.get_audit_log(session_id=ctx.sid, user_id=ADMIN, admin=True)
+    assert tomb.action == "session.deleted" and tomb.actor == USER
+    assert tomb.version_before == ctx.version and tomb.version_after is None
+    assert "hello" not in str(dump(tomb))
+
+
+@pytest.mark.parametrize("ending", ["active", "closed", "expired"])
+def test_delete_works_in_every_status(manager: SessionManager, ending: str) -> None:
+    """delete works on ACTIVE, CLOSED and EXPIRED sessions."""
+    ctx = Ctx(manager)
+    if ending != "active":
+        ENDINGS[ending](manager, ctx)
+    manager.delete_session(session_id=ctx.sid, user_id=USER)
+    with pytest.raises(SessionNotFound):
+        manager.get_session(session_id=ctx.sid, user_id=USER)
+
+
+def test_delete_user_data_erases_only_that_user(manager: SessionManager) -> None:
+    """delete_user_data removes every session of the user, in any status, and their keys."""
+    mine = [Ctx(manager, USER) for _ in range(3)]
+    _close(manager, mine[1])
+    theirs = Ctx(manager, OTHER)
+    before = snapshot(manager, theirs.sid)
+    manager.create_session(user_id=USER, idempotency_key="create-k")
+    assert manager.delete_user_data(user_id=USER) == 4
+    assert manager.list_sessions(user_id=USER).items == []
+    for c in mine:
+        with pytest.raises(SessionNotFound):
+            manager.get_session(session_id=c.sid, user_id=USER)
+        [tomb] = manager.get_audit_log(session_id=c.sid, user_id=ADMIN, admin=True)
+        assert tomb.action == "session.deleted"
+    assert snapshot(manager, theirs.sid) == before
+    fresh = manager.create_session(user_id=USER, idempotency_key="create-k")
+    assert [s.session_id for s in manager.list_sessions(user_id=USER).items] == [fresh.session_id]
+    assert manager.delete_user_data(user_id=USER, target_user_id="nobody", admin=True) == 0
+
+
+def test_c25_delete_cascade_leaves_nothing_in_the_store(store: SessionStore) -> None:
+    """C25: after delete the store protocol finds no child rows; reusing the id shows it empty."""
+    m = SessionManager(store)
+    ctx = Ctx(m)
+    kw = {"session_id": ctx.sid, "user_id": USER}
+    m.append_message(**kw, message=user_msg("x"), idempotency_key="k1")
+    call = m.record_tool_call(**kw, tool="t", arguments={"a": 1}, call_id="c1")
+    m.add_run_step(**kw, run_id=ctx.run_id, kind="model")
+    original: Session = m.get_session(**kw)
+    m.delete_session(**kw)
+    with store.transaction(write=False) as tx:
+        assert tx.get_session(ctx.sid) is None
+        assert tx.get_messages(ctx.sid) == []
+        assert tx.get_working_memory(ctx.sid) is None
+        assert tx.list_tool_calls(ctx.sid) == []
+        assert tx.get_tool_call(ctx.sid, call.call_id) is None
+        assert tx.find_tool_call(ctx.sid, tool="t", arguments_hash=call.arguments_hash) is None
+        assert tx.list_runs(ctx.sid) == []
+        assert tx.get_run(ctx.sid, ctx.run_id) is None
+        assert tx.get_run(ctx.sid, ctx.finished_run_id) is None
+        assert tx.get_idempotency(USER, "append_messages", "k1") is None
+        assert [e.action for e in tx.list_audit(ctx.sid)] == ["session.deleted"]
+    # Reuse the id at the store level: the new session must start empty.
+    reborn = original.model_copy(update={"version": 1, "message_count": 0, "run_count": 0,
+                                         "tool_call_count": 0})
+    with store.transaction(write=True) as tx:
+        tx.insert_session(reborn)
+    assert m.get_messages(**kw) == []
+    assert m.get_working_memory(**kw).data == {}
+    assert m.get_tool_history(**kw) == []
+    assert m.list_runs(**kw) == []
+    assert m.find_tool_call(**kw, tool="t", arguments={"a": 1}) is None
+    m.append_message(**kw, message=user_msg("new life"))
+    assert [x.seq for x in m.get_messages(**kw)] == [1]
+    m.delete_session(**kw)
+    with pytest.raises(SessionNotFound):
+        m.delete_session(**kw)
+
+
+# ------------------------------------------------------------------------ runs
+
+
+def test_at_most_one_running_run(manager: SessionManager, sid: str) -> None:
+    """A second start_run while one is RUNNING raises RunAlreadyRunning and writes nothing."""
+    first = manager.start_run(session_id=sid, user_id=USER, input="a")
+    before = snapshot(manager, sid)
+    with pytest.raises(RunAlreadyRunning) as err:
+        manager.start_run(session_id=sid, user_id=USER, input="b")
+    assert err.value.run_id == first.run_id
+    assert snapshot(manager, sid) == before
+    manager.finish_run(session_id=sid, user_id=USER, run_id=first.run_id, status="SUCCEEDED")
+    second = manager.start_run(session_id=sid, user_id=USER, input="b")
+    assert (first.seq, second.seq) == (1, 2)
+    runs = manager.list_runs(session_id=sid, user_id=USER)
+    assert [(r.run_id, r.status) for r in runs] == [
+        (first.run_id, RunStatus.SUCCEEDED), (second.run_id, RunStatus.RUNNING)]
+    assert [r.run_id for r in manager.list_runs(session_id=sid, user_id=USER,
+                                                status="RUNNING")] == [second.run_id]
+
+
+def test_concurrent_start_run_only_one_wins(manager: SessionManager) -> None:
+    """Eight threads starting a run at once: exactly one RUNNING run exists afterwards."""
+    from contract_support import run_threads
+
+    sid = manager.create_session(user_id=USER).session_id
+    out = run_threads(8, lambda i: manager.start_run(session_id=sid, user_id=USER, input=i))
+    wins = [r for r in out if not isinstance(r, BaseException)]
+    assert len(wins) == 1, out
+    assert all(isinstance(r, RunAlreadyRunning) for r in out if r is not wins[0])
+    assert len(manager.list_runs(session_id=sid, user_id=USER, status="RUNNING")) == 1
+
+
+def test_steps_are_numbered_and_kept(manager: SessionManager, sid: str) -> None:
+    """Steps are numbered 0, 1, 2... and returned with the run, in order."""
+    run = manager.start_run(session_id=sid, user_id=USER, input={"task": "fix"})
+    kinds = ["model", "tool", "message", "model"]
+    steps = [
+        manager.add_run_step(session_id=sid, user_id=USER, run_id=run.run_id, kind=k,
+                             name=f"n{i}", input={"i": i}, output=[i])
+        for i, k in enumerate(kinds)
+    ]
+    assert [s.index for s in steps] == [0, 1, 2, 3]
+    got = manager.get_run(session_id=sid, user_id=USER, run_id=run.run_id)
+    assert [(s.index, s.kind, s.name, s.input, s.output) for s in got.steps] == [
+        (i, k, f"n{i}", {"i": i}, [i]) for i, k in enumerate(kinds)]
+    assert got.input == {"task": "fix"}
+
+
+@pytest.mark.parametrize("final", ["SUCCEEDED", "FAILED", "CANCELLED"])
+def test_finish_statuses_and_usage(manager: SessionManager, sid: str, final: str) -> None:
+    """finish_run stores the status, error, output and usage; the run cannot be finished twice."""
+    run = manager.start_run(session_id=sid, user_id=USER)
+    usage = {"input_tokens": 812, "output_tokens": 95, "total_tokens": 907}
+    done = manager.finish_run(session_id=sid, user_id=USER, run_id=run.run_id, status=final,
+                              error="boom" if final == "FAILED" else None,
+                              output={"answer": 42}, usage=usage)
+    got = manager.get_run(session_id=sid, user_id=USER, run_id=run.run_id)
+    assert dump(got) == dump(done)
+    assert (got.status, got.usage, got.output) == (RunStatus(final), usage, {"answer": 42})
+    assert got.ended_at is not None and got.ended_at >= got.started_at
+    assert got.error == ("boom" if final == "FAILED" else None)
+    before = snapshot(manager, sid)
+    with pytest.raises(RunNotRunning):
+        manager.finish_run(session_id=sid, user_id=USER, run_id=run.run_id, status="SUCCEEDED")
+    with pytest.raises(RunNotRunning):
+        manager.add_run_step(session_id=sid, user_id=USER, run_id=run.run_id, kind="model")
+    assert snapshot(manager, sid) == before
+
+
+@pytest.mark.parametrize("bad", ["RUNNING", "PENDING", "INTERRUPTED", "done"])
+def test_finish_rejects_non_final_statuses(manager: SessionManager, sid: str, bad: str) -> None:
+    """finish_run accepts only SUCCEEDED, FAILED, CANCELLED."""
+    run = manager.start_run(session_id=sid, user_id=USER)
+    with pytest.raises(ValidationError):
+        manager.finish_run(session_id=sid, user_id=USER, run_id=run.run_id, status=bad)
+    got = manager.get_run(session_id=sid, user_id=USER, run_id=run.run_id)
+    assert got.status == RunStatus.RUNNING
