@@ -22,6 +22,13 @@ class Settings(BaseSettings):
             (``AGENTSESSION_AUTO_MIGRATE``); off by default: run ``agentsession db upgrade``.
         sqlite_synchronous: ``FULL`` (default; no acknowledged write lost on power loss)
             or ``NORMAL`` (faster; a power loss may drop the last commits).
+        host, port, workers: where ``agentsession serve`` listens, and how many
+            worker processes it starts (several need a multi-process store).
+        keys_file: the JSON file of API keys (SHA-256 hashes only); default: next to
+            an SQLite database (``<db>.keys.json``), else ``agentsession-keys.json``.
+        max_body_bytes: the largest request body the service reads; larger -> 413.
+        require_if_match: PUT/PATCH/DELETE and lifecycle actions without ``If-Match``
+            are answered 428 Precondition Required.
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTSESSION_", extra="ignore")
@@ -29,3 +36,9 @@ class Settings(BaseSettings):
     url: str = "sqlite:///agentsession.db"
     auto_migrate: bool = False
     sqlite_synchronous: str = "FULL"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    keys_file: str | None = None
+    max_body_bytes: int = 8 * 1024 * 1024
+    require_if_match: bool = False

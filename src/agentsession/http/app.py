@@ -1,0 +1,91 @@
+"""The composition root of the HTTP service: :func:`create_app`.
+
+Nothing is built at import time. ``agentsession serve`` runs
+``uvicorn agentsession.http.app:create_app --factory``: each worker calls
+``create_app()``, which reads :class:`~agentsession.settings.Settings` from the
+environment and opens the store in the app's lifespan (closed again at shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from .. import __version__
+from ..aio import AsyncSessionManager
+from ..manager import SessionManager
+from ..settings import Settings
+from .deps import Services
+from .keys import KeyStore, open_key_store
+from .middleware import BodyLimitMiddleware, CatchAllMiddleware, RequestIdMiddleware
+from .problems import install_handlers
+from .routes import routers
+
+__all__ = ["create_app"]
+
+
+def create_app(
+    manager: SessionManager | None = None,
+    settings: Settings | None = None,
+    *,
+    keys: KeyStore | None = None,
+) -> FastAPI:
+    """Build the FastAPI app.
+
+    Args:
+        manager: the SessionManager to serve; the caller keeps ownership (it is not
+            closed at shutdown). None: open ``settings.url`` in the lifespan, with
+            ``settings.auto_migrate``, and close it at shutdown.
+        settings: defaults to ``Settings()`` (the ``AGENTSESSION_*`` environment).
+        keys: the API key store; default the key file of ``settings``
+            (see :mod:`agentsession.http.keys`). Tests pass a ``MemoryKeyStore``.
+
+    Returns:
+        The app; with ``manager`` given it is usable without running its lifespan.
+    """
+    config = settings if settings is not None else Settings()
+    key_store = keys if keys is not None else open_key_store(config)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if manager is not None:
+            yield
+            return
+        opened = await asyncio.to_thread(
+            SessionManager.from_url, config.url, auto_migrate=config.auto_migrate
+        )
+        app.state.services = Services(AsyncSessionManager(opened), key_store, config)
+        try:
+            yield
+        finally:
+            app.state.services = None
+            await asyncio.to_thread(opened.close)
+
+    app = FastAPI(
+        title="agentsession",
+        version=__version__,
+        summary="Durable, multi-user sessions for AI agents.",
+        description=(
+            "Sessions, messages, working memory, tool history, runs and audit, with "
+            "optimistic locking (`ETag`/`If-Match`), idempotent POSTs (`Idempotency-Key`) "
+            "and RFC 9457 problem+json errors. Authenticate with `Authorization: Bearer "
+            "<api key>` (`agentsession keys create`)."
+        ),
+        lifespan=lifespan,
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    if manager is not None:
+        app.state.services = Services(AsyncSessionManager(manager), key_store, config)
+    install_handlers(app)
+    for router in routers():
+        app.include_router(router)
+    # Added innermost first: RequestId wraps everything, so even a 500 carries the id.
+    app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
+    app.add_middleware(CatchAllMiddleware)
+    app.add_middleware(RequestIdMiddleware)
+    return app

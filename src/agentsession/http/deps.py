@@ -1,0 +1,283 @@
+"""Request plumbing shared by the routes: services, authentication, the session in the
+path, ``If-Match`` -> ``expected_version``, ``Idempotency-Key``, and JSON replies.
+
+Routes stay thin: parse, one :class:`~agentsession.aio.AsyncSessionManager` call,
+reply. Errors are raised, and rendered by :mod:`.problems`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import Depends, Header, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
+from starlette.responses import JSONResponse
+
+from ..aio import AsyncSessionManager
+from ..errors import AgentSessionError, NotFound, SessionNotFound, VersionConflict
+from ..ids import ID_PATTERN
+from ..models import Message, RestoredSession, Session
+from ..settings import Settings
+from .keys import KeyStore, Principal
+from .protocol import PreconditionRequired, Unauthenticated, format_etag, parse_if_match
+
+__all__ = [
+    "Auth",
+    "Ctx",
+    "ReadCtx",
+    "Services",
+    "WriteCtx",
+    "dump",
+    "gate",
+    "reply",
+    "services",
+]
+
+#: A result older than the request by more than this was replayed (Idempotent-Replayed).
+_REPLAY_SLACK = timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What :func:`~agentsession.http.app.create_app` wires into ``app.state``."""
+
+    manager: AsyncSessionManager
+    keys: KeyStore
+    settings: Settings
+
+
+def services(request: Request) -> Services:
+    """The app's services (set by ``create_app`` or its lifespan)."""
+    found = getattr(request.app.state, "services", None)
+    if found is None:
+        raise RuntimeError("the app is not started: run it with its lifespan")
+    return found  # type: ignore[no-any-return]
+
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="An API key from `agentsession keys create`, as `Authorization: Bearer <key>`.",
+)
+
+
+def authenticate(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The caller's principal; 401 without a valid key. (Sync: the key file is I/O.)"""
+    principal = None
+    if credentials is not None and credentials.credentials:
+        principal = services(request).keys.authenticate(credentials.credentials)
+    if principal is None:
+        raise Unauthenticated("a valid API key is required: send `Authorization: Bearer <key>`")
+    request.state.principal = principal
+    return principal
+
+
+Auth = Annotated[Principal, Depends(authenticate)]
+
+
+def session_in_path(
+    request: Request,
+    principal: Auth,
+    session_id: Annotated[str, Path(description="A session id, `ses_` + 26 base32 chars.")],
+) -> str:
+    """The session id of the path, checked against the strict id pattern.
+
+    A malformed id is answered 404 with the same body as a missing session, before
+    any lookup (case C30).
+    """
+    if (
+        len(session_id) > 40
+        or not session_id.startswith("ses_")
+        or not ID_PATTERN.match(session_id)
+    ):
+        raise SessionNotFound(session_id[:40])
+    request.state.session_id = session_id
+    return session_id
+
+
+@dataclass(slots=True)
+class Ctx:
+    """One session-scoped request: who asks, which session, and the conditional headers."""
+
+    request: Request
+    manager: AsyncSessionManager
+    settings: Settings
+    principal: Principal
+    session_id: str
+    if_match: str | None = None
+    idempotency_key: str | None = None
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def who(self) -> dict[str, Any]:
+        """``session_id``, ``user_id`` and ``admin`` for a manager call."""
+        return {
+            "session_id": self.session_id,
+            "user_id": self.principal.user_id,
+            "admin": self.principal.admin,
+        }
+
+    async def expected_version(self, *, required: bool = False) -> int | None:
+        """``If-Match`` as ``expected_version`` (None: no precondition).
+
+        Args:
+            required: the request is one ``require_if_match`` applies to (PUT, PATCH,
+                DELETE, lifecycle actions).
+
+        Raises:
+            PreconditionRequired: no header, and the settings require one (428).
+            VersionConflict: the header can match nothing current (412), e.g. a weak
+                ETag or one of another session.
+            SessionNotFound: checked first where a lookup is needed (404 before 412).
+        """
+        if self.if_match is None:
+            if required and self.settings.require_if_match:
+                blocked = await gate(self.request)
+                raise blocked or PreconditionRequired(
+                    "this request needs `If-Match: <ETag of the session>`"
+                )
+            return None
+        star, versions = parse_if_match(self.if_match, self.session_id)
+        if star:
+            return None
+        if len(versions) == 1:
+            return next(iter(versions))
+        current = await self.manager.get_session(**self.who)
+        if current.version in versions:
+            return current.version
+        raise unmatched(self.session_id, current.version)
+
+    def replayed(self, created_at: datetime | None) -> bool:
+        """Whether a result stamped ``created_at`` predates this request (a replay)."""
+        return (
+            self.idempotency_key is not None
+            and created_at is not None
+            and created_at < self.started - _REPLAY_SLACK
+        )
+
+
+def unmatched(session_id: str, current_version: int) -> VersionConflict:
+    """The 412 error for an ``If-Match`` that matches no current ETag of the session."""
+    exc = VersionConflict.__new__(VersionConflict)
+    AgentSessionError.__init__(
+        exc,
+        f"If-Match matches no current ETag of session {session_id!r} "
+        f"(now {format_etag(session_id, current_version)})",
+        session_id=session_id,
+        current_version=current_version,
+    )
+    exc.session_id = session_id
+    exc.expected_version = None  # type: ignore[assignment]
+    exc.current_version = current_version
+    return exc
+
+
+def _read_ctx(
+    request: Request,
+    principal: Auth,
+    session_id: Annotated[str, Depends(session_in_path)],
+) -> Ctx:
+    svc = services(request)
+    return Ctx(request, svc.manager, svc.settings, principal, session_id)
+
+
+def _write_ctx(
+    request: Request,
+    principal: Auth,
+    session_id: Annotated[str, Depends(session_in_path)],
+    if_match: Annotated[
+        str | None,
+        Header(
+            description='The session\'s ETag (`"<session_id>@<version>"`): '
+            "the write happens only if the session is still at that version."
+        ),
+    ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            description="1-255 printable ASCII characters; a retried POST with the same "
+            "key and body returns the first result and writes nothing."
+        ),
+    ] = None,
+) -> Ctx:
+    svc = services(request)
+    return Ctx(request, svc.manager, svc.settings, principal, session_id, if_match, idempotency_key)
+
+
+ReadCtx = Annotated[Ctx, Depends(_read_ctx)]
+WriteCtx = Annotated[Ctx, Depends(_write_ctx)]
+
+
+async def gate(request: Request) -> AgentSessionError | None:
+    """The error that outranks a 400/422/428 on a session-scoped request, if any.
+
+    404 if the session is not visible to the caller, then 412 if ``If-Match`` fails;
+    None when neither applies (or the request is not session-scoped).
+    """
+    principal = getattr(request.state, "principal", None)
+    session_id = getattr(request.state, "session_id", None)
+    if principal is None or session_id is None:
+        return None
+    manager = services(request).manager
+    try:
+        current = await manager.get_session(
+            session_id=session_id, user_id=principal.user_id, admin=principal.admin
+        )
+    except NotFound as exc:
+        return exc
+    except AgentSessionError:
+        return None
+    header = request.headers.get("if-match")
+    if header is not None:
+        star, versions = parse_if_match(header, session_id)
+        if not star and current.version not in versions:
+            return unmatched(session_id, current.version)
+    return None
+
+
+def dump(value: Any) -> Any:
+    """JSON form of a result: messages keep absent fields absent (C29)."""
+    if isinstance(value, Message):
+        return value.model_dump(mode="json", exclude_unset=True)
+    if isinstance(value, RestoredSession):
+        data = value.model_dump(mode="json", exclude={"messages"})
+        data["messages"] = [dump(m) for m in value.messages]
+        return data
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [dump(v) for v in value]
+    return value
+
+
+def reply(
+    value: Any,
+    *,
+    status: int = 200,
+    session: Session | None = None,
+    etag: tuple[str, int] | None = None,
+    replayed: bool = False,
+    location: str | None = None,
+) -> JSONResponse:
+    """A JSON response; ``session`` (or ``etag``) adds the strong ETag of its version."""
+    headers: dict[str, str] = {}
+    if session is not None:
+        etag = (session.session_id, session.version)
+    if etag is not None:
+        headers["ETag"] = format_etag(*etag)
+    if replayed:
+        headers["Idempotent-Replayed"] = "true"
+    if location is not None:
+        headers["Location"] = location
+    return JSONResponse(dump(value), status_code=status, headers=headers)
+
+
+def items(values: list[Any], next_cursor: str | None = None) -> JSONResponse:
+    """A list reply ``{"items": [...], "next_cursor": ...}``."""
+    return JSONResponse({"items": dump(values), "next_cursor": next_cursor})

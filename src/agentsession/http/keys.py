@@ -1,0 +1,261 @@
+"""API keys: Bearer tokens whose SHA-256 hashes are kept in a small key store.
+
+A token looks like ``key_<26 base32 chars>.<43 url-safe chars>``: the part before the
+dot is the public key id (shown by ``agentsession keys create``, used to revoke), the
+rest 256 random bits. Only ``sha256(token)`` is stored; a token is printed once, at
+creation, and cannot be recovered.
+
+Two stores:
+
+* :class:`FileKeyStore`: a JSON file (mode 0600), by default next to an SQLite
+  database (``<db>.keys.json``), else ``agentsession-keys.json`` in the working
+  directory; set ``AGENTSESSION_KEYS_FILE`` to choose. Writes take an exclusive
+  ``fcntl`` lock and replace the file atomically; every worker process re-reads it
+  when it changes (checked at most once per ``reload_interval`` seconds), so a revoked
+  key stops working everywhere within that interval. The session database stays
+  untouched: its schema belongs to the SQL store and its migrations.
+* :class:`MemoryKeyStore`: for tests and embedding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..ids import check_name, new_id
+from ..settings import Settings
+
+__all__ = [
+    "ApiKey",
+    "FileKeyStore",
+    "KeyStore",
+    "MemoryKeyStore",
+    "Principal",
+    "default_keys_file",
+    "hash_token",
+    "open_key_store",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a request acts as: the user of its API key, and whether it is an admin."""
+
+    user_id: str
+    admin: bool = False
+    key_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """One stored key. ``token_sha256`` is the hex SHA-256 of the whole token."""
+
+    key_id: str
+    user_id: str
+    admin: bool
+    token_sha256: str
+    created_at: str
+    name: str | None = None
+    revoked_at: str | None = None
+
+    def principal(self) -> Principal:
+        """The principal a request with this key acts as."""
+        return Principal(user_id=self.user_id, admin=self.admin, key_id=self.key_id)
+
+
+def hash_token(token: str) -> str:
+    """Return the hex SHA-256 of ``token`` (the only form a key store keeps)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _new_key(user_id: str, admin: bool, name: str | None) -> tuple[ApiKey, str]:
+    check_name(user_id, field="user_id")
+    key_id = new_id("key")
+    token = f"{key_id}.{secrets.token_urlsafe(32)}"
+    key = ApiKey(
+        key_id=key_id,
+        user_id=user_id,
+        admin=admin,
+        token_sha256=hash_token(token),
+        created_at=datetime.now(UTC).isoformat(),
+        name=name,
+    )
+    return key, token
+
+
+class KeyStore(Protocol):
+    """Where API keys live. Implementations are thread-safe."""
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The principal of a valid, unrevoked ``token``; None for anything else."""
+        ...
+
+    def create(
+        self, *, user_id: str, admin: bool = False, name: str | None = None
+    ) -> tuple[ApiKey, str]:
+        """Store a new key; return it and its token (the only time the token exists)."""
+        ...
+
+    def revoke(self, key_id: str) -> bool:
+        """Revoke a key; False if there is no such unrevoked key."""
+        ...
+
+    def list(self) -> list[ApiKey]:
+        """Every key, revoked ones included, oldest first."""
+        ...
+
+
+class MemoryKeyStore:
+    """Keys in process memory (tests, embedding)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._keys: dict[str, ApiKey] = {}
+
+    def authenticate(self, token: str) -> Principal | None:
+        """See :meth:`KeyStore.authenticate`."""
+        with self._lock:
+            key = self._keys.get(hash_token(token))
+        if key is None or key.revoked_at is not None:
+            return None
+        return key.principal()
+
+    def create(
+        self, *, user_id: str, admin: bool = False, name: str | None = None
+    ) -> tuple[ApiKey, str]:
+        """See :meth:`KeyStore.create`."""
+        key, token = _new_key(user_id, admin, name)
+        with self._lock:
+            self._keys[key.token_sha256] = key
+        return key, token
+
+    def revoke(self, key_id: str) -> bool:
+        """See :meth:`KeyStore.revoke`."""
+        with self._lock:
+            for digest, key in self._keys.items():
+                if key.key_id == key_id and key.revoked_at is None:
+                    self._keys[digest] = replace(key, revoked_at=datetime.now(UTC).isoformat())
+                    return True
+        return False
+
+    def list(self) -> list[ApiKey]:
+        """See :meth:`KeyStore.list`."""
+        with self._lock:
+            return sorted(self._keys.values(), key=lambda k: k.created_at)
+
+
+class FileKeyStore:
+    """Keys in a JSON file shared by every worker process (see the module docstring).
+
+    Args:
+        path: the JSON file; created (mode 0600) by the first :meth:`create`.
+        reload_interval: seconds between checks whether the file changed.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, reload_interval: float = 1.0) -> None:
+        self.path = Path(path)
+        self._interval = reload_interval
+        self._lock = threading.Lock()
+        self._keys: dict[str, ApiKey] = {}
+        self._stamp: tuple[int, int, int] | None = None
+        self._checked = float("-inf")
+
+    def authenticate(self, token: str) -> Principal | None:
+        """See :meth:`KeyStore.authenticate`. May stat/read the file (blocking I/O)."""
+        with self._lock:
+            if time.monotonic() - self._checked >= self._interval:
+                self._reload()
+            key = self._keys.get(hash_token(token))
+        if key is None or key.revoked_at is not None:
+            return None
+        return key.principal()
+
+    def create(
+        self, *, user_id: str, admin: bool = False, name: str | None = None
+    ) -> tuple[ApiKey, str]:
+        """See :meth:`KeyStore.create`."""
+        key, token = _new_key(user_id, admin, name)
+        with self._locked() as keys:
+            keys.append(key)
+        return key, token
+
+    def revoke(self, key_id: str) -> bool:
+        """See :meth:`KeyStore.revoke`."""
+        with self._locked() as keys:
+            for i, key in enumerate(keys):
+                if key.key_id == key_id and key.revoked_at is None:
+                    keys[i] = replace(key, revoked_at=datetime.now(UTC).isoformat())
+                    return True
+        return False
+
+    def list(self) -> list[ApiKey]:
+        """See :meth:`KeyStore.list`."""
+        return self._read()
+
+    # ------------------------------------------------------------------ internals
+
+    def _reload(self) -> None:
+        self._checked = time.monotonic()
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            self._keys, self._stamp = {}, None
+            return
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if stamp != self._stamp:
+            self._keys = {k.token_sha256: k for k in self._read()}
+            self._stamp = stamp
+
+    def _read(self) -> list[ApiKey]:
+        try:
+            raw = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        doc: dict[str, Any] = json.loads(raw)
+        return [ApiKey(**item) for item in doc.get("keys", [])]
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[list[ApiKey]]:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        with open(lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            keys = self._read()
+            yield keys
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump({"version": 1, "keys": [asdict(k) for k in keys]}, out, indent=1)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.path)
+        with self._lock:
+            self._checked = float("-inf")
+
+
+def default_keys_file(settings: Settings) -> Path:
+    """Where the key file lives for ``settings`` (see the module docstring)."""
+    if settings.keys_file is not None:
+        return Path(settings.keys_file)
+    prefix = "sqlite:///"
+    if settings.url.startswith(prefix) and settings.url[len(prefix) :] not in ("", ":memory:"):
+        db = Path(settings.url[len(prefix) :].split("?", 1)[0])
+        return db.with_name(db.name + ".keys.json")
+    return Path("agentsession-keys.json")
+
+
+def open_key_store(settings: Settings) -> FileKeyStore:
+    """The file key store ``settings`` names."""
+    return FileKeyStore(default_keys_file(settings))

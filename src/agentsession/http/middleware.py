@@ -1,0 +1,156 @@
+"""Pure ASGI middleware: request ids, unexpected errors, the body size limit.
+
+Pure ASGI (not ``BaseHTTPMiddleware``) so the request id set here is the one the
+endpoint, its worker threads and so the audit log see (``request_id_context``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..manager import request_id_context
+from .problems import BodyTooLarge, internal_error_body, too_large
+from .protocol import PROBLEM_CONTENT_TYPE
+
+__all__ = ["BodyLimitMiddleware", "CatchAllMiddleware", "RequestIdMiddleware"]
+
+log = logging.getLogger("agentsession.http")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@+\-/=]{1,128}$")
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+class RequestIdMiddleware:
+    """Use the client's ``X-Request-ID`` (if well formed) or a new one; echo it back.
+
+    The id is in ``scope["state"]["request_id"]`` and in ``request_id_context`` while
+    the request runs, so every audit event written for the request carries it.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = _header(scope, b"x-request-id")
+        request_id = given if given is not None and _REQUEST_ID.match(given) else None
+        request_id = request_id or uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [h for h in message.get("headers", []) if h[0] != b"x-request-id"]
+                headers.append((b"x-request-id", request_id.encode("latin-1")))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        with request_id_context(request_id):
+            await self.app(scope, receive, send_with_id)
+
+
+class CatchAllMiddleware:
+    """Answer any exception no handler took with a bare 500 problem (details to the log)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def track(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, track)
+        except Exception:
+            log.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
+            if started:
+                raise
+            await _send_json(send, 500, internal_error_body())
+
+
+class BodyLimitMiddleware:
+    """Refuse bodies over ``limit`` bytes with 413, before reading them whole.
+
+    A ``Content-Length`` over the limit is refused before the body is read; a body
+    without one (chunked) is counted as it streams and refused once it passes the limit.
+    """
+
+    def __init__(self, app: ASGIApp, *, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = _header(scope, b"content-length")
+        if length is not None:
+            if not length.isdigit():
+                await _send_json(send, 400, _bad_length())
+                return
+            if int(length) > self.limit:
+                await _respond(too_large(self.limit), scope, receive, send)
+                return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        await self.app(scope, counted, send)
+
+
+def _bad_length() -> dict[str, Any]:
+    from .protocol import PROBLEM_BASE
+
+    return {
+        "type": PROBLEM_BASE + "http-error",
+        "title": "Bad Request",
+        "status": 400,
+        "detail": "Content-Length is not a number",
+    }
+
+
+async def _respond(response: Any, scope: Scope, receive: Receive, send: Send) -> None:
+    await response(scope, receive, send)
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode("utf-8")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", PROBLEM_CONTENT_TYPE.encode()),
+                (b"content-length", str(len(data)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})

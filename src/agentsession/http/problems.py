@@ -1,0 +1,222 @@
+"""Errors as RFC 9457 ``application/problem+json``: the one table, and the handlers.
+
+``PROBLEMS`` maps each error class to its problem title and to what of its context a
+client may see. The status is the class's ``http_status`` and the ``type`` is
+``https://agentsession.dev/problems/<code>`` (``code`` of the class). Rules:
+
+* A session that is missing, deleted, not the caller's, or named by a malformed id is
+  answered with the very same body (no id echoed), so nothing tells them apart.
+* 5xx bodies never hold a stack trace, SQL or driver text; those go to the log.
+* Precedence ``401 -> 404 -> 412 -> 422``: before a 400/422 about a session-scoped
+  request is sent, :func:`~agentsession.http.deps.gate` checks that the session is
+  visible (else 404) and that ``If-Match`` holds (else 412). This costs a read only
+  on the error path.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse, Response
+
+from ..errors import (
+    AgentSessionError,
+    Conflict,
+    IdempotencyKeyReused,
+    IllegalTransition,
+    NotFound,
+    PayloadTooLarge,
+    RunAlreadyRunning,
+    RunNotFound,
+    RunNotRunning,
+    SchemaOutOfDate,
+    SessionNotActive,
+    SessionNotFound,
+    StoreBusy,
+    StoreError,
+    UnsupportedValue,
+    ValidationError,
+    VersionConflict,
+)
+from .protocol import (
+    PROBLEM_BASE,
+    PROBLEM_CONTENT_TYPE,
+    PreconditionRequired,
+    RequestInvalid,
+    ServerError,
+    Unauthenticated,
+    problem_fields,
+)
+
+__all__ = ["PROBLEMS", "BodyTooLarge", "install_handlers", "problem_response"]
+
+log = logging.getLogger("agentsession.http")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """How one error class is shown.
+
+    Attributes:
+        title: the short, fixed summary of the problem type.
+        detail: a fixed ``detail`` replacing the error's message (None = the message).
+        fields: context attributes shown (None = all of them).
+    """
+
+    title: str
+    detail: str | None = None
+    fields: tuple[str, ...] | None = None
+
+
+_STORE_DETAIL = "the store failed; nothing was written"
+
+#: The one table: error class -> problem. A test checks every error class is here.
+PROBLEMS: dict[type[AgentSessionError], Problem] = {
+    AgentSessionError: Problem("Internal Server Error", "internal error", ()),
+    ValidationError: Problem("Invalid Request"),
+    PayloadTooLarge: Problem("Content Too Large"),
+    UnsupportedValue: Problem("Unsupported Value"),
+    NotFound: Problem("Not Found", "not found", ()),
+    SessionNotFound: Problem("Not Found", "session not found", ()),
+    RunNotFound: Problem("Not Found", "run not found", ("run_id",)),
+    Conflict: Problem("Conflict"),
+    SessionNotActive: Problem("Session Not Active"),
+    IllegalTransition: Problem("Illegal Transition"),
+    RunAlreadyRunning: Problem("Run Already Running"),
+    RunNotRunning: Problem("Run Not Running"),
+    VersionConflict: Problem("Precondition Failed"),
+    IdempotencyKeyReused: Problem("Idempotency Key Reused"),
+    StoreError: Problem("Internal Server Error", _STORE_DETAIL, ()),
+    StoreBusy: Problem("Service Unavailable", "the store is busy; retry shortly", ()),
+    SchemaOutOfDate: Problem("Internal Server Error", _STORE_DETAIL, ()),
+    Unauthenticated: Problem("Unauthorized"),
+    PreconditionRequired: Problem("Precondition Required"),
+    RequestInvalid: Problem("Unprocessable Content"),
+    ServerError: Problem("Internal Server Error", "internal error", ()),
+}
+
+
+class BodyTooLarge(StarletteHTTPException):
+    """The request body is over ``max_body_bytes`` (raised while it streams in)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(status_code=413)
+        self.limit = limit
+
+
+def _problem_of(cls: type[AgentSessionError]) -> Problem:
+    for klass in cls.__mro__:
+        if klass in PROBLEMS:
+            return PROBLEMS[klass]  # type: ignore[index]
+    raise AssertionError("AgentSessionError is in PROBLEMS")  # pragma: no cover
+
+
+def problem_body(exc: AgentSessionError) -> dict[str, Any]:
+    """The problem+json document of ``exc`` (see the module docstring)."""
+    spec = _problem_of(type(exc))
+    context = exc.context
+    if spec.fields is not None:
+        context = {k: v for k, v in context.items() if k in spec.fields}
+    return {
+        "type": PROBLEM_BASE + exc.code,
+        "title": spec.title,
+        "status": exc.http_status,
+        "detail": spec.detail if spec.detail is not None else exc.message,
+        **problem_fields(context),
+    }
+
+
+def problem_response(exc: AgentSessionError) -> Response:
+    """``exc`` as an ``application/problem+json`` response with its headers."""
+    headers = {}
+    if isinstance(exc, Unauthenticated):
+        headers["WWW-Authenticate"] = 'Bearer realm="agentsession"'
+    if isinstance(exc, StoreBusy):
+        headers["Retry-After"] = "1"
+    return JSONResponse(
+        problem_body(exc),
+        status_code=exc.http_status,
+        headers=headers,
+        media_type=PROBLEM_CONTENT_TYPE,
+    )
+
+
+def plain_problem(status: int, code: str, title: str, detail: str, **extra: Any) -> Response:
+    """A problem response for HTTP-level conditions (unknown route, 405, 413)."""
+    body = {"type": PROBLEM_BASE + code, "title": title, "status": status, "detail": detail}
+    return JSONResponse({**body, **extra}, status_code=status, media_type=PROBLEM_CONTENT_TYPE)
+
+
+async def _on_agentsession_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, AgentSessionError)
+    if isinstance(exc, ValidationError | IdempotencyKeyReused):
+        from .deps import gate
+
+        blocked = await gate(request)
+        if blocked is not None:
+            return problem_response(blocked)
+    if exc.http_status >= 500:
+        log.error("request failed: %s", exc.message, exc_info=exc)
+    return problem_response(exc)
+
+
+async def _on_request_validation(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    from .deps import gate
+
+    blocked = await gate(request)
+    if blocked is not None:
+        return problem_response(blocked)
+    errors = [
+        {"field": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
+        for e in exc.errors()
+    ]
+    first = errors[0] if errors else {"field": "", "message": "invalid request"}
+    detail = f"{first['field']}: {first['message']}" if first["field"] else first["message"]
+    return problem_response(RequestInvalid(detail, errors=errors))
+
+
+async def _on_http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if isinstance(exc, BodyTooLarge):
+        return too_large(exc.limit)
+    if exc.status_code == 404:
+        return problem_response(NotFound("not found"))
+    if exc.status_code == 405:
+        response = plain_problem(
+            405, "method-not-allowed", "Method Not Allowed", "method not allowed here"
+        )
+        if exc.headers:
+            response.headers.update(exc.headers)
+        return response
+    detail = exc.detail if isinstance(exc.detail, str) else "request failed"
+    return plain_problem(exc.status_code, "http-error", "HTTP Error", detail)
+
+
+def too_large(limit: int) -> Response:
+    """The 413 answer for a body over ``limit`` bytes."""
+    return plain_problem(
+        413,
+        "payload-too-large",
+        "Content Too Large",
+        f"the request body is larger than {limit} bytes",
+        field="body",
+        limit_bytes=limit,
+    )
+
+
+def install_handlers(app: FastAPI) -> None:
+    """Register the problem+json exception handlers on ``app``."""
+    app.add_exception_handler(AgentSessionError, _on_agentsession_error)
+    app.add_exception_handler(RequestValidationError, _on_request_validation)
+    app.add_exception_handler(StarletteHTTPException, _on_http_exception)
+
+
+def internal_error_body() -> dict[str, Any]:
+    """The body of an unexpected failure: no trace, no SQL, no driver text."""
+    return problem_body(ServerError("internal error"))

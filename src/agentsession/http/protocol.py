@@ -1,0 +1,111 @@
+"""What the HTTP service and its client agree on; imports no web framework.
+
+* Problem types: every error body is RFC 9457 ``application/problem+json`` whose
+  ``type`` is ``PROBLEM_BASE + code`` (``code`` of the error class, see
+  :mod:`agentsession.errors`), plus the HTTP-only errors defined here.
+* ETags: ``"<session_id>@<version>"``, strong, bound to one session. ``If-Match`` with
+  an ETag of another session, a weak one (``W/``) or a stale one never matches (412).
+  The version alone is not enough: two sessions are both at version 1 after creation.
+* Context field names: an error's ``status`` attribute (a session or run status) is
+  sent as ``current_status``, because ``status`` is the HTTP status in a problem body.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..errors import AgentSessionError
+
+__all__ = [
+    "PROBLEM_BASE",
+    "PROBLEM_CONTENT_TYPE",
+    "PreconditionRequired",
+    "RequestInvalid",
+    "ServerError",
+    "Unauthenticated",
+    "format_etag",
+    "parse_etag",
+    "parse_if_match",
+]
+
+PROBLEM_BASE = "https://agentsession.dev/problems/"
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+#: Context attributes renamed in problem bodies (they clash with RFC 9457 members).
+RENAMED_FIELDS = {"status": "current_status", "type": "value_type", "title": "value_title"}
+
+
+class Unauthenticated(AgentSessionError):
+    """No API key, or one that is unknown or revoked (HTTP 401)."""
+
+    http_status = 401
+    code = "unauthenticated"
+
+
+class PreconditionRequired(AgentSessionError):
+    """The service requires ``If-Match`` on this request and it was missing (HTTP 428)."""
+
+    http_status = 428
+    code = "precondition-required"
+
+
+class RequestInvalid(AgentSessionError):
+    """The request does not fit the API schema: a missing or mistyped field (HTTP 422).
+
+    Attributes:
+        errors: a list of ``{"field": "body.title", "message": ...}``.
+    """
+
+    http_status = 422
+    code = "request-validation"
+
+
+class ServerError(AgentSessionError):
+    """An unexpected server failure; the body holds no internals (HTTP 500)."""
+
+    http_status = 500
+    code = "internal-error"
+
+
+def format_etag(session_id: str, version: int) -> str:
+    """Return the strong ETag (quotes included) of ``session_id`` at ``version``."""
+    return f'"{session_id}@{version}"'
+
+
+_ETAG = re.compile(r'^"(?P<sid>[a-z]{2,5}_[a-z2-7]{26})@(?P<version>[1-9][0-9]{0,17})"$')
+
+
+def parse_etag(value: str) -> tuple[str, int] | None:
+    """Return ``(session_id, version)`` of a strong ETag, or None (weak, malformed)."""
+    match = _ETAG.match(value.strip())
+    if match is None:
+        return None
+    return match["sid"], int(match["version"])
+
+
+def parse_if_match(header: str, session_id: str) -> tuple[bool, set[int]]:
+    """Read an ``If-Match`` header for ``session_id``.
+
+    Returns:
+        ``(any, versions)``: ``any`` is True for ``*``; ``versions`` are the versions of
+        the strong ETags of this session in the list (empty: nothing can match).
+    """
+    if header.strip() == "*":
+        return True, set()
+    versions: set[int] = set()
+    for part in _split_etags(header):
+        parsed = parse_etag(part)
+        if parsed is not None and parsed[0] == session_id:
+            versions.add(parsed[1])
+    return False, versions
+
+
+def _split_etags(header: str) -> list[str]:
+    # ETags hold no commas in our format; a quoted comma elsewhere just never matches.
+    return [p.strip() for p in header.split(",") if p.strip()]
+
+
+def problem_fields(context: dict[str, Any]) -> dict[str, Any]:
+    """Context attributes as problem members: renamed where they clash, None dropped."""
+    return {RENAMED_FIELDS.get(k, k): v for k, v in context.items() if v is not None}

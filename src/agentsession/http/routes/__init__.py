@@ -1,0 +1,23 @@
+"""Routes, one module per resource; each route makes one SessionManager call."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from . import audit, health, memory, messages, runs, sessions, tools, users
+
+__all__ = ["routers"]
+
+
+def routers() -> list[APIRouter]:
+    """Every router of the service, in OpenAPI order."""
+    return [
+        health.router,
+        sessions.router,
+        messages.router,
+        memory.router,
+        tools.router,
+        runs.router,
+        audit.router,
+        users.router,
+    ]

@@ -1,0 +1,44 @@
+"""Working memory: read, replace (PUT), merge-patch (PATCH, RFC 7396)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Response
+
+from ...models import WorkingMemory
+from ..deps import ReadCtx, WriteCtx, reply
+
+router = APIRouter(prefix="/v1/sessions/{session_id}/memory", tags=["working memory"])
+
+
+@router.get("", response_model=WorkingMemory)
+async def get_working_memory(ctx: ReadCtx) -> Response:
+    """The working memory. No ETag here: its ``version`` is that of the last memory
+    write, not the session's; read the session for the current ETag first."""
+    memory = await ctx.manager.get_working_memory(**ctx.who)
+    return reply(memory)
+
+
+@router.put("", response_model=WorkingMemory)
+async def replace_working_memory(ctx: WriteCtx, data: dict[str, Any] = Body()) -> Response:
+    """Replace the whole document; the answer's ETag is the session's new version."""
+    memory = await ctx.manager.update_working_memory(
+        **ctx.who, data=data, expected_version=await ctx.expected_version(required=True)
+    )
+    return reply(memory, etag=(ctx.session_id, memory.version))
+
+
+@router.patch(
+    "",
+    response_model=WorkingMemory,
+    openapi_extra={
+        "requestBody": {"content": {"application/merge-patch+json": {"schema": {"type": "object"}}}}
+    },
+)
+async def patch_working_memory(ctx: WriteCtx, patch: dict[str, Any] = Body()) -> Response:
+    """Apply an RFC 7396 merge patch (``application/merge-patch+json`` or JSON)."""
+    memory = await ctx.manager.update_working_memory(
+        **ctx.who, patch=patch, expected_version=await ctx.expected_version(required=True)
+    )
+    return reply(memory, etag=(ctx.session_id, memory.version))

@@ -1,0 +1,82 @@
+"""Runs: start, read, list, add a step, finish."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Response
+
+from ...models import Run, RunStatus, RunStep
+from ..deps import ReadCtx, WriteCtx, items, reply
+from ..schemas import FinishRun, StartRun, StepIn
+
+router = APIRouter(prefix="/v1/sessions/{session_id}/runs", tags=["runs"])
+
+RunId = Annotated[str, Path(description="A run id, `run_` + 26 base32 chars.")]
+
+
+@router.post("", status_code=201, response_model=Run)
+async def start_run(ctx: WriteCtx, body: StartRun) -> Response:
+    """Start a run (RUNNING); at most one RUNNING run per session (else 409)."""
+    run = await ctx.manager.start_run(
+        **ctx.who,
+        input=body.input,
+        metadata=body.metadata,
+        expected_version=await ctx.expected_version(),
+        idempotency_key=ctx.idempotency_key,
+    )
+    return reply(run, status=201, replayed=ctx.replayed(run.created_at))
+
+
+@router.get("", response_model=dict[str, list[Run]])
+async def list_runs(
+    ctx: ReadCtx,
+    status: RunStatus | None = None,
+    after: Annotated[int | None, Query(ge=0)] = None,
+    limit: Annotated[int | None, Query(ge=0, le=1000)] = None,
+) -> Response:
+    """Runs oldest first, with their steps (``{"items": [...]}``)."""
+    runs = await ctx.manager.list_runs(**ctx.who, status=status, after=after, limit=limit)
+    return items(runs)
+
+
+@router.get("/{run_id}", response_model=Run)
+async def get_run(ctx: ReadCtx, run_id: RunId) -> Response:
+    """One run with its steps."""
+    return reply(await ctx.manager.get_run(**ctx.who, run_id=run_id))
+
+
+@router.post("/{run_id}/steps", status_code=201, response_model=RunStep)
+async def add_run_step(ctx: WriteCtx, run_id: RunId, body: StepIn) -> Response:
+    """Append a step to a RUNNING run."""
+    step = await ctx.manager.add_run_step(
+        **ctx.who,
+        run_id=run_id,
+        kind=body.kind,
+        name=body.name,
+        input=body.input,
+        output=body.output,
+        status=body.status,
+        error=body.error,
+        started_at=body.started_at,
+        ended_at=body.ended_at,
+        expected_version=await ctx.expected_version(),
+        idempotency_key=ctx.idempotency_key,
+    )
+    return reply(step, status=201)
+
+
+@router.post("/{run_id}/finish", response_model=Run)
+async def finish_run(ctx: WriteCtx, run_id: RunId, body: FinishRun) -> Response:
+    """End a RUNNING run as SUCCEEDED, FAILED or CANCELLED."""
+    run = await ctx.manager.finish_run(
+        **ctx.who,
+        run_id=run_id,
+        status=body.status,
+        error=body.error,
+        output=body.output,
+        usage=body.usage,
+        expected_version=await ctx.expected_version(),
+        idempotency_key=ctx.idempotency_key,
+    )
+    return reply(run, replayed=ctx.replayed(run.ended_at))

@@ -1,0 +1,127 @@
+"""Sessions: create, read, list, update, lifecycle actions, delete."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request, Response
+
+from ...models import Page, RestoredSession, Session, SessionStatus
+from ..deps import Auth, ReadCtx, WriteCtx, reply, services
+from ..schemas import CreateSession, Reason, RestoreSession, UpdateSession
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+
+_ONE = "/{session_id}"
+
+
+@router.post("", status_code=201, response_model=Session)
+async def create_session(
+    request: Request,
+    principal: Auth,
+    body: CreateSession,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Create an ACTIVE session owned by the caller."""
+    started = datetime.now(UTC)
+    session = await services(request).manager.create_session(
+        user_id=principal.user_id,
+        agent=body.agent,
+        title=body.title,
+        metadata=body.metadata,
+        ttl_seconds=body.ttl_seconds,
+        working_memory=body.working_memory,
+        idempotency_key=idempotency_key,
+    )
+    replayed = idempotency_key is not None and session.created_at < started
+    return reply(
+        session,
+        status=201,
+        session=session,
+        replayed=replayed,
+        location=f"/v1/sessions/{session.session_id}",
+    )
+
+
+@router.get("", response_model=Page[Session])
+async def list_sessions(
+    request: Request,
+    principal: Auth,
+    status: SessionStatus | None = None,
+    agent: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    all_users: Annotated[bool, Query(description="Every user's sessions (admin keys).")] = False,
+) -> Response:
+    """The caller's sessions, most recently updated first; ``next_cursor`` pages on."""
+    page = await services(request).manager.list_sessions(
+        user_id=principal.user_id,
+        status=status,
+        agent=agent,
+        limit=limit,
+        cursor=cursor,
+        all_users=all_users,
+        admin=principal.admin,
+    )
+    return reply(page)
+
+
+@router.get(_ONE, response_model=Session)
+async def get_session(ctx: ReadCtx) -> Response:
+    """One session; its ``ETag`` is the token for ``If-Match``."""
+    session = await ctx.manager.get_session(**ctx.who)
+    return reply(session, session=session)
+
+
+@router.patch(_ONE, response_model=Session)
+async def update_session(ctx: WriteCtx, body: UpdateSession) -> Response:
+    """Set the title, metadata (replaced whole) or TTL; fields left out stay."""
+    fields: dict[str, Any] = {name: getattr(body, name) for name in body.model_fields_set}
+    session = await ctx.manager.update_session(
+        **ctx.who, **fields, expected_version=await ctx.expected_version(required=True)
+    )
+    return reply(session, session=session)
+
+
+@router.delete(_ONE, status_code=204)
+async def delete_session(ctx: WriteCtx) -> Response:
+    """Delete the session and everything in it; afterwards it is not found."""
+    await ctx.manager.delete_session(
+        **ctx.who, expected_version=await ctx.expected_version(required=True)
+    )
+    return Response(status_code=204)
+
+
+@router.post(_ONE + "/close", response_model=Session)
+async def close_session(ctx: WriteCtx, body: Reason | None = None) -> Response:
+    """Close the session (history stays readable; restore re-opens it)."""
+    session = await ctx.manager.close_session(
+        **ctx.who,
+        reason=body.reason if body is not None else None,
+        expected_version=await ctx.expected_version(required=True),
+        idempotency_key=ctx.idempotency_key,
+    )
+    return reply(session, session=session)
+
+
+@router.post(_ONE + "/expire", response_model=Session)
+async def expire_session(ctx: WriteCtx, body: Reason | None = None) -> Response:
+    """Expire the session now (idempotent by nature: expiring EXPIRED changes nothing)."""
+    session = await ctx.manager.expire_session(
+        **ctx.who,
+        reason=body.reason if body is not None else None,
+        expected_version=await ctx.expected_version(required=True),
+    )
+    return reply(session, session=session)
+
+
+@router.post(_ONE + "/restore", response_model=RestoredSession)
+async def restore_session(ctx: WriteCtx, body: RestoreSession | None = None) -> Response:
+    """Re-open a CLOSED (or recently EXPIRED) session and return all an engine needs."""
+    restored = await ctx.manager.restore_session(
+        **ctx.who,
+        message_limit=body.message_limit if body is not None else None,
+        expected_version=await ctx.expected_version(required=True),
+    )
+    return reply(restored, session=restored.session)

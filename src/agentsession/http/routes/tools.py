@@ -1,0 +1,71 @@
+"""Tool calls: record one that ran, list the history, find an earlier identical call."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from fastapi.exceptions import RequestValidationError
+
+from ...models import ToolCall
+from ..deps import ReadCtx, WriteCtx, items, reply
+from ..schemas import RecordToolCall
+
+router = APIRouter(prefix="/v1/sessions/{session_id}/tool-calls", tags=["tool calls"])
+
+
+@router.post("", status_code=201, response_model=ToolCall)
+async def record_tool_call(ctx: WriteCtx, body: RecordToolCall) -> Response:
+    """Record a tool call that really ran."""
+    call = await ctx.manager.record_tool_call(
+        **ctx.who,
+        tool=body.tool,
+        arguments=body.arguments,
+        result=body.result,
+        status=body.status,
+        error=body.error,
+        started_at=body.started_at,
+        ended_at=body.ended_at,
+        run_id=body.run_id,
+        call_id=body.call_id,
+        expected_version=await ctx.expected_version(),
+        idempotency_key=ctx.idempotency_key,
+    )
+    return reply(call, status=201, replayed=ctx.replayed(call.created_at))
+
+
+@router.get("", response_model=dict[str, list[ToolCall]])
+async def get_tool_history(
+    ctx: ReadCtx,
+    tool: str | None = None,
+    after: Annotated[int | None, Query(ge=0)] = None,
+    limit: Annotated[int | None, Query(ge=0, le=1000)] = None,
+) -> Response:
+    """Tool calls oldest first (``{"items": [...]}``)."""
+    calls = await ctx.manager.get_tool_history(**ctx.who, tool=tool, after=after, limit=limit)
+    return items(calls)
+
+
+@router.get("/find", response_model=dict[str, ToolCall | None])
+async def find_tool_call(
+    ctx: ReadCtx,
+    tool: str,
+    arguments: Annotated[str, Query(description="The arguments as a JSON object.")] = "{}",
+) -> Response:
+    """The newest call of ``tool`` with equal arguments: ``{"item": call-or-null}``."""
+    args = _json_object(arguments)
+    call = await ctx.manager.find_tool_call(**ctx.who, tool=tool, arguments=args)
+    return reply({"item": call})
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise RequestValidationError(
+            [{"loc": ("query", "arguments"), "msg": "must be a JSON object", "type": "json"}]
+        )
+    return value

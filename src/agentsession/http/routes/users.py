@@ -1,0 +1,34 @@
+"""Users: who am I, and erasure of all of a user's data."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
+from starlette.responses import JSONResponse
+
+from ..deps import Auth, services
+
+router = APIRouter(prefix="/v1", tags=["users"])
+
+
+@router.get("/whoami")
+async def whoami(principal: Auth) -> JSONResponse:
+    """The user and role of the API key in use."""
+    return JSONResponse({"user_id": principal.user_id, "admin": principal.admin})
+
+
+@router.delete("/users/{user_id}/data")
+async def delete_user_data(
+    request: Request,
+    principal: Auth,
+    user_id: Annotated[str, Path(max_length=128)],
+) -> JSONResponse:
+    """Erase every session of ``user_id`` (yours, or anyone's with an admin key).
+
+    Answer: ``{"deleted_sessions": n}``.
+    """
+    count = await services(request).manager.delete_user_data(
+        user_id=principal.user_id, target_user_id=user_id, admin=principal.admin
+    )
+    return JSONResponse({"deleted_sessions": count})

@@ -1,0 +1,125 @@
+"""Request bodies of the HTTP API. Responses are the models of :mod:`agentsession.models`.
+
+These models only shape requests for FastAPI and OpenAPI; every rule (sizes, JSON
+policy, lifecycle) is checked by the SessionManager. Optional fields a client leaves
+out are told apart from explicit nulls via ``model_fields_set``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..models import RunStatus
+
+__all__ = [
+    "AppendMessages",
+    "CreateSession",
+    "FinishRun",
+    "Reason",
+    "RecordToolCall",
+    "RestoreSession",
+    "StartRun",
+    "StepIn",
+    "UpdateSession",
+]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateSession(_Body):
+    """``POST /v1/sessions``."""
+
+    agent: str = "default"
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+    ttl_seconds: float | None = Field(default=None, description="Idle timeout in seconds.")
+    working_memory: dict[str, Any] | None = None
+
+
+class UpdateSession(_Body):
+    """``PATCH /v1/sessions/{id}``: fields sent are set (null clears), others stay."""
+
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+    ttl_seconds: float | None = None
+
+
+class Reason(_Body):
+    """``POST .../close`` and ``.../expire``."""
+
+    reason: str | None = None
+
+
+class RestoreSession(_Body):
+    """``POST .../restore``."""
+
+    message_limit: int | None = Field(default=None, ge=0)
+
+
+class AppendMessages(_Body):
+    """``POST .../messages``: one ``message`` or a batch of ``messages``, not both.
+
+    A message is an object with ``role`` and optionally ``content``, ``name``,
+    ``tool_calls``, ``tool_call_id``, ``run_id``, ``metadata`` and any other fields
+    (kept and returned unchanged).
+    """
+
+    message: dict[str, Any] | None = None
+    messages: list[dict[str, Any]] | None = None
+    working_memory_patch: dict[str, Any] | None = Field(
+        default=None, description="An RFC 7396 merge patch applied in the same transaction."
+    )
+
+    @model_validator(mode="after")
+    def _one_of(self) -> AppendMessages:
+        if (self.message is None) == (self.messages is None):
+            raise ValueError("send exactly one of `message` and `messages`")
+        return self
+
+
+class RecordToolCall(_Body):
+    """``POST .../tool-calls``."""
+
+    tool: str
+    arguments: dict[str, Any] | None = None
+    result: Any = None
+    status: str = "ok"
+    error: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    run_id: str | None = None
+    call_id: str | None = None
+
+
+class StartRun(_Body):
+    """``POST .../runs``."""
+
+    input: Any = None
+    metadata: dict[str, Any] | None = None
+
+
+class StepIn(_Body):
+    """``POST .../runs/{run_id}/steps``."""
+
+    kind: str
+    name: str | None = None
+    input: Any = None
+    output: Any = None
+    status: str = "ok"
+    error: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+class FinishRun(_Body):
+    """``POST .../runs/{run_id}/finish``."""
+
+    status: RunStatus
+    error: str | None = None
+    output: Any = None
+    usage: dict[str, int] | None = None
