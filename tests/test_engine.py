@@ -1,0 +1,183 @@
+"""The agent engine with the ScriptedModel on a throw-away project (no network)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentsession import RunStatus, SessionManager
+from agentsession.engine import (
+    AgentEngine,
+    Decision,
+    ModelContext,
+    ModelError,
+    ProjectTools,
+    ScriptedModel,
+    ToolRequest,
+)
+from agentsession.engine.model import default_install_command, missing_module
+from agentsession.stores.memory import MemoryStore
+
+MODULE = "some_missing_module_xyz"
+START = shlex.join([sys.executable, "-c", f"import {MODULE}"])
+#: The stub "installer": makes the module importable by creating it in the project.
+INSTALL = shlex.join([sys.executable, "-c", f"open('{MODULE}.py', 'w').write('')"])
+USER = "demo-user"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project whose start fails with ModuleNotFoundError until the module exists."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "requirements.txt").write_text("flask\n")
+    return root
+
+
+def _engine(sm: SessionManager, project: Path, install: str = INSTALL) -> AgentEngine:
+    model = ScriptedModel(START, install_command=install)
+    return AgentEngine(sm, model, ProjectTools(project), user_id=USER)
+
+
+def _start_calls(sm: SessionManager, sid: str) -> list:
+    history = sm.get_tool_history(session_id=sid, user_id=USER, tool="run_command")
+    return [c for c in history if c.arguments == {"command": START}]
+
+
+def test_diagnosis_turn_records_memory_and_stops(project: Path) -> None:
+    """Run 1 runs the command, fills working memory from the real traceback, changes nothing."""
+    sm = SessionManager(MemoryStore())
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    reply = _engine(sm, project).handle(sid, "fix the start-up failure")
+    memory = sm.get_working_memory(session_id=sid, user_id=USER)
+    assert reply.ok and MODULE in reply.text
+    assert memory.goal == "fix the start-up failure"
+    assert memory.completed == [f"located: {MODULE} missing"]
+    assert memory.errors == [f"ModuleNotFoundError: No module named '{MODULE}'"]
+    assert memory.next_action == "check and fix requirements.txt"
+    assert memory.facts == {"missing_module": MODULE}
+    assert (project / "requirements.txt").read_text() == "flask\n"
+    [run] = sm.list_runs(session_id=sid, user_id=USER)
+    assert run.status is RunStatus.SUCCEEDED and run.input == "diagnose the start-up failure"
+    [call] = _start_calls(sm, sid)
+    assert call.status.value == "error" and call.result["exit_code"] == 1
+
+
+def test_continue_in_new_process_reuses_diagnosis_then_fixes_and_verifies(
+    project: Path, tmp_path: Path
+) -> None:
+    """After restore, find_tool_call stops a repeated diagnosis; run 2 fixes, run 3 verifies."""
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    with SessionManager.from_url(url, auto_migrate=True) as sm:
+        sid = sm.create_session(user_id=USER, agent="coding").session_id
+        _engine(sm, project).handle(sid, "fix the start-up failure")
+        diagnosis = _start_calls(sm, sid)[0]
+        sm.close_session(session_id=sid, user_id=USER)
+    with SessionManager.from_url(url) as sm:  # a fresh manager: nothing kept in memory
+        restored = sm.restore_session(session_id=sid, user_id=USER)
+        assert restored.working_memory.facts == {"missing_module": MODULE}
+        reply = _engine(sm, project).handle(sid, "continue")
+        runs = sm.list_runs(session_id=sid, user_id=USER)
+        starts = _start_calls(sm, sid)
+        memory = sm.get_working_memory(session_id=sid, user_id=USER)
+    assert reply.ok and reply.reused_call_ids == [diagnosis.call_id]
+    assert "Not repeated" in reply.text and "run 1" in reply.text
+    assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
+    assert [r.input for r in runs][1:] == ["fix requirements.txt", "verify the app starts"]
+    assert any(step.status == "reused" for step in runs[1].steps)
+    # the diagnosis ran once; the only other start is the verification after the fix
+    assert [c.run_id for c in starts] == [runs[0].run_id, runs[2].run_id]
+    assert starts[-1].result["exit_code"] == 0
+    assert (project / "requirements.txt").read_text() == f"flask\n{MODULE}\n"
+    assert memory.facts["app_starts"] is True and memory.next_action is None
+
+
+def test_history_is_chat_completions_shaped(project: Path) -> None:
+    """Every assistant tool call is answered by a tool message with its tool_call_id."""
+    sm = SessionManager(MemoryStore())
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    engine = _engine(sm, project)
+    engine.handle(sid, "fix it")
+    engine.handle(sid, "continue")
+    messages = sm.get_messages(session_id=sid, user_id=USER)
+    asked = [c["id"] for m in messages for c in (m.tool_calls or [])]
+    answered = [m.tool_call_id for m in messages if m.role.value == "tool"]
+    assert asked == answered and len(asked) >= 7
+    assert messages[-1].role.value == "assistant" and messages[-1].tool_calls is None
+    recorded = {c.call_id for c in sm.get_tool_history(session_id=sid, user_id=USER)}
+    assert recorded <= set(asked)
+
+
+def test_failed_verification_fails_the_run(project: Path) -> None:
+    """When the fix does not help, run 3 ends FAILED with the real error and reply.ok is False."""
+    sm = SessionManager(MemoryStore())
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    useless = shlex.join([sys.executable, "-c", "pass"])
+    engine = _engine(sm, project, install=useless)
+    engine.handle(sid, "fix it")
+    reply = engine.handle(sid, "continue")
+    runs = sm.list_runs(session_id=sid, user_id=USER)
+    assert not reply.ok
+    assert runs[-1].status is RunStatus.FAILED
+    assert MODULE in (runs[-1].error or "")
+
+
+class _Exploding:
+    """A model that asks for one tool call, then fails."""
+
+    name = "exploding"
+
+    def decide(self, context: ModelContext) -> Decision:
+        if not context.turn:
+            return Decision(tool_calls=(ToolRequest("read_file", {"path": "requirements.txt"}),))
+        raise ModelError("upstream model is down")
+
+
+def test_model_error_marks_open_run_failed(project: Path) -> None:
+    """An exception inside the loop finishes the open run as FAILED before propagating."""
+    sm = SessionManager(MemoryStore())
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    engine = AgentEngine(sm, _Exploding(), ProjectTools(project), user_id=USER)
+    with pytest.raises(ModelError):
+        engine.handle(sid, "hello")
+    [run] = sm.list_runs(session_id=sid, user_id=USER)
+    assert run.status is RunStatus.FAILED and "upstream model is down" in (run.error or "")
+
+
+def test_step_limit_fails_the_run(project: Path) -> None:
+    """A model that never stops is cut off after max_steps and the run FAILS."""
+
+    class Looping:
+        name = "looping"
+
+        def decide(self, context: ModelContext) -> Decision:
+            return Decision(
+                tool_calls=(ToolRequest("edit_file", {"path": "x", "append_line": "a"}),)
+            )
+
+    sm = SessionManager(MemoryStore())
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    reply = AgentEngine(sm, Looping(), ProjectTools(project), user_id=USER, max_steps=3).handle(
+        sid, "loop"
+    )
+    assert not reply.ok and "3 model steps" in reply.text
+    assert len(sm.get_tool_history(session_id=sid, user_id=USER)) == 3
+
+
+def test_install_command_uses_the_start_commands_interpreter() -> None:
+    """pip runs with the interpreter the start command names; other commands are refused."""
+    assert default_install_command("/p/venv/bin/python app.py --check") == (
+        "/p/venv/bin/python -m pip install -q -r requirements.txt"
+    )
+    with pytest.raises(ModelError):
+        default_install_command("flask run")
+
+
+def test_missing_module_reads_the_traceback() -> None:
+    """The top-level module and the error line come from stderr."""
+    result = {"stderr_tail": "Traceback...\nModuleNotFoundError: No module named 'a.b'\n"}
+    assert missing_module(result) == ("a", "ModuleNotFoundError: No module named 'a.b'")
+    assert missing_module({"stderr_tail": "SyntaxError: bad"}) is None
