@@ -116,6 +116,12 @@ def canon(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def same_payload(got: dict[str, Any], sent: dict[str, Any]) -> bool:
+    """Equal fields with equal values, each nested value in the same key order (the
+    top-level field order of a message is not part of the contract)."""
+    return got == sent and all(canon(got[k]) == canon(v) for k, v in sent.items())
+
+
 class InjectedFailure:
     """One planned failure: raise ``error`` on the ``nth`` call of ``method``
     (after the call reached the real store when ``after=True``)."""
