@@ -24,6 +24,7 @@ __all__ = [
     "RequestInvalid",
     "ServerError",
     "Unauthenticated",
+    "error_from_problem",
     "format_etag",
     "parse_etag",
     "parse_if_match",
@@ -109,3 +110,61 @@ def _split_etags(header: str) -> list[str]:
 def problem_fields(context: dict[str, Any]) -> dict[str, Any]:
     """Context attributes as problem members: renamed where they clash, None dropped."""
     return {RENAMED_FIELDS.get(k, k): v for k, v in context.items() if v is not None}
+
+
+def _error_classes() -> dict[str, list[type[AgentSessionError]]]:
+    from .. import errors
+
+    found: dict[str, list[type[AgentSessionError]]] = {}
+    classes = [getattr(errors, name) for name in errors.__all__]
+    classes += [Unauthenticated, PreconditionRequired, RequestInvalid, ServerError]
+    for cls in classes:
+        found.setdefault(cls.code, []).append(cls)
+    return found
+
+
+def error_from_problem(
+    body: dict[str, Any], status: int, *, session_id: str | None = None
+) -> AgentSessionError:
+    """Rebuild the typed error a problem+json body stands for (the client's half).
+
+    The class is chosen by the ``type`` suffix (the error ``code``); ``not-found`` is a
+    RunNotFound when the body names a ``run_id``, else a SessionNotFound when the
+    request named a session. Context members become attributes again.
+    """
+    code = str(body.get("type", "")).removeprefix(PROBLEM_BASE)
+    detail = str(body.get("detail") or body.get("title") or f"HTTP {status}")
+    reserved = {"type", "title", "status", "detail", "instance"}
+    back = {v: k for k, v in RENAMED_FIELDS.items()}
+    context = {back.get(k, k): v for k, v in body.items() if k not in reserved}
+    candidates = _error_classes().get(code, [])
+    from ..errors import NotFound, RunNotFound, SessionNotFound, ValidationError
+
+    cls: type[AgentSessionError]
+    if code == "not-found":
+        if "run_id" in context and session_id is not None:
+            cls = RunNotFound
+        elif session_id is not None:
+            cls = SessionNotFound
+        else:
+            cls = NotFound
+    elif candidates:
+        cls = candidates[0]
+    elif status >= 500:
+        cls = ServerError
+    elif status == 404:
+        cls = NotFound
+    else:
+        cls = ValidationError
+    if issubclass(cls, SessionNotFound | RunNotFound) and session_id is not None:
+        context.setdefault("session_id", session_id)
+    exc = cls.__new__(cls)
+    AgentSessionError.__init__(exc, detail, **context)
+    defaults: dict[str, Any] = {}
+    if issubclass(cls, ValidationError):
+        defaults["field"] = None
+    if cls.code == "version-conflict":
+        defaults["expected_version"] = None
+    for key, value in {**defaults, **context}.items():
+        setattr(exc, key, value)
+    return exc

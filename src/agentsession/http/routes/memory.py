@@ -24,7 +24,10 @@ async def get_working_memory(ctx: ReadCtx) -> Response:
 async def replace_working_memory(ctx: WriteCtx, data: dict[str, Any] = Body()) -> Response:
     """Replace the whole document; the answer's ETag is the session's new version."""
     memory = await ctx.manager.update_working_memory(
-        **ctx.who, data=data, expected_version=await ctx.expected_version(required=True)
+        **ctx.who,
+        data=data,
+        expected_version=await ctx.expected_version(required=True),
+        idempotency_key=ctx.idempotency_key,
     )
     return reply(memory, etag=(ctx.session_id, memory.version))
 
@@ -39,6 +42,9 @@ async def replace_working_memory(ctx: WriteCtx, data: dict[str, Any] = Body()) -
 async def patch_working_memory(ctx: WriteCtx, patch: dict[str, Any] = Body()) -> Response:
     """Apply an RFC 7396 merge patch (``application/merge-patch+json`` or JSON)."""
     memory = await ctx.manager.update_working_memory(
-        **ctx.who, patch=patch, expected_version=await ctx.expected_version(required=True)
+        **ctx.who,
+        patch=patch,
+        expected_version=await ctx.expected_version(required=True),
+        idempotency_key=ctx.idempotency_key,
     )
     return reply(memory, etag=(ctx.session_id, memory.version))

@@ -79,7 +79,10 @@ async def update_session(ctx: WriteCtx, body: UpdateSession) -> Response:
     """Set the title, metadata (replaced whole) or TTL; fields left out stay."""
     fields: dict[str, Any] = {name: getattr(body, name) for name in body.model_fields_set}
     session = await ctx.manager.update_session(
-        **ctx.who, **fields, expected_version=await ctx.expected_version(required=True)
+        **ctx.who,
+        **fields,
+        expected_version=await ctx.expected_version(required=True),
+        idempotency_key=ctx.idempotency_key,
     )
     return reply(session, session=session)
 

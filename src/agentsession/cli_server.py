@@ -1,0 +1,108 @@
+"""CLI commands of the HTTP service: ``agentsession serve`` and ``agentsession keys``.
+
+Registered in :mod:`agentsession.cli` with::
+
+    app.add_typer(keys_app, name="keys")
+    app.command("serve")(serve)
+
+Both read :class:`~agentsession.settings.Settings` (``AGENTSESSION_*``) for anything
+not given as an option.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import typer
+
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from .http.keys import FileKeyStore
+
+__all__ = ["keys_app", "serve"]
+
+keys_app = typer.Typer(help="Create, list and revoke API keys of the HTTP service.")
+
+
+def _key_store(keys_file: str | None) -> FileKeyStore:
+    from .http.keys import FileKeyStore, default_keys_file
+
+    settings = Settings()
+    return FileKeyStore(keys_file or default_keys_file(settings))
+
+
+@keys_app.command("create")
+def keys_create(
+    user: str = typer.Option(..., "--user", help="The user the key acts as."),
+    admin: bool = typer.Option(False, "--admin", help="May act on every user's sessions."),
+    name: str | None = typer.Option(None, "--name", help="A label, e.g. the machine."),
+    keys_file: str | None = typer.Option(None, "--keys-file", help="The key file."),
+) -> None:
+    """Create a key and print its token once (only its SHA-256 hash is stored)."""
+    from .errors import AgentSessionError
+    store = _key_store(keys_file)
+    try:
+        key, token = store.create(user_id=user, admin=admin, name=name)
+    except AgentSessionError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(token)
+    role = "admin" if admin else "user"
+    typer.echo(
+        f"key {key.key_id} for {user} ({role}) stored in {store.path}; "
+        "the token above is shown only now",
+        err=True,
+    )
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: str = typer.Argument(..., help="The key id (the token's part before the dot)."),
+    keys_file: str | None = typer.Option(None, "--keys-file", help="The key file."),
+) -> None:
+    """Revoke a key; requests with it are refused within about a second."""
+    store = _key_store(keys_file)
+    if not store.revoke(key_id.split(".", 1)[0]):
+        typer.echo(f"no active key {key_id!r} in {store.path}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"revoked {key_id.split('.', 1)[0]}")
+
+
+@keys_app.command("list")
+def keys_list(
+    keys_file: str | None = typer.Option(None, "--keys-file", help="The key file."),
+) -> None:
+    """List keys (ids, users, roles; never tokens)."""
+    store = _key_store(keys_file)
+    for key in store.list():
+        state = f"revoked {key.revoked_at}" if key.revoked_at else "active"
+        role = "admin" if key.admin else "user"
+        typer.echo(f"{key.key_id}\t{key.user_id}\t{role}\t{key.created_at}\t{state}")
+
+
+def serve(
+    host: str | None = typer.Option(None, "--host", help="Default AGENTSESSION_HOST."),
+    port: int | None = typer.Option(None, "--port", help="Default AGENTSESSION_PORT."),
+    workers: int | None = typer.Option(None, "--workers", help="Worker processes."),
+    url: str | None = typer.Option(None, "--url", help="Store URL (AGENTSESSION_URL)."),
+) -> None:
+    """Run the HTTP service with uvicorn (``agentsession.http.app:create_app``)."""
+    try:
+        import uvicorn
+    except ImportError:
+        typer.echo("the HTTP service needs: pip install 'agentsession[server]'", err=True)
+        raise typer.Exit(2) from None
+    if url is not None:
+        # Workers are separate processes that build their own Settings from the env.
+        os.environ["AGENTSESSION_URL"] = url
+    settings = Settings()
+    uvicorn.run(
+        "agentsession.http.app:create_app",
+        factory=True,
+        host=host or settings.host,
+        port=port or settings.port,
+        workers=workers or settings.workers,
+        proxy_headers=False,
+    )

@@ -1,0 +1,968 @@
+"""Python clients of the agentsession HTTP service: :class:`SessionClient` (sync) and
+:class:`AsyncSessionClient` (asyncio), built on httpx.
+
+Both have the methods of :class:`~agentsession.manager.SessionManager` with the same
+keyword arguments, return the same pydantic models and raise the same typed errors
+(rebuilt from the problem+json ``type``). The user is the one of the API key, so
+``user_id`` is accepted and ignored. ``expected_version`` travels as ``If-Match``.
+
+Retries: connection errors, timeouts and 500/502/503/504 answers are retried with
+bounded exponential backoff (``Retry-After`` honoured up to ``max_backoff``). Every
+POST, PUT and PATCH carries an ``Idempotency-Key`` (a uuid4 unless you pass
+``idempotency_key``), the same one on each retry, so a retried write is stored once.
+A DELETE retried after a lost answer may report the session as not found.
+
+Example::
+
+    with SessionClient("http://127.0.0.1:8000", api_key="key_...") as client:
+        s = client.create_session(agent="coding")
+        client.append_message(session_id=s.session_id, message={"role": "user", "content": "hi"})
+        client.modify_working_memory(session_id=s.session_id, fn=lambda m: {**m, "goal": "x"})
+
+With the async client every method is a coroutine (``await client.get_session(...)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from pydantic import TypeAdapter
+
+from .errors import VersionConflict
+from .http.protocol import (
+    PROBLEM_CONTENT_TYPE,
+    ServerError,
+    error_from_problem,
+    format_etag,
+)
+from .manager import UNSET
+from .models import (
+    AuditEvent,
+    Message,
+    Page,
+    RestoredSession,
+    Run,
+    RunStatus,
+    RunStep,
+    Session,
+    SessionStatus,
+    ToolCall,
+    ToolCallStatus,
+    WorkingMemory,
+)
+
+__all__ = ["AsyncSessionClient", "SessionClient"]
+
+#: Answers worth retrying: the request may not have been processed, or is safe to repeat.
+RETRY_STATUSES = frozenset({500, 502, 503, 504})
+#: The largest page the service gives for message windows.
+_MESSAGE_PAGE = 1000
+
+_MESSAGES = TypeAdapter(list[Message])
+_TOOL_CALLS = TypeAdapter(list[ToolCall])
+_RUNS = TypeAdapter(list[Run])
+_AUDIT = TypeAdapter(list[AuditEvent])
+
+
+@dataclass(slots=True)
+class _Call:
+    """One HTTP request and how to read its answer."""
+
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], Any]
+    params: dict[str, Any] = field(default_factory=dict)
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    session_id: str | None = None
+    idempotent_key: str | None = None
+
+
+def _sid(session_id: str) -> str:
+    return quote(session_id, safe="")
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _enum(value: Any) -> Any:
+    return getattr(value, "value", value)
+
+
+def _items(adapter: TypeAdapter[Any]) -> Callable[[httpx.Response], Any]:
+    return lambda r: adapter.validate_python(r.json()["items"])
+
+
+def _model(cls: Any) -> Callable[[httpx.Response], Any]:
+    return lambda r: cls.model_validate(r.json())
+
+
+class _Api:
+    """The SessionManager methods, as HTTP calls; ``_execute`` runs them."""
+
+    def _execute(self, call: _Call) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _write(
+        self,
+        method: str,
+        path: str,
+        parse: Callable[[httpx.Response], Any],
+        *,
+        session_id: str | None,
+        body: Any = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Any:
+        headers = {}
+        if expected_version is not None and session_id is not None:
+            headers["If-Match"] = format_etag(session_id, expected_version)
+        key = idempotency_key
+        if key is None and method in ("POST", "PUT", "PATCH"):
+            key = str(uuid.uuid4())
+        if key is not None:
+            headers["Idempotency-Key"] = key
+        return self._execute(
+            _Call(method, path, parse, body=body, headers=headers, session_id=session_id)
+        )
+
+    def _read(
+        self,
+        path: str,
+        parse: Callable[[httpx.Response], Any],
+        *,
+        session_id: str | None = None,
+        **params: Any,
+    ) -> Any:
+        query = {k: _enum(v) for k, v in params.items() if v is not None}
+        return self._execute(_Call("GET", path, parse, params=query, session_id=session_id))
+
+    # ------------------------------------------------------------------ sessions
+
+    def create_session(
+        self,
+        *,
+        user_id: str | None = None,
+        agent: str = "default",
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_seconds: float | None = None,
+        working_memory: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Session:
+        """See :meth:`SessionManager.create_session`; the owner is the key's user."""
+        body = {
+            "agent": agent,
+            "title": title,
+            "metadata": None if metadata is None else dict(metadata),
+            "ttl_seconds": ttl_seconds,
+            "working_memory": None if working_memory is None else dict(working_memory),
+        }
+        return self._write(  # type: ignore[no-any-return]
+            "POST",
+            "/v1/sessions",
+            _model(Session),
+            session_id=None,
+            body=body,
+            idempotency_key=idempotency_key,
+        )
+
+    def get_session(
+        self, *, session_id: str, user_id: str | None = None, admin: bool = False
+    ) -> Session:
+        """See :meth:`SessionManager.get_session`."""
+        return self._read(  # type: ignore[no-any-return]
+            f"/v1/sessions/{_sid(session_id)}", _model(Session), session_id=session_id
+        )
+
+    def list_sessions(
+        self,
+        *,
+        user_id: str | None = None,
+        status: SessionStatus | str | None = None,
+        agent: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+    ) -> Page[Session]:
+        """See :meth:`SessionManager.list_sessions` (``limit`` 1..100 over HTTP)."""
+        return self._read(  # type: ignore[no-any-return]
+            "/v1/sessions",
+            lambda r: Page[Session].model_validate(r.json()),
+            status=status,
+            agent=agent,
+            limit=limit,
+            cursor=cursor,
+            all_users="true" if all_users else None,
+        )
+
+    def update_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        title: str | None = UNSET,
+        metadata: Mapping[str, Any] = UNSET,
+        ttl_seconds: float | None = UNSET,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> Session:
+        """See :meth:`SessionManager.update_session`."""
+        body: dict[str, Any] = {}
+        if title is not UNSET:
+            body["title"] = title
+        if metadata is not UNSET:
+            body["metadata"] = None if metadata is None else dict(metadata)
+        if ttl_seconds is not UNSET:
+            body["ttl_seconds"] = ttl_seconds
+        return self._write(  # type: ignore[no-any-return]
+            "PATCH",
+            f"/v1/sessions/{_sid(session_id)}",
+            _model(Session),
+            session_id=session_id,
+            body=body,
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    def close_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        reason: str | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> Session:
+        """See :meth:`SessionManager.close_session`."""
+        return self._write(  # type: ignore[no-any-return]
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/close",
+            _model(Session),
+            session_id=session_id,
+            body={"reason": reason},
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    def expire_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        reason: str | None = None,
+        expected_version: int | None = None,
+        admin: bool = False,
+    ) -> Session:
+        """See :meth:`SessionManager.expire_session`."""
+        return self._write(  # type: ignore[no-any-return]
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/expire",
+            _model(Session),
+            session_id=session_id,
+            body={"reason": reason},
+            expected_version=expected_version,
+        )
+
+    def restore_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        message_limit: int | None = None,
+        expected_version: int | None = None,
+        admin: bool = False,
+    ) -> RestoredSession:
+        """See :meth:`SessionManager.restore_session`."""
+        return self._write(  # type: ignore[no-any-return]
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/restore",
+            _model(RestoredSession),
+            session_id=session_id,
+            body={"message_limit": message_limit},
+            expected_version=expected_version,
+        )
+
+    def delete_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        expected_version: int | None = None,
+        admin: bool = False,
+    ) -> None:
+        """See :meth:`SessionManager.delete_session`."""
+        return self._write(  # type: ignore[no-any-return]
+            "DELETE",
+            f"/v1/sessions/{_sid(session_id)}",
+            lambda r: None,
+            session_id=session_id,
+            expected_version=expected_version,
+        )
+
+    def delete_user_data(
+        self,
+        *,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        admin: bool = False,
+    ) -> int:
+        """See :meth:`SessionManager.delete_user_data`; the target defaults to
+        ``target_user_id``, then ``user_id`` (give one of them)."""
+        target = target_user_id if target_user_id is not None else user_id
+        if target is None:
+            raise ValueError("pass target_user_id (or user_id) for delete_user_data")
+        return self._write(  # type: ignore[no-any-return]
+            "DELETE",
+            f"/v1/users/{quote(target, safe='')}/data",
+            lambda r: int(r.json()["deleted_sessions"]),
+            session_id=None,
+        )
+
+    # ------------------------------------------------------------------ messages
+
+    def append_message(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        message: Mapping[str, Any],
+        working_memory_patch: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> Message:
+        """See :meth:`SessionManager.append_message`."""
+        body = {
+            "message": dict(message),
+            "working_memory_patch": _opt_dict(working_memory_patch),
+        }
+        return self._write(  # type: ignore[no-any-return]
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/messages",
+            _model(Message),
+            session_id=session_id,
+            body=body,
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    def append_messages(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        messages: Sequence[Mapping[str, Any]],
+        working_memory_patch: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> list[Message]:
+        """See :meth:`SessionManager.append_messages`."""
+        body = {
+            "messages": [dict(m) for m in messages],
+            "working_memory_patch": _opt_dict(working_memory_patch),
+        }
+        return self._write(  # type: ignore[no-any-return]
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/messages",
+            _items(_MESSAGES),
+            session_id=session_id,
+            body=body,
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    def _messages_call(
+        self,
+        session_id: str,
+        limit: int,
+        before: int | None,
+        after: int | None,
+        align_tool_calls: bool,
+    ) -> _Call:
+        params = {
+            "limit": limit,
+            "before": before,
+            "after": after,
+            "align_tool_calls": "true" if align_tool_calls else "false",
+        }
+        return _Call(
+            "GET",
+            f"/v1/sessions/{_sid(session_id)}/messages",
+            _items(_MESSAGES),
+            params={k: v for k, v in params.items() if v is not None},
+            session_id=session_id,
+        )
+
+    # ------------------------------------------------------------ working memory
+
+    def get_working_memory(
+        self, *, session_id: str, user_id: str | None = None, admin: bool = False
+    ) -> WorkingMemory:
+        """See :meth:`SessionManager.get_working_memory`."""
+        return self._read(  # type: ignore[no-any-return]
+            f"/v1/sessions/{_sid(session_id)}/memory",
+            _model(WorkingMemory),
+            session_id=session_id,
+        )
+
+    def update_working_memory(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        patch: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> WorkingMemory:
+        """See :meth:`SessionManager.update_working_memory` (PUT ``data``, PATCH ``patch``)."""
+        if (data is None) == (patch is None):
+            raise ValueError("pass exactly one of data and patch")
+        return self._write(  # type: ignore[no-any-return]
+            "PUT" if data is not None else "PATCH",
+            f"/v1/sessions/{_sid(session_id)}/memory",
+            _model(WorkingMemory),
+            session_id=session_id,
+            body=dict(data if data is not None else patch or {}),
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    # ---------------------------------------------------------------- tool calls
+
+    def record_tool_call(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        result: Any = None,
+        status: ToolCallStatus | str = ToolCallStatus.OK,
+        error: str | None = None,
+        started_at: datetime | None = None,
+        ended_at: datetime | None = None,
+        run_id: str | None = None,
+        call_id: str | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> ToolCall:
+        """See :meth:`SessionManager.record_tool_call`."""
+        body = {
+            "tool": tool,
+            "arguments": _opt_dict(arguments),
+            "result": result,
+            "status": _enum(status),
+            "error": error,
+            "started_at": _time(started_at),
+            "ended_at": _time(ended_at),
+            "run_id": run_id,
+            "call_id": call_id,
+        }
+        return self._write(  # type: ignore[no-any-return]
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/tool-calls",
+            _model(ToolCall),
+            session_id=session_id,
+            body=body,
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    def get_tool_history(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        tool: str | None = None,
+        after: int | None = None,
+        limit: int | None = None,
+        admin: bool = False,
+    ) -> list[ToolCall]:
+        """See :meth:`SessionManager.get_tool_history`."""
+        return self._read(  # type: ignore[no-any-return]
+            f"/v1/sessions/{_sid(session_id)}/tool-calls",
+            _items(_TOOL_CALLS),
+            session_id=session_id,
+            tool=tool,
+            after=after,
+            limit=limit,
+        )
+
+    def find_tool_call(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        admin: bool = False,
+    ) -> ToolCall | None:
+        """See :meth:`SessionManager.find_tool_call`."""
+
+        def parse(r: httpx.Response) -> ToolCall | None:
+            item = r.json()["item"]
+            return None if item is None else ToolCall.model_validate(item)
+
+        return self._read(  # type: ignore[no-any-return]
+            f"/v1/sessions/{_sid(session_id)}/tool-calls/find",
+            parse,
+            session_id=session_id,
+            tool=tool,
+            arguments=json.dumps(dict(arguments or {}), ensure_ascii=False),
+        )
+
+    # ---------------------------------------------------------------------- runs
+
+    def start_run(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        input: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> Run:
+        """See :meth:`SessionManager.start_run`."""
+        return self._write(  # type: ignore[no-any-return]
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/runs",
+            _model(Run),
+            session_id=session_id,
+            body={"input": input, "metadata": _opt_dict(metadata)},
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    def add_run_step(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        run_id: str,
+        kind: str,
+        name: str | None = None,
+        input: Any = None,
+        output: Any = None,
+        status: str = "ok",
+        error: str | None = None,
+        started_at: datetime | None = None,
+        ended_at: datetime | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> RunStep:
+        """See :meth:`SessionManager.add_run_step`."""
+        body = {
+            "kind": kind,
+            "name": name,
+            "input": input,
+            "output": output,
+            "status": status,
+            "error": error,
+            "started_at": _time(started_at),
+            "ended_at": _time(ended_at),
+        }
+        return self._write(  # type: ignore[no-any-return]
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}/steps",
+            _model(RunStep),
+            session_id=session_id,
+            body=body,
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    def finish_run(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        run_id: str,
+        status: RunStatus | str,
+        error: str | None = None,
+        output: Any = None,
+        usage: Mapping[str, int] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> Run:
+        """See :meth:`SessionManager.finish_run`."""
+        body = {
+            "status": _enum(status),
+            "error": error,
+            "output": output,
+            "usage": None if usage is None else dict(usage),
+        }
+        return self._write(  # type: ignore[no-any-return]
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}/finish",
+            _model(Run),
+            session_id=session_id,
+            body=body,
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    def get_run(
+        self, *, session_id: str, user_id: str | None = None, run_id: str, admin: bool = False
+    ) -> Run:
+        """See :meth:`SessionManager.get_run`."""
+        return self._read(  # type: ignore[no-any-return]
+            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}",
+            _model(Run),
+            session_id=session_id,
+        )
+
+    def list_runs(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        status: RunStatus | str | None = None,
+        after: int | None = None,
+        limit: int | None = None,
+        admin: bool = False,
+    ) -> list[Run]:
+        """See :meth:`SessionManager.list_runs`."""
+        return self._read(  # type: ignore[no-any-return]
+            f"/v1/sessions/{_sid(session_id)}/runs",
+            _items(_RUNS),
+            session_id=session_id,
+            status=status,
+            after=after,
+            limit=limit,
+        )
+
+    def get_audit_log(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        after: int | None = None,
+        limit: int | None = None,
+        admin: bool = False,
+    ) -> list[AuditEvent]:
+        """See :meth:`SessionManager.get_audit_log`."""
+        return self._read(  # type: ignore[no-any-return]
+            f"/v1/sessions/{_sid(session_id)}/audit",
+            _items(_AUDIT),
+            session_id=session_id,
+            after=after,
+            limit=limit,
+        )
+
+
+def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else dict(value)
+
+
+def _raise_for(call: _Call, response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    body: Any = None
+    content_type = response.headers.get("content-type", "")
+    if content_type.startswith((PROBLEM_CONTENT_TYPE, "application/json")):
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+    if not isinstance(body, dict):
+        if response.status_code >= 500:
+            raise ServerError(f"HTTP {response.status_code}")
+        body = {"detail": f"HTTP {response.status_code}: {response.text[:200]}"}
+    raise error_from_problem(body, response.status_code, session_id=call.session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    max_retries: int
+    backoff: float
+    max_backoff: float
+
+    def delay(self, attempt: int, response: httpx.Response | None) -> float:
+        if response is not None:
+            after = response.headers.get("retry-after", "")
+            if after.isdigit():
+                return min(float(after), self.max_backoff)
+        return min(self.max_backoff, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)
+
+
+def _encode(call: _Call) -> bytes | None:
+    if call.body is None and call.method in ("GET", "DELETE"):
+        return None
+    return json.dumps(call.body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def _content_type(call: _Call) -> str:
+    if call.method == "PATCH" and call.path.endswith("/memory"):
+        return "application/merge-patch+json"
+    return "application/json"
+
+
+class SessionClient(_Api):
+    """Synchronous client (see the module docstring).
+
+    Args:
+        base_url: e.g. ``"http://127.0.0.1:8000"``.
+        api_key: a token from ``agentsession keys create``.
+        timeout: seconds per request attempt.
+        max_retries: retries after the first attempt (connection errors, timeouts, 5xx).
+        backoff, max_backoff: first and largest delay between attempts, in seconds.
+        transport: an httpx transport (tests: ``httpx.ASGITransport`` or a fault injector).
+
+    Raises (from every method): the typed errors of :mod:`agentsession.errors`, plus
+    :class:`~agentsession.http.protocol.Unauthenticated` (401) and
+    ``httpx.TransportError`` once retries are used up.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        backoff: float = 0.1,
+        max_backoff: float = 2.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._retry = _Retry(max_retries, backoff, max_backoff)
+        self._http = httpx.Client(
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> SessionClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _send(self, call: _Call) -> httpx.Response:
+        content = _encode(call)
+        headers = dict(call.headers)
+        if content is not None:
+            headers["Content-Type"] = _content_type(call)
+        for attempt in range(self._retry.max_retries + 1):
+            last = attempt == self._retry.max_retries
+            try:
+                response = self._http.request(
+                    call.method, call.path, params=call.params, content=content, headers=headers
+                )
+            except httpx.TransportError:
+                if last:
+                    raise
+                time.sleep(self._retry.delay(attempt, None))
+                continue
+            if response.status_code in RETRY_STATUSES and not last:
+                time.sleep(self._retry.delay(attempt, response))
+                continue
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _execute(self, call: _Call) -> Any:
+        response = self._send(call)
+        _raise_for(call, response)
+        return call.parse(response)
+
+    def get_messages(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        limit: int | None = None,
+        before: int | None = None,
+        after: int | None = None,
+        align_tool_calls: bool = True,
+        admin: bool = False,
+    ) -> list[Message]:
+        """See :meth:`SessionManager.get_messages`; ``limit=None`` pages through all."""
+        if limit is not None:
+            return self._execute(  # type: ignore[no-any-return]
+                self._messages_call(session_id, limit, before, after, align_tool_calls)
+            )
+        found: list[Message] = []
+        cursor = after
+        while True:
+            page = self._execute(
+                self._messages_call(session_id, _MESSAGE_PAGE, None, cursor or 0, False)
+            )
+            found.extend(m for m in page if before is None or m.seq < before)
+            if len(page) < _MESSAGE_PAGE or (before is not None and page[-1].seq >= before):
+                return found
+            cursor = page[-1].seq
+
+    def modify_working_memory(
+        self,
+        *,
+        session_id: str,
+        fn: Callable[[dict[str, Any]], Mapping[str, Any]],
+        user_id: str | None = None,
+        max_attempts: int = 10,
+        admin: bool = False,
+    ) -> WorkingMemory:
+        """Read-modify-write the working memory; re-read and retry on 412 (bounded).
+
+        The session is read before the memory, so the ``If-Match`` sent is never newer
+        than the data ``fn`` saw: a concurrent update makes this one fail and retry,
+        never get lost. ``fn`` may run more than once.
+
+        Raises:
+            VersionConflict: still conflicting after ``max_attempts``.
+        """
+        for attempt in range(1, max_attempts + 1):
+            session = self.get_session(session_id=session_id)
+            current = self.get_working_memory(session_id=session_id)
+            try:
+                return self.update_working_memory(  # type: ignore[no-any-return]
+                    session_id=session_id,
+                    data=fn(dict(current.data)),
+                    expected_version=session.version,
+                )
+            except VersionConflict:
+                if attempt == max_attempts:
+                    raise
+                time.sleep(random.uniform(0, 0.005 * attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+class AsyncSessionClient(_Api):
+    """Asyncio client: :class:`SessionClient`'s methods, each a coroutine.
+
+    Args: as :class:`SessionClient` (``transport`` is an ``httpx.AsyncBaseTransport``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        backoff: float = 0.1,
+        max_backoff: float = 2.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._retry = _Retry(max_retries, backoff, max_backoff)
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncSessionClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def _send(self, call: _Call) -> httpx.Response:
+        content = _encode(call)
+        headers = dict(call.headers)
+        if content is not None:
+            headers["Content-Type"] = _content_type(call)
+        for attempt in range(self._retry.max_retries + 1):
+            last = attempt == self._retry.max_retries
+            try:
+                response = await self._http.request(
+                    call.method, call.path, params=call.params, content=content, headers=headers
+                )
+            except httpx.TransportError:
+                if last:
+                    raise
+                await asyncio.sleep(self._retry.delay(attempt, None))
+                continue
+            if response.status_code in RETRY_STATUSES and not last:
+                await asyncio.sleep(self._retry.delay(attempt, response))
+                continue
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _execute(self, call: _Call) -> Any:  # type: ignore[override]
+        response = await self._send(call)
+        _raise_for(call, response)
+        return call.parse(response)
+
+    async def get_messages(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        limit: int | None = None,
+        before: int | None = None,
+        after: int | None = None,
+        align_tool_calls: bool = True,
+        admin: bool = False,
+    ) -> list[Message]:
+        """See :meth:`SessionClient.get_messages`."""
+        if limit is not None:
+            return await self._execute(  # type: ignore[no-any-return]
+                self._messages_call(session_id, limit, before, after, align_tool_calls)
+            )
+        found: list[Message] = []
+        cursor = after
+        while True:
+            page = await self._execute(
+                self._messages_call(session_id, _MESSAGE_PAGE, None, cursor or 0, False)
+            )
+            found.extend(m for m in page if before is None or m.seq < before)
+            if len(page) < _MESSAGE_PAGE or (before is not None and page[-1].seq >= before):
+                return found
+            cursor = page[-1].seq
+
+    async def modify_working_memory(
+        self,
+        *,
+        session_id: str,
+        fn: Callable[[dict[str, Any]], Mapping[str, Any]],
+        user_id: str | None = None,
+        max_attempts: int = 10,
+        admin: bool = False,
+    ) -> WorkingMemory:
+        """See :meth:`SessionClient.modify_working_memory`."""
+        for attempt in range(1, max_attempts + 1):
+            session = await self.get_session(session_id=session_id)  # type: ignore[misc]
+            current = await self.get_working_memory(session_id=session_id)  # type: ignore[misc]
+            try:
+                return await self.update_working_memory(  # type: ignore[no-any-return,misc]
+                    session_id=session_id,
+                    data=fn(dict(current.data)),
+                    expected_version=session.version,
+                )
+            except VersionConflict:
+                if attempt == max_attempts:
+                    raise
+                await asyncio.sleep(random.uniform(0, 0.005 * attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
