@@ -253,6 +253,8 @@ def dump(value: Any) -> Any:
         return value.model_dump(mode="json")
     if isinstance(value, list):
         return [dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: dump(v) for k, v in value.items()}
     return value
 
 

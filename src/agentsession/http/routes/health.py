@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
-from ...errors import AgentSessionError
 from ..deps import services
 from ..problems import plain_problem
 
 router = APIRouter(tags=["health"])
+log = logging.getLogger("agentsession.http")
 
 
 @router.get("/healthz")
@@ -23,6 +25,7 @@ async def readyz(request: Request) -> Response:
     """The store answers a read (an empty session listing); else 503."""
     try:
         await services(request).manager.list_sessions(user_id="readyz", limit=0)
-    except AgentSessionError:
+    except Exception:  # any failure means "not ready"; the cause goes to the log
+        log.warning("readiness check failed", exc_info=True)
         return plain_problem(503, "not-ready", "Service Unavailable", "the store is unreachable")
     return JSONResponse({"status": "ready"})
