@@ -10,25 +10,23 @@ exception, no ``KeyError``/``TypeError`` from inside the library escapes).
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from contract_support import PUBLIC_METHODS
 
 from agentsession import AgentSessionError, SessionManager
 
-#: Public methods of SessionManager (what callers may use).
-PUBLIC_METHODS = sorted(
-    name
-    for name, value in vars(SessionManager).items()
-    if not name.startswith("_") and inspect.isfunction(value)
-)
-
 
 @pytest.fixture(autouse=True)
-def only_agentsession_errors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """Fail the test if any public SessionManager method raised a non-library exception."""
+def only_agentsession_errors(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[Any]]:
+    """Fail the test if any public SessionManager method raised a non-library exception.
+
+    Tests marked xfail (known bugs, reported) are left to their own verdict.
+    """
     escaped: list[Any] = []
 
     def guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -47,6 +45,8 @@ def only_agentsession_errors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[A
     for name in PUBLIC_METHODS:
         monkeypatch.setattr(SessionManager, name, guard(name, getattr(SessionManager, name)))
     yield escaped
+    if request.node.get_closest_marker("xfail") is not None:
+        return
     assert not escaped, f"non-AgentSessionError exceptions escaped the API: {escaped}"
 
 

@@ -7,6 +7,8 @@ store protocol, so it works for every backend registered in ``tests/conftest.py`
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +18,13 @@ from typing import Any
 from agentsession import Message, Session, SessionManager
 from agentsession.ids import new_id
 from agentsession.stores.base import SessionStore, StoreTransaction
+
+#: Public methods of SessionManager (what callers may use).
+PUBLIC_METHODS = sorted(
+    name
+    for name, value in vars(SessionManager).items()
+    if not name.startswith("_") and inspect.isfunction(value)
+)
 
 USER = "alice"
 OTHER = "bob"
@@ -72,7 +81,7 @@ def assert_version_chain(events: list[Any]) -> None:
     versioned = [e for e in events if e.version_after is not None]
     assert versioned, "no versioned audit events"
     assert versioned[0].version_before is None and versioned[0].version_after == 1
-    for prev, cur in zip(versioned, versioned[1:], strict=False):
+    for prev, cur in itertools.pairwise(versioned):
         assert cur.version_before == prev.version_after, (prev, cur)
         assert cur.version_after == cur.version_before + 1, cur
     seqs = [e.seq for e in events]

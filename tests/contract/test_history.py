@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 import pytest
-from contract_support import OTHER, USER, assistant_msg, canon, same_payload, seqs, user_msg
+from contract_support import OTHER, USER, assistant_msg, same_payload, seqs, user_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

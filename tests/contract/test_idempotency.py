@@ -181,7 +181,7 @@ def test_deleted_session_keys_are_gone(manager: SessionManager) -> None:
     ["insert_messages", "put_working_memory", "update_session", "insert_audit", "put_idempotency"],
 )
 def test_c03_failure_mid_transaction_then_retry(store: SessionStore, method: str) -> None:
-    """C03: the store fails mid-append (+ memory patch 1->2): nothing changes; retry applies once."""
+    """C03: the store fails mid-append (+ memory 1->2): nothing changes; retry applies once."""
     proxy = ProxyStore(store)
     m = SessionManager(proxy)
     sid = m.create_session(user_id=USER, working_memory={"counter": 1}).session_id

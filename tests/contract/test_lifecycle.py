@@ -50,7 +50,7 @@ ENDINGS = {"closed": _close, "expired": _expire}
 def test_writes_to_closed_and_expired_sessions_fail(
     manager: SessionManager, ending: str, op: str
 ) -> None:
-    """Every content write on a CLOSED or EXPIRED session raises SessionNotActive, writes nothing."""
+    """Every content write on a CLOSED or EXPIRED session: SessionNotActive, nothing written."""
     ctx = Ctx(manager, running=op != "start_run")
     ENDINGS[ending](manager, ctx)
     before = snapshot(manager, ctx.sid)

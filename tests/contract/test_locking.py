@@ -25,7 +25,7 @@ NEEDS_NO_RUNNING_RUN = {"start_run"}
 def test_stale_expected_version_is_rejected_and_writes_nothing(
     manager: SessionManager, op: str, offset: int
 ) -> None:
-    """Every mutation with a stale (or future) version raises VersionConflict and changes nothing."""
+    """Every mutation with a stale or future version raises VersionConflict, writes nothing."""
     ctx = Ctx(manager, running=op not in NEEDS_NO_RUNNING_RUN)
     before = snapshot(manager, ctx.sid)
     stale = ctx.version + offset

@@ -55,7 +55,7 @@ def test_c30_other_users_session_is_indistinguishable_from_missing(
 
 @pytest.mark.parametrize("op", sorted(ALL_SESSION_OPS))
 def test_admin_acts_across_users(manager: SessionManager, op: str) -> None:
-    """admin=True may call every method on another user's session; writes are audited as the admin."""
+    """admin=True may call every method on another user's session; audited as the admin."""
     ctx = Ctx(manager, USER, running=op != "start_run")
     n_audit = len(audit_of(manager, ctx.sid))
     ALL_SESSION_OPS[op](manager, ctx, ADMIN, admin=True)

@@ -1,0 +1,151 @@
+"""Errors: every exception the public API raises is an AgentSessionError (also enforced
+for the whole suite by the autouse fixture in conftest.py); bad argument types are
+ValidationErrors, and nothing is written by a rejected call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from contract_support import PUBLIC_METHODS, USER, Ctx, snapshot, user_msg
+
+from agentsession import AgentSessionError, SessionManager, ValidationError
+
+
+def _bug(reason: str) -> Any:
+    return pytest.mark.xfail(strict=True, reason=f"BUG: {reason}")
+
+
+#: name -> call(manager, ctx) that must raise ValidationError.
+BAD_ARGUMENTS: list[Any] = [
+    pytest.param(lambda m, c: m.update_session(session_id=c.sid, user_id=USER, metadata=[1]),
+                 id="update_session.metadata-list"),
+    pytest.param(lambda m, c: m.update_session(session_id=c.sid, user_id=USER, title=5),
+                 id="update_session.title-int"),
+    pytest.param(lambda m, c: m.update_session(session_id=c.sid, user_id=USER, ttl_seconds=-1),
+                 id="update_session.ttl-negative"),
+    pytest.param(lambda m, c: m.append_message(session_id=c.sid, user_id=USER, message="hi"),
+                 id="append_message.message-str"),
+    pytest.param(lambda m, c: m.append_messages(session_id=c.sid, user_id=USER,
+                                                messages={"role": "user"}),
+                 id="append_messages.messages-dict"),
+    pytest.param(lambda m, c: m.append_messages(session_id=c.sid, user_id=USER, messages=[]),
+                 id="append_messages.empty"),
+    pytest.param(lambda m, c: m.append_message(session_id=c.sid, user_id=USER,
+                                               message=user_msg("x"), working_memory_patch=[1]),
+                 id="append_message.patch-list"),
+    pytest.param(lambda m, c: m.append_message(session_id=c.sid, user_id=USER,
+                                               message={"role": "user", "content": 5}),
+                 id="append_message.content-int"),
+    pytest.param(lambda m, c: m.append_message(session_id=c.sid, user_id=USER,
+                                               message={"role": "user", "tool_calls": "x"}),
+                 id="append_message.tool_calls-str"),
+    pytest.param(lambda m, c: m.append_message(session_id=c.sid, user_id=USER,
+                                               message=user_msg("x"), expected_version="1"),
+                 id="append_message.expected_version-str"),
+    pytest.param(lambda m, c: m.append_message(session_id=c.sid, user_id=USER,
+                                               message=user_msg("x"), idempotency_key=""),
+                 id="append_message.key-empty"),
+    pytest.param(lambda m, c: m.append_message(session_id=c.sid, user_id=USER,
+                                               message=user_msg("x"), idempotency_key="k\n"),
+                 id="append_message.key-newline"),
+    pytest.param(lambda m, c: m.update_working_memory(session_id=c.sid, user_id=USER, patch=[1]),
+                 id="update_working_memory.patch-list"),
+    pytest.param(lambda m, c: m.update_working_memory(session_id=c.sid, user_id=USER, data=[1]),
+                 id="update_working_memory.data-list",
+                 marks=_bug("manager.py:628 dict(data) raises TypeError for a non-mapping")),
+    pytest.param(lambda m, c: m.update_working_memory(session_id=c.sid, user_id=USER, data="x"),
+                 id="update_working_memory.data-str",
+                 marks=_bug("manager.py:628 dict(data) raises ValueError for a str")),
+    pytest.param(lambda m, c: m.create_session(user_id=USER, working_memory=[1]),
+                 id="create_session.working_memory-list",
+                 marks=_bug("manager.py:268 dict(working_memory) raises TypeError")),
+    pytest.param(lambda m, c: m.modify_working_memory(session_id=c.sid, user_id=USER,
+                                                      fn=lambda d: ["not", "an", "object"]),
+                 id="modify_working_memory.fn-returns-list",
+                 marks=_bug("manager.py:628 via modify_working_memory: dict() of fn's result")),
+    pytest.param(lambda m, c: m.modify_working_memory(session_id=c.sid, user_id=USER,
+                                                      fn=lambda d: d, max_attempts=0),
+                 id="modify_working_memory.max_attempts-0",
+                 marks=_bug("manager.py:685 max_attempts<1 skips the loop: AssertionError")),
+    pytest.param(lambda m, c: m.record_tool_call(session_id=c.sid, user_id=USER, tool="t",
+                                                 arguments=[1, 2]),
+                 id="record_tool_call.arguments-list",
+                 marks=_bug("manager.py:724 dict(arguments) raises TypeError")),
+    pytest.param(lambda m, c: m.record_tool_call(session_id=c.sid, user_id=USER, tool="t",
+                                                 status=None),
+                 id="record_tool_call.status-None",
+                 marks=_bug("manager.py:725 check_enum passes None; pydantic error escapes")),
+    pytest.param(lambda m, c: m.record_tool_call(session_id=c.sid, user_id=USER, tool="t",
+                                                 status="maybe"),
+                 id="record_tool_call.status-unknown"),
+    pytest.param(lambda m, c: m.record_tool_call(session_id=c.sid, user_id=USER, tool="a/b"),
+                 id="record_tool_call.tool-slash"),
+    pytest.param(lambda m, c: m.record_tool_call(session_id=c.sid, user_id=USER, tool="t",
+                                                 error=5),
+                 id="record_tool_call.error-int"),
+    pytest.param(lambda m, c: m.find_tool_call(session_id=c.sid, user_id=USER, tool="t",
+                                               arguments="x"),
+                 id="find_tool_call.arguments-str",
+                 marks=_bug("manager.py:822 dict(arguments) raises ValueError")),
+    pytest.param(lambda m, c: m.start_run(session_id=c.sid, user_id=USER, metadata="x"),
+                 id="start_run.metadata-str"),
+    pytest.param(lambda m, c: m.add_run_step(session_id=c.sid, user_id=USER, run_id=c.run_id,
+                                             kind="model", error=5),
+                 id="add_run_step.error-int",
+                 marks=_bug("manager.py:919-927 error not type-checked; pydantic error escapes")),
+    pytest.param(lambda m, c: m.add_run_step(session_id=c.sid, user_id=USER, run_id=c.run_id,
+                                             kind="model", status=None),
+                 id="add_run_step.status-None",
+                 marks=_bug("manager.py:919-927 status not type-checked; pydantic error escapes")),
+    pytest.param(lambda m, c: m.add_run_step(session_id=c.sid, user_id=USER, run_id=c.run_id,
+                                             kind="a b"),
+                 id="add_run_step.kind-space"),
+    pytest.param(lambda m, c: m.finish_run(session_id=c.sid, user_id=USER, run_id=c.run_id,
+                                           status="FAILED", error=123),
+                 id="finish_run.error-int",
+                 marks=_bug("manager.py:986-1001 error not type-checked; model_copy(update=) "
+                            "skips validation, memory stores 123 and SQLite '123'")),
+    pytest.param(lambda m, c: m.finish_run(session_id=c.sid, user_id=USER, run_id=c.run_id,
+                                           status="SUCCEEDED", usage={"t": -1}),
+                 id="finish_run.usage-negative"),
+    pytest.param(lambda m, c: m.close_session(session_id=c.sid, user_id=USER, reason=5),
+                 id="close_session.reason-int"),
+    pytest.param(lambda m, c: m.get_messages(session_id=c.sid, user_id=USER, before=1.5),
+                 id="get_messages.before-float"),
+    pytest.param(lambda m, c: m.list_sessions(user_id=USER, status="GONE"),
+                 id="list_sessions.status-unknown"),
+    pytest.param(lambda m, c: m.sweep_expired(limit=-1), id="sweep_expired.limit-negative"),
+]
+
+
+@pytest.mark.parametrize("call", BAD_ARGUMENTS)
+def test_bad_arguments_are_validation_errors(manager: SessionManager, call: Any) -> None:
+    """A wrongly typed argument is a ValidationError (never TypeError etc.); nothing written."""
+    ctx = Ctx(manager)
+    before = snapshot(manager, ctx.sid)
+    n_sessions = len(manager.list_sessions(user_id=USER).items)
+    with pytest.raises(ValidationError):
+        call(manager, ctx)
+    assert snapshot(manager, ctx.sid) == before
+    assert len(manager.list_sessions(user_id=USER).items) == n_sessions
+
+
+def test_error_hierarchy_has_one_root() -> None:
+    """Every error class agentsession exports derives from AgentSessionError."""
+    import agentsession
+
+    errors = [getattr(agentsession, n) for n in agentsession.__all__
+              if isinstance(getattr(agentsession, n), type)
+              and issubclass(getattr(agentsession, n), BaseException)]
+    assert errors and all(issubclass(e, AgentSessionError) for e in errors)
+    assert all(isinstance(e.http_status, int) for e in errors)
+
+
+def test_guard_fixture_sees_every_public_method(only_agentsession_errors: list[Any]) -> None:
+    """The autouse guard wraps every public method, so an escaping exception is recorded."""
+    assert {"create_session", "append_messages", "restore_session", "sweep_expired",
+            "delete_user_data", "get_audit_log"} <= set(PUBLIC_METHODS)
+    for name in PUBLIC_METHODS:
+        assert hasattr(getattr(SessionManager, name), "__wrapped__"), name
+    assert only_agentsession_errors == []
