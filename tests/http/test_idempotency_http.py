@@ -1,0 +1,75 @@
+"""C04 over HTTP: a retried POST with the same Idempotency-Key is stored once."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from http_support import Api, assert_problem
+
+
+def _post(api: Api, sid: str, body: Any, key: str, who: dict[str, str] | None = None) -> Any:
+    return api.http.post(
+        f"/v1/sessions/{sid}/messages",
+        json=body,
+        headers={**(who or api.alice), "Idempotency-Key": key},
+    )
+
+
+def test_c04_retried_post_http(api: Api) -> None:
+    """C04: same key 1, 5, 50 times and from 8 threads at once -> one stored copy with the
+    same ids; a different body -> 422; another user's same key is independent."""
+    sid = api.create()["session_id"]
+    body = {"message": {"role": "user", "content": "once"}}
+    first = _post(api, sid, body, "K")
+    assert first.status_code == 201
+    assert "idempotent-replayed" not in first.headers
+    for times in (1, 5, 50):
+        for _ in range(times):
+            again = _post(api, sid, body, "K")
+            assert again.status_code == 201
+            assert again.json() == first.json()
+            assert again.headers["idempotent-replayed"] == "true"
+
+    fresh_body = {"message": {"role": "user", "content": "concurrent"}}
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: _post(api, sid, fresh_body, "K8"), range(8)))
+    assert {a.status_code for a in answers} == {201}
+    assert len({(a.json()["message_id"], a.json()["seq"]) for a in answers}) == 1
+
+    messages = api.http.get(f"/v1/sessions/{sid}/messages", headers=api.alice).json()["items"]
+    assert [m["content"] for m in messages] == ["once", "concurrent"]
+
+    other = _post(api, sid, {"message": {"role": "user", "content": "different"}}, "K")
+    body422 = assert_problem(other, 422, "idempotency-key-reused")
+    assert body422["idempotency_key"] == "K"
+
+    bob_sid = api.create(api.bob)["session_id"]
+    bobs = _post(api, bob_sid, body, "K", who=api.bob)
+    assert bobs.status_code == 201 and bobs.json()["session_id"] == bob_sid
+    assert_problem(_post(api, sid, body, "K", who=api.bob), 404, "not-found")
+    final = api.http.get(f"/v1/sessions/{sid}", headers=api.alice).json()
+    assert final["message_count"] == 2
+
+
+def test_idempotent_create_and_run_start(api: Api) -> None:
+    """POST /v1/sessions and POST runs replay too; a bad key is a 400 naming the field."""
+    a = api.http.post(
+        "/v1/sessions", json={"agent": "x"}, headers={**api.alice, "Idempotency-Key": "c"}
+    )
+    b = api.http.post(
+        "/v1/sessions", json={"agent": "x"}, headers={**api.alice, "Idempotency-Key": "c"}
+    )
+    assert a.json() == b.json() and b.headers["idempotent-replayed"] == "true"
+    sid = a.json()["session_id"]
+    r1 = api.http.post(
+        f"/v1/sessions/{sid}/runs", json={"input": 1}, headers={**api.alice, "Idempotency-Key": "r"}
+    )
+    r2 = api.http.post(
+        f"/v1/sessions/{sid}/runs", json={"input": 1}, headers={**api.alice, "Idempotency-Key": "r"}
+    )
+    assert r1.status_code == r2.status_code == 201 and r1.json() == r2.json()
+    bad = api.http.post(
+        "/v1/sessions", json={}, headers={**api.alice, "Idempotency-Key": "x" * 300}
+    )
+    assert assert_problem(bad, 400, "validation-error")["field"] == "idempotency_key"
