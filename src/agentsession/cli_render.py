@@ -1,0 +1,211 @@
+"""How the CLI and the demo show sessions: rich tables for people, JSON for scripts.
+
+Every ``*_table`` function takes snapshots from the SessionManager and returns a
+``rich.table.Table``; :func:`to_json` turns the same snapshots into JSON-ready data.
+Nothing here reads or writes a store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+from rich.table import Table
+
+from .models import AuditEvent, Message, Run, Session, ToolCall, WorkingMemory
+
+__all__ = [
+    "audit_table",
+    "memory_table",
+    "messages_table",
+    "runs_table",
+    "session_table",
+    "sessions_table",
+    "short",
+    "to_json",
+    "tools_table",
+]
+
+_STATUS_STYLE = {
+    "ACTIVE": "green",
+    "CLOSED": "yellow",
+    "EXPIRED": "magenta",
+    "SUCCEEDED": "green",
+    "FAILED": "red",
+    "RUNNING": "cyan",
+    "INTERRUPTED": "magenta",
+    "CANCELLED": "yellow",
+    "ok": "green",
+    "error": "red",
+    "reused": "cyan",
+}
+
+
+def to_json(value: Any) -> str:
+    """Serialise snapshots (or lists/dicts of them) to indented JSON text."""
+    return json.dumps(_plain(value), indent=2, ensure_ascii=False)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def short(value: Any, width: int = 60) -> str:
+    """One line of at most ``width`` characters (JSON for non-strings)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _when(at: datetime | None) -> str:
+    return "" if at is None else at.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _status(value: Any) -> str:
+    text = getattr(value, "value", value)
+    style = _STATUS_STYLE.get(str(text))
+    return f"[{style}]{text}[/{style}]" if style else str(text)
+
+
+def sessions_table(sessions: Iterable[Session]) -> Table:
+    """A row per session: id, user, agent, status, counts, last activity, title."""
+    table = Table(title="sessions")
+    table.add_column("session_id", no_wrap=True)
+    table.add_column("user")
+    table.add_column("agent")
+    table.add_column("status", no_wrap=True)
+    table.add_column("msgs/runs/tools")
+    table.add_column("last active (UTC)")
+    table.add_column("title")
+    for s in sessions:
+        counts = f"{s.message_count}/{s.run_count}/{s.tool_call_count}"
+        table.add_row(
+            s.session_id, s.user_id, s.agent, _status(s.status), counts,
+            _when(s.last_active_at), short(s.title or "", 30),
+        )  # fmt: skip
+    return table
+
+
+def session_table(s: Session) -> Table:
+    """Every field of one session, one per row."""
+    table = Table(title=f"session {s.session_id}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for key, value in s.model_dump().items():
+        if key == "status":
+            shown = _status(value)
+        elif isinstance(value, datetime):
+            shown = value.isoformat()
+        elif value is None:
+            shown = ""
+        else:
+            shown = short(value, 80)
+        table.add_row(key, shown)
+    return table
+
+
+def memory_table(memory: WorkingMemory, title: str = "working memory") -> Table:
+    """The working-memory document: standard keys first, then free-form ones."""
+    table = Table(title=f"{title} (version {memory.version})", show_header=False)
+    table.add_column("key", style="bold")
+    table.add_column("value")
+    order = ["goal", "completed", "errors", "next_action", "facts"]
+    keys = [k for k in order if k in memory.data] + sorted(set(memory.data) - set(order))
+    for key in keys:
+        value = memory.data[key]
+        if isinstance(value, list):
+            shown = "\n".join(f"• {short(v, 90)}" for v in value) or "[]"
+        elif isinstance(value, dict):
+            shown = "\n".join(f"{k}: {short(v, 80)}" for k, v in value.items()) or "{}"
+        else:
+            shown = "" if value is None else short(value, 90)
+        table.add_row(key, shown)
+    return table
+
+
+def tools_table(calls: Sequence[ToolCall], runs: Sequence[Run] = ()) -> Table:
+    """Tool history: seq, run, tool, arguments, status, duration in ms."""
+    run_seq = {r.run_id: r.seq for r in runs}
+    table = Table(title="tool history")
+    for column in ("#", "run", "tool", "args", "status", "ms"):
+        table.add_column(column, justify="right" if column in ("#", "ms") else "left")
+    for c in calls:
+        args = (
+            " ".join(str(v) for v in c.arguments.values())
+            if c.tool != "update_memory"
+            else ("patch " + ", ".join(sorted((c.arguments.get("patch") or {}).keys())))
+        )
+        status = _status(c.status) + (f" ({c.error})" if c.error else "")
+        table.add_row(
+            str(c.seq), str(run_seq.get(c.run_id or "", "")), c.tool, short(args, 58),
+            status, f"{c.duration_ms:.0f}",
+        )  # fmt: skip
+    return table
+
+
+def runs_table(runs: Sequence[Run]) -> Table:
+    """Runs: seq, input, status (and error), started, ended, step count."""
+    table = Table(title="runs")
+    for column in ("seq", "input", "status", "started (UTC)", "ended (UTC)", "steps"):
+        table.add_column(column)
+    for r in runs:
+        status = _status(r.status) + (f"\n{short(r.error, 40)}" if r.error else "")
+        table.add_row(
+            str(r.seq), short(r.input, 40), status, _when(r.started_at), _when(r.ended_at),
+            str(len(r.steps)),
+        )  # fmt: skip
+    return table
+
+
+def messages_table(messages: Sequence[Message]) -> Table:
+    """History in seq order: role, content (or the tool calls it makes)."""
+    table = Table(title="messages")
+    for column in ("seq", "role", "content"):
+        table.add_column(column)
+    for m in messages:
+        if m.tool_calls:
+            calls = ", ".join(f"{(c.get('function') or {}).get('name')}()" for c in m.tool_calls)
+            content = f"{short(m.content or '', 60)} → {calls}".strip(" →")
+        elif m.role.value == "tool":
+            content = _tool_message(m.content)
+        else:
+            content = short(m.content if m.content is not None else "", 90)
+        table.add_row(str(m.seq), m.role.value, content)
+    return table
+
+
+def _tool_message(content: Any) -> str:
+    try:
+        data = json.loads(content) if isinstance(content, str) else content
+    except json.JSONDecodeError:
+        return short(content, 90)
+    if not isinstance(data, dict) or "status" not in data:
+        return short(content, 90)
+    result = data.get("result")
+    detail = ""
+    if isinstance(result, dict) and "exit_code" in result:
+        detail = f" exit {result['exit_code']}"
+    reused = f" (reused {data['reused_from']})" if data.get("reused_from") else ""
+    return _status(data["status"]) + detail + reused
+
+
+def audit_table(events: Sequence[AuditEvent]) -> Table:
+    """Audit events: seq, time, actor, action, version change, details."""
+    table = Table(title="audit log")
+    for column in ("seq", "at (UTC)", "actor", "action", "version", "details"):
+        table.add_column(column)
+    for e in events:
+        version = f"{e.version_before or '-'} → {e.version_after or '-'}"
+        table.add_row(str(e.seq), _when(e.at), e.actor, e.action, version, short(e.details, 50))
+    return table

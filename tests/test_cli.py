@@ -1,0 +1,159 @@
+"""The agentsession CLI through typer's CliRunner on a temporary SQLite store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agentsession import SessionManager
+from agentsession.cli import EXIT_CODES, build_app, exit_code_for
+from agentsession.errors import (
+    IllegalTransition,
+    SessionNotFound,
+    StoreError,
+    ValidationError,
+    VersionConflict,
+)
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    """A migrated SQLite store holding one session of alice with a message and memory."""
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    with SessionManager.from_url(url, auto_migrate=True) as sm:
+        s = sm.create_session(user_id="alice", agent="coding", title="first")
+        sm.append_message(
+            session_id=s.session_id, user_id="alice", message={"role": "user", "content": "hi"}
+        )
+        sm.update_working_memory(
+            session_id=s.session_id, user_id="alice", data={"goal": "say hi", "facts": {"a": 1}}
+        )
+        run = sm.start_run(session_id=s.session_id, user_id="alice", input="greet")
+        sm.record_tool_call(
+            session_id=s.session_id, user_id="alice", tool="read_file",
+            arguments={"path": "x"}, result="ok", run_id=run.run_id,
+        )  # fmt: skip
+        sm.finish_run(
+            session_id=s.session_id, user_id="alice", run_id=run.run_id, status="SUCCEEDED"
+        )
+    return url
+
+
+def _sid(url: str) -> str:
+    with SessionManager.from_url(url) as sm:
+        return sm.list_sessions(user_id="alice").items[0].session_id
+
+
+def invoke(*args: str) -> object:
+    """Run the CLI in-process and return click's Result."""
+    return runner.invoke(build_app(), list(args))
+
+
+def test_list_json_is_valid_and_scoped_to_the_user(url: str) -> None:
+    """--json prints parseable JSON; another user sees no sessions."""
+    result = invoke("sessions", "list", "--url", url, "--user", "alice", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [s["user_id"] for s in data["items"]] == ["alice"] and data["next_cursor"] is None
+    other = invoke("sessions", "list", "--url", url, "--user", "bob", "--json")
+    assert json.loads(other.stdout)["items"] == []
+
+
+def test_global_options_work_before_the_subcommand(url: str) -> None:
+    """--url/--user/--json given to the root apply to the command."""
+    result = invoke("--url", url, "--user", "alice", "--json", "sessions", "show", _sid(url))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["title"] == "first"
+
+
+def test_human_tables(url: str) -> None:
+    """Without --json the commands print tables with the stored values."""
+    sid = _sid(url)
+    listed = invoke("sessions", "list", "--url", url, "--user", "alice")
+    assert sid in listed.stdout and "ACTIVE" in listed.stdout
+    memory = invoke("sessions", "memory", sid, "--url", url, "--user", "alice")
+    assert "say hi" in memory.stdout
+    runs = invoke("sessions", "runs", sid, "--url", url, "--user", "alice")
+    assert "greet" in runs.stdout and "SUCCEEDED" in runs.stdout
+    tools = invoke("sessions", "tools", sid, "--url", url, "--user", "alice")
+    assert "read_file" in tools.stdout
+    messages = invoke("sessions", "messages", sid, "--url", url, "--user", "alice")
+    assert "hi" in messages.stdout
+    audit = invoke("sessions", "audit", sid, "--url", url, "--user", "alice")
+    assert "session.created" in audit.stdout
+
+
+def test_not_found_is_one_line_and_exit_3(url: str) -> None:
+    """Another user's session is reported as not found: one stderr line, exit code 3."""
+    sid = _sid(url)
+    result = invoke("sessions", "show", sid, "--url", url, "--user", "bob")
+    assert result.exit_code == 3
+    assert result.stderr == f"error: session '{sid}' not found\n"
+    assert result.stdout == "" and "Traceback" not in result.output
+
+
+def test_validation_error_exit_5_and_missing_user_exit_2(url: str) -> None:
+    """A malformed id exits 5; a command without a principal exits 2."""
+    bad = invoke("sessions", "show", "nope", "--url", url, "--user", "alice")
+    assert bad.exit_code == 5 and bad.stderr.startswith("error: session_id")
+    no_user = invoke("sessions", "list", "--url", url)
+    assert no_user.exit_code == 2 and "--user is required" in no_user.stderr
+
+
+def test_lifecycle_close_restore_expire_delete(url: str) -> None:
+    """close -> restore -> expire; closing an EXPIRED session conflicts (4); delete removes."""
+    sid = _sid(url)
+    common = ("--url", url, "--user", "alice", "--json")
+    assert json.loads(invoke("close", sid, *common).stdout)["status"] == "CLOSED"
+    restored = json.loads(invoke("restore", sid, *common).stdout)
+    assert restored["session"]["status"] == "ACTIVE"
+    assert restored["working_memory"]["data"]["goal"] == "say hi"
+    assert json.loads(invoke("expire", sid, *common).stdout)["status"] == "EXPIRED"
+    conflict = invoke("close", sid, *common)
+    assert conflict.exit_code == 4 and conflict.stderr.startswith("error: cannot close")
+    assert invoke("delete", sid, "--yes", *common).exit_code == 0
+    assert invoke("sessions", "show", sid, *common).exit_code == 3
+
+
+def test_admin_lists_every_user(url: str) -> None:
+    """--admin --all-users lists sessions of all users without naming one."""
+    result = invoke("sessions", "list", "--url", url, "--admin", "--all-users", "--json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["items"]) == 1
+
+
+def test_sweep_and_db_commands(tmp_path: Path) -> None:
+    """db upgrade creates the schema; db current reports it; sweep runs on it."""
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    upgraded = invoke("db", "upgrade", "--url", url, "--json")
+    assert upgraded.exit_code == 0, upgraded.output
+    current = json.loads(invoke("db", "current", "--url", url, "--json").stdout)
+    assert current["up_to_date"] is True and current["current"] == current["head"]
+    swept = json.loads(invoke("sweep", "--url", url, "--json").stdout)
+    assert swept == {"expired_session_ids": [], "purged_idempotency_keys": 0}
+
+
+def test_exit_code_table() -> None:
+    """Each error family maps to its documented exit code, most specific first."""
+    assert exit_code_for(SessionNotFound("ses_x")) == 3
+    assert exit_code_for(ValidationError("bad")) == 5
+    assert exit_code_for(IllegalTransition("ses_x", "EXPIRED", "close")) == 4
+    assert exit_code_for(VersionConflict("ses_x", 1, 2)) == 4
+    assert exit_code_for(StoreError("disk")) == 1
+    assert dict(EXIT_CODES)[ValidationError] == 5
+
+
+def test_python_dash_m_agentsession_works() -> None:
+    """`python -m agentsession --help` runs the same app."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentsession", "--help"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and "sessions" in proc.stdout and "demo" in proc.stdout
