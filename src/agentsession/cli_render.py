@@ -157,8 +157,12 @@ def tools_table(calls: Sequence[ToolCall], runs: Sequence[Run] = ()) -> Table:
 def runs_table(runs: Sequence[Run]) -> Table:
     """Runs: seq, input, status (and error), started, ended, step count."""
     table = Table(title="runs")
-    for column in ("seq", "input", "status", "started (UTC)", "ended (UTC)", "steps"):
-        table.add_column(column)
+    table.add_column("seq")
+    table.add_column("input")
+    table.add_column("status", no_wrap=True)
+    table.add_column("started (UTC)", no_wrap=True)
+    table.add_column("ended (UTC)", no_wrap=True)
+    table.add_column("steps")
     for r in runs:
         status = _status(r.status) + (f"\n{short(r.error, 40)}" if r.error else "")
         table.add_row(
