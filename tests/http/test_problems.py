@@ -1,0 +1,75 @@
+"""The one error table: every error class has a problem type, and the client maps each
+type back to the same class."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from agentsession import errors
+from agentsession.http.problems import PROBLEMS, problem_body
+from agentsession.http.protocol import (
+    PROBLEM_BASE,
+    PreconditionRequired,
+    RequestInvalid,
+    ServerError,
+    Unauthenticated,
+    error_from_problem,
+)
+
+ERROR_CLASSES = [
+    cls
+    for name in errors.__all__
+    if inspect.isclass(cls := getattr(errors, name)) and issubclass(cls, errors.AgentSessionError)
+] + [Unauthenticated, PreconditionRequired, RequestInvalid, ServerError]
+
+
+def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:
+    samples = {
+        errors.SessionNotFound: lambda: errors.SessionNotFound("ses_x"),
+        errors.RunNotFound: lambda: errors.RunNotFound("ses_x", "run_y"),
+        errors.SessionNotActive: lambda: errors.SessionNotActive("ses_x", "CLOSED"),
+        errors.IllegalTransition: lambda: errors.IllegalTransition("ses_x", "EXPIRED", "close"),
+        errors.RunAlreadyRunning: lambda: errors.RunAlreadyRunning("ses_x", "run_y"),
+        errors.RunNotRunning: lambda: errors.RunNotRunning("ses_x", "run_y", "FAILED"),
+        errors.VersionConflict: lambda: errors.VersionConflict("ses_x", 1, 2),
+        errors.IdempotencyKeyReused: lambda: errors.IdempotencyKeyReused("K", "append"),
+        errors.PayloadTooLarge: lambda: errors.PayloadTooLarge(
+            "too big", field="f", limit_bytes=1, size_bytes=2
+        ),
+        errors.SchemaOutOfDate: lambda: errors.SchemaOutOfDate(None, "0002"),
+    }
+    factory = samples.get(cls)
+    return factory() if factory is not None else cls("msg")
+
+
+@pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
+def test_every_error_class_has_a_problem_and_round_trips(cls: type) -> None:
+    """Each class is in the table; its body is RFC 9457; the client rebuilds the class."""
+    assert cls in PROBLEMS
+    exc = _instance(cls)
+    body = problem_body(exc)
+    assert body["type"] == PROBLEM_BASE + cls.code
+    assert body["status"] == cls.http_status
+    assert set(body) >= {"type", "title", "status", "detail"}
+    sid = None if cls is errors.NotFound else "ses_x"
+    back = error_from_problem(body, body["status"], session_id=sid)
+    assert type(back) is cls
+    if body["status"] >= 500:
+        assert body["detail"] in (
+            "internal error",
+            "the store failed; nothing was written",
+            "the store is busy; retry shortly",
+        )
+    if cls is errors.VersionConflict:
+        assert back.current_version == 2  # type: ignore[attr-defined]
+    if cls is errors.SessionNotActive:
+        assert back.status == "CLOSED"  # type: ignore[attr-defined]
+
+
+def test_not_found_bodies_do_not_echo_the_id() -> None:
+    """A missing and a hidden session give the same body whatever the id."""
+    assert problem_body(errors.SessionNotFound("ses_a")) == problem_body(
+        errors.SessionNotFound("ses_b")
+    )
