@@ -68,8 +68,8 @@ def short(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _when(at: datetime | None) -> str:
-    return "" if at is None else at.strftime("%Y-%m-%d %H:%M:%S")
+def _when(at: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    return "" if at is None else at.strftime(fmt)
 
 
 def _status(value: Any) -> str:
@@ -166,7 +166,8 @@ def runs_table(runs: Sequence[Run]) -> Table:
     for r in runs:
         status = _status(r.status) + (f"\n{short(r.error, 40)}" if r.error else "")
         table.add_row(
-            str(r.seq), short(r.input, 40), status, _when(r.started_at), _when(r.ended_at),
+            str(r.seq), short(r.input, 40), status, _when(r.started_at, "%m-%d %H:%M:%S"),
+            _when(r.ended_at, "%m-%d %H:%M:%S"),
             str(len(r.steps)),
         )  # fmt: skip
     return table
