@@ -16,6 +16,7 @@ HTTP status it maps to (the one table in DESIGN.md, "Errors and HTTP mapping")::
     │   ├── SessionNotActive         409  a write to a CLOSED or EXPIRED session
     │   ├── IllegalTransition        409  e.g. restoring an expired session past its grace window
     │   ├── RunAlreadyRunning        409  at most one RUNNING run per session
+    │   ├── ToolCallExists           409  a caller-chosen call_id already recorded
     │   └── RunNotRunning            409  a step or finish on a run that is not RUNNING
     ├── VersionConflict              412  stale ``expected_version``
     ├── IdempotencyKeyReused         422  same key, different request
@@ -43,6 +44,7 @@ __all__ = [
     "SessionNotFound",
     "StoreBusy",
     "StoreError",
+    "ToolCallExists",
     "UnsupportedValue",
     "ValidationError",
     "VersionConflict",
@@ -218,6 +220,26 @@ class RunAlreadyRunning(Conflict):
         )
         self.session_id = session_id
         self.run_id = run_id
+
+
+class ToolCallExists(Conflict):
+    """A tool call with this caller-chosen ``call_id`` is already in the session.
+
+    Attributes:
+        session_id, call_id: the session and the id that was sent again.
+    """
+
+    code = "tool-call-exists"
+
+    def __init__(self, session_id: str, call_id: str) -> None:
+        super().__init__(
+            f"tool call {call_id!r} is already recorded in session {session_id!r}; "
+            "send a new call_id, or an idempotency key to make retries safe",
+            session_id=session_id,
+            call_id=call_id,
+        )
+        self.session_id = session_id
+        self.call_id = call_id
 
 
 class RunNotRunning(Conflict):

@@ -41,6 +41,7 @@ from .errors import (
     SessionNotActive,
     SessionNotFound,
     StoreBusy,
+    ToolCallExists,
     ValidationError,
     VersionConflict,
 )
@@ -73,8 +74,10 @@ from .validation import (
     check_memory,
     check_message,
     check_metadata,
+    check_object,
     check_patch,
     check_reason,
+    check_text,
     check_time,
     check_title,
     check_tool_call_id,
@@ -265,7 +268,7 @@ class SessionManager:
         ttl = check_ttl(ttl_seconds)
         memory = None
         if working_memory is not None:
-            memory = check_memory(dict(working_memory), self.limits)
+            memory = check_memory(working_memory, self.limits)
         key = check_key(idempotency_key)
         fingerprint = self._fingerprint(
             "create_session", None, agent, title, meta, ttl, memory
@@ -625,7 +628,7 @@ class SessionManager:
         """
         if (data is None) == (patch is None):
             raise ValidationError("pass exactly one of data and patch", field="data")
-        full = check_memory(dict(data), self.limits) if data is not None else None
+        full = check_memory(data, self.limits) if data is not None else None
         merge = check_patch(patch, self.limits) if patch is not None else None
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> _Change:
@@ -665,6 +668,8 @@ class SessionManager:
             VersionConflict: still conflicting after ``max_attempts`` tries.
             Everything :meth:`update_working_memory` raises.
         """
+        if type(max_attempts) is not int or max_attempts < 1:
+            raise ValidationError("max_attempts must be an integer >= 1", field="max_attempts")
         for attempt in range(1, max_attempts + 1):
             session = self.get_session(session_id=session_id, user_id=user_id, admin=admin)
             current = self.get_working_memory(
@@ -721,10 +726,9 @@ class SessionManager:
             SessionNotActive, RunNotFound, VersionConflict, IdempotencyKeyReused.
         """
         check_tool_name(tool)
-        args = dict(arguments or {})
-        call_status = check_enum(ToolCallStatus, status, "status")
-        if error is not None and not isinstance(error, str):
-            raise ValidationError("error must be a string", field="error")
+        args = check_object(arguments, "arguments")
+        call_status = check_enum(ToolCallStatus, status, "status", optional=False)
+        check_text(error, "error")
         size_doc = {"arguments": args, "result": result, "error": error}
         check_json(size_doc, field="tool_call", limit_bytes=self.limits.max_tool_call_bytes)
         started = check_time(started_at, "started_at")
@@ -737,6 +741,8 @@ class SessionManager:
         def change(tx: StoreTransaction, s: Session, now: datetime) -> _Change:
             if run_id is not None and tx.get_run(s.session_id, run_id) is None:
                 raise RunNotFound(s.session_id, run_id)
+            if call_id is not None and tx.get_tool_call(s.session_id, call_id) is not None:
+                raise ToolCallExists(s.session_id, call_id)
             end = ended or now
             start = started or end
             if start > end:
@@ -819,8 +825,7 @@ class SessionManager:
             SessionNotFound, ValidationError.
         """
         check_tool_name(tool)
-        args = dict(arguments or {})
-        check_json(args, field="arguments")
+        args = check_object(arguments, "arguments")
         digest = canonical_hash(args)
         return self._read(
             session_id,
@@ -918,8 +923,9 @@ class SessionManager:
         """
         check_id(run_id, field="run_id", prefix="run")
         check_name(kind, field="kind")
-        if name is not None and not isinstance(name, str):
-            raise ValidationError("name must be a string", field="name")
+        check_name(status, field="status")
+        check_text(name, "name", max_chars=256)
+        check_text(error, "error")
         check_json(
             {"input": input, "output": output, "error": error, "name": name, "status": status},
             field="step",
@@ -984,7 +990,8 @@ class SessionManager:
             VersionConflict, ValidationError, IdempotencyKeyReused.
         """
         check_id(run_id, field="run_id", prefix="run")
-        final = check_enum(RunStatus, status, "status")
+        final = check_enum(RunStatus, status, "status", optional=False)
+        check_text(error, "error")
         if final not in _FINISH_STATUSES:
             raise ValidationError(
                 "status must be SUCCEEDED, FAILED or CANCELLED", field="status"
@@ -1200,9 +1207,11 @@ class SessionManager:
             maximum=None,
         )
         interrupted: list[str] = []
+        previous: list[SessionStatus] = []
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> _Change | Session:
             interrupted.clear()  # the store may re-run this transaction
+            previous[:] = [s.status]
             if s.status == SessionStatus.EXPIRED:
                 window = self.policy.expired_restore_window_seconds
                 if window is not None and (
@@ -1260,6 +1269,7 @@ class SessionManager:
                 tool_calls=tx.list_tool_calls(s.session_id),
                 runs=tx.list_runs(s.session_id),
                 interrupted_run_ids=interrupted,
+                previous_status=previous[0],
             )
 
         return self._read(session.session_id, user_id, admin, read)

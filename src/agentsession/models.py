@@ -271,7 +271,8 @@ class RestoredSession(_Snapshot):
 
     ``messages`` are the most recent ones, oldest first; ``tool_calls`` the whole tool
     history, oldest first; ``runs`` all runs, oldest first; ``interrupted_run_ids`` the
-    runs this restore found RUNNING and marked INTERRUPTED.
+    runs this restore found RUNNING and marked INTERRUPTED; ``previous_status`` the status
+    the session had before this restore (CLOSED, EXPIRED, or ACTIVE when taken over).
     """
 
     session: Session
@@ -280,3 +281,4 @@ class RestoredSession(_Snapshot):
     tool_calls: list[ToolCall]
     runs: list[Run]
     interrupted_run_ids: list[str] = Field(default_factory=list)
+    previous_status: SessionStatus

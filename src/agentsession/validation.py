@@ -137,8 +137,9 @@ def check_message(message: Any, field: str, limits: Limits) -> dict[str, Any]:
 
 def check_memory(data: Any, limits: Limits) -> dict[str, Any]:
     """A whole working-memory document: a JSON object whose standard keys are typed."""
-    if not isinstance(data, dict):
+    if not isinstance(data, Mapping):
         raise ValidationError("working memory must be a JSON object", field="working_memory")
+    data = dict(data)
     check_json(
         data, field="working_memory", limit_bytes=limits.max_working_memory_bytes
     )
@@ -167,13 +168,13 @@ def check_patch(patch: Any, limits: Limits) -> dict[str, Any]:
     check_json(value, field="patch", limit_bytes=limits.max_working_memory_bytes)
     return value
 
-def check_enum(enum: Any, value: Any, field: str) -> Any:
-    """None, or ``value`` converted to the member of ``enum`` it names."""
-    if value is None:
+def check_enum(enum: Any, value: Any, field: str, *, optional: bool = True) -> Any:
+    """``value`` converted to the member of ``enum`` it names; None only if ``optional``."""
+    if value is None and optional:
         return None
     try:
         return enum(value)
-    except ValueError:
+    except (ValueError, TypeError):
         allowed = ", ".join(m.value for m in enum)
         raise ValidationError(f"{field} must be one of {allowed}", field=field) from None
 
@@ -261,3 +262,26 @@ def decode_cursor(cursor: Any) -> tuple[datetime, str] | None:
         return at.astimezone(UTC), session_id
     except (ValueError, TypeError, binascii.Error, ValidationError, UnicodeDecodeError):
         raise ValidationError("cursor is not one this service issued", field="cursor") from None
+
+
+def check_object(value: Any, field: str, *, limit_bytes: int | None = None) -> dict[str, Any]:
+    """A JSON object (any Mapping with string keys), copied; None gives ``{}``."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"{field} must be a JSON object", field=field)
+    result = dict(value)
+    check_json(result, field=field, limit_bytes=limit_bytes)
+    return result
+
+
+def check_text(value: Any, field: str, *, max_chars: int = 100_000) -> str | None:
+    """None, or a string of at most ``max_chars`` characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > max_chars:
+        raise ValidationError(
+            f"{field} must be a string of at most {max_chars} characters", field=field
+        )
+    check_json(value, field=field)
+    return value
