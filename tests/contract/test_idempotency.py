@@ -302,3 +302,12 @@ def test_retention_boundary_uses_timedelta(frozen_manager: SessionManager, clock
     again = m.append_message(session_id=sid, user_id=USER, message=user_msg("x"),
                              idempotency_key="K")
     assert again.message_id == first.message_id
+
+
+def test_concurrent_creates_with_one_key_make_one_session(manager: SessionManager) -> None:
+    """8 threads creating with the same key at once: one session, all get its id."""
+    out = run_threads(8, lambda i: manager.create_session(
+        user_id=USER, agent="coding", idempotency_key="create-race"))
+    assert not [r for r in out if isinstance(r, BaseException)], out
+    assert len({r.session_id for r in out}) == 1
+    assert [s.session_id for s in manager.list_sessions(user_id=USER).items] == [out[0].session_id]

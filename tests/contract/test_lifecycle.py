@@ -435,3 +435,63 @@ def test_finish_rejects_non_final_statuses(manager: SessionManager, sid: str, ba
         manager.finish_run(session_id=sid, user_id=USER, run_id=run.run_id, status=bad)
     got = manager.get_run(session_id=sid, user_id=USER, run_id=run.run_id)
     assert got.status == RunStatus.RUNNING
+
+
+# ------------------------------------------------------- known bugs (strict xfails)
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: manager.py:412-413 update_session changes "
+                   "ttl_seconds but never recomputes expires_at")
+def test_update_session_ttl_takes_effect(frozen_manager: SessionManager, clock: Any) -> None:
+    """Setting a TTL later makes the session expire; clearing it keeps the session ACTIVE."""
+    m = frozen_manager
+    a = m.create_session(user_id=USER).session_id
+    b = m.create_session(user_id=USER, ttl_seconds=60).session_id
+    m.update_session(session_id=a, user_id=USER, ttl_seconds=60)
+    m.update_session(session_id=b, user_id=USER, ttl_seconds=None)
+    clock.advance(61)
+    assert m.get_session(session_id=a, user_id=USER).status == SessionStatus.EXPIRED
+    assert m.get_session(session_id=b, user_id=USER).status == SessionStatus.ACTIVE
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: manager.py:1212-1213 window 0 ('never') "
+                   "still allows a restore at the instant of expiry (> instead of >=)")
+def test_restore_window_zero_means_never(store: SessionStore, clock: Any) -> None:
+    """Policy(expired_restore_window_seconds=0): an EXPIRED session is never restored."""
+    from agentsession import Policy
+
+    m = SessionManager(store, clock=clock, policy=Policy(expired_restore_window_seconds=0))
+    sid = m.create_session(user_id=USER).session_id
+    m.expire_session(session_id=sid, user_id=USER)
+    with pytest.raises(IllegalTransition):
+        m.restore_session(session_id=sid, user_id=USER)
+
+
+def test_restore_window_none_means_always(store: SessionStore, clock: Any) -> None:
+    """Policy(expired_restore_window_seconds=None): an EXPIRED session restores at any age."""
+    from agentsession import Policy
+
+    m = SessionManager(store, clock=clock, policy=Policy(expired_restore_window_seconds=None))
+    sid = m.create_session(user_id=USER).session_id
+    m.expire_session(session_id=sid, user_id=USER)
+    clock.advance(400 * 86400)
+    assert m.restore_session(session_id=sid, user_id=USER).session.status == SessionStatus.ACTIVE
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: manager.py:1476-1477 a lifecycle call on a "
+                   "session whose TTL just ran out raises SessionNotActive instead of "
+                   "behaving as on an EXPIRED session")
+@pytest.mark.parametrize("action", ["expire", "close"])
+def test_lifecycle_call_on_a_due_session_acts_as_on_expired(
+    frozen_manager: SessionManager, clock: Any, action: str
+) -> None:
+    """On a session past its TTL, expire is a no-op and close is an IllegalTransition,
+    exactly as on a session that was already marked EXPIRED."""
+    m = frozen_manager
+    sid = m.create_session(user_id=USER, ttl_seconds=10).session_id
+    clock.advance(11)
+    if action == "expire":
+        assert m.expire_session(session_id=sid, user_id=USER).status == SessionStatus.EXPIRED
+    else:
+        with pytest.raises(IllegalTransition):
+            m.close_session(session_id=sid, user_id=USER)
