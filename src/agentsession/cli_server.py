@@ -42,6 +42,7 @@ def keys_create(
 ) -> None:
     """Create a key and print its token once (only its SHA-256 hash is stored)."""
     from .errors import AgentSessionError
+
     store = _key_store(keys_file)
     try:
         key, token = store.create(user_id=user, admin=admin, name=name)
