@@ -138,5 +138,5 @@ def _check_known(current: str | None) -> None:
         return
     try:
         _script_directory().get_revision(current)
-    except RevisionError as exc:
+    except (CommandError, RevisionError) as exc:
         raise SchemaOutOfDate(current, head_revision()) from exc

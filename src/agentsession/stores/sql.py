@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -121,7 +122,7 @@ class SQLStore:
             raise
         self._engine: Engine | None = engine
         self._errors = (SQLAlchemyError, sqlite3.Error, engine.dialect.loaded_dbapi.Error)
-        self._sqlite_writer = threading.Lock() if engine.dialect.name == "sqlite" else None
+        self._sqlite_writer = _FifoLock() if engine.dialect.name == "sqlite" else None
         self._sql = _Statements()
 
     @property
@@ -182,6 +183,41 @@ class SQLStore:
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.dispose()
+
+
+class _FifoLock:
+    """A lock granted in arrival order (``threading.Lock`` lets the releasing thread win
+    again at once, which starves the other writers of a busy process)."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._waiters: deque[threading.Lock] = deque()
+        self._held = False
+
+    def acquire(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the lock; return whether it was granted."""
+        with self._mutex:
+            if not self._held:
+                self._held = True
+                return True
+            waiter = threading.Lock()
+            waiter.acquire()
+            self._waiters.append(waiter)
+        if waiter.acquire(timeout=timeout):
+            return True
+        with self._mutex:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+                return False
+        return True  # handed over just as the wait timed out
+
+    def release(self) -> None:
+        """Hand the lock to the longest waiter, or free it."""
+        with self._mutex:
+            if self._waiters:
+                self._waiters.popleft().release()
+            else:
+                self._held = False
 
 
 def _translated(

@@ -22,6 +22,8 @@ SQLite notes:
 from __future__ import annotations
 
 import importlib.util
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -182,7 +184,7 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, timeout_ms: int) -> N
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(cursor, timeout_ms)
             cursor.execute("PRAGMA foreign_keys = ON")
             cursor.execute(f"PRAGMA synchronous = {synchronous}")
         finally:
@@ -192,6 +194,30 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, timeout_ms: int) -> N
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get(_BEGIN_MODE, "DEFERRED")
         conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _enable_wal(cursor: Any, timeout_ms: int) -> None:
+    """Switch the file to WAL (persistent), retrying while another connection holds a lock.
+
+    Changing the journal mode needs an exclusive lock that SQLite does not wait for
+    through the busy handler, so two processes opening a new file at once would
+    otherwise see "database is locked" at connect.
+    """
+    deadline = time.monotonic() + timeout_ms / 1000
+    delay = 0.001
+    while True:
+        try:
+            mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF not in _SQLITE_BUSY_CODES:
+                raise
+            mode = None
+        if mode == "wal":
+            return
+        if time.monotonic() >= deadline:
+            raise sqlite3.OperationalError(f"database is locked (journal mode stays {mode})")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 def connection_mode(conn: Connection, *, write: bool) -> Connection:
@@ -265,9 +291,11 @@ def translate_error(exc: BaseException) -> StoreError:
 
 
 def _is_busy(orig: BaseException) -> bool:
-    code = getattr(orig, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in _SQLITE_BUSY_CODES
+    if isinstance(orig, sqlite3.Error):
+        code = getattr(orig, "sqlite_errorcode", None)
+        if code is not None:
+            return code & 0xFF in _SQLITE_BUSY_CODES
+        return "database is locked" in str(orig)
     if getattr(orig, "sqlstate", None) in _PG_BUSY_STATES:
         return True
     args = getattr(orig, "args", ())

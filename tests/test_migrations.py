@@ -1,0 +1,310 @@
+"""Schema migrations: old databases upgrade and keep their data; concurrent starts are safe."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import sqlite3
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from agentsession import SessionManager
+from agentsession.errors import SchemaOutOfDate
+from agentsession.ids import new_id
+from agentsession.models import AuditEvent, Message, Session
+from agentsession.stores.migrate import current_revision, head_revision, upgrade
+from agentsession.stores.schema import metadata
+from agentsession.stores.sql import SQLStore
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def _url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def _text(at: datetime) -> str:
+    """A timestamp as the SQLite store writes it."""
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _alembic_versions(path: Path) -> list[str]:
+    with sqlite3.connect(path) as raw:
+        return [v for (v,) in raw.execute("SELECT version_num FROM alembic_version")]
+
+
+def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
+    """An empty file has no revision; upgrade brings it to the head the code expects."""
+    url = _url(tmp_path / "fresh.db")
+    assert head_revision() == "0002_expiry_columns"
+    assert current_revision(url) is None
+    assert upgrade(url) == head_revision()
+    assert current_revision(url) == head_revision()
+    assert upgrade(url) == head_revision()  # a second run has nothing to do
+
+
+def test_schema_module_matches_the_migrations(tmp_path: Path) -> None:
+    """schema.py describes exactly what the migrations build (no drift either way)."""
+    store = SQLStore(_url(tmp_path / "s.db"), auto_migrate=True)
+    try:
+        with store.engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(context, metadata) == []
+    finally:
+        store.close()
+
+
+def test_c26_old_schema_upgrades_and_keeps_data(tmp_path: Path) -> None:
+    """A 0001 database with NULLs in optional fields: clear error, upgrade, data intact."""
+    path = tmp_path / "old.db"
+    url = _url(path)
+    assert upgrade(url, revision="0001_initial") == "0001_initial"
+    now = datetime.now(UTC)
+    last_active = now - timedelta(minutes=5)
+    with_ttl, without_ttl, closed = new_id("ses"), new_id("ses"), new_id("ses")
+    with sqlite3.connect(path) as raw:
+        for sid, status, ttl, closed_at in (
+            (with_ttl, "ACTIVE", 86400.0, None),
+            (without_ttl, "ACTIVE", None, None),
+            (closed, "CLOSED", 60.0, _text(now)),
+        ):
+            raw.execute(
+                "INSERT INTO sessions (session_id, user_id, agent, title, metadata, status,"
+                " version, created_at, updated_at, last_active_at, closed_at, expired_at,"
+                " ttl_seconds, message_count, run_count, tool_call_count)"
+                " VALUES (?, 'alice', 'coding', NULL, '{}', ?, 3, ?, ?, ?, ?, NULL, ?, 2, 0, 0)",
+                (sid, status, *[_text(last_active)] * 3, closed_at, ttl),
+            )
+            for seq in (1, 2):
+                raw.execute(
+                    "INSERT INTO messages (message_id, session_id, seq, created_at, role,"
+                    " run_id, payload) VALUES (?, ?, ?, ?, 'user', NULL, ?)",
+                    (
+                        new_id("msg"),
+                        sid,
+                        seq,
+                        _text(last_active),
+                        f'{{"role":"user","content":"m{seq}"}}',
+                    ),
+                )
+
+    with pytest.raises(SchemaOutOfDate, match="agentsession db upgrade") as exc_info:
+        SQLStore(url)
+    assert exc_info.value.current_revision == "0001_initial"
+    assert exc_info.value.expected_revision == head_revision()
+
+    assert upgrade(url) == head_revision()
+    store = SQLStore(url)
+    try:
+        with store.transaction(write=False) as tx:
+            sessions = {sid: tx.get_session(sid) for sid in (with_ttl, without_ttl, closed)}
+            assert [m.content for m in tx.get_messages(with_ttl)] == ["m1", "m2"]
+        old = sessions[with_ttl]
+        assert old is not None and old.title is None and old.status_reason is None
+        assert old.expires_at == last_active + timedelta(days=1)
+        assert sessions[without_ttl] is not None and sessions[without_ttl].expires_at is None
+        assert sessions[closed] is not None and sessions[closed].expires_at is None
+
+        manager = SessionManager(store)
+        for sid in (with_ttl, without_ttl):
+            assert manager.get_session(session_id=sid, user_id="alice").version == 3
+            added = manager.append_message(
+                session_id=sid, user_id="alice", message={"role": "user", "content": "new"}
+            )
+            assert added.seq == 3
+            history = manager.get_messages(session_id=sid, user_id="alice")
+            assert [m.content for m in history] == ["m1", "m2", "new"]
+    finally:
+        store.close()
+    assert _alembic_versions(path) == [head_revision()]
+
+
+def test_c26_auto_migrate_upgrades_an_old_database(tmp_path: Path) -> None:
+    """With auto_migrate=True an old schema is brought to head at start."""
+    url = _url(tmp_path / "old.db")
+    upgrade(url, revision="0001_initial")
+    SQLStore(url, auto_migrate=True).close()
+    assert current_revision(url) == head_revision()
+
+
+def test_newer_schema_is_refused_even_with_auto_migrate(tmp_path: Path) -> None:
+    """A database migrated by newer code is not touched by older code."""
+    path = tmp_path / "newer.db"
+    upgrade(_url(path))
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE alembic_version SET version_num = '0099_from_the_future'")
+    with pytest.raises(SchemaOutOfDate, match="0099_from_the_future"):
+        SQLStore(_url(path), auto_migrate=True)
+
+
+def _upgrade_worker(url: str, barrier: Any, results: Any) -> None:
+    barrier.wait()
+    try:
+        results.put(("ok", upgrade(url)))
+    except Exception as exc:  # reported to the parent, which fails the test
+        results.put(("error", repr(exc)))
+
+
+def test_c26_two_processes_upgrade_at_the_same_moment(tmp_path: Path) -> None:
+    """Two processes migrating one fresh file at once: both succeed, one version row."""
+    path = tmp_path / "race.db"
+    barrier, results = SPAWN.Barrier(2), SPAWN.Queue()
+    procs = [
+        SPAWN.Process(target=_upgrade_worker, args=(_url(path), barrier, results)) for _ in range(2)
+    ]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert outcomes == [("ok", head_revision())] * 2
+    assert _alembic_versions(path) == [head_revision()]
+
+
+# -- C05: two processes, 20 writers and 20 readers on one SQLite file ------------------
+
+C05_SECONDS = 4.0
+C05_THREADS = 10  # writers and readers per process; two processes make 20 + 20
+
+
+def _c05_worker(url: str, barrier: Any, results: Any) -> None:
+    """Open the store at the same moment as the other process, then write and read."""
+    errors: list[str] = []
+    acked: dict[str, int] = {}
+    session_ids: list[str] = []
+    lock = threading.Lock()
+    barrier.wait()
+    try:
+        store = SQLStore(url, auto_migrate=True)
+    except Exception as exc:
+        results.put({"errors": [f"open: {exc!r}"], "acked": {}, "reads": 0})
+        return
+    deadline = time.monotonic() + C05_SECONDS
+    reads = [0]
+
+    def writer() -> None:
+        sid = new_id("ses")
+        now = datetime.now(UTC)
+        session = Session(
+            session_id=sid,
+            user_id="c05",
+            agent="a",
+            created_at=now,
+            updated_at=now,
+            last_active_at=now,
+        )
+        try:
+            with store.transaction(write=True) as tx:
+                tx.insert_session(session)
+            with lock:
+                session_ids.append(sid)
+            while time.monotonic() < deadline:
+                # One append as the SessionManager does it: lock, insert, CAS, audit.
+                with store.transaction(write=True) as tx:
+                    s = tx.get_session(sid)
+                    assert s is not None
+                    seq = s.message_count + 1
+                    at = datetime.now(UTC)
+                    tx.insert_messages(
+                        [
+                            Message(
+                                message_id=new_id("msg"),
+                                session_id=sid,
+                                seq=seq,
+                                created_at=at,
+                                role="user",
+                                content=f"m{seq}",
+                            )
+                        ]
+                    )
+                    new = s.model_copy(
+                        update={"version": s.version + 1, "message_count": seq, "updated_at": at}
+                    )
+                    tx.update_session(new, expected_version=s.version)
+                    tx.insert_audit(
+                        AuditEvent(
+                            seq=0,
+                            session_id=sid,
+                            user_id="c05",
+                            actor="c05",
+                            action="messages.appended",
+                            at=at,
+                            version_before=s.version,
+                            version_after=new.version,
+                        )
+                    )
+                acked[sid] = seq  # acknowledged: the transaction committed
+        except Exception as exc:
+            with lock:
+                errors.append(f"writer: {exc!r}")
+
+    def reader() -> None:
+        try:
+            while time.monotonic() < deadline:
+                with lock:
+                    sid = random.choice(session_ids) if session_ids else None
+                if sid is None:
+                    time.sleep(0.001)
+                    continue
+                with store.transaction(write=False) as tx:
+                    s = tx.get_session(sid)
+                    last = tx.get_messages(sid, limit=20)
+                # One snapshot: the count and the newest message agree.
+                assert s is not None
+                assert (last[-1].seq if last else 0) == s.message_count
+                with lock:
+                    reads[0] += 1
+                time.sleep(0.001)  # a request handler does other work between reads
+        except Exception as exc:
+            with lock:
+                errors.append(f"reader: {exc!r}")
+
+    threads = [threading.Thread(target=writer) for _ in range(C05_THREADS)]
+    threads += [threading.Thread(target=reader) for _ in range(C05_THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store.close()
+    results.put({"errors": errors, "acked": acked, "reads": reads[0]})
+
+
+@pytest.mark.slow
+def test_c05_sqlite_locked_two_processes(tmp_path: Path) -> None:
+    """Two processes, 20 writers + 20 readers: no lock error surfaces, no write is lost."""
+    path = tmp_path / "c05.db"
+    barrier, results = SPAWN.Barrier(2), SPAWN.Queue()
+    procs = [
+        SPAWN.Process(target=_c05_worker, args=(_url(path), barrier, results)) for _ in range(2)
+    ]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=90) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+
+    assert [o["errors"] for o in outcomes] == [[], []]
+    acked: dict[str, int] = {}
+    for o in outcomes:
+        acked.update(o["acked"])
+    assert len(acked) == 2 * C05_THREADS
+    assert all(o["reads"] > 0 for o in outcomes)
+    assert sum(acked.values()) > 2 * C05_THREADS  # real contention, not a trivial run
+    assert _alembic_versions(path) == [head_revision()]
+    store = SQLStore(_url(path))
+    try:
+        with store.transaction(write=False) as tx:
+            for sid, seq in acked.items():
+                s = tx.get_session(sid)
+                assert s is not None and s.message_count == seq
+                assert [m.seq for m in tx.get_messages(sid)] == list(range(1, seq + 1))
+                assert len(tx.list_audit(sid)) == seq
+    finally:
+        store.close()
