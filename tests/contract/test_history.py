@@ -470,3 +470,18 @@ def test_tool_history_is_per_session(manager: SessionManager, sid: str) -> None:
     assert manager.get_tool_history(session_id=sid, user_id=USER) == []
     assert manager.find_tool_call(session_id=sid, user_id=USER, tool="grep",
                                   arguments={"q": 1}) is None
+
+
+def test_duplicate_call_id_is_a_conflict_and_writes_nothing(
+    manager: SessionManager, sid: str
+) -> None:
+    """Recording a second call with the same call_id is a Conflict, promptly; nothing written."""
+    from contract_support import snapshot
+
+    from agentsession import Conflict
+
+    manager.record_tool_call(session_id=sid, user_id=USER, tool="t", call_id="c1")
+    before = snapshot(manager, sid)
+    with pytest.raises(Conflict):
+        manager.record_tool_call(session_id=sid, user_id=USER, tool="t", call_id="c1", result=2)
+    assert snapshot(manager, sid) == before
