@@ -34,6 +34,7 @@ def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:
         errors.RunAlreadyRunning: lambda: errors.RunAlreadyRunning("ses_x", "run_y"),
         errors.RunNotRunning: lambda: errors.RunNotRunning("ses_x", "run_y", "FAILED"),
         errors.VersionConflict: lambda: errors.VersionConflict("ses_x", 1, 2),
+        errors.ToolCallExists: lambda: errors.ToolCallExists("ses_x", "c1"),
         errors.IdempotencyKeyReused: lambda: errors.IdempotencyKeyReused("K", "append"),
         errors.PayloadTooLarge: lambda: errors.PayloadTooLarge(
             "too big", field="f", limit_bytes=1, size_bytes=2
