@@ -394,8 +394,10 @@ def build_app() -> typer.Typer:
     for command in (close, restore, expire, delete, sweep, demo):
         app.command()(command)
     app.command("demo-continue", hidden=True)(demo_continue)
-    # The HTTP service adds (from .cli_server): app.command("serve")(serve) and
-    # app.add_typer(keys_app, name="keys").
+    from .cli_server import keys_app, serve
+
+    app.command("serve")(serve)
+    app.add_typer(keys_app, name="keys")
     return app
 
 
