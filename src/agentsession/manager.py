@@ -134,13 +134,6 @@ UNSET: Any = _Unset()
 
 
 @dataclass(slots=True)
-class _Deferred:
-    """Commit the transaction, then raise ``error`` (a lazy expiry must persist)."""
-
-    error: AgentSessionError
-
-
-@dataclass(slots=True)
 class _Change:
     """What a mutation wants stored besides its own rows."""
 
@@ -412,6 +405,10 @@ class SessionManager:
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> _Change:
             new = s.model_copy(update=update)
+            if "ttl_seconds" in update:
+                new = new.model_copy(
+                    update={"expires_at": _expiry(s.last_active_at, new.ttl_seconds)}
+                )
             return _Change(new, "session.updated", {"fields": sorted(update)}, None)
 
         return self._write(
@@ -1215,7 +1212,7 @@ class SessionManager:
             if s.status == SessionStatus.EXPIRED:
                 window = self.policy.expired_restore_window_seconds
                 if window is not None and (
-                    s.expired_at is None or now - s.expired_at > timedelta(seconds=window)
+                    s.expired_at is None or now - s.expired_at >= timedelta(seconds=window)
                 ):
                     raise IllegalTransition(
                         s.session_id,
@@ -1255,7 +1252,6 @@ class SessionManager:
             _SESSION,
             require_active=False,
             result_is_session=True,
-            expire_due_first=True,
         )
 
         def read(tx: StoreTransaction, s: Session) -> RestoredSession:
@@ -1406,8 +1402,6 @@ class SessionManager:
                     raise
                 time.sleep(random.uniform(0, 0.005 * 2**attempt))
                 continue
-            if isinstance(result, _Deferred):
-                raise result.error
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -1433,16 +1427,14 @@ class SessionManager:
         def body(tx: StoreTransaction) -> Any:
             s = self._load(tx, session_id, user_id, admin)
             if _due(s, self._now()):
-                return _Deferred(_ExpireFirst("session is due for expiry"))
+                raise _ExpireFirst("session is due for expiry")
             return fn(tx, s)
 
         try:
             return self._transact(body, write=False)  # type: ignore[no-any-return]
         except _ExpireFirst:
             self._expire_if_due(session_id)
-            return self._transact(  # type: ignore[no-any-return]
-                lambda tx: fn(tx, self._load(tx, session_id, user_id, admin)), write=False
-            )
+            return self._transact(body, write=False)  # type: ignore[no-any-return]
 
     def _write(
         self,
@@ -1459,7 +1451,6 @@ class SessionManager:
         require_active: bool = True,
         touch: bool = False,
         result_is_session: bool = False,
-        expire_due_first: bool = False,
     ) -> Any:
         """The one mutation path: see the module docstring for the order of checks.
 
@@ -1477,10 +1468,7 @@ class SessionManager:
             s = self._load(tx, session_id, user_id, admin)
             now = self._now()
             if _due(s, now):
-                expiry = self._expiry_change(tx, s, now, "ttl")
-                s = self._store_change(tx, s, expiry, _SYSTEM_ACTOR, now)
-                if not expire_due_first:
-                    return _Deferred(SessionNotActive(s.session_id, s.status.value))
+                raise _ExpireFirst("session is due for expiry")
             if require_active and s.status != SessionStatus.ACTIVE:
                 raise SessionNotActive(s.session_id, s.status.value)
             _check_version(s, expected_version)
@@ -1500,7 +1488,13 @@ class SessionManager:
             self._remember(tx, user_id, scope, key, fingerprint, s, result)
             return result
 
-        return self._transact(body, write=True)
+        try:
+            return self._transact(body, write=True)
+        except _ExpireFirst:
+            # Lazy TTL expiry is its own committed change; then the call acts on an
+            # EXPIRED session (a write fails, close is illegal, restore re-opens).
+            self._expire_if_due(session_id)
+            return self._transact(body, write=True)
 
     def _store_change(
         self, tx: StoreTransaction, before: Session, change: _Change, actor: str, now: datetime
@@ -1651,7 +1645,8 @@ class SessionManager:
 
 
 class _ExpireFirst(AgentSessionError):
-    """Internal signal: a read found its session due for expiry."""
+    """Internal signal: the session is due for expiry; expire it (its own transaction)
+    and run the call again. Raised before the call has written anything."""
 
 
 _SESSION: TypeAdapter[Session] = TypeAdapter(Session)
