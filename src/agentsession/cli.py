@@ -120,7 +120,8 @@ def _options(
 
 
 def _manager(opts: Options) -> SessionManager:
-    return SessionManager.from_url(opts.url, auto_migrate=Settings().auto_migrate)
+    settings = Settings(url=opts.url)
+    return SessionManager.from_url(settings.url, **settings.store_options())
 
 
 def _show(opts: Options, value: Any, table: Any) -> None:

@@ -7,6 +7,8 @@ variable with the ``AGENTSESSION_`` prefix, e.g. ``AGENTSESSION_URL``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings"]
@@ -42,3 +44,11 @@ class Settings(BaseSettings):
     keys_file: str | None = None
     max_body_bytes: int = 8 * 1024 * 1024
     require_if_match: bool = False
+
+    def store_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``SessionManager.from_url(self.url, ...)``: the options
+        that apply to the store this URL names."""
+        options: dict[str, Any] = {"auto_migrate": self.auto_migrate}
+        if self.url.startswith("sqlite"):
+            options["sqlite_synchronous"] = self.sqlite_synchronous
+        return options

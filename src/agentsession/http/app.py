@@ -9,6 +9,7 @@ environment and opens the store in the app's lifespan (closed again at shutdown)
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -55,7 +56,7 @@ def create_app(
             yield
             return
         opened = await asyncio.to_thread(
-            SessionManager.from_url, config.url, auto_migrate=config.auto_migrate
+            functools.partial(SessionManager.from_url, config.url, **config.store_options())
         )
         app.state.services = Services(AsyncSessionManager(opened), key_store, config)
         try:
