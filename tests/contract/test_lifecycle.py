@@ -437,11 +437,9 @@ def test_finish_rejects_non_final_statuses(manager: SessionManager, sid: str, ba
     assert got.status == RunStatus.RUNNING
 
 
-# ------------------------------------------------------- known bugs (strict xfails)
+# ------------------------------------------- TTL changes, restore windows, due sessions
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: manager.py:413-414 update_session changes "
-                   "ttl_seconds but never recomputes expires_at")
 def test_update_session_ttl_takes_effect(frozen_manager: SessionManager, clock: Any) -> None:
     """Setting a TTL later makes the session expire; clearing it keeps the session ACTIVE."""
     m = frozen_manager
@@ -454,8 +452,6 @@ def test_update_session_ttl_takes_effect(frozen_manager: SessionManager, clock: 
     assert m.get_session(session_id=b, user_id=USER).status == SessionStatus.ACTIVE
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: manager.py:1217-1218 window 0 ('never') "
-                   "still allows a restore at the instant of expiry (> instead of >=)")
 def test_restore_window_zero_means_never(store: SessionStore, clock: Any) -> None:
     """Policy(expired_restore_window_seconds=0): an EXPIRED session is never restored."""
     from agentsession import Policy
@@ -478,9 +474,6 @@ def test_restore_window_none_means_always(store: SessionStore, clock: Any) -> No
     assert m.restore_session(session_id=sid, user_id=USER).session.status == SessionStatus.ACTIVE
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: manager.py:1482-1483 a lifecycle call on a "
-                   "session whose TTL just ran out raises SessionNotActive instead of "
-                   "behaving as on an EXPIRED session")
 @pytest.mark.parametrize("action", ["expire", "close"])
 def test_lifecycle_call_on_a_due_session_acts_as_on_expired(
     frozen_manager: SessionManager, clock: Any, action: str

@@ -19,7 +19,7 @@ from contract_support import (
     user_msg,
 )
 
-from agentsession import SessionManager, SessionNotFound, ValidationError
+from agentsession import Forbidden, SessionManager, SessionNotFound, ValidationError
 from agentsession.stores.base import SessionStore
 
 DESTRUCTIVE = {"delete_session"}
@@ -75,7 +75,7 @@ def test_list_sessions_never_shows_another_users(manager: SessionManager) -> Non
     assert {s.session_id for s in manager.list_sessions(user_id=USER).items} == mine
     assert {s.session_id for s in manager.list_sessions(user_id=OTHER).items} == theirs
     assert manager.list_sessions(user_id="carol").items == []
-    with pytest.raises(ValidationError):
+    with pytest.raises(Forbidden):
         manager.list_sessions(user_id=USER, all_users=True)
     everyone = manager.list_sessions(user_id=ADMIN, all_users=True, admin=True).items
     assert {s.session_id for s in everyone} == mine | theirs
@@ -98,7 +98,7 @@ def test_delete_user_data_of_another_user_needs_admin(manager: SessionManager) -
     """Erasing another user's data without admin is rejected and deletes nothing."""
     b = Ctx(manager, OTHER)
     before = snapshot(manager, b.sid)
-    with pytest.raises(ValidationError):
+    with pytest.raises(Forbidden):
         manager.delete_user_data(user_id=USER, target_user_id=OTHER)
     assert snapshot(manager, b.sid) == before
     assert manager.delete_user_data(user_id=ADMIN, target_user_id=OTHER, admin=True) == 1
