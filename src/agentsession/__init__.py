@@ -16,6 +16,7 @@ from .aio import AsyncSessionManager
 from .errors import (
     AgentSessionError,
     Conflict,
+    Forbidden,
     IdempotencyKeyReused,
     IllegalTransition,
     NotFound,
@@ -58,6 +59,7 @@ __all__ = [
     "AsyncSessionManager",
     "AuditEvent",
     "Conflict",
+    "Forbidden",
     "IdempotencyKeyReused",
     "IllegalTransition",
     "Limits",

@@ -9,6 +9,7 @@ HTTP status it maps to (the one table in DESIGN.md, "Errors and HTTP mapping")::
     ├── ValidationError              400  bad field, bad cursor, bad limit
     │   ├── PayloadTooLarge          413  a JSON document over its byte limit
     │   └── UnsupportedValue         422  a value that is not JSON (names its path)
+    ├── Forbidden                    403  needs an admin principal
     ├── NotFound                     404  missing, deleted, or owned by another user
     │   ├── SessionNotFound
     │   └── RunNotFound
@@ -32,6 +33,7 @@ from typing import Any, ClassVar
 __all__ = [
     "AgentSessionError",
     "Conflict",
+    "Forbidden",
     "IdempotencyKeyReused",
     "IllegalTransition",
     "NotFound",
@@ -112,6 +114,16 @@ class UnsupportedValue(ValidationError):
 
     http_status = 422
     code = "unsupported-value"
+
+
+class Forbidden(AgentSessionError):
+    """The call needs an admin principal (listing every user, erasing another's data).
+
+    Never used for another user's session: that is reported as NotFound.
+    """
+
+    http_status = 403
+    code = "forbidden"
 
 
 class NotFound(AgentSessionError):

@@ -33,6 +33,7 @@ from pydantic import TypeAdapter
 
 from .errors import (
     AgentSessionError,
+    Forbidden,
     IdempotencyKeyReused,
     IllegalTransition,
     RunAlreadyRunning,
@@ -338,11 +339,12 @@ class SessionManager:
             A page; ``next_cursor`` is None on the last page.
 
         Raises:
-            ValidationError: bad limit, status or cursor, or ``all_users`` without admin.
+            ValidationError: bad limit, status or cursor.
+            Forbidden: ``all_users`` without admin.
         """
         check_name(user_id, field="user_id")
         if all_users and not admin:
-            raise ValidationError("all_users=True needs admin=True", field="all_users")
+            raise Forbidden("listing every user's sessions needs admin=True")
         wanted_status = check_enum(SessionStatus, status, "status")
         if agent is not None:
             check_name(agent, field="agent")
@@ -1331,15 +1333,13 @@ class SessionManager:
             How many sessions were deleted.
 
         Raises:
-            ValidationError: another user's data without admin.
+            Forbidden: another user's data without admin.
         """
         check_name(user_id, field="user_id")
         target = user_id if target_user_id is None else target_user_id
         check_name(target, field="target_user_id")
         if target != user_id and not admin:
-            raise ValidationError(
-                "erasing another user's data needs admin=True", field="target_user_id"
-            )
+            raise Forbidden("erasing another user's data needs admin=True")
 
         def body(tx: StoreTransaction) -> int:
             ids = tx.list_user_session_ids(target)

@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from ..errors import (
     AgentSessionError,
     Conflict,
+    Forbidden,
     IdempotencyKeyReused,
     IllegalTransition,
     NotFound,
@@ -80,6 +81,7 @@ _STORE_DETAIL = "the store failed; nothing was written"
 PROBLEMS: dict[type[AgentSessionError], Problem] = {
     AgentSessionError: Problem("Internal Server Error", "internal error", ()),
     ValidationError: Problem("Invalid Request"),
+    Forbidden: Problem("Forbidden"),
     PayloadTooLarge: Problem("Content Too Large"),
     UnsupportedValue: Problem("Unsupported Value"),
     NotFound: Problem("Not Found", "not found", ()),
