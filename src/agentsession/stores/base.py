@@ -9,7 +9,8 @@ Contract, for every method of :class:`StoreTransaction`:
 
 * Absent is ``None`` (or an empty list), never an error.
 * Everything returned is a fresh copy; nothing the caller later mutates reaches the store.
-* Listings are ordered as documented and ``limit`` counts rows (``None`` = no limit).
+* Listings are ordered as documented and ``limit`` counts rows (``None`` = no limit);
+  the manager only passes ``limit >= 0``.
 * In a write transaction, :meth:`StoreTransaction.get_session` locks the session row
   until the transaction ends, so the manager's read-check-write is not check-then-act.
 * Driver errors never escape: a transient one (lock timeout, serialization failure,
@@ -134,7 +135,9 @@ class StoreTransaction(Protocol):
     def insert_messages(self, messages: Sequence[Message]) -> None:
         """Append messages; their ``seq`` values are already assigned by the manager.
 
-        Must cost O(len(messages)), independent of how long the history is.
+        The manager assigns gapless seqs under the session row lock; a store must reject
+        a duplicate ``(session_id, seq)`` with StoreConflict and need not re-check for
+        gaps. Must cost O(len(messages)), independent of how long the history is.
         """
 
     def get_messages(
@@ -187,7 +190,7 @@ class StoreTransaction(Protocol):
         """Insert a run (its ``steps`` are ignored; steps are added one by one)."""
 
     def update_run(self, run: Run) -> None:
-        """Replace a run's fields (not its steps)."""
+        """Replace a run's fields (not its steps). StoreConflict if the run is gone."""
 
     def insert_run_step(self, session_id: str, step: RunStep) -> None:
         """Append a step to a run; ``step.index`` is assigned by the manager."""

@@ -288,7 +288,9 @@ class _MemoryTransaction:
     def update_run(self, run: Run) -> None:
         self._writing()
         data = self._data(run.session_id)
-        old = data.runs[run.run_id]
+        old = data.runs.get(run.run_id)
+        if old is None:
+            raise StoreConflict(f"run {run.run_id!r} vanished during the transaction")
         data.runs[run.run_id] = _copy(run).model_copy(update={"steps": []})
         self._undo.append(lambda: data.runs.__setitem__(run.run_id, old))
 
