@@ -20,23 +20,30 @@ Example::
         client.modify_working_memory(session_id=s.session_id, fn=lambda m: {**m, "goal": "x"})
 
 With the async client every method is a coroutine (``await client.get_session(...)``).
+
+Design (sans-I/O): each method is written once, in :class:`_Requests`, as a *flow*: a
+generator that yields the I/O it needs (:class:`_Send` one HTTP request, :class:`_Sleep`)
+and returns the method's result. The retry loop, paging and the 412 re-read loop are
+flows too. The two clients only run flows: ``SessionClient`` with ``httpx.Client`` and
+``time.sleep``, ``AsyncSessionClient`` with ``httpx.AsyncClient`` and ``asyncio.sleep``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import random
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from .errors import VersionConflict
 from .http.protocol import (
@@ -63,10 +70,15 @@ from .models import (
 
 __all__ = ["AsyncSessionClient", "SessionClient"]
 
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+P = ParamSpec("P")
+
 #: Answers worth retrying: the request may not have been processed, or is safe to repeat.
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 #: The largest page the service gives for message windows.
 _MESSAGE_PAGE = 1000
+MERGE_PATCH = "application/merge-patch+json"
 
 _MESSAGES = TypeAdapter(list[Message])
 _TOOL_CALLS = TypeAdapter(list[ToolCall])
@@ -74,18 +86,111 @@ _RUNS = TypeAdapter(list[Run])
 _AUDIT = TypeAdapter(list[AuditEvent])
 
 
+# ------------------------------------------------------------------ flows
+
+
+@dataclass(frozen=True, slots=True)
+class _Send:
+    """I/O step: send this request once. The flow is answered with the
+    ``httpx.Response``, or has the ``httpx.TransportError`` thrown into it."""
+
+    method: str
+    path: str
+    params: dict[str, Any]
+    content: bytes | None
+    headers: dict[str, str]
+
+    def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
+        """The ``httpx.Request`` for ``http`` (its base URL, auth header, timeout)."""
+        return http.build_request(
+            self.method, self.path, params=self.params, content=self.content, headers=self.headers
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Sleep:
+    """I/O step: wait ``seconds``; the flow is answered with None."""
+
+    seconds: float
+
+
+#: A method's work without its I/O: yields steps, is sent their answers, returns a T.
+_Flow = Generator[_Send | _Sleep, Any, T]
+
+
+class _Stepper(Generic[T]):
+    """Walks a flow for a client: ``for step in stepper`` gives each I/O step; set
+    ``reply`` (or ``error``) to answer it. ``result`` is what the flow returned."""
+
+    def __init__(self, flow: _Flow[T]) -> None:
+        self._flow = flow
+        self.reply: Any = None
+        self.error: httpx.TransportError | None = None
+        self.result: T
+
+    def __iter__(self) -> Iterator[_Send | _Sleep]:
+        return self
+
+    def __next__(self) -> _Send | _Sleep:
+        reply, error, self.reply, self.error = self.reply, self.error, None, None
+        try:
+            return self._flow.send(reply) if error is None else self._flow.throw(error)
+        except StopIteration as stop:
+            self.result = stop.value
+            raise StopIteration from None
+
+
 @dataclass(slots=True)
-class _Call:
+class _Call(Generic[T]):
     """One HTTP request and how to read its answer."""
 
     method: str
     path: str
-    parse: Callable[[httpx.Response], Any]
+    parse: Callable[[httpx.Response], T]
     params: dict[str, Any] = field(default_factory=dict)
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
     session_id: str | None = None
-    idempotent_key: str | None = None
+
+    def send(self) -> _Send:
+        """The request as sent (the same bytes and headers on every retry)."""
+        if self.body is None and self.method in ("GET", "DELETE"):
+            return _Send(self.method, self.path, self.params, None, self.headers)
+        content = json.dumps(self.body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        headers = {**self.headers, "Content-Type": self.content_type}
+        return _Send(self.method, self.path, self.params, content, headers)
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    max_retries: int
+    backoff: float
+    max_backoff: float
+
+    def delay(self, attempt: int, response: httpx.Response | None) -> float:
+        if response is not None:
+            after = response.headers.get("retry-after", "")
+            if after.isdigit():
+                return min(float(after), self.max_backoff)
+        return min(self.max_backoff, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)
+
+
+def _raise_for(call: _Call[Any], response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    body: Any = None
+    content_type = response.headers.get("content-type", "")
+    if content_type.startswith((PROBLEM_CONTENT_TYPE, "application/json")):
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+    if not isinstance(body, dict):
+        if response.status_code >= 500:
+            raise ServerError(f"HTTP {response.status_code}")
+        body = {"detail": f"HTTP {response.status_code}: {response.text[:200]}"}
+    raise error_from_problem(body, response.status_code, session_id=call.session_id)
 
 
 def _sid(session_id: str) -> str:
@@ -100,31 +205,60 @@ def _enum(value: Any) -> Any:
     return getattr(value, "value", value)
 
 
-def _items(adapter: TypeAdapter[Any]) -> Callable[[httpx.Response], Any]:
+def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else dict(value)
+
+
+def _items(adapter: TypeAdapter[list[M]]) -> Callable[[httpx.Response], list[M]]:
     return lambda r: adapter.validate_python(r.json()["items"])
 
 
-def _model(cls: Any) -> Callable[[httpx.Response], Any]:
+def _model(cls: type[M]) -> Callable[[httpx.Response], M]:
     return lambda r: cls.model_validate(r.json())
 
 
-class _Api:
-    """The SessionManager methods, as HTTP calls; ``_execute`` runs them."""
+# --------------------------------------------------------------- the methods
 
-    def _execute(self, call: _Call) -> Any:  # pragma: no cover - overridden
-        raise NotImplementedError
+
+class _Requests:
+    """The SessionManager methods as flows over HTTP; the clients expose each one
+    (see :func:`_sync` and :func:`_async`) under the same name and docstring."""
+
+    def __init__(self, retry: _Retry) -> None:
+        self._retry = retry
+
+    def _exchange(self, call: _Call[T]) -> _Flow[T]:
+        """Send ``call``, retrying with bounded backoff; parse the answer or raise its
+        typed error."""
+        send = call.send()
+        for attempt in range(self._retry.max_retries + 1):
+            last = attempt == self._retry.max_retries
+            try:
+                response = yield send
+            except httpx.TransportError:
+                if last:
+                    raise
+                yield _Sleep(self._retry.delay(attempt, None))
+                continue
+            if response.status_code in RETRY_STATUSES and not last:
+                yield _Sleep(self._retry.delay(attempt, response))
+                continue
+            _raise_for(call, response)
+            return call.parse(response)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _write(
         self,
         method: str,
         path: str,
-        parse: Callable[[httpx.Response], Any],
+        parse: Callable[[httpx.Response], T],
         *,
         session_id: str | None,
         body: Any = None,
         expected_version: int | None = None,
         idempotency_key: str | None = None,
-    ) -> Any:
+        content_type: str = "application/json",
+    ) -> _Flow[T]:
         headers = {}
         if expected_version is not None and session_id is not None:
             headers["If-Match"] = format_etag(session_id, expected_version)
@@ -133,20 +267,28 @@ class _Api:
             key = str(uuid.uuid4())
         if key is not None:
             headers["Idempotency-Key"] = key
-        return self._execute(
-            _Call(method, path, parse, body=body, headers=headers, session_id=session_id)
+        return self._exchange(
+            _Call(
+                method,
+                path,
+                parse,
+                body=body,
+                headers=headers,
+                content_type=content_type,
+                session_id=session_id,
+            )
         )
 
     def _read(
         self,
         path: str,
-        parse: Callable[[httpx.Response], Any],
+        parse: Callable[[httpx.Response], T],
         *,
         session_id: str | None = None,
         **params: Any,
-    ) -> Any:
+    ) -> _Flow[T]:
         query = {k: _enum(v) for k, v in params.items() if v is not None}
-        return self._execute(_Call("GET", path, parse, params=query, session_id=session_id))
+        return self._exchange(_Call("GET", path, parse, params=query, session_id=session_id))
 
     # ------------------------------------------------------------------ sessions
 
@@ -160,7 +302,7 @@ class _Api:
         ttl_seconds: float | None = None,
         working_memory: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
-    ) -> Session:
+    ) -> _Flow[Session]:
         """See :meth:`SessionManager.create_session`; the owner is the key's user."""
         body = {
             "agent": agent,
@@ -169,7 +311,7 @@ class _Api:
             "ttl_seconds": ttl_seconds,
             "working_memory": None if working_memory is None else dict(working_memory),
         }
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "POST",
             "/v1/sessions",
             _model(Session),
@@ -180,9 +322,9 @@ class _Api:
 
     def get_session(
         self, *, session_id: str, user_id: str | None = None, admin: bool = False
-    ) -> Session:
+    ) -> _Flow[Session]:
         """See :meth:`SessionManager.get_session`."""
-        return self._read(  # type: ignore[no-any-return]
+        return self._read(
             f"/v1/sessions/{_sid(session_id)}", _model(Session), session_id=session_id
         )
 
@@ -196,9 +338,9 @@ class _Api:
         cursor: str | None = None,
         all_users: bool = False,
         admin: bool = False,
-    ) -> Page[Session]:
+    ) -> _Flow[Page[Session]]:
         """See :meth:`SessionManager.list_sessions` (``limit`` 1..100 over HTTP)."""
-        return self._read(  # type: ignore[no-any-return]
+        return self._read(
             "/v1/sessions",
             lambda r: Page[Session].model_validate(r.json()),
             status=status,
@@ -219,7 +361,7 @@ class _Api:
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
-    ) -> Session:
+    ) -> _Flow[Session]:
         """See :meth:`SessionManager.update_session`."""
         body: dict[str, Any] = {}
         if title is not UNSET:
@@ -228,7 +370,7 @@ class _Api:
             body["metadata"] = None if metadata is None else dict(metadata)
         if ttl_seconds is not UNSET:
             body["ttl_seconds"] = ttl_seconds
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "PATCH",
             f"/v1/sessions/{_sid(session_id)}",
             _model(Session),
@@ -247,9 +389,9 @@ class _Api:
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
-    ) -> Session:
+    ) -> _Flow[Session]:
         """See :meth:`SessionManager.close_session`."""
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "POST",
             f"/v1/sessions/{_sid(session_id)}/close",
             _model(Session),
@@ -267,9 +409,9 @@ class _Api:
         reason: str | None = None,
         expected_version: int | None = None,
         admin: bool = False,
-    ) -> Session:
+    ) -> _Flow[Session]:
         """See :meth:`SessionManager.expire_session`."""
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "POST",
             f"/v1/sessions/{_sid(session_id)}/expire",
             _model(Session),
@@ -286,9 +428,9 @@ class _Api:
         message_limit: int | None = None,
         expected_version: int | None = None,
         admin: bool = False,
-    ) -> RestoredSession:
+    ) -> _Flow[RestoredSession]:
         """See :meth:`SessionManager.restore_session`."""
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "POST",
             f"/v1/sessions/{_sid(session_id)}/restore",
             _model(RestoredSession),
@@ -304,9 +446,9 @@ class _Api:
         user_id: str | None = None,
         expected_version: int | None = None,
         admin: bool = False,
-    ) -> None:
+    ) -> _Flow[None]:
         """See :meth:`SessionManager.delete_session`."""
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "DELETE",
             f"/v1/sessions/{_sid(session_id)}",
             lambda r: None,
@@ -320,13 +462,13 @@ class _Api:
         user_id: str | None = None,
         target_user_id: str | None = None,
         admin: bool = False,
-    ) -> int:
+    ) -> _Flow[int]:
         """See :meth:`SessionManager.delete_user_data`; the target defaults to
         ``target_user_id``, then ``user_id`` (give one of them)."""
         target = target_user_id if target_user_id is not None else user_id
         if target is None:
             raise ValueError("pass target_user_id (or user_id) for delete_user_data")
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "DELETE",
             f"/v1/users/{quote(target, safe='')}/data",
             lambda r: int(r.json()["deleted_sessions"]),
@@ -345,13 +487,13 @@ class _Api:
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
-    ) -> Message:
+    ) -> _Flow[Message]:
         """See :meth:`SessionManager.append_message`."""
         body = {
             "message": dict(message),
             "working_memory_patch": _opt_dict(working_memory_patch),
         }
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "POST",
             f"/v1/sessions/{_sid(session_id)}/messages",
             _model(Message),
@@ -371,13 +513,13 @@ class _Api:
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
-    ) -> list[Message]:
+    ) -> _Flow[list[Message]]:
         """See :meth:`SessionManager.append_messages`."""
         body = {
             "messages": [dict(m) for m in messages],
             "working_memory_patch": _opt_dict(working_memory_patch),
         }
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "POST",
             f"/v1/sessions/{_sid(session_id)}/messages",
             _items(_MESSAGES),
@@ -387,35 +529,56 @@ class _Api:
             idempotency_key=idempotency_key,
         )
 
-    def _messages_call(
+    def get_messages(
         self,
+        *,
         session_id: str,
-        limit: int,
-        before: int | None,
-        after: int | None,
-        align_tool_calls: bool,
-    ) -> _Call:
-        params = {
-            "limit": limit,
-            "before": before,
-            "after": after,
-            "align_tool_calls": "true" if align_tool_calls else "false",
-        }
-        return _Call(
-            "GET",
+        user_id: str | None = None,
+        limit: int | None = None,
+        before: int | None = None,
+        after: int | None = None,
+        align_tool_calls: bool = True,
+        admin: bool = False,
+    ) -> _Flow[list[Message]]:
+        """See :meth:`SessionManager.get_messages`; ``limit=None`` pages through all."""
+        if limit is not None:
+            return self._messages(session_id, limit, before, after, align_tool_calls)
+        return self._all_messages(session_id, before, after)
+
+    def _messages(
+        self, session_id: str, limit: int, before: int | None, after: int | None, align: bool
+    ) -> _Flow[list[Message]]:
+        return self._read(
             f"/v1/sessions/{_sid(session_id)}/messages",
             _items(_MESSAGES),
-            params={k: v for k, v in params.items() if v is not None},
             session_id=session_id,
+            limit=limit,
+            before=before,
+            after=after,
+            align_tool_calls="true" if align else "false",
         )
+
+    def _all_messages(
+        self, session_id: str, before: int | None, after: int | None
+    ) -> _Flow[list[Message]]:
+        """Every message after ``after`` and before ``before``, a page of the largest size
+        the service gives at a time."""
+        found: list[Message] = []
+        cursor = after
+        while True:
+            page = yield from self._messages(session_id, _MESSAGE_PAGE, None, cursor or 0, False)
+            found.extend(m for m in page if before is None or m.seq < before)
+            if len(page) < _MESSAGE_PAGE or (before is not None and page[-1].seq >= before):
+                return found
+            cursor = page[-1].seq
 
     # ------------------------------------------------------------ working memory
 
     def get_working_memory(
         self, *, session_id: str, user_id: str | None = None, admin: bool = False
-    ) -> WorkingMemory:
+    ) -> _Flow[WorkingMemory]:
         """See :meth:`SessionManager.get_working_memory`."""
-        return self._read(  # type: ignore[no-any-return]
+        return self._read(
             f"/v1/sessions/{_sid(session_id)}/memory",
             _model(WorkingMemory),
             session_id=session_id,
@@ -431,11 +594,11 @@ class _Api:
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
-    ) -> WorkingMemory:
+    ) -> _Flow[WorkingMemory]:
         """See :meth:`SessionManager.update_working_memory` (PUT ``data``, PATCH ``patch``)."""
         if (data is None) == (patch is None):
             raise ValueError("pass exactly one of data and patch")
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "PUT" if data is not None else "PATCH",
             f"/v1/sessions/{_sid(session_id)}/memory",
             _model(WorkingMemory),
@@ -443,7 +606,46 @@ class _Api:
             body=dict(data if data is not None else patch or {}),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
+            content_type="application/json" if data is not None else MERGE_PATCH,
         )
+
+    def modify_working_memory(
+        self,
+        *,
+        session_id: str,
+        fn: Callable[[dict[str, Any]], Mapping[str, Any]],
+        user_id: str | None = None,
+        max_attempts: int = 10,
+        admin: bool = False,
+    ) -> _Flow[WorkingMemory]:
+        """Read-modify-write the working memory; re-read and retry on 412 (bounded).
+
+        The session is read before the memory, so the ``If-Match`` sent is never newer
+        than the data ``fn`` saw: a concurrent update makes this one fail and retry,
+        never get lost. ``fn`` may run more than once.
+
+        Returns:
+            The working memory as written.
+
+        Raises:
+            VersionConflict: still conflicting after ``max_attempts``.
+        """
+        for attempt in range(1, max_attempts + 1):
+            session = yield from self.get_session(session_id=session_id)
+            current = yield from self.get_working_memory(session_id=session_id)
+            try:
+                return (
+                    yield from self.update_working_memory(
+                        session_id=session_id,
+                        data=fn(dict(current.data)),
+                        expected_version=session.version,
+                    )
+                )
+            except VersionConflict:
+                if attempt == max_attempts:
+                    raise
+                yield _Sleep(random.uniform(0, 0.005 * attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # ---------------------------------------------------------------- tool calls
 
@@ -464,7 +666,7 @@ class _Api:
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
-    ) -> ToolCall:
+    ) -> _Flow[ToolCall]:
         """See :meth:`SessionManager.record_tool_call`."""
         body = {
             "tool": tool,
@@ -477,7 +679,7 @@ class _Api:
             "run_id": run_id,
             "call_id": call_id,
         }
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "POST",
             f"/v1/sessions/{_sid(session_id)}/tool-calls",
             _model(ToolCall),
@@ -496,9 +698,9 @@ class _Api:
         after: int | None = None,
         limit: int | None = None,
         admin: bool = False,
-    ) -> list[ToolCall]:
+    ) -> _Flow[list[ToolCall]]:
         """See :meth:`SessionManager.get_tool_history`."""
-        return self._read(  # type: ignore[no-any-return]
+        return self._read(
             f"/v1/sessions/{_sid(session_id)}/tool-calls",
             _items(_TOOL_CALLS),
             session_id=session_id,
@@ -515,14 +717,14 @@ class _Api:
         tool: str,
         arguments: Mapping[str, Any] | None = None,
         admin: bool = False,
-    ) -> ToolCall | None:
+    ) -> _Flow[ToolCall | None]:
         """See :meth:`SessionManager.find_tool_call`."""
 
         def parse(r: httpx.Response) -> ToolCall | None:
             item = r.json()["item"]
             return None if item is None else ToolCall.model_validate(item)
 
-        return self._read(  # type: ignore[no-any-return]
+        return self._read(
             f"/v1/sessions/{_sid(session_id)}/tool-calls/find",
             parse,
             session_id=session_id,
@@ -542,9 +744,9 @@ class _Api:
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
-    ) -> Run:
+    ) -> _Flow[Run]:
         """See :meth:`SessionManager.start_run`."""
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "POST",
             f"/v1/sessions/{_sid(session_id)}/runs",
             _model(Run),
@@ -571,7 +773,7 @@ class _Api:
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
-    ) -> RunStep:
+    ) -> _Flow[RunStep]:
         """See :meth:`SessionManager.add_run_step`."""
         body = {
             "kind": kind,
@@ -583,7 +785,7 @@ class _Api:
             "started_at": _time(started_at),
             "ended_at": _time(ended_at),
         }
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "POST",
             f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}/steps",
             _model(RunStep),
@@ -606,7 +808,7 @@ class _Api:
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
-    ) -> Run:
+    ) -> _Flow[Run]:
         """See :meth:`SessionManager.finish_run`."""
         body = {
             "status": _enum(status),
@@ -614,7 +816,7 @@ class _Api:
             "output": output,
             "usage": None if usage is None else dict(usage),
         }
-        return self._write(  # type: ignore[no-any-return]
+        return self._write(
             "POST",
             f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}/finish",
             _model(Run),
@@ -626,9 +828,9 @@ class _Api:
 
     def get_run(
         self, *, session_id: str, user_id: str | None = None, run_id: str, admin: bool = False
-    ) -> Run:
+    ) -> _Flow[Run]:
         """See :meth:`SessionManager.get_run`."""
-        return self._read(  # type: ignore[no-any-return]
+        return self._read(
             f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}",
             _model(Run),
             session_id=session_id,
@@ -643,9 +845,9 @@ class _Api:
         after: int | None = None,
         limit: int | None = None,
         admin: bool = False,
-    ) -> list[Run]:
+    ) -> _Flow[list[Run]]:
         """See :meth:`SessionManager.list_runs`."""
-        return self._read(  # type: ignore[no-any-return]
+        return self._read(
             f"/v1/sessions/{_sid(session_id)}/runs",
             _items(_RUNS),
             session_id=session_id,
@@ -662,9 +864,9 @@ class _Api:
         after: int | None = None,
         limit: int | None = None,
         admin: bool = False,
-    ) -> list[AuditEvent]:
+    ) -> _Flow[list[AuditEvent]]:
         """See :meth:`SessionManager.get_audit_log`."""
-        return self._read(  # type: ignore[no-any-return]
+        return self._read(
             f"/v1/sessions/{_sid(session_id)}/audit",
             _items(_AUDIT),
             session_id=session_id,
@@ -673,54 +875,55 @@ class _Api:
         )
 
 
-def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if value is None else dict(value)
+# ---------------------------------------------------------------- the clients
 
 
-def _raise_for(call: _Call, response: httpx.Response) -> None:
-    if response.status_code < 400:
-        return
-    body: Any = None
-    content_type = response.headers.get("content-type", "")
-    if content_type.startswith((PROBLEM_CONTENT_TYPE, "application/json")):
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-    if not isinstance(body, dict):
-        if response.status_code >= 500:
-            raise ServerError(f"HTTP {response.status_code}")
-        body = {"detail": f"HTTP {response.status_code}: {response.text[:200]}"}
-    raise error_from_problem(body, response.status_code, session_id=call.session_id)
+def _present(method: Any, build: Callable[..., Any], owner: str) -> None:
+    """Give ``method`` the name, docstring and keyword arguments of ``build``, and as
+    return annotation what ``build``'s flow returns (for ``help()`` and ``inspect``)."""
+    signature = inspect.signature(build)
+    returns = signature.return_annotation
+    if isinstance(returns, str) and returns.startswith("_Flow["):
+        returns = returns.removeprefix("_Flow[").removesuffix("]")
+    method.__name__ = build.__name__
+    method.__qualname__ = f"{owner}.{build.__name__}"
+    method.__doc__ = build.__doc__
+    method.__signature__ = signature.replace(return_annotation=returns)
 
 
-@dataclass(frozen=True, slots=True)
-class _Retry:
-    max_retries: int
-    backoff: float
-    max_backoff: float
+def _sync(
+    build: Callable[Concatenate[_Requests, P], _Flow[T]],
+) -> Callable[Concatenate[SessionClient, P], T]:
+    """``build`` as a :class:`SessionClient` method: runs the flow, returns its result."""
 
-    def delay(self, attempt: int, response: httpx.Response | None) -> float:
-        if response is not None:
-            after = response.headers.get("retry-after", "")
-            if after.isdigit():
-                return min(float(after), self.max_backoff)
-        return min(self.max_backoff, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)
+    def method(self: SessionClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(build(self._requests, *args, **kwargs))
+
+    _present(method, build, "SessionClient")
+    return method
 
 
-def _encode(call: _Call) -> bytes | None:
-    if call.body is None and call.method in ("GET", "DELETE"):
-        return None
-    return json.dumps(call.body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+def _async(
+    build: Callable[Concatenate[_Requests, P], _Flow[T]],
+) -> Callable[Concatenate[AsyncSessionClient, P], Coroutine[Any, Any, T]]:
+    """``build`` as an :class:`AsyncSessionClient` coroutine method."""
+
+    async def method(self: AsyncSessionClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._run(build(self._requests, *args, **kwargs))
+
+    _present(method, build, "AsyncSessionClient")
+    return method
 
 
-def _content_type(call: _Call) -> str:
-    if call.method == "PATCH" and call.path.endswith("/memory"):
-        return "application/merge-patch+json"
-    return "application/json"
+def _http_options(base_url: str, api_key: str, timeout: float) -> dict[str, Any]:
+    return {
+        "base_url": base_url,
+        "headers": {"Authorization": f"Bearer {api_key}"},
+        "timeout": timeout,
+    }
 
 
-class SessionClient(_Api):
+class SessionClient:
     """Synchronous client (see the module docstring).
 
     Args:
@@ -747,13 +950,8 @@ class SessionClient(_Api):
         max_backoff: float = 2.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._retry = _Retry(max_retries, backoff, max_backoff)
-        self._http = httpx.Client(
-            base_url=base_url,
-            headers={"Authorization": f"Bearer {api_key}"},
-            timeout=timeout,
-            transport=transport,
-        )
+        self._requests = _Requests(_Retry(max_retries, backoff, max_backoff))
+        self._http = httpx.Client(**_http_options(base_url, api_key, timeout), transport=transport)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -765,95 +963,45 @@ class SessionClient(_Api):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _send(self, call: _Call) -> httpx.Response:
-        content = _encode(call)
-        headers = dict(call.headers)
-        if content is not None:
-            headers["Content-Type"] = _content_type(call)
-        for attempt in range(self._retry.max_retries + 1):
-            last = attempt == self._retry.max_retries
-            try:
-                response = self._http.request(
-                    call.method, call.path, params=call.params, content=content, headers=headers
-                )
-            except httpx.TransportError:
-                if last:
-                    raise
-                time.sleep(self._retry.delay(attempt, None))
+    def _run(self, flow: _Flow[T]) -> T:
+        steps = _Stepper(flow)
+        for step in steps:
+            if isinstance(step, _Sleep):
+                time.sleep(step.seconds)
                 continue
-            if response.status_code in RETRY_STATUSES and not last:
-                time.sleep(self._retry.delay(attempt, response))
-                continue
-            return response
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _execute(self, call: _Call) -> Any:
-        response = self._send(call)
-        _raise_for(call, response)
-        return call.parse(response)
-
-    def get_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        limit: int | None = None,
-        before: int | None = None,
-        after: int | None = None,
-        align_tool_calls: bool = True,
-        admin: bool = False,
-    ) -> list[Message]:
-        """See :meth:`SessionManager.get_messages`; ``limit=None`` pages through all."""
-        if limit is not None:
-            return self._execute(  # type: ignore[no-any-return]
-                self._messages_call(session_id, limit, before, after, align_tool_calls)
-            )
-        found: list[Message] = []
-        cursor = after
-        while True:
-            page = self._execute(
-                self._messages_call(session_id, _MESSAGE_PAGE, None, cursor or 0, False)
-            )
-            found.extend(m for m in page if before is None or m.seq < before)
-            if len(page) < _MESSAGE_PAGE or (before is not None and page[-1].seq >= before):
-                return found
-            cursor = page[-1].seq
-
-    def modify_working_memory(
-        self,
-        *,
-        session_id: str,
-        fn: Callable[[dict[str, Any]], Mapping[str, Any]],
-        user_id: str | None = None,
-        max_attempts: int = 10,
-        admin: bool = False,
-    ) -> WorkingMemory:
-        """Read-modify-write the working memory; re-read and retry on 412 (bounded).
-
-        The session is read before the memory, so the ``If-Match`` sent is never newer
-        than the data ``fn`` saw: a concurrent update makes this one fail and retry,
-        never get lost. ``fn`` may run more than once.
-
-        Raises:
-            VersionConflict: still conflicting after ``max_attempts``.
-        """
-        for attempt in range(1, max_attempts + 1):
-            session = self.get_session(session_id=session_id)
-            current = self.get_working_memory(session_id=session_id)
             try:
-                return self.update_working_memory(  # type: ignore[no-any-return]
-                    session_id=session_id,
-                    data=fn(dict(current.data)),
-                    expected_version=session.version,
-                )
-            except VersionConflict:
-                if attempt == max_attempts:
-                    raise
-                time.sleep(random.uniform(0, 0.005 * attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+                steps.reply = self._http.send(step.request(self._http))
+            except httpx.TransportError as exc:
+                steps.error = exc
+        return steps.result
+
+    create_session = _sync(_Requests.create_session)
+    get_session = _sync(_Requests.get_session)
+    list_sessions = _sync(_Requests.list_sessions)
+    update_session = _sync(_Requests.update_session)
+    close_session = _sync(_Requests.close_session)
+    expire_session = _sync(_Requests.expire_session)
+    restore_session = _sync(_Requests.restore_session)
+    delete_session = _sync(_Requests.delete_session)
+    delete_user_data = _sync(_Requests.delete_user_data)
+    append_message = _sync(_Requests.append_message)
+    append_messages = _sync(_Requests.append_messages)
+    get_messages = _sync(_Requests.get_messages)
+    get_working_memory = _sync(_Requests.get_working_memory)
+    update_working_memory = _sync(_Requests.update_working_memory)
+    modify_working_memory = _sync(_Requests.modify_working_memory)
+    record_tool_call = _sync(_Requests.record_tool_call)
+    get_tool_history = _sync(_Requests.get_tool_history)
+    find_tool_call = _sync(_Requests.find_tool_call)
+    start_run = _sync(_Requests.start_run)
+    add_run_step = _sync(_Requests.add_run_step)
+    finish_run = _sync(_Requests.finish_run)
+    get_run = _sync(_Requests.get_run)
+    list_runs = _sync(_Requests.list_runs)
+    get_audit_log = _sync(_Requests.get_audit_log)
 
 
-class AsyncSessionClient(_Api):
+class AsyncSessionClient:
     """Asyncio client: :class:`SessionClient`'s methods, each a coroutine.
 
     Args: as :class:`SessionClient` (``transport`` is an ``httpx.AsyncBaseTransport``).
@@ -870,12 +1018,9 @@ class AsyncSessionClient(_Api):
         max_backoff: float = 2.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._retry = _Retry(max_retries, backoff, max_backoff)
+        self._requests = _Requests(_Retry(max_retries, backoff, max_backoff))
         self._http = httpx.AsyncClient(
-            base_url=base_url,
-            headers={"Authorization": f"Bearer {api_key}"},
-            timeout=timeout,
-            transport=transport,
+            **_http_options(base_url, api_key, timeout), transport=transport
         )
 
     async def close(self) -> None:
@@ -888,81 +1033,39 @@ class AsyncSessionClient(_Api):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def _send(self, call: _Call) -> httpx.Response:
-        content = _encode(call)
-        headers = dict(call.headers)
-        if content is not None:
-            headers["Content-Type"] = _content_type(call)
-        for attempt in range(self._retry.max_retries + 1):
-            last = attempt == self._retry.max_retries
-            try:
-                response = await self._http.request(
-                    call.method, call.path, params=call.params, content=content, headers=headers
-                )
-            except httpx.TransportError:
-                if last:
-                    raise
-                await asyncio.sleep(self._retry.delay(attempt, None))
+    async def _run(self, flow: _Flow[T]) -> T:
+        steps = _Stepper(flow)
+        for step in steps:
+            if isinstance(step, _Sleep):
+                await asyncio.sleep(step.seconds)
                 continue
-            if response.status_code in RETRY_STATUSES and not last:
-                await asyncio.sleep(self._retry.delay(attempt, response))
-                continue
-            return response
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _execute(self, call: _Call) -> Any:  # type: ignore[override]
-        response = await self._send(call)
-        _raise_for(call, response)
-        return call.parse(response)
-
-    async def get_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        limit: int | None = None,
-        before: int | None = None,
-        after: int | None = None,
-        align_tool_calls: bool = True,
-        admin: bool = False,
-    ) -> list[Message]:
-        """See :meth:`SessionClient.get_messages`."""
-        if limit is not None:
-            return await self._execute(  # type: ignore[no-any-return]
-                self._messages_call(session_id, limit, before, after, align_tool_calls)
-            )
-        found: list[Message] = []
-        cursor = after
-        while True:
-            page = await self._execute(
-                self._messages_call(session_id, _MESSAGE_PAGE, None, cursor or 0, False)
-            )
-            found.extend(m for m in page if before is None or m.seq < before)
-            if len(page) < _MESSAGE_PAGE or (before is not None and page[-1].seq >= before):
-                return found
-            cursor = page[-1].seq
-
-    async def modify_working_memory(
-        self,
-        *,
-        session_id: str,
-        fn: Callable[[dict[str, Any]], Mapping[str, Any]],
-        user_id: str | None = None,
-        max_attempts: int = 10,
-        admin: bool = False,
-    ) -> WorkingMemory:
-        """See :meth:`SessionClient.modify_working_memory`."""
-        for attempt in range(1, max_attempts + 1):
-            session = await self.get_session(session_id=session_id)  # type: ignore[misc]
-            current = await self.get_working_memory(session_id=session_id)  # type: ignore[misc]
             try:
-                return await self.update_working_memory(  # type: ignore[no-any-return,misc]
-                    session_id=session_id,
-                    data=fn(dict(current.data)),
-                    expected_version=session.version,
-                )
-            except VersionConflict:
-                if attempt == max_attempts:
-                    raise
-                await asyncio.sleep(random.uniform(0, 0.005 * attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+                steps.reply = await self._http.send(step.request(self._http))
+            except httpx.TransportError as exc:
+                steps.error = exc
+        return steps.result
+
+    create_session = _async(_Requests.create_session)
+    get_session = _async(_Requests.get_session)
+    list_sessions = _async(_Requests.list_sessions)
+    update_session = _async(_Requests.update_session)
+    close_session = _async(_Requests.close_session)
+    expire_session = _async(_Requests.expire_session)
+    restore_session = _async(_Requests.restore_session)
+    delete_session = _async(_Requests.delete_session)
+    delete_user_data = _async(_Requests.delete_user_data)
+    append_message = _async(_Requests.append_message)
+    append_messages = _async(_Requests.append_messages)
+    get_messages = _async(_Requests.get_messages)
+    get_working_memory = _async(_Requests.get_working_memory)
+    update_working_memory = _async(_Requests.update_working_memory)
+    modify_working_memory = _async(_Requests.modify_working_memory)
+    record_tool_call = _async(_Requests.record_tool_call)
+    get_tool_history = _async(_Requests.get_tool_history)
+    find_tool_call = _async(_Requests.find_tool_call)
+    start_run = _async(_Requests.start_run)
+    add_run_step = _async(_Requests.add_run_step)
+    finish_run = _async(_Requests.finish_run)
+    get_run = _async(_Requests.get_run)
+    list_runs = _async(_Requests.list_runs)
+    get_audit_log = _async(_Requests.get_audit_log)
