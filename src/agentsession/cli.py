@@ -35,6 +35,7 @@ from .settings import Settings
 __all__ = ["EXIT_CODES", "build_app", "exit_code_for", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 #: Error class -> process exit code; the first matching row wins (most specific first).
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
@@ -131,6 +132,21 @@ def _show(opts: Options, value: Any, table: Any) -> None:
         Console().print(table)
 
 
+def _call(opts: Options, method: Callable[..., T], **kwargs: Any) -> T:
+    """Open the store and make one SessionManager call as the principal, e.g.
+    ``_call(opts, SessionManager.get_session, session_id=sid)``."""
+    with _manager(opts) as sm:
+        return method(sm, user_id=opts.principal, admin=opts.admin, **kwargs)
+
+
+def _call_and_show(
+    opts: Options, method: Callable[..., T], table: Callable[[T], Any], **kwargs: Any
+) -> None:
+    """:func:`_call`, then print the result: JSON with ``--json``, else ``table(result)``."""
+    result = _call(opts, method, **kwargs)
+    _show(opts, result, table(result))
+
+
 def _root(
     ctx: typer.Context, url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False,
     as_json: JsonOpt = False,
@@ -159,11 +175,10 @@ def sessions_list(
 ) -> None:  # fmt: skip
     """List sessions, most recently updated first."""
     opts = _options(ctx, url, user, admin, as_json)
-    with _manager(opts) as sm:
-        page = sm.list_sessions(
-            user_id=opts.principal, status=status, agent=agent, limit=limit, cursor=cursor,
-            all_users=all_users, admin=opts.admin,
-        )  # fmt: skip
+    page = _call(
+        opts, SessionManager.list_sessions, status=status, agent=agent, limit=limit,
+        cursor=cursor, all_users=all_users,
+    )  # fmt: skip
     _show(opts, {"items": page.items, "next_cursor": page.next_cursor},
           render.sessions_table(page.items))  # fmt: skip
     if not opts.json and page.next_cursor is not None:
@@ -178,9 +193,7 @@ def sessions_show(
 ) -> None:  # fmt: skip
     """Show one session's fields."""
     opts = _options(ctx, url, user, admin, as_json)
-    with _manager(opts) as sm:
-        session = sm.get_session(session_id=session_id, user_id=opts.principal, admin=opts.admin)
-    _show(opts, session, render.session_table(session))
+    _call_and_show(opts, SessionManager.get_session, render.session_table, session_id=session_id)
 
 
 @sessions_app.command("messages")
@@ -192,11 +205,10 @@ def sessions_messages(
 ) -> None:  # fmt: skip
     """Show the conversation history in seq order."""
     opts = _options(ctx, url, user, admin, as_json)
-    with _manager(opts) as sm:
-        messages = sm.get_messages(
-            session_id=session_id, user_id=opts.principal, limit=limit, admin=opts.admin
-        )
-    _show(opts, messages, render.messages_table(messages))
+    _call_and_show(
+        opts, SessionManager.get_messages, render.messages_table, session_id=session_id,
+        limit=limit,
+    )  # fmt: skip
 
 
 @sessions_app.command("memory")
@@ -207,11 +219,9 @@ def sessions_memory(
 ) -> None:  # fmt: skip
     """Show the working memory."""
     opts = _options(ctx, url, user, admin, as_json)
-    with _manager(opts) as sm:
-        memory = sm.get_working_memory(
-            session_id=session_id, user_id=opts.principal, admin=opts.admin
-        )
-    _show(opts, memory, render.memory_table(memory))
+    _call_and_show(
+        opts, SessionManager.get_working_memory, render.memory_table, session_id=session_id
+    )
 
 
 @sessions_app.command("tools")
@@ -222,9 +232,7 @@ def sessions_tools(
 ) -> None:  # fmt: skip
     """Show the tool history (what really ran)."""
     opts = _options(ctx, url, user, admin, as_json)
-    with _manager(opts) as sm:
-        calls = sm.get_tool_history(session_id=session_id, user_id=opts.principal, admin=opts.admin)
-    _show(opts, calls, render.tools_table(calls))
+    _call_and_show(opts, SessionManager.get_tool_history, render.tools_table, session_id=session_id)
 
 
 @sessions_app.command("runs")
@@ -235,9 +243,7 @@ def sessions_runs(
 ) -> None:  # fmt: skip
     """Show the runs with their status and step counts."""
     opts = _options(ctx, url, user, admin, as_json)
-    with _manager(opts) as sm:
-        runs = sm.list_runs(session_id=session_id, user_id=opts.principal, admin=opts.admin)
-    _show(opts, runs, render.runs_table(runs))
+    _call_and_show(opts, SessionManager.list_runs, render.runs_table, session_id=session_id)
 
 
 @sessions_app.command("audit")
@@ -249,11 +255,9 @@ def sessions_audit(
 ) -> None:  # fmt: skip
     """Show the audit log (who changed what, when)."""
     opts = _options(ctx, url, user, admin, as_json)
-    with _manager(opts) as sm:
-        events = sm.get_audit_log(
-            session_id=session_id, user_id=opts.principal, limit=limit, admin=opts.admin
-        )
-    _show(opts, events, render.audit_table(events))
+    _call_and_show(
+        opts, SessionManager.get_audit_log, render.audit_table, session_id=session_id, limit=limit
+    )
 
 
 # ------------------------------------------------------------------- lifecycle
@@ -268,11 +272,10 @@ def close(
 ) -> None:  # fmt: skip
     """Close a session on purpose (history stays; restore re-opens it)."""
     opts = _options(ctx, url, user, admin, as_json)
-    with _manager(opts) as sm:
-        session = sm.close_session(
-            session_id=session_id, user_id=opts.principal, reason=reason, admin=opts.admin
-        )
-    _show(opts, session, render.session_table(session))
+    _call_and_show(
+        opts, SessionManager.close_session, render.session_table, session_id=session_id,
+        reason=reason,
+    )  # fmt: skip
 
 
 @cli_errors
@@ -282,10 +285,7 @@ def restore(
 ) -> None:  # fmt: skip
     """Re-open a CLOSED (or recently EXPIRED) session and show what was restored."""
     opts = _options(ctx, url, user, admin, as_json)
-    with _manager(opts) as sm:
-        restored = sm.restore_session(
-            session_id=session_id, user_id=opts.principal, admin=opts.admin
-        )
+    restored = _call(opts, SessionManager.restore_session, session_id=session_id)
     if opts.json:
         typer.echo(render.to_json(restored))
         return
@@ -304,11 +304,10 @@ def expire(
 ) -> None:  # fmt: skip
     """Expire a session now (policy ended it; distinct from close)."""
     opts = _options(ctx, url, user, admin, as_json)
-    with _manager(opts) as sm:
-        session = sm.expire_session(
-            session_id=session_id, user_id=opts.principal, reason=reason, admin=opts.admin
-        )
-    _show(opts, session, render.session_table(session))
+    _call_and_show(
+        opts, SessionManager.expire_session, render.session_table, session_id=session_id,
+        reason=reason,
+    )  # fmt: skip
 
 
 @cli_errors
@@ -321,8 +320,7 @@ def delete(
     opts = _options(ctx, url, user, admin, as_json)
     if not yes and not typer.confirm(f"delete {session_id} and everything in it?"):
         raise UsageError("not confirmed (pass --yes)")
-    with _manager(opts) as sm:
-        sm.delete_session(session_id=session_id, user_id=opts.principal, admin=opts.admin)
+    _call(opts, SessionManager.delete_session, session_id=session_id)
     _show(opts, {"deleted": session_id}, f"deleted {session_id}")
 
 
