@@ -21,6 +21,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
@@ -55,7 +56,16 @@ from .protocol import (
     problem_fields,
 )
 
-__all__ = ["PROBLEMS", "BodyTooLarge", "install_handlers", "problem_response"]
+__all__ = [
+    "ERRORS",
+    "PROBLEMS",
+    "WRITE_ERRORS",
+    "BodyTooLarge",
+    "ProblemDetails",
+    "install_handlers",
+    "problem_response",
+    "problem_responses",
+]
 
 log = logging.getLogger("agentsession.http")
 
@@ -103,6 +113,52 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     RequestInvalid: Problem("Unprocessable Content"),
     ServerError: Problem("Internal Server Error", "internal error", ()),
 }
+
+
+class ProblemDetails(BaseModel):
+    """An RFC 9457 problem document, as the OpenAPI schema shows it. Context members
+    of the error (``session_id``, ``current_version``, ``field``, ``limit_bytes``...)
+    come on top of these."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description="`https://agentsession.dev/problems/<code>`.")
+    title: str
+    status: int
+    detail: str | None = None
+
+
+_STATUS_TEXT = {
+    400: "Invalid request (a field, a header or the body)",
+    401: "No valid API key",
+    403: "Needs an admin key",
+    404: "Not found, or not yours",
+    409: "Session not ACTIVE, run already running, illegal transition",
+    412: "`If-Match` does not match the session's current ETag",
+    413: "The body, or a value in it, is larger than the limit named",
+    422: "The request does not fit the schema, or the Idempotency-Key was used for another request",
+    428: "`If-Match` is required and missing",
+    500: "Internal error (no details)",
+    503: "The store is busy or unreachable; retry",
+}
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` declaring ``statuses`` as problem+json answers."""
+    schema = ProblemDetails.model_json_schema()
+    return {
+        status: {
+            "description": _STATUS_TEXT[status],
+            "content": {PROBLEM_CONTENT_TYPE: {"schema": schema}},
+        }
+        for status in statuses
+    }
+
+
+#: What any authenticated operation may answer besides success.
+ERRORS = problem_responses(400, 401, 404, 413, 422, 500, 503)
+#: What a write on an existing session may answer on top of :data:`ERRORS`.
+WRITE_ERRORS = problem_responses(409, 412, 428)
 
 
 class BodyTooLarge(StarletteHTTPException):

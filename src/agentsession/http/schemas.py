@@ -1,4 +1,5 @@
-"""Request bodies of the HTTP API. Responses are the models of :mod:`agentsession.models`.
+"""Request bodies of the HTTP API. Responses are the models of :mod:`agentsession.models`,
+and :class:`Items` for lists.
 
 These models only shape requests for FastAPI and OpenAPI; every rule (sizes, JSON
 policy, lifecycle) is checked by the SessionManager. Optional fields a client leaves
@@ -8,7 +9,7 @@ out are told apart from explicit nulls via ``model_fields_set``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -18,6 +19,7 @@ __all__ = [
     "AppendMessages",
     "CreateSession",
     "FinishRun",
+    "Items",
     "Reason",
     "RecordToolCall",
     "RestoreSession",
@@ -25,6 +27,17 @@ __all__ = [
     "StepIn",
     "UpdateSession",
 ]
+
+
+T = TypeVar("T")
+
+
+class Items(BaseModel, Generic[T]):
+    """A list answer: ``items`` in order; ``next_cursor`` is null on these lists (page
+    on with ``after``)."""
+
+    items: list[T]
+    next_cursor: str | None = None
 
 
 class _Body(BaseModel):

@@ -8,11 +8,13 @@ from fastapi import APIRouter, Query, Response
 
 from ...models import AuditEvent
 from ..deps import ReadCtx, items
+from ..problems import ERRORS
+from ..schemas import Items
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/audit", tags=["audit"])
+router = APIRouter(prefix="/v1/sessions/{session_id}/audit", tags=["audit"], responses=ERRORS)
 
 
-@router.get("", response_model=dict[str, list[AuditEvent]])
+@router.get("", response_model=Items[AuditEvent])
 async def get_audit_log(
     ctx: ReadCtx,
     after: Annotated[int | None, Query(ge=0)] = None,

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from ..deps import services
-from ..problems import plain_problem
+from ..problems import plain_problem, problem_responses
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger("agentsession.http")
@@ -20,7 +20,7 @@ async def healthz() -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses=problem_responses(503))
 async def readyz(request: Request) -> Response:
     """The store answers a read (an empty session listing); else 503."""
     try:

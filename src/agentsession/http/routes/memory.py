@@ -8,8 +8,11 @@ from fastapi import APIRouter, Body, Response
 
 from ...models import WorkingMemory
 from ..deps import ReadCtx, WriteCtx, reply
+from ..problems import ERRORS, WRITE_ERRORS
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/memory", tags=["working memory"])
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}/memory", tags=["working memory"], responses=ERRORS
+)
 
 
 @router.get("", response_model=WorkingMemory)
@@ -20,7 +23,7 @@ async def get_working_memory(ctx: ReadCtx) -> Response:
     return reply(memory)
 
 
-@router.put("", response_model=WorkingMemory)
+@router.put("", response_model=WorkingMemory, responses=WRITE_ERRORS)
 async def replace_working_memory(ctx: WriteCtx, data: dict[str, Any] = Body()) -> Response:
     """Replace the whole document; the answer's ETag is the session's new version."""
     memory = await ctx.manager.update_working_memory(
@@ -35,6 +38,7 @@ async def replace_working_memory(ctx: WriteCtx, data: dict[str, Any] = Body()) -
 @router.patch(
     "",
     response_model=WorkingMemory,
+    responses=WRITE_ERRORS,
     openapi_extra={
         "requestBody": {"content": {"application/merge-patch+json": {"schema": {"type": "object"}}}}
     },

@@ -8,12 +8,13 @@ from fastapi import APIRouter, Query, Response
 
 from ...models import Message
 from ..deps import ReadCtx, WriteCtx, items, reply
-from ..schemas import AppendMessages
+from ..problems import ERRORS, WRITE_ERRORS
+from ..schemas import AppendMessages, Items
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"])
+router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"], responses=ERRORS)
 
 
-@router.post("", status_code=201, response_model=Message | dict[str, list[Message]])
+@router.post("", status_code=201, response_model=Message | Items[Message], responses=WRITE_ERRORS)
 async def append_messages(ctx: WriteCtx, body: AppendMessages) -> Response:
     """Append ``message`` (answer: the message) or ``messages`` (answer: ``{"items"}``).
 
@@ -33,7 +34,7 @@ async def append_messages(ctx: WriteCtx, body: AppendMessages) -> Response:
     return reply({"items": stored}, status=201, replayed=replayed)
 
 
-@router.get("", response_model=dict[str, list[Message]])
+@router.get("", response_model=Items[Message])
 async def get_messages(
     ctx: ReadCtx,
     limit: Annotated[int, Query(ge=0, le=1000, description="Newest N (default 100).")] = 100,

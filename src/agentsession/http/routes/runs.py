@@ -8,14 +8,15 @@ from fastapi import APIRouter, Path, Query, Response
 
 from ...models import Run, RunStatus, RunStep
 from ..deps import ReadCtx, WriteCtx, items, reply
-from ..schemas import FinishRun, StartRun, StepIn
+from ..problems import ERRORS, WRITE_ERRORS
+from ..schemas import FinishRun, Items, StartRun, StepIn
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/runs", tags=["runs"])
+router = APIRouter(prefix="/v1/sessions/{session_id}/runs", tags=["runs"], responses=ERRORS)
 
 RunId = Annotated[str, Path(description="A run id, `run_` + 26 base32 chars.")]
 
 
-@router.post("", status_code=201, response_model=Run)
+@router.post("", status_code=201, response_model=Run, responses=WRITE_ERRORS)
 async def start_run(ctx: WriteCtx, body: StartRun) -> Response:
     """Start a run (RUNNING); at most one RUNNING run per session (else 409)."""
     run = await ctx.manager.start_run(
@@ -28,7 +29,7 @@ async def start_run(ctx: WriteCtx, body: StartRun) -> Response:
     return reply(run, status=201, replayed=ctx.replayed(run.created_at))
 
 
-@router.get("", response_model=dict[str, list[Run]])
+@router.get("", response_model=Items[Run])
 async def list_runs(
     ctx: ReadCtx,
     status: RunStatus | None = None,
@@ -46,7 +47,7 @@ async def get_run(ctx: ReadCtx, run_id: RunId) -> Response:
     return reply(await ctx.manager.get_run(**ctx.who, run_id=run_id))
 
 
-@router.post("/{run_id}/steps", status_code=201, response_model=RunStep)
+@router.post("/{run_id}/steps", status_code=201, response_model=RunStep, responses=WRITE_ERRORS)
 async def add_run_step(ctx: WriteCtx, run_id: RunId, body: StepIn) -> Response:
     """Append a step to a RUNNING run."""
     step = await ctx.manager.add_run_step(
@@ -66,7 +67,7 @@ async def add_run_step(ctx: WriteCtx, run_id: RunId, body: StepIn) -> Response:
     return reply(step, status=201)
 
 
-@router.post("/{run_id}/finish", response_model=Run)
+@router.post("/{run_id}/finish", response_model=Run, responses=WRITE_ERRORS)
 async def finish_run(ctx: WriteCtx, run_id: RunId, body: FinishRun) -> Response:
     """End a RUNNING run as SUCCEEDED, FAILED or CANCELLED."""
     run = await ctx.manager.finish_run(

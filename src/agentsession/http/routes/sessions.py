@@ -9,9 +9,10 @@ from fastapi import APIRouter, Header, Query, Request, Response
 
 from ...models import Page, RestoredSession, Session, SessionStatus
 from ..deps import Auth, ReadCtx, WriteCtx, reply, services
+from ..problems import ERRORS, WRITE_ERRORS, problem_responses
 from ..schemas import CreateSession, Reason, RestoreSession, UpdateSession
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"], responses=ERRORS)
 
 _ONE = "/{session_id}"
 
@@ -44,7 +45,7 @@ async def create_session(
     )
 
 
-@router.get("", response_model=Page[Session])
+@router.get("", response_model=Page[Session], responses=problem_responses(403))
 async def list_sessions(
     request: Request,
     principal: Auth,
@@ -74,7 +75,7 @@ async def get_session(ctx: ReadCtx) -> Response:
     return reply(session, session=session)
 
 
-@router.patch(_ONE, response_model=Session)
+@router.patch(_ONE, response_model=Session, responses=WRITE_ERRORS)
 async def update_session(ctx: WriteCtx, body: UpdateSession) -> Response:
     """Set the title, metadata (replaced whole) or TTL; fields left out stay."""
     fields: dict[str, Any] = {name: getattr(body, name) for name in body.model_fields_set}
@@ -87,7 +88,7 @@ async def update_session(ctx: WriteCtx, body: UpdateSession) -> Response:
     return reply(session, session=session)
 
 
-@router.delete(_ONE, status_code=204)
+@router.delete(_ONE, status_code=204, responses=WRITE_ERRORS)
 async def delete_session(ctx: WriteCtx) -> Response:
     """Delete the session and everything in it; afterwards it is not found."""
     await ctx.manager.delete_session(
@@ -96,7 +97,7 @@ async def delete_session(ctx: WriteCtx) -> Response:
     return Response(status_code=204)
 
 
-@router.post(_ONE + "/close", response_model=Session)
+@router.post(_ONE + "/close", response_model=Session, responses=WRITE_ERRORS)
 async def close_session(ctx: WriteCtx, body: Reason | None = None) -> Response:
     """Close the session (history stays readable; restore re-opens it)."""
     session = await ctx.manager.close_session(
@@ -108,7 +109,7 @@ async def close_session(ctx: WriteCtx, body: Reason | None = None) -> Response:
     return reply(session, session=session)
 
 
-@router.post(_ONE + "/expire", response_model=Session)
+@router.post(_ONE + "/expire", response_model=Session, responses=WRITE_ERRORS)
 async def expire_session(ctx: WriteCtx, body: Reason | None = None) -> Response:
     """Expire the session now (idempotent by nature: expiring EXPIRED changes nothing)."""
     session = await ctx.manager.expire_session(
@@ -119,7 +120,7 @@ async def expire_session(ctx: WriteCtx, body: Reason | None = None) -> Response:
     return reply(session, session=session)
 
 
-@router.post(_ONE + "/restore", response_model=RestoredSession)
+@router.post(_ONE + "/restore", response_model=RestoredSession, responses=WRITE_ERRORS)
 async def restore_session(ctx: WriteCtx, body: RestoreSession | None = None) -> Response:
     """Re-open a CLOSED (or recently EXPIRED) session and return all an engine needs."""
     restored = await ctx.manager.restore_session(

@@ -10,12 +10,15 @@ from fastapi.exceptions import RequestValidationError
 
 from ...models import ToolCall
 from ..deps import ReadCtx, WriteCtx, items, reply
-from ..schemas import RecordToolCall
+from ..problems import ERRORS, WRITE_ERRORS
+from ..schemas import Items, RecordToolCall
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/tool-calls", tags=["tool calls"])
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}/tool-calls", tags=["tool calls"], responses=ERRORS
+)
 
 
-@router.post("", status_code=201, response_model=ToolCall)
+@router.post("", status_code=201, response_model=ToolCall, responses=WRITE_ERRORS)
 async def record_tool_call(ctx: WriteCtx, body: RecordToolCall) -> Response:
     """Record a tool call that really ran."""
     call = await ctx.manager.record_tool_call(
@@ -35,7 +38,7 @@ async def record_tool_call(ctx: WriteCtx, body: RecordToolCall) -> Response:
     return reply(call, status=201, replayed=ctx.replayed(call.created_at))
 
 
-@router.get("", response_model=dict[str, list[ToolCall]])
+@router.get("", response_model=Items[ToolCall])
 async def get_tool_history(
     ctx: ReadCtx,
     tool: str | None = None,

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Path, Request
 from starlette.responses import JSONResponse
 
 from ..deps import Auth, services
+from ..problems import ERRORS, problem_responses
 
-router = APIRouter(prefix="/v1", tags=["users"])
+router = APIRouter(prefix="/v1", tags=["users"], responses=ERRORS)
 
 
 @router.get("/whoami")
@@ -18,7 +19,7 @@ async def whoami(principal: Auth) -> JSONResponse:
     return JSONResponse({"user_id": principal.user_id, "admin": principal.admin})
 
 
-@router.delete("/users/{user_id}/data")
+@router.delete("/users/{user_id}/data", responses=problem_responses(403))
 async def delete_user_data(
     request: Request,
     principal: Auth,
