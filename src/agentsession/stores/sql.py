@@ -8,8 +8,9 @@ created and changed only by migrations (:mod:`agentsession.stores.migrate`).
 Costs, independent of history length: appending is one INSERT per message (one
 executemany per batch); the last N messages are one ``ORDER BY seq DESC LIMIT N`` over
 the ``(session_id, seq)`` index; ``list_runs`` is two queries whatever the number of runs.
-Statements on hot paths are built once per store and reused, so SQLAlchemy only looks
-up their compiled form.
+Statements on hot paths are built once per store, compiled once for the engine's dialect
+and executed on the DBAPI cursor of the pooled connection (:mod:`.sqlexec`), which skips
+SQLAlchemy's per-execution overhead; everything else goes through ``Connection.execute``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from .schema import (
     working_memory,
 )
 from .sqldialect import connection_mode, create_store_engine, masked_url, parse_url, translate_error
+from .sqlexec import CompiledStatement, observed
 
 __all__ = ["SQLStore"]
 
@@ -123,7 +125,7 @@ class SQLStore:
         self._engine: Engine | None = engine
         self._errors = (SQLAlchemyError, sqlite3.Error, engine.dialect.loaded_dbapi.Error)
         self._sqlite_writer = _FifoLock() if engine.dialect.name == "sqlite" else None
-        self._sql = _Statements()
+        self._sql = _Statements(engine.dialect)
 
     @property
     def engine(self) -> Engine:
@@ -162,7 +164,11 @@ class SQLStore:
             with self._writer_turn(write), engine.connect() as conn:
                 connection_mode(conn, write=write)
                 with conn.begin():
-                    yield _SQLTransaction(conn, self._sql, self._errors, write=write)
+                    tx = _SQLTransaction(conn, self._sql, self._errors, write=write)
+                    try:
+                        yield tx
+                    finally:
+                        tx.close()
         except self._errors as exc:
             raise translate_error(exc) from exc
 
@@ -236,54 +242,87 @@ def _translated(
 
 
 class _Statements:
-    """Statements of the hot paths, built once per store; values are bound per call."""
+    """Statements of the hot paths, built and compiled once per store (for its dialect);
+    values are bound per call. See :mod:`.sqlexec`."""
 
-    def __init__(self) -> None:
+    def __init__(self, dialect: sa.engine.Dialect) -> None:
+        def compiled(stmt: Any) -> CompiledStatement:
+            return CompiledStatement(stmt, dialect)
+
         by_id = sessions.c.session_id == sa.bindparam("session_id")
-        self.get_session = sa.select(sessions).where(by_id)
-        self.get_session_for_update = self.get_session.with_for_update()
-        self.update_session = sa.update(sessions).where(
-            sessions.c.session_id == sa.bindparam("b_session_id"),
-            sessions.c.version == sa.bindparam("b_expected_version"),
+        get_session = sa.select(sessions).where(by_id)
+        self.get_session = compiled(get_session)
+        self.get_session_for_update = compiled(get_session.with_for_update())
+        self.update_session = compiled(
+            sa.update(sessions)
+            .where(
+                sessions.c.session_id == sa.bindparam("b_session_id"),
+                sessions.c.version == sa.bindparam("b_expected_version"),
+            )
+            .values({c.key: sa.bindparam(c.key) for c in sessions.c if c.key != "session_id"})
         )
-        self.insert_messages = sa.insert(messages)
-        self.insert_audit = sa.insert(audit_events)
-        self.get_memory = sa.select(working_memory).where(
-            working_memory.c.session_id == sa.bindparam("session_id")
+        self.insert_messages = compiled(sa.insert(messages))
+        # The audit seq comes back as the cursor's lastrowid where the dialect reads
+        # generated keys that way (SQLite, MySQL), else by RETURNING (PostgreSQL).
+        self.audit_lastrowid = bool(dialect.postfetch_lastrowid)
+        insert_audit = sa.insert(audit_events).values(
+            {c.key: sa.bindparam(c.key) for c in audit_events.c if c.key != "seq"}
         )
-        self.update_memory = sa.update(working_memory).where(
-            working_memory.c.session_id == sa.bindparam("b_session_id")
+        if not self.audit_lastrowid:
+            insert_audit = insert_audit.returning(audit_events.c.seq)
+        self.insert_audit = compiled(insert_audit)
+        self.get_memory = compiled(
+            sa.select(working_memory).where(
+                working_memory.c.session_id == sa.bindparam("session_id")
+            )
         )
-        self.get_idempotency = sa.select(idempotency_keys).where(
-            idempotency_keys.c.user_id == sa.bindparam("user_id"),
-            idempotency_keys.c.scope == sa.bindparam("scope"),
-            idempotency_keys.c.idem_key == sa.bindparam("idem_key"),
+        self.update_memory = compiled(
+            sa.update(working_memory)
+            .where(working_memory.c.session_id == sa.bindparam("b_session_id"))
+            .values(
+                version=sa.bindparam("version"),
+                updated_at=sa.bindparam("updated_at"),
+                data=sa.bindparam("data"),
+            )
         )
-        self._messages: dict[tuple[bool, bool, str], sa.Select[Any]] = {}
+        self.get_idempotency = compiled(
+            sa.select(idempotency_keys).where(
+                idempotency_keys.c.user_id == sa.bindparam("user_id"),
+                idempotency_keys.c.scope == sa.bindparam("scope"),
+                idempotency_keys.c.idem_key == sa.bindparam("idem_key"),
+            )
+        )
+        self._compile = compiled
+        self._messages: dict[tuple[bool, bool, str], CompiledStatement] = {}
 
-    def get_messages(self, *, after: bool, before: bool, mode: str) -> sa.Select[Any]:
+    def get_messages(self, *, after: bool, before: bool, mode: str) -> CompiledStatement:
         """The message query for one combination of bounds; ``mode`` is all/first/last."""
         key = (after, before, mode)
         stmt = self._messages.get(key)
         if stmt is None:
-            stmt = sa.select(
-                messages.c.message_id,
-                messages.c.session_id,
-                messages.c.seq,
-                messages.c.created_at,
-                messages.c.payload,
-            ).where(messages.c.session_id == sa.bindparam("session_id"))
-            if after:
-                stmt = stmt.where(messages.c.seq > sa.bindparam("after_seq"))
-            if before:
-                stmt = stmt.where(messages.c.seq < sa.bindparam("before_seq"))
-            if mode == "last":
-                stmt = stmt.order_by(messages.c.seq.desc())
-            else:
-                stmt = stmt.order_by(messages.c.seq)
-            if mode != "all":
-                stmt = stmt.limit(sa.bindparam("limit"))
+            stmt = self._compile(self._messages_select(after, before, mode))
             self._messages[key] = stmt
+        return stmt
+
+    @staticmethod
+    def _messages_select(after: bool, before: bool, mode: str) -> sa.Select[Any]:
+        stmt = sa.select(
+            messages.c.message_id,
+            messages.c.session_id,
+            messages.c.seq,
+            messages.c.created_at,
+            messages.c.payload,
+        ).where(messages.c.session_id == sa.bindparam("session_id"))
+        if after:
+            stmt = stmt.where(messages.c.seq > sa.bindparam("after_seq"))
+        if before:
+            stmt = stmt.where(messages.c.seq < sa.bindparam("before_seq"))
+        if mode == "last":
+            stmt = stmt.order_by(messages.c.seq.desc())
+        else:
+            stmt = stmt.order_by(messages.c.seq)
+        if mode != "all":
+            stmt = stmt.limit(sa.bindparam("limit"))
         return stmt
 
 
@@ -302,6 +341,28 @@ class _SQLTransaction:
         self._sql = sql
         self._errors = errors
         self._write = write
+        self._cursor: Any = None
+        self._direct = not observed(conn)
+
+    def _dbapi_cursor(self) -> Any:
+        """The DBAPI cursor of this transaction's connection, opened on first use; None
+        when the engine is observed (events, echo): then statements go through
+        ``exec_driver_sql`` (see :mod:`.sqlexec`)."""
+        if self._cursor is None and self._direct:
+            dbapi_connection = self._conn.connection.dbapi_connection
+            assert dbapi_connection is not None
+            self._cursor = dbapi_connection.cursor()
+        return self._cursor
+
+    def _execute(self, stmt: CompiledStatement, params: dict[str, Any]) -> Any:
+        """Run a compiled hot statement on this transaction's DBAPI cursor."""
+        return stmt.execute(self._conn, self._dbapi_cursor(), params)
+
+    def close(self) -> None:
+        """Release the DBAPI cursor (the transaction itself is the store's to end)."""
+        cursor, self._cursor = self._cursor, None
+        if cursor is not None:
+            cursor.close()
 
     def _writing(self) -> None:
         if not self._write:
@@ -311,8 +372,8 @@ class _SQLTransaction:
     @_translated
     def get_session(self, session_id: str) -> Session | None:
         stmt = self._sql.get_session_for_update if self._write else self._sql.get_session
-        row = self._conn.execute(stmt, {"session_id": session_id}).first()
-        return None if row is None else Session.model_validate(row._asdict())
+        rows = stmt.rows(self._execute(stmt, {"session_id": session_id}))
+        return Session.model_validate(stmt.record(rows[0])) if rows else None
 
     @_translated
     def insert_session(self, session: Session) -> None:
@@ -326,7 +387,7 @@ class _SQLTransaction:
         values["b_session_id"] = values.pop("session_id")
         values["b_expected_version"] = expected_version
         # Compare-and-set in one statement: no row matched = someone else won.
-        if self._conn.execute(self._sql.update_session, values).rowcount != 1:
+        if self._execute(self._sql.update_session, values).rowcount != 1:
             raise StoreConflict(f"session {session.session_id!r} changed concurrently")
 
     @_translated
@@ -405,7 +466,11 @@ class _SQLTransaction:
             }
             for m in messages_
         ]
-        self._conn.execute(self._sql.insert_messages, rows)
+        stmt = self._sql.insert_messages
+        if len(rows) == 1:
+            self._execute(stmt, rows[0])
+        else:
+            stmt.executemany(self._conn, self._dbapi_cursor(), rows)
 
     @_translated
     def get_messages(
@@ -429,27 +494,28 @@ class _SQLTransaction:
             "before_seq": before_seq,
             "limit": limit,
         }
-        rows = self._conn.execute(stmt, params).all()
+        rows = stmt.rows(self._execute(stmt, params))
         if mode == "last":
             rows.reverse()
         return [
             Message.model_validate(
                 {
-                    **row.payload,
-                    "message_id": row.message_id,
-                    "session_id": row.session_id,
-                    "seq": row.seq,
-                    "created_at": row.created_at,
+                    **payload,
+                    "message_id": message_id,
+                    "session_id": sid,
+                    "seq": seq,
+                    "created_at": created_at,
                 }
             )
-            for row in rows
+            for message_id, sid, seq, created_at, payload in rows
         ]
 
     # -- working memory --------------------------------------------------------------
     @_translated
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:
-        row = self._conn.execute(self._sql.get_memory, {"session_id": session_id}).first()
-        return None if row is None else WorkingMemory.model_validate(row._asdict())
+        stmt = self._sql.get_memory
+        rows = stmt.rows(self._execute(stmt, {"session_id": session_id}))
+        return WorkingMemory.model_validate(stmt.record(rows[0])) if rows else None
 
     @_translated
     def put_working_memory(self, memory: WorkingMemory) -> None:
@@ -457,7 +523,7 @@ class _SQLTransaction:
         values = {"version": memory.version, "updated_at": memory.updated_at, "data": memory.data}
         # The manager holds the session row lock, so update-then-insert cannot race;
         # if it somehow did, the duplicate key becomes StoreConflict and a retry.
-        updated = self._conn.execute(
+        updated = self._execute(
             self._sql.update_memory, {**values, "b_session_id": memory.session_id}
         )
         if updated.rowcount == 0:
@@ -587,8 +653,11 @@ class _SQLTransaction:
     def insert_audit(self, event: AuditEvent) -> int:
         self._writing()
         row = event.model_dump(exclude={"seq"})
-        result = self._conn.execute(self._sql.insert_audit, row)
-        return int(result.inserted_primary_key[0])
+        stmt = self._sql.insert_audit
+        cursor = self._execute(stmt, row)
+        if self._sql.audit_lastrowid:
+            return int(cursor.lastrowid)
+        return int(stmt.rows(cursor)[0][0])
 
     @_translated
     def list_audit(
@@ -606,17 +675,19 @@ class _SQLTransaction:
     @_translated
     def get_idempotency(self, user_id: str, scope: str, key: str) -> IdempotencyRecord | None:
         params = {"user_id": user_id, "scope": scope, "idem_key": key}
-        row = self._conn.execute(self._sql.get_idempotency, params).first()
-        if row is None:
+        stmt = self._sql.get_idempotency
+        rows = stmt.rows(self._execute(stmt, params))
+        if not rows:
             return None
+        row = stmt.record(rows[0])
         return IdempotencyRecord(
-            user_id=row.user_id,
-            scope=row.scope,
-            key=row.idem_key,
-            fingerprint=row.fingerprint,
-            session_id=row.session_id,
-            result=row.result,
-            created_at=row.created_at,
+            user_id=row["user_id"],
+            scope=row["scope"],
+            key=row["idem_key"],
+            fingerprint=row["fingerprint"],
+            session_id=row["session_id"],
+            result=row["result"],
+            created_at=row["created_at"],
         )
 
     @_translated

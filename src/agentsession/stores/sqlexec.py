@@ -1,0 +1,157 @@
+"""Hot statements compiled once per dialect and run on the DBAPI cursor.
+
+SQLAlchemy Core spends tens of microseconds per ``Connection.execute`` (cache-key
+lookup, execution context, parameter construction, result metadata), several times the
+cost of the statement itself on SQLite. The few statements on the hot paths (load the
+session row, compare-and-set it, insert messages and audit events, read messages)
+therefore go through :class:`CompiledStatement`: the Core statement is compiled once for
+the engine's dialect, and its SQL text, parameter order (positional paramstyles) or
+names (named paramstyles), bind processors and result processors are all taken from
+that compiled form, so no SQL is written per driver. Execution then is one
+``cursor.execute`` on the DBAPI connection that SQLAlchemy checked out of its pool, inside
+the transaction SQLAlchemy began. Pooling, dialects, transactions and migrations stay
+SQLAlchemy's.
+
+When someone observes the engine (``before/after_cursor_execute`` listeners, as tracing
+tools and tests install, or ``echo``), the same SQL text and DBAPI parameters go through
+:meth:`Connection.exec_driver_sql` instead (:func:`observed`), so every statement is seen
+exactly as the driver receives it. On the direct path, driver errors are wrapped as
+SQLAlchemy's :class:`~sqlalchemy.exc.DBAPIError` subclasses (exactly as Core would), and a
+disconnect invalidates the pooled connection.
+A statement whose compiled form needs per-execution rendering (``literal_execute`` or
+expanding parameters) is refused at construction; keep those on ``Connection.execute``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Dialect
+
+__all__ = ["CompiledStatement", "observed"]
+
+_REQUIRED = object()
+
+Processor = Callable[[Any], Any]
+
+
+def observed(conn: Connection) -> bool:
+    """Whether statements on ``conn`` must be visible to events or ``echo`` logging."""
+    dispatch = conn.dispatch
+    return bool(
+        dispatch.before_cursor_execute or dispatch.after_cursor_execute or conn.engine.echo
+    )
+
+
+class CompiledStatement:
+    """One Core statement compiled for one dialect, executable on a DBAPI cursor.
+
+    Attributes:
+        sql: the SQL text in the driver's paramstyle.
+        columns: names of the result columns (empty for DML without RETURNING).
+    """
+
+    def __init__(self, stmt: sa.sql.ClauseElement, dialect: Dialect) -> None:
+        compiled = stmt.compile(dialect=dialect)
+        if compiled.literal_execute_params or compiled.post_compile_params:
+            raise ValueError("statement needs per-execution rendering; use Connection.execute")
+        self.sql: str = compiled.string
+        self._dialect = dialect
+        self._positional = bool(compiled.positional)
+        names = list(compiled.positiontup or ()) if self._positional else list(compiled.binds)
+        escaped = compiled.escaped_bind_names
+        # (parameter key the caller passes, key in the DBAPI dict, bind processor, default)
+        self._binds: list[tuple[str, str, Processor | None, Any]] = []
+        for name in names:
+            bind = compiled.binds[name]
+            default = _REQUIRED
+            if bind.callable is not None or bind.value is not None:
+                default = bind.effective_value
+            proc = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            self._binds.append((bind.key, escaped.get(name, name), proc, default))
+        columns = list(getattr(stmt, "exported_columns", ()) or ())
+        self.columns: tuple[str, ...] = tuple(c.key for c in columns)
+        self._results: list[tuple[int, Processor]] = []
+        for i, col in enumerate(columns):
+            proc = col.type.dialect_impl(dialect).result_processor(dialect, None)
+            if proc is not None:
+                self._results.append((i, proc))
+
+    def parameters(self, params: Mapping[str, Any]) -> Sequence[Any] | dict[str, Any]:
+        """The DBAPI parameters for one execution: bound, processed, in driver order."""
+        values = []
+        for key, _name, proc, default in self._binds:
+            value = params.get(key, default)
+            if value is _REQUIRED:
+                raise sa.exc.ArgumentError(f"a value is required for bind parameter {key!r}")
+            values.append(value if proc is None else proc(value))
+        if self._positional:
+            return values
+        return {name: v for (_k, name, _p, _d), v in zip(self._binds, values, strict=True)}
+
+    def execute(self, conn: Connection, cursor: Any, params: Mapping[str, Any]) -> Any:
+        """Execute once on ``cursor`` (of ``conn``'s DBAPI connection), or through
+        ``conn.exec_driver_sql`` when ``cursor`` is None. Returns the cursor or result:
+        either has ``rowcount``, ``lastrowid`` and ``fetchall()`` (see :meth:`rows`)."""
+        args = self.parameters(params)
+        if cursor is None:
+            return conn.exec_driver_sql(self.sql, _driver_args(args))
+        return self._run(conn, cursor, lambda: cursor.execute(self.sql, args))
+
+    def executemany(
+        self, conn: Connection, cursor: Any, params: Iterable[Mapping[str, Any]]
+    ) -> Any:
+        """Execute for each parameter set (DBAPI ``executemany``); see :meth:`execute`."""
+        args = [self.parameters(p) for p in params]
+        if cursor is None:
+            return conn.exec_driver_sql(self.sql, [_driver_args(a) for a in args])
+        return self._run(conn, cursor, lambda: cursor.executemany(self.sql, args))
+
+    def rows(self, cursor: Any) -> list[tuple[Any, ...]]:
+        """Fetch every remaining row of a cursor or result, result processors applied."""
+        rows = cursor.fetchall()
+        if not self._results:
+            return [tuple(r) for r in rows]
+        out = []
+        for row in rows:
+            values = list(row)
+            for i, proc in self._results:
+                values[i] = proc(values[i])
+            out.append(tuple(values))
+        return out
+
+    def record(self, row: Sequence[Any]) -> dict[str, Any]:
+        """One row from :meth:`rows` as a dict keyed by column name."""
+        return dict(zip(self.columns, row, strict=True))
+
+    def _run(self, conn: Connection, cursor: Any, call: Callable[[], Any]) -> Any:
+        dbapi = self._dialect.loaded_dbapi
+        try:
+            call()
+        except dbapi.Error as exc:
+            invalidated = False
+            try:
+                invalidated = self._dialect.is_disconnect(
+                    exc, conn.connection.dbapi_connection, cursor
+                )
+            except Exception:  # pragma: no cover - a dialect's check must not mask exc
+                invalidated = False
+            if invalidated:
+                conn.invalidate(exc)
+            raise sa.exc.DBAPIError.instance(
+                self.sql,
+                None,
+                exc,
+                dbapi.Error,
+                hide_parameters=True,
+                connection_invalidated=invalidated,
+                dialect=self._dialect,
+            ) from exc
+        return cursor
+
+
+def _driver_args(args: Sequence[Any] | dict[str, Any]) -> Any:
+    """``exec_driver_sql`` takes a tuple (positional) or a dict (named) per execution."""
+    return args if isinstance(args, dict) else tuple(args)
