@@ -1,20 +1,35 @@
 """Shared fixtures: the registry of stores every contract test runs against.
 
-``STORES`` maps a backend name to a factory ``(tmp_path) -> (store, cleanup)``. A backend
-whose server or driver is missing is skipped with its reason printed by ``-ra``.
+``STORES`` maps a backend name to a factory returning a fresh, empty store; the
+``store`` fixture closes it afterwards. A factory's parameters are fixture names, filled
+in like a fixture's (``tmp_path``, or a server fixture of ``tests/servers.py`` such as
+``postgres_url``). A backend whose server or driver is missing is skipped with its
+reason printed by ``-ra`` and in the "server stores" summary at the end.
+
+The server stores (``postgres``, ``mysql``) are registered only when the environment
+variable ``AGENTSESSION_TEST_SERVERS=1`` is set, until the SQL store passes the suite on
+them (see ``tests/contract/README.md``).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+import servers
 from agentsession import SessionManager
 from agentsession.stores.base import SessionStore
 from agentsession.stores.memory import MemoryStore
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Load the throwaway servers' fixtures (``postgres_url``, ``mysql_url``,
+    ``redis_url``...) and their "server stores" summary at the end of the run."""
+    config.pluginmanager.register(servers, "agentsession_test_servers")
 
 
 def _memory(tmp_path: Path) -> SessionStore:
@@ -27,11 +42,25 @@ def _sqlite(tmp_path: Path) -> SessionStore:
     return SQLStore(f"sqlite:///{tmp_path / 'sessions.db'}", auto_migrate=True)
 
 
+def _postgres(postgres_url: str) -> SessionStore:
+    from agentsession.stores.sql import SQLStore
+
+    return SQLStore(postgres_url, auto_migrate=True)
+
+
+def _mysql(mysql_url: str) -> SessionStore:
+    from agentsession.stores.sql import SQLStore
+
+    return SQLStore(mysql_url, auto_migrate=True)
+
+
 #: Every store the contract suite runs against. New stores add themselves here.
-STORES: dict[str, Callable[[Path], SessionStore]] = {
+STORES: dict[str, Callable[..., SessionStore]] = {
     "memory": _memory,
     "sqlite": _sqlite,
 }
+if servers.server_stores_enabled():
+    STORES.update(postgres=_postgres, mysql=_mysql)
 
 
 class FrozenClock:
@@ -49,9 +78,13 @@ class FrozenClock:
 
 
 @pytest.fixture(params=sorted(STORES))
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+def store(request: pytest.FixtureRequest) -> Iterator[SessionStore]:
     """A fresh, empty store of each registered kind."""
-    s = STORES[request.param](tmp_path)
+    factory = STORES[request.param]
+    fixtures = {
+        name: request.getfixturevalue(name) for name in inspect.signature(factory).parameters
+    }
+    s = factory(**fixtures)
     try:
         yield s
     finally:

@@ -414,10 +414,17 @@ def test_open_store_by_url(tmp_path: Path) -> None:
         ("mysql+pymysql://u:pw@localhost/db", "mysql", "pymysql"),
     ],
 )
-def test_missing_driver_names_the_extra(url: str, extra: str, module: str) -> None:
+def test_missing_driver_names_the_extra(
+    url: str, extra: str, module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A PostgreSQL or MySQL URL without its driver says which extra to install."""
-    if importlib.util.find_spec(module) is not None:
-        pytest.skip(f"{module} is installed")
+    # The dev extra installs both drivers: hide this one, as if it were missing.
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:
+        return None if name == module else real_find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     with pytest.raises(StoreError, match=rf"pip install 'agentsession\[{extra}\]'"):
         open_store(url)
 

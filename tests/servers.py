@@ -1,0 +1,640 @@
+"""Throwaway database servers for the tests: PostgreSQL, MariaDB/MySQL and Redis.
+
+Each server is started once per test session, on loopback, on a free port, with its data
+in a fresh temporary directory, and stopped (directory removed) when the session ends.
+No Docker and no system service: the binaries come from the Debian packages
+``postgresql``, ``mariadb-server`` and ``redis-server`` (``.ci/run`` installs them).
+A missing binary skips the tests that need it with a reason naming the package, and
+:func:`pytest_terminal_summary` prints one line per server store at the end.
+
+Fixtures (import them into ``tests/conftest.py``):
+
+* ``postgres_server`` / ``mysql_server`` / ``redis_server``: the session-wide
+  :class:`Server` (skips if not installed; errors if installed but it fails to start).
+* ``postgres_url`` / ``mysql_url``: a URL of a fresh, empty database for one test
+  (``CREATE DATABASE t_<n>``, dropped afterwards).
+* ``redis_url``: ``redis://127.0.0.1:<port>/0``, flushed (``FLUSHALL``) before the test.
+
+Settings that differ from a production server, chosen for speed; a test about
+durability must not rely on them:
+
+* PostgreSQL: ``fsync=off``, ``synchronous_commit=off``, ``full_page_writes=off``;
+  cluster ``initdb -E UTF8 --locale=C`` (byte-order collation), trust authentication.
+* MariaDB: ``innodb_flush_log_at_trx_commit=2``, ``innodb_doublewrite=0``,
+  ``sync_binlog=0`` (binary log off); ``character_set_server=utf8mb4``
+  (``collation_server=utf8mb4_general_ci``, the server default; the store's tables say
+  ``utf8mb4_bin`` themselves); root without a password.
+* Redis: none. ``appendonly yes``, ``appendfsync always``, no RDB snapshots (``save ''``).
+
+When the tests run as root (CI), PostgreSQL and MariaDB refuse to: their processes run
+as the system users the Debian packages create (``postgres``, ``mysql``), or ``nobody``,
+and the temporary directory is handed to that user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = [
+    "SERVER_STORES_ENV",
+    "Server",
+    "mysql_server",
+    "mysql_url",
+    "postgres_server",
+    "postgres_url",
+    "pytest_terminal_summary",
+    "redis_command",
+    "redis_server",
+    "redis_url",
+    "server_stores_enabled",
+]
+
+#: Environment variable that adds the server stores (postgres, mysql) to ``STORES``.
+SERVER_STORES_ENV = "AGENTSESSION_TEST_SERVERS"
+
+START_TIMEOUT = 60.0  # seconds a server may take to accept connections
+
+# kind -> what happened this session: ("started", seconds, version) or ("skipped", reason)
+_REPORT: dict[str, tuple[str, Any, Any]] = {}
+_INSTALL_HINT = {
+    "postgres": "PostgreSQL server not installed: apt-get install postgresql",
+    "mysql": "MariaDB server not installed: apt-get install mariadb-server",
+    "redis": "Redis server not installed: apt-get install redis-server",
+}
+
+
+def server_stores_enabled() -> bool:
+    """Whether ``AGENTSESSION_TEST_SERVERS`` asks for the server stores in ``STORES``."""
+    return os.environ.get(SERVER_STORES_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+class ServerNotInstalled(Exception):
+    """A server binary is missing; the message says which package installs it."""
+
+
+@dataclass
+class Server:
+    """A running throwaway server.
+
+    Attributes:
+        kind: ``postgres``, ``mysql`` or ``redis``.
+        version: the server's version string.
+        host, port: where it listens (always 127.0.0.1).
+        url_prefix: URL without the database part, e.g. ``postgresql+psycopg://postgres@127.0.0.1:5433``.
+        startup_seconds: wall time from ``initdb``/``install-db`` to accepting connections.
+        log: the server's log file (its tail is shown when something fails).
+    """
+
+    kind: str
+    version: str
+    host: str
+    port: int
+    url_prefix: str
+    startup_seconds: float
+    log: Path
+    _stop: Callable[[], None]
+    _admin: Any = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def create_database(self) -> tuple[str, str]:
+        """Create a fresh, empty database; return ``(name, url)``."""
+        name = f"t_{next(self._counter)}"
+        with self._lock:
+            if self.kind == "postgres":
+                self._admin.execute(f"CREATE DATABASE {name}")
+            else:
+                with self._admin.cursor() as cur:
+                    cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+        return name, f"{self.url_prefix}/{name}"
+
+    def drop_database(self, name: str) -> None:
+        """Drop a database made by :meth:`create_database`, closing its connections."""
+        with self._lock:
+            if self.kind == "postgres":
+                self._admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            else:
+                with self._admin.cursor() as cur:
+                    cur.execute(f"DROP DATABASE IF EXISTS {name}")
+
+    def stop(self) -> None:
+        """Stop the server and remove its directory."""
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                self._admin.close()
+        self._stop()
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _which(*names: str) -> str | None:
+    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin", "/sbin"])
+    for name in names:
+        found = shutil.which(name, path=path)
+        if found:
+            return found
+    return None
+
+
+@dataclass
+class _RunAs:
+    """Who the server processes run as: the current user, or (as root) a system user."""
+
+    uid: int | None = None
+    gid: int | None = None
+
+    @classmethod
+    def for_root(cls, *candidates: str) -> _RunAs:
+        if os.geteuid() != 0:
+            return cls()
+        for name in (*candidates, "nobody"):
+            try:
+                entry = pwd.getpwnam(name)
+            except KeyError:
+                continue
+            return cls(entry.pw_uid, entry.pw_gid)
+        raise RuntimeError("running as root and no unprivileged user to run the server as")
+
+    @property
+    def name(self) -> str | None:
+        return None if self.uid is None else pwd.getpwuid(self.uid).pw_name
+
+    def popen_args(self) -> dict[str, Any]:
+        if self.uid is None:
+            return {}
+        return {"user": self.uid, "group": self.gid, "extra_groups": []}
+
+    def own(self, path: Path) -> None:
+        if self.uid is not None:
+            os.chown(path, self.uid, self.gid or -1)
+
+
+def _tempdir(kind: str, run_as: _RunAs) -> Path:
+    # Not pytest's tmp_path: that is 0700 under root's directory, which the server user
+    # (CI runs as root) cannot enter. Short path: Unix socket names are limited to 107 bytes.
+    path = Path(tempfile.mkdtemp(prefix=f"as-{kind}-"))
+    run_as.own(path)
+    return path
+
+
+def _run(cmd: list[str], run_as: _RunAs, log: Path, **kwargs: Any) -> None:
+    with log.open("ab") as out:
+        proc = subprocess.run(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=START_TIMEOUT,
+            check=False,
+            **run_as.popen_args(),
+            **kwargs,
+        )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed (exit {proc.returncode}):\n{_tail(log)}")
+
+
+def _tail(log: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _wait(ready: Callable[[], bool], what: str, log: Path, alive: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    delay = 0.02
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if not alive():
+            raise RuntimeError(f"{what} exited during start-up:\n{_tail(log)}")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.25)
+    raise RuntimeError(f"{what} did not accept connections within {START_TIMEOUT} s:\n{_tail(log)}")
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# -- PostgreSQL ------------------------------------------------------------------------
+
+
+def _postgres_bin() -> Path:
+    def version(path: str) -> tuple[int, ...]:
+        part = Path(path).parent.parent.name
+        return tuple(int(x) for x in part.split(".") if x.isdigit())
+
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=version)
+    if candidates:
+        return Path(candidates[-1]).parent
+    found = _which("initdb")
+    if found:
+        return Path(found).resolve().parent
+    raise ServerNotInstalled(_INSTALL_HINT["postgres"])
+
+
+def start_postgres() -> Server:
+    """Start a throwaway PostgreSQL cluster (see the module docstring)."""
+    bindir = _postgres_bin()
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover - the dev extra installs it
+        raise ServerNotInstalled("psycopg not installed: pip install -e '.[dev]'") from exc
+    run_as = _RunAs.for_root("postgres")
+    started = time.monotonic()
+    tmp = _tempdir("pg", run_as)
+    data, log = tmp / "data", tmp / "server.log"
+    log.touch()
+    run_as.own(log)
+    port = _free_port()
+    try:
+        _run(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+                "--no-instructions",
+            ],
+            run_as,
+            log,
+            cwd=tmp,
+        )
+        opts = (
+            f"-k {tmp} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        _run(
+            [
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(log),
+                "-w",
+                "-t",
+                str(int(START_TIMEOUT)),
+                "-o",
+                opts,
+                "start",
+            ],
+            run_as,
+            log,
+            cwd=tmp,
+        )
+    except BaseException:
+        _stop_postgres(bindir, data, run_as, tmp)
+        raise
+    startup = time.monotonic() - started
+    admin = psycopg.connect(
+        host="127.0.0.1", port=port, user="postgres", dbname="postgres", autocommit=True
+    )
+    version = admin.execute("SHOW server_version").fetchone()[0]
+    return Server(
+        kind="postgres",
+        version=f"PostgreSQL {version}",
+        host="127.0.0.1",
+        port=port,
+        url_prefix=f"postgresql+psycopg://postgres@127.0.0.1:{port}",
+        startup_seconds=startup,
+        log=log,
+        _stop=lambda: _stop_postgres(bindir, data, run_as, tmp),
+        _admin=admin,
+    )
+
+
+def _stop_postgres(bindir: Path, data: Path, run_as: _RunAs, tmp: Path) -> None:
+    if (data / "postmaster.pid").exists():
+        subprocess.run(
+            [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+            cwd=tmp,
+            **run_as.popen_args(),
+        )
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- MariaDB / MySQL -------------------------------------------------------------------
+
+
+def start_mysql() -> Server:
+    """Start a throwaway MariaDB (or MySQL) server (see the module docstring)."""
+    server = _which("mariadbd", "mysqld")
+    install = _which("mariadb-install-db", "mysql_install_db")
+    if server is None or install is None:
+        raise ServerNotInstalled(_INSTALL_HINT["mysql"])
+    try:
+        import pymysql
+    except ImportError as exc:  # pragma: no cover - the dev extra installs it
+        raise ServerNotInstalled("PyMySQL not installed: pip install -e '.[dev]'") from exc
+    run_as = _RunAs.for_root("mysql")
+    started = time.monotonic()
+    tmp = _tempdir("my", run_as)
+    data, log, sock = tmp / "data", tmp / "server.log", tmp / "mysqld.sock"
+    port = _free_port()
+    user_args = [f"--user={run_as.name}"] if run_as.name else []
+    proc: subprocess.Popen[bytes] | None = None
+
+    def stop() -> None:
+        if proc is not None:
+            _terminate(proc)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    try:
+        _run(
+            [
+                install,
+                "--no-defaults",
+                f"--datadir={data}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--skip-name-resolve",
+                *user_args,
+            ],
+            _RunAs(),
+            log,
+            cwd=tmp,
+        )
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [
+                    server,
+                    "--no-defaults",
+                    f"--datadir={data}",
+                    f"--socket={sock}",
+                    f"--port={port}",
+                    "--bind-address=127.0.0.1",
+                    f"--pid-file={tmp / 'server.pid'}",
+                    "--skip-name-resolve",
+                    "--character-set-server=utf8mb4",
+                    "--innodb-flush-log-at-trx-commit=2",
+                    "--innodb-doublewrite=0",
+                    "--innodb-buffer-pool-size=128M",
+                    "--max-connections=300",
+                    *user_args,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=tmp,
+            )
+
+        def connect() -> Any:
+            return pymysql.connect(unix_socket=str(sock), user="root", autocommit=True)
+
+        def ready() -> bool:
+            # A raw socket, not pymysql (which leaks its socket when a connect fails):
+            # the server is up once it sends its handshake packet.
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    s.settimeout(5)
+                    s.connect(str(sock))
+                    return len(s.recv(4)) == 4
+            except OSError:
+                return False
+
+        _wait(ready, "mariadbd", log, lambda: proc is not None and proc.poll() is None)
+        admin = connect()
+        with admin.cursor() as cur:
+            # --skip-name-resolve: root@localhost only matches the socket; tests use TCP.
+            cur.execute("CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'")
+            cur.execute("GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION")
+            cur.execute("SELECT VERSION()")
+            version = cur.fetchone()[0]
+    except BaseException:
+        stop()
+        raise
+    return Server(
+        kind="mysql",
+        version=f"{'MariaDB' if 'mariadb' in version.lower() else 'MySQL'} {version}",
+        host="127.0.0.1",
+        port=port,
+        url_prefix=f"mysql+pymysql://root@127.0.0.1:{port}",
+        startup_seconds=time.monotonic() - started,
+        log=log,
+        _stop=stop,
+        _admin=admin,
+    )
+
+
+# -- Redis -----------------------------------------------------------------------------
+
+
+def redis_command(port: int, *args: str, host: str = "127.0.0.1") -> Any:
+    """Send one command to Redis and return the decoded reply (no client library needed).
+
+    Supports the reply types the tests need: simple string, error (raised as
+    ``RuntimeError``), integer and bulk string.
+    """
+    request = f"*{len(args)}\r\n".encode()
+    for arg in args:
+        data = arg.encode()
+        request += b"$%d\r\n%s\r\n" % (len(data), data)
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(request)
+        reader = s.makefile("rb")
+        line = reader.readline().rstrip(b"\r\n")
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            size = int(rest)
+            return None if size < 0 else reader.read(size + 2)[:-2].decode()
+        raise RuntimeError(f"unsupported Redis reply {line!r}")
+
+
+def start_redis() -> Server:
+    """Start a throwaway Redis server (see the module docstring)."""
+    binary = _which("redis-server")
+    if binary is None:
+        raise ServerNotInstalled(_INSTALL_HINT["redis"])
+    started = time.monotonic()
+    tmp = _tempdir("redis", _RunAs())
+    log = tmp / "server.log"
+    port = _free_port()
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--dir",
+                str(tmp),
+                "--daemonize",
+                "no",
+                "--protected-mode",
+                "yes",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=tmp,
+        )
+
+    def stop() -> None:
+        _terminate(proc)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def ready() -> bool:
+        try:
+            return redis_command(port, "PING") == "PONG"
+        except (OSError, RuntimeError):
+            return False
+
+    try:
+        _wait(ready, "redis-server", log, lambda: proc.poll() is None)
+        info = redis_command(port, "INFO", "server")
+    except BaseException:
+        stop()
+        raise
+    version = next(
+        (line.split(":", 1)[1] for line in info.splitlines() if line.startswith("redis_version:")),
+        "?",
+    )
+    return Server(
+        kind="redis",
+        version=f"Redis {version.strip()}",
+        host="127.0.0.1",
+        port=port,
+        url_prefix=f"redis://127.0.0.1:{port}",
+        startup_seconds=time.monotonic() - started,
+        log=log,
+        _stop=stop,
+    )
+
+
+# -- pytest fixtures and report --------------------------------------------------------
+
+
+def _session_server(kind: str, start: Callable[[], Server]) -> Iterator[Server]:
+    try:
+        server = start()
+    except ServerNotInstalled as exc:
+        _REPORT[kind] = ("skipped", str(exc), None)
+        pytest.skip(str(exc))
+    _REPORT[kind] = ("started", server.startup_seconds, server.version)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Server]:
+    """A throwaway PostgreSQL server for the whole test session."""
+    yield from _session_server("postgres", start_postgres)
+
+
+@pytest.fixture(scope="session")
+def mysql_server() -> Iterator[Server]:
+    """A throwaway MariaDB/MySQL server for the whole test session."""
+    yield from _session_server("mysql", start_mysql)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[Server]:
+    """A throwaway Redis server for the whole test session."""
+    yield from _session_server("redis", start_redis)
+
+
+def _database(server: Server) -> Iterator[str]:
+    name, url = server.create_database()
+    try:
+        yield url
+    finally:
+        server.drop_database(name)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Server) -> Iterator[str]:
+    """URL of a fresh, empty PostgreSQL database, dropped after the test."""
+    yield from _database(postgres_server)
+
+
+@pytest.fixture
+def mysql_url(mysql_server: Server) -> Iterator[str]:
+    """URL of a fresh, empty MariaDB/MySQL database, dropped after the test."""
+    yield from _database(mysql_server)
+
+
+@pytest.fixture
+def redis_url(redis_server: Server) -> str:
+    """URL of the Redis server's db 0, emptied (``FLUSHALL``) before the test."""
+    redis_command(redis_server.port, "FLUSHALL")
+    return f"{redis_server.url_prefix}/0"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line per server store: started (version, start-up time), skipped (why), or
+    not enabled."""
+    lines = []
+    for kind in ("postgres", "mysql", "redis"):
+        entry = _REPORT.get(kind)
+        if entry is None:
+            continue
+        if entry[0] == "started":
+            lines.append(f"{kind}: {entry[2]}, started in {entry[1]:.2f} s")
+        else:
+            lines.append(f"{kind}: SKIPPED, {entry[1]}")
+    if not server_stores_enabled():
+        lines.append(
+            f"postgres, mysql stores: not in STORES (set {SERVER_STORES_ENV}=1 to run the "
+            "contract suite on them)"
+        )
+    if lines:
+        terminalreporter.write_sep("-", "server stores")
+        for line in lines:
+            terminalreporter.write_line(line)

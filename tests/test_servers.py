@@ -1,0 +1,54 @@
+"""Smoke tests of the throwaway servers in ``tests/servers.py``: each starts, gives a URL
+a client can use, and isolates tests (fresh database / flushed Redis). Skipped with a
+reason where the server is not installed."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from servers import Server, redis_command
+
+
+def test_redis_server_accepts_commands_and_is_append_only(
+    redis_server: Server, redis_url: str
+) -> None:
+    assert redis_url == f"redis://127.0.0.1:{redis_server.port}/0"
+    assert redis_command(redis_server.port, "SET", "k", "välue") == "OK"
+    assert redis_command(redis_server.port, "GET", "k") == "välue"
+    assert "aof_enabled:1" in redis_command(redis_server.port, "INFO", "persistence")
+
+
+def test_redis_url_fixture_flushes_between_tests(redis_server: Server, redis_url: str) -> None:
+    assert redis_command(redis_server.port, "DBSIZE") == 0
+    redis_command(redis_server.port, "SET", "left-behind", "1")
+
+
+def test_postgres_database_is_fresh_and_utf8(postgres_url: str) -> None:
+    engine = sa.create_engine(postgres_url)
+    try:
+        with engine.connect() as conn:
+            assert conn.scalar(sa.text("SHOW server_encoding")) == "UTF8"
+            assert (
+                conn.scalar(sa.text("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"))
+                == 0
+            )
+    finally:
+        engine.dispose()
+
+
+def test_mysql_database_is_fresh_and_utf8mb4(mysql_url: str) -> None:
+    engine = sa.create_engine(mysql_url)
+    try:
+        with engine.connect() as conn:
+            assert conn.scalar(sa.text("SELECT @@character_set_database")) == "utf8mb4"
+            assert (
+                conn.scalar(
+                    sa.text(
+                        "SELECT count(*) FROM information_schema.tables "
+                        "WHERE table_schema = DATABASE()"
+                    )
+                )
+                == 0
+            )
+    finally:
+        engine.dispose()
