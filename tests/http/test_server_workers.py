@@ -1,0 +1,240 @@
+"""A real ``agentsession serve --workers 2`` process on an SQLite file, set up the way
+the README says (``db upgrade``, ``keys create``), under concurrent clients:
+no lost update (issue 3) and idempotent POSTs (C04) across two worker processes."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agentsession import AgentSessionError, VersionConflict
+from agentsession.client import SessionClient
+
+pytestmark = pytest.mark.slow
+
+CLIENTS = 32
+INCREMENTS = 50
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Served:
+    """The running service: base URL, alice's token, its log file."""
+
+    url: str
+    token: str
+    log: Path
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", **extra}
+
+
+def _cli(*args: str, env: dict[str, str]) -> str:
+    exe = Path(sys.executable).with_name("agentsession")
+    out = subprocess.run(
+        [str(exe), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """``agentsession db upgrade``, ``keys create --user alice``, ``serve --workers 2``."""
+    tmp = tmp_path_factory.mktemp("workers")
+    port = _free_port()
+    env = {
+        **os.environ,
+        "AGENTSESSION_URL": f"sqlite:///{tmp / 'sessions.db'}",
+        "AGENTSESSION_PORT": str(port),
+    }
+    env.pop("AGENTSESSION_AUTO_MIGRATE", None)
+    env.pop("AGENTSESSION_KEYS_FILE", None)
+    _cli("db", "upgrade", env=env)
+    token = _cli("keys", "create", "--user", "alice", env=env).strip().splitlines()[0]
+    log_path = tmp / "server.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    exe = Path(sys.executable).with_name("agentsession")
+    proc = subprocess.Popen(
+        [str(exe), "serve", "--workers", "2"], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        ready = 0
+        while ready < 4:  # a few answers in a row: both workers are likely up
+            try:
+                ready = ready + 1 if httpx.get(f"{base}/readyz", timeout=1).is_success else 0
+            except httpx.TransportError:
+                ready = 0
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(log_path.read_text())
+            time.sleep(0.1)
+        yield Served(base, token, log_path)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+class CountingTransport(httpx.HTTPTransport):
+    """Counts every answer by status, before the client's retry logic sees it."""
+
+    def __init__(self, statuses: Counter[int], lock: threading.Lock) -> None:
+        super().__init__()
+        self.statuses, self.lock = statuses, lock
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        with self.lock:
+            self.statuses[response.status_code] += 1
+        return response
+
+
+@dataclass
+class Tally:
+    acknowledged: int = 0
+    conflicts: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def test_no_lost_update_32_clients_2_workers(served: Served) -> None:
+    """32 clients x 50 read-modify-write increments (GET session + memory, PUT with
+    If-Match, retry on 412): final counter == acknowledged increments; the audit
+    chain of versions has no gap and no repeat; no 5xx or "database is locked"."""
+    with SessionClient(served.url, served.token) as setup:
+        session = setup.create_session(agent="counter", working_memory={"counter": 0})
+    sid, start_version = session.session_id, session.version
+    statuses: Counter[int] = Counter()
+    lock = threading.Lock()
+
+    def client(index: int) -> Tally:
+        tally = Tally()
+        rng = random.Random(index)
+        transport = CountingTransport(statuses, lock)
+        with SessionClient(served.url, served.token, transport=transport, timeout=60) as c:
+            done = streak = 0
+            while done < INCREMENTS:
+                try:
+                    version = c.get_session(session_id=sid).version
+                    counter = c.get_working_memory(session_id=sid).data["counter"]
+                    c.update_working_memory(
+                        session_id=sid, data={"counter": counter + 1}, expected_version=version
+                    )
+                except VersionConflict:
+                    # Jittered exponential backoff: 32 writers on one row waste less.
+                    tally.conflicts += 1
+                    streak += 1
+                    time.sleep(rng.uniform(0, min(0.25, 0.004 * 2 ** min(streak, 6))))
+                    continue
+                except (AgentSessionError, httpx.HTTPError) as exc:
+                    tally.errors.append(f"{type(exc).__name__}: {exc}")
+                    if len(tally.errors) > 20:
+                        return tally
+                    continue
+                tally.acknowledged += 1
+                done += 1
+                streak = 0
+        return tally
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        tallies = list(pool.map(client, range(CLIENTS)))
+    elapsed = time.monotonic() - started
+
+    acknowledged = sum(t.acknowledged for t in tallies)
+    conflicts = sum(t.conflicts for t in tallies)
+    errors = [e for t in tallies for e in t.errors]
+    server_errors = sum(n for status, n in statuses.items() if status >= 500)
+    with SessionClient(served.url, served.token) as c:
+        final = c.get_working_memory(session_id=sid).data["counter"]
+        final_version = c.get_session(session_id=sid).version
+        events = []
+        while True:
+            page = c.get_audit_log(
+                session_id=sid, after=events[-1].seq if events else None, limit=1000
+            )
+            events.extend(page)
+            if len(page) < 1000:
+                break
+    print(
+        f"lost-update: {CLIENTS}x{INCREMENTS} in {elapsed:.1f}s; acknowledged={acknowledged} "
+        f"final={final} conflicts(412)={conflicts} statuses={dict(statuses)} errors={len(errors)}"
+    )
+    assert errors == []
+    assert server_errors == 0, statuses
+    assert "database is locked" not in served.log.read_text(errors="replace")
+    assert acknowledged == CLIENTS * INCREMENTS
+    assert final == acknowledged
+    assert final_version == start_version + acknowledged
+
+    # The chain from creation on: every change +1, no version written twice, no gap.
+    chain = [(e.version_before, e.version_after) for e in events if e.version_after is not None]
+    afters = [after for _, after in chain]
+    assert len(afters) == len(set(afters)), "a version was written twice"
+    assert all(before == after - 1 for before, after in chain[1:]), chain[:10]
+    increments = [e for e in events if (e.version_after or 0) > start_version]
+    assert len(increments) == acknowledged
+    assert {e.action for e in increments} == {"memory.updated"}
+    assert afters == list(range(1, final_version + 1)), "a gap in the versions"
+
+
+def test_idempotent_post_10_sequential_50_concurrent(served: Served) -> None:
+    """C04 across two workers: 10 sequential and 50 concurrent identical POSTs with one
+    Idempotency-Key -> one write, the same answer each time; a different body -> 422."""
+    with httpx.Client(base_url=served.url, timeout=60) as http:
+        created = http.post("/v1/sessions", json={"agent": "idem"}, headers=served.headers())
+        assert created.status_code == 201, created.text
+        sid = created.json()["session_id"]
+        path = f"/v1/sessions/{sid}/messages"
+        body = {"message": {"role": "user", "content": "exactly once"}}
+        headers = served.headers(**{"Idempotency-Key": "idem-key-1"})
+
+        sequential = [http.post(path, json=body, headers=headers) for _ in range(10)]
+
+    def post(_: int) -> httpx.Response:
+        with httpx.Client(base_url=served.url, timeout=60) as own:
+            return own.post(path, json=body, headers=headers)
+
+    with ThreadPoolExecutor(50) as pool:
+        concurrent = list(pool.map(post, range(50)))
+
+    answers = sequential + concurrent
+    assert [r.status_code for r in answers] == [201] * 60, [r.text for r in answers[:3]]
+    assert len({(r.json()["message_id"], r.json()["seq"]) for r in answers}) == 1
+    assert sum(r.headers.get("idempotent-replayed") == "true" for r in answers) == 59
+
+    with httpx.Client(base_url=served.url, timeout=60) as http:
+        other = http.post(
+            path, json={"message": {"role": "user", "content": "other"}}, headers=headers
+        )
+        assert other.status_code == 422
+        assert other.headers["content-type"].startswith("application/problem+json")
+        assert other.json()["type"].endswith("/idempotency-key-reused")
+        session = http.get(f"/v1/sessions/{sid}", headers=served.headers()).json()
+        messages = http.get(path, headers=served.headers()).json()["items"]
+    assert session["message_count"] == 1
+    assert [m["content"] for m in messages] == ["exactly once"]
+    assert session["version"] == created.json()["version"] + 1
