@@ -103,9 +103,15 @@ def _check_str(text: str, path: str) -> None:
         ) from None
 
 
+# One encoder each, built once: json.dumps with any keyword argument builds a new
+# JSONEncoder per call, which costs more than encoding a small value.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
 def dumps(value: Any) -> str:
     """Encode a checked JSON value as compact JSON text with real UTF-8 characters."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(value)
 
 
 def loads(text: str) -> Any:
@@ -118,5 +124,5 @@ def canonical_hash(value: Any) -> str:
 
     Used to compare tool-call arguments and idempotent requests independent of key order.
     """
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    text = _CANONICAL.encode(value)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

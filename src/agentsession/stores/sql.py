@@ -160,8 +160,11 @@ class SQLStore:
             StoreError: the store is closed, or the database failed.
         """
         engine = self.engine
+        writer = self._sqlite_writer if write else None
+        if writer is not None and not writer.acquire(timeout=self._busy_timeout):
+            raise StoreBusy(f"no write turn within {self._busy_timeout} s")
         try:
-            with self._writer_turn(write), engine.connect() as conn:
+            with engine.connect() as conn:
                 connection_mode(conn, write=write)
                 with conn.begin():
                     tx = _SQLTransaction(conn, self._sql, self._errors, write=write)
@@ -171,18 +174,9 @@ class SQLStore:
                         tx.close()
         except self._errors as exc:
             raise translate_error(exc) from exc
-
-    @contextmanager
-    def _writer_turn(self, write: bool) -> Iterator[None]:
-        if not write or self._sqlite_writer is None:
-            yield
-            return
-        if not self._sqlite_writer.acquire(timeout=self._busy_timeout):
-            raise StoreBusy(f"no write turn within {self._busy_timeout} s")
-        try:
-            yield
         finally:
-            self._sqlite_writer.release()
+            if writer is not None:
+                writer.release()
 
     def close(self) -> None:
         """Close the connection pool. Idempotent; further transactions raise StoreError."""

@@ -35,6 +35,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from ..errors import StoreBusy, StoreError, ValidationError
 from .base import StoreConflict
+from .sqlexec import observed
 
 __all__ = [
     "SQLITE_SYNCHRONOUS",
@@ -193,7 +194,20 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, timeout_ms: int) -> N
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get(_BEGIN_MODE, "DEFERRED")
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        sql = f"BEGIN {mode}"
+        if observed(conn):
+            conn.exec_driver_sql(sql)
+            return
+        # Straight to the driver (see .sqlexec): a Core round trip per BEGIN costs more
+        # than the BEGIN. Errors are wrapped as exec_driver_sql would wrap them.
+        dbapi_connection = conn.connection.dbapi_connection
+        assert dbapi_connection is not None
+        try:
+            dbapi_connection.execute(sql)
+        except sqlite3.Error as exc:
+            raise sa.exc.DBAPIError.instance(
+                sql, None, exc, sqlite3.Error, hide_parameters=True, dialect=conn.dialect
+            ) from exc
 
 
 def _enable_wal(cursor: Any, timeout_ms: int) -> None:

@@ -73,11 +73,10 @@ class CompiledStatement:
             self._binds.append((bind.key, escaped.get(name, name), proc, default))
         columns = list(getattr(stmt, "exported_columns", ()) or ())
         self.columns: tuple[str, ...] = tuple(c.key for c in columns)
-        self._results: list[tuple[int, Processor]] = []
-        for i, col in enumerate(columns):
-            proc = col.type.dialect_impl(dialect).result_processor(dialect, None)
-            if proc is not None:
-                self._results.append((i, proc))
+        self._column_types = [c.type.dialect_impl(dialect) for c in columns]
+        # Result processors may depend on the driver's type code of each column (as in
+        # Core), so they are made from the first result's cursor.description.
+        self._results: list[tuple[int, Processor]] | None = None
 
     def parameters(self, params: Mapping[str, Any]) -> Sequence[Any] | dict[str, Any]:
         """The DBAPI parameters for one execution: bound, processed, in driver order."""
@@ -111,16 +110,29 @@ class CompiledStatement:
 
     def rows(self, cursor: Any) -> list[tuple[Any, ...]]:
         """Fetch every remaining row of a cursor or result, result processors applied."""
+        results = self._results
+        if results is None:
+            description = getattr(cursor, "cursor", cursor).description or ()
+            results = self._results = self._result_processors(description)
         rows = cursor.fetchall()
-        if not self._results:
+        if not results:
             return [tuple(r) for r in rows]
         out = []
         for row in rows:
             values = list(row)
-            for i, proc in self._results:
+            for i, proc in results:
                 values[i] = proc(values[i])
             out.append(tuple(values))
         return out
+
+    def _result_processors(self, description: Sequence[Any]) -> list[tuple[int, Processor]]:
+        procs = []
+        for i, impl in enumerate(self._column_types):
+            coltype = description[i][1] if i < len(description) else None
+            proc = impl.result_processor(self._dialect, coltype)
+            if proc is not None:
+                procs.append((i, proc))
+        return procs
 
     def record(self, row: Sequence[Any]) -> dict[str, Any]:
         """One row from :meth:`rows` as a dict keyed by column name."""
