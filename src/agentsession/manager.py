@@ -3,9 +3,10 @@
 Callers (the agent engine, the CLI, the HTTP service) never touch a store. Each
 mutation here runs as one store transaction that does, in order:
 
-1. idempotency: a retried key with the same request returns the first result and
+1. lookup and ownership, locking the session row: another user's session is reported
+   exactly like a missing one;
+2. idempotency: a retried key with the same request returns the first result and
    writes nothing; with a different request it raises IdempotencyKeyReused;
-2. lookup and ownership: another user's session is reported exactly like a missing one;
 3. lazy TTL expiry: an ACTIVE session idle past its TTL is marked EXPIRED first;
 4. status: writes need ACTIVE;
 5. optimistic locking: a stale ``expected_version`` raises VersionConflict;
@@ -923,7 +924,8 @@ class SessionManager:
         check_id(run_id, field="run_id", prefix="run")
         check_name(kind, field="kind")
         check_name(status, field="status")
-        check_text(name, "name", max_chars=256)
+        # 120 characters: even fully escaped (PostgreSQL, see PlainText) it fits 255.
+        check_text(name, "name", max_chars=120)
         check_text(error, "error")
         check_json(
             {"input": input, "output": output, "error": error, "name": name, "status": status},
@@ -1462,10 +1464,12 @@ class SessionManager:
         fingerprint = self._fingerprint(scope, session_id, *request) if key else ""
 
         def body(tx: StoreTransaction) -> Any:
+            # Lock the session row first: a concurrent retry with the same key then
+            # waits here and finds the first one's record, instead of racing it.
+            s = self._load(tx, session_id, user_id, admin)
             replay = self._replay(tx, user_id, scope, key, fingerprint)
             if replay is not None:
                 return adapter.validate_python(replay)
-            s = self._load(tx, session_id, user_id, admin)
             now = self._now()
             if _due(s, now):
                 raise _ExpireFirst("session is due for expiry")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from .sqltypes import LONG_TEXT, JSONText, UTCDateTime
+from .sqltypes import LONG_TEXT, JSONText, PlainText, UTCDateTime
 
 __all__ = [
     "audit_events",
@@ -64,10 +64,10 @@ sessions = sa.Table(
     sa.Column("session_id", sa.String(ID), primary_key=True),
     sa.Column("user_id", sa.String(NAME), nullable=False),
     sa.Column("agent", sa.String(NAME), nullable=False),
-    sa.Column("title", sa.Text, nullable=True),
+    sa.Column("title", PlainText(), nullable=True),
     sa.Column("metadata", JSONText, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("status_reason", sa.Text, nullable=True),
+    sa.Column("status_reason", PlainText(), nullable=True),
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
@@ -122,7 +122,7 @@ tool_calls = sa.Table(
     sa.Column("arguments_hash", sa.String(64), nullable=False),
     sa.Column("result", JSONText, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("error", LONG_TEXT, nullable=True),
+    sa.Column("error", PlainText(long=True), nullable=True),
     sa.Column("started_at", UTCDateTime, nullable=False),
     sa.Column("ended_at", UTCDateTime, nullable=False),
     sa.Column("duration_ms", sa.Double, nullable=False),
@@ -143,7 +143,7 @@ runs = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("started_at", UTCDateTime, nullable=True),
     sa.Column("ended_at", UTCDateTime, nullable=True),
-    sa.Column("error", LONG_TEXT, nullable=True),
+    sa.Column("error", PlainText(long=True), nullable=True),
     sa.Column("output", JSONText, nullable=False),
     sa.Column("usage", JSONText, nullable=False),
     sa.Column("metadata", JSONText, nullable=False),
@@ -158,11 +158,11 @@ run_steps = sa.Table(
     sa.Column("run_id", sa.String(ID), primary_key=True),
     sa.Column("step_index", sa.Integer, primary_key=True),
     sa.Column("kind", sa.String(64), nullable=False),
-    sa.Column("name", sa.String(LABEL), nullable=True),
+    sa.Column("name", PlainText(LABEL), nullable=True),
     sa.Column("input", JSONText, nullable=False),
     sa.Column("output", JSONText, nullable=False),
     sa.Column("status", sa.String(32), nullable=False),
-    sa.Column("error", LONG_TEXT, nullable=True),
+    sa.Column("error", PlainText(long=True), nullable=True),
     sa.Column("started_at", UTCDateTime, nullable=False),
     sa.Column("ended_at", UTCDateTime, nullable=True),
     # Cascades from sessions through runs.

@@ -304,24 +304,33 @@ def translate_error(exc: BaseException) -> StoreError:
     return StoreError(f"database error: {detail}")
 
 
+def _mysql_code(orig: BaseException) -> int | None:
+    """PyMySQL's error number (``args[0]``); None for other drivers.
+
+    Checked before ``sqlstate``: PyMySQL also sets a generic SQLSTATE (``23000`` for
+    every integrity error), which does not tell a duplicate key from other failures.
+    """
+    args = getattr(orig, "args", ())
+    return args[0] if args and type(args[0]) is int else None
+
+
 def _is_busy(orig: BaseException) -> bool:
     if isinstance(orig, sqlite3.Error):
         code = getattr(orig, "sqlite_errorcode", None)
         if code is not None:
             return code & 0xFF in _SQLITE_BUSY_CODES
         return "database is locked" in str(orig)
-    if getattr(orig, "sqlstate", None) in _PG_BUSY_STATES:
-        return True
-    args = getattr(orig, "args", ())
-    return bool(args) and args[0] in _MYSQL_BUSY_CODES
+    mysql_code = _mysql_code(orig)
+    if mysql_code is not None:
+        return mysql_code in _MYSQL_BUSY_CODES
+    return getattr(orig, "sqlstate", None) in _PG_BUSY_STATES
 
 
 def _is_conflict(orig: BaseException) -> bool:
     if getattr(orig, "sqlite_errorcode", None) is not None:
         text = str(orig)
         return text.startswith("UNIQUE constraint") or text.startswith("FOREIGN KEY")
-    sqlstate = getattr(orig, "sqlstate", None)
-    if sqlstate is not None:
-        return sqlstate in _PG_CONFLICT_STATES
-    args = getattr(orig, "args", ())
-    return bool(args) and args[0] in _MYSQL_CONFLICT_CODES
+    mysql_code = _mysql_code(orig)
+    if mysql_code is not None:
+        return mysql_code in _MYSQL_CONFLICT_CODES
+    return getattr(orig, "sqlstate", None) in _PG_CONFLICT_STATES

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -92,3 +93,44 @@ class JSONText(sa.types.TypeDecorator[Any]):
 
     def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
         return None if value is None else loads(value)
+
+
+_PG_ESCAPED = re.compile(r"\\([\\0])")
+
+
+class PlainText(sa.types.TypeDecorator[str]):
+    """Free text kept exactly, NUL included (titles, reasons, error texts; case C12).
+
+    PostgreSQL ``text`` cannot hold NUL, so on PostgreSQL only the value is stored
+    backslash-escaped (``\\`` as ``\\\\``, NUL as ``\\0``) and unescaped on read;
+    SQLite and MySQL store it as it is.
+
+    Args:
+        length: a VARCHAR length; None gives TEXT.
+        long: with no length, LONGTEXT on MySQL (whose TEXT holds only 64 KiB).
+    """
+
+    impl = sa.Text
+    cache_ok = True
+
+    def __init__(self, length: int | None = None, long: bool = False) -> None:
+        super().__init__()
+        self.length = length
+        self.long = long
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if self.length is not None:
+            return dialect.type_descriptor(sa.String(self.length))
+        if self.long and dialect.name in _MYSQL:
+            return dialect.type_descriptor(mysql.LONGTEXT())
+        return dialect.type_descriptor(sa.Text())
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        if value is None or dialect.name != "postgresql":
+            return value
+        return value.replace("\\", "\\\\").replace("\x00", "\\0")
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> str | None:
+        if value is None or dialect.name != "postgresql" or "\\" not in value:
+            return value
+        return _PG_ESCAPED.sub(lambda m: "\x00" if m.group(1) == "0" else "\\", value)
