@@ -122,7 +122,7 @@ def _options(
 
 def _manager(opts: Options) -> SessionManager:
     settings = Settings(url=opts.url)
-    return SessionManager.from_url(settings.url, **settings.store_options())
+    return SessionManager.from_url(settings.url, **settings.manager_options())
 
 
 def _show(opts: Options, value: Any, table: Any) -> None:

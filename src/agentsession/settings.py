@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .policy import Policy
+
 __all__ = ["Settings"]
 
 
@@ -31,6 +33,10 @@ class Settings(BaseSettings):
         max_body_bytes: the largest request body the service reads; larger -> 413.
         require_if_match: PUT/PATCH/DELETE and lifecycle actions without ``If-Match``
             are answered 428 Precondition Required.
+        idempotency_retention_seconds: how long an idempotency key is remembered
+            (default 24 h); ``agentsession sweep`` purges older ones.
+        expired_restore_window_seconds: how long an EXPIRED session may be restored
+            (default 7 days; unset = always, 0 = never).
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTSESSION_", extra="ignore")
@@ -44,11 +50,19 @@ class Settings(BaseSettings):
     keys_file: str | None = None
     max_body_bytes: int = 8 * 1024 * 1024
     require_if_match: bool = False
+    idempotency_retention_seconds: float = 24 * 3600
+    expired_restore_window_seconds: float | None = 7 * 24 * 3600
 
-    def store_options(self) -> dict[str, Any]:
-        """Keyword arguments for ``SessionManager.from_url(self.url, ...)``: the options
-        that apply to the store this URL names."""
-        options: dict[str, Any] = {"auto_migrate": self.auto_migrate}
+    def manager_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``SessionManager.from_url(self.url, ...)``: the policy,
+        and the options that apply to the store this URL names."""
+        options: dict[str, Any] = {
+            "auto_migrate": self.auto_migrate,
+            "policy": Policy(
+                idempotency_retention_seconds=self.idempotency_retention_seconds,
+                expired_restore_window_seconds=self.expired_restore_window_seconds,
+            ),
+        }
         if self.url.startswith("sqlite"):
             options["sqlite_synchronous"] = self.sqlite_synchronous
         return options

@@ -56,7 +56,7 @@ def create_app(
             yield
             return
         opened = await asyncio.to_thread(
-            functools.partial(SessionManager.from_url, config.url, **config.store_options())
+            functools.partial(SessionManager.from_url, config.url, **config.manager_options())
         )
         app.state.services = Services(AsyncSessionManager(opened), key_store, config)
         try:
