@@ -475,6 +475,11 @@ class _Requests:
             session_id=None,
         )
 
+    def whoami(self) -> _Flow[dict[str, Any]]:
+        """The API key's principal: ``{"user_id": ..., "admin": ...}`` (not a
+        SessionManager method; the user every other call acts as)."""
+        return self._read("/v1/whoami", lambda r: dict(r.json()))
+
     # ------------------------------------------------------------------ messages
 
     def append_message(
@@ -984,6 +989,7 @@ class SessionClient:
     restore_session = _sync(_Requests.restore_session)
     delete_session = _sync(_Requests.delete_session)
     delete_user_data = _sync(_Requests.delete_user_data)
+    whoami = _sync(_Requests.whoami)
     append_message = _sync(_Requests.append_message)
     append_messages = _sync(_Requests.append_messages)
     get_messages = _sync(_Requests.get_messages)
@@ -1054,6 +1060,7 @@ class AsyncSessionClient:
     restore_session = _async(_Requests.restore_session)
     delete_session = _async(_Requests.delete_session)
     delete_user_data = _async(_Requests.delete_user_data)
+    whoami = _async(_Requests.whoami)
     append_message = _async(_Requests.append_message)
     append_messages = _async(_Requests.append_messages)
     get_messages = _async(_Requests.get_messages)

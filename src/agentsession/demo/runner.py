@@ -1,10 +1,15 @@
-"""The restore experiment: one task, two OS processes, one SQLite file.
+"""The restore experiment: one task, two OS processes, one SQLite file (or one service).
 
 Process 1 (:func:`run_demo`) creates the session, lets the agent diagnose the broken
 project (run 1), and closes the session. It then starts process 2 (:func:`continue_demo`,
 ``python -m agentsession demo-continue``), which restores the session from the file,
 continues from working memory without repeating the diagnosis, fixes (run 2) and
 verifies (run 3). Process 1 finally reads the file again and prints what is stored.
+
+With ``--server URL`` both processes talk to a running ``agentsession serve`` through
+:class:`~agentsession.client.SessionClient` instead of opening the file; the code is the
+same, typed against :class:`~agentsession.api.SessionAPI`. The user is the API key's
+(``/v1/whoami``). The token reaches process 2 in its environment, never on its command line.
 """
 
 from __future__ import annotations
@@ -13,13 +18,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 from rich.console import Console
 from rich.panel import Panel
 
 from .. import cli_render as render
+from ..api import SessionAPI
 from ..engine import (
     AgentEngine,
     EngineEvent,
@@ -31,6 +39,7 @@ from ..engine import (
     ToolError,
 )
 from ..errors import AgentSessionError
+from ..http.protocol import Unauthenticated
 from ..manager import SessionManager
 from ..models import RunStatus
 from .workspace import DemoError, Workspace, prepare_workspace, use_project
@@ -39,6 +48,8 @@ __all__ = ["DemoOptions", "ModelConfig", "continue_demo", "run_demo"]
 
 USER = "demo-user"
 AGENT = "coding"
+#: The environment variable that carries the service's API key (to process 2 as well).
+API_KEY_ENV = "AGENTSESSION_API_KEY"
 
 _SAY = {
     "zh": {"title": "修复启动失败", "ask": "帮我修复启动失败", "continue": "继续刚才的任务"},
@@ -69,6 +80,55 @@ class DemoOptions:
     project: Path | None = None
     cmd: str | None = None
     model: ModelConfig = ModelConfig()
+    server: str | None = None
+    api_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Backend:
+    """Where the demo's state lives: an SQLite URL (no ``api_key``), or the base URL of
+    an agentsession service and a token for it."""
+
+    url: str
+    api_key: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        return self.api_key is not None
+
+    @property
+    def where(self) -> str:
+        return "the service" if self.remote else "SQLite"
+
+    def open(self, *, migrate: bool = False) -> AbstractContextManager[SessionAPI]:
+        """A SessionClient of the service, or a SessionManager over the SQLite file."""
+        if self.api_key is not None:
+            from ..client import SessionClient
+
+            return SessionClient(self.url, self.api_key)
+        return SessionManager.from_url(self.url, auto_migrate=migrate)
+
+    def whoami(self) -> str:
+        """The user the API key acts as (also checks the service is up and the key valid)."""
+        from ..client import SessionClient
+
+        assert self.api_key is not None
+        with SessionClient(self.url, self.api_key, max_retries=1) as client:
+            return str(client.whoami()["user_id"])
+
+    def explain(self, exc: Exception) -> str:
+        """One line for an error, with a hint when the service is at fault."""
+        if isinstance(exc, httpx.TransportError):
+            return (
+                f"cannot reach the agentsession service at {self.url} "
+                f"({type(exc).__name__}: {exc}); is `agentsession serve` running there?"
+            )
+        if isinstance(exc, Unauthenticated):
+            return (
+                f"the service at {self.url} refused the API key ({exc.message}); create one "
+                f"with `agentsession keys create --user {USER}` where the service runs"
+            )
+        return str(exc.message if isinstance(exc, AgentSessionError) else exc)
 
 
 def _model(config: ModelConfig, cmd: str, lang: str) -> Model:
@@ -83,13 +143,19 @@ def _model(config: ModelConfig, cmd: str, lang: str) -> Model:
 
 
 def _engine(
-    sm: SessionManager, config: ModelConfig, project: Path, cmd: str, lang: str, console: Console
+    sm: SessionAPI,
+    user: str,
+    config: ModelConfig,
+    project: Path,
+    cmd: str,
+    lang: str,
+    console: Console,
 ) -> AgentEngine:
     return AgentEngine(
         sm,
         _model(config, cmd, lang),
         ProjectTools(project),
-        user_id=USER,
+        user_id=user,
         lang=lang,
         observer=_printer(console),
     )
@@ -148,21 +214,31 @@ def _outcome(result: object) -> str:
 
 
 def run_demo(options: DemoOptions, console: Console) -> int:
-    """Process 1 of the demo; returns the exit code (0 only if the final verification passed)."""
+    """Process 1 of the demo; returns the exit code (0 only if the final verification passed).
+
+    With ``options.server`` (and ``options.api_key``) the state lives in that service.
+    """
+    backend = _Backend(options.server, options.api_key) if options.server else None
     try:
-        return _run(options, console)
-    except (DemoError, ModelError, ToolError, AgentSessionError) as exc:
-        Console(stderr=True).print(f"error: {exc}", highlight=False)
+        return _run(options, backend, console)
+    except (DemoError, ModelError, ToolError, AgentSessionError, httpx.TransportError) as exc:
+        message = backend.explain(exc) if backend is not None else str(exc)
+        Console(stderr=True).print(f"error: {message}", highlight=False, soft_wrap=True)
         return 1
 
 
-def _run(options: DemoOptions, console: Console) -> int:
+def _run(options: DemoOptions, remote: _Backend | None, console: Console) -> int:
     say = _SAY[options.lang]
-    console.rule("[bold]agentsession demo: one task, two processes, one SQLite file")
+    user = USER
+    if remote is not None:
+        user = remote.whoami()  # before the slow set-up: is the service up, the key valid?
+    where = "one service" if remote is not None else "one SQLite file"
+    console.rule(f"[bold]agentsession demo: one task, two processes, {where}")
+    source = f"the service at {remote.url}" if remote is not None else "SQLite"
     console.print(
         "Process 1 asks the agent to fix a project that fails to start; the agent diagnoses "
         "it (run 1) and the session is closed. A [bold]separate OS process[/] then restores "
-        "the session from SQLite and continues from working memory and tool history: it "
+        f"the session from {source} and continues from working memory and tool history: it "
         "does not repeat the diagnosis, fixes requirements.txt (run 2) and verifies (run 3).\n"
     )
     if options.project is not None and options.cmd is not None:
@@ -171,21 +247,31 @@ def _run(options: DemoOptions, console: Console) -> int:
         ws = prepare_workspace(options.workdir, console)
         if options.cmd is not None:
             ws = Workspace(ws.workdir, ws.project, ws.url, options.cmd)
-    console.print(f"project: {ws.project}\nstart command: {ws.cmd}\nstore: {ws.url}")
+    backend = remote or _Backend(ws.url)
+    console.print(f"project: {ws.project}\nstart command: {ws.cmd}")
+    if remote is not None:
+        console.print(
+            f"store: [bold]the agentsession service at {remote.url}[/] (user {user!r}, from "
+            "the API key). Both processes talk to it over HTTP with SessionClient; no "
+            "database file is opened here: the session's state lives in the service.",
+            highlight=False,
+        )
+    else:
+        console.print(f"store: {ws.url}")
 
     pid1 = os.getpid()
     console.rule(f"[bold]process 1 · pid {pid1}")
-    with SessionManager.from_url(ws.url, auto_migrate=True) as sm:
-        session = sm.create_session(user_id=USER, agent=AGENT, title=say["title"])
+    with backend.open(migrate=True) as sm:
+        session = sm.create_session(user_id=user, agent=AGENT, title=say["title"])
         sid = session.session_id
-        console.print(f"created session [bold]{sid}[/] (user {USER}, agent {AGENT})")
+        console.print(f"created session [bold]{sid}[/] (user {user}, agent {AGENT})")
         console.print(f"\n[bold blue]user ›[/] {say['ask']}")
-        _engine(sm, options.model, ws.project, ws.cmd, options.lang, console).handle(
+        _engine(sm, user, options.model, ws.project, ws.cmd, options.lang, console).handle(
             sid, say["ask"]
         )
-        memory = sm.get_working_memory(session_id=sid, user_id=USER)
+        memory = sm.get_working_memory(session_id=sid, user_id=user)
         console.print(render.memory_table(memory, "working memory after run 1"))
-        closed = sm.close_session(session_id=sid, user_id=USER, reason="process 1 finished")
+        closed = sm.close_session(session_id=sid, user_id=user, reason="process 1 finished")
     console.print(
         f"session {closed.status.value} at version {closed.version}; process 1 keeps nothing "
         "in memory and hands over to a new process.\n"
@@ -196,17 +282,21 @@ def _run(options: DemoOptions, console: Console) -> int:
     env = dict(os.environ, COLUMNS=str(console.width))
     if console.is_terminal:
         env["FORCE_COLOR"] = "1"
+    store_args = ["--url", ws.url]
+    if remote is not None and remote.api_key is not None:
+        store_args = ["--server", remote.url]
+        env[API_KEY_ENV] = remote.api_key  # the token stays off the command line
     child = subprocess.Popen(
         [
             sys.executable, "-m", "agentsession", "demo-continue",
-            "--url", ws.url, "--session", sid, "--project", str(ws.project),
-            "--cmd", ws.cmd, "--user", USER, "--lang", options.lang,
+            *store_args, "--session", sid, "--project", str(ws.project),
+            "--cmd", ws.cmd, "--user", user, "--lang", options.lang,
             "--model", options.model.kind,
         ],
         env=env,
     )  # fmt: skip
     child.wait()
-    return _report(ws, sid, pid1, child.pid, child.returncode, console)
+    return _report(backend, ws, user, sid, pid1, child.pid, child.returncode, console)
 
 
 def continue_demo(
@@ -219,17 +309,27 @@ def continue_demo(
     lang: str,
     model: ModelConfig,
     console: Console,
+    api_key: str | None = None,
 ) -> int:
-    """Process 2 of the demo: restore from the store and continue; 0 if the task succeeded."""
+    """Process 2 of the demo: restore from the store and continue; 0 if the task succeeded.
+
+    With ``api_key``, ``url`` is the base URL of the agentsession service.
+    """
+    backend = _Backend(url, api_key)
     try:
-        return _continue(url, session_id, user_id, project, cmd, lang, model, console)
+        return _continue(backend, session_id, user_id, project, cmd, lang, model, console)
     except (ModelError, ToolError) as exc:
         Console(stderr=True).print(f"error: {exc}", highlight=False)
+        return 1
+    except httpx.TransportError as exc:
+        Console(stderr=True).print(
+            f"error: {backend.explain(exc)}", highlight=False, soft_wrap=True
+        )
         return 1
 
 
 def _continue(
-    url: str,
+    backend: _Backend,
     sid: str,
     user_id: str,
     project: Path,
@@ -239,15 +339,20 @@ def _continue(
     console: Console,
 ) -> int:
     console.rule(f"[bold]process 2 · pid {os.getpid()} (parent pid {os.getppid()})")
-    console.print(f"a fresh interpreter: opening {url} and restoring {sid}")
-    with SessionManager.from_url(url) as sm:
+    if backend.remote:
+        console.print(
+            f"a fresh interpreter: connecting to the service at {backend.url} and restoring {sid}"
+        )
+    else:
+        console.print(f"a fresh interpreter: opening {backend.url} and restoring {sid}")
+    with backend.open() as sm:
         before = sm.get_session(session_id=sid, user_id=user_id).status.value
         restored = sm.restore_session(session_id=sid, user_id=user_id)
         memory = restored.working_memory
         console.print(
             f"restored: status {before} → {restored.session.status.value}; "
             f"{len(restored.messages)} messages, {len(restored.tool_calls)} tool calls, "
-            f"{len(restored.runs)} run(s) loaded from SQLite"
+            f"{len(restored.runs)} run(s) loaded from {backend.where}"
         )
         console.print(
             f"working memory says: goal={memory.goal!r}, facts={memory.facts}, "
@@ -256,18 +361,28 @@ def _continue(
         )
         text = _SAY[lang]["continue"]
         console.print(f"\n[bold blue]user ›[/] {text}")
-        reply = _engine(sm, model, project, cmd, lang, console).handle(sid, text)
+        reply = _engine(sm, user_id, model, project, cmd, lang, console).handle(sid, text)
     return 0 if reply.ok else 1
 
 
-def _report(ws: Workspace, sid: str, pid1: int, pid2: int, child_rc: int, console: Console) -> int:
-    console.rule(f"[bold]back in process 1 · pid {pid1}: what the SQLite file holds")
-    with SessionManager.from_url(ws.url) as sm:
-        session = sm.get_session(session_id=sid, user_id=USER)
-        messages = sm.get_messages(session_id=sid, user_id=USER)
-        memory = sm.get_working_memory(session_id=sid, user_id=USER)
-        calls = sm.get_tool_history(session_id=sid, user_id=USER)
-        runs = sm.list_runs(session_id=sid, user_id=USER)
+def _report(
+    backend: _Backend,
+    ws: Workspace,
+    user: str,
+    sid: str,
+    pid1: int,
+    pid2: int,
+    child_rc: int,
+    console: Console,
+) -> int:
+    holder = f"the service at {backend.url}" if backend.remote else "the SQLite file"
+    console.rule(f"[bold]back in process 1 · pid {pid1}: what {holder} holds")
+    with backend.open() as sm:
+        session = sm.get_session(session_id=sid, user_id=user)
+        messages = sm.get_messages(session_id=sid, user_id=user)
+        memory = sm.get_working_memory(session_id=sid, user_id=user)
+        calls = sm.get_tool_history(session_id=sid, user_id=user)
+        runs = sm.list_runs(session_id=sid, user_id=user)
     console.print(render.messages_table(messages))
     console.print(render.memory_table(memory))
     console.print(render.tools_table(calls, runs))
@@ -284,7 +399,7 @@ def _report(ws: Workspace, sid: str, pid1: int, pid2: int, child_rc: int, consol
         f"{session.message_count} messages, {session.tool_call_count} tool calls, "
         f"{session.run_count} runs",
         f"process 1 pid {pid1}: created the session, run 1 diagnosed, closed it",
-        f"process 2 pid {pid2}: restored it from {ws.url}, ran 2 and 3 (exit code {child_rc})",
+        f"process 2 pid {pid2}: restored it from {backend.url}, ran 2 and 3 (exit code {child_rc})",
         f"restore crossed a process boundary: {'yes' if pid1 != pid2 else 'NO'} "
         f"(pid {pid1} → pid {pid2})",
         f"diagnosis repeated after restore: {'no' if reused else 'YES'} "
@@ -292,10 +407,19 @@ def _report(ws: Workspace, sid: str, pid1: int, pid2: int, child_rc: int, consol
         "runs: " + ", ".join(f"{r.seq} {r.input} {r.status.value}" for r in runs),
         f"final verification: {'ok' if verified else 'FAILED'}"
         + (f" ({_outcome(final.result)})" if final is not None else ""),
-        f"look again: agentsession --url {ws.url} sessions runs {sid} --user {USER}",
+        _look_again(backend, sid, user),
     ]
     console.print(
         Panel("\n".join(lines), title="summary", border_style="green" if ok else "red"),
         highlight=False,
     )
     return 0 if ok else 1
+
+
+def _look_again(backend: _Backend, sid: str, user: str) -> str:
+    if backend.remote:
+        return (
+            f'look again: curl -s -H "Authorization: Bearer ${API_KEY_ENV}" '
+            f"{backend.url.rstrip('/')}/v1/sessions/{sid}/runs"
+        )
+    return f"look again: agentsession --url {backend.url} sessions runs {sid} --user {user}"

@@ -1,4 +1,6 @@
-"""AgentEngine: the main loop. It talks to nothing but a :class:`SessionManager`.
+"""AgentEngine: the main loop. It talks to nothing but a :class:`SessionManager`, or
+anything with its methods (:class:`~agentsession.api.SessionAPI`): the HTTP
+:class:`~agentsession.client.SessionClient` runs the same loop against the service.
 
 One call of :meth:`AgentEngine.handle` is one user turn:
 
@@ -27,8 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..api import SessionAPI
 from ..errors import ValidationError
-from ..manager import SessionManager
 from ..models import Run, RunStatus, ToolCall
 from .model import Decision, Model, ModelContext, ToolRequest, TurnResult
 from .tools import UPDATE_MEMORY, ProjectTools, ToolOutcome
@@ -91,7 +93,8 @@ class AgentEngine:
     """Runs user turns of one user's sessions through a model and project tools.
 
     Args:
-        manager: where every message, tool call, run and memory update goes.
+        manager: where every message, tool call, run and memory update goes: a
+            SessionManager, or a SessionClient of the HTTP service.
         model: decides each step (:class:`ScriptedModel`, :class:`OpenAIChatModel`...).
         tools: the project's tools.
         user_id: the principal every SessionManager call is made as.
@@ -103,7 +106,7 @@ class AgentEngine:
 
     def __init__(
         self,
-        manager: SessionManager,
+        manager: SessionAPI,
         model: Model,
         tools: ProjectTools,
         *,
