@@ -1,4 +1,5 @@
-"""`agentsession demo`: workspace safety (fast) and the real two-process run (slow)."""
+"""`agentsession demo`: workspace safety (fast) and the real two-process run (slow), on
+SQLite and against a running `agentsession serve` (``--server``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from agentsession import RunStatus, SessionStatus
+from agentsession.client import SessionClient
 from agentsession.demo import DemoError
 from agentsession.demo.workspace import use_project
+from service import running_service
 
 
 def test_demo_refuses_to_empty_a_directory_it_did_not_make(tmp_path: Path) -> None:
@@ -41,19 +45,38 @@ def test_demo_command_rejects_project_without_cmd(tmp_path: Path) -> None:
     assert result.exit_code == 2 and result.stderr.startswith("error: --project needs --cmd")
 
 
-@pytest.mark.slow
-def test_demo_end_to_end(tmp_path: Path) -> None:
-    """The real demo: two PIDs, requests found and fixed, runs 1-3 SUCCEEDED, verified."""
-    workdir = tmp_path / "demo"
+def test_demo_server_without_api_key_says_how_to_make_one(tmp_path: Path) -> None:
+    """--server without --api-key (or AGENTSESSION_API_KEY): one line, exit 2, the fix."""
+    from typer.testing import CliRunner
+
+    from agentsession.cli import build_app
+
+    result = CliRunner().invoke(
+        build_app(),
+        ["demo", "--server", "http://127.0.0.1:9", "--workdir", str(tmp_path)],
+        env={"AGENTSESSION_API_KEY": None},
+    )
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: --server needs")
+    assert "agentsession keys create --user demo-user" in result.stderr
+    assert not any(tmp_path.iterdir())  # refused before touching the work directory
+
+
+def _run_demo(workdir: Path, *extra: str) -> str:
     proc = subprocess.run(
-        [sys.executable, "-m", "agentsession", "demo", "--workdir", str(workdir), "--lang", "en"],
+        [sys.executable, "-m", "agentsession", "demo", "--workdir", str(workdir), "--lang", "en",
+         *extra],
         capture_output=True,
         text=True,
         timeout=600,
         env={**os.environ, "COLUMNS": "200"},
-    )
-    out = proc.stdout
-    assert proc.returncode == 0, out + proc.stderr
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def _assert_task_done(out: str, workdir: Path) -> str:
+    """The demo's story in its output; returns the session id."""
     pid1 = re.search(r"process 1 · pid (\d+)", out)
     pid2 = re.search(r"process 2 · pid (\d+) \(parent pid (\d+)\)", out)
     assert pid1 and pid2 and pid1.group(1) != pid2.group(1) and pid2.group(2) == pid1.group(1)
@@ -65,3 +88,37 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert "diagnosis repeated after restore: no" in out
     requirements = (workdir / "project" / "requirements.txt").read_text().split()
     assert requirements == ["flask", "requests"]
+    created = re.search(r"created session (ses_\w+) \(user (\S+), ", out)
+    assert created
+    return created.group(1)
+
+
+@pytest.mark.slow
+def test_demo_end_to_end(tmp_path: Path) -> None:
+    """The real demo: two PIDs, requests found and fixed, runs 1-3 SUCCEEDED, verified."""
+    workdir = tmp_path / "demo"
+    out = _run_demo(workdir)
+    _assert_task_done(out, workdir)
+    assert (workdir / "sessions.db").exists()
+
+
+@pytest.mark.slow
+def test_demo_against_a_running_service(tmp_path: Path) -> None:
+    """`demo --server URL --api-key TOKEN`: both processes keep the session in a real
+    `agentsession serve`; the user is the key's (carol, not demo-user)."""
+    workdir = tmp_path / "demo"
+    with running_service(tmp_path / "service", user="carol") as service:
+        out = _run_demo(workdir, "--server", service.url, "--api-key", service.token)
+        sid = _assert_task_done(out, workdir)
+        assert f"the agentsession service at {service.url} (user 'carol', from the API key)" in out
+        assert "open no database file: the session's state lives in the service" in out
+        assert "loaded from the service" in out
+        assert f"created session {sid} (user carol, " in out
+        assert not (workdir / "sessions.db").exists()  # no database file on the demo's side
+        assert service.token not in out
+        with SessionClient(service.url, service.token) as client:
+            session = client.get_session(session_id=sid)
+            runs = client.list_runs(session_id=sid)
+    assert session.user_id == "carol" and session.status is SessionStatus.ACTIVE
+    assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
+    assert session.message_count > 6 and session.tool_call_count >= 4

@@ -6,9 +6,11 @@ import shlex
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agentsession import RunStatus, SessionManager
+from agentsession.api import SessionAPI
 from agentsession.engine import (
     AgentEngine,
     Decision,
@@ -37,12 +39,12 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def _engine(sm: SessionManager, project: Path, install: str = INSTALL) -> AgentEngine:
+def _engine(sm: SessionAPI, project: Path, install: str = INSTALL) -> AgentEngine:
     model = ScriptedModel(START, install_command=install)
     return AgentEngine(sm, model, ProjectTools(project), user_id=USER)
 
 
-def _start_calls(sm: SessionManager, sid: str) -> list:
+def _start_calls(sm: SessionAPI, sid: str) -> list:
     history = sm.get_tool_history(session_id=sid, user_id=USER, tool="run_command")
     return [c for c in history if c.arguments == {"command": START}]
 
@@ -93,6 +95,49 @@ def test_continue_in_new_process_reuses_diagnosis_then_fixes_and_verifies(
     assert starts[-1].result["exit_code"] == 0
     assert (project / "requirements.txt").read_text() == f"flask\n{MODULE}\n"
     assert memory.facts["app_starts"] is True and memory.next_action is None
+
+
+class _InProcess(httpx.BaseTransport):
+    """A sync httpx transport into an ASGI app, through FastAPI's test client."""
+
+    def __init__(self, app: object) -> None:
+        from fastapi.testclient import TestClient
+
+        self.http = TestClient(app)  # type: ignore[arg-type]
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        sent = self.http.send(request)
+        return httpx.Response(sent.status_code, headers=sent.headers, content=sent.content)
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def test_engine_over_session_client(project: Path) -> None:
+    """The same engine with a SessionClient of the HTTP service (in-process app): two
+    clients play the two processes; the state is in the service's store."""
+    from agentsession.client import SessionClient
+    from agentsession.http.app import create_app
+    from agentsession.http.keys import MemoryKeyStore
+    from agentsession.settings import Settings
+
+    keys = MemoryKeyStore()
+    token = keys.create(user_id=USER)[1]
+    store = SessionManager(MemoryStore())
+    app = create_app(store, Settings(url="memory://"), keys=keys)
+    with SessionClient("http://service", token, transport=_InProcess(app)) as client:
+        assert client.whoami() == {"user_id": USER, "admin": False}
+        sid = client.create_session(user_id=USER, agent="coding").session_id
+        first = _engine(client, project).handle(sid, "fix the start-up failure")
+        client.close_session(session_id=sid, user_id=USER)
+    with SessionClient("http://service", token, transport=_InProcess(app)) as client:
+        client.restore_session(session_id=sid, user_id=USER)
+        reply = _engine(client, project).handle(sid, "continue")
+    diagnosis = _start_calls(store, sid)[0]
+    assert first.ok and reply.ok and reply.reused_call_ids == [diagnosis.call_id]
+    runs = store.list_runs(session_id=sid, user_id=USER)
+    assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
+    assert (project / "requirements.txt").read_text() == f"flask\n{MODULE}\n"
 
 
 def test_history_is_chat_completions_shaped(project: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -30,12 +29,7 @@ from agentsession.http.keys import FileKeyStore, MemoryKeyStore
 from agentsession.http.protocol import ServerError, Unauthenticated
 from agentsession.settings import Settings
 from agentsession.stores.memory import MemoryStore
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from service import free_port
 
 
 class Server:
@@ -52,7 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     keys = FileKeyStore(tmp / "keys.json")
     alice = keys.create(user_id="alice")[1]
     bob = keys.create(user_id="bob")[1]
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "AGENTSESSION_URL": f"sqlite:///{tmp / 'sessions.db'}",

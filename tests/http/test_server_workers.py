@@ -4,24 +4,20 @@ no lost update (issue 3) and idempotent POSTs (C04) across two worker processes.
 
 from __future__ import annotations
 
-import os
 import random
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 import pytest
 
 from agentsession import AgentSessionError, VersionConflict
 from agentsession.client import SessionClient
+from service import Service, running_service
 
 pytestmark = pytest.mark.slow
 
@@ -29,74 +25,11 @@ CLIENTS = 32
 INCREMENTS = 50
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Served:
-    """The running service: base URL, alice's token, its log file."""
-
-    url: str
-    token: str
-    log: Path
-
-    def headers(self, **extra: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}", **extra}
-
-
-def _cli(*args: str, env: dict[str, str]) -> str:
-    exe = Path(sys.executable).with_name("agentsession")
-    out = subprocess.run(
-        [str(exe), *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout
-
-
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """``agentsession db upgrade``, ``keys create --user alice``, ``serve --workers 2``."""
-    tmp = tmp_path_factory.mktemp("workers")
-    port = _free_port()
-    env = {
-        **os.environ,
-        "AGENTSESSION_URL": f"sqlite:///{tmp / 'sessions.db'}",
-        "AGENTSESSION_PORT": str(port),
-    }
-    env.pop("AGENTSESSION_AUTO_MIGRATE", None)
-    env.pop("AGENTSESSION_KEYS_FILE", None)
-    _cli("db", "upgrade", env=env)
-    token = _cli("keys", "create", "--user", "alice", env=env).strip().splitlines()[0]
-    log_path = tmp / "server.log"
-    log = open(log_path, "wb")  # noqa: SIM115 - closed below
-    exe = Path(sys.executable).with_name("agentsession")
-    proc = subprocess.Popen(
-        [str(exe), "serve", "--workers", "2"], env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        ready = 0
-        while ready < 4:  # a few answers in a row: both workers are likely up
-            try:
-                ready = ready + 1 if httpx.get(f"{base}/readyz", timeout=1).is_success else 0
-            except httpx.TransportError:
-                ready = 0
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(log_path.read_text())
-            time.sleep(0.1)
-        yield Served(base, token, log_path)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with running_service(tmp_path_factory.mktemp("workers"), user="alice", workers=2) as service:
+        yield service
 
 
 class CountingTransport(httpx.HTTPTransport):
@@ -120,7 +53,7 @@ class Tally:
     errors: list[str] = field(default_factory=list)
 
 
-def test_no_lost_update_32_clients_2_workers(served: Served) -> None:
+def test_no_lost_update_32_clients_2_workers(served: Service) -> None:
     """32 clients x 50 read-modify-write increments (GET session + memory, PUT with
     If-Match, retry on 412): final counter == acknowledged increments; the audit
     chain of versions has no gap and no repeat; no 5xx or "database is locked"."""
@@ -201,7 +134,7 @@ def test_no_lost_update_32_clients_2_workers(served: Served) -> None:
     assert afters == list(range(1, final_version + 1)), "a gap in the versions"
 
 
-def test_idempotent_post_10_sequential_50_concurrent(served: Served) -> None:
+def test_idempotent_post_10_sequential_50_concurrent(served: Service) -> None:
     """C04 across two workers: 10 sequential and 50 concurrent identical POSTs with one
     Idempotency-Key -> one write, the same answer each time; a different body -> 422."""
     with httpx.Client(base_url=served.url, timeout=60) as http:

@@ -252,8 +252,8 @@ def _run(options: DemoOptions, remote: _Backend | None, console: Console) -> int
     if remote is not None:
         console.print(
             f"store: [bold]the agentsession service at {remote.url}[/] (user {user!r}, from "
-            "the API key). Both processes talk to it over HTTP with SessionClient; no "
-            "database file is opened here: the session's state lives in the service.",
+            "the API key)\n       both processes talk to it over HTTP (SessionClient) and open "
+            "no database file: the session's state lives in the service",
             highlight=False,
         )
     else:

@@ -1,0 +1,107 @@
+"""A real ``agentsession serve`` for the tests, set up the way the README says: on an
+SQLite file in a temporary directory, ``agentsession db upgrade``, ``agentsession keys
+create --user USER``, then ``agentsession serve`` on a free loopback port.
+
+Importable from every test module (``tests/`` is on ``sys.path``)::
+
+    with running_service(tmp_path, user="alice", workers=2) as service:
+        SessionClient(service.url, service.token)...
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+__all__ = ["Service", "agentsession", "free_port", "running_service"]
+
+#: The ``agentsession`` console script of the interpreter running the tests.
+EXE = Path(sys.executable).with_name("agentsession")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def agentsession(*args: str, env: dict[str, str]) -> str:
+    """Run ``agentsession ARGS`` to completion; assert exit 0 and return its stdout."""
+    out = subprocess.run(
+        [str(EXE), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+@dataclass
+class Service:
+    """A running service: base URL, the API token of its user, its log file, and the
+    environment it was started with (``AGENTSESSION_URL`` names its SQLite file)."""
+
+    url: str
+    token: str
+    log: Path
+    env: dict[str, str]
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", **extra}
+
+
+@contextmanager
+def running_service(tmp: Path, *, user: str = "alice", workers: int = 1) -> Iterator[Service]:
+    """Set up and start the service in ``tmp``; stop it on exit.
+
+    Ready when ``/readyz`` answers; with several workers, a few times in a row (so that
+    every worker is likely up).
+    """
+    port = free_port()
+    env = {
+        **os.environ,
+        "AGENTSESSION_URL": f"sqlite:///{tmp / 'sessions.db'}",
+        "AGENTSESSION_PORT": str(port),
+    }
+    for name in ("AGENTSESSION_AUTO_MIGRATE", "AGENTSESSION_KEYS_FILE", "AGENTSESSION_API_KEY"):
+        env.pop(name, None)
+    agentsession("db", "upgrade", env=env)
+    token = agentsession("keys", "create", "--user", user, env=env).strip().splitlines()[0]
+    log_path = tmp / "server.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [str(EXE), "serve", "--host", "127.0.0.1", "--workers", str(workers)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        ready, needed = 0, 1 if workers == 1 else 4
+        while ready < needed:
+            try:
+                ready = ready + 1 if httpx.get(f"{base}/readyz", timeout=1).is_success else 0
+            except httpx.TransportError:
+                ready = 0
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(log_path.read_text())
+            if ready < needed:
+                time.sleep(0.1)
+        yield Service(base, token, log_path, env)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
