@@ -6,9 +6,9 @@ in like a fixture's (``tmp_path``, or a server fixture of ``tests/servers.py`` s
 ``postgres_url``). A backend whose server or driver is missing is skipped with its
 reason printed by ``-ra`` and in the "server stores" summary at the end.
 
-The server stores (``postgres``, ``mysql``) are registered only when the environment
-variable ``AGENTSESSION_TEST_SERVERS=1`` is set, until the SQL store passes the suite on
-them (see ``tests/contract/README.md``).
+The server stores (``postgres``, ``mysql``) are registered unless the environment
+variable ``AGENTSESSION_TEST_SERVERS=0`` asks for a quick local run (see
+``tests/contract/README.md``).
 """
 
 from __future__ import annotations
