@@ -7,14 +7,17 @@ import random
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+import servers
 from agentsession import SessionManager
 from agentsession.errors import SchemaOutOfDate
 from agentsession.ids import new_id
@@ -22,6 +25,7 @@ from agentsession.models import AuditEvent, Message, Session
 from agentsession.stores.migrate import current_revision, head_revision, upgrade
 from agentsession.stores.schema import metadata
 from agentsession.stores.sql import SQLStore
+from agentsession.stores.sqltypes import UTCDateTime
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -40,6 +44,56 @@ def _alembic_versions(path: Path) -> list[str]:
         return [v for (v,) in raw.execute("SELECT version_num FROM alembic_version")]
 
 
+def _versions_at(url: str) -> list[str]:
+    """The rows of ``alembic_version`` in any SQL database."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars())
+    finally:
+        engine.dispose()
+
+
+SQL_BACKENDS = ["sqlite", "postgres", "mysql"]
+
+
+@pytest.fixture(params=SQL_BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """URL of a fresh, empty database: an SQLite file, or one on the throwaway PostgreSQL
+    or MariaDB server (skipped when that server is not installed, or when
+    ``AGENTSESSION_TEST_SERVERS=0``)."""
+    if request.param == "sqlite":
+        yield _url(tmp_path / "db.sqlite")
+        return
+    if not servers.server_stores_enabled():
+        pytest.skip(f"server stores left out ({servers.SERVER_STORES_ENV}=0)")
+    yield str(request.getfixturevalue(f"{request.param}_url"))
+
+
+# The tables as revision 0001 made them, for writing old rows through SQLAlchemy on any
+# database (UTCDateTime stores each dialect's way, as the 0001 code did).
+_OLD_SESSIONS = sa.table(
+    "sessions",
+    *(sa.column(c) for c in ("session_id", "user_id", "agent", "title", "metadata", "status")),
+    sa.column("version", sa.Integer),
+    *(sa.column(c, UTCDateTime) for c in ("created_at", "updated_at", "last_active_at")),
+    sa.column("closed_at", UTCDateTime),
+    sa.column("expired_at", UTCDateTime),
+    sa.column("ttl_seconds", sa.Double),
+    *(sa.column(c, sa.Integer) for c in ("message_count", "run_count", "tool_call_count")),
+)
+_OLD_MESSAGES = sa.table(
+    "messages",
+    sa.column("message_id"),
+    sa.column("session_id"),
+    sa.column("seq", sa.Integer),
+    sa.column("created_at", UTCDateTime),
+    sa.column("role"),
+    sa.column("run_id"),
+    sa.column("payload"),
+)
+
+
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
@@ -50,9 +104,9 @@ def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     assert upgrade(url) == head_revision()  # a second run has nothing to do
 
 
-def test_schema_module_matches_the_migrations(tmp_path: Path) -> None:
+def test_schema_module_matches_the_migrations(db_url: str) -> None:
     """schema.py describes exactly what the migrations build (no drift either way)."""
-    store = SQLStore(_url(tmp_path / "s.db"), auto_migrate=True)
+    store = SQLStore(db_url, auto_migrate=True)
     try:
         with store.engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"compare_type": True})
@@ -61,39 +115,60 @@ def test_schema_module_matches_the_migrations(tmp_path: Path) -> None:
         store.close()
 
 
-def test_c26_old_schema_upgrades_and_keeps_data(tmp_path: Path) -> None:
-    """A 0001 database with NULLs in optional fields: clear error, upgrade, data intact."""
-    path = tmp_path / "old.db"
-    url = _url(path)
+def test_c26_old_schema_upgrades_and_keeps_data(db_url: str) -> None:
+    """A 0001 database with NULLs in optional fields: clear error, upgrade, data intact
+    (SQLite, PostgreSQL, MariaDB)."""
+    url = db_url
     assert upgrade(url, revision="0001_initial") == "0001_initial"
     now = datetime.now(UTC)
     last_active = now - timedelta(minutes=5)
     with_ttl, without_ttl, closed = new_id("ses"), new_id("ses"), new_id("ses")
-    with sqlite3.connect(path) as raw:
-        for sid, status, ttl, closed_at in (
-            (with_ttl, "ACTIVE", 86400.0, None),
-            (without_ttl, "ACTIVE", None, None),
-            (closed, "CLOSED", 60.0, _text(now)),
-        ):
-            raw.execute(
-                "INSERT INTO sessions (session_id, user_id, agent, title, metadata, status,"
-                " version, created_at, updated_at, last_active_at, closed_at, expired_at,"
-                " ttl_seconds, message_count, run_count, tool_call_count)"
-                " VALUES (?, 'alice', 'coding', NULL, '{}', ?, 3, ?, ?, ?, ?, NULL, ?, 2, 0, 0)",
-                (sid, status, *[_text(last_active)] * 3, closed_at, ttl),
-            )
-            for seq in (1, 2):
-                raw.execute(
-                    "INSERT INTO messages (message_id, session_id, seq, created_at, role,"
-                    " run_id, payload) VALUES (?, ?, ?, ?, 'user', NULL, ?)",
-                    (
-                        new_id("msg"),
-                        sid,
-                        seq,
-                        _text(last_active),
-                        f'{{"role":"user","content":"m{seq}"}}',
-                    ),
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for sid, status, ttl, closed_at in (
+                (with_ttl, "ACTIVE", 86400.0, None),
+                (without_ttl, "ACTIVE", None, None),
+                (closed, "CLOSED", 60.0, now),
+            ):
+                conn.execute(
+                    sa.insert(_OLD_SESSIONS),
+                    {
+                        "session_id": sid,
+                        "user_id": "alice",
+                        "agent": "coding",
+                        "title": None,
+                        "metadata": "{}",
+                        "status": status,
+                        "version": 3,
+                        "created_at": last_active,
+                        "updated_at": last_active,
+                        "last_active_at": last_active,
+                        "closed_at": closed_at,
+                        "expired_at": None,
+                        "ttl_seconds": ttl,
+                        "message_count": 2,
+                        "run_count": 0,
+                        "tool_call_count": 0,
+                    },
                 )
+                conn.execute(
+                    sa.insert(_OLD_MESSAGES),
+                    [
+                        {
+                            "message_id": new_id("msg"),
+                            "session_id": sid,
+                            "seq": seq,
+                            "created_at": last_active,
+                            "role": "user",
+                            "run_id": None,
+                            "payload": f'{{"role":"user","content":"m{seq}"}}',
+                        }
+                        for seq in (1, 2)
+                    ],
+                )
+    finally:
+        engine.dispose()
 
     with pytest.raises(SchemaOutOfDate, match="agentsession db upgrade") as exc_info:
         SQLStore(url)
@@ -123,12 +198,12 @@ def test_c26_old_schema_upgrades_and_keeps_data(tmp_path: Path) -> None:
             assert [m.content for m in history] == ["m1", "m2", "new"]
     finally:
         store.close()
-    assert _alembic_versions(path) == [head_revision()]
+    assert _versions_at(url) == [head_revision()]
 
 
-def test_c26_auto_migrate_upgrades_an_old_database(tmp_path: Path) -> None:
+def test_c26_auto_migrate_upgrades_an_old_database(db_url: str) -> None:
     """With auto_migrate=True an old schema is brought to head at start."""
-    url = _url(tmp_path / "old.db")
+    url = db_url
     upgrade(url, revision="0001_initial")
     SQLStore(url, auto_migrate=True).close()
     assert current_revision(url) == head_revision()
@@ -152,20 +227,33 @@ def _upgrade_worker(url: str, barrier: Any, results: Any) -> None:
         results.put(("error", repr(exc)))
 
 
-def test_c26_two_processes_upgrade_at_the_same_moment(tmp_path: Path) -> None:
-    """Two processes migrating one fresh file at once: both succeed, one version row."""
-    path = tmp_path / "race.db"
+def _open_worker(url: str, barrier: Any, results: Any) -> None:
+    barrier.wait()
+    try:
+        store = SQLStore(url, auto_migrate=True)
+        with store.transaction(write=False) as tx:
+            tx.list_user_session_ids("nobody")
+        store.close()
+        results.put(("ok", head_revision()))
+    except Exception as exc:  # reported to the parent, which fails the test
+        results.put(("error", repr(exc)))
+
+
+@pytest.mark.parametrize("how", ["upgrade", "auto_migrate"])
+def test_c26_two_processes_upgrade_at_the_same_moment(db_url: str, how: str) -> None:
+    """Two processes migrating one fresh database at once (``db upgrade``, or two
+    instances starting with auto_migrate): both succeed, one version row (SQLite,
+    PostgreSQL, MariaDB)."""
+    worker = _upgrade_worker if how == "upgrade" else _open_worker
     barrier, results = SPAWN.Barrier(2), SPAWN.Queue()
-    procs = [
-        SPAWN.Process(target=_upgrade_worker, args=(_url(path), barrier, results)) for _ in range(2)
-    ]
+    procs = [SPAWN.Process(target=worker, args=(db_url, barrier, results)) for _ in range(2)]
     for p in procs:
         p.start()
     outcomes = [results.get(timeout=60) for _ in procs]
     for p in procs:
         p.join(timeout=60)
     assert outcomes == [("ok", head_revision())] * 2
-    assert _alembic_versions(path) == [head_revision()]
+    assert _versions_at(db_url) == [head_revision()]
 
 
 # -- C05: two processes, 20 writers and 20 readers on one SQLite file ------------------

@@ -119,11 +119,14 @@ class PlainText(sa.types.TypeDecorator[str]):
         self.long = long
 
     def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        # The generic types, as JSONText does: TypeDecorator adapts them to the dialect
+        # itself, and pre-adapting Text on psycopg gave its String subclass, which
+        # renders as VARCHAR (what the migrations made is TEXT).
         if self.length is not None:
-            return dialect.type_descriptor(sa.String(self.length))
+            return sa.String(self.length)
         if self.long and dialect.name in _MYSQL:
-            return dialect.type_descriptor(mysql.LONGTEXT())
-        return dialect.type_descriptor(sa.Text())
+            return mysql.LONGTEXT()
+        return sa.Text()
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
         if value is None or dialect.name != "postgresql":
