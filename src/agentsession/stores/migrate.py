@@ -22,7 +22,14 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import SchemaOutOfDate, StoreError
-from .sqldialect import create_store_engine, migration_lock, parse_url, translate_error
+from .schema import metadata
+from .sqldialect import (
+    check_database,
+    create_store_engine,
+    migration_lock,
+    parse_url,
+    translate_error,
+)
 
 __all__ = ["current_revision", "ensure_schema", "head_revision", "upgrade"]
 
@@ -100,16 +107,20 @@ def ensure_schema(
 ) -> str:
     """Check the schema of ``engine``'s database; migrate it if allowed. Return its revision.
 
-    The first check takes no lock, so an up-to-date database costs one query.
+    The first check takes no lock, so an up-to-date database costs one query (plus the
+    character-set check of :func:`~agentsession.stores.sqldialect.check_database` on
+    PostgreSQL and MySQL, before anything is created or read).
 
     Raises:
         SchemaOutOfDate: the schema is not at ``revision`` and ``auto_migrate`` is False,
             or the database is at a revision this code does not know.
-        StoreError: reading or migrating failed.
+        StoreError: reading or migrating failed; the database or a table is not in
+            UTF-8 (utf8mb4 on MySQL), or MySQL's ``max_allowed_packet`` is too small.
     """
     target = head_revision() if revision == "head" else revision
     try:
         with engine.connect() as conn:
+            check_database(conn, [*metadata.tables, "alembic_version"])
             current = _current(conn)
             conn.rollback()
             if current == target:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib.util
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from .sqlexec import observed
 
 __all__ = [
     "SQLITE_SYNCHRONOUS",
+    "check_database",
     "connection_mode",
     "create_store_engine",
     "masked_url",
@@ -73,6 +74,12 @@ _MYSQL_BUSY_CODES = {1205, 1213, 3572}
 # Integrity errors that mean "lost a race": unique/primary key, or a vanished parent row.
 _PG_CONFLICT_STATES = {"23505", "23503"}
 _MYSQL_CONFLICT_CODES = {1062, 1452, 1216}
+
+# The smallest MySQL/MariaDB max_allowed_packet the store accepts: a 4 MiB payload (the
+# default message and tool-call limit) can double when PyMySQL quotes it (every "\\"
+# of the JSON text becomes "\\\\"), next to up to 1 MB of other rows of one batch
+# INSERT. 16 MiB is MariaDB's default (MySQL 8: 64 MiB; MySQL 5.7: 4 MiB, too small).
+MYSQL_MIN_PACKET_BYTES = 16 * 1024 * 1024
 
 
 def parse_url(url: str) -> URL:
@@ -166,7 +173,9 @@ def create_store_engine(
     else:
         seconds = max(1, round(busy_timeout_seconds))
         options["connect_args"] = {
-            "init_command": f"SET SESSION innodb_lock_wait_timeout = {seconds}"
+            "init_command": f"SET SESSION innodb_lock_wait_timeout = {seconds}",
+            # 4-byte UTF-8 on the wire whatever the URL or server default says.
+            "charset": "utf8mb4",
         }
         # Fewer gap locks than REPEATABLE READ; the store never relies on repeatable reads.
         options["isolation_level"] = "READ COMMITTED"
@@ -232,6 +241,79 @@ def _enable_wal(cursor: Any, timeout_ms: int) -> None:
             raise sqlite3.OperationalError(f"database is locked (journal mode stays {mode})")
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
+
+
+def check_database(conn: Connection, tables: Iterable[str]) -> None:
+    """Refuse a database the store cannot keep every character in (checked at start).
+
+    PostgreSQL: the database encoding must be ``UTF8``. MySQL/MariaDB: utf8mb4
+    everywhere: the connection, the database's default character set (what a table
+    made without one would get), and every table and text column of ``tables`` that
+    exists; ``max_allowed_packet`` must be at least :data:`MYSQL_MIN_PACKET_BYTES`.
+    SQLite stores UTF-8 text as it is. Costs one or two queries, once per start.
+
+    Raises:
+        StoreError: what is wrong, and the statement that fixes it.
+    """
+    name = conn.dialect.name
+    if name == "postgresql":
+        encoding = conn.exec_driver_sql("SHOW server_encoding").scalar()
+        if encoding != "UTF8":
+            raise StoreError(
+                f"the PostgreSQL database uses the {encoding} encoding; agentsession needs "
+                "UTF8: CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0"
+            )
+        return
+    if name not in ("mysql", "mariadb"):
+        return
+    database, default_charset, connection_charset, packet = conn.execute(
+        sa.text(
+            "SELECT DATABASE(), s.DEFAULT_CHARACTER_SET_NAME, @@character_set_connection,"
+            " @@max_allowed_packet FROM information_schema.SCHEMATA s"
+            " WHERE s.SCHEMA_NAME = DATABASE()"
+        )
+    ).one()
+    if default_charset != "utf8mb4":
+        raise StoreError(
+            f"the MySQL database {database!r} defaults to the {default_charset} character "
+            "set; agentsession needs utf8mb4 everywhere: ALTER DATABASE "
+            f"`{database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+        )
+    if connection_charset != "utf8mb4":
+        raise StoreError(
+            f"the MySQL connection uses the {connection_charset} character set; "
+            "agentsession needs utf8mb4"
+        )
+    names = sorted(tables)
+    wrong = conn.execute(
+        sa.text(
+            "SELECT t.TABLE_NAME, NULL, t.TABLE_COLLATION FROM information_schema.TABLES t"
+            " WHERE t.TABLE_SCHEMA = DATABASE() AND t.TABLE_NAME IN :names"
+            " AND t.TABLE_COLLATION NOT LIKE 'utf8mb4\\_%'"
+            " UNION ALL"
+            " SELECT c.TABLE_NAME, c.COLUMN_NAME, c.CHARACTER_SET_NAME"
+            " FROM information_schema.COLUMNS c"
+            " WHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME IN :names"
+            " AND c.CHARACTER_SET_NAME IS NOT NULL AND c.CHARACTER_SET_NAME <> 'utf8mb4'"
+        ).bindparams(sa.bindparam("names", expanding=True)),
+        {"names": names},
+    ).all()
+    if wrong:
+        where = ", ".join(
+            f"{table}.{column} ({charset})" if column else f"table {table} ({charset})"
+            for table, column, charset in wrong
+        )
+        raise StoreError(
+            f"not utf8mb4 in MySQL database {database!r}: {where}; agentsession needs "
+            "utf8mb4 everywhere: ALTER TABLE ... CONVERT TO CHARACTER SET utf8mb4 "
+            "COLLATE utf8mb4_bin"
+        )
+    if int(packet) < MYSQL_MIN_PACKET_BYTES:
+        raise StoreError(
+            f"MySQL max_allowed_packet is {int(packet)} bytes; a 4 MiB message needs at "
+            f"least {MYSQL_MIN_PACKET_BYTES}: SET GLOBAL max_allowed_packet = "
+            f"{MYSQL_MIN_PACKET_BYTES} (and max_allowed_packet=16M in the server config)"
+        )
 
 
 def connection_mode(conn: Connection, *, write: bool) -> Connection:
