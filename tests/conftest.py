@@ -6,7 +6,7 @@ in like a fixture's (``tmp_path``, or a server fixture of ``tests/servers.py`` s
 ``postgres_url``). A backend whose server or driver is missing is skipped with its
 reason printed by ``-ra`` and in the "server stores" summary at the end.
 
-The server stores (``postgres``, ``mysql``) are registered unless the environment
+The server stores (``postgres``, ``mysql``, ``redis``) are registered unless the environment
 variable ``AGENTSESSION_TEST_SERVERS=0`` asks for a quick local run (see
 ``tests/contract/README.md``).
 """
@@ -54,13 +54,20 @@ def _mysql(mysql_url: str) -> SessionStore:
     return SQLStore(mysql_url, auto_migrate=True)
 
 
+def _redis(redis_url: str) -> SessionStore:
+    pytest.importorskip("redis", reason="redis-py not installed: pip install -e '.[dev]'")
+    from agentsession.stores.redis_store import RedisStore
+
+    return RedisStore(redis_url)
+
+
 #: Every store the contract suite runs against. New stores add themselves here.
 STORES: dict[str, Callable[..., SessionStore]] = {
     "memory": _memory,
     "sqlite": _sqlite,
 }
 if servers.server_stores_enabled():
-    STORES.update(postgres=_postgres, mysql=_mysql)
+    STORES.update(postgres=_postgres, mysql=_mysql, redis=_redis)
 
 
 class FrozenClock:

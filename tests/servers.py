@@ -65,7 +65,7 @@ __all__ = [
     "server_stores_enabled",
 ]
 
-#: Environment variable that, set to 0, leaves the server stores (postgres, mysql) out.
+#: Environment variable that, set to 0, leaves the server stores (postgres, mysql, redis) out.
 SERVER_STORES_ENV = "AGENTSESSION_TEST_SERVERS"
 
 START_TIMEOUT = 60.0  # seconds a server may take to accept connections
@@ -632,7 +632,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             lines.append(f"{kind}: SKIPPED, {entry[1]}")
     if not server_stores_enabled():
         lines.append(
-            f"postgres, mysql stores: left out of STORES ({SERVER_STORES_ENV}=0)"
+            f"postgres, mysql, redis stores: left out of STORES ({SERVER_STORES_ENV}=0)"
         )
     if lines:
         terminalreporter.write_sep("-", "server stores")

@@ -15,7 +15,14 @@ from .base import SessionStore
 __all__ = ["SUPPORTED_SCHEMES", "open_store"]
 
 #: URL schemes open_store accepts (a ``+driver`` suffix is allowed on the SQL ones).
-SUPPORTED_SCHEMES = ("memory://", "sqlite:///", "postgresql+psycopg://", "mysql+pymysql://")
+SUPPORTED_SCHEMES = (
+    "memory://",
+    "sqlite:///",
+    "postgresql+psycopg://",
+    "mysql+pymysql://",
+    "redis://",
+    "rediss://",
+)
 
 _SQL_BACKENDS = ("sqlite", "postgresql", "mysql", "mariadb")
 
@@ -26,18 +33,20 @@ def open_store(url: str, **options: Any) -> SessionStore:
     Args:
         url: ``memory://`` (:class:`~agentsession.stores.memory.MemoryStore`),
             ``sqlite:///path/to/file.db``, ``postgresql+psycopg://user:pw@host/db`` or
-            ``mysql+pymysql://user:pw@host/db`` (:class:`~agentsession.stores.sql.SQLStore`).
-        options: keyword arguments of the store's constructor, e.g. ``auto_migrate=True``
-            or ``sqlite_synchronous="NORMAL"``. ``auto_migrate`` is accepted and
-            ignored by ``memory://``, which has no schema.
+            ``mysql+pymysql://user:pw@host/db`` (:class:`~agentsession.stores.sql.SQLStore`),
+            ``redis://[:pw@]host[:port][/db]`` or ``rediss://...``
+            (:class:`~agentsession.stores.redis_store.RedisStore`).
+        options: keyword arguments of the store's constructor, e.g. ``auto_migrate=True``,
+            ``sqlite_synchronous="NORMAL"`` or ``require_durable=False``.
+            ``auto_migrate`` is accepted and ignored by ``memory://`` and ``redis://``,
+            which have no schema.
 
     Returns:
         An open store; the caller closes it.
 
     Raises:
-        ValidationError: an unknown scheme (the message lists the supported ones), a
-            scheme whose store does not exist yet (``redis://``), or options the store
-            does not take.
+        ValidationError: an unknown scheme (the message lists the supported ones), or
+            options the store does not take.
         SchemaOutOfDate, StoreError: as raised by the store's constructor; a missing
             database driver names the extra to install.
     """
@@ -62,10 +71,15 @@ def open_store(url: str, **options: Any) -> SessionStore:
             )
         return SQLStore(url, **options)
     if backend in ("redis", "rediss"):
-        raise ValidationError(
-            "the Redis store is not available yet; use sqlite:/// or postgresql+psycopg://",
-            field="url",
-        )
+        from .redis_store import RedisStore
+
+        options.pop("auto_migrate", None)  # Redis has no schema to migrate
+        unknown = set(options) - set(inspect.signature(RedisStore).parameters) - {"url"}
+        if unknown:
+            raise ValidationError(
+                f"the Redis store takes no option {', '.join(sorted(unknown))}", field="url"
+            )
+        return RedisStore(url, **options)
     raise ValidationError(
         f"unsupported store URL scheme {scheme!r}; supported: {', '.join(SUPPORTED_SCHEMES)}",
         field="url",

@@ -1,0 +1,1038 @@
+"""The Redis store: the storage port on redis-py, one Lua script per committed write.
+
+URL: ``redis://[:password@]host[:port][/db]`` or ``rediss://...`` (TLS). Standalone Redis
+(or the primary of a Sentinel setup); Redis Cluster is not supported, because one
+transaction also writes store-wide keys (indexes, the audit counter) in other slots.
+
+Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster slot)::
+
+    as:{sid}:session        string  the Session as JSON
+    as:{sid}:msgs           zset    score = seq, member = {"id","seq","at","p": payload} JSON
+    as:{sid}:memory         string  the WorkingMemory as JSON
+    as:{sid}:calls          hash    call_id -> ToolCall JSON
+    as:{sid}:calls:seq      zset    score = seq, member = call_id
+    as:{sid}:calls:find     hash    "<tool>\\x1f<arguments_hash>" -> call_id of the newest
+    as:{sid}:runs           hash    run_id -> Run JSON (without steps)
+    as:{sid}:runs:seq       zset    score = seq, member = run_id
+    as:{sid}:steps:<run_id> list    RunStep JSON in index order
+    as:{sid}:audit          zset    score = audit seq, member = AuditEvent JSON
+    as:{sid}:idem           set     keys of the idempotency records of this session
+    as:sessions             zset    every session; score 0, member "<updated_at us>|<sid>"
+    as:user:{uid}:sessions  zset    one user's sessions, same members (lexicographic order)
+    as:due                  zset    ACTIVE sessions with a TTL; score = expires_at in us
+    as:audit_seq            string  INCR counter of audit seqs, store-wide
+    as:tombstones           hash    sid -> JSON list of the audit events of a deleted session
+    as:idem:{uid}:<scope>:<key>  string  IdempotencyRecord JSON, with a Redis expiry
+    as:idem:by_time         zset    score = created_at in us, member = record key
+    as:idem:user:{uid}      zset    the same, per user
+
+Timestamps are microseconds since the Unix epoch in scores (exact in a double until the
+year 2255) and in fixed-width index members, ISO 8601 with microseconds in JSON.
+
+Atomicity: a transaction reads through to Redis and buffers every write. In a write
+transaction each read of a session or idempotency record is remembered as a *guard*
+(the exact stored text, or "absent"). On exit, one Lua script receives the guards, the
+checks (no duplicate seq, call id or run id) and the buffered writes: it verifies every
+guard and check first and returns a conflict without writing anything if one fails
+(raised as :class:`~agentsession.stores.base.StoreConflict`, so the manager re-runs
+the transaction), else it applies every write. A script runs atomically in Redis, so
+the whole transaction is written, or none of it. Every change to a session's content
+also rewrites its session key (version + 1), so the guard on it makes the manager's
+read-check-write a compare-and-set. Reads inside a write transaction see its own
+buffered writes. Reads are not a snapshot (each command sees the latest commit), so
+when a transaction ends with an error (say RunAlreadyRunning from a run that another
+writer started after this one read the session), the store first re-reads its guards:
+if one changed, StoreConflict replaces the stale verdict and the manager re-runs the
+transaction. A read transaction that succeeds reads committed state command by command.
+
+TTL: an idle session becomes EXPIRED through the manager (lazily or by the sweep); its
+keys have no Redis expiry and stay readable until deleted. ``delete_session`` is the
+purge: it removes every key of the session, its index entries and its idempotency
+records; only the content-free tombstone event stays, in ``as:tombstones``.
+Idempotency records carry a Redis expiry (``idempotency_ttl_seconds``) on top of the
+manager's retention check, so keys never purged by a sweep still go away.
+
+Durability: no acknowledged write is lost only with ``appendonly yes`` and
+``appendfsync always`` (AOF, fsync before each reply). The store reads both with
+``CONFIG GET`` when it opens: other values raise StoreError (``require_durable=True``,
+the default) or log a warning (``False``); a server that refuses ``CONFIG`` (managed
+Redis) logs a warning.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Concatenate, ParamSpec, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel
+
+from ..errors import StoreBusy, StoreError
+from ..jsonvalues import dumps, loads
+from ..models import (
+    AuditEvent,
+    Message,
+    Run,
+    RunStatus,
+    RunStep,
+    Session,
+    SessionStatus,
+    ToolCall,
+    WorkingMemory,
+)
+from .base import IdempotencyRecord, StoreConflict
+
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+except ImportError as _exc:  # pragma: no cover - depends on the installed extras
+    raise StoreError("the Redis store needs redis-py: pip install 'agentsession[redis]'") from _exc
+
+__all__ = ["RedisStore"]
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+M = TypeVar("M", bound=BaseModel)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SESSIONS = "as:sessions"
+_DUE = "as:due"
+_AUDIT_SEQ = "as:audit_seq"
+_TOMBSTONES = "as:tombstones"
+_IDEM_BY_TIME = "as:idem:by_time"
+
+# Checks first (nothing written if one fails), then writes. ARGV[1] = number of checks;
+# each op is an opcode and its operands; a key operand is an index into KEYS.
+_APPLY_LUA = r"""
+local i = 2
+local function arg() local a = ARGV[i]; i = i + 1; return a end
+local function key() return KEYS[tonumber(arg())] end
+for _ = 1, tonumber(ARGV[1]) do
+  local op = arg()
+  local k = key()
+  if op == 'EQ' then
+    local v = arg()
+    if redis.call('GET', k) ~= v then return 'CONFLICT ' .. k .. ' changed' end
+  elseif op == 'NX' then
+    if redis.call('EXISTS', k) == 1 then return 'CONFLICT ' .. k .. ' exists' end
+  elseif op == 'HNX' then
+    local f = arg()
+    if redis.call('HEXISTS', k, f) == 1 then return 'CONFLICT ' .. f .. ' exists' end
+  elseif op == 'HX' then
+    local f = arg()
+    if redis.call('HEXISTS', k, f) == 0 then return 'CONFLICT ' .. f .. ' is gone' end
+  elseif op == 'ZFREE' then
+    local s = arg()
+    if redis.call('ZCOUNT', k, s, s) > 0 then return 'CONFLICT seq ' .. s .. ' exists' end
+  else
+    return redis.error_reply('unknown check ' .. tostring(op))
+  end
+end
+while i <= #ARGV do
+  local op = arg()
+  if op == 'PURGE' then
+    local p = arg()
+    for _, r in ipairs(redis.call('HKEYS', p .. 'runs')) do
+      redis.call('DEL', p .. 'steps:' .. r)
+    end
+    for _, rk in ipairs(redis.call('SMEMBERS', p .. 'idem')) do
+      redis.call('DEL', rk)
+      redis.call('ZREM', 'as:idem:by_time', rk)
+      local uid = string.match(rk, '^as:idem:{([^}]*)}')
+      if uid then redis.call('ZREM', 'as:idem:user:{' .. uid .. '}', rk) end
+    end
+    redis.call('DEL', p .. 'session', p .. 'msgs', p .. 'memory', p .. 'calls',
+      p .. 'calls:seq', p .. 'calls:find', p .. 'runs', p .. 'runs:seq', p .. 'audit',
+      p .. 'idem')
+  else
+    local k = key()
+    if op == 'SET' then
+      local v = arg()
+      redis.call('SET', k, v)
+    elseif op == 'SETEX' then
+      local v = arg()
+      local ttl = arg()
+      redis.call('SET', k, v, 'EX', ttl)
+    elseif op == 'DEL' then
+      redis.call('DEL', k)
+    elseif op == 'HSET' then
+      local f = arg()
+      local v = arg()
+      redis.call('HSET', k, f, v)
+    elseif op == 'ZADD' then
+      local s = arg()
+      local m = arg()
+      redis.call('ZADD', k, s, m)
+    elseif op == 'ZREM' then
+      local m = arg()
+      redis.call('ZREM', k, m)
+    elseif op == 'SADD' then
+      local m = arg()
+      redis.call('SADD', k, m)
+    elseif op == 'SREM' then
+      local m = arg()
+      redis.call('SREM', k, m)
+    elseif op == 'RPUSH' then
+      local v = arg()
+      redis.call('RPUSH', k, v)
+    elseif op == 'TOMB' then
+      local f = arg()
+      local v = arg()
+      local old = redis.call('HGET', k, f)
+      if old then v = string.sub(old, 1, -2) .. ',' .. v .. ']' else v = '[' .. v .. ']' end
+      redis.call('HSET', k, f, v)
+    else
+      return redis.error_reply('unknown write ' .. tostring(op))
+    end
+  end
+end
+return 'OK'
+"""
+
+
+def _prefix(sid: str) -> str:
+    return f"as:{{{sid}}}:"
+
+
+def _user_index(user_id: str) -> str:
+    return f"as:user:{{{user_id}}}:sessions"
+
+
+def _idem_key(user_id: str, scope: str, key: str) -> str:
+    return f"as:idem:{{{user_id}}}:{scope}:{key}"
+
+
+def _idem_user_index(user_id: str) -> str:
+    return f"as:idem:user:{{{user_id}}}"
+
+
+def _us(at: datetime) -> int:
+    """Microseconds since the Unix epoch, exactly."""
+    delta = at - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _index_member(session: Session) -> str:
+    # Fixed width (offset so that pre-1970 times stay positive): lexicographic order of
+    # members is the order of (updated_at, session_id).
+    return f"{_us(session.updated_at) + 62_135_596_800_000_000:020d}|{session.session_id}"
+
+
+def _cursor_member(after: tuple[datetime, str]) -> str:
+    at, sid = after
+    return f"{_us(at) + 62_135_596_800_000_000:020d}|{sid}"
+
+
+def _enc(model: BaseModel) -> str:
+    return dumps(model.model_dump(mode="json"))
+
+
+def _dec(cls: type[M], text: str) -> M:
+    return cls.model_validate(loads(text))
+
+
+def _copy(model: M) -> M:
+    return model.model_copy(deep=True)
+
+
+def _due(session: Session) -> bool:
+    return session.status == SessionStatus.ACTIVE and session.expires_at is not None
+
+
+def _enc_message(m: Message) -> str:
+    return dumps(
+        {"id": m.message_id, "seq": m.seq, "at": m.created_at.isoformat(), "p": m.payload()}
+    )
+
+
+def _dec_message(sid: str, text: str) -> Message:
+    row = loads(text)
+    return Message.model_validate(
+        {
+            **row["p"],
+            "message_id": row["id"],
+            "session_id": sid,
+            "seq": row["seq"],
+            "created_at": row["at"],
+        }
+    )
+
+
+def _enc_record(r: IdempotencyRecord) -> str:
+    return dumps(
+        {
+            "user_id": r.user_id,
+            "scope": r.scope,
+            "key": r.key,
+            "fingerprint": r.fingerprint,
+            "session_id": r.session_id,
+            "result": r.result,
+            "created_at": r.created_at.isoformat(),
+        }
+    )
+
+
+def _dec_record(text: str) -> IdempotencyRecord:
+    row = loads(text)
+    return IdempotencyRecord(
+        user_id=row["user_id"],
+        scope=row["scope"],
+        key=row["key"],
+        fingerprint=row["fingerprint"],
+        session_id=row["session_id"],
+        result=row["result"],
+        created_at=datetime.fromisoformat(row["created_at"]).astimezone(UTC),
+    )
+
+
+def _translate(exc: Exception, *, committing: bool = False) -> StoreError:
+    """A redis-py (or decoding) error as a store error; never let it escape as is."""
+    if isinstance(exc, redis.exceptions.WatchError):
+        return StoreConflict(f"Redis transaction lost a race: {exc}")
+    if isinstance(exc, redis.exceptions.BusyLoadingError):
+        return StoreBusy(f"Redis is loading its data set: {exc}")
+    if isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("BUSY"):
+        return StoreBusy(f"Redis is busy running a script: {exc}")
+    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+        outcome = " (the commit's outcome is unknown)" if committing else ""
+        return StoreError(f"Redis unreachable{outcome}: {exc}")
+    if isinstance(exc, redis.exceptions.RedisError):
+        return StoreError(f"Redis failed: {exc}")
+    return StoreError(f"undecodable data in Redis: {exc}")
+
+
+def _masked(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+class RedisStore:
+    """A store in Redis. URLs: ``redis://[:password@]host[:port][/db]``, ``rediss://...``.
+
+    Thread-safe: transactions take connections from redis-py's pool. Writers of one
+    session are serialised optimistically: the loser of a race gets StoreConflict at
+    commit and the manager re-runs its transaction (see the module docstring).
+
+    Attributes:
+        url: the URL, with any password masked as ``***``.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: redis.Redis | None = None,
+        require_durable: bool = True,
+        idempotency_ttl_seconds: int = 7 * 24 * 3600,
+        socket_timeout_seconds: float = 30.0,
+    ) -> None:
+        """Connect and check the server's persistence settings.
+
+        Args:
+            url: server URL (see the class docstring); ignored when ``client`` is given.
+            client: an existing ``redis.Redis`` made with ``decode_responses=True``; the
+                store does not close it.
+            require_durable: raise when the server does not run with ``appendonly yes``
+                and ``appendfsync always``; False only logs a warning (a crash may then
+                lose acknowledged writes).
+            idempotency_ttl_seconds: Redis expiry of an idempotency record; keep it
+                longer than the manager's ``Policy.idempotency_retention_seconds``.
+            socket_timeout_seconds: how long one command may take before StoreError.
+
+        Raises:
+            ValidationError: neither ``url`` nor ``client``.
+            StoreError: the server is unreachable, not durable (``require_durable``), or
+                ``client`` does not decode responses.
+        """
+        from ..errors import ValidationError
+
+        if client is None and url is None:
+            raise ValidationError("pass a redis:// URL or a client", field="url")
+        self._owns_client = client is None
+        if client is None:
+            assert url is not None
+            try:
+                client = redis.Redis.from_url(
+                    url,
+                    decode_responses=True,
+                    socket_timeout=socket_timeout_seconds,
+                    socket_connect_timeout=socket_timeout_seconds,
+                    # No silent re-send: a resent commit could apply twice.
+                    retry=Retry(NoBackoff(), 0),
+                )
+            except ValueError as exc:
+                raise ValidationError(f"bad Redis URL: {exc}", field="url") from exc
+            self.url = _masked(url)
+        else:
+            self.url = url or repr(client)
+            if not client.get_connection_kwargs().get("decode_responses"):
+                raise StoreError("the Redis client must be made with decode_responses=True")
+        self._client: redis.Redis | None = client
+        self._idem_ttl = int(idempotency_ttl_seconds)
+        try:
+            self._apply = client.register_script(_APPLY_LUA)
+            self._check_durability(client, require_durable)
+        except BaseException as exc:
+            self.close()
+            if isinstance(exc, redis.RedisError):
+                raise _translate(exc) from exc
+            raise
+
+    def _check_durability(self, client: redis.Redis, require: bool) -> None:
+        try:
+            config = client.config_get("append*")
+        except redis.exceptions.ResponseError as exc:
+            logger.warning(
+                "cannot read the persistence settings of Redis at %s (%s): make sure it "
+                "runs with appendonly yes and appendfsync always, or a crash may lose "
+                "acknowledged writes",
+                self.url,
+                exc,
+            )
+            return
+        appendonly, appendfsync = config.get("appendonly"), config.get("appendfsync")
+        if appendonly == "yes" and appendfsync == "always":
+            return
+        message = (
+            f"Redis at {self.url} runs with appendonly {appendonly} and appendfsync "
+            f"{appendfsync}: a crash may lose acknowledged writes; set appendonly yes and "
+            "appendfsync always (or pass require_durable=False to accept the risk)"
+        )
+        if require:
+            raise StoreError(message, appendonly=appendonly, appendfsync=appendfsync)
+        logger.warning("%s", message)
+
+    @property
+    def client(self) -> redis.Redis:
+        """The redis-py client, for diagnostics. Writing through it bypasses every rule.
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        if self._client is None:
+            raise StoreError("the Redis store is closed")
+        return self._client
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self.url!r})"
+
+    def __enter__(self) -> RedisStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self, *, write: bool) -> Iterator[_RedisTransaction]:
+        """Open a transaction (see :class:`~agentsession.stores.base.SessionStore`).
+
+        Writes are buffered and applied by one Lua script when the block ends; nothing
+        is written if it raises.
+
+        Raises:
+            StoreConflict: a session or key read here changed before the commit.
+            StoreError: the store is closed, or Redis failed.
+        """
+        tx = _RedisTransaction(self, self.client, write=write)
+        try:
+            yield tx
+        except StoreBusy:
+            raise
+        except BaseException:
+            # Reads are not a snapshot: an error the caller raised may come from state
+            # that changed under it (a run started after the session was read). Then
+            # the caller's verdict is stale: ask for a re-run instead.
+            tx.raise_if_stale()
+            raise
+        if write:
+            try:
+                tx.commit()
+            except redis.RedisError as exc:
+                raise _translate(exc, committing=True) from exc
+
+    def close(self) -> None:
+        """Close the client if the store made it. Idempotent; further use raises."""
+        client, self._client = self._client, None
+        if client is not None and self._owns_client:
+            client.close()
+
+
+def _translated(
+    method: Callable[Concatenate[_RedisTransaction, P], R],
+) -> Callable[Concatenate[_RedisTransaction, P], R]:
+    """Raise redis-py errors (and undecodable stored data) as store errors."""
+
+    @functools.wraps(method)
+    def wrapper(self: _RedisTransaction, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except (redis.RedisError, ValueError, KeyError) as exc:
+            raise _translate(exc) from exc
+
+    return wrapper
+
+
+class _RedisTransaction:
+    """One transaction: reads go to Redis (through this transaction's own buffered
+    writes), writes are buffered for :meth:`commit`."""
+
+    def __init__(self, store: RedisStore, client: redis.Redis, *, write: bool) -> None:
+        self._store = store
+        self._r = client
+        self._write = write
+        self._guards: dict[str, str | None] = {}
+        self._checks: list[str] = []
+        self._writes: list[str] = []
+        self._n_checks = 0
+        self._keys: dict[str, int] = {}
+        # What this transaction wrote, for reading its own writes.
+        self._sessions: dict[str, Session | None] = {}
+        self._fresh: set[str] = set()  # deleted here: stored children are gone
+        self._memory: dict[str, WorkingMemory] = {}
+        self._messages: dict[str, list[Message]] = {}
+        self._calls: dict[str, list[ToolCall]] = {}
+        self._runs: dict[str, dict[str, Run]] = {}
+        self._new_runs: set[tuple[str, str]] = set()
+        self._steps: dict[tuple[str, str], list[RunStep]] = {}
+        self._audit: dict[str, list[AuditEvent]] = {}
+        self._idem: dict[str, IdempotencyRecord | None] = {}
+
+    # -- buffering -------------------------------------------------------------------
+    def _writing(self) -> None:
+        if not self._write:
+            raise StoreError("write attempted in a read-only transaction")
+
+    def _k(self, key: str) -> str:
+        index = self._keys.get(key)
+        if index is None:
+            index = self._keys[key] = len(self._keys) + 1
+        return str(index)
+
+    def _check(self, op: str, key: str, *args: str) -> None:
+        self._checks += [op, self._k(key), *args]
+        self._n_checks += 1
+
+    def _do(self, op: str, key: str, *args: str | int) -> None:
+        self._writes += [op, self._k(key), *(str(a) for a in args)]
+
+    def _read(self, key: str) -> str | None:
+        """GET ``key`` once per transaction; a commit requires it unchanged."""
+        if key in self._guards:
+            return self._guards[key]
+        value: str | None = self._r.get(key)
+        self._guards[key] = value
+        return value
+
+    def raise_if_stale(self) -> None:
+        """Raise StoreConflict if a session or record this transaction read has changed."""
+        if not self._guards:
+            return
+        keys = list(self._guards)
+        try:
+            now = self._r.mget(keys)
+        except redis.RedisError:
+            return  # the caller's own error is the one to report
+        if any(self._guards[k] != v for k, v in zip(keys, now, strict=True)):
+            raise StoreConflict("what the transaction read changed before it ended")
+
+    def commit(self) -> None:
+        """Apply the buffered writes if every guard and check still holds."""
+        if not self._writes:
+            return
+        checks = list(self._checks)
+        n_checks = self._n_checks
+        for key, value in self._guards.items():
+            if value is None:
+                checks += ["NX", self._k(key)]
+            else:
+                checks += ["EQ", self._k(key), value]
+            n_checks += 1
+        keys = sorted(self._keys, key=self._keys.__getitem__)
+        result = self._store._apply(
+            keys=keys, args=[str(n_checks), *checks, *self._writes], client=self._r
+        )
+        if result != "OK":
+            raise StoreConflict(f"Redis commit refused: {result}")
+
+    def _session_known(self, session_id: str) -> Session | None:
+        """The session as this transaction sees it (read and guarded if need be)."""
+        if session_id in self._sessions:
+            return self._sessions[session_id]
+        return self.get_session(session_id)
+
+    def _require_session(self, session_id: str) -> None:
+        if self._session_known(session_id) is None:
+            raise StoreConflict(f"session {session_id!r} vanished during the transaction")
+
+    def _stored(self, session_id: str) -> bool:
+        """Whether stored children of the session count (not deleted in this transaction)."""
+        return session_id not in self._fresh
+
+    # -- sessions --------------------------------------------------------------------
+    @_translated
+    def get_session(self, session_id: str) -> Session | None:
+        if session_id in self._sessions:
+            s = self._sessions[session_id]
+            return None if s is None else _copy(s)
+        raw = self._read(_prefix(session_id) + "session")
+        session = None if raw is None else _dec(Session, raw)
+        if self._write:
+            self._sessions[session_id] = session
+        return None if session is None else _copy(session)
+
+    @_translated
+    def insert_session(self, session: Session) -> None:
+        self._writing()
+        if self._session_known(session.session_id) is not None:
+            raise StoreConflict(f"session {session.session_id!r} exists")
+        self._put_session(None, session)
+
+    @_translated
+    def update_session(self, session: Session, *, expected_version: int) -> None:
+        self._writing()
+        old = self._session_known(session.session_id)
+        if old is None or old.version != expected_version:
+            raise StoreConflict(f"session {session.session_id!r} changed concurrently")
+        self._put_session(old, session)
+
+    def _put_session(self, old: Session | None, new: Session) -> None:
+        sid = new.session_id
+        self._sessions[sid] = _copy(new)
+        self._do("SET", _prefix(sid) + "session", _enc(new))
+        member = _index_member(new)
+        if old is not None and (_index_member(old) != member or old.user_id != new.user_id):
+            self._do("ZREM", _SESSIONS, _index_member(old))
+            self._do("ZREM", _user_index(old.user_id), _index_member(old))
+        if old is None or _index_member(old) != member or old.user_id != new.user_id:
+            self._do("ZADD", _SESSIONS, 0, member)
+            self._do("ZADD", _user_index(new.user_id), 0, member)
+        if _due(new):
+            assert new.expires_at is not None
+            self._do("ZADD", _DUE, _us(new.expires_at), sid)
+        elif old is not None and _due(old):
+            self._do("ZREM", _DUE, sid)
+
+    @_translated
+    def delete_session(self, session_id: str) -> None:
+        self._writing()
+        old = self._session_known(session_id)
+        if old is None:
+            return
+        self._writes += ["PURGE", _prefix(session_id)]
+        self._do("ZREM", _SESSIONS, _index_member(old))
+        self._do("ZREM", _user_index(old.user_id), _index_member(old))
+        self._do("ZREM", _DUE, session_id)
+        self._sessions[session_id] = None
+        self._fresh.add(session_id)
+        for pending in (self._memory, self._messages, self._calls, self._runs, self._audit):
+            pending.pop(session_id, None)
+        self._new_runs = {k for k in self._new_runs if k[0] != session_id}
+        self._steps = {k: v for k, v in self._steps.items() if k[0] != session_id}
+        for key, record in list(self._idem.items()):
+            if record is not None and record.session_id == session_id:
+                self._idem[key] = None
+
+    @_translated
+    def list_sessions(
+        self,
+        *,
+        user_id: str | None,
+        status: SessionStatus | None,
+        agent: str | None,
+        after: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[Session]:
+        if limit <= 0:
+            return []
+        index = _SESSIONS if user_id is None else _user_index(user_id)
+        high = "+" if after is None else "(" + _cursor_member(after)
+        filtered = status is not None or agent is not None
+        chunk = max(limit, 100) if filtered else limit
+        out: list[Session] = []
+        while len(out) < limit:
+            members = self._r.zrevrangebylex(index, high, "-", start=0, num=chunk)
+            if not members:
+                break
+            sids = [m.partition("|")[2] for m in members]
+            for raw in self._r.mget([_prefix(sid) + "session" for sid in sids]):
+                if raw is None:
+                    continue  # deleted since the index was read
+                s = _dec(Session, raw)
+                if (status is None or s.status == status) and (agent is None or s.agent == agent):
+                    out.append(s)
+            if len(members) < chunk:
+                break
+            high = "(" + members[-1]
+        return out[:limit]
+
+    @_translated
+    def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
+        if limit <= 0:
+            return []
+        return list(self._r.zrangebyscore(_DUE, "-inf", _us(now), start=0, num=limit))
+
+    @_translated
+    def list_user_session_ids(self, user_id: str) -> list[str]:
+        return [m.partition("|")[2] for m in self._r.zrange(_user_index(user_id), 0, -1)]
+
+    # -- messages --------------------------------------------------------------------
+    @_translated
+    def insert_messages(self, messages: Sequence[Message]) -> None:
+        self._writing()
+        for m in messages:
+            sid = m.session_id
+            self._require_session(sid)
+            pending = self._messages.setdefault(sid, [])
+            if any(p.seq == m.seq for p in pending):
+                raise StoreConflict(f"message seq {m.seq} exists in {sid!r}")
+            key = _prefix(sid) + "msgs"
+            if self._stored(sid):
+                self._check("ZFREE", key, str(m.seq))
+            self._do("ZADD", key, m.seq, _enc_message(m))
+            pending.append(_copy(m))
+
+    @_translated
+    def get_messages(
+        self,
+        session_id: str,
+        *,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        limit: int | None = None,
+        newest: bool = True,
+    ) -> list[Message]:
+        if limit is not None and limit <= 0:
+            return []
+        rows: list[Message] = []
+        if self._stored(session_id):
+            key = _prefix(session_id) + "msgs"
+            low = "-inf" if after_seq is None else f"({after_seq}"
+            high = "+inf" if before_seq is None else f"({before_seq}"
+            if limit is None:
+                raw = self._r.zrangebyscore(key, low, high)
+            elif newest:
+                raw = self._r.zrevrangebyscore(key, high, low, start=0, num=limit)[::-1]
+            else:
+                raw = self._r.zrangebyscore(key, low, high, start=0, num=limit)
+            rows = [_dec_message(session_id, text) for text in raw]
+        rows += [
+            _copy(m)
+            for m in self._messages.get(session_id, [])
+            if (after_seq is None or m.seq > after_seq)
+            and (before_seq is None or m.seq < before_seq)
+        ]
+        if limit is not None and len(rows) > limit:
+            rows = rows[-limit:] if newest else rows[:limit]
+        return rows
+
+    # -- working memory --------------------------------------------------------------
+    @_translated
+    def get_working_memory(self, session_id: str) -> WorkingMemory | None:
+        if session_id in self._memory:
+            return _copy(self._memory[session_id])
+        if not self._stored(session_id):
+            return None
+        raw = self._r.get(_prefix(session_id) + "memory")
+        return None if raw is None else _dec(WorkingMemory, raw)
+
+    @_translated
+    def put_working_memory(self, memory: WorkingMemory) -> None:
+        self._writing()
+        self._require_session(memory.session_id)
+        self._memory[memory.session_id] = _copy(memory)
+        self._do("SET", _prefix(memory.session_id) + "memory", _enc(memory))
+
+    # -- tool calls ------------------------------------------------------------------
+    @_translated
+    def insert_tool_call(self, call: ToolCall) -> None:
+        self._writing()
+        sid = call.session_id
+        self._require_session(sid)
+        if self.get_tool_call(sid, call.call_id) is not None:
+            raise StoreConflict(f"tool call {call.call_id!r} exists")
+        p = _prefix(sid)
+        if self._stored(sid):
+            self._check("HNX", p + "calls", call.call_id)
+        self._do("HSET", p + "calls", call.call_id, _enc(call))
+        self._do("ZADD", p + "calls:seq", call.seq, call.call_id)
+        self._do("HSET", p + "calls:find", f"{call.tool}\x1f{call.arguments_hash}", call.call_id)
+        self._calls.setdefault(sid, []).append(_copy(call))
+
+    @_translated
+    def get_tool_call(self, session_id: str, call_id: str) -> ToolCall | None:
+        for call in self._calls.get(session_id, []):
+            if call.call_id == call_id:
+                return _copy(call)
+        if not self._stored(session_id):
+            return None
+        raw = self._r.hget(_prefix(session_id) + "calls", call_id)
+        return None if raw is None else _dec(ToolCall, raw)
+
+    @_translated
+    def list_tool_calls(
+        self,
+        session_id: str,
+        *,
+        tool: str | None = None,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[ToolCall]:
+        if limit is not None and limit <= 0:
+            return []
+        rows: list[ToolCall] = []
+        if self._stored(session_id):
+            p = _prefix(session_id)
+            low = "-inf" if after_seq is None else f"({after_seq}"
+            page = {} if tool is not None or limit is None else {"start": 0, "num": limit}
+            ids = self._r.zrangebyscore(p + "calls:seq", low, "+inf", **page)
+            if ids:
+                rows = [_dec(ToolCall, raw) for raw in self._r.hmget(p + "calls", ids) if raw]
+        rows += [
+            _copy(c)
+            for c in self._calls.get(session_id, [])
+            if after_seq is None or c.seq > after_seq
+        ]
+        rows = [c for c in rows if tool is None or c.tool == tool]
+        return rows if limit is None else rows[:limit]
+
+    @_translated
+    def find_tool_call(self, session_id: str, *, tool: str, arguments_hash: str) -> ToolCall | None:
+        for call in reversed(self._calls.get(session_id, [])):
+            if call.tool == tool and call.arguments_hash == arguments_hash:
+                return _copy(call)
+        if not self._stored(session_id):
+            return None
+        p = _prefix(session_id)
+        call_id = self._r.hget(p + "calls:find", f"{tool}\x1f{arguments_hash}")
+        if call_id is None:
+            return None
+        raw = self._r.hget(p + "calls", call_id)
+        return None if raw is None else _dec(ToolCall, raw)
+
+    # -- runs ------------------------------------------------------------------------
+    def _stored_run(self, session_id: str, run_id: str) -> Run | None:
+        if not self._stored(session_id):
+            return None
+        raw = self._r.hget(_prefix(session_id) + "runs", run_id)
+        return None if raw is None else _dec(Run, raw)
+
+    @_translated
+    def insert_run(self, run: Run) -> None:
+        self._writing()
+        sid = run.session_id
+        self._require_session(sid)
+        pending = self._runs.setdefault(sid, {})
+        if run.run_id in pending or self._stored_run(sid, run.run_id) is not None:
+            raise StoreConflict(f"run {run.run_id!r} exists")
+        bare = _copy(run).model_copy(update={"steps": []})
+        p = _prefix(sid)
+        if self._stored(sid):
+            self._check("HNX", p + "runs", run.run_id)
+        self._do("HSET", p + "runs", run.run_id, _enc(bare))
+        self._do("ZADD", p + "runs:seq", run.seq, run.run_id)
+        pending[run.run_id] = bare
+        self._new_runs.add((sid, run.run_id))
+
+    @_translated
+    def update_run(self, run: Run) -> None:
+        self._writing()
+        sid = run.session_id
+        pending = self._runs.setdefault(sid, {})
+        new = (sid, run.run_id) in self._new_runs
+        if not new and run.run_id not in pending and self._stored_run(sid, run.run_id) is None:
+            raise StoreConflict(f"run {run.run_id!r} vanished during the transaction")
+        bare = _copy(run).model_copy(update={"steps": []})
+        p = _prefix(sid)
+        if not new:
+            self._check("HX", p + "runs", run.run_id)
+        self._do("HSET", p + "runs", run.run_id, _enc(bare))
+        pending[run.run_id] = bare
+
+    @_translated
+    def insert_run_step(self, session_id: str, step: RunStep) -> None:
+        self._writing()
+        self._require_session(session_id)
+        self._do("RPUSH", f"{_prefix(session_id)}steps:{step.run_id}", _enc(step))
+        self._steps.setdefault((session_id, step.run_id), []).append(_copy(step))
+
+    @_translated
+    def get_run(self, session_id: str, run_id: str) -> Run | None:
+        run = self._runs.get(session_id, {}).get(run_id)
+        if run is None:
+            run = self._stored_run(session_id, run_id)
+        if run is None:
+            return None
+        return self._with_steps(session_id, [run])[0]
+
+    @_translated
+    def list_runs(
+        self,
+        session_id: str,
+        *,
+        status: RunStatus | None = None,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Run]:
+        if limit is not None and limit <= 0:
+            return []
+        pending = self._runs.get(session_id, {})
+        rows: dict[str, Run] = {}
+        if self._stored(session_id):
+            p = _prefix(session_id)
+            low = "-inf" if after_seq is None else f"({after_seq}"
+            exact = status is None and not pending and limit is not None
+            page = {"start": 0, "num": limit} if exact else {}
+            ids = self._r.zrangebyscore(p + "runs:seq", low, "+inf", **page)
+            if ids:
+                for raw in self._r.hmget(p + "runs", ids):
+                    if raw is not None:
+                        run = _dec(Run, raw)
+                        rows[run.run_id] = run
+        for run_id, run in pending.items():
+            if after_seq is None or run.seq > after_seq:
+                rows[run_id] = _copy(run)
+        chosen = sorted(
+            (r for r in rows.values() if status is None or r.status == status),
+            key=lambda r: r.seq,
+        )
+        if limit is not None:
+            chosen = chosen[:limit]
+        return self._with_steps(session_id, chosen)
+
+    def _with_steps(self, session_id: str, runs: list[Run]) -> list[Run]:
+        """Attach steps to runs with one round trip, whatever their number."""
+        stored: list[list[str]] = [[] for _ in runs]
+        if self._stored(session_id):
+            wanted = [i for i, r in enumerate(runs) if (session_id, r.run_id) not in self._new_runs]
+            if wanted:
+                pipe = self._r.pipeline(transaction=False)
+                for i in wanted:
+                    pipe.lrange(f"{_prefix(session_id)}steps:{runs[i].run_id}", 0, -1)
+                for i, texts in zip(wanted, pipe.execute(), strict=True):
+                    stored[i] = texts
+        out = []
+        for run, texts in zip(runs, stored, strict=True):
+            steps = [_dec(RunStep, t) for t in texts]
+            steps += [_copy(s) for s in self._steps.get((session_id, run.run_id), [])]
+            out.append(run.model_copy(update={"steps": steps}))
+        return out
+
+    # -- audit -----------------------------------------------------------------------
+    @_translated
+    def insert_audit(self, event: AuditEvent) -> int:
+        self._writing()
+        sid = event.session_id
+        seq = int(self._r.incr(_AUDIT_SEQ))
+        stored = event.model_copy(update={"seq": seq}, deep=True)
+        if self._session_known(sid) is None:
+            # A deleted session's tombstone outlives every key of the session.
+            self._do("TOMB", _TOMBSTONES, sid, _enc(stored))
+        else:
+            self._do("ZADD", _prefix(sid) + "audit", seq, _enc(stored))
+            self._audit.setdefault(sid, []).append(stored)
+        return seq
+
+    @_translated
+    def list_audit(
+        self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
+    ) -> list[AuditEvent]:
+        if limit is not None and limit <= 0:
+            return []
+        if self._write:
+            exists = self._session_known(session_id) is not None
+        else:
+            exists = bool(self._r.exists(_prefix(session_id) + "session"))
+        rows: list[AuditEvent]
+        if exists:
+            rows = []
+            if self._stored(session_id):
+                low = "-inf" if after_seq is None else f"({after_seq}"
+                page = {"start": 0, "num": limit} if limit is not None else {}
+                raw = self._r.zrangebyscore(_prefix(session_id) + "audit", low, "+inf", **page)
+                rows = [_dec(AuditEvent, text) for text in raw]
+            rows += [_copy(e) for e in self._audit.get(session_id, [])]
+        else:
+            text = self._r.hget(_TOMBSTONES, session_id)
+            rows = [AuditEvent.model_validate(e) for e in loads(text)] if text else []
+        rows = [e for e in rows if after_seq is None or e.seq > after_seq]
+        return rows if limit is None else rows[:limit]
+
+    # -- idempotency -----------------------------------------------------------------
+    @_translated
+    def get_idempotency(self, user_id: str, scope: str, key: str) -> IdempotencyRecord | None:
+        k = _idem_key(user_id, scope, key)
+        if k in self._idem:
+            return self._idem[k]
+        raw = self._read(k)
+        return None if raw is None else _dec_record(raw)
+
+    @_translated
+    def put_idempotency(self, record: IdempotencyRecord) -> None:
+        self._writing()
+        if self.get_idempotency(record.user_id, record.scope, record.key) is not None:
+            raise StoreConflict(f"idempotency key {record.key!r} exists")
+        k = _idem_key(record.user_id, record.scope, record.key)
+        at = _us(record.created_at)
+        self._do("SETEX", k, _enc_record(record), self._store._idem_ttl)
+        self._do("ZADD", _IDEM_BY_TIME, at, k)
+        self._do("ZADD", _idem_user_index(record.user_id), at, k)
+        if record.session_id is not None:
+            self._do("SADD", _prefix(record.session_id) + "idem", k)
+        self._idem[k] = record
+
+    def _drop_idempotency(self, k: str, record: IdempotencyRecord) -> None:
+        self._do("DEL", k)
+        self._do("ZREM", _IDEM_BY_TIME, k)
+        self._do("ZREM", _idem_user_index(record.user_id), k)
+        if record.session_id is not None:
+            self._do("SREM", _prefix(record.session_id) + "idem", k)
+        self._idem[k] = None
+
+    @_translated
+    def delete_idempotency(self, user_id: str, scope: str, key: str) -> None:
+        self._writing()
+        record = self.get_idempotency(user_id, scope, key)
+        if record is not None:
+            self._drop_idempotency(_idem_key(user_id, scope, key), record)
+
+    @_translated
+    def purge_idempotency(self, *, created_before: datetime, user_id: str | None = None) -> int:
+        self._writing()
+        index = _IDEM_BY_TIME if user_id is None else _idem_user_index(user_id)
+        keys = [
+            k
+            for k in self._r.zrangebyscore(index, "-inf", f"({_us(created_before)}")
+            if k not in self._idem
+        ]
+        count = 0
+        raws = self._r.mget(keys) if keys else []
+        for k, raw in zip(keys, raws, strict=True):
+            if raw is None:  # expired by Redis already: drop the stale index entries
+                self._do("ZREM", _IDEM_BY_TIME, k)
+                uid = k.split("{", 1)[1].split("}", 1)[0]
+                self._do("ZREM", _idem_user_index(uid), k)
+                continue
+            self._drop_idempotency(k, _dec_record(raw))
+            count += 1
+        for k, record in list(self._idem.items()):
+            if (
+                record is not None
+                and record.created_at < created_before
+                and (user_id is None or record.user_id == user_id)
+            ):
+                self._drop_idempotency(k, record)
+                count += 1
+        return count

@@ -1,0 +1,243 @@
+"""Redis-specific behaviour of the Redis store (the contract suite covers the rest).
+
+Uses the throwaway ``redis_server`` of ``tests/servers.py`` (appendonly yes, appendfsync
+always) and, for the persistence check and a vanished server, a second throwaway
+redis-server started here with AOF off and ``CONFIG`` disabled.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentsession import SessionManager
+from agentsession.errors import StoreError, ValidationError
+from agentsession.models import SessionStatus
+from agentsession.stores.registry import open_store
+from conftest import FrozenClock
+from servers import Server, redis_command
+
+redis = pytest.importorskip("redis", reason="redis-py not installed: pip install -e '.[dev]'")
+from agentsession.stores.redis_store import RedisStore, _masked  # noqa: E402
+
+USER = "alice"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_plain_redis() -> tuple[subprocess.Popen[bytes], int, Path]:
+    """A redis-server without AOF and with CONFIG renamed away (like managed Redis)."""
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    tmp = Path(tempfile.mkdtemp(prefix="as-redis-plain-"))
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--rename-command",
+            "CONFIG",
+            "",
+            "--dir",
+            str(tmp),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if redis_command(port, "PING") == "PONG":
+                return proc, port, tmp
+        except (OSError, RuntimeError):
+            time.sleep(0.02)
+    proc.kill()
+    raise RuntimeError("plain redis-server did not start")
+
+
+@pytest.fixture
+def plain_redis(redis_server: Server) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A second throwaway Redis (AOF off, CONFIG disabled), stopped after the test."""
+    proc, port, tmp = _start_plain_redis()
+    try:
+        yield proc, port
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=20)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def store(redis_url: str) -> Iterator[RedisStore]:
+    """A Redis store on the flushed throwaway server."""
+    s = RedisStore(redis_url)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _session_keys(store: RedisStore, session_id: str) -> list[str]:
+    return sorted(store.client.scan_iter(match=f"*{session_id}*", count=1000))
+
+
+def test_delete_leaves_no_key_of_the_session(store: RedisStore) -> None:
+    """Purge removes every key, index entry and idempotency record of the session;
+    only the content-free tombstone event stays."""
+    m = SessionManager(store)
+    sid = m.create_session(user_id=USER, ttl_seconds=3600, idempotency_key="c1").session_id
+    kw = {"session_id": sid, "user_id": USER}
+    m.append_messages(
+        **kw,
+        messages=[{"role": "user", "content": "hi"}],
+        working_memory_patch={"goal": "g"},
+        idempotency_key="a1",
+    )
+    m.record_tool_call(**kw, tool="t", arguments={"a": 1}, idempotency_key="t1")
+    run = m.start_run(**kw, input="x")
+    m.add_run_step(**kw, run_id=run.run_id, kind="model")
+    keep = m.create_session(user_id=USER).session_id
+    assert len(_session_keys(store, sid)) >= 8
+    m.delete_session(**kw)
+    assert _session_keys(store, sid) == []
+    r = store.client
+    members = r.zrange("as:sessions", 0, -1) + r.zrange("as:user:{alice}:sessions", 0, -1)
+    assert [x for x in members if sid in x] == []
+    assert r.zscore("as:due", sid) is None
+    assert r.zrange("as:idem:by_time", 0, -1) == []  # all three records were this session's
+    assert r.zrange("as:idem:user:{alice}", 0, -1) == []
+    assert list(r.scan_iter(match="as:idem:{*")) == []
+    tomb = m.get_audit_log(session_id=sid, user_id="root", admin=True)
+    assert [e.action for e in tomb] == ["session.deleted"]
+    assert m.get_session(session_id=keep, user_id=USER).status == SessionStatus.ACTIVE
+
+
+def test_expired_session_stays_readable_and_keys_never_expire(store: RedisStore) -> None:
+    """An idle session becomes EXPIRED, not gone: its keys carry no Redis expiry."""
+    clock = FrozenClock()
+    m = SessionManager(store, clock=clock)
+    sid = m.create_session(user_id=USER, ttl_seconds=60).session_id
+    kw = {"session_id": sid, "user_id": USER}
+    m.append_message(**kw, message={"role": "user", "content": "still here"})
+    clock.advance(61)
+    assert m.sweep_expired().expired_session_ids == [sid]
+    s = m.get_session(**kw)
+    assert s.status == SessionStatus.EXPIRED and s.status_reason == "ttl"
+    assert [x.content for x in m.get_messages(**kw)] == ["still here"]
+    assert all(store.client.ttl(k) == -1 for k in _session_keys(store, sid))
+    assert store.client.zscore("as:due", sid) is None
+    assert m.restore_session(**kw).session.status == SessionStatus.ACTIVE
+
+
+def test_idempotency_records_carry_a_redis_expiry(redis_url: str) -> None:
+    """Records expire in Redis too (idempotency_ttl_seconds), on top of the retention."""
+    with RedisStore(redis_url, idempotency_ttl_seconds=90_000) as store:
+        m = SessionManager(store)
+        m.create_session(user_id=USER, idempotency_key="k")
+        (key,) = store.client.scan_iter(match="as:idem:{alice}:*")
+        assert 89_000 < store.client.ttl(key) <= 90_000
+
+
+def test_timestamps_round_trip_exactly(store: RedisStore) -> None:
+    """Aware UTC with microseconds in, the same instant out."""
+    from datetime import UTC, datetime
+
+    clock = FrozenClock(datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC))
+    m = SessionManager(store, clock=clock)
+    s = m.create_session(user_id=USER)
+    got = m.get_session(session_id=s.session_id, user_id=USER)
+    assert got.created_at == clock.now and got.created_at.utcoffset().total_seconds() == 0
+    assert got.created_at.microsecond == 891011
+
+
+def test_not_durable_server_is_refused_or_warned(
+    redis_server: Server, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """appendfsync other than always: StoreError by default, a loud warning if allowed."""
+    redis_command(redis_server.port, "CONFIG", "SET", "appendfsync", "everysec")
+    try:
+        with pytest.raises(StoreError, match="appendfsync everysec") as info:
+            RedisStore(redis_url)
+        assert info.value.context["appendfsync"] == "everysec"
+        with caplog.at_level(logging.WARNING, logger="agentsession.stores.redis_store"):
+            RedisStore(redis_url, require_durable=False).close()
+        assert "appendfsync everysec" in caplog.text
+    finally:
+        redis_command(redis_server.port, "CONFIG", "SET", "appendfsync", "always")
+    RedisStore(redis_url).close()
+
+
+def test_config_disabled_warns(
+    plain_redis: tuple[subprocess.Popen[bytes], int], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server that refuses CONFIG (managed Redis) is used, with a warning."""
+    _, port = plain_redis
+    with caplog.at_level(logging.WARNING, logger="agentsession.stores.redis_store"):
+        store = RedisStore(f"redis://127.0.0.1:{port}/0")
+    store.close()
+    assert "cannot read the persistence settings" in caplog.text
+
+
+def test_server_gone_is_a_store_error(plain_redis: tuple[subprocess.Popen[bytes], int]) -> None:
+    """No redis.* exception escapes: a vanished server is StoreError, at open and later."""
+    proc, port = plain_redis
+    url = f"redis://127.0.0.1:{port}/0"
+    store = RedisStore(url, require_durable=False, socket_timeout_seconds=2)
+    m = SessionManager(store)
+    sid = m.create_session(user_id=USER).session_id
+    proc.terminate()
+    proc.wait(timeout=20)
+    for call in (
+        lambda: m.get_session(session_id=sid, user_id=USER),
+        lambda: m.append_message(session_id=sid, user_id=USER, message={"role": "user"}),
+        lambda: m.list_sessions(user_id=USER),
+    ):
+        with pytest.raises(StoreError) as info:
+            call()
+        assert not isinstance(info.value, redis.RedisError)
+        assert isinstance(info.value.__cause__, redis.RedisError)
+    store.close()
+    with pytest.raises(StoreError, match="unreachable"):
+        RedisStore(url, socket_timeout_seconds=2)
+
+
+def test_open_store_by_url_and_close(redis_server: Server, redis_url: str) -> None:
+    """redis:// opens a RedisStore (auto_migrate ignored); bad options are clear;
+    close() leaves a caller's client open and makes the store unusable."""
+    store = open_store(redis_url, auto_migrate=True, require_durable=True)
+    assert isinstance(store, RedisStore) and store.url == redis_url
+    store.close()
+    with pytest.raises(StoreError, match="closed"), store.transaction(write=False):
+        pass
+    with pytest.raises(ValidationError, match="no option colour"):
+        open_store(redis_url, colour="blue")
+    with pytest.raises(StoreError) as info:  # the test server has no password
+        RedisStore(f"redis://:s3cret@127.0.0.1:{redis_server.port}/0")
+    assert "s3cret" not in str(info.value)
+    assert _masked("redis://u:s3cret@h:1/0") == "redis://u:***@h:1/0"
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    RedisStore(client=client).close()
+    assert client.ping()
+    client.close()
+    with pytest.raises(StoreError, match="decode_responses"):
+        RedisStore(client=redis.Redis.from_url(redis_url))
