@@ -14,11 +14,11 @@ from .errors import ValidationError
 
 __all__ = ["ID_PATTERN", "NAME_PATTERN", "check_id", "check_name", "new_id"]
 
-#: The shape of every generated id; checked before any store lookup (case C30).
-ID_PATTERN = re.compile(r"^[a-z]{2,5}_[a-z2-7]{26}$")
+#: The shape of every generated id (use ``fullmatch``); checked before any store lookup (C30).
+ID_PATTERN = re.compile(r"[a-z]{2,5}_[a-z2-7]{26}")
 
 #: User ids and other caller-chosen names: printable, no path separators, bounded.
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9._:@+\-]{1,128}$")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9._:@+\-]{1,128}")
 
 
 def new_id(prefix: str) -> str:
@@ -36,7 +36,7 @@ def check_id(value: object, *, field: str, prefix: str) -> str:
     if (
         type(value) is not str
         or len(value) > 40
-        or not ID_PATTERN.match(value)
+        or not ID_PATTERN.fullmatch(value)
         or not value.startswith(prefix + "_")
     ):
         shown = repr(value)[:60]
@@ -50,7 +50,7 @@ def check_name(value: object, *, field: str) -> str:
     Raises:
         ValidationError: empty, too long (over 128 chars), or holding other characters.
     """
-    if type(value) is not str or not NAME_PATTERN.match(value):
+    if type(value) is not str or not NAME_PATTERN.fullmatch(value):
         shown = repr(value)[:60]
         raise ValidationError(
             f"{field} {shown} must be 1-128 characters of A-Z a-z 0-9 . _ : @ + -",

@@ -2,7 +2,8 @@
 
 Policy, identical on every store:
 
-* Only JSON values are stored: ``None``, ``bool``, ``int``, finite ``float``, ``str``,
+* Only JSON values are stored: ``None``, ``bool``, ``int`` (within 64 bits), finite
+  ``float``, ``str``,
   ``list`` and ``dict`` with ``str`` keys. Anything else (bytes, datetime, Decimal, UUID,
   set, tuple, NaN/Infinity, custom objects) raises :class:`UnsupportedValue` naming the
   path of the value; callers encode such values themselves (base64 for bytes, ISO 8601
@@ -26,6 +27,7 @@ from .errors import PayloadTooLarge, UnsupportedValue
 __all__ = ["canonical_hash", "check_json", "dumps", "loads"]
 
 _MAX_DEPTH = 64
+_INT_BOUND = 2**64  # integers must fit in 64 bits (signed or unsigned) to be stored
 
 
 def check_json(value: Any, *, field: str, limit_bytes: int | None = None) -> str:
@@ -62,7 +64,11 @@ def _walk(value: Any, path: str, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise UnsupportedValue(f"{path} nests deeper than {_MAX_DEPTH} levels", field=path)
     kind = type(value)
-    if value is None or kind is bool or kind is int:
+    if value is None or kind is bool:
+        return
+    if kind is int:
+        if not -_INT_BOUND <= value < _INT_BOUND:
+            raise UnsupportedValue(f"{path} is an integer outside 64 bits", field=path)
         return
     if kind is str:
         _check_str(value, path)
@@ -82,14 +88,22 @@ def _walk(value: Any, path: str, depth: int) -> None:
                     f"{path} has a key of type {type(key).__name__}; JSON keys are strings",
                     field=path,
                 )
-            _check_str(key, f"{path}.{key}")
-            _walk(item, f"{path}.{key}", depth + 1)
+            _check_str(key, f"{path}.{_printable(key)}")
+            _walk(item, f"{path}.{_printable(key)}", depth + 1)
         return
     raise UnsupportedValue(
         f"{path} is a {kind.__name__}, which is not a JSON value "
         "(encode it yourself, e.g. base64 for bytes, ISO 8601 for datetimes)",
         field=path,
     )
+
+
+def _printable(key: str) -> str:
+    """``key`` as it can appear in an error's field path: lone surrogates escaped, so the
+    error itself can always be encoded (e.g. in an HTTP problem body)."""
+    if key.isascii():
+        return key
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _check_str(text: str, path: str) -> None:

@@ -1394,13 +1394,16 @@ class SessionManager:
         return now
 
     def _transact(self, fn: Callable[[StoreTransaction], Any], *, write: bool) -> Any:
-        """Run ``fn`` in one transaction; re-run it when the store reports a lost race."""
+        """Run ``fn`` in one transaction; re-run it when the store reports a lost race
+        (bounded by ``policy.max_retries`` and ``policy.max_retry_seconds``)."""
+        started = time.monotonic()
         for attempt in range(1, self.policy.max_retries + 1):
             try:
                 with self._store.transaction(write=write) as tx:
                     result = fn(tx)
             except StoreBusy:
-                if attempt == self.policy.max_retries:
+                spent = time.monotonic() - started
+                if attempt == self.policy.max_retries or spent >= self.policy.max_retry_seconds:
                     raise
                 time.sleep(random.uniform(0, 0.005 * 2**attempt))
                 continue

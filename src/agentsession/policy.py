@@ -50,10 +50,13 @@ class Policy:
         restore_message_limit: how many recent messages ``restore_session`` returns
             by default.
         max_retries: how often one call re-runs a transaction the store reported as
-            busy (lock timeout, lost race) before raising StoreBusy.
+            busy (lost race, deadlock, lock timeout) before raising StoreBusy.
+        max_retry_seconds: no re-run starts once the call has taken this long, so a
+            lock wait that already used the store's busy timeout is not repeated.
     """
 
     expired_restore_window_seconds: float | None = 7 * 24 * 3600
     idempotency_retention_seconds: float = 24 * 3600
     restore_message_limit: int = 50
     max_retries: int = 8
+    max_retry_seconds: float = 5.0

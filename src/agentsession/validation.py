@@ -21,6 +21,9 @@ from .models import Role, Session
 from .policy import Limits
 
 _KEY_MAX = 255
+#: The largest limit or seq cursor accepted: 2**53 - 1, exact in every JSON client and
+#: within every store's integer range.
+MAX_COUNT = 2**53 - 1
 _TOOL_NAME_MAX = 128
 _MESSAGE_SYSTEM_FIELDS = frozenset({"message_id", "session_id", "seq", "created_at"})
 
@@ -55,8 +58,8 @@ def check_limit(limit: Any, field: str, *, allow_none: bool, maximum: int | None
         if allow_none:
             return None
         raise ValidationError(f"{field} is required", field=field)
-    if type(limit) is not int or limit < 0:
-        raise ValidationError(f"{field} must be an integer >= 0", field=field)
+    if type(limit) is not int or not 0 <= limit <= MAX_COUNT:
+        raise ValidationError(f"{field} must be an integer from 0 to {MAX_COUNT}", field=field)
     if maximum is not None and limit > maximum:
         raise ValidationError(f"{field} must be at most {maximum}", field=field)
     return limit
@@ -180,11 +183,13 @@ def check_enum(enum: Any, value: Any, field: str, *, optional: bool = True) -> A
 
 
 def check_cursor_seq(value: Any, field: str) -> int | None:
-    """None, or a seq cursor: an integer >= 0."""
+    """None, or a seq cursor: an integer in 0..2**53-1."""
     if value is None:
         return None
-    if type(value) is not int or value < 0:
-        raise ValidationError(f"{field} must be a seq (an integer >= 0)", field=field)
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
+        raise ValidationError(
+            f"{field} must be a seq (an integer from 0 to {MAX_COUNT})", field=field
+        )
     return value
 
 
@@ -194,7 +199,10 @@ def check_time(value: Any, field: str) -> datetime | None:
         return None
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise ValidationError(f"{field} must be a timezone-aware datetime", field=field)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(f"{field} is outside the years 1-9999 in UTC", field=field) from None
 
 
 def check_tool_name(tool: Any) -> None:
@@ -260,7 +268,14 @@ def decode_cursor(cursor: Any) -> tuple[datetime, str] | None:
             raise ValueError
         check_id(session_id, field="cursor", prefix="ses")
         return at.astimezone(UTC), session_id
-    except (ValueError, TypeError, binascii.Error, ValidationError, UnicodeDecodeError):
+    except (
+        ValueError,
+        TypeError,
+        OverflowError,
+        binascii.Error,
+        ValidationError,
+        UnicodeDecodeError,
+    ):
         raise ValidationError("cursor is not one this service issued", field="cursor") from None
 
 

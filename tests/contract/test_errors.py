@@ -4,6 +4,9 @@ ValidationErrors, and nothing is written by a rejected call."""
 
 from __future__ import annotations
 
+import base64
+import json
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -99,7 +102,49 @@ BAD_ARGUMENTS: list[Any] = [
     pytest.param(lambda m, c: m.list_sessions(user_id=USER, status="GONE"),
                  id="list_sessions.status-unknown"),
     pytest.param(lambda m, c: m.sweep_expired(limit=-1), id="sweep_expired.limit-negative"),
+    # Values past what a store's integer or datetime can hold (found by a review; were
+    # OverflowError or a 500 over HTTP on SQLite, and accepted by the memory store).
+    pytest.param(lambda m, c: m.get_messages(session_id=c.sid, user_id=USER, before=2**63),
+                 id="get_messages.before-2**63"),
+    pytest.param(lambda m, c: m.get_messages(session_id=c.sid, user_id=USER, limit=2**64),
+                 id="get_messages.limit-2**64"),
+    pytest.param(lambda m, c: m.restore_session(session_id=c.sid, user_id=USER,
+                                                message_limit=2**63),
+                 id="restore_session.message_limit-2**63"),
+    pytest.param(lambda m, c: m.sweep_expired(limit=2**64), id="sweep_expired.limit-2**64"),
+    pytest.param(lambda m, c: m.record_tool_call(
+        session_id=c.sid, user_id=USER, tool="t",
+        ended_at=datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5)))),
+                 id="record_tool_call.ended_at-past-9999-utc"),
+    pytest.param(lambda m, c: m.list_sessions(user_id=USER, cursor=_cursor(
+        ["9999-12-31T23:59:59-14:00", "ses_aaaaaaaaaaaaaaaaaaaaaaaaaa"])),
+                 id="list_sessions.cursor-past-9999-utc"),
+    pytest.param(lambda m, c: m.append_message(session_id=c.sid, user_id=USER,
+                                               message={"role": "user", "n": 10**5000}),
+                 id="append_message.int-over-64-bits"),
+    pytest.param(lambda m, c: m.create_session(user_id="alice\n"),
+                 id="create_session.user_id-trailing-newline"),
+    pytest.param(lambda m, c: m.get_session(session_id=c.sid + "\n", user_id=USER),
+                 id="get_session.session_id-trailing-newline"),
 ]
+
+
+def _cursor(value: Any) -> str:
+    """A list cursor forged from ``value`` (the encoding the service uses)."""
+    raw = json.dumps(value).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def test_surrogate_in_a_key_is_reported_with_an_encodable_field(manager: SessionManager) -> None:
+    """A lone surrogate in an object key is rejected, and the error's field path can be
+    encoded as UTF-8 (so an HTTP problem body can carry it)."""
+    ctx = Ctx(manager)
+    with pytest.raises(ValidationError) as err:
+        manager.append_message(session_id=ctx.sid, user_id=USER,
+                               message={"role": "user", "\udc00": 1})
+    assert err.value.field is not None
+    err.value.field.encode("utf-8")
+    str(err.value).encode("utf-8")
 
 
 @pytest.mark.parametrize("call", BAD_ARGUMENTS)

@@ -94,7 +94,7 @@ def session_in_path(
     if (
         len(session_id) > 40
         or not session_id.startswith("ses_")
-        or not ID_PATTERN.match(session_id)
+        or not ID_PATTERN.fullmatch(session_id)
     ):
         raise SessionNotFound(session_id[:40])
     request.state.session_id = session_id

@@ -22,7 +22,7 @@ __all__ = ["BodyLimitMiddleware", "CatchAllMiddleware", "RequestIdMiddleware"]
 
 log = logging.getLogger("agentsession.http")
 
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@+\-/=]{1,128}$")
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:@+\-/=]{1,128}")
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -47,7 +47,7 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send)
             return
         given = _header(scope, b"x-request-id")
-        request_id = given if given is not None and _REQUEST_ID.match(given) else None
+        request_id = given if given is not None and _REQUEST_ID.fullmatch(given) else None
         request_id = request_id or uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
 
