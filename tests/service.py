@@ -1,11 +1,15 @@
 """A real ``agentsession serve`` for the tests, set up the way the README says: on an
-SQLite file in a temporary directory, ``agentsession db upgrade``, ``agentsession keys
-create --user USER``, then ``agentsession serve`` on a free loopback port.
+SQLite file in a temporary directory (or the database ``url`` names), ``agentsession db
+upgrade``, ``agentsession keys create --user USER``, then ``agentsession serve`` on a
+free loopback port.
 
 Importable from every test module (``tests/`` is on ``sys.path``)::
 
     with running_service(tmp_path, user="alice", workers=2) as service:
         SessionClient(service.url, service.token)...
+
+Several instances on one database: the same ``tmp`` (hence one key file) and ``url``,
+a different ``name`` each (their logs are ``<name>.log``).
 """
 
 from __future__ import annotations
@@ -46,21 +50,35 @@ def agentsession(*args: str, env: dict[str, str]) -> str:
 
 @dataclass
 class Service:
-    """A running service: base URL, the API token of its user, its log file, and the
-    environment it was started with (``AGENTSESSION_URL`` names its SQLite file)."""
+    """A running service: base URL, the API token of its user, its log file, the
+    environment it was started with (``AGENTSESSION_URL`` names its database), and the
+    pid of the ``agentsession serve`` process (with several workers, their supervisor)."""
 
     url: str
     token: str
     log: Path
     env: dict[str, str]
+    pid: int = 0
 
     def headers(self, **extra: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}", **extra}
 
 
 @contextmanager
-def running_service(tmp: Path, *, user: str = "alice", workers: int = 1) -> Iterator[Service]:
+def running_service(
+    tmp: Path,
+    *,
+    user: str = "alice",
+    workers: int = 1,
+    url: str | None = None,
+    name: str = "server",
+) -> Iterator[Service]:
     """Set up and start the service in ``tmp``; stop it on exit.
+
+    Args:
+        url: the store URL; default an SQLite file in ``tmp``. With another URL the key
+            file is ``tmp/keys.json`` (set explicitly: the default would be the cwd).
+        name: the log file's name (``<name>.log``), for several instances in one ``tmp``.
 
     Ready when ``/readyz`` answers; with several workers, a few times in a row (so that
     every worker is likely up).
@@ -68,14 +86,16 @@ def running_service(tmp: Path, *, user: str = "alice", workers: int = 1) -> Iter
     port = free_port()
     env = {
         **os.environ,
-        "AGENTSESSION_URL": f"sqlite:///{tmp / 'sessions.db'}",
+        "AGENTSESSION_URL": url or f"sqlite:///{tmp / 'sessions.db'}",
         "AGENTSESSION_PORT": str(port),
     }
-    for name in ("AGENTSESSION_AUTO_MIGRATE", "AGENTSESSION_KEYS_FILE", "AGENTSESSION_API_KEY"):
-        env.pop(name, None)
+    for var in ("AGENTSESSION_AUTO_MIGRATE", "AGENTSESSION_KEYS_FILE", "AGENTSESSION_API_KEY"):
+        env.pop(var, None)
+    if url is not None:
+        env["AGENTSESSION_KEYS_FILE"] = str(tmp / "keys.json")
     agentsession("db", "upgrade", env=env)
     token = agentsession("keys", "create", "--user", user, env=env).strip().splitlines()[0]
-    log_path = tmp / "server.log"
+    log_path = tmp / f"{name}.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [str(EXE), "serve", "--host", "127.0.0.1", "--workers", str(workers)],
@@ -96,7 +116,7 @@ def running_service(tmp: Path, *, user: str = "alice", workers: int = 1) -> Iter
                 raise RuntimeError(log_path.read_text())
             if ready < needed:
                 time.sleep(0.1)
-        yield Service(base, token, log_path, env)
+        yield Service(base, token, log_path, env, proc.pid)
     finally:
         proc.terminate()
         try:
