@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ import servers
 from agentsession import SessionManager
 from agentsession.stores.base import SessionStore
 from agentsession.stores.memory import MemoryStore
+from frozen_clock import FrozenClock
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -68,20 +68,6 @@ STORES: dict[str, Callable[..., SessionStore]] = {
 }
 if servers.server_stores_enabled():
     STORES.update(postgres=_postgres, mysql=_mysql, redis=_redis)
-
-
-class FrozenClock:
-    """A clock for tests: returns the same aware UTC instant until advanced."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        self.now = start or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        """Move time forward by ``seconds``."""
-        self.now += timedelta(seconds=seconds)
 
 
 @pytest.fixture(params=sorted(STORES))

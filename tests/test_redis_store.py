@@ -22,7 +22,7 @@ from agentsession import SessionManager
 from agentsession.errors import StoreError, ValidationError
 from agentsession.models import SessionStatus
 from agentsession.stores.registry import open_store
-from conftest import FrozenClock
+from frozen_clock import FrozenClock
 from servers import Server, redis_command
 
 redis = pytest.importorskip("redis", reason="redis-py not installed: pip install -e '.[dev]'")
