@@ -191,10 +191,11 @@ class SessionManager:
 
         Args:
             url: ``memory://``, ``sqlite:///path/to/file.db``,
-                ``postgresql+psycopg://...``, ``mysql+pymysql://...``.
+                ``postgresql+psycopg://...``, ``mysql+pymysql://...``, ``redis://...``.
             auto_migrate: bring an SQL schema to the current revision at start; if False
                 an out-of-date schema raises SchemaOutOfDate.
-            store_options: passed to the store (e.g. ``sqlite_synchronous="NORMAL"``).
+            store_options: passed to the store (e.g. ``sqlite_synchronous="NORMAL"``,
+                or ``require_durable=False`` for Redis).
 
         Raises:
             ValidationError: unknown URL scheme. SchemaOutOfDate, StoreError: see above.
