@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench setup clean
+.PHONY: demo test lint bench bench-stores setup clean
 
 setup: $(STAMP)
 
@@ -23,6 +23,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/store_vs_sqlite3.py
+
+bench-stores: $(STAMP)
+	mkdir -p benchmarks/results
+	$(BIN)/python benchmarks/stores.py --json benchmarks/results/stores.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -26,6 +26,13 @@ durability must not rely on them:
   ``utf8mb4_bin`` themselves); root without a password.
 * Redis: none. ``appendonly yes``, ``appendfsync always``, no RDB snapshots (``save ''``).
 
+``start_postgres(durable=True)`` and ``start_mysql(durable=True)`` (used by
+``benchmarks/stores.py``, never by the fixtures) run the servers at their durable settings
+instead: PostgreSQL ``fsync=on``, ``synchronous_commit=on``, ``full_page_writes=on`` (and
+``initdb`` syncs its files); MariaDB ``innodb_flush_log_at_trx_commit=1``,
+``innodb_doublewrite=1``, ``sync_binlog=1`` (the binary log stays off, as by default).
+Redis already runs durable.
+
 When the tests run as root (CI), PostgreSQL and MariaDB refuse to: their processes run
 as the system users the Debian packages create (``postgres``, ``mysql``), or ``nobody``,
 and the temporary directory is handed to that user.
@@ -264,8 +271,13 @@ def _postgres_bin() -> Path:
     raise ServerNotInstalled(_INSTALL_HINT["postgres"])
 
 
-def start_postgres() -> Server:
-    """Start a throwaway PostgreSQL cluster (see the module docstring)."""
+def start_postgres(*, durable: bool = False) -> Server:
+    """Start a throwaway PostgreSQL cluster (see the module docstring).
+
+    Args:
+        durable: ``fsync=on``, ``synchronous_commit=on``, ``full_page_writes=on`` (the
+            production defaults) instead of the tests' fast settings (all three off).
+    """
     bindir = _postgres_bin()
     try:
         import psycopg
@@ -291,16 +303,17 @@ def start_postgres() -> Server:
                 "-E",
                 "UTF8",
                 "--locale=C",
-                "--no-sync",
+                *([] if durable else ["--no-sync"]),
                 "--no-instructions",
             ],
             run_as,
             log,
             cwd=tmp,
         )
+        flag = "on" if durable else "off"
         opts = (
-            f"-k {tmp} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            f"-k {tmp} -p {port} -c listen_addresses=127.0.0.1 -c fsync={flag} "
+            f"-c synchronous_commit={flag} -c full_page_writes={flag} -c max_connections=200"
         )
         _run(
             [
@@ -359,8 +372,13 @@ def _stop_postgres(bindir: Path, data: Path, run_as: _RunAs, tmp: Path) -> None:
 # -- MariaDB / MySQL -------------------------------------------------------------------
 
 
-def start_mysql() -> Server:
-    """Start a throwaway MariaDB (or MySQL) server (see the module docstring)."""
+def start_mysql(*, durable: bool = False) -> Server:
+    """Start a throwaway MariaDB (or MySQL) server (see the module docstring).
+
+    Args:
+        durable: ``innodb_flush_log_at_trx_commit=1``, ``innodb_doublewrite=1`` and
+            ``sync_binlog=1`` instead of the tests' ``2``, ``0`` and (the default) ``0``.
+    """
     server = _which("mariadbd", "mysqld")
     install = _which("mariadb-install-db", "mysql_install_db")
     if server is None or install is None:
@@ -409,8 +427,9 @@ def start_mysql() -> Server:
                     f"--pid-file={tmp / 'server.pid'}",
                     "--skip-name-resolve",
                     "--character-set-server=utf8mb4",
-                    "--innodb-flush-log-at-trx-commit=2",
-                    "--innodb-doublewrite=0",
+                    f"--innodb-flush-log-at-trx-commit={1 if durable else 2}",
+                    f"--innodb-doublewrite={1 if durable else 0}",
+                    *(["--sync-binlog=1"] if durable else []),
                     "--innodb-buffer-pool-size=128M",
                     "--max-connections=300",
                     *user_args,
@@ -631,9 +650,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         else:
             lines.append(f"{kind}: SKIPPED, {entry[1]}")
     if not server_stores_enabled():
-        lines.append(
-            f"postgres, mysql, redis stores: left out of STORES ({SERVER_STORES_ENV}=0)"
-        )
+        lines.append(f"postgres, mysql, redis stores: left out of STORES ({SERVER_STORES_ENV}=0)")
     if lines:
         terminalreporter.write_sep("-", "server stores")
         for line in lines:

@@ -138,6 +138,19 @@ def test_sweep_and_db_commands(tmp_path: Path) -> None:
     assert swept == {"expired_session_ids": [], "purged_idempotency_keys": 0}
 
 
+def test_db_commands_on_stores_without_a_schema() -> None:
+    """db upgrade / current on redis:// and memory:// succeed with nothing to migrate
+    (no connection needed: the port below is closed); an unknown scheme is exit 5."""
+    for url in ("redis://127.0.0.1:1/0", "memory://"):
+        upgraded = invoke("db", "upgrade", "--url", url, "--json")
+        assert upgraded.exit_code == 0, upgraded.output
+        assert json.loads(upgraded.stdout) == {"url": url, "revision": None}
+        current = json.loads(invoke("db", "current", "--url", url, "--json").stdout)
+        assert current == {"current": None, "head": None, "up_to_date": True}
+    unknown = invoke("db", "upgrade", "--url", "foo://x")
+    assert unknown.exit_code == 5 and "unsupported store URL scheme 'foo'" in unknown.output
+
+
 def test_exit_code_table() -> None:
     """Each error family maps to its documented exit code, most specific first."""
     assert exit_code_for(SessionNotFound("ses_x")) == 3

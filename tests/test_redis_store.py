@@ -12,13 +12,14 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agentsession import SessionManager
+from agentsession import Policy, SessionManager
 from agentsession.errors import StoreError, ValidationError
 from agentsession.models import SessionStatus
 from agentsession.stores.registry import open_store
@@ -130,6 +131,47 @@ def test_delete_leaves_no_key_of_the_session(store: RedisStore) -> None:
     tomb = m.get_audit_log(session_id=sid, user_id="root", admin=True)
     assert [e.action for e in tomb] == ["session.deleted"]
     assert m.get_session(session_id=keep, user_id=USER).status == SessionStatus.ACTIVE
+
+
+def test_writers_of_one_session_take_turns_without_re_runs(store: RedisStore) -> None:
+    """16 threads x 25 appends to one session with no re-run allowed
+    (``max_retries=1``): the session's write lock queues them, so none loses a race
+    (without it, most would fail with StoreConflict at once); seq gapless; the lock key
+    is gone afterwards."""
+    m = SessionManager(store, policy=Policy(max_retries=1))
+    sid = m.create_session(user_id=USER).session_id
+    errors: list[BaseException] = []
+
+    def writer(i: int) -> None:
+        for j in range(25):
+            try:
+                m.append_message(
+                    session_id=sid, user_id=USER, message={"role": "user", "content": f"{i}:{j}"}
+                )
+            except BaseException as exc:  # collected for the assertion
+                errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    seqs = [msg.seq for msg in m.get_messages(session_id=sid, user_id=USER)]
+    assert seqs == list(range(1, 16 * 25 + 1))
+    assert store.client.exists(f"as:{{{sid}}}:lock") == 0
+
+
+def test_a_dead_writers_lock_expires(store: RedisStore) -> None:
+    """A lock left by a writer that died (never released) delays the next writer by
+    at most its expiry; it does not block the session."""
+    m = SessionManager(store)
+    sid = m.create_session(user_id=USER).session_id
+    store.client.set(f"as:{{{sid}}}:lock", "dead-writer", px=300)
+    started = time.monotonic()
+    m.append_message(session_id=sid, user_id=USER, message={"role": "user", "content": "x"})
+    assert 0.2 <= time.monotonic() - started < 2.0
+    assert m.get_session(session_id=sid, user_id=USER).message_count == 1
 
 
 def test_expired_session_stays_readable_and_keys_never_expire(store: RedisStore) -> None:

@@ -31,6 +31,7 @@ from .errors import (
 )
 from .manager import SessionManager
 from .settings import Settings
+from .stores.registry import has_schema
 
 __all__ = ["EXIT_CODES", "build_app", "exit_code_for", "main"]
 
@@ -353,10 +354,14 @@ db_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
 @db_app.command("upgrade")
 @cli_errors
 def db_upgrade(ctx: typer.Context, url: UrlOpt = None, as_json: JsonOpt = False) -> None:
-    """Bring the database schema to the current revision."""
+    """Bring the database schema to the current revision (Redis and memory: none to
+    migrate, exit 0, so one deployment script fits every store)."""
     from .stores import migrate
 
     opts = _options(ctx, url, None, False, as_json)
+    if not has_schema(opts.url):
+        _show(opts, {"url": opts.url, "revision": None}, "this store has no schema to migrate")
+        return
     revision = migrate.upgrade(opts.url)
     _show(opts, {"url": opts.url, "revision": revision}, f"schema at revision {revision}")
 
@@ -368,6 +373,10 @@ def db_current(ctx: typer.Context, url: UrlOpt = None, as_json: JsonOpt = False)
     from .stores import migrate
 
     opts = _options(ctx, url, None, False, as_json)
+    if not has_schema(opts.url):
+        data = {"current": None, "head": None, "up_to_date": True}
+        _show(opts, data, "this store has no schema to migrate")
+        return
     current, head = migrate.current_revision(opts.url), migrate.head_revision()
     data = {"current": current, "head": head, "up_to_date": current == head}
     _show(opts, data, f"current {current or '(none)'}, head {head}")

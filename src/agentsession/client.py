@@ -45,7 +45,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from .errors import VersionConflict
+from .errors import AgentSessionError, VersionConflict
 from .http.protocol import (
     PROBLEM_CONTENT_TYPE,
     ServerError,
@@ -625,25 +625,27 @@ class _Requests:
     ) -> _Flow[WorkingMemory]:
         """Read-modify-write the working memory; re-read and retry on 412 (bounded).
 
-        The session is read before the memory, so the ``If-Match`` sent is never newer
-        than the data ``fn`` saw: a concurrent update makes this one fail and retry,
-        never get lost. ``fn`` may run more than once.
+        One GET of the memory per attempt: its ``session_version`` (the session's version
+        read with it) goes back as ``If-Match``, so a concurrent update makes this one
+        fail and retry, never get lost. ``fn`` may run more than once.
 
         Returns:
             The working memory as written.
 
         Raises:
             VersionConflict: still conflicting after ``max_attempts``.
+            AgentSessionError: the server's answer carried no ``session_version``.
         """
         for attempt in range(1, max_attempts + 1):
-            session = yield from self.get_session(session_id=session_id)
             current = yield from self.get_working_memory(session_id=session_id)
+            if current.session_version is None:  # never write unconditionally
+                raise AgentSessionError("the memory answer has no session_version")
             try:
                 return (
                     yield from self.update_working_memory(
                         session_id=session_id,
                         data=fn(dict(current.data)),
-                        expected_version=session.version,
+                        expected_version=current.session_version,
                     )
                 )
             except VersionConflict:

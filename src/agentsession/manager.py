@@ -672,7 +672,6 @@ class SessionManager:
         if type(max_attempts) is not int or max_attempts < 1:
             raise ValidationError("max_attempts must be an integer >= 1", field="max_attempts")
         for attempt in range(1, max_attempts + 1):
-            session = self.get_session(session_id=session_id, user_id=user_id, admin=admin)
             current = self.get_working_memory(
                 session_id=session_id, user_id=user_id, admin=admin
             )
@@ -681,7 +680,7 @@ class SessionManager:
                     session_id=session_id,
                     user_id=user_id,
                     data=fn(dict(current.data)),
-                    expected_version=session.version,
+                    expected_version=current.session_version,
                     admin=admin,
                 )
             except VersionConflict:
@@ -1644,7 +1643,7 @@ class SessionManager:
             session_id=s.session_id, version=s.version + 1, updated_at=now, data=data or {}
         )
         tx.put_working_memory(memory)
-        return memory
+        return memory.model_copy(update={"session_version": memory.version})
 
     # ------------------------------------------------------------- validation
 
@@ -1680,7 +1679,11 @@ def _to_json(value: Any) -> Any:
 
 
 def _memory_of(tx: StoreTransaction, s: Session) -> WorkingMemory:
-    return tx.get_working_memory(s.session_id) or WorkingMemory(session_id=s.session_id)
+    """The stored memory (empty at version 0 if never written) with ``session_version``
+    of ``s``: read in the same transaction, after the session row, so a pairing with a
+    memory newer than ``s`` can only make a later compare-and-set fail, never lose."""
+    memory = tx.get_working_memory(s.session_id) or WorkingMemory(session_id=s.session_id)
+    return memory.model_copy(update={"session_version": s.version})
 
 
 def _expiry(now: datetime, ttl: float | None) -> datetime | None:

@@ -143,11 +143,15 @@ class WorkingMemory(_Snapshot):
     ``data`` holds the standard keys ``goal`` (str), ``completed`` (list), ``errors``
     (list), ``next_action`` (str), ``facts`` (object) and any free-form keys. ``version``
     is the session version written by the last memory update (0 = never written).
+    ``session_version`` is the session's version when this copy was read or written
+    (``None`` only inside a store): pass it as ``expected_version`` to change the memory
+    read-modify-write without a lost update, with no second read of the session.
     """
 
     session_id: str
     version: int = 0
     updated_at: datetime | None = None
+    session_version: int | None = None
     data: dict[str, Any] = Field(default_factory=dict)
 
     @property

@@ -11,7 +11,7 @@ from contract_support import USER, audit_of, run_threads, snapshot, user_msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentsession import SessionManager, ValidationError
+from agentsession import SessionManager, ValidationError, VersionConflict
 
 
 def _reference_merge(target: Any, patch: Any) -> Any:
@@ -60,6 +60,24 @@ def test_memory_version_tracks_session_version(manager: SessionManager, sid: str
     s = manager.create_session(user_id=USER, working_memory={"goal": "g"})
     assert s.version == 2
     assert manager.get_working_memory(session_id=s.session_id, user_id=USER).version == 2
+
+
+def test_memory_read_carries_the_session_version(manager: SessionManager, sid: str) -> None:
+    """``session_version`` of a read is the session's version at that read (also after
+    writes that leave the memory alone), of a write the new version: one read is enough
+    for a read-modify-write, and a stale one fails its compare-and-set."""
+    kw: dict[str, Any] = {"session_id": sid, "user_id": USER}
+    assert manager.get_working_memory(**kw).session_version == 1  # never written
+    written = manager.update_working_memory(**kw, data={"n": 1}, expected_version=1)
+    assert written.session_version == written.version == 2
+    manager.append_message(**kw, message=user_msg("moves the session, not the memory"))
+    read = manager.get_working_memory(**kw)
+    assert (read.version, read.session_version) == (2, 3)
+    assert read.session_version == manager.get_session(**kw).version
+    manager.update_working_memory(**kw, patch={"n": 2}, expected_version=read.session_version)
+    with pytest.raises(VersionConflict):
+        manager.update_working_memory(**kw, data={"n": 99}, expected_version=read.session_version)
+    assert manager.get_working_memory(**kw).data == {"n": 2}
 
 
 # RFC 7396, Appendix A (the cases whose target and patch are objects).

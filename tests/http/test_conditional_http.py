@@ -112,3 +112,25 @@ def test_if_match_on_appends_is_optimistic_locking(api: Api) -> None:
     assert a.status_code == 201
     assert assert_problem(b, 412, "version-conflict")["current_version"] == 2
     assert api.http.get(f"/v1/sessions/{sid}", headers=api.alice).json()["message_count"] == 1
+
+
+def test_memory_get_etag_drives_a_read_modify_write(make_api: Any) -> None:
+    """GET /memory answers the session's current ETag (also after a write that left the
+    memory alone): PUT with it as If-Match succeeds once; the same ETag again is 412."""
+    api = make_api()
+    sid = api.create()["session_id"]
+    base = f"/v1/sessions/{sid}"
+    api.http.put(f"{base}/memory", json={"n": 1}, headers={**api.alice, "If-Match": "*"})
+    api.http.post(
+        f"{base}/messages", json={"message": {"role": "user", "content": "x"}}, headers=api.alice
+    )
+    session_etag = api.http.get(base, headers=api.alice).headers["etag"]
+    read = api.http.get(f"{base}/memory", headers=api.alice)
+    assert read.headers["etag"] == session_etag == f'"{sid}@3"'
+    assert read.json()["session_version"] == 3 and read.json()["version"] == 2
+    n = read.json()["data"]["n"]
+    put = _req(api, "PUT", sid, "/memory", {"n": n + 1}, **{"If-Match": read.headers["etag"]})
+    assert put.status_code == 200 and put.headers["etag"] == f'"{sid}@4"'
+    again = _req(api, "PUT", sid, "/memory", {"n": n + 1}, **{"If-Match": read.headers["etag"]})
+    assert_problem(again, 412, "version-conflict")
+    assert api.http.get(f"{base}/memory", headers=api.alice).json()["data"] == {"n": 2}

@@ -10,13 +10,12 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import httpx
 import pytest
 
-from agentsession import AgentSessionError, VersionConflict
 from agentsession.client import SessionClient
+from rmw import RmwTally, audit_log, check_version_chain, increment_loop
 from service import Service, running_service
 
 pytestmark = pytest.mark.slow
@@ -46,15 +45,8 @@ class CountingTransport(httpx.HTTPTransport):
         return response
 
 
-@dataclass
-class Tally:
-    acknowledged: int = 0
-    conflicts: int = 0
-    errors: list[str] = field(default_factory=list)
-
-
 def test_no_lost_update_32_clients_2_workers(served: Service) -> None:
-    """32 clients x 50 read-modify-write increments (GET session + memory, PUT with
+    """32 clients x 50 read-modify-write increments (GET memory, PUT with its ETag as
     If-Match, retry on 412): final counter == acknowledged increments; the audit
     chain of versions has no gap and no repeat; no 5xx or "database is locked"."""
     with SessionClient(served.url, served.token) as setup:
@@ -63,33 +55,11 @@ def test_no_lost_update_32_clients_2_workers(served: Service) -> None:
     statuses: Counter[int] = Counter()
     lock = threading.Lock()
 
-    def client(index: int) -> Tally:
-        tally = Tally()
-        rng = random.Random(index)
+    def client(index: int) -> RmwTally:
+        tally = RmwTally()
         transport = CountingTransport(statuses, lock)
         with SessionClient(served.url, served.token, transport=transport, timeout=60) as c:
-            done = streak = 0
-            while done < INCREMENTS:
-                try:
-                    version = c.get_session(session_id=sid).version
-                    counter = c.get_working_memory(session_id=sid).data["counter"]
-                    c.update_working_memory(
-                        session_id=sid, data={"counter": counter + 1}, expected_version=version
-                    )
-                except VersionConflict:
-                    # Jittered exponential backoff: 32 writers on one row waste less.
-                    tally.conflicts += 1
-                    streak += 1
-                    time.sleep(rng.uniform(0, min(0.25, 0.004 * 2 ** min(streak, 6))))
-                    continue
-                except (AgentSessionError, httpx.HTTPError) as exc:
-                    tally.errors.append(f"{type(exc).__name__}: {exc}")
-                    if len(tally.errors) > 20:
-                        return tally
-                    continue
-                tally.acknowledged += 1
-                done += 1
-                streak = 0
+            increment_loop(lambda fn: fn(c), sid, INCREMENTS, random.Random(index), tally)
         return tally
 
     started = time.monotonic()
@@ -104,14 +74,7 @@ def test_no_lost_update_32_clients_2_workers(served: Service) -> None:
     with SessionClient(served.url, served.token) as c:
         final = c.get_working_memory(session_id=sid).data["counter"]
         final_version = c.get_session(session_id=sid).version
-        events = []
-        while True:
-            page = c.get_audit_log(
-                session_id=sid, after=events[-1].seq if events else None, limit=1000
-            )
-            events.extend(page)
-            if len(page) < 1000:
-                break
+        events = audit_log(c, sid)
     print(
         f"lost-update: {CLIENTS}x{INCREMENTS} in {elapsed:.1f}s; acknowledged={acknowledged} "
         f"final={final} conflicts(412)={conflicts} statuses={dict(statuses)} errors={len(errors)}"
@@ -123,15 +86,10 @@ def test_no_lost_update_32_clients_2_workers(served: Service) -> None:
     assert final == acknowledged
     assert final_version == start_version + acknowledged
 
-    # The chain from creation on: every change +1, no version written twice, no gap.
-    chain = [(e.version_before, e.version_after) for e in events if e.version_after is not None]
-    afters = [after for _, after in chain]
-    assert len(afters) == len(set(afters)), "a version was written twice"
-    assert all(before == after - 1 for before, after in chain[1:]), chain[:10]
+    check_version_chain(events, final_version)
     increments = [e for e in events if (e.version_after or 0) > start_version]
     assert len(increments) == acknowledged
     assert {e.action for e in increments} == {"memory.updated"}
-    assert afters == list(range(1, final_version + 1)), "a gap in the versions"
 
 
 def test_idempotent_post_10_sequential_50_concurrent(served: Service) -> None:

@@ -64,11 +64,16 @@ _bearer = HTTPBearer(
 )
 
 
-def authenticate(
+async def authenticate(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """The caller's principal; 401 without a valid key. (Sync: the key file is I/O.)"""
+    """The caller's principal; 401 without a valid key.
+
+    Runs on the event loop: the key store's I/O is a stat of a small file at most once
+    a second (a read when it changed), cheaper than the thread hop FastAPI gives a sync
+    dependency on every request.
+    """
     principal = None
     if credentials is not None and credentials.credentials:
         principal = services(request).keys.authenticate(credentials.credentials)
@@ -81,7 +86,7 @@ def authenticate(
 Auth = Annotated[Principal, Depends(authenticate)]
 
 
-def session_in_path(
+async def session_in_path(
     request: Request,
     principal: Auth,
     session_id: Annotated[str, Path(description="A session id, `ses_` + 26 base32 chars.")],
@@ -178,7 +183,7 @@ def unmatched(session_id: str, current_version: int) -> VersionConflict:
     return exc
 
 
-def _read_ctx(
+async def _read_ctx(
     request: Request,
     principal: Auth,
     session_id: Annotated[str, Depends(session_in_path)],
@@ -187,7 +192,7 @@ def _read_ctx(
     return Ctx(request, svc.manager, svc.settings, principal, session_id)
 
 
-def _write_ctx(
+async def _write_ctx(
     request: Request,
     principal: Auth,
     session_id: Annotated[str, Depends(session_in_path)],

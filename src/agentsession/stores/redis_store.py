@@ -17,6 +17,7 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:{sid}:steps:<run_id> list    RunStep JSON in index order
     as:{sid}:audit          zset    score = audit seq, member = AuditEvent JSON
     as:{sid}:idem           set     keys of the idempotency records of this session
+    as:{sid}:lock           string  the write lock: a writer's random token, PX expiry
     as:sessions             zset    every session; score 0, member "<updated_at us>|<sid>"
     as:user:{uid}:sessions  zset    one user's sessions, same members (lexicographic order)
     as:due                  zset    ACTIVE sessions with a TTL; score = expires_at in us
@@ -45,6 +46,16 @@ writer started after this one read the session), the store first re-reads its gu
 if one changed, StoreConflict replaces the stale verdict and the manager re-runs the
 transaction. A read transaction that succeeds reads committed state command by command.
 
+Writers of one session queue on a lock: before a write transaction first reads a
+session, it takes ``as:{sid}:lock`` (``SET NX PX`` with a random token; released by a
+compare-and-delete script when the transaction ends). Without it, N concurrent writers
+of one session (16 appenders, say) would each read, lose the compare-and-set, re-run,
+and exhaust their retries; with it they take turns, as on a row lock in SQL. The lock is
+only a traffic light: correctness stays with the guards, so a holder that stalls past
+the lock's expiry (``_LOCK_TTL_MS``) costs a re-run, never a lost update. A transaction
+waits for at most one lock (the first session it reads; others are only guarded), so
+writers cannot deadlock; a wait longer than the expiry raises StoreBusy.
+
 TTL: an idle session becomes EXPIRED through the manager (lazily or by the sweep); its
 keys have no Redis expiry and stay readable until deleted. ``delete_session`` is the
 purge: it removes every key of the session, its index entries and its idempotency
@@ -63,6 +74,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
+import secrets
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -107,6 +121,14 @@ _DUE = "as:due"
 _AUDIT_SEQ = "as:audit_seq"
 _TOMBSTONES = "as:tombstones"
 _IDEM_BY_TIME = "as:idem:by_time"
+#: Expiry of a session's write lock (ms): far above a transaction's duration; a holder
+#: that died frees the session after this long.
+_LOCK_TTL_MS = 2000
+#: Delete the lock only if it is still ours (it may have expired and been re-taken).
+_UNLOCK_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 # Checks first (nothing written if one fails), then writes. ARGV[1] = number of checks;
 # each op is an opcode and its operands; a key operand is an index into KEYS.
@@ -323,8 +345,9 @@ class RedisStore:
     """A store in Redis. URLs: ``redis://[:password@]host[:port][/db]``, ``rediss://...``.
 
     Thread-safe: transactions take connections from redis-py's pool. Writers of one
-    session are serialised optimistically: the loser of a race gets StoreConflict at
-    commit and the manager re-runs its transaction (see the module docstring).
+    session take turns on a lock, and commit by compare-and-set: a loser of a race
+    (past an expired lock) gets StoreConflict and the manager re-runs its transaction
+    (see the module docstring).
 
     Attributes:
         url: the URL, with any password masked as ``***``.
@@ -384,6 +407,7 @@ class RedisStore:
         self._idem_ttl = int(idempotency_ttl_seconds)
         try:
             self._apply = client.register_script(_APPLY_LUA)
+            self._unlock = client.register_script(_UNLOCK_LUA)
             self._check_durability(client, require_durable)
         except BaseException as exc:
             self.close()
@@ -448,20 +472,23 @@ class RedisStore:
         """
         tx = _RedisTransaction(self, self.client, write=write)
         try:
-            yield tx
-        except StoreBusy:
-            raise
-        except BaseException:
-            # Reads are not a snapshot: an error the caller raised may come from state
-            # that changed under it (a run started after the session was read). Then
-            # the caller's verdict is stale: ask for a re-run instead.
-            tx.raise_if_stale()
-            raise
-        if write:
             try:
-                tx.commit()
-            except redis.RedisError as exc:
-                raise _translate(exc, committing=True) from exc
+                yield tx
+            except StoreBusy:
+                raise
+            except BaseException:
+                # Reads are not a snapshot: an error the caller raised may come from
+                # state that changed under it (a run started after the session was read).
+                # Then the caller's verdict is stale: ask for a re-run instead.
+                tx.raise_if_stale()
+                raise
+            if write:
+                try:
+                    tx.commit()
+                except redis.RedisError as exc:
+                    raise _translate(exc, committing=True) from exc
+        finally:
+            tx.unlock()
 
     def close(self) -> None:
         """Close the client if the store made it. Idempotent; further use raises."""
@@ -509,6 +536,37 @@ class _RedisTransaction:
         self._steps: dict[tuple[str, str], list[RunStep]] = {}
         self._audit: dict[str, list[AuditEvent]] = {}
         self._idem: dict[str, IdempotencyRecord | None] = {}
+        self._lock: tuple[str, str] | None = None  # (key, token) of the lock held
+        self._may_lock = write  # only before the first session read
+
+    # -- the session write lock (see the module docstring) ----------------------------
+    def _take_lock(self, session_id: str) -> None:
+        """Wait for the write lock of ``session_id`` and hold it until :meth:`unlock`.
+
+        Raises:
+            StoreBusy: still held by another writer after the lock's expiry.
+        """
+        key, token = _prefix(session_id) + "lock", secrets.token_hex(8)
+        deadline = time.monotonic() + _LOCK_TTL_MS / 1000
+        delay = 0.0005
+        while not self._r.set(key, token, nx=True, px=_LOCK_TTL_MS):
+            if time.monotonic() >= deadline:
+                raise StoreBusy(f"session {session_id!r} is locked by another writer")
+            time.sleep(random.uniform(delay / 2, delay))
+            delay = min(delay * 2, 0.01)
+        self._lock = (key, token)
+
+    def unlock(self) -> None:
+        """Release the write lock if this transaction holds it (errors only logged:
+        the lock expires by itself)."""
+        if self._lock is None:
+            return
+        key, token = self._lock
+        self._lock = None
+        try:
+            self._store._unlock(keys=[key], args=[token], client=self._r)
+        except redis.RedisError as exc:
+            logger.warning("could not release %s (it expires in %d ms): %s", key, _LOCK_TTL_MS, exc)
 
     # -- buffering -------------------------------------------------------------------
     def _writing(self) -> None:
@@ -587,6 +645,9 @@ class _RedisTransaction:
         if session_id in self._sessions:
             s = self._sessions[session_id]
             return None if s is None else _copy(s)
+        if self._may_lock:
+            self._may_lock = False
+            self._take_lock(session_id)
         raw = self._read(_prefix(session_id) + "session")
         session = None if raw is None else _dec(Session, raw)
         if self._write:

@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import ValidationError
 from .base import SessionStore
 
-__all__ = ["SUPPORTED_SCHEMES", "open_store"]
+__all__ = ["SUPPORTED_SCHEMES", "has_schema", "open_store"]
 
 #: URL schemes open_store accepts (a ``+driver`` suffix is allowed on the SQL ones).
 SUPPORTED_SCHEMES = (
@@ -25,6 +25,34 @@ SUPPORTED_SCHEMES = (
 )
 
 _SQL_BACKENDS = ("sqlite", "postgresql", "mysql", "mariadb")
+
+
+def has_schema(url: str) -> bool:
+    """Whether the store ``url`` names has a schema to migrate: True for the SQL stores
+    (Alembic revisions), False for ``memory://`` and ``redis://`` (nothing to create).
+
+    Raises:
+        ValidationError: an unknown scheme (the message lists the supported ones).
+    """
+    backend = _backend(url)
+    if backend in _SQL_BACKENDS:
+        return True
+    if backend in ("memory", "redis", "rediss"):
+        return False
+    raise _unsupported(url)
+
+
+def _backend(url: str) -> str:
+    scheme, sep, _ = url.partition("://")
+    return scheme.partition("+")[0].lower() if sep else ""
+
+
+def _unsupported(url: str) -> ValidationError:
+    return ValidationError(
+        f"unsupported store URL scheme {url.partition('://')[0]!r}; "
+        f"supported: {', '.join(SUPPORTED_SCHEMES)}",
+        field="url",
+    )
 
 
 def open_store(url: str, **options: Any) -> SessionStore:
@@ -50,8 +78,7 @@ def open_store(url: str, **options: Any) -> SessionStore:
         SchemaOutOfDate, StoreError: as raised by the store's constructor; a missing
             database driver names the extra to install.
     """
-    scheme, sep, _ = url.partition("://")
-    backend = scheme.partition("+")[0].lower() if sep else ""
+    backend = _backend(url)
     if backend == "memory":
         from .memory import MemoryStore
 
@@ -80,7 +107,4 @@ def open_store(url: str, **options: Any) -> SessionStore:
                 f"the Redis store takes no option {', '.join(sorted(unknown))}", field="url"
             )
         return RedisStore(url, **options)
-    raise ValidationError(
-        f"unsupported store URL scheme {scheme!r}; supported: {', '.join(SUPPORTED_SCHEMES)}",
-        field="url",
-    )
+    raise _unsupported(url)

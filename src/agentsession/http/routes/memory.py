@@ -17,10 +17,11 @@ router = APIRouter(
 
 @router.get("", response_model=WorkingMemory)
 async def get_working_memory(ctx: ReadCtx) -> Response:
-    """The working memory. No ETag here: its ``version`` is that of the last memory
-    write, not the session's; read the session for the current ETag first."""
+    """The working memory. The ETag is the session's version at this read (not
+    ``version``, the last memory write's): send it back as ``If-Match`` on PUT/PATCH for
+    a read-modify-write without a lost update (RFC 9110 section 13.1.1)."""
     memory = await ctx.manager.get_working_memory(**ctx.who)
-    return reply(memory)
+    return reply(memory, etag=(ctx.session_id, memory.session_version))
 
 
 @router.put("", response_model=WorkingMemory, responses=WRITE_ERRORS)
