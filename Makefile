@@ -21,8 +21,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
-	$(BIN)/python benchmarks/store_vs_sqlite3.py
+# Its own environment (benchmarks/.venv: agentsession + the peers), not $(STAMP)'s.
+bench:
+	PYTHON=$(PYTHON) sh benchmarks/bench.sh $(BENCH_ARGS)
 
 bench-stores: $(STAMP)
 	mkdir -p benchmarks/results

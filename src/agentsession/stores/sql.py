@@ -288,6 +288,7 @@ class _Statements:
         )
         self._compile = compiled
         self._messages: dict[tuple[bool, bool, str], CompiledStatement] = {}
+        self._listings: dict[tuple[bool, bool, bool, bool], CompiledStatement] = {}
 
     def get_messages(self, *, after: bool, before: bool, mode: str) -> CompiledStatement:
         """The message query for one combination of bounds; ``mode`` is all/first/last."""
@@ -297,6 +298,39 @@ class _Statements:
             stmt = self._compile(self._messages_select(after, before, mode))
             self._messages[key] = stmt
         return stmt
+
+    def list_sessions(
+        self, *, user: bool, status: bool, agent: bool, after: bool
+    ) -> CompiledStatement:
+        """The session listing for one combination of filters (newest first)."""
+        key = (user, status, agent, after)
+        stmt = self._listings.get(key)
+        if stmt is None:
+            stmt = self._compile(self._sessions_select(*key))
+            self._listings[key] = stmt
+        return stmt
+
+    @staticmethod
+    def _sessions_select(user: bool, status: bool, agent: bool, after: bool) -> sa.Select[Any]:
+        stmt = sa.select(sessions)
+        if user:
+            stmt = stmt.where(sessions.c.user_id == sa.bindparam("user_id"))
+        if status:
+            stmt = stmt.where(sessions.c.status == sa.bindparam("status"))
+        if agent:
+            stmt = stmt.where(sessions.c.agent == sa.bindparam("agent"))
+        if after:
+            at, sid = sa.bindparam("after_at", type_=sessions.c.updated_at.type), sa.bindparam(
+                "after_id", type_=sessions.c.session_id.type
+            )
+            stmt = stmt.where(
+                sa.or_(
+                    sessions.c.updated_at < at,
+                    sa.and_(sessions.c.updated_at == at, sessions.c.session_id < sid),
+                )
+            )
+        stmt = stmt.order_by(sessions.c.updated_at.desc(), sessions.c.session_id.desc())
+        return stmt.limit(sa.bindparam("limit"))
 
     @staticmethod
     def _messages_select(after: bool, before: bool, mode: str) -> sa.Select[Any]:
@@ -403,24 +437,22 @@ class _SQLTransaction:
     ) -> list[Session]:
         if limit <= 0:
             return []
-        stmt = sa.select(sessions)
-        if user_id is not None:
-            stmt = stmt.where(sessions.c.user_id == user_id)
-        if status is not None:
-            stmt = stmt.where(sessions.c.status == status.value)
-        if agent is not None:
-            stmt = stmt.where(sessions.c.agent == agent)
-        if after is not None:
-            at, sid = after
-            stmt = stmt.where(
-                sa.or_(
-                    sessions.c.updated_at < at,
-                    sa.and_(sessions.c.updated_at == at, sessions.c.session_id < sid),
-                )
-            )
-        stmt = stmt.order_by(sessions.c.updated_at.desc(), sessions.c.session_id.desc())
-        rows = self._conn.execute(stmt.limit(limit))
-        return [Session.model_validate(row._asdict()) for row in rows]
+        stmt = self._sql.list_sessions(
+            user=user_id is not None,
+            status=status is not None,
+            agent=agent is not None,
+            after=after is not None,
+        )
+        params = {
+            "user_id": user_id,
+            "status": None if status is None else status.value,
+            "agent": agent,
+            "after_at": None if after is None else after[0],
+            "after_id": None if after is None else after[1],
+            "limit": limit,
+        }
+        rows = stmt.rows(self._execute(stmt, params))
+        return [Session.model_validate(stmt.record(row)) for row in rows]
 
     @_translated
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:

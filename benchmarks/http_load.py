@@ -1,0 +1,669 @@
+"""Workload (f) of issue #5: the HTTP service under a real load generator.
+
+What is measured: requests/s and latency (p50, p99) of ``agentsession serve`` with
+``--workers`` 1, 2 and 4, each on its own file-backed SQLite database (WAL; the
+default ``synchronous=FULL``, then ``NORMAL`` through ``AGENTSESSION_SQLITE_SYNCHRONOUS``),
+for four operations:
+
+- ``append, 1 session``: ``POST /v1/sessions/{id}/messages`` with
+  ``{"message": {"role": "user", "content": ...}}`` (200 bytes of UTF-8 content, some
+  of it Chinese), every connection appending to the same session: the worst case, every
+  request wants the same session row;
+- ``append, N sessions``: the same request, rotating over ``sessions`` (default 64)
+  sessions, so concurrent requests almost never share one: the common case of many
+  agents, one session each. (wrk's Lua API has no per-connection hook; each wrk thread
+  sends its own half of the sessions in turn, 4 sessions per connection by default.)
+  On SQLite both cases still take turns for the one database write lock;
+- ``last 20 messages``: ``GET /v1/sessions/{id}/messages?limit=20`` of a session with
+  ``history`` (default 1,000) messages;
+- ``get session``: ``GET /v1/sessions/{id}``.
+
+Reads do no fsync, so they run at the first ``synchronous`` setting only.
+
+How: the service is set up the way the README (and ``tests/service.py``) does it:
+``agentsession db upgrade``, ``agentsession keys create --user bench``, ``agentsession
+serve --host 127.0.0.1 --workers N`` on a free loopback port, in a temporary directory.
+(``tests/service.py`` is not imported: it takes the environment from ``os.environ``
+and the interpreter running it, and this module must set the synchronous mode and
+choose an interpreter whose uvicorn has uvloop and httptools, as
+``pip install 'agentsession[server]'`` gives a user.) The load generator is
+`wrk <https://github.com/wg/wrk>`_, closed loop: ``connections`` (default 16) keep-alive
+connections over ``threads`` (default 2) threads, each sending its next request as soon
+as the previous answer arrived, for ``duration`` seconds (default 10) after an untimed
+``warmup`` (default 2 s) of the same requests. ``http_load.lua`` (next to this file)
+builds the requests (Bearer token, JSON body), counts every response by status and
+prints wrk's totals and latency percentiles as one JSON line, which is parsed here.
+The services of all worker counts run side by side and the cells are interleaved
+(operation by operation, worker count by worker count), so a busy spell on a shared
+machine spreads over every worker count rather than hitting one.
+
+Checks, so that no error is measured as speed: before any load, an append must answer
+201 with the content sent, a last-20 read 200 with 20 items, a session read 200, and a
+wrong token 401; during the load, every response's status is counted (``non_2xx``) and
+wrk's socket errors (connect, read, write, timeout) too; after an append cell, the
+messages the sessions gained are compared with the 2xx answers wrk counted (they differ
+by at most the requests in flight when wrk stopped). A cell with any error, or with an
+append count that does not add up, is flagged in the table.
+
+The figures: ``rps`` is 2xx responses per second of the timed run (requests/s);
+``p50``, ``p99`` are wrk's latency percentiles in milliseconds, from sending a request to
+its whole response, over every response of the timed run; with a closed loop they are
+the latency at ``connections`` concurrent requests, and rps is the throughput there.
+wrk and the server share the machine's cores (2 here): the load generator takes CPU the
+server would otherwise have, so these are lower bounds for a server with cores of its
+own.
+
+Set-up: ``wrk`` is found on ``PATH``; when missing and running as root with apt-get, it
+is installed (Debian package ``wrk``). If it cannot be had, the workload is skipped:
+:func:`run_http_load` returns ``{"skipped": reason}`` and the command line says so.
+
+Run: ``.venv/bin/python benchmarks/http_load.py [--duration S] [--workers 1,2,4]
+[--synchronous FULL,NORMAL] [--json PATH]``: prints a markdown table (requests/s, ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Config", "ensure_wrk", "main", "markdown", "run_http_load"]
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+LUA = HERE / "http_load.lua"
+USER = "bench"
+#: The message content: 200 bytes of UTF-8, Chinese first, then ASCII.
+CONTENT = (
+    (
+        "请检查 requirements.txt 并修复启动失败，然后重新运行应用。"
+        + " The app fails at start-up; check the imports, pin the versions." * 3
+    )
+    .encode()[:200]
+    .decode()
+)
+#: Operations in the order they run: name -> (label, HTTP method).
+OPERATIONS: dict[str, tuple[str, str]] = {
+    "append-one": ("append, 1 session", "POST"),
+    "append-many": ("append, N sessions", "POST"),
+    "last-20": ("last 20 messages", "GET"),
+    "session": ("get session", "GET"),
+}
+APPENDS = ("append-one", "append-many")
+#: wrk's socket-level error counters (its "status" counter is the non-2xx/3xx one).
+SOCKET_ERRORS = ("connect", "read", "write", "timeout")
+
+
+@dataclass(frozen=True)
+class Config:
+    """What one run does. Durations in seconds (wrk takes whole seconds)."""
+
+    duration: int = 10
+    warmup: int = 2
+    workers: tuple[int, ...] = (1, 2, 4)
+    synchronous: tuple[str, ...] = ("FULL", "NORMAL")
+    operations: tuple[str, ...] = tuple(OPERATIONS)
+    connections: int = 16
+    threads: int = 2
+    #: sessions the ``append-many`` operation rotates over.
+    sessions: int = 64
+    #: messages in the session the reads read.
+    history: int = 1000
+    #: wrk's per-request timeout; a slower answer counts as a timeout error.
+    timeout: int = 30
+
+
+# ============================================================================ set-up
+
+
+def ensure_wrk(log: Callable[[str], None]) -> tuple[str | None, str]:
+    """``(path to wrk, note)``, installing the Debian package when missing and allowed;
+    ``(None, reason)`` when wrk cannot be had."""
+    found = shutil.which("wrk")
+    if found is not None:
+        return found, "found on PATH"
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return None, "wrk is not installed, and installing it needs root and apt-get"
+    log("installing wrk (apt-get install wrk) ...")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "wrk"],
+    ):
+        try:
+            out = subprocess.run(
+                cmd, env=env, capture_output=True, text=True, timeout=900, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, f"{' '.join(cmd)} failed: {exc}"
+        if out.returncode != 0:
+            tail = (out.stderr or out.stdout).strip().splitlines()[-3:]
+            return None, f"{' '.join(cmd)} failed (exit {out.returncode}): {' | '.join(tail)}"
+    found = shutil.which("wrk")
+    if found is None:
+        return None, "apt-get installed wrk, but it is not on PATH"
+    return found, "installed now with apt-get"
+
+
+def wrk_version(wrk: str) -> str:
+    """wrk's version line without the copyright (``wrk -v`` exits 1 by design)."""
+    out = subprocess.run([wrk, "-v"], capture_output=True, text=True, timeout=10, check=False)
+    first = (out.stdout or out.stderr).strip().splitlines()[0]
+    return first.split(" Copyright")[0].strip()
+
+
+_PROBE = """
+import importlib.metadata as m, json, agentsession
+def v(p):
+    try:
+        return m.version(p)
+    except m.PackageNotFoundError:
+        return None
+print(json.dumps({"agentsession_file": agentsession.__file__,
+                  **{p: v(p) for p in ("agentsession", "uvicorn", "fastapi", "uvloop",
+                                       "httptools")}}))
+"""
+
+
+def server_interpreter() -> tuple[Path | None, dict[str, Any]]:
+    """The ``agentsession`` console script to serve with, and its environment's versions.
+
+    First choice: an interpreter (this one, then the repository's ``.venv``) whose
+    agentsession is this checkout and whose uvicorn has uvloop and httptools, as the
+    ``server`` extra installs them; else one with plain uvicorn (noted in the result).
+    """
+    candidates = [Path(sys.executable), ROOT / ".venv" / "bin" / "python"]
+    usable: list[tuple[Path, dict[str, Any]]] = []
+    for python in candidates:
+        exe = python.with_name("agentsession")
+        if not python.exists() or not exe.exists():
+            continue
+        out = subprocess.run(
+            [str(python), "-c", _PROBE], capture_output=True, text=True, timeout=60, check=False
+        )
+        if out.returncode != 0:
+            continue
+        info = json.loads(out.stdout)
+        if info["uvicorn"] is None or info["fastapi"] is None:
+            continue
+        if not Path(info["agentsession_file"]).resolve().is_relative_to(ROOT / "src"):
+            continue
+        info["python"] = str(python)
+        if info["uvloop"] is not None and info["httptools"] is not None:
+            return exe, info
+        usable.append((exe, info))
+    if usable:
+        exe, info = usable[0]
+        info["note"] = "uvicorn without uvloop/httptools (its pure-Python fallbacks)"
+        return exe, info
+    return None, {"reason": "no interpreter with agentsession from this checkout and uvicorn"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cli(exe: Path, *args: str, env: dict[str, str]) -> str:
+    out = subprocess.run(
+        [str(exe), *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"agentsession {' '.join(args)}: {out.stdout}{out.stderr}")
+    return out.stdout
+
+
+@dataclass
+class Service:
+    """A running ``agentsession serve`` and what the workload set up in it."""
+
+    base: str
+    token: str
+    workers: int
+    synchronous: str
+    db: Path
+    log: Path
+    hot: str = ""
+    many: list[str] = field(default_factory=list)
+    read: str = ""
+    checks: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def running_service(tmp: Path, exe: Path, *, workers: int, synchronous: str) -> Iterator[Service]:
+    """Set up and start the service in ``tmp`` the README way; stop it on exit."""
+    port = _free_port()
+    db = tmp / "sessions.db"
+    env = {
+        **os.environ,
+        "AGENTSESSION_URL": f"sqlite:///{db}",
+        "AGENTSESSION_PORT": str(port),
+        "AGENTSESSION_SQLITE_SYNCHRONOUS": synchronous,
+    }
+    for var in (
+        "AGENTSESSION_AUTO_MIGRATE",
+        "AGENTSESSION_KEYS_FILE",
+        "AGENTSESSION_API_KEY",
+        "AGENTSESSION_HOST",
+        "AGENTSESSION_WORKERS",
+        "AGENTSESSION_MAX_BODY_BYTES",
+        "AGENTSESSION_REQUIRE_IF_MATCH",
+    ):
+        env.pop(var, None)
+    _cli(exe, "db", "upgrade", env=env)
+    token = _cli(exe, "keys", "create", "--user", USER, env=env).strip().splitlines()[0]
+    log_path = tmp / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [str(exe), "serve", "--host", "127.0.0.1", "--workers", str(workers)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: its workers are stopped too
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 90
+            ready, needed = 0, 1 if workers == 1 else 4 * workers
+            while ready < needed:
+                status, _ = _request("GET", f"{base}/readyz", None, None, timeout=2)
+                ready = ready + 1 if status == 200 else 0
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"serve did not start:\n{log_path.read_text()}")
+                if ready < needed:
+                    time.sleep(0.1)
+            yield Service(base, token, workers, synchronous, db, log_path)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def _request(
+    method: str, url: str, token: str | None, body: Any, *, timeout: float = 30
+) -> tuple[int, Any]:
+    """``(status, parsed JSON or None)``; status 0 when the connection failed."""
+    data = None if body is None else json.dumps(body, ensure_ascii=False).encode()
+    headers = {"Accept": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            status, raw = resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read()
+    except (urllib.error.URLError, OSError):
+        return 0, None
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, None
+
+
+def _call(service: Service, method: str, path: str, body: Any = None, expect: int = 200) -> Any:
+    status, doc = _request(method, service.base + path, service.token, body)
+    if status != expect:
+        raise RuntimeError(f"{method} {path}: {status}, expected {expect}: {doc}")
+    return doc
+
+
+def _message(i: int) -> dict[str, str]:
+    return {"role": ("user", "assistant")[i % 2], "content": CONTENT}
+
+
+def prepare(service: Service, config: Config) -> None:
+    """Create the sessions, fill the read session, and check a few answers' status."""
+
+    def create(title: str) -> str:
+        doc = _call(service, "POST", "/v1/sessions", {"agent": "bench", "title": title}, 201)
+        return str(doc["session_id"])
+
+    service.hot = create("append, one session")
+    service.many = [create(f"append, many sessions #{i}") for i in range(config.sessions)]
+    service.read = create("reads")
+    for start in range(0, config.history, 100):
+        batch = [_message(i) for i in range(start, min(start + 100, config.history))]
+        _call(service, "POST", f"/v1/sessions/{service.read}/messages", {"messages": batch}, 201)
+    # The requests the load sends, once each, with their answers checked.
+    sent = {"role": "user", "content": CONTENT}
+    doc = _call(service, "POST", f"/v1/sessions/{service.hot}/messages", {"message": sent}, 201)
+    if doc.get("content") != CONTENT or doc.get("seq") != 1:
+        raise RuntimeError(f"append answered {doc}")
+    doc = _call(service, "GET", f"/v1/sessions/{service.read}/messages?limit=20")
+    seqs = [m["seq"] for m in doc["items"]]
+    if seqs != list(range(config.history - 19, config.history + 1)):
+        raise RuntimeError(f"last 20 answered seqs {seqs}")
+    doc = _call(service, "GET", f"/v1/sessions/{service.read}")
+    if doc.get("message_count") != config.history:
+        raise RuntimeError(f"session answered {doc}")
+    bad, _ = _request("GET", f"{service.base}/v1/sessions/{service.read}", "key_x.wrong", None)
+    if bad != 401:
+        raise RuntimeError(f"a wrong token answered {bad}, not 401")
+    with contextlib.closing(sqlite3.connect(service.db)) as conn:
+        journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    service.checks = {
+        "append": "201, content echoed, seq 1",
+        "last-20": f"200, seqs {seqs[0]}..{seqs[-1]}",
+        "session": f"200, message_count {config.history}",
+        "wrong token": "401",
+        "journal_mode": journal,
+    }
+
+
+def _message_count(service: Service, sessions: list[str]) -> int:
+    return sum(int(_call(service, "GET", f"/v1/sessions/{s}")["message_count"]) for s in sessions)
+
+
+# ============================================================================ load
+
+
+def _targets(service: Service, operation: str) -> tuple[str, list[str], str]:
+    """``(method, paths, body)`` of an operation's requests on this service."""
+    body = json.dumps({"message": {"role": "user", "content": CONTENT}}, ensure_ascii=False)
+    if operation == "append-one":
+        return "POST", [f"/v1/sessions/{service.hot}/messages"], body
+    if operation == "append-many":
+        return "POST", [f"/v1/sessions/{s}/messages" for s in service.many], body
+    if operation == "last-20":
+        return "GET", [f"/v1/sessions/{service.read}/messages?limit=20"], "-"
+    return "GET", [f"/v1/sessions/{service.read}"], "-"
+
+
+def wrk_run(wrk: str, service: Service, operation: str, seconds: int, config: Config) -> dict:
+    """One wrk run; its JSON line parsed (latencies still in microseconds)."""
+    method, paths, body = _targets(service, operation)
+    cmd = [
+        wrk,
+        f"--threads={config.threads}",
+        f"--connections={config.connections}",
+        f"--duration={seconds}s",
+        f"--timeout={config.timeout}s",
+        f"--script={LUA}",
+        service.base,
+        "--",
+        method,
+        service.token,
+        body,
+        str(config.threads),
+        *paths,
+    ]
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=seconds + config.timeout + 60, check=False
+    )
+    line = next((x for x in out.stdout.splitlines() if x.startswith("WRK_JSON ")), None)
+    if out.returncode != 0 or line is None:
+        raise RuntimeError(f"wrk failed (exit {out.returncode}): {out.stdout}{out.stderr}")
+    return json.loads(line.removeprefix("WRK_JSON "))
+
+
+def _errors(raw: dict[str, Any]) -> int:
+    """Non-2xx responses plus socket errors of one wrk run."""
+    ok = sum(n for code, n in raw["statuses"].items() if 200 <= int(code) < 300)
+    return raw["requests"] - ok + sum(raw["errors"][k] for k in SOCKET_ERRORS)
+
+
+def run_cell(wrk: str, service: Service, operation: str, config: Config) -> dict[str, Any]:
+    """Warm up, then measure one operation on one service; the cell's figures."""
+    sessions = {"append-one": [service.hot], "append-many": service.many}.get(operation, [])
+    load_before = os.getloadavg()[0]
+    warm = wrk_run(wrk, service, operation, config.warmup, config) if config.warmup else None
+    before = _message_count(service, sessions) if sessions else 0
+    raw = wrk_run(wrk, service, operation, config.duration, config)
+    stored = _message_count(service, sessions) - before if sessions else None
+    statuses = {int(k): v for k, v in raw["statuses"].items()}
+    ok = sum(n for code, n in statuses.items() if 200 <= code < 300)
+    socket_errors = sum(raw["errors"][k] for k in SOCKET_ERRORS)
+    seconds = raw["duration_us"] / 1e6
+    lat = raw["latency_us"]
+    cell: dict[str, Any] = {
+        "operation": operation,
+        "label": OPERATIONS[operation][0],
+        "workers": service.workers,
+        "synchronous": service.synchronous,
+        "sessions": len(sessions) if sessions else 1,
+        "seconds": round(seconds, 3),
+        "responses": raw["requests"],
+        "ok_2xx": ok,
+        "rps": round(ok / seconds, 1) if seconds else 0.0,
+        "p50_ms": lat["p50"] / 1000,
+        "p90_ms": lat["p90"] / 1000,
+        "p99_ms": lat["p99"] / 1000,
+        "p999_ms": lat["p999"] / 1000,
+        "mean_ms": round(lat["mean"] / 1000, 3),
+        "max_ms": lat["max"] / 1000,
+        "statuses": statuses,
+        "non_2xx": raw["requests"] - ok,
+        "socket_errors": raw["errors"],
+        "socket_errors_total": socket_errors,
+        "warmup_errors": None if warm is None else _errors(warm),
+        "loadavg_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }
+    if stored is not None:
+        # Requests in flight when wrk stops are not counted by wrk but may be stored.
+        cell["stored"] = stored
+        cell["stored_ok"] = 0 <= stored - ok <= 2 * config.connections
+    problems = []
+    if cell["non_2xx"]:
+        problems.append(f"{cell['non_2xx']} non-2xx")
+    if socket_errors:
+        problems.append(f"{socket_errors} socket errors")
+    if stored is not None and not cell["stored_ok"]:
+        problems.append(f"stored {stored} vs {ok} 2xx")
+    if ok == 0:
+        problems.append("no 2xx response")
+    cell["problems"] = problems
+    return cell
+
+
+def run_http_load(
+    config: Config | None = None, *, log: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Run workload (f) and return its results as a JSON-able dict.
+
+    Returns ``{"skipped": reason, ...}`` when wrk or a server interpreter is missing;
+    else ``{"cells": [...], "wrk": ..., "server": ..., "config": ..., "machine": ...}``
+    with one cell per operation x synchronous x workers (``rps`` in requests/s,
+    latencies in ms, ``non_2xx``, ``socket_errors``, ``problems``; see the module
+    docstring). Raises ``RuntimeError`` when the service fails to start, answers a
+    check wrongly, or wrk itself fails (e.g. it cannot connect at all).
+    """
+    config = config or Config()
+    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    unknown = set(config.operations) - set(OPERATIONS)
+    if unknown:
+        raise ValueError(f"unknown operations: {sorted(unknown)}")
+    result: dict[str, Any] = {
+        "workload": "f",
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "config": asdict(config),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "note": (
+                f"wrk ({config.threads} threads) runs on the same {os.cpu_count()} cores "
+                "as the server"
+            ),
+        },
+        "units": {"rps": "2xx responses per second", "latency": "milliseconds"},
+    }
+    wrk, note = ensure_wrk(log)
+    if wrk is None:
+        log(f"workload (f) skipped: {note}")
+        return {**result, "skipped": note}
+    result["wrk"] = {"path": wrk, "version": wrk_version(wrk), "how": note}
+    exe, server = server_interpreter()
+    if exe is None:
+        log(f"workload (f) skipped: {server['reason']}")
+        return {**result, "skipped": server["reason"]}
+    result["server"] = server
+    cells: list[dict[str, Any]] = []
+    checks: dict[str, Any] = {}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="agentsession-http-load-") as tmp:
+        for i, sync in enumerate(config.synchronous):
+            ops = [o for o in config.operations if i == 0 or o in APPENDS]
+            if not ops:
+                continue
+            with contextlib.ExitStack() as stack:
+                services = []
+                for workers in config.workers:
+                    where = Path(tmp) / f"{sync.lower()}-w{workers}"
+                    where.mkdir()
+                    service = stack.enter_context(
+                        running_service(where, exe, workers=workers, synchronous=sync)
+                    )
+                    prepare(service, config)
+                    checks[f"{sync} workers={workers}"] = service.checks
+                    services.append(service)
+                log(
+                    f"http: synchronous={sync}: services up ({', '.join(map(str, config.workers))}"
+                    " workers), checks passed"
+                )
+                for op in ops:
+                    for service in services:
+                        cell = run_cell(wrk, service, op, config)
+                        cells.append(cell)
+                        flag = (
+                            f"  PROBLEMS: {'; '.join(cell['problems'])}" if cell["problems"] else ""
+                        )
+                        log(
+                            f"http: {sync} {cell['label']}, {service.workers} worker(s): "
+                            f"{cell['rps']:.0f} req/s, p50 {cell['p50_ms']:.2f} ms, "
+                            f"p99 {cell['p99_ms']:.2f} ms{flag}"
+                        )
+    result["checks"] = checks
+    result["cells"] = cells
+    result["problems"] = sum(1 for c in cells if c["problems"])
+    result["seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+# ============================================================================ output
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The results as a markdown table with a short header."""
+    if "skipped" in results:
+        return f"Workload (f), HTTP: skipped: {results['skipped']}\n"
+    cfg = results["config"]
+    server = results["server"]
+    lines = [
+        f"Workload (f), HTTP: `agentsession serve --workers N` on SQLite (WAL), "
+        f"{results['wrk']['version']}, {cfg['connections']} connections, "
+        f"{cfg['threads']} threads, {cfg['duration']} s per cell after {cfg['warmup']} s "
+        f"warm-up. {results['machine']['note']}; other work may have been running. "
+        f"uvicorn {server['uvicorn']}"
+        + (
+            f", uvloop {server['uvloop']}, httptools {server['httptools']}"
+            if server.get("uvloop") and server.get("httptools")
+            else f" ({server.get('note')})"
+        )
+        + ". req/s: 2xx responses per second; latency in ms; load 1 min: the machine's "
+        "load average before and after the cell. "
+        f"`append, N sessions` rotates over {cfg['sessions']} sessions; last-20 reads a "
+        f"session of {cfg['history']} messages.",
+        "",
+        "| operation | synchronous | workers | req/s | p50 ms | p99 ms | non-2xx "
+        "| socket errors | check | load 1 min |",
+        "|---|---|--:|--:|--:|--:|--:|--:|---|---|",
+    ]
+    for c in results["cells"]:
+        if "stored" in c:
+            check = f"stored {c['stored']} / {c['ok_2xx']} 2xx"
+            check += "" if c["stored_ok"] else " MISMATCH"
+        else:
+            check = "ok" if not c["problems"] else "; ".join(c["problems"])
+        lines.append(
+            f"| {c['label']} | {c['synchronous']} | {c['workers']} | {c['rps']:,.0f} "
+            f"| {c['p50_ms']:.2f} | {c['p99_ms']:.2f} | {c['non_2xx']} "
+            f"| {c['socket_errors_total']} | {check} "
+            f"| {c['loadavg_1min'][0]:.1f} -> {c['loadavg_1min'][1]:.1f} |"
+        )
+    if results.get("problems"):
+        lines += ["", f"**{results['problems']} cell(s) had errors: their figures are not valid.**"]
+    return "\n".join(lines) + "\n"
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(x.strip().upper() for x in text.split(",") if x.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: run, print the markdown table, optionally write the JSON.
+
+    Exit status 0 when every cell was free of errors, 1 when some had errors, 2 when
+    the workload was skipped (no wrk, no server interpreter).
+    """
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=int, default=Config.duration, help="seconds per cell")
+    parser.add_argument("--warmup", type=int, default=Config.warmup, help="seconds per cell")
+    parser.add_argument("--workers", type=_ints, default=Config.workers, help="e.g. 1,2,4")
+    parser.add_argument(
+        "--synchronous", type=_words, default=Config.synchronous, help="e.g. FULL,NORMAL"
+    )
+    parser.add_argument(
+        "--operations",
+        type=lambda s: tuple(x.strip() for x in s.split(",") if x.strip()),
+        default=Config.operations,
+        help=f"a subset of {','.join(OPERATIONS)}",
+    )
+    parser.add_argument("--connections", type=int, default=Config.connections)
+    parser.add_argument("--threads", type=int, default=Config.threads)
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    unknown = set(args.operations) - set(OPERATIONS)
+    if unknown:
+        parser.error(f"unknown operations {sorted(unknown)}; known: {', '.join(OPERATIONS)}")
+    if args.duration < 1 or args.warmup < 0 or args.threads < 1 or args.connections < args.threads:
+        parser.error("--duration >= 1, --warmup >= 0, --connections >= --threads >= 1")
+    config = Config(
+        duration=args.duration,
+        warmup=args.warmup,
+        workers=args.workers,
+        synchronous=args.synchronous,
+        operations=args.operations,
+        connections=args.connections,
+        threads=args.threads,
+    )
+    results = run_http_load(config)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    print(markdown(results))
+    if "skipped" in results:
+        return 2
+    return 1 if results["problems"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

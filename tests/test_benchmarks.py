@@ -1,0 +1,245 @@
+"""The benchmark runner's pure parts: statistics, ratios, targets, markdown, scheduling.
+
+Nothing here times a store or needs the peers (they live in ``benchmarks/.venv``); the
+benchmark itself is ``make bench``. Timings never live in unit tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench() -> tuple[ModuleType, ModuleType, ModuleType]:
+    """``(report, peers, run)`` imported from benchmarks/ (which is not a package)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import peers
+        import report
+        import run
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return report, peers, run
+
+
+def _stats(mean: float, p50: float | None = None) -> dict[str, Any]:
+    p50 = mean if p50 is None else p50
+    return {"n": 10, "mean": mean, "p50": p50, "p99": mean * 2, "min": p50, "max": mean * 3}
+
+
+def _results(ours_append: float = 1.5, openai_append: float = 1.0) -> dict[str, Any]:
+    """A small results dictionary shaped like run.py's, with round numbers (ms)."""
+    history = {
+        "raw": {"100": {"append": _stats(1.0), "load_last": _stats(0.1)}},
+        "agentsession": {
+            "100": {"append": _stats(1.5), "load_last": _stats(0.2)},
+            "50000": {"append": _stats(1.5), "load_last": _stats(0.4)},
+        },
+        "langgraph": {"50000": {"na": "not built: too slow"}},
+    }
+    history["raw"]["50000"] = {"append": _stats(1.0), "load_last": _stats(0.1)}
+    return {
+        "meta": {"counts": {"messages": 2000, "window": 100, "sessions": 1000}},
+        "participants": {
+            "raw": {"label": "raw sqlite3"},
+            "agentsession": {"label": "agentsession (sync)"},
+            "openai_agents": {
+                "label": "openai-agents",
+                "unsupported": {"list_sessions": "no list API"},
+            },
+            "langgraph": {"label": "LangGraph", "caveats": {"load_last": "loads everything"}},
+        },
+        "settings": {
+            "wal-full": {
+                "title": "WAL + FULL",
+                "pragmas": {"raw": [{"journal_mode": "wal", "synchronous": "FULL"}]},
+                "figures": {
+                    "raw": {
+                        "append": _stats(1.0),
+                        "load_last": _stats(0.1),
+                        "load_all": _stats(2.0),
+                        "list": _stats(30.0, p50=1.0),  # one slow outlier in the mean
+                    },
+                    "agentsession": {
+                        "append": _stats(ours_append),
+                        "load_last": _stats(0.2),
+                        "load_all": _stats(4.0),
+                        "list": _stats(1.5),
+                    },
+                    "openai_agents": {
+                        "append": _stats(openai_append),
+                        "list": {"na": "no list API"},
+                    },
+                    "langgraph": {"append": {**_stats(100.0), "note": "time budget reached"}},
+                },
+                "history": history,
+            }
+        },
+    }
+
+
+def test_stats_are_milliseconds_with_nearest_rank_percentiles(bench: Any) -> None:
+    """stats() turns seconds into ms; p50/p99 are nearest-rank; a note is kept."""
+    report, _, _ = bench
+    samples = [i / 1000 for i in range(1, 101)]  # 1..100 ms
+    s = report.stats(samples, note="why")
+    assert s["n"] == 100
+    assert s["mean"] == pytest.approx(50.5)
+    assert s["p50"] == pytest.approx(50.0)
+    assert s["p99"] == pytest.approx(99.0)
+    assert (s["min"], s["max"]) == (pytest.approx(1.0), pytest.approx(100.0))
+    assert s["note"] == "why"
+    assert report.stats([0.002])["p99"] == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        report.stats([])
+
+
+def test_ratio_and_formatting(bench: Any) -> None:
+    """Ratios are None when a side is missing; numbers print with 3 significant digits."""
+    report, _, _ = bench
+    assert report.ratio(3.0, 1.5) == 2.0
+    assert report.ratio(None, 1.0) is None
+    assert report.ratio(1.0, 0.0) is None
+    assert [report.fmt_ms(x) for x in (0.01234, 1.234, 12.34, 123.4, 12345.0, None)] == [
+        "0.0123",
+        "1.23",
+        "12.3",
+        "123",
+        "12,345",
+        "n/a",
+    ]
+    assert [report.fmt_ratio(x) for x in (1.234, 12.34, 1234.0, None)] == [
+        "1.23x",
+        "12.3x",
+        "1,234x",
+        "n/a",
+    ]
+
+
+def test_targets_met_missed_and_not_available(bench: Any) -> None:
+    """Each target is met, missed, or n/a (a peer or figure missing), judged on medians."""
+    report, _, _ = bench
+    targets = {t.name: t for t in report.check_targets(_results(ours_append=1.5))}
+    assert targets["append vs raw sqlite3"].met is True
+    assert targets["append vs raw sqlite3"].value == pytest.approx(1.5)
+    assert "1.50 vs 1.00 ms" in targets["append vs raw sqlite3"].detail
+    slower_than_openai = targets["append faster than openai-agents"]
+    assert slower_than_openai.met is False and slower_than_openai.limit == ">= 1.5x"
+    assert targets["append faster than LangGraph"].met is True  # 100 / 1.5 >= 50
+    assert targets["append faster than adk_sqlite"].met is None  # not in this run
+    assert targets["last-20 read vs raw sqlite3"].met is True  # 2x <= 3x
+    worst = targets["last-20 read vs raw sqlite3, worst history length"]
+    assert (worst.value, worst.met) == (pytest.approx(4.0), False)
+    assert "50,000" in worst.detail
+    flat = targets["last-20 read flat over history length"]
+    assert (flat.value, flat.met) == (pytest.approx(2.0), False)
+    assert targets["full load of 2,000 vs raw sqlite3"].met is False  # 2x > 1.5x
+    listing = targets["list of 1,000 sessions vs raw sqlite3"]
+    assert listing.met is True  # medians: 1.5x <= 2x, whatever the outlier did to the mean
+    assert listing.value == pytest.approx(1.5)
+    assert "ratio of means 0.05x" in listing.detail
+    assert {t.participant for t in targets.values()} == {"agentsession (sync)"}
+    assert report.check_targets(_results(ours_append=2.5))[0].met is False
+
+
+def test_markdown_shows_ratios_na_and_notes(bench: Any) -> None:
+    """The markdown has each figure with its ratio to raw, n/a with reasons, and notes."""
+    report, _, _ = bench
+    md = report.render_markdown(_results())
+    assert "| (a) append, mean | 1.00 (1.00x) | 1.50 (1.50x) | 1.00 (1.00x) | 100‡ (100x) |" in md
+    assert "| (a) append, messages 1,901-2,000, mean |" in md
+    assert "| (d) list 1,000 sessions, p50 | 1.00 (1.00x) | 1.50 (1.50x) | n/a | – |" in md
+    # Speed-up of agentsession over each peer: peer time / ours.
+    assert "| (a) append, mean | 0.67x | 66.7x |" in md
+    assert "| 50,000 | 1.00 / 0.1 | 1.50 (1.50x) / 0.4 (4.00x) | n/a |" in md
+    assert "openai-agents, list_sessions: n/a — no list API." in md
+    assert "LangGraph, load_last: loads everything." in md
+    assert "wal-full, langgraph, history 50,000: n/a — not built: too slow." in md
+    assert "‡ wal-full, langgraph, append: time budget reached." in md
+    assert "| **missed** |" in md and "| met |" in md
+    assert "| raw sqlite3 | wal / FULL |" in md
+
+
+def test_labels_follow_the_run_counts(bench: Any) -> None:
+    """A --quick run's tables name its own counts, not the issue's."""
+    report, _, _ = bench
+    results = _results()
+    results["meta"]["counts"] = {"messages": 200, "window": 20, "sessions": 50}
+    labels = [label for _, _, label in report.figure_rows(results)]
+    assert "(a) append, messages 181-200, mean" in labels
+    assert "(d) list 50 sessions, p50" in labels
+
+
+def test_plot_needs_history(bench: Any, tmp_path: Path) -> None:
+    """No equal-durability history, no plot (and no matplotlib import)."""
+    report, _, _ = bench
+    assert report.plot_history({"settings": {}}, tmp_path / "h.png") is False
+
+
+def test_messages_are_about_200_bytes_with_mixed_roles(bench: Any) -> None:
+    """The workload's messages: ~200 bytes of UTF-8 with Chinese text, several roles."""
+    _, peers, _ = bench
+    sizes = {len(peers.text(i).encode()) for i in range(50)}
+    assert all(180 <= n <= 260 for n in sizes)
+    assert any(ord(ch) > 0x4E00 for ch in peers.text(0))
+    assert {peers.role(i) for i in range(7)} == {"user", "assistant", "system"}
+
+
+def test_defaults_equal_to_a_shared_setting_are_not_rerun(bench: Any) -> None:
+    """A participant whose defaults read back as WAL/FULL reuses the wal-full figures."""
+    _, peers, run = bench
+    shared = [peers.WAL_FULL, peers.WAL_NORMAL]
+    assert run._same_as([{"journal_mode": "wal", "synchronous": "FULL"}], shared) == "wal-full"
+    assert run._same_as([{"journal_mode": "delete", "synchronous": "FULL"}], shared) is None
+    assert run._same_as([], shared) is None
+
+
+class _Fake:
+    """A participant stand-in that records the order of its calls (no store, no timing)."""
+
+    def __init__(self, key: str, log: list[str], fail_at: int | None = None) -> None:
+        self.key, self.log, self.fail_at = key, log, fail_at
+
+    def op(self, i: int) -> None:
+        if i == self.fail_at:
+            raise RuntimeError("boom")
+        self.log.append(f"{self.key}{i}")
+
+    async def aop(self, i: int) -> None:
+        self.op(i)
+
+
+def test_round_robin_interleaves_and_stops_a_failing_participant(bench: Any) -> None:
+    """Calls alternate participant by participant; an error ends that one's series only."""
+    _, _, run = bench
+    log: list[str] = []
+    a, b = _Fake("a", log), _Fake("b", log, fail_at=1)
+    series = asyncio.run(
+        run.round_robin(
+            [a, b],
+            3,
+            lambda p, i: p.op(i) if p.key == "a" else p.aop(i),
+            budget_s=60,
+        )
+    )
+    assert log == ["a0", "b0", "a1", "a2"]
+    assert len(series["a"].samples) == 3 and series["a"].error is None
+    assert len(series["b"].samples) == 1 and "boom" in series["b"].error
+    assert "failed after 1" in series["b"].entry()["note"]
+
+
+def test_round_robin_budget_keeps_a_minimum_of_samples(bench: Any) -> None:
+    """A participant over its time budget still gets MIN_SAMPLES, then stops with a note."""
+    _, _, run = bench
+    log: list[str] = []
+    series = asyncio.run(run.round_robin([_Fake("a", log)], 20, lambda p, i: p.op(i), budget_s=0.0))
+    assert len(series["a"].samples) == run.MIN_SAMPLES
+    assert "time budget" in series["a"].note
