@@ -327,3 +327,32 @@ def test_admin_acts_across_users(api: Api) -> None:
         "user_id": "root",
         "admin": True,
     }
+
+
+def test_numbers_in_bodies_are_not_coerced(api: Api) -> None:
+    """A string or boolean where the API takes a number is 422 naming the field, and
+    nothing is written; a JSON integer where a float belongs is fine."""
+    for bad in ("5", True, "1e3"):
+        body = assert_problem(
+            api.http.post("/v1/sessions", json={"ttl_seconds": bad}, headers=api.alice),
+            422,
+            "request-validation",
+        )
+        assert body["errors"][0]["field"] == "body.ttl_seconds"
+    assert api.http.get("/v1/sessions", headers=api.alice).json()["items"] == []
+    s = api.create(ttl_seconds=5)
+    assert s["ttl_seconds"] == 5
+    base = f"/v1/sessions/{s['session_id']}"
+    star = {**api.alice, "If-Match": "*"}
+    patched = api.http.patch(base, json={"ttl_seconds": "60"}, headers=star)
+    assert_problem(patched, 422, "request-validation")
+    restore = api.http.post(f"{base}/restore", json={"message_limit": "3"}, headers=star)
+    assert_problem(restore, 422, "request-validation")
+    run = api.http.post(f"{base}/runs", json={}, headers=api.alice).json()
+    finish = api.http.post(
+        f"{base}/runs/{run['run_id']}/finish",
+        json={"status": "SUCCEEDED", "usage": {"input_tokens": "12"}},
+        headers=api.alice,
+    )
+    assert_problem(finish, 422, "request-validation")
+    assert api.http.get(base, headers=api.alice).json()["version"] == s["version"] + 1

@@ -2,7 +2,8 @@
 and :class:`Items` for lists.
 
 These models only shape requests for FastAPI and OpenAPI; every rule (sizes, JSON
-policy, lifecycle) is checked by the SessionManager. Optional fields a client leaves
+policy, lifecycle) is checked by the SessionManager. Numbers are strict: ``"5"`` or
+``true`` where a number belongs is a 422, never coerced. Optional fields a client leaves
 out are told apart from explicit nulls via ``model_fields_set``.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from ..models import RunStatus
 
@@ -50,7 +51,9 @@ class CreateSession(_Body):
     agent: str = "default"
     title: str | None = None
     metadata: dict[str, Any] | None = None
-    ttl_seconds: float | None = Field(default=None, description="Idle timeout in seconds.")
+    ttl_seconds: float | None = Field(
+        default=None, strict=True, description="Idle timeout in seconds (a JSON number)."
+    )
     working_memory: dict[str, Any] | None = None
 
 
@@ -59,7 +62,7 @@ class UpdateSession(_Body):
 
     title: str | None = None
     metadata: dict[str, Any] | None = None
-    ttl_seconds: float | None = None
+    ttl_seconds: float | None = Field(default=None, strict=True)
 
 
 class Reason(_Body):
@@ -71,7 +74,7 @@ class Reason(_Body):
 class RestoreSession(_Body):
     """``POST .../restore``."""
 
-    message_limit: int | None = Field(default=None, ge=0)
+    message_limit: int | None = Field(default=None, ge=0, strict=True)
 
 
 class AppendMessages(_Body):
@@ -135,4 +138,4 @@ class FinishRun(_Body):
     status: RunStatus
     error: str | None = None
     output: Any = None
-    usage: dict[str, int] | None = None
+    usage: dict[str, StrictInt] | None = None
