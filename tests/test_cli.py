@@ -138,15 +138,21 @@ def test_sweep_and_db_commands(tmp_path: Path) -> None:
     assert swept == {"expired_session_ids": [], "purged_idempotency_keys": 0}
 
 
-def test_db_commands_on_stores_without_a_schema() -> None:
-    """db upgrade / current on redis:// and memory:// succeed with nothing to migrate
-    (no connection needed: the port below is closed); an unknown scheme is exit 5."""
-    for url in ("redis://127.0.0.1:1/0", "memory://"):
+def test_db_commands_on_stores_without_a_schema(redis_url: str) -> None:
+    """db upgrade / current on redis:// and memory:// open the store (as a start
+    would), say there is nothing to migrate and exit 0; an unreachable Redis is exit 1,
+    an unknown scheme exit 5; a password never shows in the output."""
+    port = redis_url.rsplit(":", 1)[1].split("/")[0]
+    for url in (redis_url, "memory://"):
         upgraded = invoke("db", "upgrade", "--url", url, "--json")
         assert upgraded.exit_code == 0, upgraded.output
         assert json.loads(upgraded.stdout) == {"url": url, "revision": None}
         current = json.loads(invoke("db", "current", "--url", url, "--json").stdout)
         assert current == {"current": None, "head": None, "up_to_date": True}
+    unreachable = invoke("db", "upgrade", "--url", "redis://127.0.0.1:1/0")
+    assert unreachable.exit_code == 1 and "Redis unreachable" in unreachable.output
+    secret = invoke("db", "upgrade", "--url", f"redis://:s3cret@127.0.0.1:{port}/0", "--json")
+    assert "s3cret" not in secret.output
     unknown = invoke("db", "upgrade", "--url", "foo://x")
     assert unknown.exit_code == 5 and "unsupported store URL scheme 'foo'" in unknown.output
 

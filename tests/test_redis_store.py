@@ -27,7 +27,12 @@ from frozen_clock import FrozenClock
 from servers import Server, redis_command
 
 redis = pytest.importorskip("redis", reason="redis-py not installed: pip install -e '.[dev]'")
-from agentsession.stores.redis_store import RedisStore, _masked  # noqa: E402
+from agentsession.stores.redis_store import (  # noqa: E402
+    _LOCK_TTL_MS,
+    _LOCK_WAIT_S,
+    RedisStore,
+    _masked,
+)
 
 USER = "alice"
 
@@ -135,7 +140,7 @@ def test_delete_leaves_no_key_of_the_session(store: RedisStore) -> None:
 
 def test_writers_of_one_session_take_turns_without_re_runs(store: RedisStore) -> None:
     """16 threads x 25 appends to one session with no re-run allowed
-    (``max_retries=1``): the session's write lock queues them, so none loses a race
+    (``max_retries=1``): the session's write lock makes them wait their turn, so none loses a race
     (without it, most would fail with StoreConflict at once); seq gapless; the lock key
     is gone afterwards."""
     m = SessionManager(store, policy=Policy(max_retries=1))
@@ -167,10 +172,10 @@ def test_a_dead_writers_lock_expires(store: RedisStore) -> None:
     at most its expiry; it does not block the session."""
     m = SessionManager(store)
     sid = m.create_session(user_id=USER).session_id
-    store.client.set(f"as:{{{sid}}}:lock", "dead-writer", px=300)
+    store.client.set(f"as:{{{sid}}}:lock", "dead-writer", px=_LOCK_TTL_MS)
     started = time.monotonic()
     m.append_message(session_id=sid, user_id=USER, message={"role": "user", "content": "x"})
-    assert 0.2 <= time.monotonic() - started < 2.0
+    assert _LOCK_TTL_MS / 1000 * 0.8 <= time.monotonic() - started < _LOCK_WAIT_S
     assert m.get_session(session_id=sid, user_id=USER).message_count == 1
 
 

@@ -1,5 +1,6 @@
-"""Scale-out proof (issue #4, item 5): the HTTP service behind several worker processes,
-and several separate service instances, on one PostgreSQL database or one Redis.
+"""Scale-out proof (issue #4, the server stores, item 5): the HTTP service behind several
+worker processes, and several separate service instances, on one PostgreSQL database or
+one Redis.
 
 Three topologies, each set up the way the README says (``db upgrade``, ``keys create``,
 ``serve``) against a fresh database on the throwaway servers of ``tests/servers.py``:
@@ -15,8 +16,8 @@ Three scenarios on each, with the issue's numbers:
 * 32 clients x 100 read-modify-write increments (GET the memory, whose ETag is the
   session version read with it; PUT with that ``If-Match``; on 412 back off, jittered,
   and start over): zero lost updates, the audit chain of versions contiguous. 32 writers
-  on one row make this the slow one: 110-190 s per topology on 2 cores, with about four
-  412s per increment;
+  on one row make this the slow one: about 55-60 s per topology on an idle 2-core
+  machine (up to 190 s on a busy one), with three to four 412s per increment;
 * 16 clients x 100 appends to one session, 5 % of them first sent with an artificial
   client timeout (a read timeout of a few ms) and then retried with the same
   ``Idempotency-Key``: every acknowledged message exactly once, seq gapless 1..1600,

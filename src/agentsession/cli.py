@@ -31,7 +31,8 @@ from .errors import (
 )
 from .manager import SessionManager
 from .settings import Settings
-from .stores.registry import has_schema
+from .stores.registry import has_schema, open_store
+from .stores.sqldialect import masked_url, parse_url
 
 __all__ = ["EXIT_CODES", "build_app", "exit_code_for", "main"]
 
@@ -354,16 +355,29 @@ db_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
 @db_app.command("upgrade")
 @cli_errors
 def db_upgrade(ctx: typer.Context, url: UrlOpt = None, as_json: JsonOpt = False) -> None:
-    """Bring the database schema to the current revision (Redis and memory: none to
-    migrate, exit 0, so one deployment script fits every store)."""
+    """Bring the database schema to the current revision. Redis and memory have none:
+    the store is opened (URL, connection and Redis's durability check, as at start) and
+    the command exits 0, so one deployment script fits every store."""
     from .stores import migrate
 
     opts = _options(ctx, url, None, False, as_json)
     if not has_schema(opts.url):
-        _show(opts, {"url": opts.url, "revision": None}, "this store has no schema to migrate")
+        shown = _check_schemaless(opts.url)
+        _show(opts, {"url": shown, "revision": None}, "this store has no schema to migrate")
         return
     revision = migrate.upgrade(opts.url)
-    _show(opts, {"url": opts.url, "revision": revision}, f"schema at revision {revision}")
+    shown = masked_url(parse_url(opts.url))
+    _show(opts, {"url": shown, "revision": revision}, f"schema at revision {revision}")
+
+
+def _check_schemaless(url: str) -> str:
+    """Open and close a store without a schema (raising what its start would raise);
+    return its URL with any password masked."""
+    store = open_store(url)
+    try:
+        return str(store.url)
+    finally:
+        store.close()
 
 
 @db_app.command("current")
@@ -374,6 +388,7 @@ def db_current(ctx: typer.Context, url: UrlOpt = None, as_json: JsonOpt = False)
 
     opts = _options(ctx, url, None, False, as_json)
     if not has_schema(opts.url):
+        _check_schemaless(opts.url)
         data = {"current": None, "head": None, "up_to_date": True}
         _show(opts, data, "this store has no schema to migrate")
         return

@@ -143,9 +143,10 @@ class WorkingMemory(_Snapshot):
     ``data`` holds the standard keys ``goal`` (str), ``completed`` (list), ``errors``
     (list), ``next_action`` (str), ``facts`` (object) and any free-form keys. ``version``
     is the session version written by the last memory update (0 = never written).
-    ``session_version`` is the session's version when this copy was read or written
-    (``None`` only inside a store): pass it as ``expected_version`` to change the memory
-    read-modify-write without a lost update, with no second read of the session.
+    ``session_version`` is the session's version when this copy was read or written: pass
+    it as ``expected_version`` to change the memory read-modify-write without a lost
+    update, with no second read of the session. ``None`` when unknown: a store's own
+    copy, or an idempotent replay recorded before the field existed.
     """
 
     session_id: str

@@ -171,7 +171,9 @@ class FileKeyStore:
         self._checked = float("-inf")
 
     def authenticate(self, token: str) -> Principal | None:
-        """See :meth:`KeyStore.authenticate`. May stat/read the file (blocking I/O)."""
+        """See :meth:`KeyStore.authenticate`. At most once per ``reload_interval`` it
+        stats the file, and reads it if it changed (small, local: the HTTP layer calls
+        this on the event loop)."""
         with self._lock:
             if time.monotonic() - self._checked >= self._interval:
                 self._reload()

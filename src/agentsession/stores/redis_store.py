@@ -46,15 +46,18 @@ writer started after this one read the session), the store first re-reads its gu
 if one changed, StoreConflict replaces the stale verdict and the manager re-runs the
 transaction. A read transaction that succeeds reads committed state command by command.
 
-Writers of one session queue on a lock: before a write transaction first reads a
+Writers of one session wait for a lock: before a write transaction first reads a
 session, it takes ``as:{sid}:lock`` (``SET NX PX`` with a random token; released by a
 compare-and-delete script when the transaction ends). Without it, N concurrent writers
 of one session (16 appenders, say) would each read, lose the compare-and-set, re-run,
-and exhaust their retries; with it they take turns, as on a row lock in SQL. The lock is
-only a traffic light: correctness stays with the guards, so a holder that stalls past
-the lock's expiry (``_LOCK_TTL_MS``) costs a re-run, never a lost update. A transaction
+and exhaust their retries; with it, one writes while the others wait. The wait polls
+(``SET NX`` every 0.5-10 ms), so it is not a fair queue, and a waiter keeps its thread.
+The lock is only a traffic light: correctness stays with the guards, so a holder that
+stalls past the lock's expiry (``_LOCK_TTL_MS``, 500 ms, also what a writer that died
+holding it costs the next one) costs a re-run, never a lost update. A transaction
 waits for at most one lock (the first session it reads; others are only guarded), so
-writers cannot deadlock; a wait longer than the expiry raises StoreBusy.
+writers cannot deadlock; a wait longer than ``_LOCK_WAIT_S`` raises StoreBusy (the
+manager re-runs the transaction within its retry budget, then it is a 503).
 
 TTL: an idle session becomes EXPIRED through the manager (lazily or by the sweep); its
 keys have no Redis expiry and stay readable until deleted. ``delete_session`` is the
@@ -121,9 +124,12 @@ _DUE = "as:due"
 _AUDIT_SEQ = "as:audit_seq"
 _TOMBSTONES = "as:tombstones"
 _IDEM_BY_TIME = "as:idem:by_time"
-#: Expiry of a session's write lock (ms): far above a transaction's duration; a holder
-#: that died frees the session after this long.
-_LOCK_TTL_MS = 2000
+#: Expiry of a session's write lock (ms): far above a transaction's usual few ms; a
+#: holder that died frees the session after this long.
+_LOCK_TTL_MS = 500
+#: Longest wait for the lock (s) before StoreBusy: several expiries, so a waiter behind
+#: a dead holder gets the lock rather than giving up as it frees.
+_LOCK_WAIT_S = 2.0
 #: Delete the lock only if it is still ours (it may have expired and been re-taken).
 _UNLOCK_LUA = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -345,7 +351,7 @@ class RedisStore:
     """A store in Redis. URLs: ``redis://[:password@]host[:port][/db]``, ``rediss://...``.
 
     Thread-safe: transactions take connections from redis-py's pool. Writers of one
-    session take turns on a lock, and commit by compare-and-set: a loser of a race
+    session wait for a lock, and commit by compare-and-set: a loser of a race
     (past an expired lock) gets StoreConflict and the manager re-runs its transaction
     (see the module docstring).
 
@@ -544,10 +550,10 @@ class _RedisTransaction:
         """Wait for the write lock of ``session_id`` and hold it until :meth:`unlock`.
 
         Raises:
-            StoreBusy: still held by another writer after the lock's expiry.
+            StoreBusy: still held by other writers after ``_LOCK_WAIT_S``.
         """
         key, token = _prefix(session_id) + "lock", secrets.token_hex(8)
-        deadline = time.monotonic() + _LOCK_TTL_MS / 1000
+        deadline = time.monotonic() + _LOCK_WAIT_S
         delay = 0.0005
         while not self._r.set(key, token, nx=True, px=_LOCK_TTL_MS):
             if time.monotonic() >= deadline:

@@ -33,6 +33,8 @@ async def replace_working_memory(ctx: WriteCtx, data: dict[str, Any] = Body()) -
         expected_version=await ctx.expected_version(required=True),
         idempotency_key=ctx.idempotency_key,
     )
+    # A write's version is the session's new one (also in replays recorded before
+    # session_version existed).
     return reply(memory, etag=(ctx.session_id, memory.version))
 
 
