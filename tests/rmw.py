@@ -21,7 +21,7 @@ import httpx
 from agentsession import AgentSessionError, VersionConflict
 from agentsession.client import SessionClient
 
-__all__ = ["RmwTally", "audit_log", "check_version_chain", "increment_loop"]
+__all__ = ["RmwTally", "audit_log", "check_increments", "check_version_chain", "increment_loop"]
 
 T = TypeVar("T")
 #: Runs one client call: ``call(lambda c: c.get_session(...))``; may fail over.
@@ -93,3 +93,17 @@ def check_version_chain(events: list[Any], final_version: int) -> None:
     assert len(afters) == len(set(afters)), "a version was written twice"
     assert all(before == after - 1 for before, after in chain[1:]), chain[:10]
     assert afters == list(range(1, final_version + 1)), "a gap in the versions"
+
+
+def check_increments(
+    events: list[Any], *, start_version: int, final_version: int, final: int, acknowledged: int
+) -> None:
+    """The outcome of increment loops on a session nothing else wrote to: counter and
+    version each moved by exactly the acknowledged increments, each one audited as
+    ``memory.updated``, and the version chain contiguous."""
+    assert final == acknowledged
+    assert final_version == start_version + acknowledged
+    check_version_chain(events, final_version)
+    changes = [e for e in events if (e.version_after or 0) > start_version]
+    assert len(changes) == acknowledged
+    assert {e.action for e in changes} == {"memory.updated"}

@@ -54,7 +54,7 @@ import pytest
 import servers
 from agentsession import AgentSessionError
 from agentsession.client import SessionClient
-from rmw import RmwTally, audit_log, check_version_chain, increment_loop
+from rmw import RmwTally, audit_log, check_increments, check_version_chain, increment_loop
 from service import Service, running_service
 
 pytestmark = [
@@ -207,6 +207,28 @@ def _urls_from(cluster_urls: list[str], index: int) -> list[str]:
     return cluster_urls[start:] + cluster_urls[:start]
 
 
+def _append(
+    fc: FailoverClient,
+    sid: str,
+    j: int,
+    message: dict[str, Any],
+    key: str,
+    acked: list[tuple[int, int, str]],
+    errors: list[str],
+) -> bool:
+    """Append message ``j`` with its idempotency key (failing over as needed); record
+    ``(j, seq, message_id)`` if acknowledged, else the error. Returns whether acknowledged."""
+    try:
+        m = fc.call(
+            lambda c: c.append_message(session_id=sid, message=message, idempotency_key=key)
+        )
+    except (AgentSessionError, httpx.HTTPError) as exc:
+        errors.append(f"{j}: {type(exc).__name__}: {exc}")
+        return False
+    acked.append((j, m.seq, m.message_id))
+    return True
+
+
 def _all_messages(c: SessionClient, sid: str) -> list[Any]:
     return list(c.get_messages(session_id=sid))
 
@@ -252,12 +274,13 @@ def test_rmw_increments_lose_nothing(cluster: Cluster) -> None:
     assert errors == []
     assert stats.server_errors == 0, stats.statuses
     assert acknowledged == RMW_CLIENTS * RMW_INCREMENTS
-    assert final == acknowledged
-    assert final_version == start_version + acknowledged
-    check_version_chain(events, final_version)
-    changes = [e for e in events if (e.version_after or 0) > start_version]
-    assert len(changes) == acknowledged
-    assert {e.action for e in changes} == {"memory.updated"}
+    check_increments(
+        events,
+        start_version=start_version,
+        final_version=final_version,
+        final=final,
+        acknowledged=acknowledged,
+    )
 
 
 # -- appends with retried timeouts -----------------------------------------------------
@@ -300,16 +323,7 @@ def test_appends_with_timeouts_retried_are_stored_exactly_once(cluster: Cluster)
                         outcome = "timed out"
                     with timeouts_lock:
                         timeouts[outcome] += 1
-                try:
-                    m = fc.call(
-                        lambda c, message=message, key=key: c.append_message(
-                            session_id=sid, message=message, idempotency_key=key
-                        )
-                    )
-                except (AgentSessionError, httpx.HTTPError) as exc:
-                    errors.append(f"{j}: {type(exc).__name__}: {exc}")
-                    continue
-                acked.append((j, m.seq, m.message_id))
+                _append(fc, sid, j, message, key, acked, errors)
         finally:
             raw.close()
             fc.close()
@@ -451,17 +465,8 @@ def _kill_under_load(cluster: Cluster, urls: list[str], target: int, what: str) 
             for j in range(KILL_APPENDS):
                 key = f"kill-{index}-{j}"
                 message = {"role": "user", "content": f"{index}:{j}"}
-                try:
-                    m = fc.call(
-                        lambda c, message=message, key=key: c.append_message(
-                            session_id=sid, message=message, idempotency_key=key
-                        )
-                    )
-                except (AgentSessionError, httpx.HTTPError) as exc:
-                    errors.append(f"{j}: {type(exc).__name__}: {exc}")
-                    continue
-                acked.append((j, m.seq, m.message_id))
-                tick()
+                if _append(fc, sid, j, message, key, acked, errors):
+                    tick()
         finally:
             fc.close()
         return acked, errors, fc.failovers

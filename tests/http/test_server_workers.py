@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from agentsession.client import SessionClient
-from rmw import RmwTally, audit_log, check_version_chain, increment_loop
+from rmw import RmwTally, audit_log, check_increments, increment_loop
 from service import Service, running_service
 
 pytestmark = pytest.mark.slow
@@ -83,13 +83,13 @@ def test_no_lost_update_32_clients_2_workers(served: Service) -> None:
     assert server_errors == 0, statuses
     assert "database is locked" not in served.log.read_text(errors="replace")
     assert acknowledged == CLIENTS * INCREMENTS
-    assert final == acknowledged
-    assert final_version == start_version + acknowledged
-
-    check_version_chain(events, final_version)
-    increments = [e for e in events if (e.version_after or 0) > start_version]
-    assert len(increments) == acknowledged
-    assert {e.action for e in increments} == {"memory.updated"}
+    check_increments(
+        events,
+        start_version=start_version,
+        final_version=final_version,
+        final=final,
+        acknowledged=acknowledged,
+    )
 
 
 def test_idempotent_post_10_sequential_50_concurrent(served: Service) -> None:
