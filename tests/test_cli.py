@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from agentsession import SessionManager
-from agentsession.cli import EXIT_CODES, build_app, exit_code_for
+from agentsession.cli.app import build_app
+from agentsession.cli.common import EXIT_CODES, exit_code_for
 from agentsession.errors import (
     IllegalTransition,
     SessionNotFound,

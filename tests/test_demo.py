@@ -39,7 +39,7 @@ def test_demo_command_rejects_project_without_cmd(tmp_path: Path) -> None:
     """--project without --cmd is a usage error (exit 2), reported on one line."""
     from typer.testing import CliRunner
 
-    from agentsession.cli import build_app
+    from agentsession.cli.app import build_app
 
     result = CliRunner().invoke(build_app(), ["demo", "--project", str(tmp_path)])
     assert result.exit_code == 2 and result.stderr.startswith("error: --project needs --cmd")
@@ -49,7 +49,7 @@ def test_demo_server_without_api_key_says_how_to_make_one(tmp_path: Path) -> Non
     """--server without --api-key (or AGENTSESSION_API_KEY): one line, exit 2, the fix."""
     from typer.testing import CliRunner
 
-    from agentsession.cli import build_app
+    from agentsession.cli.app import build_app
 
     result = CliRunner().invoke(
         build_app(),

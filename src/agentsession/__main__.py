@@ -1,5 +1,5 @@
 """``python -m agentsession``: the same as the ``agentsession`` command."""
 
-from .cli import main
+from .cli.app import main
 
 main()

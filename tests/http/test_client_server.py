@@ -263,7 +263,7 @@ def test_keys_cli(tmp_path: Path) -> None:
     """`keys create` prints the token once; `keys revoke` disables it."""
     from typer.testing import CliRunner
 
-    from agentsession.cli_server import keys_app
+    from agentsession.cli.server import keys_app
 
     path = str(tmp_path / "k.json")
     out = CliRunner().invoke(keys_app, ["create", "--user", "dave", "--keys-file", path])

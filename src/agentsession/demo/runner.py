@@ -26,8 +26,8 @@ import httpx
 from rich.console import Console
 from rich.panel import Panel
 
-from .. import cli_render as render
 from ..api import SessionAPI
+from ..cli import render
 from ..engine import (
     AgentEngine,
     EngineEvent,

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from .cli import UsageError, cli_errors
+from .common import UsageError, cli_errors
 
 __all__ = ["demo", "demo_continue"]
 
@@ -53,7 +53,7 @@ KEY_HINT = (
 
 
 def _model_config(kind: str | None) -> Any:
-    from .demo import ModelConfig
+    from ..demo import ModelConfig
 
     chosen = (kind or os.environ.get("AGENTSESSION_MODEL") or "scripted").lower()
     if chosen not in ("scripted", "openai"):
@@ -82,7 +82,7 @@ def demo(
 
     With --server URL both processes keep the session in that agentsession service.
     """
-    from .demo import DemoOptions, run_demo
+    from ..demo import DemoOptions, run_demo
 
     if lang not in ("zh", "en"):
         raise UsageError("--lang must be zh or en")
@@ -115,7 +115,7 @@ def demo_continue(
     model: ModelOpt = None,
 ) -> None:
     """Second process of the demo: restore the session and continue the task."""
-    from .demo import continue_demo
+    from ..demo import continue_demo
 
     if (url is None) == (server is None):
         raise UsageError("give exactly one of --url and --server")

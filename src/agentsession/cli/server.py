@@ -1,6 +1,6 @@
 """CLI commands of the HTTP service: ``agentsession serve`` and ``agentsession keys``.
 
-Registered in :mod:`agentsession.cli` with::
+Registered in :mod:`agentsession.cli.app` with::
 
     app.add_typer(keys_app, name="keys")
     app.command("serve")(serve)
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from .settings import Settings
+from ..settings import Settings
 
 if TYPE_CHECKING:
-    from .http.keys import FileKeyStore
+    from ..http.keys import FileKeyStore
 
 __all__ = ["keys_app", "serve"]
 
@@ -27,7 +27,7 @@ keys_app = typer.Typer(help="Create, list and revoke API keys of the HTTP servic
 
 
 def _key_store(keys_file: str | None) -> FileKeyStore:
-    from .http.keys import FileKeyStore, default_keys_file
+    from ..http.keys import FileKeyStore, default_keys_file
 
     settings = Settings()
     return FileKeyStore(keys_file or default_keys_file(settings))
@@ -41,7 +41,7 @@ def keys_create(
     keys_file: str | None = typer.Option(None, "--keys-file", help="The key file."),
 ) -> None:
     """Create a key and print its token once (only its SHA-256 hash is stored)."""
-    from .errors import AgentSessionError
+    from ..errors import AgentSessionError
 
     store = _key_store(keys_file)
     try:

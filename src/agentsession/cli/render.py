@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from rich.table import Table
 
-from .models import AuditEvent, Message, Run, Session, ToolCall, WorkingMemory
+from ..models import AuditEvent, Message, Run, Session, ToolCall, WorkingMemory
 
 __all__ = [
     "audit_table",

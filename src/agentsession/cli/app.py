@@ -1,0 +1,58 @@
+"""The ``agentsession`` command: the typer app, its global options and every sub-app.
+
+Commands and sub-apps are registered in one place, :func:`build_app`, so adding one is
+one line here and a module of its own next to this one.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from ..settings import Settings
+from .common import AdminOpt, JsonOpt, Options, UrlOpt, UserOpt
+from .db import db_app
+from .demo import demo, demo_continue
+from .lifecycle import close, delete, expire, restore, sweep
+from .server import keys_app, serve
+from .sessions import sessions_app
+
+__all__ = ["build_app", "main"]
+
+
+def _root(
+    ctx: typer.Context, url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Durable sessions for AI agents: inspect, manage, and run the restore demo."""
+    ctx.obj = Options(
+        url=url if url is not None else Settings().url, user=user, admin=admin, json=as_json
+    )
+
+
+def build_app() -> typer.Typer:
+    """Build the ``agentsession`` app: every command and sub-app is registered here.
+
+    Returns:
+        A new typer app (call it to run the command line).
+    """
+    app = typer.Typer(
+        name="agentsession",
+        help="Durable sessions for AI agents.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    app.callback()(_root)
+    app.add_typer(sessions_app, name="sessions")
+    app.add_typer(db_app, name="db")
+    for command in (close, restore, expire, delete, sweep, demo):
+        app.command()(command)
+    app.command("demo-continue", hidden=True)(demo_continue)
+    app.command("serve")(serve)
+    app.add_typer(keys_app, name="keys")
+    return app
+
+
+def main() -> None:
+    """Console-script entry point (``agentsession``, ``python -m agentsession``)."""
+    build_app()()

@@ -1,0 +1,202 @@
+"""What every ``agentsession`` command shares: options, opening the store, printing, errors.
+
+Each command parses its options, makes one SessionManager call and prints the result
+(rich tables, or JSON on stdout with ``--json``). Errors are one line on stderr and an
+exit code from :data:`EXIT_CODES`; never a traceback.
+
+Settings (``AGENTSESSION_URL``...) are read here and passed down explicitly.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from ..errors import (
+    AgentSessionError,
+    Conflict,
+    IdempotencyKeyReused,
+    NotFound,
+    ValidationError,
+    VersionConflict,
+)
+from ..manager import SessionManager
+from ..settings import Settings
+from . import render
+
+__all__ = [
+    "EXIT_CODES",
+    "EXIT_USAGE",
+    "AdminOpt",
+    "JsonOpt",
+    "Options",
+    "SessionArg",
+    "UrlOpt",
+    "UsageError",
+    "UserOpt",
+    "call",
+    "call_and_show",
+    "cli_errors",
+    "exit_code_for",
+    "open_manager",
+    "resolve_options",
+    "show",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+#: Error class -> process exit code; the first matching row wins (most specific first).
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (ValidationError, 5),
+    (NotFound, 3),
+    (Conflict, 4),
+    (VersionConflict, 4),
+    (IdempotencyKeyReused, 4),
+    (AgentSessionError, 1),
+)
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """The command line is incomplete (e.g. no principal); exit code 2."""
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code for an error, from :data:`EXIT_CODES` (1 if none matches).
+
+    Args:
+        exc: the error a command raised.
+
+    Returns:
+        :data:`EXIT_USAGE` for a :class:`UsageError`, else the first matching code.
+    """
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE
+    return next((code for cls, code in EXIT_CODES if isinstance(exc, cls)), 1)
+
+
+def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn AgentSessionError and UsageError into ``error: ...`` on stderr plus an exit code.
+
+    Args:
+        fn: a command function.
+
+    Returns:
+        The same command, raising ``typer.Exit(exit_code_for(exc))`` instead of those errors.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except (AgentSessionError, UsageError) as exc:
+            message = exc.message if isinstance(exc, AgentSessionError) else str(exc)
+            typer.echo(f"error: {message}", err=True)
+            raise typer.Exit(exit_code_for(exc)) from None
+
+    return wrapper
+
+
+# ---------------------------------------------------------------- common options
+
+UrlOpt = Annotated[
+    str | None,
+    typer.Option("--url", help="Store URL (default: AGENTSESSION_URL, else sqlite file)."),
+]
+UserOpt = Annotated[str | None, typer.Option("--user", "-u", help="Principal the call is made as.")]
+AdminOpt = Annotated[bool, typer.Option("--admin", help="Act as admin across users.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+SessionArg = Annotated[str, typer.Argument(help="Session id (ses_...).")]
+
+
+@dataclass(frozen=True)
+class Options:
+    """Resolved global + per-command options of one invocation."""
+
+    url: str
+    user: str | None
+    admin: bool
+    json: bool
+
+    @property
+    def principal(self) -> str:
+        """The user id every call is made as; admins default to ``admin``.
+
+        Raises:
+            UsageError: neither ``--user`` nor ``--admin`` was given.
+        """
+        if self.user is not None:
+            return self.user
+        if self.admin:
+            return "admin"
+        raise UsageError("--user is required (the principal the call is made as), or --admin")
+
+
+def resolve_options(
+    ctx: typer.Context, url: str | None, user: str | None, admin: bool, as_json: bool
+) -> Options:
+    """Merge a command's own options over the global ones (given before the command).
+
+    Args:
+        ctx: the command's context; its root holds the global :class:`Options`.
+        url, user, admin, as_json: the command's options (None/False: not given).
+
+    Returns:
+        The options the command runs with.
+    """
+    base = ctx.find_root().obj
+    if not isinstance(base, Options):
+        base = Options(url=Settings().url, user=None, admin=False, json=False)
+    return Options(
+        url=url if url is not None else base.url,
+        user=user if user is not None else base.user,
+        admin=admin or base.admin,
+        json=as_json or base.json,
+    )
+
+
+def open_manager(opts: Options) -> SessionManager:
+    """Open a SessionManager on ``opts.url`` with the settings from the environment.
+
+    Raises:
+        AgentSessionError: the store cannot be opened (bad URL, out-of-date schema...).
+    """
+    settings = Settings(url=opts.url)
+    return SessionManager.from_url(settings.url, **settings.manager_options())
+
+
+def show(opts: Options, value: Any, table: Any) -> None:
+    """Print ``value`` as JSON with ``--json``, else print ``table`` (rich renderable or text)."""
+    if opts.json:
+        typer.echo(render.to_json(value))
+    else:
+        Console().print(table)
+
+
+def call(opts: Options, method: Callable[..., T], **kwargs: Any) -> T:
+    """Open the store and make one SessionManager call as the principal, e.g.
+    ``call(opts, SessionManager.get_session, session_id=sid)``.
+
+    Returns:
+        What the method returned.
+
+    Raises:
+        UsageError: no principal; AgentSessionError: as raised by the call.
+    """
+    with open_manager(opts) as sm:
+        return method(sm, user_id=opts.principal, admin=opts.admin, **kwargs)
+
+
+def call_and_show(
+    opts: Options, method: Callable[..., T], table: Callable[[T], Any], **kwargs: Any
+) -> None:
+    """:func:`call`, then print the result: JSON with ``--json``, else ``table(result)``."""
+    result = call(opts, method, **kwargs)
+    show(opts, result, table(result))

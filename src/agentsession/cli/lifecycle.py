@@ -1,0 +1,113 @@
+"""``agentsession close|restore|expire|delete|sweep``: change where sessions are in their life.
+
+The commands are plain functions; :func:`agentsession.cli.app.build_app` registers them
+at the top level.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ..manager import SessionManager
+from . import render
+from .common import (
+    AdminOpt,
+    JsonOpt,
+    SessionArg,
+    UrlOpt,
+    UsageError,
+    UserOpt,
+    call,
+    call_and_show,
+    cli_errors,
+    open_manager,
+    resolve_options,
+    show,
+)
+
+__all__ = ["close", "delete", "expire", "restore", "sweep"]
+
+ReasonOpt = Annotated[str | None, typer.Option(help="Why (kept in the audit log).")]
+
+
+@cli_errors
+def close(
+    ctx: typer.Context, session_id: SessionArg, reason: ReasonOpt = None,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Close a session on purpose (history stays; restore re-opens it)."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    call_and_show(
+        opts, SessionManager.close_session, render.session_table, session_id=session_id,
+        reason=reason,
+    )  # fmt: skip
+
+
+@cli_errors
+def restore(
+    ctx: typer.Context, session_id: SessionArg,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Re-open a CLOSED (or recently EXPIRED) session and show what was restored."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    restored = call(opts, SessionManager.restore_session, session_id=session_id)
+    if opts.json:
+        typer.echo(render.to_json(restored))
+        return
+    console = Console()
+    console.print(render.session_table(restored.session))
+    console.print(render.memory_table(restored.working_memory))
+    console.print(render.runs_table(restored.runs))
+    if restored.interrupted_run_ids:
+        console.print(f"interrupted runs: {', '.join(restored.interrupted_run_ids)}")
+
+
+@cli_errors
+def expire(
+    ctx: typer.Context, session_id: SessionArg, reason: ReasonOpt = None,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Expire a session now (policy ended it; distinct from close)."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    call_and_show(
+        opts, SessionManager.expire_session, render.session_table, session_id=session_id,
+        reason=reason,
+    )  # fmt: skip
+
+
+@cli_errors
+def delete(
+    ctx: typer.Context, session_id: SessionArg,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Delete a session and all its content for good."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    if not yes and not typer.confirm(f"delete {session_id} and everything in it?"):
+        raise UsageError("not confirmed (pass --yes)")
+    call(opts, SessionManager.delete_session, session_id=session_id)
+    show(opts, {"deleted": session_id}, f"deleted {session_id}")
+
+
+@cli_errors
+def sweep(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(help="At most this many sessions.")] = 1000,
+    url: UrlOpt = None, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Expire idle sessions past their TTL and purge old idempotency keys."""
+    opts = resolve_options(ctx, url, None, False, as_json)
+    with open_manager(opts) as sm:
+        result = sm.sweep_expired(limit=limit)
+    data = {
+        "expired_session_ids": result.expired_session_ids,
+        "purged_idempotency_keys": result.purged_idempotency_keys,
+    }
+    text = (
+        f"expired {len(result.expired_session_ids)} session(s), "
+        f"purged {result.purged_idempotency_keys} idempotency key(s)"
+    )
+    show(opts, data, text)

@@ -1,0 +1,124 @@
+"""``agentsession sessions ...``: read sessions and what is in them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..manager import SessionManager
+from . import render
+from .common import (
+    AdminOpt,
+    JsonOpt,
+    SessionArg,
+    UrlOpt,
+    UserOpt,
+    call,
+    call_and_show,
+    cli_errors,
+    resolve_options,
+    show,
+)
+
+__all__ = ["sessions_app"]
+
+sessions_app = typer.Typer(help="Read sessions and what is in them.", no_args_is_help=True)
+
+
+@sessions_app.command("list")
+@cli_errors
+def sessions_list(
+    ctx: typer.Context,
+    status: Annotated[str | None, typer.Option(help="ACTIVE, CLOSED or EXPIRED.")] = None,
+    agent: Annotated[str | None, typer.Option(help="Only this agent's sessions.")] = None,
+    limit: Annotated[int, typer.Option(help="Page size.")] = 50,
+    cursor: Annotated[str | None, typer.Option(help="next_cursor of the last page.")] = None,
+    all_users: Annotated[bool, typer.Option("--all-users", help="Every user (admin).")] = False,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """List sessions, most recently updated first."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    page = call(
+        opts, SessionManager.list_sessions, status=status, agent=agent, limit=limit,
+        cursor=cursor, all_users=all_users,
+    )  # fmt: skip
+    show(opts, {"items": page.items, "next_cursor": page.next_cursor},
+         render.sessions_table(page.items))  # fmt: skip
+    if not opts.json and page.next_cursor is not None:
+        typer.echo(f"more: --cursor {page.next_cursor}")
+
+
+@sessions_app.command("show")
+@cli_errors
+def sessions_show(
+    ctx: typer.Context, session_id: SessionArg,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Show one session's fields."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    call_and_show(opts, SessionManager.get_session, render.session_table, session_id=session_id)
+
+
+@sessions_app.command("messages")
+@cli_errors
+def sessions_messages(
+    ctx: typer.Context, session_id: SessionArg,
+    limit: Annotated[int | None, typer.Option(help="Newest N messages.")] = None,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Show the conversation history in seq order."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    call_and_show(
+        opts, SessionManager.get_messages, render.messages_table, session_id=session_id,
+        limit=limit,
+    )  # fmt: skip
+
+
+@sessions_app.command("memory")
+@cli_errors
+def sessions_memory(
+    ctx: typer.Context, session_id: SessionArg,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Show the working memory."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    call_and_show(
+        opts, SessionManager.get_working_memory, render.memory_table, session_id=session_id
+    )
+
+
+@sessions_app.command("tools")
+@cli_errors
+def sessions_tools(
+    ctx: typer.Context, session_id: SessionArg,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Show the tool history (what really ran)."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    call_and_show(opts, SessionManager.get_tool_history, render.tools_table, session_id=session_id)
+
+
+@sessions_app.command("runs")
+@cli_errors
+def sessions_runs(
+    ctx: typer.Context, session_id: SessionArg,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Show the runs with their status and step counts."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    call_and_show(opts, SessionManager.list_runs, render.runs_table, session_id=session_id)
+
+
+@sessions_app.command("audit")
+@cli_errors
+def sessions_audit(
+    ctx: typer.Context, session_id: SessionArg,
+    limit: Annotated[int | None, typer.Option(help="At most N events.")] = None,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Show the audit log (who changed what, when)."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    call_and_show(
+        opts, SessionManager.get_audit_log, render.audit_table, session_id=session_id, limit=limit
+    )
