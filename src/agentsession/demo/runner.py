@@ -14,7 +14,10 @@ same, typed against :class:`~agentsession.api.SessionAPI`. The user is the API k
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -241,10 +244,11 @@ def _run(options: DemoOptions, remote: _Backend | None, console: Console) -> int
         f"the session from {source} and continues from working memory and tool history: it "
         "does not repeat the diagnosis, fixes requirements.txt (run 2) and verifies (run 3).\n"
     )
+    keep_store = remote is not None  # the SQLite file of an earlier local run stays usable
     if options.project is not None and options.cmd is not None:
-        ws = use_project(options.workdir, options.project, options.cmd)
+        ws = use_project(options.workdir, options.project, options.cmd, keep_store=keep_store)
     else:
-        ws = prepare_workspace(options.workdir, console)
+        ws = prepare_workspace(options.workdir, console, keep_store=keep_store)
         if options.cmd is not None:
             ws = Workspace(ws.workdir, ws.project, ws.url, options.cmd)
     backend = remote or _Backend(ws.url)
@@ -407,19 +411,41 @@ def _report(
         "runs: " + ", ".join(f"{r.seq} {r.input} {r.status.value}" for r in runs),
         f"final verification: {'ok' if verified else 'FAILED'}"
         + (f" ({_outcome(final.result)})" if final is not None else ""),
-        _look_again(backend, sid, user),
     ]
     console.print(
         Panel("\n".join(lines), title="summary", border_style="green" if ok else "red"),
         highlight=False,
     )
+    # Outside the panel and never wrapped by rich: the command must copy-paste as printed.
+    for line in _look_again(backend, sid, user):
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
     return 0 if ok else 1
 
 
-def _look_again(backend: _Backend, sid: str, user: str) -> str:
+def _look_again(backend: _Backend, sid: str, user: str) -> list[str]:
+    """Shell commands that show the session's runs again, as the user can paste them."""
     if backend.remote:
-        return (
-            f'look again: curl -s -H "Authorization: Bearer ${API_KEY_ENV}" '
+        lines = []
+        if os.environ.get(API_KEY_ENV) != backend.api_key:
+            lines.append(f"look again (after: export {API_KEY_ENV}=<your API key>):")
+        else:
+            lines.append("look again:")
+        lines.append(
+            f'  curl -s -H "Authorization: Bearer ${API_KEY_ENV}" '
             f"{backend.url.rstrip('/')}/v1/sessions/{sid}/runs"
         )
-    return f"look again: agentsession --url {backend.url} sessions runs {sid} --user {user}"
+        return lines
+    command = shlex.join([_cli_command(), "--url", backend.url, "sessions", "runs", sid])
+    return ["look again:", f"  {command} --user {shlex.quote(user)}"]
+
+
+def _cli_command() -> str:
+    """``agentsession`` if the shell finds this installation by that name, else the path
+    of its script (``.venv/bin/agentsession`` after ``make demo``, which activates nothing)."""
+    script = Path(sys.executable).parent / "agentsession"
+    found = shutil.which("agentsession")
+    if not script.exists() or (found is not None and Path(found).samefile(script)):
+        return "agentsession"
+    with contextlib.suppress(ValueError):
+        return str(script.relative_to(Path.cwd()))
+    return str(script)

@@ -2,7 +2,8 @@
 
 Layout of ``<workdir>``: ``project/`` (copied from ``project_template``), ``venv/``
 (kept between runs when it already has flask; ``requests`` is always uninstalled so the
-failure is real), and ``sessions.db`` (the SQLite store, recreated each run).
+failure is real), and ``sessions.db`` (the SQLite store, recreated each run; kept, with
+its schema, by a run against the HTTP service, which does not use it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from rich.console import Console
 __all__ = ["DemoError", "Workspace", "prepare_workspace", "use_project"]
 
 _VENV = "venv"
+_STORE = "sessions.db"
+#: The SQLite store's files: kept when a run does not use the store.
+_STORE_FILES = frozenset({_STORE, f"{_STORE}-wal", f"{_STORE}-shm"})
 
 
 class DemoError(Exception):
@@ -85,14 +89,23 @@ def _pip(python: Path, *args: str) -> None:
         raise DemoError(f"pip {' '.join(args)} failed: {' / '.join(tail)}")
 
 
-def prepare_workspace(workdir: Path, console: Console) -> Workspace:
+def _keep(keep_store: bool) -> set[str]:
+    return {_VENV, *(_STORE_FILES if keep_store else ())}
+
+
+def prepare_workspace(workdir: Path, console: Console, *, keep_store: bool = False) -> Workspace:
     """Recreate ``workdir`` with the bundled project and a venv that has flask, not requests.
+
+    Args:
+        workdir: the work directory (emptied, except the venv).
+        console: where progress is printed.
+        keep_store: keep the SQLite store of an earlier run (this run does not use it).
 
     Raises:
         DemoError: the venv could not be created or flask not installed.
     """
     workdir = workdir.resolve()
-    _clean(workdir, keep={_VENV})
+    _clean(workdir, keep=_keep(keep_store))
     project = workdir / "project"
     project.mkdir()
     template = resources.files("agentsession.demo") / "project_template"
@@ -119,11 +132,17 @@ def prepare_workspace(workdir: Path, console: Console) -> Workspace:
     console.print("project venv: flask installed, [bold]requests not installed[/bold]")
     # relative to the project directory, where the agent runs it
     cmd = shlex.join([os.path.relpath(python, project), "app.py", "--check"])
-    return Workspace(workdir, project, f"sqlite:///{workdir / 'sessions.db'}", cmd)
+    return Workspace(workdir, project, f"sqlite:///{workdir / _STORE}", cmd)
 
 
-def use_project(workdir: Path, project: Path, cmd: str) -> Workspace:
+def use_project(workdir: Path, project: Path, cmd: str, *, keep_store: bool = False) -> Workspace:
     """A workspace for the user's own project (edited in place); only the store is fresh.
+
+    Args:
+        workdir: the work directory (emptied, except the venv).
+        project: the project the agent repairs.
+        cmd: its start command.
+        keep_store: keep the SQLite store of an earlier run (this run does not use it).
 
     Raises:
         DemoError: ``project`` is not a directory.
@@ -133,5 +152,5 @@ def use_project(workdir: Path, project: Path, cmd: str) -> Workspace:
     workdir, project = workdir.resolve(), project.resolve()
     if project == workdir or project.is_relative_to(workdir):
         raise DemoError("--project must not be inside --workdir (the demo empties it)")
-    _clean(workdir, keep={_VENV})
-    return Workspace(workdir, project, f"sqlite:///{workdir / 'sessions.db'}", cmd)
+    _clean(workdir, keep=_keep(keep_store))
+    return Workspace(workdir, project, f"sqlite:///{workdir / _STORE}", cmd)
