@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,24 @@ def test_demo_refuses_a_project_inside_the_workdir(tmp_path: Path) -> None:
     (tmp_path / "proj").mkdir()
     with pytest.raises(DemoError, match="must not be inside"):
         use_project(tmp_path, tmp_path / "proj", "python app.py")
+
+
+def test_a_run_that_does_not_use_the_store_keeps_it(tmp_path: Path) -> None:
+    """`demo --server` keeps .demo/sessions.db of an earlier local run; a local run
+    starts from a fresh one."""
+    workdir, project = tmp_path / "demo", tmp_path / "project"
+    project.mkdir()
+    use_project(workdir, project, "python app.py")
+    for name in ("sessions.db", "sessions.db-wal", "other.txt"):
+        (workdir / name).write_text("x")
+    use_project(workdir, project, "python app.py", keep_store=True)
+    assert sorted(p.name for p in workdir.iterdir()) == [
+        ".agentsession-demo",
+        "sessions.db",
+        "sessions.db-wal",
+    ]
+    use_project(workdir, project, "python app.py")
+    assert [p.name for p in workdir.iterdir()] == [".agentsession-demo"]
 
 
 def test_demo_command_rejects_project_without_cmd(tmp_path: Path) -> None:
@@ -98,8 +117,16 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     """The real demo: two PIDs, requests found and fixed, runs 1-3 SUCCEEDED, verified."""
     workdir = tmp_path / "demo"
     out = _run_demo(workdir)
-    _assert_task_done(out, workdir)
+    sid = _assert_task_done(out, workdir)
     assert (workdir / "sessions.db").exists()
+    hint = out.split("look again:\n", 1)[1].splitlines()[0]
+    assert not set(hint) & set("│─╭╮╰╯"), hint  # copy-pasted as printed
+    looked = subprocess.run(
+        shlex.split(hint), capture_output=True, text=True, timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert looked.returncode == 0, looked.stderr
+    assert looked.stdout.count("SUCCEEDED") == 3 and sid not in looked.stderr
 
 
 @pytest.mark.slow
@@ -116,6 +143,8 @@ def test_demo_against_a_running_service(tmp_path: Path) -> None:
         assert f"created session {sid} (user carol, " in out
         assert not (workdir / "sessions.db").exists()  # no database file on the demo's side
         assert service.token not in out
+        assert "look again (after: export AGENTSESSION_API_KEY=<your API key>):" in out
+        assert f'  curl -s -H "Authorization: Bearer $AGENTSESSION_API_KEY" {service.url}' in out
         with SessionClient(service.url, service.token) as client:
             session = client.get_session(session_id=sid)
             runs = client.list_runs(session_id=sid)
