@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from ..errors import AgentSessionError
+from ..ids import ID_PATTERN
 
 __all__ = [
     "PROBLEM_BASE",
@@ -81,7 +82,7 @@ def format_etag(session_id: str, version: int) -> str:
     return f'"{session_id}@{version}"'
 
 
-_ETAG = re.compile(r'^"(?P<sid>[a-z]{2,5}_[a-z2-7]{26})@(?P<version>[1-9][0-9]{0,17})"$')
+_ETAG = re.compile(rf'^"(?P<sid>{ID_PATTERN.pattern})@(?P<version>[1-9][0-9]{{0,17}})"$')
 
 
 def parse_etag(value: str) -> tuple[str, int] | None:

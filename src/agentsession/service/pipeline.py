@@ -79,7 +79,7 @@ class Change:
 
 #: ``change(tx, session, now)``: writes its rows and returns a Change, or returns the
 #: session unchanged for a no-op (closing a CLOSED session): no version step, no audit.
-ChangeFn = Callable[[StoreTransaction, Session, datetime], "Change | Session"]
+ChangeFn = Callable[[StoreTransaction, Session, datetime], Change | Session]
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +225,11 @@ class WritePipeline:
         return written
 
     def store_change(
-        self, tx: StoreTransaction, before: Session, change: Change, actor: Principal,
+        self,
+        tx: StoreTransaction,
+        before: Session,
+        change: Change,
+        actor: Principal,
         now: datetime,
     ) -> Session:
         """Write the session row at the next version (compare-and-set against
