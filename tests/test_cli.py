@@ -160,10 +160,14 @@ def test_db_commands_on_stores_without_a_schema(redis_url: str) -> None:
 
 def test_exit_code_table() -> None:
     """Each error family maps to its documented exit code, most specific first."""
-    assert exit_code_for(SessionNotFound("ses_x")) == 3
+    assert exit_code_for(SessionNotFound(session_id="ses_x")) == 3
     assert exit_code_for(ValidationError("bad")) == 5
-    assert exit_code_for(IllegalTransition("ses_x", "EXPIRED", "close")) == 4
-    assert exit_code_for(VersionConflict("ses_x", 1, 2)) == 4
+    assert exit_code_for(
+        IllegalTransition(session_id="ses_x", status="EXPIRED", action="close")
+    ) == 4
+    assert exit_code_for(
+        VersionConflict(session_id="ses_x", expected_version=1, current_version=2)
+    ) == 4
     assert exit_code_for(StoreError("disk")) == 1
     assert dict(EXIT_CODES)[ValidationError] == 5
 

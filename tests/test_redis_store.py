@@ -197,9 +197,9 @@ def test_expired_session_stays_readable_and_keys_never_expire(store: RedisStore)
 
 
 def test_idempotency_records_carry_a_redis_expiry(redis_url: str) -> None:
-    """Records expire in Redis too (idempotency_ttl_seconds), on top of the retention."""
-    with RedisStore(redis_url, idempotency_ttl_seconds=90_000) as store:
-        m = SessionManager(store)
+    """Records expire in Redis too (the policy's retention), on top of the manager's check."""
+    with RedisStore(redis_url) as store:
+        m = SessionManager(store, policy=Policy(idempotency_retention_seconds=90_000))
         m.create_session(user_id=USER, idempotency_key="k")
         (key,) = store.client.scan_iter(match="as:idem:{alice}:*")
         assert 89_000 < store.client.ttl(key) <= 90_000

@@ -12,7 +12,6 @@ through :class:`SessionManager`, over a store chosen by URL::
                           message={"role": "user", "content": "fix the start-up error"})
 """
 
-from .aio import AsyncSessionManager
 from .errors import (
     AgentSessionError,
     Conflict,
@@ -34,7 +33,6 @@ from .errors import (
     ValidationError,
     VersionConflict,
 )
-from .manager import SessionManager, SweepResult, request_id_context
 from .models import (
     AuditEvent,
     Message,
@@ -50,7 +48,15 @@ from .models import (
     ToolCallStatus,
     WorkingMemory,
 )
-from .policy import Limits, Policy
+from .principal import Principal
+from .service import (
+    AsyncSessionManager,
+    Limits,
+    Policy,
+    SessionManager,
+    SweepResult,
+    request_id_context,
+)
 
 __version__ = "0.1.0"
 
@@ -68,6 +74,7 @@ __all__ = [
     "Page",
     "PayloadTooLarge",
     "Policy",
+    "Principal",
     "RestoredSession",
     "Role",
     "Run",

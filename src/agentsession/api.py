@@ -1,6 +1,6 @@
 """:class:`SessionAPI`: the SessionManager methods the agent engine and the demo call.
 
-Both :class:`~agentsession.manager.SessionManager` (the store in this process) and
+Both :class:`~agentsession.service.SessionManager` (the store in this process) and
 :class:`~agentsession.client.SessionClient` (the HTTP service) satisfy it structurally,
 so the same engine and demo code runs against either. Only the keyword arguments the
 callers use are declared; both implementations accept more.

@@ -1,7 +1,7 @@
 """Python clients of the agentsession HTTP service: :class:`SessionClient` (sync) and
 :class:`AsyncSessionClient` (asyncio), built on httpx.
 
-Both have the methods of :class:`~agentsession.manager.SessionManager` with the same
+Both have the methods of :class:`~agentsession.service.SessionManager` with the same
 keyword arguments, return the same pydantic models and raise the same typed errors
 (rebuilt from the problem+json ``type``). The user is the one of the API key, so
 ``user_id`` is accepted and ignored. ``expected_version`` travels as ``If-Match``.
@@ -52,7 +52,6 @@ from .http.protocol import (
     error_from_problem,
     format_etag,
 )
-from .manager import UNSET
 from .models import (
     AuditEvent,
     Message,
@@ -67,6 +66,7 @@ from .models import (
     ToolCallStatus,
     WorkingMemory,
 )
+from .service import UNSET, Limits
 
 __all__ = ["AsyncSessionClient", "SessionClient"]
 
@@ -76,8 +76,8 @@ P = ParamSpec("P")
 
 #: Answers worth retrying: the request may not have been processed, or is safe to repeat.
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
-#: The largest page the service gives for message windows.
-_MESSAGE_PAGE = 1000
+#: The largest page the service gives (``Limits.max_page_size`` of the default limits).
+_PAGE_MAX = Limits().max_page_size
 MERGE_PATCH = "application/merge-patch+json"
 
 _MESSAGES = TypeAdapter(list[Message])
@@ -173,7 +173,7 @@ class _Retry:
             after = response.headers.get("retry-after", "")
             if after.isdigit():
                 return min(float(after), self.max_backoff)
-        return min(self.max_backoff, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)
+        return min(self.max_backoff, self.backoff * 2.0**attempt) * random.uniform(0.5, 1.0)
 
 
 def _raise_for(call: _Call[Any], response: httpx.Response) -> None:
@@ -220,9 +220,9 @@ def _model(cls: type[M]) -> Callable[[httpx.Response], M]:
 # --------------------------------------------------------------- the methods
 
 
-class _Requests:
-    """The SessionManager methods as flows over HTTP; the clients expose each one
-    (see :func:`_sync` and :func:`_async`) under the same name and docstring."""
+class _Exchange:
+    """Sends calls as flows: retries with bounded backoff, typed errors; the base of the
+    request classes below."""
 
     def __init__(self, retry: _Retry) -> None:
         self._retry = retry
@@ -290,7 +290,11 @@ class _Requests:
         query = {k: _enum(v) for k, v in params.items() if v is not None}
         return self._exchange(_Call("GET", path, parse, params=query, session_id=session_id))
 
-    # ------------------------------------------------------------------ sessions
+
+
+class _SessionRequests(_Exchange):
+    """Session, lifecycle and user requests."""
+
 
     def create_session(
         self,
@@ -339,7 +343,7 @@ class _Requests:
         all_users: bool = False,
         admin: bool = False,
     ) -> _Flow[Page[Session]]:
-        """See :meth:`SessionManager.list_sessions` (``limit`` 1..100 over HTTP)."""
+        """See :meth:`SessionManager.list_sessions` (``limit`` at least 1 over HTTP)."""
         return self._read(
             "/v1/sessions",
             lambda r: Page[Session].model_validate(r.json()),
@@ -480,7 +484,11 @@ class _Requests:
         SessionManager method; the user every other call acts as)."""
         return self._read("/v1/whoami", lambda r: dict(r.json()))
 
-    # ------------------------------------------------------------------ messages
+
+
+class _HistoryRequests(_Exchange):
+    """Message and working-memory requests."""
+
 
     def append_message(
         self,
@@ -571,13 +579,12 @@ class _Requests:
         found: list[Message] = []
         cursor = after
         while True:
-            page = yield from self._messages(session_id, _MESSAGE_PAGE, None, cursor or 0, False)
+            page = yield from self._messages(session_id, _PAGE_MAX, None, cursor or 0, False)
             found.extend(m for m in page if before is None or m.seq < before)
-            if len(page) < _MESSAGE_PAGE or (before is not None and page[-1].seq >= before):
+            if len(page) < _PAGE_MAX or (before is not None and page[-1].seq >= before):
                 return found
             cursor = page[-1].seq
 
-    # ------------------------------------------------------------ working memory
 
     def get_working_memory(
         self, *, session_id: str, user_id: str | None = None, admin: bool = False
@@ -654,7 +661,11 @@ class _Requests:
                 yield _Sleep(random.uniform(0, 0.005 * attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    # ---------------------------------------------------------------- tool calls
+
+
+class _RecordRequests(_Exchange):
+    """Tool-call, run and audit requests."""
+
 
     def record_tool_call(
         self,
@@ -739,7 +750,6 @@ class _Requests:
             arguments=json.dumps(dict(arguments or {}), ensure_ascii=False),
         )
 
-    # ---------------------------------------------------------------------- runs
 
     def start_run(
         self,
@@ -880,6 +890,11 @@ class _Requests:
             after=after,
             limit=limit,
         )
+
+
+class _Requests(_SessionRequests, _HistoryRequests, _RecordRequests):
+    """The SessionManager methods as flows over HTTP; the clients expose each one
+    (see :func:`_sync` and :func:`_async`) under the same name and docstring."""
 
 
 # ---------------------------------------------------------------- the clients

@@ -2,8 +2,13 @@
 
 Every error the library raises on purpose derives from :class:`AgentSessionError`;
 driver exceptions (``sqlite3``, ``sqlalchemy``, ``redis``) are translated at the store
-boundary and never escape. Each class carries its context as attributes and names the
-HTTP status it maps to (the one table in DESIGN.md, "Errors and HTTP mapping")::
+boundary and never escape.
+
+Every class takes an optional message first and its context as keyword arguments, e.g.
+``VersionConflict(session_id="ses_...", current_version=3, expected_version=2)``; without
+a message it builds one from the context. The same call rebuilds an error from an HTTP
+problem document. Each class carries its context as attributes and names the
+HTTP status it maps to (docs/architecture.md, "Errors")::
 
     AgentSessionError
     ├── ValidationError              400  bad field, bad cursor, bad limit
@@ -18,8 +23,8 @@ HTTP status it maps to (the one table in DESIGN.md, "Errors and HTTP mapping")::
     │   ├── IllegalTransition        409  e.g. restoring an expired session past its grace window
     │   ├── RunAlreadyRunning        409  at most one RUNNING run per session
     │   ├── ToolCallExists           409  a caller-chosen call_id already recorded
-    │   └── RunNotRunning            409  a step or finish on a run that is not RUNNING
-    ├── VersionConflict              412  stale ``expected_version``
+    │   ├── RunNotRunning            409  a step or finish on a run that is not RUNNING
+    │   └── VersionConflict          412  stale ``expected_version`` (optimistic locking)
     ├── IdempotencyKeyReused         422  same key, different request
     └── StoreError                   500  the store failed; nothing was written
         ├── StoreBusy                503  transient (lock timeout); safe to retry
@@ -56,18 +61,28 @@ __all__ = [
 class AgentSessionError(Exception):
     """Root of every error agentsession raises on purpose.
 
+    Args:
+        message: what went wrong, for people; None builds it from the context.
+        context: facts a program may act on (ids, versions, statuses), also shown in
+            HTTP problem documents.
+
     Attributes:
-        http_status: the status code an HTTP layer answers with (DESIGN.md table).
+        http_status: the status code an HTTP layer answers with (docs/architecture.md).
         code: a stable machine-readable name, used as the RFC 9457 problem ``type`` suffix.
+        message: the message; context: the context keywords as a dict.
     """
 
     http_status: ClassVar[int] = 500
     code: ClassVar[str] = "error"
 
-    def __init__(self, message: str, **context: Any) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(self, message: str | None = None, **context: Any) -> None:
         self.context = context
+        self.message = message if message is not None else self._default_message()
+        super().__init__(self.message)
+
+    def _default_message(self) -> str:
+        """The message built from the context when none was given."""
+        return self.code.replace("-", " ")
 
     def to_dict(self) -> dict[str, Any]:
         """Return ``{"code", "message", **context}``, safe to show a client (no secrets)."""
@@ -84,9 +99,14 @@ class ValidationError(AgentSessionError):
     http_status = 400
     code = "validation-error"
 
-    def __init__(self, message: str, *, field: str | None = None, **context: Any) -> None:
-        super().__init__(message, field=field, **context)
+    def __init__(
+        self, message: str | None = None, *, field: str | None = None, **context: Any
+    ) -> None:
         self.field = field
+        super().__init__(message, field=field, **context)
+
+    def _default_message(self) -> str:
+        return f"{self.field} is invalid" if self.field else "invalid request"
 
 
 class PayloadTooLarge(ValidationError):
@@ -100,10 +120,15 @@ class PayloadTooLarge(ValidationError):
     http_status = 413
     code = "payload-too-large"
 
-    def __init__(self, message: str, *, field: str, limit_bytes: int, size_bytes: int) -> None:
-        super().__init__(message, field=field, limit_bytes=limit_bytes, size_bytes=size_bytes)
+    def __init__(
+        self, message: str | None = None, *, field: str, limit_bytes: int, size_bytes: int
+    ) -> None:
         self.limit_bytes = limit_bytes
         self.size_bytes = size_bytes
+        super().__init__(message, field=field, limit_bytes=limit_bytes, size_bytes=size_bytes)
+
+    def _default_message(self) -> str:
+        return f"{self.field} is {self.size_bytes} bytes, over the limit of {self.limit_bytes}"
 
 
 class UnsupportedValue(ValidationError):
@@ -129,7 +154,7 @@ class Forbidden(AgentSessionError):
 class NotFound(AgentSessionError):
     """The object does not exist, was deleted, or belongs to another user.
 
-    The three cases are indistinguishable on purpose (DESIGN.md, "Ownership").
+    The three cases are indistinguishable on purpose (docs/architecture.md, "Ownership").
     """
 
     http_status = 404
@@ -143,9 +168,12 @@ class SessionNotFound(NotFound):
         session_id: the id that was asked for.
     """
 
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"session {session_id!r} not found", session_id=session_id)
+    def __init__(self, message: str | None = None, *, session_id: str) -> None:
         self.session_id = session_id
+        super().__init__(message, session_id=session_id)
+
+    def _default_message(self) -> str:
+        return f"session {self.session_id!r} not found"
 
 
 class RunNotFound(NotFound):
@@ -155,14 +183,13 @@ class RunNotFound(NotFound):
         session_id, run_id: what was asked for.
     """
 
-    def __init__(self, session_id: str, run_id: str) -> None:
-        super().__init__(
-            f"run {run_id!r} not found in session {session_id!r}",
-            session_id=session_id,
-            run_id=run_id,
-        )
+    def __init__(self, message: str | None = None, *, session_id: str, run_id: str) -> None:
         self.session_id = session_id
         self.run_id = run_id
+        super().__init__(message, session_id=session_id, run_id=run_id)
+
+    def _default_message(self) -> str:
+        return f"run {self.run_id!r} not found in session {self.session_id!r}"
 
 
 class Conflict(AgentSessionError):
@@ -182,15 +209,16 @@ class SessionNotActive(Conflict):
 
     code = "session-not-active"
 
-    def __init__(self, session_id: str, status: str) -> None:
-        super().__init__(
-            f"session {session_id!r} is {status}; writes need an ACTIVE session "
-            "(restore it first)",
-            session_id=session_id,
-            status=status,
-        )
+    def __init__(self, message: str | None = None, *, session_id: str, status: str) -> None:
         self.session_id = session_id
         self.status = status
+        super().__init__(message, session_id=session_id, status=status)
+
+    def _default_message(self) -> str:
+        return (
+            f"session {self.session_id!r} is {self.status}; writes need an ACTIVE session "
+            "(restore it first)"
+        )
 
 
 class IllegalTransition(Conflict):
@@ -198,21 +226,29 @@ class IllegalTransition(Conflict):
 
     Attributes:
         session_id, status: the session and its status; action: what was attempted.
+        reason: why, when more than the status explains it (message only).
     """
 
     code = "illegal-transition"
 
-    def __init__(self, session_id: str, status: str, action: str, reason: str = "") -> None:
-        detail = f": {reason}" if reason else ""
-        super().__init__(
-            f"cannot {action} session {session_id!r} in status {status}{detail}",
-            session_id=session_id,
-            status=status,
-            action=action,
-        )
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        session_id: str,
+        status: str,
+        action: str,
+        reason: str | None = None,
+    ) -> None:
         self.session_id = session_id
         self.status = status
         self.action = action
+        self.reason = reason
+        super().__init__(message, session_id=session_id, status=status, action=action)
+
+    def _default_message(self) -> str:
+        detail = f": {self.reason}" if self.reason else ""
+        return f"cannot {self.action} session {self.session_id!r} in status {self.status}{detail}"
 
 
 class RunAlreadyRunning(Conflict):
@@ -224,14 +260,16 @@ class RunAlreadyRunning(Conflict):
 
     code = "run-already-running"
 
-    def __init__(self, session_id: str, run_id: str) -> None:
-        super().__init__(
-            f"session {session_id!r} already has RUNNING run {run_id!r}; finish it first",
-            session_id=session_id,
-            run_id=run_id,
-        )
+    def __init__(self, message: str | None = None, *, session_id: str, run_id: str) -> None:
         self.session_id = session_id
         self.run_id = run_id
+        super().__init__(message, session_id=session_id, run_id=run_id)
+
+    def _default_message(self) -> str:
+        return (
+            f"session {self.session_id!r} already has RUNNING run {self.run_id!r}; "
+            "finish it first"
+        )
 
 
 class ToolCallExists(Conflict):
@@ -243,15 +281,16 @@ class ToolCallExists(Conflict):
 
     code = "tool-call-exists"
 
-    def __init__(self, session_id: str, call_id: str) -> None:
-        super().__init__(
-            f"tool call {call_id!r} is already recorded in session {session_id!r}; "
-            "send a new call_id, or an idempotency key to make retries safe",
-            session_id=session_id,
-            call_id=call_id,
-        )
+    def __init__(self, message: str | None = None, *, session_id: str, call_id: str) -> None:
         self.session_id = session_id
         self.call_id = call_id
+        super().__init__(message, session_id=session_id, call_id=call_id)
+
+    def _default_message(self) -> str:
+        return (
+            f"tool call {self.call_id!r} is already recorded in session {self.session_id!r}; "
+            "send a new call_id, or an idempotency key to make retries safe"
+        )
 
 
 class RunNotRunning(Conflict):
@@ -263,44 +302,59 @@ class RunNotRunning(Conflict):
 
     code = "run-not-running"
 
-    def __init__(self, session_id: str, run_id: str, status: str) -> None:
-        super().__init__(
-            f"run {run_id!r} is {status}, not RUNNING",
-            session_id=session_id,
-            run_id=run_id,
-            status=status,
-        )
+    def __init__(
+        self, message: str | None = None, *, session_id: str, run_id: str, status: str
+    ) -> None:
         self.session_id = session_id
         self.run_id = run_id
         self.status = status
+        super().__init__(message, session_id=session_id, run_id=run_id, status=status)
+
+    def _default_message(self) -> str:
+        return f"run {self.run_id!r} is {self.status}, not RUNNING"
 
 
-class VersionConflict(AgentSessionError):
+class VersionConflict(Conflict):
     """Optimistic locking failed: ``expected_version`` is not the current version.
 
-    Nothing was written. Re-read, re-apply, retry (see ``SessionManager.update_working_memory``
-    with a function, which does this for you).
+    Nothing was written. Re-read, re-apply, retry (``SessionManager.modify_working_memory``
+    does this for you). A Conflict, answered 412 Precondition Failed over HTTP.
 
     Attributes:
         session_id: the session.
-        expected_version: what the caller sent.
         current_version: the version now stored.
+        expected_version: what the caller sent; None when the precondition named no
+            single version (an HTTP ``If-Match`` list that matches nothing).
     """
 
     http_status = 412
     code = "version-conflict"
 
-    def __init__(self, session_id: str, expected_version: int, current_version: int) -> None:
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        session_id: str,
+        current_version: int,
+        expected_version: int | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.current_version = current_version
+        self.expected_version = expected_version
         super().__init__(
-            f"session {session_id!r} is at version {current_version}, "
-            f"not the expected {expected_version}",
+            message,
             session_id=session_id,
             expected_version=expected_version,
             current_version=current_version,
         )
-        self.session_id = session_id
-        self.expected_version = expected_version
-        self.current_version = current_version
+
+    def _default_message(self) -> str:
+        expected = (
+            f"not the expected {self.expected_version}"
+            if self.expected_version is not None
+            else "which the precondition does not match"
+        )
+        return f"session {self.session_id!r} is at version {self.current_version}, {expected}"
 
 
 class IdempotencyKeyReused(AgentSessionError):
@@ -313,15 +367,18 @@ class IdempotencyKeyReused(AgentSessionError):
     http_status = 422
     code = "idempotency-key-reused"
 
-    def __init__(self, idempotency_key: str, operation: str) -> None:
-        super().__init__(
-            f"idempotency key {idempotency_key!r} was already used with a different "
-            f"{operation} request",
-            idempotency_key=idempotency_key,
-            operation=operation,
-        )
+    def __init__(
+        self, message: str | None = None, *, idempotency_key: str, operation: str
+    ) -> None:
         self.idempotency_key = idempotency_key
         self.operation = operation
+        super().__init__(message, idempotency_key=idempotency_key, operation=operation)
+
+    def _default_message(self) -> str:
+        return (
+            f"idempotency key {self.idempotency_key!r} was already used with a different "
+            f"{self.operation} request"
+        )
 
 
 class StoreError(AgentSessionError):
@@ -345,17 +402,28 @@ class SchemaOutOfDate(StoreError):
     """The database schema is older (or newer) than this code expects.
 
     Attributes:
-        current_revision, expected_revision: Alembic revision ids (None = no schema yet).
+        current_revision, expected_revision: Alembic revision ids (None = no schema yet,
+            or unknown: an HTTP problem document does not carry them).
     """
 
     code = "schema-out-of-date"
 
-    def __init__(self, current_revision: str | None, expected_revision: str) -> None:
-        super().__init__(
-            f"database schema is at revision {current_revision or '(none)'}, code expects "
-            f"{expected_revision}: run `agentsession db upgrade` (or pass auto_migrate=True)",
-            current_revision=current_revision,
-            expected_revision=expected_revision,
-        )
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        current_revision: str | None = None,
+        expected_revision: str | None = None,
+    ) -> None:
         self.current_revision = current_revision
         self.expected_revision = expected_revision
+        super().__init__(
+            message, current_revision=current_revision, expected_revision=expected_revision
+        )
+
+    def _default_message(self) -> str:
+        return (
+            f"database schema is at revision {self.current_revision or '(none)'}, code "
+            f"expects {self.expected_revision}: run `agentsession db upgrade` (or pass "
+            "auto_migrate=True)"
+        )

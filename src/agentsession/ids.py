@@ -9,12 +9,14 @@ from __future__ import annotations
 import base64
 import re
 import secrets
+from typing import TypeGuard
 
 from .errors import ValidationError
 
-__all__ = ["ID_PATTERN", "NAME_PATTERN", "check_id", "check_name", "new_id"]
+__all__ = ["ID_PATTERN", "NAME_PATTERN", "check_id", "check_name", "is_id", "new_id"]
 
-#: The shape of every generated id (use ``fullmatch``); checked before any store lookup (C30).
+#: The shape of every generated id (use ``fullmatch``); checked before any store lookup,
+#: so a malformed id never reaches a store.
 ID_PATTERN = re.compile(r"[a-z]{2,5}_[a-z2-7]{26}")
 
 #: User ids and other caller-chosen names: printable, no path separators, bounded.
@@ -27,21 +29,27 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{token}"
 
 
+def is_id(value: object, prefix: str) -> TypeGuard[str]:
+    """Whether ``value`` is a well-formed id with ``prefix`` (e.g. ``"ses"``): a str of
+    ``ID_PATTERN``, at most 40 characters. The one id-shape rule."""
+    return (
+        type(value) is str
+        and len(value) <= 40
+        and value.startswith(prefix + "_")
+        and ID_PATTERN.fullmatch(value) is not None
+    )
+
+
 def check_id(value: object, *, field: str, prefix: str) -> str:
-    """Return ``value`` if it is a well-formed id with ``prefix``.
+    """Return ``value`` if it is a well-formed id with ``prefix`` (:func:`is_id`).
 
     Raises:
         ValidationError: anything else (wrong type, wrong prefix, ``../x``, 10 kB strings).
     """
-    if (
-        type(value) is not str
-        or len(value) > 40
-        or not ID_PATTERN.fullmatch(value)
-        or not value.startswith(prefix + "_")
-    ):
-        shown = repr(value)[:60]
-        raise ValidationError(f"{field} {shown} is not a valid {prefix}_ id", field=field)
-    return value
+    if is_id(value, prefix):
+        return value
+    shown = repr(value)[:60]
+    raise ValidationError(f"{field} {shown} is not a valid {prefix}_ id", field=field)
 
 
 def check_name(value: object, *, field: str) -> str:

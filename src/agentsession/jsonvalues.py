@@ -1,4 +1,4 @@
-"""The JSON value policy shared by every store (cases C10, C12, C13, C14).
+"""The JSON value policy shared by every store: what may be stored, and how big.
 
 Policy, identical on every store:
 

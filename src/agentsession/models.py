@@ -1,7 +1,7 @@
-"""The data model of DESIGN.md as immutable pydantic models.
+"""The data model as immutable pydantic models (docs/architecture.md).
 
 Every model handed out is a snapshot: frozen at the top level and deep-copied out of the
-store, so changing one (even a nested dict in place) changes nothing stored (case C22).
+store, so changing one (even a nested dict in place) changes nothing stored.
 All timestamps are timezone-aware UTC ``datetime`` objects.
 """
 
@@ -33,7 +33,8 @@ T = TypeVar("T")
 
 
 class SessionStatus(StrEnum):
-    """Lifecycle state of a session (DESIGN.md, "Lifecycle"). Deleted sessions are gone."""
+    """Lifecycle state of a session (docs/architecture.md, "Lifecycle"). Deleted sessions
+    are gone."""
 
     ACTIVE = "ACTIVE"
     CLOSED = "CLOSED"
@@ -112,7 +113,7 @@ class Message(BaseModel):
     ``seq`` (1, 2, 3... per session, gapless) is the order of truth, never
     ``created_at``. Fields a client sends beyond the known ones (``refusal``,
     provider-specific keys) are kept and returned unchanged, and a field that was
-    absent stays absent: :meth:`payload` gives back exactly what was appended (C29).
+    absent stays absent: :meth:`payload` gives back exactly what was appended.
     """
 
     model_config = ConfigDict(frozen=True, extra="allow")

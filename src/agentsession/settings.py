@@ -11,9 +11,12 @@ from typing import Any
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .policy import Policy
+from .service.policy import Policy
 
 __all__ = ["Settings"]
+
+#: The library's defaults; the settings only override them from the environment.
+_POLICY = Policy()
 
 
 class Settings(BaseSettings):
@@ -34,9 +37,9 @@ class Settings(BaseSettings):
         require_if_match: PUT/PATCH/DELETE and lifecycle actions without ``If-Match``
             are answered 428 Precondition Required.
         idempotency_retention_seconds: how long an idempotency key is remembered
-            (default 24 h); ``agentsession sweep`` purges older ones.
+            (default: ``Policy``'s, 24 h); ``agentsession sweep`` purges older ones.
         expired_restore_window_seconds: how long an EXPIRED session may be restored
-            (default 7 days; unset = always, 0 = never).
+            (default: ``Policy``'s, 7 days; unset = always, 0 = never).
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTSESSION_", extra="ignore")
@@ -50,8 +53,8 @@ class Settings(BaseSettings):
     keys_file: str | None = None
     max_body_bytes: int = 8 * 1024 * 1024
     require_if_match: bool = False
-    idempotency_retention_seconds: float = 24 * 3600
-    expired_restore_window_seconds: float | None = 7 * 24 * 3600
+    idempotency_retention_seconds: float = _POLICY.idempotency_retention_seconds
+    expired_restore_window_seconds: float | None = _POLICY.expired_restore_window_seconds
 
     def manager_options(self) -> dict[str, Any]:
         """Keyword arguments for ``SessionManager.from_url(self.url, ...)``: the policy,

@@ -22,8 +22,8 @@ from agentsession.stores.base import SessionStore, StoreTransaction
 #: Public methods of SessionManager (what callers may use).
 PUBLIC_METHODS = sorted(
     name
-    for name, value in vars(SessionManager).items()
-    if not name.startswith("_") and inspect.isfunction(value)
+    for name, _ in inspect.getmembers(SessionManager, inspect.isfunction)
+    if not name.startswith("_")
 )
 
 USER = "alice"

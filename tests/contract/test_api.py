@@ -16,12 +16,10 @@ from agentsession import (
     SessionManager,
     SessionNotFound,
     VersionConflict,
-    aio,
     errors,
-    manager,
     models,
-    policy,
 )
+from agentsession.service import aio, manager, policy
 
 USER_FACING_MODULES = [errors, models, policy, manager, aio]
 

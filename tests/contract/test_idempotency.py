@@ -26,6 +26,7 @@ from agentsession import (
     StoreBusy,
     StoreError,
 )
+from agentsession.service import write_report
 from agentsession.stores.base import SessionStore
 
 
@@ -74,6 +75,19 @@ def test_retry_returns_first_result_and_writes_nothing(manager: SessionManager, 
     for _ in range(3):
         assert _result(KEYED[op](manager, ctx, "key-1", 0)) == _result(first)
     assert snapshot(manager, ctx.sid) == after_first
+
+
+@pytest.mark.parametrize("op", sorted(KEYED))
+def test_write_report_tells_a_replay_from_a_first_write(manager: SessionManager, op: str) -> None:
+    """The write pipeline reports each write in the open ``write_report()``: the first
+    write of a key is not a replay, every retry is."""
+    ctx = Ctx(manager, running=op != "start_run")
+    with write_report() as first:
+        KEYED[op](manager, ctx, "key-r", 0)
+    assert (first.replayed, first.writes) == (False, 1)
+    with write_report() as again:
+        KEYED[op](manager, ctx, "key-r", 0)
+    assert (again.replayed, again.writes) == (True, 1)
 
 
 @pytest.mark.parametrize("op", sorted(KEYED))

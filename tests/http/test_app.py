@@ -9,7 +9,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from http_support import Api, assert_problem
 
-from agentsession import SessionManager
+from agentsession import Limits, SessionManager
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.settings import Settings
@@ -72,7 +72,7 @@ def test_session_lifecycle_with_etags(api: Api) -> None:
 
 
 def test_list_paging_and_limit_bounds(api: Api) -> None:
-    """limit is 1..100; cursors visit every session once, newest first."""
+    """limit is 1..Limits.max_page_size; cursors visit every session once, newest first."""
     ids = [api.create()["session_id"] for _ in range(5)]
     seen: list[str] = []
     cursor = None
@@ -86,7 +86,7 @@ def test_list_paging_and_limit_bounds(api: Api) -> None:
         if cursor is None:
             break
     assert seen == list(reversed(ids))
-    for bad in (0, 101, -1):
+    for bad in (0, Limits().max_page_size + 1, -1):
         body = assert_problem(
             api.http.get(f"/v1/sessions?limit={bad}", headers=api.alice), 422, "request-validation"
         )

@@ -73,3 +73,45 @@ def test_idempotent_create_and_run_start(api: Api) -> None:
         "/v1/sessions", json={}, headers={**api.alice, "Idempotency-Key": "x" * 300}
     )
     assert assert_problem(bad, 400, "validation-error")["field"] == "idempotency_key"
+
+
+def _write(api: Api, method: str, path: str, body: Any, key: str) -> Any:
+    return api.http.request(
+        method, path, json=body, headers={**api.alice, "Idempotency-Key": key}
+    )
+
+
+def test_put_and_patch_replays_are_reported(api: Api) -> None:
+    """PUT /memory, PATCH /memory and PATCH /sessions/{id} with a used key answer the first
+    result with ``Idempotent-Replayed: true``; the first write of a key never has it."""
+    sid = api.create()["session_id"]
+    writes = [
+        ("PUT", f"/v1/sessions/{sid}/memory", {"goal": "ship"}, "put"),
+        ("PATCH", f"/v1/sessions/{sid}/memory", {"facts": {"a": 1}}, "patch"),
+        ("PATCH", f"/v1/sessions/{sid}", {"title": "renamed"}, "rename"),
+    ]
+    for method, path, body, key in writes:
+        first = _write(api, method, path, body, key)
+        assert first.status_code == 200, first.text
+        assert "idempotent-replayed" not in first.headers
+        again = _write(api, method, path, body, key)
+        assert again.status_code == 200
+        assert again.json() == first.json() and again.headers["etag"] == first.headers["etag"]
+        assert again.headers["idempotent-replayed"] == "true"
+    final = api.http.get(f"/v1/sessions/{sid}", headers=api.alice).json()
+    assert final["version"] == 4  # created, then three writes, none of them twice
+
+
+def test_racing_first_writes_one_is_not_a_replay(api: Api) -> None:
+    """Two requests with the same key at once: one writes (no header), the other waits
+    for it and is answered as its replay."""
+    sid = api.create()["session_id"]
+    path = f"/v1/sessions/{sid}/memory"
+    for round_ in range(5):
+        body, key = {"n": round_}, f"race{round_}"
+        with ThreadPoolExecutor(2) as pool:
+            futures = [pool.submit(_write, api, "PUT", path, body, key) for _ in range(2)]
+            answers = [f.result() for f in futures]
+        assert [a.status_code for a in answers] == [200, 200]
+        flags = [a.headers.get("idempotent-replayed") for a in answers]
+        assert sorted(flags, key=str) == [None, "true"], flags

@@ -27,19 +27,31 @@ ERROR_CLASSES = [
 
 def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:
     samples = {
-        errors.SessionNotFound: lambda: errors.SessionNotFound("ses_x"),
-        errors.RunNotFound: lambda: errors.RunNotFound("ses_x", "run_y"),
-        errors.SessionNotActive: lambda: errors.SessionNotActive("ses_x", "CLOSED"),
-        errors.IllegalTransition: lambda: errors.IllegalTransition("ses_x", "EXPIRED", "close"),
-        errors.RunAlreadyRunning: lambda: errors.RunAlreadyRunning("ses_x", "run_y"),
-        errors.RunNotRunning: lambda: errors.RunNotRunning("ses_x", "run_y", "FAILED"),
-        errors.VersionConflict: lambda: errors.VersionConflict("ses_x", 1, 2),
-        errors.ToolCallExists: lambda: errors.ToolCallExists("ses_x", "c1"),
-        errors.IdempotencyKeyReused: lambda: errors.IdempotencyKeyReused("K", "append"),
+        errors.SessionNotFound: lambda: errors.SessionNotFound(session_id="ses_x"),
+        errors.RunNotFound: lambda: errors.RunNotFound(session_id="ses_x", run_id="run_y"),
+        errors.SessionNotActive: lambda: errors.SessionNotActive(
+            session_id="ses_x", status="CLOSED"
+        ),
+        errors.IllegalTransition: lambda: errors.IllegalTransition(
+            session_id="ses_x", status="EXPIRED", action="close"
+        ),
+        errors.RunAlreadyRunning: lambda: errors.RunAlreadyRunning(
+            session_id="ses_x", run_id="run_y"
+        ),
+        errors.RunNotRunning: lambda: errors.RunNotRunning(
+            session_id="ses_x", run_id="run_y", status="FAILED"
+        ),
+        errors.VersionConflict: lambda: errors.VersionConflict(
+            session_id="ses_x", expected_version=1, current_version=2
+        ),
+        errors.ToolCallExists: lambda: errors.ToolCallExists(session_id="ses_x", call_id="c1"),
+        errors.IdempotencyKeyReused: lambda: errors.IdempotencyKeyReused(
+            idempotency_key="K", operation="append"
+        ),
         errors.PayloadTooLarge: lambda: errors.PayloadTooLarge(
             "too big", field="f", limit_bytes=1, size_bytes=2
         ),
-        errors.SchemaOutOfDate: lambda: errors.SchemaOutOfDate(None, "0002"),
+        errors.SchemaOutOfDate: lambda: errors.SchemaOutOfDate(expected_revision="0002"),
     }
     factory = samples.get(cls)
     return factory() if factory is not None else cls("msg")
@@ -71,6 +83,6 @@ def test_every_error_class_has_a_problem_and_round_trips(cls: type) -> None:
 
 def test_not_found_bodies_do_not_echo_the_id() -> None:
     """A missing and a hidden session give the same body whatever the id."""
-    assert problem_body(errors.SessionNotFound("ses_a")) == problem_body(
-        errors.SessionNotFound("ses_b")
+    assert problem_body(errors.SessionNotFound(session_id="ses_a")) == problem_body(
+        errors.SessionNotFound(session_id="ses_b")
     )

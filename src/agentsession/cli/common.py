@@ -25,7 +25,7 @@ from ..errors import (
     ValidationError,
     VersionConflict,
 )
-from ..manager import SessionManager
+from ..service import SessionManager
 from ..settings import Settings
 from . import render
 

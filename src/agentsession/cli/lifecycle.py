@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ..manager import SessionManager
+from ..service import SessionManager
 from . import render
 from .common import (
     AdminOpt,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..manager import SessionManager
+from ..service import SessionManager
 from . import render
 from .common import (
     AdminOpt,

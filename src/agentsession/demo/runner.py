@@ -43,8 +43,8 @@ from ..engine import (
 )
 from ..errors import AgentSessionError
 from ..http.protocol import Unauthenticated
-from ..manager import SessionManager
 from ..models import RunStatus
+from ..service import SessionManager
 from .workspace import DemoError, Workspace, prepare_workspace, use_project
 
 __all__ = ["DemoOptions", "ModelConfig", "continue_demo", "run_demo"]

@@ -16,8 +16,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from .. import __version__
-from ..aio import AsyncSessionManager
-from ..manager import SessionManager
+from ..service import AsyncSessionManager, SessionManager
 from ..settings import Settings
 from .deps import Services
 from .keys import KeyStore, open_key_store

@@ -1,27 +1,30 @@
 """Request plumbing shared by the routes: services, authentication, the session in the
 path, ``If-Match`` -> ``expected_version``, ``Idempotency-Key``, and JSON replies.
 
-Routes stay thin: parse, one :class:`~agentsession.aio.AsyncSessionManager` call,
-reply. Errors are raised, and rendered by :mod:`.problems`.
+Routes stay thin: parse, one :class:`~agentsession.service.AsyncSessionManager` call,
+reply. Errors are raised, and rendered by :mod:`.problems`. A write route runs its call
+inside :meth:`Ctx.write`, which tells from the write pipeline's report whether the
+answer is a replay of an idempotency key's first result (``Idempotent-Replayed``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
-from ..aio import AsyncSessionManager
 from ..errors import AgentSessionError, NotFound, SessionNotFound, VersionConflict
-from ..ids import ID_PATTERN
+from ..ids import is_id
 from ..models import Message, RestoredSession, Session
+from ..principal import Principal
+from ..service import AsyncSessionManager, write_report
 from ..settings import Settings
-from .keys import KeyStore, Principal
+from .keys import KeyStore
 from .protocol import PreconditionRequired, Unauthenticated, format_etag, parse_if_match
 
 __all__ = [
@@ -34,10 +37,10 @@ __all__ = [
     "gate",
     "reply",
     "services",
+    "write",
 ]
 
-#: A result older than the request by more than this was replayed (Idempotent-Replayed).
-_REPLAY_SLACK = timedelta(milliseconds=1)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,14 +97,10 @@ async def session_in_path(
     """The session id of the path, checked against the strict id pattern.
 
     A malformed id is answered 404 with the same body as a missing session, before
-    any lookup (case C30).
+    any lookup, so the answer tells nothing about which ids exist.
     """
-    if (
-        len(session_id) > 40
-        or not session_id.startswith("ses_")
-        or not ID_PATTERN.fullmatch(session_id)
-    ):
-        raise SessionNotFound(session_id[:40])
+    if not is_id(session_id, "ses"):
+        raise SessionNotFound(session_id=session_id[:40])
     request.state.session_id = session_id
     return session_id
 
@@ -117,7 +116,6 @@ class Ctx:
     session_id: str
     if_match: str | None = None
     idempotency_key: str | None = None
-    started: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
     def who(self) -> dict[str, Any]:
@@ -158,29 +156,23 @@ class Ctx:
             return current.version
         raise unmatched(self.session_id, current.version)
 
-    def replayed(self, created_at: datetime | None) -> bool:
-        """Whether a result stamped ``created_at`` predates this request (a replay)."""
-        return (
-            self.idempotency_key is not None
-            and created_at is not None
-            and created_at < self.started - _REPLAY_SLACK
-        )
+
+async def write(call: Awaitable[T]) -> tuple[T, bool]:
+    """Await a manager write; return its result and whether the write pipeline
+    answered it as a replay of its idempotency key's first result."""
+    with write_report() as report:
+        result = await call
+    return result, report.replayed
 
 
 def unmatched(session_id: str, current_version: int) -> VersionConflict:
     """The 412 error for an ``If-Match`` that matches no current ETag of the session."""
-    exc = VersionConflict.__new__(VersionConflict)
-    AgentSessionError.__init__(
-        exc,
+    return VersionConflict(
         f"If-Match matches no current ETag of session {session_id!r} "
         f"(now {format_etag(session_id, current_version)})",
         session_id=session_id,
         current_version=current_version,
     )
-    exc.session_id = session_id
-    exc.expected_version = None  # type: ignore[assignment]
-    exc.current_version = current_version
-    return exc
 
 
 async def _read_ctx(
@@ -247,7 +239,8 @@ async def gate(request: Request) -> AgentSessionError | None:
 
 
 def dump(value: Any) -> Any:
-    """JSON form of a result: messages keep absent fields absent (C29)."""
+    """JSON form of a result: messages keep absent fields absent (what the client
+    appended comes back exactly)."""
     if isinstance(value, Message):
         return value.model_dump(mode="json", exclude_unset=True)
     if isinstance(value, RestoredSession):

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..ids import check_name, new_id
+from ..principal import Principal
 from ..settings import Settings
 
 __all__ = [
@@ -48,15 +49,6 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class Principal:
-    """Who a request acts as: the user of its API key, and whether it is an admin."""
-
-    user_id: str
-    admin: bool = False
-    key_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class ApiKey:
     """One stored key. ``token_sha256`` is the hex SHA-256 of the whole token."""
 
@@ -69,8 +61,9 @@ class ApiKey:
     revoked_at: str | None = None
 
     def principal(self) -> Principal:
-        """The principal a request with this key acts as."""
-        return Principal(user_id=self.user_id, admin=self.admin, key_id=self.key_id)
+        """The principal a request with this key acts as: the key's user, an admin if
+        the key is one."""
+        return Principal(user_id=self.user_id, admin=self.admin)
 
 
 def hash_token(token: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..manager import request_id_context
+from ..service import request_id_context
 from .problems import BodyTooLarge, internal_error_body, too_large
 from .protocol import PROBLEM_CONTENT_TYPE
 

@@ -12,10 +12,12 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
 from ..errors import AgentSessionError
+from ..ids import ID_PATTERN
 
 __all__ = [
     "PROBLEM_BASE",
@@ -61,6 +63,12 @@ class RequestInvalid(AgentSessionError):
     http_status = 422
     code = "request-validation"
 
+    def __init__(
+        self, message: str | None = None, *, errors: list[dict[str, Any]] | None = None
+    ) -> None:
+        self.errors = errors or []
+        super().__init__(message, errors=self.errors)
+
 
 class ServerError(AgentSessionError):
     """An unexpected server failure; the body holds no internals (HTTP 500)."""
@@ -74,7 +82,7 @@ def format_etag(session_id: str, version: int) -> str:
     return f'"{session_id}@{version}"'
 
 
-_ETAG = re.compile(r'^"(?P<sid>[a-z]{2,5}_[a-z2-7]{26})@(?P<version>[1-9][0-9]{0,17})"$')
+_ETAG = re.compile(rf'^"(?P<sid>{ID_PATTERN.pattern})@(?P<version>[1-9][0-9]{{0,17}})"$')
 
 
 def parse_etag(value: str) -> tuple[str, int] | None:
@@ -130,7 +138,7 @@ def error_from_problem(
 
     The class is chosen by the ``type`` suffix (the error ``code``); ``not-found`` is a
     RunNotFound when the body names a ``run_id``, else a SessionNotFound when the
-    request named a session. Context members become attributes again.
+    request named a session. Context members become constructor keywords again.
     """
     code = str(body.get("type", "")).removeprefix(PROBLEM_BASE)
     detail = str(body.get("detail") or body.get("title") or f"HTTP {status}")
@@ -158,13 +166,14 @@ def error_from_problem(
         cls = ValidationError
     if issubclass(cls, SessionNotFound | RunNotFound) and session_id is not None:
         context.setdefault("session_id", session_id)
-    exc = cls.__new__(cls)
-    AgentSessionError.__init__(exc, detail, **context)
-    defaults: dict[str, Any] = {}
-    if issubclass(cls, ValidationError):
-        defaults["field"] = None
-    if cls.code == "version-conflict":
-        defaults["expected_version"] = None
-    for key, value in {**defaults, **context}.items():
-        setattr(exc, key, value)
-    return exc
+    return cls(detail, **_accepted(cls, context))
+
+
+def _accepted(cls: type[AgentSessionError], context: dict[str, Any]) -> dict[str, Any]:
+    """The members of ``context`` the constructor of ``cls`` takes as keywords (all of
+    them if it takes ``**context``); members a newer server added are left out."""
+    params = inspect.signature(cls).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return context
+    names = {p.name for p in params if p.kind is p.KEYWORD_ONLY}
+    return {k: v for k, v in context.items() if k in names}

@@ -15,8 +15,10 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from ..models import RunStatus
+from ..service.policy import Limits
 
 __all__ = [
+    "PAGE_MAX",
     "AppendMessages",
     "CreateSession",
     "FinishRun",
@@ -28,6 +30,10 @@ __all__ = [
     "StepIn",
     "UpdateSession",
 ]
+
+#: The largest page a listing gives: ``Limits.max_page_size`` of the default limits,
+#: so the OpenAPI document states the bound the SessionManager enforces.
+PAGE_MAX = Limits().max_page_size
 
 
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """The storage port: what a store must do, and nothing about rules.
 
 A store keeps rows and runs transactions. It knows nothing of lifecycle, ownership,
-versions or idempotency semantics: :class:`~agentsession.manager.SessionManager` decides
+versions or idempotency semantics: :class:`~agentsession.service.SessionManager` decides
 all of those inside one :meth:`SessionStore.transaction` and the store makes the
 transaction atomic (all of it is written, or none of it).
 
@@ -69,7 +69,10 @@ class IdempotencyRecord:
         fingerprint: hex SHA-256 of the canonical request, to detect a different request.
         session_id: the session the request wrote to (deleted with it), or None.
         result: JSON text of the first result, returned again on a retry.
-        created_at: when the first request committed; keys expire after the retention.
+        created_at: when the first request committed.
+        expires_at: when the record may be forgotten: ``created_at`` plus the policy's
+            idempotency retention, set by the service layer. A store may drop the record
+            by itself then (Redis sets it as the key's expiry); None = kept until purged.
     """
 
     user_id: str
@@ -79,6 +82,7 @@ class IdempotencyRecord:
     session_id: str | None
     result: str
     created_at: datetime
+    expires_at: datetime | None = None
 
 
 @runtime_checkable

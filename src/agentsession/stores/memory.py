@@ -2,9 +2,9 @@
 
 A real adapter, not a mock: it passes the same conformance suite as every other store.
 Models are immutable and every JSON-bearing field is deep-copied in and out, so nothing
-a caller holds aliases stored state (case C22). Transactions are serialised by one lock
+a caller holds aliases stored state. Transactions are serialised by one lock
 and made atomic by an undo log: a failure anywhere inside the block rolls every change
-back in reverse order (case C03).
+back in reverse order, so a transaction is stored whole or not at all.
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ def ensure_schema(
                 return current
             _check_known(current)
             if not auto_migrate:
-                raise SchemaOutOfDate(current, target)
+                raise SchemaOutOfDate(current_revision=current, expected_revision=target)
             with migration_lock(conn, timeout_seconds=busy_timeout_seconds):
                 config = Config()
                 config.set_main_option("script_location", str(_SCRIPTS))
@@ -241,4 +241,4 @@ def _check_known(current: str | None) -> None:
     try:
         _script_directory().get_revision(current)
     except (CommandError, RevisionError) as exc:
-        raise SchemaOutOfDate(current, head_revision()) from exc
+        raise SchemaOutOfDate(current_revision=current, expected_revision=head_revision()) from exc

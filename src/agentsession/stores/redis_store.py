@@ -63,8 +63,9 @@ TTL: an idle session becomes EXPIRED through the manager (lazily or by the sweep
 keys have no Redis expiry and stay readable until deleted. ``delete_session`` is the
 purge: it removes every key of the session, its index entries and its idempotency
 records; only the content-free tombstone event stays, in ``as:tombstones``.
-Idempotency records carry a Redis expiry (``idempotency_ttl_seconds``) on top of the
-manager's retention check, so keys never purged by a sweep still go away.
+Idempotency records carry a Redis expiry at their ``expires_at`` (the manager's
+idempotency retention after creation) on top of the manager's retention check, so keys
+never purged by a sweep still go away.
 
 Durability: no acknowledged write is lost only with ``appendonly yes`` and
 ``appendfsync always`` (AOF, fsync before each reply). The store reads both with
@@ -77,6 +78,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import random
 import secrets
 import time
@@ -365,7 +367,6 @@ class RedisStore:
         *,
         client: redis.Redis | None = None,
         require_durable: bool = True,
-        idempotency_ttl_seconds: int = 7 * 24 * 3600,
         socket_timeout_seconds: float = 30.0,
     ) -> None:
         """Connect and check the server's persistence settings.
@@ -377,8 +378,6 @@ class RedisStore:
             require_durable: raise when the server does not run with ``appendonly yes``
                 and ``appendfsync always``; False only logs a warning (a crash may then
                 lose acknowledged writes).
-            idempotency_ttl_seconds: Redis expiry of an idempotency record; keep it
-                longer than the manager's ``Policy.idempotency_retention_seconds``.
             socket_timeout_seconds: how long one command may take before StoreError.
 
         Raises:
@@ -410,7 +409,6 @@ class RedisStore:
             if not client.get_connection_kwargs().get("decode_responses"):
                 raise StoreError("the Redis client must be made with decode_responses=True")
         self._client: redis.Redis | None = client
-        self._idem_ttl = int(idempotency_ttl_seconds)
         try:
             self._apply = client.register_script(_APPLY_LUA)
             self._unlock = client.register_script(_UNLOCK_LUA)
@@ -1053,7 +1051,11 @@ class _RedisTransaction:
             raise StoreConflict(f"idempotency key {record.key!r} exists")
         k = _idem_key(record.user_id, record.scope, record.key)
         at = _us(record.created_at)
-        self._do("SETEX", k, _enc_record(record), self._store._idem_ttl)
+        if record.expires_at is None:
+            self._do("SET", k, _enc_record(record))
+        else:
+            lifetime = (record.expires_at - record.created_at).total_seconds()
+            self._do("SETEX", k, _enc_record(record), max(1, math.ceil(lifetime)))
         self._do("ZADD", _IDEM_BY_TIME, at, k)
         self._do("ZADD", _idem_user_index(record.user_id), at, k)
         if record.session_id is not None:

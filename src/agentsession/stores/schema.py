@@ -6,7 +6,7 @@ ever created and changed by the migrations in :mod:`agentsession.migrations` (ne
 
 Every table that belongs to a session references ``sessions`` with
 ``ON DELETE CASCADE`` (``run_steps`` through ``runs``), so deleting the session row
-removes all of it (case C25). ``audit_events`` and ``idempotency_keys`` carry a
+removes all of it. ``audit_events`` and ``idempotency_keys`` carry a
 ``session_id`` without a foreign key: a session's tombstone audit event is written after
 the session is gone, and the store deletes their other rows explicitly.
 
@@ -94,7 +94,7 @@ messages = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("role", sa.String(16), nullable=False),
     sa.Column("run_id", sa.String(ID), nullable=True),
-    # Message.payload(): exactly what the client appended, unset fields left out (C29).
+    # Message.payload(): exactly what the client appended, unset fields left out.
     sa.Column("payload", JSONText, nullable=False),
     sa.Index(None, "session_id", "seq", unique=True),
     **TABLE_OPTIONS,

@@ -1,11 +1,11 @@
 """Portable column types of the SQL store, one per storage decision.
 
 * :class:`UTCDateTime`: aware UTC in, aware UTC out, on every dialect and whatever the
-  process time zone (case C15). SQLite has no date type, so it stores fixed-width
+  process time zone. SQLite has no date type, so it stores fixed-width
   ISO 8601 text with microseconds, which sorts in time order; PostgreSQL uses
   ``timestamptz``; MySQL/MariaDB ``DATETIME(6)`` holding UTC.
 * :class:`JSONText`: a JSON value stored as the text :func:`agentsession.jsonvalues.dumps`
-  makes: real UTF-8, NUL kept as the escape ``\\u0000`` (cases C10, C12). Deliberately
+  makes: real UTF-8, NUL kept as the escape ``\\u0000``. Deliberately
   not ``jsonb``, which cannot hold ``\\u0000``.
 * :data:`LONG_TEXT`: text without a practical size limit (MySQL ``TEXT`` stops at 64 KB).
 """
@@ -99,7 +99,7 @@ _PG_ESCAPED = re.compile(r"\\([\\0])")
 
 
 class PlainText(sa.types.TypeDecorator[str]):
-    """Free text kept exactly, NUL included (titles, reasons, error texts; case C12).
+    """Free text kept exactly, NUL included (titles, reasons, error texts).
 
     PostgreSQL ``text`` cannot hold NUL, so on PostgreSQL only the value is stored
     backslash-escaped (``\\`` as ``\\\\``, NUL as ``\\0``) and unescaped on read;

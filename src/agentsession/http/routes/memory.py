@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Body, Response
 
 from ...models import WorkingMemory
-from ..deps import ReadCtx, WriteCtx, reply
+from ..deps import ReadCtx, WriteCtx, reply, write
 from ..problems import ERRORS, WRITE_ERRORS
 
 router = APIRouter(
@@ -27,15 +27,17 @@ async def get_working_memory(ctx: ReadCtx) -> Response:
 @router.put("", response_model=WorkingMemory, responses=WRITE_ERRORS)
 async def replace_working_memory(ctx: WriteCtx, data: dict[str, Any] = Body()) -> Response:
     """Replace the whole document; the answer's ETag is the session's new version."""
-    memory = await ctx.manager.update_working_memory(
-        **ctx.who,
-        data=data,
-        expected_version=await ctx.expected_version(required=True),
-        idempotency_key=ctx.idempotency_key,
+    memory, replayed = await write(
+        ctx.manager.update_working_memory(
+            **ctx.who,
+            data=data,
+            expected_version=await ctx.expected_version(required=True),
+            idempotency_key=ctx.idempotency_key,
+        )
     )
     # A write's version is the session's new one (also in replays recorded before
     # session_version existed).
-    return reply(memory, etag=(ctx.session_id, memory.version))
+    return reply(memory, etag=(ctx.session_id, memory.version), replayed=replayed)
 
 
 @router.patch(
@@ -48,10 +50,12 @@ async def replace_working_memory(ctx: WriteCtx, data: dict[str, Any] = Body()) -
 )
 async def patch_working_memory(ctx: WriteCtx, patch: dict[str, Any] = Body()) -> Response:
     """Apply an RFC 7396 merge patch (``application/merge-patch+json`` or JSON)."""
-    memory = await ctx.manager.update_working_memory(
-        **ctx.who,
-        patch=patch,
-        expected_version=await ctx.expected_version(required=True),
-        idempotency_key=ctx.idempotency_key,
+    memory, replayed = await write(
+        ctx.manager.update_working_memory(
+            **ctx.who,
+            patch=patch,
+            expected_version=await ctx.expected_version(required=True),
+            idempotency_key=ctx.idempotency_key,
+        )
     )
-    return reply(memory, etag=(ctx.session_id, memory.version))
+    return reply(memory, etag=(ctx.session_id, memory.version), replayed=replayed)

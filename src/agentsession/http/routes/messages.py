@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from ...models import Message
-from ..deps import ReadCtx, WriteCtx, items, reply
+from ..deps import ReadCtx, WriteCtx, items, reply, write
 from ..problems import ERRORS, WRITE_ERRORS
-from ..schemas import AppendMessages, Items
+from ..schemas import PAGE_MAX, AppendMessages, Items
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"], responses=ERRORS)
 
@@ -21,14 +21,15 @@ async def append_messages(ctx: WriteCtx, body: AppendMessages) -> Response:
     All messages of a batch get consecutive seqs in one version step, or none is stored.
     """
     batch = body.messages if body.messages is not None else [body.message or {}]
-    stored = await ctx.manager.append_messages(
-        **ctx.who,
-        messages=batch,
-        working_memory_patch=body.working_memory_patch,
-        expected_version=await ctx.expected_version(),
-        idempotency_key=ctx.idempotency_key,
+    stored, replayed = await write(
+        ctx.manager.append_messages(
+            **ctx.who,
+            messages=batch,
+            working_memory_patch=body.working_memory_patch,
+            expected_version=await ctx.expected_version(),
+            idempotency_key=ctx.idempotency_key,
+        )
     )
-    replayed = ctx.replayed(stored[0].created_at)
     if body.messages is None:
         return reply(stored[0], status=201, replayed=replayed)
     return reply({"items": stored}, status=201, replayed=replayed)
@@ -37,7 +38,7 @@ async def append_messages(ctx: WriteCtx, body: AppendMessages) -> Response:
 @router.get("", response_model=Items[Message])
 async def get_messages(
     ctx: ReadCtx,
-    limit: Annotated[int, Query(ge=0, le=1000, description="Newest N (default 100).")] = 100,
+    limit: Annotated[int, Query(ge=0, le=PAGE_MAX, description="Newest N (default 100).")] = 100,
     before: Annotated[int | None, Query(ge=0, description="Only seqs below this.")] = None,
     after: Annotated[int | None, Query(ge=0, description="Only seqs above this.")] = None,
     align_tool_calls: bool = True,

@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 
 from ...models import Run, RunStatus, RunStep
-from ..deps import ReadCtx, WriteCtx, items, reply
+from ..deps import ReadCtx, WriteCtx, items, reply, write
 from ..problems import ERRORS, WRITE_ERRORS
-from ..schemas import FinishRun, Items, StartRun, StepIn
+from ..schemas import PAGE_MAX, FinishRun, Items, StartRun, StepIn
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/runs", tags=["runs"], responses=ERRORS)
 
@@ -19,14 +19,16 @@ RunId = Annotated[str, Path(description="A run id, `run_` + 26 base32 chars.")]
 @router.post("", status_code=201, response_model=Run, responses=WRITE_ERRORS)
 async def start_run(ctx: WriteCtx, body: StartRun) -> Response:
     """Start a run (RUNNING); at most one RUNNING run per session (else 409)."""
-    run = await ctx.manager.start_run(
-        **ctx.who,
-        input=body.input,
-        metadata=body.metadata,
-        expected_version=await ctx.expected_version(),
-        idempotency_key=ctx.idempotency_key,
+    run, replayed = await write(
+        ctx.manager.start_run(
+            **ctx.who,
+            input=body.input,
+            metadata=body.metadata,
+            expected_version=await ctx.expected_version(),
+            idempotency_key=ctx.idempotency_key,
+        )
     )
-    return reply(run, status=201, replayed=ctx.replayed(run.created_at))
+    return reply(run, status=201, replayed=replayed)
 
 
 @router.get("", response_model=Items[Run])
@@ -34,7 +36,7 @@ async def list_runs(
     ctx: ReadCtx,
     status: RunStatus | None = None,
     after: Annotated[int | None, Query(ge=0)] = None,
-    limit: Annotated[int | None, Query(ge=0, le=1000)] = None,
+    limit: Annotated[int | None, Query(ge=0, le=PAGE_MAX)] = None,
 ) -> Response:
     """Runs oldest first, with their steps (``{"items": [...]}``)."""
     runs = await ctx.manager.list_runs(**ctx.who, status=status, after=after, limit=limit)
@@ -50,34 +52,38 @@ async def get_run(ctx: ReadCtx, run_id: RunId) -> Response:
 @router.post("/{run_id}/steps", status_code=201, response_model=RunStep, responses=WRITE_ERRORS)
 async def add_run_step(ctx: WriteCtx, run_id: RunId, body: StepIn) -> Response:
     """Append a step to a RUNNING run."""
-    step = await ctx.manager.add_run_step(
-        **ctx.who,
-        run_id=run_id,
-        kind=body.kind,
-        name=body.name,
-        input=body.input,
-        output=body.output,
-        status=body.status,
-        error=body.error,
-        started_at=body.started_at,
-        ended_at=body.ended_at,
-        expected_version=await ctx.expected_version(),
-        idempotency_key=ctx.idempotency_key,
+    step, replayed = await write(
+        ctx.manager.add_run_step(
+            **ctx.who,
+            run_id=run_id,
+            kind=body.kind,
+            name=body.name,
+            input=body.input,
+            output=body.output,
+            status=body.status,
+            error=body.error,
+            started_at=body.started_at,
+            ended_at=body.ended_at,
+            expected_version=await ctx.expected_version(),
+            idempotency_key=ctx.idempotency_key,
+        )
     )
-    return reply(step, status=201)
+    return reply(step, status=201, replayed=replayed)
 
 
 @router.post("/{run_id}/finish", response_model=Run, responses=WRITE_ERRORS)
 async def finish_run(ctx: WriteCtx, run_id: RunId, body: FinishRun) -> Response:
     """End a RUNNING run as SUCCEEDED, FAILED or CANCELLED."""
-    run = await ctx.manager.finish_run(
-        **ctx.who,
-        run_id=run_id,
-        status=body.status,
-        error=body.error,
-        output=body.output,
-        usage=body.usage,
-        expected_version=await ctx.expected_version(),
-        idempotency_key=ctx.idempotency_key,
+    run, replayed = await write(
+        ctx.manager.finish_run(
+            **ctx.who,
+            run_id=run_id,
+            status=body.status,
+            error=body.error,
+            output=body.output,
+            usage=body.usage,
+            expected_version=await ctx.expected_version(),
+            idempotency_key=ctx.idempotency_key,
+        )
     )
-    return reply(run, replayed=ctx.replayed(run.ended_at))
+    return reply(run, replayed=replayed)

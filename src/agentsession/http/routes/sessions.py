@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from ...models import Page, RestoredSession, Session, SessionStatus
-from ..deps import Auth, ReadCtx, WriteCtx, reply, services
+from ..deps import Auth, ReadCtx, WriteCtx, reply, services, write
 from ..problems import ERRORS, WRITE_ERRORS, problem_responses
-from ..schemas import CreateSession, Reason, RestoreSession, UpdateSession
+from ..schemas import PAGE_MAX, CreateSession, Reason, RestoreSession, UpdateSession
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"], responses=ERRORS)
 
@@ -25,17 +24,17 @@ async def create_session(
     idempotency_key: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Create an ACTIVE session owned by the caller."""
-    started = datetime.now(UTC)
-    session = await services(request).manager.create_session(
-        user_id=principal.user_id,
-        agent=body.agent,
-        title=body.title,
-        metadata=body.metadata,
-        ttl_seconds=body.ttl_seconds,
-        working_memory=body.working_memory,
-        idempotency_key=idempotency_key,
+    session, replayed = await write(
+        services(request).manager.create_session(
+            user_id=principal.user_id,
+            agent=body.agent,
+            title=body.title,
+            metadata=body.metadata,
+            ttl_seconds=body.ttl_seconds,
+            working_memory=body.working_memory,
+            idempotency_key=idempotency_key,
+        )
     )
-    replayed = idempotency_key is not None and session.created_at < started
     return reply(
         session,
         status=201,
@@ -51,7 +50,7 @@ async def list_sessions(
     principal: Auth,
     status: SessionStatus | None = None,
     agent: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     all_users: Annotated[bool, Query(description="Every user's sessions (admin keys).")] = False,
 ) -> Response:
@@ -79,13 +78,15 @@ async def get_session(ctx: ReadCtx) -> Response:
 async def update_session(ctx: WriteCtx, body: UpdateSession) -> Response:
     """Set the title, metadata (replaced whole) or TTL; fields left out stay."""
     fields: dict[str, Any] = {name: getattr(body, name) for name in body.model_fields_set}
-    session = await ctx.manager.update_session(
-        **ctx.who,
-        **fields,
-        expected_version=await ctx.expected_version(required=True),
-        idempotency_key=ctx.idempotency_key,
+    session, replayed = await write(
+        ctx.manager.update_session(
+            **ctx.who,
+            **fields,
+            expected_version=await ctx.expected_version(required=True),
+            idempotency_key=ctx.idempotency_key,
+        )
     )
-    return reply(session, session=session)
+    return reply(session, session=session, replayed=replayed)
 
 
 @router.delete(_ONE, status_code=204, responses=WRITE_ERRORS)
@@ -100,13 +101,15 @@ async def delete_session(ctx: WriteCtx) -> Response:
 @router.post(_ONE + "/close", response_model=Session, responses=WRITE_ERRORS)
 async def close_session(ctx: WriteCtx, body: Reason | None = None) -> Response:
     """Close the session (history stays readable; restore re-opens it)."""
-    session = await ctx.manager.close_session(
-        **ctx.who,
-        reason=body.reason if body is not None else None,
-        expected_version=await ctx.expected_version(required=True),
-        idempotency_key=ctx.idempotency_key,
+    session, replayed = await write(
+        ctx.manager.close_session(
+            **ctx.who,
+            reason=body.reason if body is not None else None,
+            expected_version=await ctx.expected_version(required=True),
+            idempotency_key=ctx.idempotency_key,
+        )
     )
-    return reply(session, session=session)
+    return reply(session, session=session, replayed=replayed)
 
 
 @router.post(_ONE + "/expire", response_model=Session, responses=WRITE_ERRORS)

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Query, Response
 from fastapi.exceptions import RequestValidationError
 
 from ...models import ToolCall
-from ..deps import ReadCtx, WriteCtx, items, reply
+from ..deps import ReadCtx, WriteCtx, items, reply, write
 from ..problems import ERRORS, WRITE_ERRORS
-from ..schemas import Items, RecordToolCall
+from ..schemas import PAGE_MAX, Items, RecordToolCall
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/tool-calls", tags=["tool calls"], responses=ERRORS
@@ -21,21 +21,23 @@ router = APIRouter(
 @router.post("", status_code=201, response_model=ToolCall, responses=WRITE_ERRORS)
 async def record_tool_call(ctx: WriteCtx, body: RecordToolCall) -> Response:
     """Record a tool call that really ran."""
-    call = await ctx.manager.record_tool_call(
-        **ctx.who,
-        tool=body.tool,
-        arguments=body.arguments,
-        result=body.result,
-        status=body.status,
-        error=body.error,
-        started_at=body.started_at,
-        ended_at=body.ended_at,
-        run_id=body.run_id,
-        call_id=body.call_id,
-        expected_version=await ctx.expected_version(),
-        idempotency_key=ctx.idempotency_key,
+    call, replayed = await write(
+        ctx.manager.record_tool_call(
+            **ctx.who,
+            tool=body.tool,
+            arguments=body.arguments,
+            result=body.result,
+            status=body.status,
+            error=body.error,
+            started_at=body.started_at,
+            ended_at=body.ended_at,
+            run_id=body.run_id,
+            call_id=body.call_id,
+            expected_version=await ctx.expected_version(),
+            idempotency_key=ctx.idempotency_key,
+        )
     )
-    return reply(call, status=201, replayed=ctx.replayed(call.created_at))
+    return reply(call, status=201, replayed=replayed)
 
 
 @router.get("", response_model=Items[ToolCall])
@@ -43,7 +45,7 @@ async def get_tool_history(
     ctx: ReadCtx,
     tool: str | None = None,
     after: Annotated[int | None, Query(ge=0)] = None,
-    limit: Annotated[int | None, Query(ge=0, le=1000)] = None,
+    limit: Annotated[int | None, Query(ge=0, le=PAGE_MAX)] = None,
 ) -> Response:
     """Tool calls oldest first (``{"items": [...]}``)."""
     calls = await ctx.manager.get_tool_history(**ctx.who, tool=tool, after=after, limit=limit)

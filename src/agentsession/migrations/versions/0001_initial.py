@@ -39,6 +39,18 @@ def _session_fk(table: str) -> sa.ForeignKey:
 
 def upgrade() -> None:
     """Create the eight tables and their indexes."""
+    _create_sessions()
+    _create_messages()
+    _create_working_memory()
+    _create_tool_calls()
+    _create_runs()
+    _create_run_steps()
+    _create_audit_events()
+    _create_idempotency_keys()
+
+
+def _create_sessions() -> None:
+    """The sessions, with indexes for listing by user and by recency."""
     op.create_table(
         "sessions",
         sa.Column("session_id", sa.String(ID), nullable=False),
@@ -69,6 +81,9 @@ def upgrade() -> None:
         op.f("ix_sessions_updated_at_session_id"), "sessions", ["updated_at", "session_id"]
     )
 
+
+def _create_messages() -> None:
+    """The messages, one seq per session."""
     op.create_table(
         "messages",
         sa.Column("message_id", sa.String(ID), nullable=False),
@@ -85,6 +100,9 @@ def upgrade() -> None:
         op.f("ix_messages_session_id_seq"), "messages", ["session_id", "seq"], unique=True
     )
 
+
+def _create_working_memory() -> None:
+    """One working-memory document per session."""
     op.create_table(
         "working_memory",
         sa.Column("session_id", sa.String(ID), _session_fk("working_memory"), nullable=False),
@@ -95,6 +113,9 @@ def upgrade() -> None:
         **TABLE_OPTIONS,
     )
 
+
+def _create_tool_calls() -> None:
+    """The tool history, with the lookup of an earlier identical call."""
     op.create_table(
         "tool_calls",
         sa.Column("session_id", sa.String(ID), _session_fk("tool_calls"), nullable=False),
@@ -123,6 +144,9 @@ def upgrade() -> None:
         ["session_id", "tool", "arguments_hash"],
     )
 
+
+def _create_runs() -> None:
+    """The runs, one seq per session."""
     op.create_table(
         "runs",
         sa.Column("session_id", sa.String(ID), _session_fk("runs"), nullable=False),
@@ -142,6 +166,9 @@ def upgrade() -> None:
     )
     op.create_index(op.f("ix_runs_session_id_seq"), "runs", ["session_id", "seq"], unique=True)
 
+
+def _create_run_steps() -> None:
+    """The steps of each run."""
     op.create_table(
         "run_steps",
         sa.Column("session_id", sa.String(ID), nullable=False),
@@ -165,6 +192,9 @@ def upgrade() -> None:
         **TABLE_OPTIONS,
     )
 
+
+def _create_audit_events() -> None:
+    """The audit log (kept as the tombstone of a deleted session)."""
     op.create_table(
         "audit_events",
         sa.Column(
@@ -188,6 +218,9 @@ def upgrade() -> None:
     )
     op.create_index(op.f("ix_audit_events_session_id_seq"), "audit_events", ["session_id", "seq"])
 
+
+def _create_idempotency_keys() -> None:
+    """The idempotency records, purged by age and with their session."""
     op.create_table(
         "idempotency_keys",
         sa.Column("user_id", sa.String(NAME), nullable=False),

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import ValidationError
-from .ids import check_id
-from .jsonvalues import check_json
-from .models import Role, Session
+from ..errors import ValidationError
+from ..ids import check_id
+from ..jsonvalues import check_json
+from ..models import Role, Session
 from .policy import Limits
 
 _KEY_MAX = 255
@@ -142,9 +142,9 @@ def check_memory(data: Any, limits: Limits) -> dict[str, Any]:
     """A whole working-memory document: a JSON object whose standard keys are typed."""
     if not isinstance(data, Mapping):
         raise ValidationError("working memory must be a JSON object", field="working_memory")
-    data = dict(data)
+    document: dict[str, Any] = dict(data)
     check_json(
-        data, field="working_memory", limit_bytes=limits.max_working_memory_bytes
+        document, field="working_memory", limit_bytes=limits.max_working_memory_bytes
     )
     for key, kinds, shown in (
         ("goal", (str,), "a string"),
@@ -153,13 +153,13 @@ def check_memory(data: Any, limits: Limits) -> dict[str, Any]:
         ("errors", (list,), "a list"),
         ("facts", (dict,), "an object"),
     ):
-        value = data.get(key)
+        value = document.get(key)
         if value is not None and not isinstance(value, kinds):
             raise ValidationError(
                 f"working_memory.{key} must be {shown} or null",
                 field=f"working_memory.{key}",
             )
-    return data
+    return document
 
 def check_patch(patch: Any, limits: Limits) -> dict[str, Any]:
     """An RFC 7396 merge patch for working memory: a JSON object."""

@@ -15,7 +15,8 @@ MiB = 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Size limits, in bytes of UTF-8 JSON unless stated. Checked before any write (C14).
+    """Size limits, in bytes of UTF-8 JSON unless stated. Checked before any
+    write, so an oversized payload never reaches a store.
 
     Attributes:
         max_message_bytes: one message as appended (content, tool calls, extra fields).
@@ -40,7 +41,7 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """Lifecycle rules (DESIGN.md, "Lifecycle").
+    """Lifecycle rules (docs/architecture.md, "Lifecycle").
 
     Attributes:
         expired_restore_window_seconds: how long after expiry an EXPIRED session may

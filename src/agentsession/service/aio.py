@@ -1,0 +1,89 @@
+"""AsyncSessionManager: the SessionManager for asyncio code.
+
+Every method has the same name, arguments and result as on :class:`SessionManager`
+and runs the synchronous method in a worker thread (``asyncio.to_thread``), so store I/O
+never blocks the event loop and the rules exist once, in SessionManager. The worker
+runs in a copy of the caller's context, so :func:`~.context.request_id_context` and
+:func:`~.context.write_report` reach it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+
+from .manager import SessionManager
+
+__all__ = ["AsyncSessionManager"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _mirror(
+    sync: Callable[Concatenate[SessionManager, P], R],
+) -> Callable[Concatenate[AsyncSessionManager, P], Coroutine[Any, Any, R]]:
+    """An async method that runs ``sync`` on ``self.manager`` in a worker thread, with
+    the same signature and docstring."""
+    name = sync.__name__
+
+    @functools.wraps(sync)
+    async def method(self: AsyncSessionManager, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        bound: Callable[P, R] = getattr(self.manager, name)
+        return await asyncio.to_thread(bound, *args, **kwargs)
+
+    return method
+
+
+class AsyncSessionManager:
+    """Async facade over a :class:`SessionManager` (see the module docstring).
+
+    Args:
+        manager: the synchronous manager to delegate to.
+    """
+
+    def __init__(self, manager: SessionManager) -> None:
+        self.manager = manager
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """Open a store by URL, as :meth:`SessionManager.from_url` does."""
+        return cls(SessionManager.from_url(url, **options))
+
+    async def close(self) -> None:
+        """Close the underlying manager (and its store, if it opened it)."""
+        await asyncio.to_thread(self.manager.close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    create_session = _mirror(SessionManager.create_session)
+    get_session = _mirror(SessionManager.get_session)
+    list_sessions = _mirror(SessionManager.list_sessions)
+    update_session = _mirror(SessionManager.update_session)
+    append_message = _mirror(SessionManager.append_message)
+    append_messages = _mirror(SessionManager.append_messages)
+    get_messages = _mirror(SessionManager.get_messages)
+    get_working_memory = _mirror(SessionManager.get_working_memory)
+    update_working_memory = _mirror(SessionManager.update_working_memory)
+    modify_working_memory = _mirror(SessionManager.modify_working_memory)
+    record_tool_call = _mirror(SessionManager.record_tool_call)
+    get_tool_history = _mirror(SessionManager.get_tool_history)
+    find_tool_call = _mirror(SessionManager.find_tool_call)
+    start_run = _mirror(SessionManager.start_run)
+    add_run_step = _mirror(SessionManager.add_run_step)
+    finish_run = _mirror(SessionManager.finish_run)
+    get_run = _mirror(SessionManager.get_run)
+    list_runs = _mirror(SessionManager.list_runs)
+    close_session = _mirror(SessionManager.close_session)
+    expire_session = _mirror(SessionManager.expire_session)
+    restore_session = _mirror(SessionManager.restore_session)
+    sweep_expired = _mirror(SessionManager.sweep_expired)
+    delete_session = _mirror(SessionManager.delete_session)
+    delete_user_data = _mirror(SessionManager.delete_user_data)
+    get_audit_log = _mirror(SessionManager.get_audit_log)

@@ -1,0 +1,103 @@
+"""What every use-case module of the SessionManager shares: the store, the clock, the
+limits and policy, and the unit of work, write pipeline and read path built on them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Self
+
+from ..stores.base import SessionStore
+from .pipeline import WritePipeline
+from .policy import Limits, Policy
+from .reads import ReadPath
+from .uow import UnitOfWork, utcnow
+
+__all__ = ["UNSET", "ServiceCore"]
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: Marks an optional argument the caller did not pass (distinct from an explicit None).
+UNSET: Any = _Unset()
+
+
+class ServiceCore:
+    """The state of a SessionManager; the use-case classes derive from it.
+
+    Args:
+        store: the storage adapter (``MemoryStore``, ``SQLStore``...). The manager
+            closes it in :meth:`close` only if it opened it (see :meth:`from_url`).
+        clock: returns the current time as an aware UTC datetime; tests pass a frozen one.
+        limits: payload size limits (bytes).
+        policy: lifecycle and retry policy.
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        limits: Limits | None = None,
+        policy: Policy | None = None,
+    ) -> None:
+        self.limits = limits or Limits()
+        self.policy = policy or Policy()
+        self._uow = UnitOfWork(store, clock or utcnow, self.policy)
+        self._pipeline = WritePipeline(self._uow, self.policy)
+        self._reads = ReadPath(self._uow, self._pipeline)
+        self._owns_store = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        auto_migrate: bool = False,
+        clock: Callable[[], datetime] | None = None,
+        limits: Limits | None = None,
+        policy: Policy | None = None,
+        **store_options: Any,
+    ) -> Self:
+        """Open the store named by ``url`` and return a manager that owns it.
+
+        Args:
+            url: ``memory://``, ``sqlite:///path/to/file.db``,
+                ``postgresql+psycopg://...``, ``mysql+pymysql://...``, ``redis://...``.
+            auto_migrate: bring an SQL schema to the current revision at start; if False
+                an out-of-date schema raises SchemaOutOfDate.
+            store_options: passed to the store (e.g. ``sqlite_synchronous="NORMAL"``,
+                or ``require_durable=False`` for Redis).
+
+        Raises:
+            ValidationError: unknown URL scheme. SchemaOutOfDate, StoreError: see above.
+        """
+        from ..stores.registry import open_store
+
+        manager = cls(
+            open_store(url, auto_migrate=auto_migrate, **store_options),
+            clock=clock,
+            limits=limits,
+            policy=policy,
+        )
+        manager._owns_store = True
+        return manager
+
+    @property
+    def store(self) -> SessionStore:
+        """The storage adapter this manager writes through."""
+        return self._uow.store
+
+    def close(self) -> None:
+        """Close the store if this manager opened it (:meth:`from_url`)."""
+        if self._owns_store:
+            self._uow.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,274 @@
+"""Lifecycle use cases: close, expire, restore, and the sweep of idle sessions.
+
+ACTIVE -> CLOSED (close), ACTIVE -> EXPIRED (idle past the TTL, or expire),
+CLOSED/EXPIRED -> ACTIVE (restore; EXPIRED only within the policy's restore window).
+See docs/architecture.md, "Lifecycle".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ..errors import IllegalTransition
+from ..models import RestoredSession, RunStatus, Session, SessionStatus
+from ..principal import Principal
+from ..stores.base import StoreTransaction
+from .core import ServiceCore
+from .pipeline import SESSION, Change, WriteRequest, expiry_change
+from .reads import memory_of
+from .transitions import expires_at, stop_running_runs
+from .validation import check_limit, check_reason
+from .window import align_window
+
+__all__ = ["LifecycleUseCases", "SweepResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    """What one :meth:`SessionManager.sweep_expired` pass did.
+
+    Attributes:
+        expired_session_ids: sessions moved from ACTIVE to EXPIRED.
+        purged_idempotency_keys: idempotency records past their retention, deleted.
+    """
+
+    expired_session_ids: list[str]
+    purged_idempotency_keys: int
+
+
+class LifecycleUseCases(ServiceCore):
+    """Lifecycle use cases (part of :class:`SessionManager`)."""
+
+    def close_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        reason: str | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> Session:
+        """Close the session on purpose: history stays readable, restore re-opens it.
+
+        Closing a CLOSED session changes nothing and returns it. A run still RUNNING is
+        marked CANCELLED (no write can finish it once the session is closed). ``user_id``
+        names the caller (the principal).
+
+        Raises:
+            IllegalTransition: the session is EXPIRED.
+            SessionNotFound, VersionConflict, ValidationError, IdempotencyKeyReused.
+        """
+        text = check_reason(reason) or "closed"
+
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change | Session:
+            if s.status == SessionStatus.CLOSED:
+                return s
+            if s.status != SessionStatus.ACTIVE:
+                raise IllegalTransition(
+                    session_id=s.session_id, status=s.status.value, action="close"
+                )
+            stopped = stop_running_runs(tx, s, now, RunStatus.CANCELLED, "session closed")
+            new = s.model_copy(
+                update={
+                    "status": SessionStatus.CLOSED,
+                    "status_reason": text,
+                    "closed_at": now,
+                    "expires_at": None,
+                }
+            )
+            return Change(new, "session.closed", {"reason": text, "cancelled_runs": stopped})
+
+        request = WriteRequest(
+            scope="close_session",
+            session_id=session_id,
+            principal=Principal(user_id, admin),
+            change=change,
+            result_type=SESSION,
+            request=(text,),
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            require_active=False,
+            returns_session=True,
+        )
+        return self._pipeline.write(request).value
+
+    def expire_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        reason: str | None = None,
+        expected_version: int | None = None,
+        admin: bool = False,
+    ) -> Session:
+        """Expire the session now (policy ended it; not the same as closing).
+
+        Expiring an EXPIRED session changes nothing. Runs still RUNNING become
+        INTERRUPTED. ``user_id`` names the caller (the principal).
+
+        Raises:
+            IllegalTransition: the session is CLOSED.
+            SessionNotFound, VersionConflict, ValidationError.
+        """
+        text = check_reason(reason) or "expired by request"
+
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change | Session:
+            if s.status == SessionStatus.EXPIRED:
+                return s
+            if s.status != SessionStatus.ACTIVE:
+                raise IllegalTransition(
+                    session_id=s.session_id, status=s.status.value, action="expire"
+                )
+            return expiry_change(tx, s, now, text)
+
+        request = WriteRequest(
+            scope="expire_session",
+            session_id=session_id,
+            principal=Principal(user_id, admin),
+            change=change,
+            result_type=SESSION,
+            request=(text,),
+            expected_version=expected_version,
+            require_active=False,
+            returns_session=True,
+        )
+        return self._pipeline.write(request).value
+
+    def restore_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        message_limit: int | None = None,
+        expected_version: int | None = None,
+        admin: bool = False,
+    ) -> RestoredSession:
+        """Take over a session to continue it, and return all an engine needs.
+
+        CLOSED is re-opened always; EXPIRED only within
+        ``policy.expired_restore_window_seconds`` of expiring; ACTIVE stays ACTIVE.
+        Restoring means the caller is now the session's worker, so a run still RUNNING
+        was left by a dead process and is marked INTERRUPTED. When nothing changes, the
+        version does not move. ``user_id`` names the caller (the principal).
+
+        Args:
+            message_limit: how many recent messages to return (default
+                ``policy.restore_message_limit``), aligned to whole tool-call groups.
+
+        Returns:
+            Session, working memory, recent messages, full tool history, all runs,
+            and the ids of runs this call interrupted.
+
+        Raises:
+            IllegalTransition: EXPIRED past the restore window.
+            SessionNotFound, VersionConflict, ValidationError.
+        """
+        limit = check_limit(
+            self.policy.restore_message_limit if message_limit is None else message_limit,
+            "message_limit",
+            allow_none=False,
+            maximum=None,
+        )
+        principal = Principal(user_id, admin)
+        interrupted: list[str] = []
+        previous: list[SessionStatus] = []
+
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change | Session:
+            interrupted.clear()  # the store may re-run this transaction
+            previous[:] = [s.status]
+            self._check_restorable(s, now)
+            interrupted.extend(
+                stop_running_runs(tx, s, now, RunStatus.INTERRUPTED, "worker stopped while RUNNING")
+            )
+            if s.status == SessionStatus.ACTIVE and not interrupted:
+                return s
+            new = s.model_copy(
+                update={
+                    "status": SessionStatus.ACTIVE,
+                    "status_reason": None,
+                    "closed_at": None,
+                    "expired_at": None,
+                    "last_active_at": now,
+                    "expires_at": expires_at(now, s.ttl_seconds),
+                }
+            )
+            details = {"from": s.status.value, "interrupted_runs": list(interrupted)}
+            return Change(new, "session.restored", details)
+
+        request = WriteRequest(
+            scope="restore_session",
+            session_id=session_id,
+            principal=principal,
+            change=change,
+            result_type=SESSION,
+            expected_version=expected_version,
+            require_active=False,
+            returns_session=True,
+        )
+        session = self._pipeline.write(request).value
+        return self._reads.read(
+            session.session_id,
+            principal,
+            lambda tx, s: _restored(tx, s, limit or 0, interrupted, previous[0]),
+        )
+
+    def _check_restorable(self, s: Session, now: datetime) -> None:
+        """Raise IllegalTransition if ``s`` expired longer ago than the restore window."""
+        window = self.policy.expired_restore_window_seconds
+        if s.status != SessionStatus.EXPIRED or window is None:
+            return
+        if s.expired_at is None or now - s.expired_at >= timedelta(seconds=window):
+            raise IllegalTransition(
+                session_id=s.session_id,
+                status=s.status.value,
+                action="restore",
+                reason=f"it expired more than {window:g} s ago (policy)",
+            )
+
+    def sweep_expired(self, *, limit: int = 1000) -> SweepResult:
+        """Expire every ACTIVE session idle past its TTL, and purge old idempotency keys.
+
+        A system task (run it from cron or ``agentsession sweep``); sessions are also
+        expired lazily whenever they are touched, so the sweep only bounds staleness.
+
+        Args:
+            limit: at most this many sessions per call.
+
+        Returns:
+            What was expired and purged.
+        """
+        size = check_limit(limit, "limit", allow_none=False, maximum=None)
+        assert size is not None
+        now = self._uow.now()
+        due = self._uow.run(lambda tx: tx.list_due_sessions(now=now, limit=size), write=False)
+        expired = [sid for sid in due if self._pipeline.expire_if_due(sid)]
+        cutoff = self._uow.now() - timedelta(seconds=self.policy.idempotency_retention_seconds)
+        purged = self._uow.run(
+            lambda tx: tx.purge_idempotency(created_before=cutoff), write=True
+        )
+        return SweepResult(expired_session_ids=expired, purged_idempotency_keys=purged)
+
+
+def _restored(
+    tx: StoreTransaction,
+    s: Session,
+    message_limit: int,
+    interrupted: list[str],
+    previous: SessionStatus,
+) -> RestoredSession:
+    """All an engine needs to continue ``s``: the newest ``message_limit`` messages
+    (aligned to whole tool-call groups), memory, tool history and runs."""
+    messages = tx.get_messages(s.session_id, limit=message_limit) if message_limit else []
+    if messages:
+        messages = align_window(tx, s.session_id, messages, s.message_count)
+    return RestoredSession(
+        session=s,
+        working_memory=memory_of(tx, s),
+        messages=messages,
+        tool_calls=tx.list_tool_calls(s.session_id),
+        runs=tx.list_runs(s.session_id),
+        interrupted_run_ids=interrupted,
+        previous_status=previous,
+    )

@@ -1,0 +1,158 @@
+"""Use cases on the working memory: read, replace, merge-patch, read-modify-write."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ..errors import ValidationError, VersionConflict
+from ..models import Session, WorkingMemory
+from ..principal import Principal
+from ..stores.base import StoreTransaction
+from .core import ServiceCore
+from .mergepatch import merge_patch
+from .pipeline import Change, WriteRequest
+from .policy import Limits
+from .reads import memory_of
+from .transitions import next_version
+from .validation import check_memory, check_patch
+
+__all__ = ["MemoryUseCases", "apply_memory"]
+
+_MEMORY: TypeAdapter[WorkingMemory] = TypeAdapter(WorkingMemory)
+
+
+class MemoryUseCases(ServiceCore):
+    """Working-memory use cases (part of :class:`SessionManager`)."""
+
+    def get_working_memory(
+        self, *, session_id: str, user_id: str, admin: bool = False
+    ) -> WorkingMemory:
+        """Return the working memory (an empty document at version 0 if never written).
+
+        ``user_id`` names the caller (the principal).
+
+        Raises:
+            SessionNotFound, ValidationError.
+        """
+        return self._reads.read(session_id, Principal(user_id, admin), memory_of)
+
+    def update_working_memory(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        data: Mapping[str, Any] | None = None,
+        patch: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> WorkingMemory:
+        """Replace the working memory (``data``) or merge-patch it (``patch``, RFC 7396).
+
+        Exactly one of ``data`` and ``patch``. Standard keys are type-checked: ``goal``
+        and ``next_action`` str or null, ``completed`` and ``errors`` lists, ``facts`` an
+        object. The result is at most ``limits.max_working_memory_bytes``. ``user_id``
+        names the caller (the principal).
+
+        Returns:
+            The new working memory; its ``version`` is the session's new version.
+
+        Raises:
+            ValidationError, PayloadTooLarge, UnsupportedValue, SessionNotFound,
+            SessionNotActive, VersionConflict, IdempotencyKeyReused.
+        """
+        if (data is None) == (patch is None):
+            raise ValidationError("pass exactly one of data and patch", field="data")
+        full = check_memory(data, self.limits) if data is not None else None
+        merge = check_patch(patch, self.limits) if patch is not None else None
+        limits = self.limits
+
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
+            memory = apply_memory(tx, s, now, limits, data=full, patch=merge)
+            mode = "replace" if full is not None else "merge"
+            return Change(s, "memory.updated", {"mode": mode}, memory)
+
+        request = WriteRequest(
+            scope="update_working_memory",
+            session_id=session_id,
+            principal=Principal(user_id, admin),
+            change=change,
+            result_type=_MEMORY,
+            request=(full, merge),
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            touch=True,
+        )
+        return self._pipeline.write(request).value
+
+    def modify_working_memory(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        fn: Callable[[dict[str, Any]], Mapping[str, Any]],
+        max_attempts: int = 10,
+        admin: bool = False,
+    ) -> WorkingMemory:
+        """Read-modify-write with optimistic locking, retried on VersionConflict.
+
+        ``fn`` receives a copy of the current document and returns the new one; it may
+        run more than once, so it must not have side effects. The read version is sent
+        as ``expected_version``, so no concurrent update is ever lost. ``user_id`` names
+        the caller (the principal).
+
+        Raises:
+            VersionConflict: still conflicting after ``max_attempts`` tries.
+            Everything :meth:`update_working_memory` raises.
+        """
+        if type(max_attempts) is not int or max_attempts < 1:
+            raise ValidationError("max_attempts must be an integer >= 1", field="max_attempts")
+        for attempt in range(1, max_attempts + 1):
+            current = self.get_working_memory(
+                session_id=session_id, user_id=user_id, admin=admin
+            )
+            try:
+                return self.update_working_memory(
+                    session_id=session_id,
+                    user_id=user_id,
+                    data=fn(dict(current.data)),
+                    expected_version=current.session_version,
+                    admin=admin,
+                )
+            except VersionConflict:
+                if attempt == max_attempts:
+                    raise
+                time.sleep(random.uniform(0, 0.002 * attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def apply_memory(
+    tx: StoreTransaction,
+    s: Session,
+    now: datetime,
+    limits: Limits,
+    *,
+    data: dict[str, Any] | None = None,
+    patch: dict[str, Any] | None = None,
+) -> WorkingMemory:
+    """Write the working memory (``data``, or the current one merge-patched with
+    ``patch``) at the version ``s`` (the session before this change) will have once the
+    change is stored.
+
+    Raises:
+        PayloadTooLarge, ValidationError: the patched document breaks ``limits``.
+    """
+    if patch is not None:
+        current = tx.get_working_memory(s.session_id)
+        data = check_memory(merge_patch(current.data if current else {}, patch), limits)
+    memory = WorkingMemory(
+        session_id=s.session_id, version=next_version(s), updated_at=now, data=data or {}
+    )
+    tx.put_working_memory(memory)
+    return memory.model_copy(update={"session_version": memory.version})

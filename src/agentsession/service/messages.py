@@ -1,0 +1,206 @@
+"""Use cases on the message history: append (one, or a batch), read a window."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ..errors import RunNotFound, ValidationError
+from ..ids import new_id
+from ..models import Message, Session
+from ..principal import Principal
+from ..stores.base import StoreTransaction
+from .core import ServiceCore
+from .memory import apply_memory
+from .pipeline import Change, WriteRequest
+from .validation import check_cursor_seq, check_limit, check_message, check_patch
+from .window import align_window
+
+__all__ = ["MessageUseCases"]
+
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+class MessageUseCases(ServiceCore):
+    """Message use cases (part of :class:`SessionManager`)."""
+
+    def append_message(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        message: Mapping[str, Any],
+        working_memory_patch: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> Message:
+        """Append one message; see :meth:`append_messages` for every rule.
+
+        Returns:
+            The stored message with its ``message_id``, ``seq`` and ``created_at``.
+        """
+        return self.append_messages(
+            session_id=session_id,
+            user_id=user_id,
+            messages=[message],
+            working_memory_patch=working_memory_patch,
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            admin=admin,
+        )[0]
+
+    def append_messages(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        working_memory_patch: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> list[Message]:
+        """Append messages atomically: all get consecutive seqs, or none is stored.
+
+        Each message is a mapping with ``role`` (``system|user|assistant|tool``) and
+        optionally ``content`` (str, list of parts, or None), ``name``, ``tool_calls``,
+        ``tool_call_id``, ``run_id`` (a run of this session), ``metadata``, and any
+        further JSON fields, which are kept and returned unchanged. The whole batch is
+        one version step. With ``working_memory_patch`` (RFC 7396) the working memory
+        changes in the same transaction, so an agent turn is stored whole or not at all.
+        ``user_id`` names the caller (the principal).
+
+        Returns:
+            The stored messages in seq order.
+
+        Raises:
+            ValidationError / PayloadTooLarge / UnsupportedValue: a bad message, over
+                ``limits.max_message_bytes``, or more than ``limits.max_batch_messages``.
+            SessionNotFound, SessionNotActive, VersionConflict, IdempotencyKeyReused.
+        """
+        if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
+            raise ValidationError("messages must be a list of message objects", field="messages")
+        if not messages:
+            raise ValidationError("messages must not be empty", field="messages")
+        if len(messages) > self.limits.max_batch_messages:
+            raise ValidationError(
+                f"at most {self.limits.max_batch_messages} messages per call",
+                field="messages",
+            )
+        payloads = [check_message(m, f"messages[{i}]", self.limits) for i, m in enumerate(messages)]
+        patch = None
+        if working_memory_patch is not None:
+            patch = check_patch(working_memory_patch, self.limits)
+        limits = self.limits
+
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
+            stored = _insert_messages(tx, s, now, payloads)
+            new = s.model_copy(update={"message_count": s.message_count + len(stored)})
+            details: dict[str, Any] = {
+                "count": len(stored),
+                "first_seq": stored[0].seq,
+                "last_seq": stored[-1].seq,
+            }
+            if patch is not None:
+                apply_memory(tx, s, now, limits, patch=patch)
+                details["memory"] = "merge"
+            return Change(new, "message.appended", details, stored)
+
+        request = WriteRequest(
+            scope="append_messages",
+            session_id=session_id,
+            principal=Principal(user_id, admin),
+            change=change,
+            result_type=_MESSAGES,
+            request=(payloads, patch),
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            touch=True,
+        )
+        return self._pipeline.write(request).value
+
+    def get_messages(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        limit: int | None = None,
+        before: int | None = None,
+        after: int | None = None,
+        align_tool_calls: bool = True,
+        admin: bool = False,
+    ) -> list[Message]:
+        """Read history, oldest first, in ``seq`` order (never by timestamp, which two
+        messages may share).
+
+        Without cursors, ``limit=k`` gives the newest k messages; ``limit=None`` gives
+        all of them; ``limit=0`` an empty list. ``before=seq`` pages backwards (the
+        newest k older than that seq), ``after=seq`` pages forwards (the oldest k newer
+        than it). Both cursors are exclusive seqs, e.g. ``before=page[0].seq``.
+        ``user_id`` names the caller (the principal).
+
+        With ``align_tool_calls`` (the default) a window never starts with a tool result
+        whose assistant tool call lies outside it, nor ends inside a group of parallel
+        tool results: it is widened to the whole group, so it may hold a few more than
+        ``limit`` messages (docs/architecture.md, "Window alignment"). Cursors taken from
+        the returned messages still visit every message exactly once.
+
+        Raises:
+            ValidationError: negative or over-large limit, non-integer cursors, both
+                cursors at once.
+            SessionNotFound.
+        """
+        size = check_limit(limit, "limit", allow_none=True, maximum=None)
+        before_seq = check_cursor_seq(before, "before")
+        after_seq = check_cursor_seq(after, "after")
+        if before_seq is not None and after_seq is not None:
+            raise ValidationError("pass before or after, not both", field="before")
+
+        def read(tx: StoreTransaction, s: Session) -> list[Message]:
+            if size == 0:
+                return []
+            rows = tx.get_messages(
+                s.session_id,
+                after_seq=after_seq,
+                before_seq=before_seq,
+                limit=size,
+                newest=after_seq is None,
+            )
+            if align_tool_calls and rows and size is not None:
+                rows = align_window(tx, s.session_id, rows, s.message_count)
+            return rows
+
+        return self._reads.read(session_id, Principal(user_id, admin), read)
+
+
+def _insert_messages(
+    tx: StoreTransaction, s: Session, now: datetime, payloads: list[dict[str, Any]]
+) -> list[Message]:
+    """Insert the checked payloads as the next seqs of ``s``; every ``run_id`` they name
+    must be a run of the session.
+
+    Raises:
+        RunNotFound: a message names a run the session does not have.
+    """
+    for run_id in {p["run_id"] for p in payloads if p.get("run_id") is not None}:
+        if tx.get_run(s.session_id, run_id) is None:
+            raise RunNotFound(session_id=s.session_id, run_id=run_id)
+    stored = [
+        _MESSAGE.validate_python(
+            {
+                **payload,
+                "message_id": new_id("msg"),
+                "session_id": s.session_id,
+                "seq": s.message_count + 1 + i,
+                "created_at": now,
+            }
+        )
+        for i, payload in enumerate(payloads)
+    ]
+    tx.insert_messages(stored)
+    return stored

@@ -1,0 +1,373 @@
+"""The write pipeline: every mutation is one unit of work with the same checks in order.
+
+Inside one store transaction (docs/architecture.md, "The write pipeline"):
+
+1. lookup and ownership, locking the session row: another user's session is reported
+   exactly like a missing one;
+2. idempotency: a retried key with the same request returns the first result and
+   writes nothing (a *replay*); with a different request it raises IdempotencyKeyReused;
+3. lazy TTL expiry: an ACTIVE session idle past its TTL is marked EXPIRED first, in its
+   own committed transaction, and the call runs again;
+4. status: writes need ACTIVE (unless the request says otherwise);
+5. optimistic locking: a stale ``expected_version`` raises VersionConflict;
+6. the change itself, then ``version + 1``, ``updated_at``, one audit event and the
+   idempotency record, all committed together or not at all.
+
+The whole transaction re-runs when the store reports a lost race (StoreBusy).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar, cast
+
+import pydantic
+from pydantic import TypeAdapter
+
+from ..errors import AgentSessionError, IdempotencyKeyReused, SessionNotActive, VersionConflict
+from ..jsonvalues import canonical_hash, dumps
+from ..models import AuditEvent, RunStatus, Session, SessionStatus
+from ..principal import Principal
+from ..stores.base import IdempotencyRecord, StoreTransaction
+from .context import current_request_id, report_write
+from .policy import Policy
+from .transitions import expires_at, is_due, next_version, stop_running_runs
+from .uow import UnitOfWork
+from .validation import check_expected_version, check_key
+
+__all__ = [
+    "SESSION",
+    "SYSTEM",
+    "Change",
+    "ChangeFn",
+    "DueForExpiry",
+    "WritePipeline",
+    "WriteRequest",
+    "Written",
+    "check_version",
+    "expiry_change",
+]
+
+R = TypeVar("R")
+
+#: The principal of changes nobody asked for (lazy TTL expiry); audit ``actor`` "system".
+SYSTEM = Principal("system", admin=True)
+
+SESSION: TypeAdapter[Session] = TypeAdapter(Session)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What a change function wants stored besides its own rows.
+
+    Attributes:
+        session: the session row after the change; the pipeline sets its version
+            (one step up), ``updated_at`` and, for a touching write, the TTL clock.
+        action: the audit action, e.g. ``"message.appended"``.
+        details: the audit event's details (no message content).
+        result: what the call returns (unless the request returns the session).
+    """
+
+    session: Session
+    action: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+    result: Any = None
+
+
+#: ``change(tx, session, now)``: writes its rows and returns a Change, or returns the
+#: session unchanged for a no-op (closing a CLOSED session): no version step, no audit.
+ChangeFn = Callable[[StoreTransaction, Session, datetime], Change | Session]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRequest(Generic[R]):
+    """One write through the pipeline.
+
+    Attributes:
+        scope: the operation, e.g. ``"append_messages"``; idempotency keys are scoped
+            per principal and scope.
+        session_id: the session written to.
+        principal: the caller; its user id is the audit ``actor``.
+        change: see :data:`ChangeFn`.
+        result_type: validates a replayed result back into the result's type.
+        request: the request's parts, hashed into the idempotency fingerprint.
+        expected_version: optimistic locking; None = no precondition.
+        idempotency_key: makes a retry return the first result; None = no key.
+        require_active: raise SessionNotActive unless the session is ACTIVE.
+        touch: the write counts as activity: ``last_active_at`` moves and the TTL
+            deadline restarts.
+        returns_session: the call returns the session as stored, not the change's result.
+    """
+
+    scope: str
+    session_id: str
+    principal: Principal
+    change: ChangeFn
+    result_type: TypeAdapter[R]
+    request: tuple[Any, ...] = ()
+    expected_version: int | None = None
+    idempotency_key: str | None = None
+    require_active: bool = True
+    touch: bool = False
+    returns_session: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Written(Generic[R]):
+    """What a write answered: its result, and whether that is a replay of the first
+    result of its idempotency key (nothing was written)."""
+
+    value: R
+    replayed: bool
+
+
+class DueForExpiry(AgentSessionError):
+    """Internal signal: the session is due for expiry; expire it (its own transaction)
+    and run the call again. Raised before the call has written anything."""
+
+
+class WritePipeline:
+    """Runs :class:`WriteRequest` objects (see the module docstring).
+
+    Args:
+        uow: the unit of work (transactions, clock).
+        policy: ``idempotency_retention_seconds`` says how long a key is remembered.
+    """
+
+    def __init__(self, uow: UnitOfWork, policy: Policy) -> None:
+        self._uow = uow
+        self._retention = timedelta(seconds=policy.idempotency_retention_seconds)
+
+    def write(self, req: WriteRequest[R]) -> Written[R]:
+        """Run one write and report it to the open :func:`~.context.write_report`.
+
+        Raises:
+            ValidationError: a malformed id, ``expected_version`` or key.
+            SessionNotFound, SessionNotActive, VersionConflict, IdempotencyKeyReused,
+            StoreBusy, and whatever the change raises.
+        """
+        check_expected_version(req.expected_version)
+        key = check_key(req.idempotency_key)
+        fingerprint = self.fingerprint(req.scope, req.session_id, req.request) if key else ""
+
+        def body(tx: StoreTransaction) -> Written[R]:
+            # Lock the session row first: a concurrent retry with the same key then
+            # waits here and finds the first one's record, instead of racing it.
+            s = self._uow.load(tx, req.session_id, req.principal)
+            replay = self._replay(tx, req.principal, req.scope, key, fingerprint)
+            if replay is not None:
+                return Written(req.result_type.validate_python(replay), replayed=True)
+            now = self._uow.now()
+            if is_due(s, now):
+                raise DueForExpiry("session is due for expiry")
+            if req.require_active and s.status != SessionStatus.ACTIVE:
+                raise SessionNotActive(session_id=s.session_id, status=s.status.value)
+            check_version(s, req.expected_version)
+            result = self._apply(tx, req, s, now)
+            self._remember(tx, req.principal, req.scope, key, fingerprint, s, result)
+            return Written(result, replayed=False)
+
+        try:
+            written = self._uow.run(body, write=True)
+        except DueForExpiry:
+            # Lazy TTL expiry is its own committed change; then the call acts on an
+            # EXPIRED session (a write fails, close is illegal, restore re-opens).
+            self.expire_if_due(req.session_id)
+            written = self._uow.run(body, write=True)
+        report_write(replayed=written.replayed)
+        return written
+
+    def _apply(self, tx: StoreTransaction, req: WriteRequest[R], s: Session, now: datetime) -> R:
+        outcome = req.change(tx, s, now)
+        if isinstance(outcome, Session):
+            return cast(R, outcome)
+        if req.touch:
+            touched = outcome.session.model_copy(
+                update={
+                    "last_active_at": now,
+                    "expires_at": expires_at(now, outcome.session.ttl_seconds),
+                }
+            )
+            outcome = Change(touched, outcome.action, outcome.details, outcome.result)
+        stored = self.store_change(tx, s, outcome, req.principal, now)
+        return cast(R, stored if req.returns_session else outcome.result)
+
+    def create(
+        self,
+        principal: Principal,
+        idempotency_key: str | None,
+        request: tuple[Any, ...],
+        build: Callable[[StoreTransaction, datetime], Session],
+    ) -> Written[Session]:
+        """Run a session creation: ``build(tx, now)`` inserts the session (and audits
+        it); a retried idempotency key answers the first session instead.
+
+        Raises:
+            ValidationError: a malformed key. IdempotencyKeyReused, StoreBusy.
+        """
+        scope = "create_session"
+        key = check_key(idempotency_key)
+        fingerprint = self.fingerprint(scope, None, request)
+
+        def body(tx: StoreTransaction) -> Written[Session]:
+            replay = self._replay(tx, principal, scope, key, fingerprint)
+            if replay is not None:
+                return Written(SESSION.validate_python(replay), replayed=True)
+            session = build(tx, self._uow.now())
+            self._remember(tx, principal, scope, key, fingerprint, session, session)
+            return Written(session, replayed=False)
+
+        written = self._uow.run(body, write=True)
+        report_write(replayed=written.replayed)
+        return written
+
+    def store_change(
+        self,
+        tx: StoreTransaction,
+        before: Session,
+        change: Change,
+        actor: Principal,
+        now: datetime,
+    ) -> Session:
+        """Write the session row at the next version (compare-and-set against
+        ``before.version``) and its audit event; return the stored row."""
+        target = next_version(before)
+        new = change.session.model_copy(update={"version": target, "updated_at": now})
+        tx.update_session(new, expected_version=before.version)
+        self.audit(tx, new, actor, change.action, (before.version, target), change.details, now)
+        return new
+
+    @staticmethod
+    def audit(
+        tx: StoreTransaction,
+        s: Session,
+        actor: Principal,
+        action: str,
+        versions: tuple[int | None, int | None],
+        details: Mapping[str, Any],
+        now: datetime,
+    ) -> None:
+        """Insert one audit event of ``s``: ``actor`` is the principal's user id (the
+        caller; the owner is ``s.user_id``), ``versions`` is (before, after)."""
+        tx.insert_audit(
+            AuditEvent(
+                seq=0,
+                session_id=s.session_id,
+                user_id=s.user_id,
+                actor=actor.user_id,
+                action=action,
+                at=now,
+                version_before=versions[0],
+                version_after=versions[1],
+                request_id=current_request_id(),
+                details=dict(details),
+            )
+        )
+
+    def expire_if_due(self, session_id: str) -> bool:
+        """Expire the session if it is idle past its TTL (its own transaction, actor
+        ``system``); return whether it did."""
+
+        def body(tx: StoreTransaction) -> bool:
+            s = tx.get_session(session_id)
+            now = self._uow.now()
+            if s is None or not is_due(s, now):
+                return False
+            self.store_change(tx, s, expiry_change(tx, s, now, "ttl"), SYSTEM, now)
+            return True
+
+        return self._uow.run(body, write=True)
+
+    @staticmethod
+    def fingerprint(scope: str, session_id: str | None, request: tuple[Any, ...]) -> str:
+        """Hex SHA-256 of the canonical request: tells a retry from a different request."""
+        return canonical_hash([scope, session_id, _to_json(list(request))])
+
+    def _replay(
+        self,
+        tx: StoreTransaction,
+        principal: Principal,
+        scope: str,
+        key: str | None,
+        fingerprint: str,
+    ) -> Any:
+        """The stored first result of ``key`` as JSON, or None (no key, no record, or a
+        record older than the retention, which is dropped: the key counts as new)."""
+        if key is None:
+            return None
+        record = tx.get_idempotency(principal.user_id, scope, key)
+        if record is None:
+            return None
+        if self._uow.now() - record.created_at > self._retention:
+            tx.delete_idempotency(principal.user_id, scope, key)
+            return None
+        if record.fingerprint != fingerprint:
+            raise IdempotencyKeyReused(idempotency_key=key, operation=scope)
+        return json.loads(record.result)
+
+    def _remember(
+        self,
+        tx: StoreTransaction,
+        principal: Principal,
+        scope: str,
+        key: str | None,
+        fingerprint: str,
+        s: Session,
+        result: Any,
+    ) -> None:
+        if key is None:
+            return
+        now = self._uow.now()
+        tx.put_idempotency(
+            IdempotencyRecord(
+                user_id=principal.user_id,
+                scope=scope,
+                key=key,
+                fingerprint=fingerprint,
+                session_id=s.session_id,
+                result=dumps(_to_json(result)),
+                created_at=now,
+                expires_at=now + self._retention,
+            )
+        )
+
+
+def check_version(s: Session, expected_version: int | None) -> None:
+    """Optimistic locking: raise VersionConflict unless ``expected_version`` is None or
+    the session's current version."""
+    if expected_version is not None and expected_version != s.version:
+        raise VersionConflict(
+            session_id=s.session_id,
+            current_version=s.version,
+            expected_version=expected_version,
+        )
+
+
+def expiry_change(tx: StoreTransaction, s: Session, now: datetime, reason: str) -> Change:
+    """The change that moves ``s`` to EXPIRED; its RUNNING runs become INTERRUPTED."""
+    stopped = stop_running_runs(tx, s, now, RunStatus.INTERRUPTED, "session expired while RUNNING")
+    new = s.model_copy(
+        update={
+            "status": SessionStatus.EXPIRED,
+            "status_reason": reason,
+            "expired_at": now,
+            "expires_at": None,
+        }
+    )
+    return Change(new, "session.expired", {"reason": reason, "interrupted_runs": stopped})
+
+
+def _to_json(value: Any) -> Any:
+    """JSON form of a result or request part (models keep unset fields unset)."""
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(mode="json", exclude_unset=True)
+    if isinstance(value, list | tuple):
+        return [_to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_json(v) for k, v in value.items()}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value

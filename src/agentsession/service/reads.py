@@ -1,0 +1,64 @@
+"""The read path: a read of one session, in one read transaction.
+
+A read looks up the session and checks ownership like a write; a session found idle
+past its TTL is expired first (a write of its own), then the read runs again, so no
+read ever shows an ACTIVE session whose TTL has passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from ..models import Session, WorkingMemory
+from ..principal import Principal
+from ..stores.base import StoreTransaction
+from .pipeline import DueForExpiry, WritePipeline
+from .transitions import is_due
+from .uow import UnitOfWork
+
+__all__ = ["ReadPath", "memory_of"]
+
+T = TypeVar("T")
+
+
+class ReadPath:
+    """Runs reads of one session (see the module docstring).
+
+    Args:
+        uow: the unit of work; pipeline: expires a session found due.
+    """
+
+    def __init__(self, uow: UnitOfWork, pipeline: WritePipeline) -> None:
+        self._uow = uow
+        self._pipeline = pipeline
+
+    def read(
+        self, session_id: str, principal: Principal, fn: Callable[[StoreTransaction, Session], T]
+    ) -> T:
+        """Return ``fn(tx, session)`` for the principal's session.
+
+        Raises:
+            ValidationError: a malformed id. SessionNotFound: missing, deleted, or not
+            the principal's (unless admin). Whatever ``fn`` raises.
+        """
+
+        def body(tx: StoreTransaction) -> T:
+            s = self._uow.load(tx, session_id, principal)
+            if is_due(s, self._uow.now()):
+                raise DueForExpiry("session is due for expiry")
+            return fn(tx, s)
+
+        try:
+            return self._uow.run(body, write=False)
+        except DueForExpiry:
+            self._pipeline.expire_if_due(session_id)
+            return self._uow.run(body, write=False)
+
+
+def memory_of(tx: StoreTransaction, s: Session) -> WorkingMemory:
+    """The stored memory (empty at version 0 if never written) with ``session_version``
+    of ``s``: read in the same transaction, after the session row, so a pairing with a
+    memory newer than ``s`` can only make a later compare-and-set fail, never lose."""
+    memory = tx.get_working_memory(s.session_id) or WorkingMemory(session_id=s.session_id)
+    return memory.model_copy(update={"session_version": s.version})

@@ -1,0 +1,295 @@
+"""Use cases on runs (one task each): start, add a step, finish, read, list."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ..errors import RunAlreadyRunning, RunNotFound, RunNotRunning, ValidationError
+from ..ids import check_id, check_name, new_id
+from ..jsonvalues import check_json
+from ..models import Run, RunStatus, RunStep, Session
+from ..principal import Principal
+from ..stores.base import StoreTransaction
+from .core import ServiceCore
+from .pipeline import Change, WriteRequest
+from .validation import (
+    check_cursor_seq,
+    check_enum,
+    check_limit,
+    check_metadata,
+    check_text,
+    check_time,
+    check_usage,
+)
+
+__all__ = ["RunUseCases"]
+
+_RUN: TypeAdapter[Run] = TypeAdapter(Run)
+_STEP: TypeAdapter[RunStep] = TypeAdapter(RunStep)
+_FINISH_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class RunUseCases(ServiceCore):
+    """Run use cases (part of :class:`SessionManager`)."""
+
+    def start_run(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        input: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> Run:
+        """Start a run (one task) in RUNNING state.
+
+        Args:
+            user_id: the caller (the principal).
+            input: the task, any JSON value (e.g. the user's request).
+            metadata: a JSON object of at most ``limits.max_metadata_bytes``.
+
+        Raises:
+            RunAlreadyRunning: the session has a RUNNING run (at most one at a time).
+            SessionNotFound, SessionNotActive, VersionConflict, ValidationError,
+            IdempotencyKeyReused.
+        """
+        check_json(input, field="input", limit_bytes=self.limits.max_run_payload_bytes)
+        meta = check_metadata(metadata, "metadata", self.limits)
+
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
+            running = tx.list_runs(s.session_id, status=RunStatus.RUNNING, limit=1)
+            if running:
+                raise RunAlreadyRunning(session_id=s.session_id, run_id=running[0].run_id)
+            run = Run(
+                run_id=new_id("run"),
+                session_id=s.session_id,
+                seq=s.run_count + 1,
+                input=input,
+                status=RunStatus.RUNNING,
+                created_at=now,
+                started_at=now,
+                metadata=meta,
+            )
+            tx.insert_run(run)
+            new = s.model_copy(update={"run_count": s.run_count + 1})
+            return Change(new, "run.started", {"run_id": run.run_id}, run)
+
+        request = WriteRequest(
+            scope="start_run",
+            session_id=session_id,
+            principal=Principal(user_id, admin),
+            change=change,
+            result_type=_RUN,
+            request=(input, meta),
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            touch=True,
+        )
+        return self._pipeline.write(request).value
+
+    def add_run_step(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        run_id: str,
+        kind: str,
+        name: str | None = None,
+        input: Any = None,
+        output: Any = None,
+        status: str = "ok",
+        error: str | None = None,
+        started_at: datetime | None = None,
+        ended_at: datetime | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> RunStep:
+        """Append a step to a RUNNING run; steps are numbered 0, 1, 2...
+
+        Args:
+            user_id: the caller (the principal).
+            kind: what the step is, e.g. ``"model"``, ``"tool"``, ``"message"``.
+            name: e.g. the tool's name. input/output: JSON values. status: free text
+                such as ``"ok"`` or ``"error"``. started_at/ended_at: default now.
+
+        Raises:
+            RunNotFound, RunNotRunning, SessionNotFound, SessionNotActive,
+            VersionConflict, ValidationError, IdempotencyKeyReused.
+        """
+        check_id(run_id, field="run_id", prefix="run")
+        check_name(kind, field="kind")
+        check_name(status, field="status")
+        # 120 characters: even fully escaped (PostgreSQL, see PlainText) it fits 255.
+        check_text(name, "name", max_chars=120)
+        check_text(error, "error")
+        check_json(
+            {"input": input, "output": output, "error": error, "name": name, "status": status},
+            field="step",
+            limit_bytes=self.limits.max_run_payload_bytes,
+        )
+        started = check_time(started_at, "started_at")
+        ended = check_time(ended_at, "ended_at")
+
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
+            run = _running_run(tx, s, run_id)
+            step = RunStep(
+                run_id=run_id,
+                index=len(run.steps),
+                kind=kind,
+                name=name,
+                input=input,
+                output=output,
+                status=status,
+                error=error,
+                started_at=started or now,
+                ended_at=ended or now,
+            )
+            tx.insert_run_step(s.session_id, step)
+            details = {"run_id": run_id, "index": step.index, "kind": kind}
+            return Change(s, "run.step_added", details, step)
+
+        request = WriteRequest(
+            scope="add_run_step",
+            session_id=session_id,
+            principal=Principal(user_id, admin),
+            change=change,
+            result_type=_STEP,
+            request=(run_id, kind, name, input, output, status, error, started, ended),
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            touch=True,
+        )
+        return self._pipeline.write(request).value
+
+    def finish_run(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        run_id: str,
+        status: RunStatus | str,
+        error: str | None = None,
+        output: Any = None,
+        usage: Mapping[str, int] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> Run:
+        """End a RUNNING run as SUCCEEDED, FAILED or CANCELLED.
+
+        Args:
+            user_id: the caller (the principal).
+            error: what went wrong (FAILED). output: the run's result, any JSON.
+            usage: token counts, e.g. ``{"input_tokens": 812, "output_tokens": 95}``.
+
+        Raises:
+            RunNotFound, RunNotRunning, SessionNotFound, SessionNotActive,
+            VersionConflict, ValidationError, IdempotencyKeyReused.
+        """
+        check_id(run_id, field="run_id", prefix="run")
+        final = check_enum(RunStatus, status, "status", optional=False)
+        check_text(error, "error")
+        if final not in _FINISH_STATUSES:
+            raise ValidationError(
+                "status must be SUCCEEDED, FAILED or CANCELLED", field="status"
+            )
+        counts = check_usage(usage)
+        check_json(
+            {"output": output, "error": error},
+            field="run",
+            limit_bytes=self.limits.max_run_payload_bytes,
+        )
+
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
+            run = _running_run(tx, s, run_id)
+            done = run.model_copy(
+                update={
+                    "status": final,
+                    "ended_at": now,
+                    "error": error,
+                    "output": output,
+                    "usage": counts,
+                }
+            )
+            tx.update_run(done)
+            details = {"run_id": run_id, "status": final.value}
+            return Change(s, "run.finished", details, done)
+
+        request = WriteRequest(
+            scope="finish_run",
+            session_id=session_id,
+            principal=Principal(user_id, admin),
+            change=change,
+            result_type=_RUN,
+            request=(run_id, final, error, output, counts),
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            touch=True,
+        )
+        return self._pipeline.write(request).value
+
+    def get_run(
+        self, *, session_id: str, user_id: str, run_id: str, admin: bool = False
+    ) -> Run:
+        """Return one run with its steps; ``user_id`` names the caller (the principal).
+
+        Raises:
+            RunNotFound, SessionNotFound, ValidationError.
+        """
+        check_id(run_id, field="run_id", prefix="run")
+
+        def read(tx: StoreTransaction, s: Session) -> Run:
+            run = tx.get_run(s.session_id, run_id)
+            if run is None:
+                raise RunNotFound(session_id=s.session_id, run_id=run_id)
+            return run
+
+        return self._reads.read(session_id, Principal(user_id, admin), read)
+
+    def list_runs(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        status: RunStatus | str | None = None,
+        after: int | None = None,
+        limit: int | None = None,
+        admin: bool = False,
+    ) -> list[Run]:
+        """Runs oldest first, with steps; optionally of one status, after a run seq, at
+        most ``limit`` (0..``limits.max_page_size``). ``user_id`` names the caller.
+
+        Raises:
+            SessionNotFound, ValidationError.
+        """
+        wanted = check_enum(RunStatus, status, "status")
+        after_seq = check_cursor_seq(after, "after")
+        size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
+        return self._reads.read(
+            session_id,
+            Principal(user_id, admin),
+            lambda tx, s: tx.list_runs(
+                s.session_id, status=wanted, after_seq=after_seq, limit=size
+            ),
+        )
+
+
+def _running_run(tx: StoreTransaction, s: Session, run_id: str) -> Run:
+    """The run ``run_id`` of ``s``, which must be RUNNING.
+
+    Raises:
+        RunNotFound, RunNotRunning.
+    """
+    run = tx.get_run(s.session_id, run_id)
+    if run is None:
+        raise RunNotFound(session_id=s.session_id, run_id=run_id)
+    if run.status != RunStatus.RUNNING:
+        raise RunNotRunning(session_id=s.session_id, run_id=run_id, status=run.status.value)
+    return run

@@ -1,0 +1,246 @@
+"""Use cases on the session itself: create, read, list, update."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from ..errors import Forbidden
+from ..ids import check_name, new_id
+from ..models import Page, Session, SessionStatus, WorkingMemory
+from ..principal import Principal
+from ..stores.base import StoreTransaction
+from .core import UNSET, ServiceCore
+from .pipeline import SESSION, Change, WritePipeline, WriteRequest
+from .transitions import expires_at, is_due, next_version
+from .validation import (
+    check_enum,
+    check_limit,
+    check_memory,
+    check_metadata,
+    check_title,
+    check_ttl,
+    decode_cursor,
+    encode_cursor,
+)
+
+__all__ = ["SessionUseCases"]
+
+
+class SessionUseCases(ServiceCore):
+    """Create, read, list and update sessions (part of :class:`SessionManager`)."""
+
+    def create_session(
+        self,
+        *,
+        user_id: str,
+        agent: str = "default",
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_seconds: float | None = None,
+        working_memory: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Session:
+        """Create an ACTIVE session owned by the caller ``user_id``.
+
+        Args:
+            user_id: the caller, who becomes the owner (1-128 chars of ``A-Za-z0-9._:@+-``).
+            agent: which agent the session belongs to, e.g. ``"coding"``.
+            title: free text, at most ``limits.max_title_chars`` characters.
+            metadata: a JSON object of at most ``limits.max_metadata_bytes``.
+            ttl_seconds: idle timeout in seconds (None = never expires).
+            working_memory: the initial working-memory document, if any.
+            idempotency_key: makes a retried create return the same session.
+
+        Returns:
+            The new session at version 1 (2 if ``working_memory`` was given).
+
+        Raises:
+            ValidationError, IdempotencyKeyReused.
+        """
+        check_name(user_id, field="user_id")
+        check_name(agent, field="agent")
+        title = check_title(title, self.limits)
+        meta = check_metadata(metadata, "metadata", self.limits)
+        ttl = check_ttl(ttl_seconds)
+        memory = None
+        if working_memory is not None:
+            memory = check_memory(working_memory, self.limits)
+        principal = Principal(user_id)
+        pipeline = self._pipeline
+
+        def build(tx: StoreTransaction, now: datetime) -> Session:
+            session = Session(
+                session_id=new_id("ses"),
+                user_id=user_id,
+                agent=agent,
+                title=title,
+                metadata=meta,
+                version=1,
+                created_at=now,
+                updated_at=now,
+                last_active_at=now,
+                ttl_seconds=ttl,
+                expires_at=expires_at(now, ttl),
+            )
+            tx.insert_session(session)
+            details = {"agent": agent}
+            pipeline.audit(tx, session, principal, "session.created", (None, 1), details, now)
+            if memory is None:
+                return session
+            return _with_memory(tx, pipeline, session, principal, memory, now)
+
+        request = (agent, title, meta, ttl, memory)
+        return self._pipeline.create(principal, idempotency_key, request, build).value
+
+    def get_session(self, *, session_id: str, user_id: str, admin: bool = False) -> Session:
+        """Return the session; ``user_id`` names the caller (the principal).
+
+        Raises:
+            SessionNotFound: missing, deleted, or not the caller's (unless ``admin``).
+            ValidationError: a malformed ``session_id``.
+        """
+        return self._reads.read(session_id, Principal(user_id, admin), lambda tx, s: s)
+
+    def list_sessions(
+        self,
+        *,
+        user_id: str,
+        status: SessionStatus | str | None = None,
+        agent: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+    ) -> Page[Session]:
+        """List the caller's sessions, most recently updated first.
+
+        Order: ``updated_at`` descending, then ``session_id`` descending (a unique
+        tie-breaker, so pages never repeat or skip a session that did not change).
+
+        Args:
+            user_id: the caller (the principal), whose sessions are listed.
+            status, agent: filters; None = any.
+            limit: page size, 0..``limits.max_page_size``.
+            cursor: ``next_cursor`` of the previous page.
+            all_users: list every user's sessions; needs ``admin=True``.
+
+        Returns:
+            A page; ``next_cursor`` is None on the last page.
+
+        Raises:
+            ValidationError: bad limit, status or cursor.
+            Forbidden: ``all_users`` without admin.
+        """
+        check_name(user_id, field="user_id")
+        if all_users and not admin:
+            raise Forbidden("listing every user's sessions needs admin=True")
+        wanted_status = check_enum(SessionStatus, status, "status")
+        if agent is not None:
+            check_name(agent, field="agent")
+        size = check_limit(limit, "limit", allow_none=False, maximum=self.limits.max_page_size)
+        assert size is not None
+        after = decode_cursor(cursor)
+        rows: list[Session] = self._uow.run(
+            lambda tx: tx.list_sessions(
+                user_id=None if all_users else user_id,
+                status=wanted_status,
+                agent=agent,
+                after=after,
+                limit=size + 1,
+            ),
+            write=False,
+        )
+        more = len(rows) > size
+        rows = rows[:size]
+        next_cursor = encode_cursor(rows[-1]) if more and rows else None
+        rows = self._expire_listed(rows, wanted_status)
+        return Page[Session](items=rows, next_cursor=next_cursor)
+
+    def _expire_listed(
+        self, rows: list[Session], wanted_status: SessionStatus | None
+    ) -> list[Session]:
+        """Lazy expiry on access: listed sessions idle past their TTL expire now, and
+        the page shows them as they are afterwards."""
+        now = self._uow.now()
+        if not any(is_due(r, now) for r in rows):
+            return rows
+        for r in rows:
+            if is_due(r, now):
+                self._pipeline.expire_if_due(r.session_id)
+        fresh = self._uow.run(
+            lambda tx: [tx.get_session(r.session_id) for r in rows], write=False
+        )
+        return [r for r in fresh if r is not None and wanted_status in (None, r.status)]
+
+    def update_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        title: str | None = UNSET,
+        metadata: Mapping[str, Any] = UNSET,
+        ttl_seconds: float | None = UNSET,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> Session:
+        """Change a session's title, metadata (replaced whole) or TTL; needs ACTIVE.
+
+        Arguments left out stay as they are; ``title=None`` / ``ttl_seconds=None`` clear.
+        ``user_id`` names the caller (the principal).
+
+        Raises:
+            SessionNotFound, SessionNotActive, VersionConflict, ValidationError,
+            IdempotencyKeyReused.
+        """
+        update: dict[str, Any] = {}
+        if title is not UNSET:
+            update["title"] = check_title(title, self.limits)
+        if metadata is not UNSET:
+            update["metadata"] = check_metadata(metadata, "metadata", self.limits)
+        if ttl_seconds is not UNSET:
+            update["ttl_seconds"] = check_ttl(ttl_seconds)
+
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
+            new = s.model_copy(update=update)
+            if "ttl_seconds" in update:
+                new = new.model_copy(
+                    update={"expires_at": expires_at(s.last_active_at, new.ttl_seconds)}
+                )
+            return Change(new, "session.updated", {"fields": sorted(update)})
+
+        request = WriteRequest(
+            scope="update_session",
+            session_id=session_id,
+            principal=Principal(user_id, admin),
+            change=change,
+            result_type=SESSION,
+            request=(sorted(update.items()),),
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            returns_session=True,
+        )
+        return self._pipeline.write(request).value
+
+
+def _with_memory(
+    tx: StoreTransaction,
+    pipeline: WritePipeline,
+    session: Session,
+    principal: Principal,
+    memory: dict[str, Any],
+    now: datetime,
+) -> Session:
+    """Store the initial working memory of a new session as its second version."""
+    tx.put_working_memory(
+        WorkingMemory(
+            session_id=session.session_id,
+            version=next_version(session),
+            updated_at=now,
+            data=memory,
+        )
+    )
+    change = Change(session, "memory.updated", {"mode": "replace"})
+    return pipeline.store_change(tx, session, change, principal, now)

@@ -1,0 +1,210 @@
+"""Use cases on the tool history: record a call that ran, list, find an earlier call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ..errors import RunNotFound, ToolCallExists, ValidationError
+from ..ids import check_id, new_id
+from ..jsonvalues import canonical_hash, check_json
+from ..models import Session, ToolCall, ToolCallStatus
+from ..principal import Principal
+from ..stores.base import StoreTransaction
+from .core import ServiceCore
+from .pipeline import Change, WriteRequest
+from .validation import (
+    check_cursor_seq,
+    check_enum,
+    check_limit,
+    check_object,
+    check_text,
+    check_time,
+    check_tool_call_id,
+    check_tool_name,
+)
+
+__all__ = ["ToolCallUseCases"]
+
+_TOOL_CALL: TypeAdapter[ToolCall] = TypeAdapter(ToolCall)
+
+
+class ToolCallUseCases(ServiceCore):
+    """Tool-call use cases (part of :class:`SessionManager`)."""
+
+    def record_tool_call(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        result: Any = None,
+        status: ToolCallStatus | str = ToolCallStatus.OK,
+        error: str | None = None,
+        started_at: datetime | None = None,
+        ended_at: datetime | None = None,
+        run_id: str | None = None,
+        call_id: str | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> ToolCall:
+        """Record a tool call that really ran (tool history).
+
+        Args:
+            user_id: the caller (the principal).
+            tool: the tool's name (1-128 chars of ``A-Za-z0-9._:-``).
+            arguments: a JSON object; result: any JSON value; error: text when failed.
+            started_at, ended_at: aware datetimes; default: now for both.
+            run_id: the run it belongs to (must exist in the session).
+            call_id: the model's tool-call id if it had one; generated otherwise.
+
+        Returns:
+            The stored call with ``seq``, ``duration_ms`` and ``arguments_hash``.
+
+        Raises:
+            ValidationError, PayloadTooLarge, UnsupportedValue, SessionNotFound,
+            SessionNotActive, RunNotFound, ToolCallExists, VersionConflict,
+            IdempotencyKeyReused.
+        """
+        check_tool_name(tool)
+        args = check_object(arguments, "arguments")
+        call_status = check_enum(ToolCallStatus, status, "status", optional=False)
+        check_text(error, "error")
+        size_doc = {"arguments": args, "result": result, "error": error}
+        check_json(size_doc, field="tool_call", limit_bytes=self.limits.max_tool_call_bytes)
+        started = check_time(started_at, "started_at")
+        ended = check_time(ended_at, "ended_at")
+        _check_ids(run_id, call_id)
+
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
+            _check_references(tx, s, run_id, call_id)
+            call = ToolCall(
+                call_id=call_id or new_id("call"),
+                session_id=s.session_id,
+                seq=s.tool_call_count + 1,
+                run_id=run_id,
+                tool=tool,
+                arguments=args,
+                arguments_hash=canonical_hash(args),
+                result=result,
+                status=call_status,
+                error=error,
+                created_at=now,
+                **_timing(started, ended, now),
+            )
+            tx.insert_tool_call(call)
+            new = s.model_copy(update={"tool_call_count": s.tool_call_count + 1})
+            details = {"tool": tool, "call_id": call.call_id, "status": call_status.value}
+            return Change(new, "tool_call.recorded", details, call)
+
+        request = WriteRequest(
+            scope="record_tool_call",
+            session_id=session_id,
+            principal=Principal(user_id, admin),
+            change=change,
+            result_type=_TOOL_CALL,
+            request=(tool, args, result, call_status, error, started, ended, run_id, call_id),
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            touch=True,
+        )
+        return self._pipeline.write(request).value
+
+    def get_tool_history(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        tool: str | None = None,
+        after: int | None = None,
+        limit: int | None = None,
+        admin: bool = False,
+    ) -> list[ToolCall]:
+        """Tool calls, oldest first; optionally one tool's, after a seq, at most ``limit``
+        (0..``limits.max_page_size``). ``user_id`` names the caller (the principal).
+
+        Raises:
+            SessionNotFound, ValidationError.
+        """
+        if tool is not None:
+            check_tool_name(tool)
+        after_seq = check_cursor_seq(after, "after")
+        size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
+        return self._reads.read(
+            session_id,
+            Principal(user_id, admin),
+            lambda tx, s: tx.list_tool_calls(
+                s.session_id, tool=tool, after_seq=after_seq, limit=size
+            ),
+        )
+
+    def find_tool_call(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        admin: bool = False,
+    ) -> ToolCall | None:
+        """The newest recorded call of ``tool`` with equal ``arguments`` (key order
+        ignored), or None; lets an engine see a call already ran instead of repeating it.
+        ``user_id`` names the caller (the principal).
+
+        Raises:
+            SessionNotFound, ValidationError.
+        """
+        check_tool_name(tool)
+        args = check_object(arguments, "arguments")
+        digest = canonical_hash(args)
+        return self._reads.read(
+            session_id,
+            Principal(user_id, admin),
+            lambda tx, s: tx.find_tool_call(s.session_id, tool=tool, arguments_hash=digest),
+        )
+
+
+def _check_references(
+    tx: StoreTransaction, s: Session, run_id: str | None, call_id: str | None
+) -> None:
+    """A tool call's run must exist in the session; a caller-chosen ``call_id`` must be new.
+
+    Raises:
+        RunNotFound, ToolCallExists.
+    """
+    if run_id is not None and tx.get_run(s.session_id, run_id) is None:
+        raise RunNotFound(session_id=s.session_id, run_id=run_id)
+    if call_id is not None and tx.get_tool_call(s.session_id, call_id) is not None:
+        raise ToolCallExists(session_id=s.session_id, call_id=call_id)
+
+
+def _timing(started: datetime | None, ended: datetime | None, now: datetime) -> dict[str, Any]:
+    """``started_at``, ``ended_at`` and ``duration_ms`` of a call: the end defaults to
+    now, the start to the end.
+
+    Raises:
+        ValidationError: the start is after the end.
+    """
+    end = ended or now
+    start = started or end
+    if start > end:
+        raise ValidationError("started_at is after ended_at", field="started_at")
+    duration_ms = (end - start).total_seconds() * 1000.0
+    return {"started_at": start, "ended_at": end, "duration_ms": duration_ms}
+
+
+def _check_ids(run_id: str | None, call_id: str | None) -> None:
+    """The shapes of a tool call's optional ``run_id`` and ``call_id``.
+
+    Raises:
+        ValidationError: a malformed id.
+    """
+    if call_id is not None:
+        check_tool_call_id(call_id)
+    if run_id is not None:
+        check_id(run_id, field="run_id", prefix="run")

@@ -1,0 +1,91 @@
+"""The unit of work: one store transaction per call, re-run when the store lost a race.
+
+Every read and write of the service layer runs its body through
+:meth:`UnitOfWork.run`. A body may run more than once (on StoreBusy), so it must not
+keep state outside the transaction between runs.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+from ..errors import SessionNotFound, StoreBusy
+from ..ids import check_id, check_name
+from ..models import Session
+from ..principal import Principal
+from ..stores.base import SessionStore, StoreTransaction
+from .policy import Policy
+
+__all__ = ["UnitOfWork", "utcnow"]
+
+T = TypeVar("T")
+
+
+def utcnow() -> datetime:
+    """The current time as an aware UTC datetime (the default clock)."""
+    return datetime.now(UTC)
+
+
+class UnitOfWork:
+    """Runs functions in store transactions, with the clock every rule reads.
+
+    Args:
+        store: the storage adapter.
+        clock: returns the current time (aware; naive values are taken as UTC).
+        policy: ``max_retries`` and ``max_retry_seconds`` bound the re-runs.
+    """
+
+    def __init__(self, store: SessionStore, clock: Callable[[], datetime], policy: Policy) -> None:
+        self.store = store
+        self._clock = clock
+        self._policy = policy
+
+    def now(self) -> datetime:
+        """The clock's time, normalised to UTC."""
+        now = self._clock()
+        if now.tzinfo is None or now.utcoffset() != timedelta(0):
+            now = now.astimezone(UTC) if now.tzinfo is not None else now.replace(tzinfo=UTC)
+        return now
+
+    def run(self, fn: Callable[[StoreTransaction], T], *, write: bool) -> T:
+        """Run ``fn`` in one transaction and return its result; re-run it when the store
+        reports a lost race (StoreBusy), at most ``policy.max_retries`` times and not
+        after ``policy.max_retry_seconds``, with a random exponential backoff.
+
+        Raises:
+            StoreBusy: still busy at the bound. Whatever ``fn`` raises (rolled back).
+        """
+        started = time.monotonic()
+        for attempt in range(1, self._policy.max_retries + 1):
+            try:
+                with self.store.transaction(write=write) as tx:
+                    result = fn(tx)
+            except StoreBusy:
+                spent = time.monotonic() - started
+                if attempt == self._policy.max_retries or spent >= self._policy.max_retry_seconds:
+                    raise
+                time.sleep(random.uniform(0, 0.005 * 2**attempt))
+                continue
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def load(tx: StoreTransaction, session_id: str, principal: Principal) -> Session:
+        """Look up the session and check ownership; in a write transaction the store
+        locks the row.
+
+        Raises:
+            ValidationError: a malformed session id or user id.
+            SessionNotFound: missing, deleted, or not the principal's (unless admin):
+                the same error in all three cases.
+        """
+        check_id(session_id, field="session_id", prefix="ses")
+        check_name(principal.user_id, field="user_id")
+        s = tx.get_session(session_id)
+        if s is None or not principal.may_act_for(s.user_id):
+            raise SessionNotFound(session_id=session_id)
+        return s
