@@ -29,8 +29,10 @@ bench-stores: $(STAMP)
 	mkdir -p benchmarks/results
 	$(BIN)/python benchmarks/stores.py --json benchmarks/results/stores.json
 
+# mypy --strict over src/agentsession; its settings are [tool.mypy] in pyproject.toml.
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache

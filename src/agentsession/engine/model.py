@@ -308,9 +308,9 @@ class ScriptedModel:
                 and ((t.arguments.get("patch") or {}).get("facts") or {}).get("app_starts")
                 for t in context.turn
             )
-            module = facts.get("missing_module")
+            missing = facts.get("missing_module")
             if just_now:
-                return Decision(text=self._t["done"].format(module=module))
+                return Decision(text=self._t["done"].format(module=missing))
             return Decision(text=self._t["already_done"])
         if "missing_module" not in facts:
             return self._diagnose(context)

@@ -13,6 +13,7 @@ import os
 import shlex
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,7 @@ class ProjectTools:
 
     def execute(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """Run tool ``name``; a :class:`ToolError` becomes an outcome with ``error`` set."""
-        handlers = {
+        handlers: dict[str, Callable[..., ToolOutcome]] = {
             "run_command": self.run_command,
             "read_file": self.read_file,
             "edit_file": self.edit_file,
@@ -197,7 +198,7 @@ class ProjectTools:
         except FileNotFoundError as exc:
             raise ToolError(f"cannot run {argv[0]!r}: {exc.strerror}") from exc
         except subprocess.TimeoutExpired as exc:
-            result = {
+            result: dict[str, str | int | bool | None] = {
                 "command": command,
                 "exit_code": None,
                 "stdout_tail": self._tail(_text(exc.stdout)),

@@ -17,6 +17,8 @@ JSON documents are :class:`~agentsession.stores.sqltypes.JSONText`, timestamps
 
 from __future__ import annotations
 
+from typing import Final, TypedDict
+
 import sqlalchemy as sa
 
 from .sqltypes import LONG_TEXT, JSONText, PlainText, UTCDateTime
@@ -37,8 +39,19 @@ ID = 64  # generated ids: "<prefix>_<26 chars>", with room to spare
 NAME = 128  # user ids, agent names, idempotency keys (ids.NAME_PATTERN)
 LABEL = 255  # tool names, client-chosen tool call ids, actors, request ids
 
+
+
+class TableOptions(TypedDict):
+    """Dialect keyword arguments of every ``sa.Table`` (a TypedDict, so that ``**`` passes
+    them as exactly these keywords rather than as any of ``Table``'s typed ones)."""
+
+    mysql_engine: str
+    mysql_charset: str
+    mysql_collate: str
+
+
 # MySQL: 4-byte UTF-8 and binary collation, so ids compare and sort like everywhere else.
-TABLE_OPTIONS = {
+TABLE_OPTIONS: Final[TableOptions] = {
     "mysql_engine": "InnoDB",
     "mysql_charset": "utf8mb4",
     "mysql_collate": "utf8mb4_bin",

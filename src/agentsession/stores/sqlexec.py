@@ -29,6 +29,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.sql.compiler import SQLCompiler
 
 __all__ = ["CompiledStatement", "observed"]
 
@@ -55,6 +56,8 @@ class CompiledStatement:
 
     def __init__(self, stmt: sa.sql.ClauseElement, dialect: Dialect) -> None:
         compiled = stmt.compile(dialect=dialect)
+        if not isinstance(compiled, SQLCompiler):  # DDL compiles with a DDLCompiler
+            raise TypeError(f"not a SQL statement: {type(stmt).__name__}")
         if compiled.literal_execute_params or compiled.post_compile_params:
             raise ValueError("statement needs per-execution rendering; use Connection.execute")
         self.sql: str = compiled.string

@@ -65,12 +65,11 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        if isinstance(value, str):
-            value = datetime.fromisoformat(value)
-        if value.tzinfo is None:
+        moment: datetime = datetime.fromisoformat(value) if isinstance(value, str) else value
+        if moment.tzinfo is None:
             # MySQL DATETIME has no zone; we only ever write UTC into it.
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
+            return moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC)
 
 
 class JSONText(sa.types.TypeDecorator[Any]):
