@@ -19,6 +19,7 @@ Two stores:
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import json
@@ -211,7 +212,8 @@ class FileKeyStore:
             self._keys = {k.token_sha256: k for k in self._read()}
             self._stamp = stamp
 
-    def _read(self) -> list[ApiKey]:
+    # builtins.list: in this class, after its method `list`, plain `list` names the method.
+    def _read(self) -> builtins.list[ApiKey]:
         try:
             raw = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -220,7 +222,7 @@ class FileKeyStore:
         return [ApiKey(**item) for item in doc.get("keys", [])]
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[list[ApiKey]]:
+    def _locked(self) -> Iterator[builtins.list[ApiKey]]:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)

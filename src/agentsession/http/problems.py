@@ -172,7 +172,7 @@ class BodyTooLarge(StarletteHTTPException):
 def _problem_of(cls: type[AgentSessionError]) -> Problem:
     for klass in cls.__mro__:
         if klass in PROBLEMS:
-            return PROBLEMS[klass]  # type: ignore[index]
+            return PROBLEMS[klass]
     raise AssertionError("AgentSessionError is in PROBLEMS")  # pragma: no cover
 
 

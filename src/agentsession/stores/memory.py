@@ -94,7 +94,7 @@ class _MemoryTransaction:
     def __init__(self, store: MemoryStore, *, write: bool) -> None:
         self._s = store
         self._write = write
-        self._undo: list[Callable[[], None]] = []
+        self._undo: list[Callable[[], object]] = []  # what an undo returns is ignored
 
     def rollback(self) -> None:
         for undo in reversed(self._undo):

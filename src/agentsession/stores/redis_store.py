@@ -77,6 +77,7 @@ Redis) logs a warning.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import math
 import random
@@ -109,6 +110,7 @@ try:
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
+    from redis.typing import ResponseT
 except ImportError as _exc:  # pragma: no cover - depends on the installed extras
     raise StoreError("the Redis store needs redis-py: pip install 'agentsession[redis]'") from _exc
 
@@ -268,6 +270,48 @@ def _dec(cls: type[M], text: str) -> M:
     return cls.model_validate(loads(text))
 
 
+# -- redis-py replies ---------------------------------------------------------------
+# redis-py types each command once for its sync and asyncio clients alike, as
+# ``ResponseT`` (``Awaitable[Any] | Any``) or ``Awaitable[X] | X``. The store uses only
+# the sync client, made with decode_responses=True, so a reply is already its value:
+# these narrow it to the shape its command returns (asserting it is not awaitable).
+_SYNC_ONLY = "an awaitable reply from redis-py: the store needs a sync redis.Redis client"
+
+
+def _text(reply: ResponseT) -> str | None:
+    """GET, HGET: the value, or None where the key (or field) is absent."""
+    assert not inspect.isawaitable(reply), _SYNC_ONLY
+    text: str | None = reply
+    return text
+
+
+def _texts(reply: ResponseT) -> list[str]:
+    """ZRANGE, ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZREVRANGEBYLEX: the members."""
+    assert not inspect.isawaitable(reply), _SYNC_ONLY
+    texts: list[str] = reply
+    return texts
+
+
+def _maybe_texts(reply: ResponseT) -> list[str | None]:
+    """MGET, HMGET: a value per key (or field), None where absent."""
+    assert not inspect.isawaitable(reply), _SYNC_ONLY
+    texts: list[str | None] = reply
+    return texts
+
+
+def _integer(reply: ResponseT) -> int:
+    """INCR: the new value."""
+    assert not inspect.isawaitable(reply), _SYNC_ONLY
+    return int(reply)
+
+
+def _config(reply: ResponseT) -> dict[str, str]:
+    """CONFIG GET: parameter -> value."""
+    assert not inspect.isawaitable(reply), _SYNC_ONLY
+    config: dict[str, str] = reply
+    return config
+
+
 def _copy(model: M) -> M:
     return model.model_copy(deep=True)
 
@@ -421,7 +465,7 @@ class RedisStore:
 
     def _check_durability(self, client: redis.Redis, require: bool) -> None:
         try:
-            config = client.config_get("append*")
+            config = _config(client.config_get("append*"))
         except redis.exceptions.ResponseError as exc:
             logger.warning(
                 "cannot read the persistence settings of Redis at %s (%s): make sure it "
@@ -507,7 +551,7 @@ def _translated(
     """Raise redis-py errors (and undecodable stored data) as store errors."""
 
     @functools.wraps(method)
-    def wrapper(self: _RedisTransaction, *args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(self: _RedisTransaction, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(self, *args, **kwargs)
         except (redis.RedisError, ValueError, KeyError) as exc:
@@ -594,7 +638,7 @@ class _RedisTransaction:
         """GET ``key`` once per transaction; a commit requires it unchanged."""
         if key in self._guards:
             return self._guards[key]
-        value: str | None = self._r.get(key)
+        value = _text(self._r.get(key))
         self._guards[key] = value
         return value
 
@@ -604,7 +648,7 @@ class _RedisTransaction:
             return
         keys = list(self._guards)
         try:
-            now = self._r.mget(keys)
+            now = _maybe_texts(self._r.mget(keys))
         except redis.RedisError:
             return  # the caller's own error is the one to report
         if any(self._guards[k] != v for k, v in zip(keys, now, strict=True)):
@@ -728,11 +772,11 @@ class _RedisTransaction:
         chunk = max(limit, 100) if filtered else limit
         out: list[Session] = []
         while len(out) < limit:
-            members = self._r.zrevrangebylex(index, high, "-", start=0, num=chunk)
+            members = _texts(self._r.zrevrangebylex(index, high, "-", start=0, num=chunk))
             if not members:
                 break
             sids = [m.partition("|")[2] for m in members]
-            for raw in self._r.mget([_prefix(sid) + "session" for sid in sids]):
+            for raw in _maybe_texts(self._r.mget([_prefix(sid) + "session" for sid in sids])):
                 if raw is None:
                     continue  # deleted since the index was read
                 s = _dec(Session, raw)
@@ -747,11 +791,11 @@ class _RedisTransaction:
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
         if limit <= 0:
             return []
-        return list(self._r.zrangebyscore(_DUE, "-inf", _us(now), start=0, num=limit))
+        return _texts(self._r.zrangebyscore(_DUE, "-inf", _us(now), start=0, num=limit))
 
     @_translated
     def list_user_session_ids(self, user_id: str) -> list[str]:
-        return [m.partition("|")[2] for m in self._r.zrange(_user_index(user_id), 0, -1)]
+        return [m.partition("|")[2] for m in _texts(self._r.zrange(_user_index(user_id), 0, -1))]
 
     # -- messages --------------------------------------------------------------------
     @_translated
@@ -787,11 +831,11 @@ class _RedisTransaction:
             low = "-inf" if after_seq is None else f"({after_seq}"
             high = "+inf" if before_seq is None else f"({before_seq}"
             if limit is None:
-                raw = self._r.zrangebyscore(key, low, high)
+                raw = _texts(self._r.zrangebyscore(key, low, high))
             elif newest:
-                raw = self._r.zrevrangebyscore(key, high, low, start=0, num=limit)[::-1]
+                raw = _texts(self._r.zrevrangebyscore(key, high, low, start=0, num=limit))[::-1]
             else:
-                raw = self._r.zrangebyscore(key, low, high, start=0, num=limit)
+                raw = _texts(self._r.zrangebyscore(key, low, high, start=0, num=limit))
             rows = [_dec_message(session_id, text) for text in raw]
         rows += [
             _copy(m)
@@ -810,7 +854,7 @@ class _RedisTransaction:
             return _copy(self._memory[session_id])
         if not self._stored(session_id):
             return None
-        raw = self._r.get(_prefix(session_id) + "memory")
+        raw = _text(self._r.get(_prefix(session_id) + "memory"))
         return None if raw is None else _dec(WorkingMemory, raw)
 
     @_translated
@@ -843,7 +887,7 @@ class _RedisTransaction:
                 return _copy(call)
         if not self._stored(session_id):
             return None
-        raw = self._r.hget(_prefix(session_id) + "calls", call_id)
+        raw = _text(self._r.hget(_prefix(session_id) + "calls", call_id))
         return None if raw is None else _dec(ToolCall, raw)
 
     @_translated
@@ -861,10 +905,12 @@ class _RedisTransaction:
         if self._stored(session_id):
             p = _prefix(session_id)
             low = "-inf" if after_seq is None else f"({after_seq}"
-            page = {} if tool is not None or limit is None else {"start": 0, "num": limit}
-            ids = self._r.zrangebyscore(p + "calls:seq", low, "+inf", **page)
+            num = limit if tool is None else None  # a page only if no filter follows
+            start = None if num is None else 0
+            ids = _texts(self._r.zrangebyscore(p + "calls:seq", low, "+inf", start=start, num=num))
             if ids:
-                rows = [_dec(ToolCall, raw) for raw in self._r.hmget(p + "calls", ids) if raw]
+                raws = _maybe_texts(self._r.hmget(p + "calls", ids))
+                rows = [_dec(ToolCall, raw) for raw in raws if raw]
         rows += [
             _copy(c)
             for c in self._calls.get(session_id, [])
@@ -881,17 +927,17 @@ class _RedisTransaction:
         if not self._stored(session_id):
             return None
         p = _prefix(session_id)
-        call_id = self._r.hget(p + "calls:find", f"{tool}\x1f{arguments_hash}")
+        call_id = _text(self._r.hget(p + "calls:find", f"{tool}\x1f{arguments_hash}"))
         if call_id is None:
             return None
-        raw = self._r.hget(p + "calls", call_id)
+        raw = _text(self._r.hget(p + "calls", call_id))
         return None if raw is None else _dec(ToolCall, raw)
 
     # -- runs ------------------------------------------------------------------------
     def _stored_run(self, session_id: str, run_id: str) -> Run | None:
         if not self._stored(session_id):
             return None
-        raw = self._r.hget(_prefix(session_id) + "runs", run_id)
+        raw = _text(self._r.hget(_prefix(session_id) + "runs", run_id))
         return None if raw is None else _dec(Run, raw)
 
     @_translated
@@ -959,10 +1005,11 @@ class _RedisTransaction:
             p = _prefix(session_id)
             low = "-inf" if after_seq is None else f"({after_seq}"
             exact = status is None and not pending and limit is not None
-            page = {"start": 0, "num": limit} if exact else {}
-            ids = self._r.zrangebyscore(p + "runs:seq", low, "+inf", **page)
+            num = limit if exact else None
+            start = None if num is None else 0
+            ids = _texts(self._r.zrangebyscore(p + "runs:seq", low, "+inf", start=start, num=num))
             if ids:
-                for raw in self._r.hmget(p + "runs", ids):
+                for raw in _maybe_texts(self._r.hmget(p + "runs", ids)):
                     if raw is not None:
                         run = _dec(Run, raw)
                         rows[run.run_id] = run
@@ -1000,7 +1047,7 @@ class _RedisTransaction:
     def insert_audit(self, event: AuditEvent) -> int:
         self._writing()
         sid = event.session_id
-        seq = int(self._r.incr(_AUDIT_SEQ))
+        seq = _integer(self._r.incr(_AUDIT_SEQ))
         stored = event.model_copy(update={"seq": seq}, deep=True)
         if self._session_known(sid) is None:
             # A deleted session's tombstone outlives every key of the session.
@@ -1025,12 +1072,16 @@ class _RedisTransaction:
             rows = []
             if self._stored(session_id):
                 low = "-inf" if after_seq is None else f"({after_seq}"
-                page = {"start": 0, "num": limit} if limit is not None else {}
-                raw = self._r.zrangebyscore(_prefix(session_id) + "audit", low, "+inf", **page)
+                start = None if limit is None else 0
+                raw = _texts(
+                    self._r.zrangebyscore(
+                        _prefix(session_id) + "audit", low, "+inf", start=start, num=limit
+                    )
+                )
                 rows = [_dec(AuditEvent, text) for text in raw]
             rows += [_copy(e) for e in self._audit.get(session_id, [])]
         else:
-            text = self._r.hget(_TOMBSTONES, session_id)
+            text = _text(self._r.hget(_TOMBSTONES, session_id))
             rows = [AuditEvent.model_validate(e) for e in loads(text)] if text else []
         rows = [e for e in rows if after_seq is None or e.seq > after_seq]
         return rows if limit is None else rows[:limit]
@@ -1083,11 +1134,11 @@ class _RedisTransaction:
         index = _IDEM_BY_TIME if user_id is None else _idem_user_index(user_id)
         keys = [
             k
-            for k in self._r.zrangebyscore(index, "-inf", f"({_us(created_before)}")
+            for k in _texts(self._r.zrangebyscore(index, "-inf", f"({_us(created_before)}"))
             if k not in self._idem
         ]
         count = 0
-        raws = self._r.mget(keys) if keys else []
+        raws = _maybe_texts(self._r.mget(keys)) if keys else []
         for k, raw in zip(keys, raws, strict=True):
             if raw is None:  # expired by Redis already: drop the stale index entries
                 self._do("ZREM", _IDEM_BY_TIME, k)

@@ -26,6 +26,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreBusy, StoreError
@@ -226,10 +227,10 @@ def _translated(
     """Raise driver errors (and undecodable stored rows) as store errors."""
 
     @functools.wraps(method)
-    def wrapper(self: _SQLTransaction, *args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(self: _SQLTransaction, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(self, *args, **kwargs)
-        except (*self._errors, ValueError) as exc:
+        except self._translatable as exc:
             raise translate_error(exc) from exc
 
     return wrapper
@@ -257,7 +258,9 @@ class _Statements:
         )
         self.insert_messages = compiled(sa.insert(messages))
         # The audit seq comes back as the cursor's lastrowid where the dialect reads
-        # generated keys that way (SQLite, MySQL), else by RETURNING (PostgreSQL).
+        # generated keys that way (SQLite, MySQL), else by RETURNING (PostgreSQL). The flag
+        # is DefaultDialect's (every dialect's base), not the Dialect interface's.
+        assert isinstance(dialect, DefaultDialect)
         self.audit_lastrowid = bool(dialect.postfetch_lastrowid)
         insert_audit = sa.insert(audit_events).values(
             {c.key: sa.bindparam(c.key) for c in audit_events.c if c.key != "seq"}
@@ -367,7 +370,8 @@ class _SQLTransaction:
     ) -> None:
         self._conn = conn
         self._sql = sql
-        self._errors = errors
+        # What _translated raises as store errors: the driver's, and undecodable rows.
+        self._translatable: tuple[type[BaseException], ...] = (*errors, ValueError)
         self._write = write
         self._cursor: Any = None
         self._direct = not observed(conn)

@@ -21,6 +21,7 @@ async def get_working_memory(ctx: ReadCtx) -> Response:
     ``version``, the last memory write's): send it back as ``If-Match`` on PUT/PATCH for
     a read-modify-write without a lost update (RFC 9110 section 13.1.1)."""
     memory = await ctx.manager.get_working_memory(**ctx.who)
+    assert memory.session_version is not None  # a read sets it (service.reads.memory_of)
     return reply(memory, etag=(ctx.session_id, memory.session_version))
 
 

@@ -9,10 +9,16 @@ revision keeps creating the same tables however the current schema moves on.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Final
+
 import sqlalchemy as sa
 from alembic import op
 
 from agentsession.stores.sqltypes import LONG_TEXT, JSONText, UTCDateTime
+
+if TYPE_CHECKING:
+    # Only the type (which keywords ``**`` passes): the values stay written out below.
+    from agentsession.stores.schema import TableOptions
 
 revision = "0001_initial"
 down_revision = None
@@ -22,7 +28,7 @@ depends_on = None
 ID = 64
 NAME = 128
 LABEL = 255
-TABLE_OPTIONS = {
+TABLE_OPTIONS: Final[TableOptions] = {
     "mysql_engine": "InnoDB",
     "mysql_charset": "utf8mb4",
     "mysql_collate": "utf8mb4_bin",
