@@ -1,7 +1,8 @@
 """Throwaway database servers for the tests: PostgreSQL, MariaDB/MySQL and Redis.
 
-Each server is started once per test session, on loopback, on a free port, with its data
-in a fresh temporary directory, and stopped (directory removed) when the session ends.
+Each server is started once per test session (once per worker under pytest-xdist), on
+loopback, on a free port, with its data in a fresh temporary directory, and stopped
+(directory removed) when the session ends.
 No Docker and no system service: the binaries come from the Debian packages
 ``postgresql``, ``mariadb-server`` and ``redis-server`` (``.ci/run`` installs them).
 A missing binary skips the tests that need it with a reason naming the package, and
