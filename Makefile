@@ -1,11 +1,12 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both set up
-# their own virtual environment in .venv on first use.
+# their own virtual environment in .venv on first use. `make test-all` (CI) adds the
+# slow tests; PYTEST_ARGS passes options through (e.g. PYTEST_ARGS="-n 2" for xdist).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-stores setup clean
+.PHONY: demo test test-all lint bench bench-stores setup clean
 
 setup: $(STAMP)
 
@@ -18,8 +19,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/agentsession demo
 
+# Durations measured on the project's 2-core machine (README, Development).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	@echo "running the fast suite (about 3 minutes on 2 cores; make test-all adds the slow tests, about 8 minutes)"
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	@echo "running every test, the slow ones too (about 8 minutes on 2 cores)"
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Its own environment (benchmarks/.venv: agentsession + the peers), not $(STAMP)'s.
 bench:

@@ -1,28 +1,42 @@
-"""Shared fixtures: the registry of stores every contract test runs against.
+"""Shared fixtures: the registry of stores the contract and HTTP tests run against.
 
 ``STORES`` maps a backend name to a factory returning a fresh, empty store; the
 ``store`` fixture closes it afterwards. A factory's parameters are fixture names, filled
-in like a fixture's (``tmp_path``, or a server fixture of ``tests/servers.py`` such as
-``postgres_url``). A backend whose server or driver is missing is skipped with its
-reason printed by ``-ra`` and in the "server stores" summary at the end.
+in like a fixture's (``tmp_path``, or a server fixture such as ``postgres_store_url``).
+A backend whose server or driver is missing is skipped with its reason printed by ``-ra``
+and in the "server stores" summary at the end.
+
+Which stores a test runs on depends on what it checks (``tests/contract/README.md``):
+
+* by default, every store in ``STORES``: the test exercises what a store must do;
+* marked ``store_independent``, only ``MANAGER_STORES`` (memory and SQLite): the rule
+  lives in the manager or the HTTP layer and no store can change the outcome (argument
+  validation, ownership checks, value rejection before any write, HTTP mapping).
+
+The SQL stores are cheap to set up: the schema is migrated once per test session (per
+xdist worker), and each test gets a copy of the migrated SQLite file, or the session's
+PostgreSQL/MariaDB database emptied of rows.
 
 The server stores (``postgres``, ``mysql``, ``redis``) are registered unless the environment
-variable ``AGENTSESSION_TEST_SERVERS=0`` asks for a quick local run (see
-``tests/contract/README.md``).
+variable ``AGENTSESSION_TEST_SERVERS=0`` asks for a quick local run.
 """
 
 from __future__ import annotations
 
 import inspect
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 import servers
 from agentsession import SessionManager
 from agentsession.stores.base import SessionStore
 from agentsession.stores.memory import MemoryStore
+from agentsession.stores.schema import metadata
+from agentsession.stores.sql import SQLStore
 from frozen_clock import FrozenClock
 
 
@@ -32,26 +46,91 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(servers, "agentsession_test_servers")
 
 
-def _memory(tmp_path: Path) -> SessionStore:
+# -- migrated SQL databases, set up once per session -------------------------------------
+
+
+class MigratedDatabase:
+    """A database migrated once per session; :meth:`emptied` deletes every row (the
+    schema and ``alembic_version`` stay) so each test starts from an empty store."""
+
+    def __init__(self, url: str) -> None:
+        SQLStore(url, auto_migrate=True).close()
+        self.url = url
+        self._engine = sa.create_engine(url, pool_size=1)
+
+    def emptied(self) -> str:
+        # DELETE, children first: on these few rows it is ~10x cheaper than TRUNCATE
+        # (PostgreSQL) or a CREATE DATABASE + migration per test.
+        with self._engine.begin() as conn:
+            for table in reversed(metadata.sorted_tables):
+                conn.execute(table.delete())
+        return self.url
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+
+def _migrated(server: servers.Server) -> Iterator[MigratedDatabase]:
+    name, url = server.create_database()
+    db = MigratedDatabase(url)
+    try:
+        yield db
+    finally:
+        db.close()
+        server.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated once per session, copied by each test's ``sqlite`` store."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "sessions.db"
+    SQLStore(f"sqlite:///{path}", auto_migrate=True).close()
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_migrated(postgres_server: servers.Server) -> Iterator[MigratedDatabase]:
+    """The session's migrated PostgreSQL database."""
+    yield from _migrated(postgres_server)
+
+
+@pytest.fixture(scope="session")
+def mysql_migrated(mysql_server: servers.Server) -> Iterator[MigratedDatabase]:
+    """The session's migrated MariaDB/MySQL database."""
+    yield from _migrated(mysql_server)
+
+
+@pytest.fixture
+def postgres_store_url(postgres_migrated: MigratedDatabase) -> str:
+    """URL of a migrated PostgreSQL database with no rows."""
+    return postgres_migrated.emptied()
+
+
+@pytest.fixture
+def mysql_store_url(mysql_migrated: MigratedDatabase) -> str:
+    """URL of a migrated MariaDB/MySQL database with no rows."""
+    return mysql_migrated.emptied()
+
+
+# -- the registry ------------------------------------------------------------------------
+
+
+def _memory() -> SessionStore:
     return MemoryStore()
 
 
-def _sqlite(tmp_path: Path) -> SessionStore:
-    from agentsession.stores.sql import SQLStore
-
-    return SQLStore(f"sqlite:///{tmp_path / 'sessions.db'}", auto_migrate=True)
-
-
-def _postgres(postgres_url: str) -> SessionStore:
-    from agentsession.stores.sql import SQLStore
-
-    return SQLStore(postgres_url, auto_migrate=True)
+def _sqlite(sqlite_template: Path, tmp_path: Path) -> SessionStore:
+    db = tmp_path / "sessions.db"
+    shutil.copyfile(sqlite_template, db)
+    return SQLStore(f"sqlite:///{db}", auto_migrate=True)
 
 
-def _mysql(mysql_url: str) -> SessionStore:
-    from agentsession.stores.sql import SQLStore
+def _postgres(postgres_store_url: str) -> SessionStore:
+    return SQLStore(postgres_store_url, auto_migrate=True)
 
-    return SQLStore(mysql_url, auto_migrate=True)
+
+def _mysql(mysql_store_url: str) -> SessionStore:
+    return SQLStore(mysql_store_url, auto_migrate=True)
 
 
 def _redis(redis_url: str) -> SessionStore:
@@ -69,10 +148,24 @@ STORES: dict[str, Callable[..., SessionStore]] = {
 if servers.server_stores_enabled():
     STORES.update(postgres=_postgres, mysql=_mysql, redis=_redis)
 
+#: The stores of ``store_independent`` tests: one in-process store of each family.
+MANAGER_STORES = ("memory", "sqlite")
 
-@pytest.fixture(params=sorted(STORES))
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrise ``store`` over ``STORES``, or ``MANAGER_STORES`` for a test marked
+    ``store_independent``."""
+    if "store" not in metafunc.fixturenames:
+        return
+    names = sorted(STORES)
+    if metafunc.definition.get_closest_marker("store_independent") is not None:
+        names = [name for name in names if name in MANAGER_STORES]
+    metafunc.parametrize("store", names, indirect=True)
+
+
+@pytest.fixture
 def store(request: pytest.FixtureRequest) -> Iterator[SessionStore]:
-    """A fresh, empty store of each registered kind."""
+    """A fresh, empty store of the kind ``pytest_generate_tests`` chose."""
     factory = STORES[request.param]
     fixtures = {
         name: request.getfixturevalue(name) for name in inspect.signature(factory).parameters

@@ -1,7 +1,8 @@
 """Throwaway database servers for the tests: PostgreSQL, MariaDB/MySQL and Redis.
 
-Each server is started once per test session, on loopback, on a free port, with its data
-in a fresh temporary directory, and stopped (directory removed) when the session ends.
+Each server is started once per test session (once per worker under pytest-xdist), on
+loopback, on a free port, with its data in a fresh temporary directory, and stopped
+(directory removed) when the session ends.
 No Docker and no system service: the binaries come from the Debian packages
 ``postgresql``, ``mariadb-server`` and ``redis-server`` (``.ci/run`` installs them).
 A missing binary skips the tests that need it with a reason naming the package, and
@@ -77,8 +78,11 @@ SERVER_STORES_ENV = "AGENTSESSION_TEST_SERVERS"
 
 START_TIMEOUT = 60.0  # seconds a server may take to accept connections
 
-# kind -> what happened this session: ("started", seconds, version) or ("skipped", reason)
+# kind -> what happened this session: ("started", seconds, version) or ("skipped", reason).
+# Under pytest-xdist each worker starts its own servers; the controller gathers the
+# workers' entries (pytest_testnodedown) into _WORKER_REPORTS for the summary.
 _REPORT: dict[str, tuple[str, Any, Any]] = {}
+_WORKER_REPORTS: list[dict[str, tuple[str, Any, Any]]] = []
 _INSTALL_HINT = {
     "postgres": "PostgreSQL server not installed: apt-get install postgresql",
     "mysql": "MariaDB server not installed: apt-get install mariadb-server",
@@ -637,18 +641,33 @@ def redis_url(redis_server: Server) -> str:
     return f"{redis_server.url_prefix}/0"
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker, hand this worker's servers to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["agentsession_servers"] = {k: list(v) for k, v in _REPORT.items()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """On the xdist controller: collect a finished worker's servers."""
+    report = getattr(node, "workeroutput", {}).get("agentsession_servers")
+    if report:
+        _WORKER_REPORTS.append({k: tuple(v) for k, v in report.items()})
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """One line per server store: started (version, start-up time), skipped (why), or
-    not enabled."""
+    """One line per server store: started (version, start-up time; one time per xdist
+    worker), skipped (why), or not enabled."""
     lines = []
     for kind in ("postgres", "mysql", "redis"):
-        entry = _REPORT.get(kind)
-        if entry is None:
-            continue
-        if entry[0] == "started":
-            lines.append(f"{kind}: {entry[2]}, started in {entry[1]:.2f} s")
-        else:
-            lines.append(f"{kind}: SKIPPED, {entry[1]}")
+        entries = [r[kind] for r in (_REPORT, *_WORKER_REPORTS) if kind in r]
+        started = [e for e in entries if e[0] == "started"]
+        if started:
+            times = ", ".join(f"{e[1]:.2f} s" for e in started)
+            lines.append(f"{kind}: {started[0][2]}, started in {times}")
+        elif entries:
+            lines.append(f"{kind}: SKIPPED, {entries[0][1]}")
     if not server_stores_enabled():
         lines.append(f"postgres, mysql, redis stores: left out of STORES ({SERVER_STORES_ENV}=0)")
     if lines:

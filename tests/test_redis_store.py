@@ -94,7 +94,7 @@ def plain_redis(redis_server: Server) -> Iterator[tuple[subprocess.Popen[bytes],
 
 
 @pytest.fixture
-def store(redis_url: str) -> Iterator[RedisStore]:
+def redis_store(redis_url: str) -> Iterator[RedisStore]:
     """A Redis store on the flushed throwaway server."""
     s = RedisStore(redis_url)
     try:
@@ -107,10 +107,10 @@ def _session_keys(store: RedisStore, session_id: str) -> list[str]:
     return sorted(store.client.scan_iter(match=f"*{session_id}*", count=1000))
 
 
-def test_delete_leaves_no_key_of_the_session(store: RedisStore) -> None:
+def test_delete_leaves_no_key_of_the_session(redis_store: RedisStore) -> None:
     """Purge removes every key, index entry and idempotency record of the session;
     only the content-free tombstone event stays."""
-    m = SessionManager(store)
+    m = SessionManager(redis_store)
     sid = m.create_session(user_id=USER, ttl_seconds=3600, idempotency_key="c1").session_id
     kw = {"session_id": sid, "user_id": USER}
     m.append_messages(
@@ -123,10 +123,10 @@ def test_delete_leaves_no_key_of_the_session(store: RedisStore) -> None:
     run = m.start_run(**kw, input="x")
     m.add_run_step(**kw, run_id=run.run_id, kind="model")
     keep = m.create_session(user_id=USER).session_id
-    assert len(_session_keys(store, sid)) >= 8
+    assert len(_session_keys(redis_store, sid)) >= 8
     m.delete_session(**kw)
-    assert _session_keys(store, sid) == []
-    r = store.client
+    assert _session_keys(redis_store, sid) == []
+    r = redis_store.client
     members = r.zrange("as:sessions", 0, -1) + r.zrange("as:user:{alice}:sessions", 0, -1)
     assert [x for x in members if sid in x] == []
     assert r.zscore("as:due", sid) is None
@@ -138,12 +138,12 @@ def test_delete_leaves_no_key_of_the_session(store: RedisStore) -> None:
     assert m.get_session(session_id=keep, user_id=USER).status == SessionStatus.ACTIVE
 
 
-def test_writers_of_one_session_take_turns_without_re_runs(store: RedisStore) -> None:
+def test_writers_of_one_session_take_turns_without_re_runs(redis_store: RedisStore) -> None:
     """16 threads x 25 appends to one session with no re-run allowed
     (``max_retries=1``): the session's write lock makes them wait their turn, so none loses a race
     (without it, most would fail with StoreConflict at once); seq gapless; the lock key
     is gone afterwards."""
-    m = SessionManager(store, policy=Policy(max_retries=1))
+    m = SessionManager(redis_store, policy=Policy(max_retries=1))
     sid = m.create_session(user_id=USER).session_id
     errors: list[BaseException] = []
 
@@ -164,25 +164,25 @@ def test_writers_of_one_session_take_turns_without_re_runs(store: RedisStore) ->
     assert errors == []
     seqs = [msg.seq for msg in m.get_messages(session_id=sid, user_id=USER)]
     assert seqs == list(range(1, 16 * 25 + 1))
-    assert store.client.exists(f"as:{{{sid}}}:lock") == 0
+    assert redis_store.client.exists(f"as:{{{sid}}}:lock") == 0
 
 
-def test_a_dead_writers_lock_expires(store: RedisStore) -> None:
+def test_a_dead_writers_lock_expires(redis_store: RedisStore) -> None:
     """A lock left by a writer that died (never released) delays the next writer by
     at most its expiry; it does not block the session."""
-    m = SessionManager(store)
+    m = SessionManager(redis_store)
     sid = m.create_session(user_id=USER).session_id
-    store.client.set(f"as:{{{sid}}}:lock", "dead-writer", px=_LOCK_TTL_MS)
+    redis_store.client.set(f"as:{{{sid}}}:lock", "dead-writer", px=_LOCK_TTL_MS)
     started = time.monotonic()
     m.append_message(session_id=sid, user_id=USER, message={"role": "user", "content": "x"})
     assert _LOCK_TTL_MS / 1000 * 0.8 <= time.monotonic() - started < _LOCK_WAIT_S
     assert m.get_session(session_id=sid, user_id=USER).message_count == 1
 
 
-def test_expired_session_stays_readable_and_keys_never_expire(store: RedisStore) -> None:
+def test_expired_session_stays_readable_and_keys_never_expire(redis_store: RedisStore) -> None:
     """An idle session becomes EXPIRED, not gone: its keys carry no Redis expiry."""
     clock = FrozenClock()
-    m = SessionManager(store, clock=clock)
+    m = SessionManager(redis_store, clock=clock)
     sid = m.create_session(user_id=USER, ttl_seconds=60).session_id
     kw = {"session_id": sid, "user_id": USER}
     m.append_message(**kw, message={"role": "user", "content": "still here"})
@@ -191,8 +191,8 @@ def test_expired_session_stays_readable_and_keys_never_expire(store: RedisStore)
     s = m.get_session(**kw)
     assert s.status == SessionStatus.EXPIRED and s.status_reason == "ttl"
     assert [x.content for x in m.get_messages(**kw)] == ["still here"]
-    assert all(store.client.ttl(k) == -1 for k in _session_keys(store, sid))
-    assert store.client.zscore("as:due", sid) is None
+    assert all(redis_store.client.ttl(k) == -1 for k in _session_keys(redis_store, sid))
+    assert redis_store.client.zscore("as:due", sid) is None
     assert m.restore_session(**kw).session.status == SessionStatus.ACTIVE
 
 
@@ -205,12 +205,12 @@ def test_idempotency_records_carry_a_redis_expiry(redis_url: str) -> None:
         assert 89_000 < store.client.ttl(key) <= 90_000
 
 
-def test_timestamps_round_trip_exactly(store: RedisStore) -> None:
+def test_timestamps_round_trip_exactly(redis_store: RedisStore) -> None:
     """Aware UTC with microseconds in, the same instant out."""
     from datetime import UTC, datetime
 
     clock = FrozenClock(datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC))
-    m = SessionManager(store, clock=clock)
+    m = SessionManager(redis_store, clock=clock)
     s = m.create_session(user_id=USER)
     got = m.get_session(session_id=s.session_id, user_id=USER)
     assert got.created_at == clock.now and got.created_at.utcoffset().total_seconds() == 0

@@ -4,8 +4,11 @@ reason where the server is not installed."""
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
+from agentsession import SessionManager
+from agentsession.stores.base import SessionStore
 from servers import Server, redis_command
 
 
@@ -52,3 +55,12 @@ def test_mysql_database_is_fresh_and_utf8mb4(mysql_url: str) -> None:
             )
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("turn", [1, 2])
+def test_store_fixture_starts_empty_every_test(store: SessionStore, turn: int) -> None:
+    """The SQL server stores share one migrated database per session: the second turn
+    would see the first turn's session if the fixture did not empty it."""
+    m = SessionManager(store)
+    assert m.list_sessions(user_id="root", all_users=True, admin=True).items == []
+    m.create_session(user_id="alice", idempotency_key=f"turn-{turn}")

@@ -14,6 +14,9 @@ from contract_support import PUBLIC_METHODS, USER, Ctx, snapshot, user_msg
 
 from agentsession import AgentSessionError, SessionManager, ValidationError
 
+# Every call here is rejected by the manager before it reaches the store.
+pytestmark = pytest.mark.store_independent
+
 #: name -> call(manager, ctx) that must raise ValidationError.
 BAD_ARGUMENTS: list[Any] = [
     pytest.param(lambda m, c: m.update_session(session_id=c.sid, user_id=USER, metadata=[1]),

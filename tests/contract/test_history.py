@@ -124,6 +124,7 @@ def test_c20_limit_edge_values(
     assert seqs(manager.get_messages(session_id=sid, user_id=USER, **kwargs)) == expected
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("bad", [-1, -100, 1.5, "3", True])
 def test_c20_bad_limits_are_validation_errors(
     manager: SessionManager, sid: str, bad: object
@@ -142,6 +143,7 @@ def test_c20_bad_limits_are_validation_errors(
     assert manager.list_sessions(user_id=USER, limit=0).items == []
 
 
+@pytest.mark.store_independent
 def test_cursor_validation(manager: SessionManager, sid: str) -> None:
     """Both cursors at once, negative cursors and foreign list cursors are ValidationErrors."""
     _fill(manager, sid, 3)
@@ -358,6 +360,7 @@ def test_random_messages_round_trip(manager: SessionManager, batch: list[dict[st
     assert all(same_payload(x.payload(), y) for x, y in zip(got, batch, strict=True))
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("field", ["message_id", "session_id", "seq", "created_at"])
 def test_store_assigned_fields_cannot_be_sent(
     manager: SessionManager, sid: str, field: str

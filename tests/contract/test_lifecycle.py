@@ -430,6 +430,7 @@ def test_finish_statuses_and_usage(manager: SessionManager, sid: str, final: str
     assert snapshot(manager, sid) == before
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("bad", ["RUNNING", "PENDING", "INTERRUPTED", "done"])
 def test_finish_rejects_non_final_statuses(manager: SessionManager, sid: str, bad: str) -> None:
     """finish_run accepts only SUCCEEDED, FAILED, CANCELLED."""

@@ -132,6 +132,7 @@ def test_merge_patch_matches_reference(
     assert manager.get_working_memory(session_id=sid, user_id=USER).data == expected
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize(("field", "bad"), [
     ("goal", 5), ("goal", ["x"]), ("next_action", {"a": 1}), ("completed", "done"),
     ("completed", {"a": 1}), ("errors", "oops"), ("facts", ["a"]), ("facts", "text"),
@@ -156,6 +157,7 @@ def test_standard_fields_are_type_checked(
     assert snapshot(manager, sid) == before
 
 
+@pytest.mark.store_independent
 def test_data_and_patch_are_exclusive(manager: SessionManager, sid: str) -> None:
     """Exactly one of data and patch; a non-object is rejected."""
     for kwargs in ({}, {"data": {"a": 1}, "patch": {"a": 2}}, {"patch": "x"}, {"patch": [1]}):
@@ -190,6 +192,7 @@ def test_modify_working_memory_concurrent_increments_lose_nothing(
         (v, v + 1) for v in range(start, start + 200)]
 
 
+@pytest.mark.store_independent
 def test_memory_size_limit_applies_to_the_result(store: Any) -> None:
     """The byte limit applies to the merged document, checked before writing."""
     from agentsession import Limits, PayloadTooLarge

@@ -32,6 +32,7 @@ def _error(m: SessionManager, op: str, ctx: Ctx, user: str) -> SessionNotFound:
     return err.value
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("op", sorted(ALL_SESSION_OPS))
 def test_c30_other_users_session_is_indistinguishable_from_missing(
     manager: SessionManager, op: str
@@ -53,6 +54,7 @@ def test_c30_other_users_session_is_indistinguishable_from_missing(
     assert snapshot(manager, ctx.sid) == before
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("op", sorted(ALL_SESSION_OPS))
 def test_admin_acts_across_users(manager: SessionManager, op: str) -> None:
     """admin=True may call every method on another user's session; audited as the admin."""
@@ -81,6 +83,7 @@ def test_list_sessions_never_shows_another_users(manager: SessionManager) -> Non
     assert {s.session_id for s in everyone} == mine | theirs
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("bad_user", ["", " ", "a/b", "x" * 129, None, "al\x00ice"])
 def test_malformed_user_ids_are_rejected(manager: SessionManager, bad_user: object) -> None:
     """An empty or malformed user id is a ValidationError, never 'every user'."""
@@ -124,6 +127,7 @@ BAD_IDS = [
 ]
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("op", sorted(ALL_SESSION_OPS))
 def test_c30_malformed_ids_rejected_before_any_lookup(store: SessionStore, op: str) -> None:
     """C30: ids like ../x, url-encoded /, 10 kB: ValidationError, no store call, nothing written."""
@@ -142,6 +146,7 @@ def test_c30_malformed_ids_rejected_before_any_lookup(store: SessionStore, op: s
     assert snapshot(m, ctx.sid) == before
 
 
+@pytest.mark.store_independent
 def test_c30_full_matrix_from_the_case(manager: SessionManager) -> None:
     """C30: B's get, list, memory update, append, run, close, delete, key reuse all look missing."""
     a = Ctx(manager, USER)

@@ -82,6 +82,7 @@ def _message_bytes(message: dict[str, Any]) -> int:
     return len(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode())
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("char", ["é", "中", "👩"])
 def test_c10_size_limits_count_bytes(store: SessionStore, char: str) -> None:
     """C10: a limit counts UTF-8 bytes: just under it passes, one char over fails, chars don't."""
@@ -155,6 +156,7 @@ def test_c12_free_text_fields_keep_nul_and_their_longest_value(manager: SessionM
         assert (tool.error, got.error, step.error, session.status_reason) == (text,) * 4
 
 
+@pytest.mark.store_independent
 def test_c12_lone_surrogates_are_rejected_with_the_field(manager: SessionManager,
                                                          sid: str) -> None:
     """Text that cannot be UTF-8 (a lone surrogate) is rejected, naming the field."""
@@ -185,6 +187,7 @@ NON_JSON: dict[str, Any] = {
 }
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("kind", sorted(NON_JSON))
 def test_c13_non_json_values_name_their_path(manager: SessionManager, kind: str) -> None:
     """C13: non-JSON values in message/memory/tool result raise UnsupportedValue with the path."""
@@ -244,6 +247,7 @@ def test_c14_large_tool_results_are_intact(
     assert back.content == msg.content == result["stdout"]
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("char", ["x", "中"])
 def test_c14_over_the_limit_is_rejected_naming_it(store: SessionStore, char: str) -> None:
     """C14: a tool result over max_tool_call_bytes raises PayloadTooLarge naming the limit."""
@@ -264,6 +268,7 @@ def test_c14_over_the_limit_is_rejected_naming_it(store: SessionStore, char: str
     assert snapshot(m, sid) == before
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("char", ["x", "中"])
 def test_c14_twenty_megabytes_rejected_with_default_limits(
     manager: SessionManager, sid: str, char: str

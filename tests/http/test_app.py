@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from http_support import Api, assert_problem
 
@@ -14,6 +15,10 @@ from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.settings import Settings
 from agentsession.stores.memory import MemoryStore
+
+# The HTTP layer maps requests onto the manager; the stores' contract is tested in
+# tests/contract, so these run on memory and SQLite only.
+pytestmark = pytest.mark.store_independent
 
 
 def test_health_ready_openapi_docs(api: Api) -> None:

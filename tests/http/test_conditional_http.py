@@ -8,6 +8,10 @@ from typing import Any
 import pytest
 from http_support import Api, assert_problem
 
+# The HTTP layer maps requests onto the manager; the stores' contract is tested in
+# tests/contract, so these run on memory and SQLite only.
+pytestmark = pytest.mark.store_independent
+
 #: (method, path under the session, body) of every request require_if_match applies to.
 GUARDED: list[tuple[str, str, Any]] = [
     ("PATCH", "", {"title": "t"}),

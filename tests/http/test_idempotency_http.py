@@ -5,7 +5,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
 from http_support import Api, assert_problem
+
+# The HTTP layer maps requests onto the manager; the stores' contract is tested in
+# tests/contract, so these run on memory and SQLite only.
+pytestmark = pytest.mark.store_independent
 
 
 def _post(api: Api, sid: str, body: Any, key: str, who: dict[str, str] | None = None) -> Any:

@@ -8,6 +8,10 @@ from typing import Any
 import pytest
 from http_support import Api, assert_problem
 
+# The HTTP layer maps requests onto the manager; the stores' contract is tested in
+# tests/contract, so these run on memory and SQLite only.
+pytestmark = pytest.mark.store_independent
+
 MISSING = "ses_aaaaaaaaaaaaaaaaaaaaaaaaaa"
 RUN = "run_aaaaaaaaaaaaaaaaaaaaaaaaaa"
 
