@@ -20,6 +20,7 @@ from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
 from .pipeline import Change, WriteRequest
+from .policy import Limits
 from .transitions import running_run
 from .validation import (
     check_cursor_seq,
@@ -256,13 +257,13 @@ class RunUseCases(ServiceCore):
             RunNotFound, SessionNotFound, ValidationError.
         """
         check_id(run_id, field="run_id", prefix="run")
-        window = min(self.limits.default_page_size, self.limits.max_page_size)
+        window = _step_page(self.limits)
 
         def read(tx: StoreTransaction, s: Session) -> Run:
             run = tx.get_run(s.session_id, run_id)
             if run is None:
                 raise RunNotFound(session_id=s.session_id, run_id=run_id)
-            steps = tx.list_run_steps(s.session_id, run_id, limit=window) if window else []
+            steps = tx.list_run_steps(s.session_id, run_id, limit=window)
             return run.model_copy(update={"steps": steps})
 
         return self._reads.read(session_id, Principal(user_id, admin), read)
@@ -297,7 +298,7 @@ class RunUseCases(ServiceCore):
         size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
         if size == 0:
             raise ValidationError("limit must be at least 1", field="limit")
-        size = size or min(self.limits.default_page_size, self.limits.max_page_size)
+        size = size or _step_page(self.limits)
 
         def read(tx: StoreTransaction, s: Session) -> Page[RunStep]:
             run = tx.get_run(s.session_id, run_id)
@@ -338,3 +339,9 @@ class RunUseCases(ServiceCore):
                 s.session_id, status=wanted, after_seq=after_seq, limit=size
             ),
         )
+
+
+def _step_page(limits: Limits) -> int:
+    """Steps per page when no limit is given: ``default_page_size``, within
+    1..``max_page_size``."""
+    return max(1, min(limits.default_page_size, limits.max_page_size))
