@@ -36,11 +36,11 @@ transaction each read of a session or idempotency record is remembered as a *gua
 (the exact stored text, or "absent"). On exit, one Lua script receives the guards, the
 checks (no duplicate seq, call id or run id, a step list of the expected length) and the
 buffered writes: it verifies every guard and check first and returns a conflict without
-writing anything if one fails (raised as :class:`~agentsession.stores.base.StoreConflict`, so the manager re-runs
-the transaction), else it applies every write. A script runs atomically in Redis, so
-the whole transaction is written, or none of it. Every change to a session's content
-also rewrites its session key (version + 1), so the guard on it makes the manager's
-read-check-write a compare-and-set. Reads inside a write transaction see its own
+writing anything if one fails (raised as :class:`~agentsession.stores.base.StoreConflict`,
+so the manager re-runs the transaction), else it applies every write. A script runs
+atomically in Redis, so the whole transaction is written, or none of it. Every change
+to a session's content also rewrites its session key (version + 1), so the guard on it
+makes the manager's read-check-write a compare-and-set. Reads inside a write transaction see its own
 buffered writes. Reads are not a snapshot (each command sees the latest commit), so
 when a transaction ends with an error (say RunAlreadyRunning from a run that another
 writer started after this one read the session), the store first re-reads its guards:
