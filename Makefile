@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint bench bench-stores setup clean
+.PHONY: demo test test-all lint bench bench-stores bench-growth setup clean
 
 setup: $(STAMP)
 
@@ -35,6 +35,11 @@ bench:
 bench-stores: $(STAMP)
 	mkdir -p benchmarks/results
 	$(BIN)/python benchmarks/stores.py --json benchmarks/results/stores.json
+
+# Cost versus size (run steps...): per-call time at each size, factor largest vs smallest.
+bench-growth: $(STAMP)
+	mkdir -p benchmarks/results
+	$(BIN)/python benchmarks/growth.py --json benchmarks/results/growth.json $(BENCH_ARGS)
 
 # mypy --strict over src/agentsession; its settings are [tool.mypy] in pyproject.toml.
 lint: $(STAMP)

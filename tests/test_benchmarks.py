@@ -243,3 +243,29 @@ def test_round_robin_budget_keeps_a_minimum_of_samples(bench: Any) -> None:
     series = asyncio.run(run.round_robin([_Fake("a", log)], 20, lambda p, i: p.op(i), budget_s=0.0))
     assert len(series["a"].samples) == run.MIN_SAMPLES
     assert "time budget" in series["a"].note
+
+
+def test_growth_times_sizes_round_robin_and_flags_a_missed_goal() -> None:
+    """growth.py times call i at every size before call i + 1 (the first size rotating),
+    and marks a factor over the goal as missed."""
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import growth
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    order: list[int] = []
+
+    @contextmanager
+    def fake(size: int, samples: int) -> Iterator[list[Any]]:
+        yield [lambda: order.append(size)] * samples
+
+    seconds = growth.seconds_per_call(growth.Workload("fake", fake, (1, 2, 3), "things"), 3)
+    assert order == [1, 2, 3, 2, 3, 1, 3, 1, 2] and sorted(seconds) == [1, 2, 3]
+    row = {"workload": "fake", "unit": "things", "ms": {"1": 1.0, "2": 1.5, "3": 2.5},
+           "factor": 2.5, "sizes": [1, 2, 3]}  # fmt: skip
+    text = growth.markdown([row], {"journal_mode": "wal", "synchronous": "FULL"}, 3)
+    assert "| fake | 3 things | 2.50 | 2.50x 3 vs 1 (MISSED) |" in text
+    assert growth.WORKLOADS and {w.name for w in growth.WORKLOADS} >= {"add_run_step", "finish_run"}

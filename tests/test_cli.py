@@ -89,6 +89,27 @@ def test_human_tables(url: str) -> None:
     assert "session.created" in audit.stdout
 
 
+def test_steps_pages_a_runs_steps(url: str) -> None:
+    """``sessions steps`` shows a page of a run's steps and how to get the next one;
+    ``sessions runs`` shows each run's step count."""
+    sid = _sid(url)
+    with SessionManager.from_url(url) as sm:
+        run = sm.start_run(session_id=sid, user_id="alice", input="count")
+        for kind in ("plan", "edit", "test"):
+            sm.add_run_step(session_id=sid, user_id="alice", run_id=run.run_id, kind=kind)
+    common = ("--url", url, "--user", "alice")
+    first = invoke("sessions", "steps", sid, run.run_id, "--limit", "2", *common)
+    assert first.exit_code == 0, first.output
+    assert "plan" in first.stdout and "edit" in first.stdout and "test" not in first.stdout
+    assert first.stdout.rstrip().endswith("more: --after 1")
+    rest = invoke("sessions", "steps", sid, run.run_id, "--after", "1", "--json", *common)
+    page = json.loads(rest.stdout)
+    assert [s["kind"] for s in page["items"]] == ["test"] and page["next_cursor"] is None
+    runs = json.loads(invoke("sessions", "runs", sid, "--json", *common).stdout)
+    assert [(r["input"], r["step_count"], r["steps"]) for r in runs] == [
+        ("greet", 0, []), ("count", 3, [])]
+
+
 def test_not_found_is_one_line_and_exit_3(url: str) -> None:
     """Another user's session is reported as not found: one stderr line, exit code 3."""
     sid = _sid(url)

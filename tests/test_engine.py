@@ -83,13 +83,14 @@ def test_continue_in_new_process_reuses_diagnosis_then_fixes_and_verifies(
         assert restored.working_memory.facts == {"missing_module": MODULE}
         reply = _engine(sm, project).handle(sid, "continue")
         runs = sm.list_runs(session_id=sid, user_id=USER)
+        fix = sm.get_run(session_id=sid, user_id=USER, run_id=runs[1].run_id)
         starts = _start_calls(sm, sid)
         memory = sm.get_working_memory(session_id=sid, user_id=USER)
     assert reply.ok and reply.reused_call_ids == [diagnosis.call_id]
     assert "Not repeated" in reply.text and "run 1" in reply.text
     assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
     assert [r.input for r in runs][1:] == ["fix requirements.txt", "verify the app starts"]
-    assert any(step.status == "reused" for step in runs[1].steps)
+    assert any(step.status == "reused" for step in fix.steps)
     # the diagnosis ran once; the only other start is the verification after the fix
     assert [c.run_id for c in starts] == [runs[0].run_id, runs[2].run_id]
     assert starts[-1].result["exit_code"] == 0

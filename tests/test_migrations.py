@@ -97,7 +97,7 @@ _OLD_MESSAGES = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0002_expiry_columns"
+    assert head_revision() == "0003_run_step_count"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -199,6 +199,82 @@ def test_c26_old_schema_upgrades_and_keeps_data(db_url: str) -> None:
     finally:
         store.close()
     assert _versions_at(url) == [head_revision()]
+
+
+_OLD_RUNS = sa.table(
+    "runs",
+    *(sa.column(c) for c in ("session_id", "run_id", "input", "status", "error")),
+    *(sa.column(c) for c in ("output", "usage", "metadata")),
+    sa.column("seq", sa.Integer),
+    *(sa.column(c, UTCDateTime) for c in ("created_at", "started_at", "ended_at")),
+)
+_OLD_STEPS = sa.table(
+    "run_steps",
+    *(sa.column(c) for c in ("session_id", "run_id", "kind", "name", "input", "output")),
+    *(sa.column(c) for c in ("status", "error")),
+    sa.column("step_index", sa.Integer),
+    sa.column("started_at", UTCDateTime),
+    sa.column("ended_at", UTCDateTime),
+)
+
+
+def _old_session_row(sid: str, at: datetime, runs: int) -> dict[str, Any]:
+    return {
+        "session_id": sid, "user_id": "alice", "agent": "coding", "title": None,
+        "metadata": "{}", "status": "ACTIVE", "version": 1, "created_at": at,
+        "updated_at": at, "last_active_at": at, "closed_at": None, "expired_at": None,
+        "ttl_seconds": None, "message_count": 0, "run_count": runs, "tool_call_count": 0,
+    }  # fmt: skip
+
+
+def test_step_count_is_backfilled_from_run_steps(db_url: str) -> None:
+    """A 0002 database with runs of 3, 0 and 2 steps upgrades with step_count 3, 0, 2;
+    the next step gets index 3 (SQLite, PostgreSQL, MariaDB)."""
+    url = db_url
+    assert upgrade(url, revision="0002_expiry_columns") == "0002_expiry_columns"
+    at = datetime.now(UTC) - timedelta(minutes=5)
+    sid, other = new_id("ses"), new_id("ses")
+    run_ids = {"a": new_id("run"), "b": new_id("run"), "c": new_id("run")}
+    steps = {(sid, run_ids["a"]): 3, (sid, run_ids["b"]): 0, (other, run_ids["c"]): 2}
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.insert(_OLD_SESSIONS), [_old_session_row(sid, at, 2),
+                                                    _old_session_row(other, at, 1)])
+            for seq, ((owner, run_id), count) in enumerate(steps.items(), start=1):
+                conn.execute(sa.insert(_OLD_RUNS), {
+                    "session_id": owner, "run_id": run_id, "seq": seq, "input": "null",
+                    "status": "SUCCEEDED" if run_id != run_ids["a"] else "RUNNING",
+                    "error": None, "output": "null", "usage": "{}", "metadata": "{}",
+                    "created_at": at, "started_at": at, "ended_at": None,
+                })  # fmt: skip
+                for i in range(count):
+                    conn.execute(sa.insert(_OLD_STEPS), {
+                        "session_id": owner, "run_id": run_id, "step_index": i, "kind": "k",
+                        "name": None, "input": "null", "output": "null", "status": "ok",
+                        "error": None, "started_at": at, "ended_at": at,
+                    })  # fmt: skip
+    finally:
+        engine.dispose()
+
+    assert upgrade(url) == head_revision()
+    store = SQLStore(url)
+    try:
+        with store.transaction(write=False) as tx:
+            counts = {
+                (owner, run_id): getattr(tx.get_run(owner, run_id), "step_count", None)
+                for owner, run_id in steps
+            }
+            listed = [(r.step_count, r.steps) for r in tx.list_runs(sid)]
+        assert counts == steps
+        assert listed == [(3, []), (0, [])]
+        manager = SessionManager(store)
+        step = manager.add_run_step(session_id=sid, user_id="alice", run_id=run_ids["a"], kind="k")
+        assert step.index == 3
+        run = manager.get_run(session_id=sid, user_id="alice", run_id=run_ids["a"])
+        assert (run.step_count, [s.index for s in run.steps]) == (4, [0, 1, 2, 3])
+    finally:
+        store.close()
 
 
 def test_c26_auto_migrate_upgrades_an_old_database(db_url: str) -> None:

@@ -138,6 +138,31 @@ def test_delete_leaves_no_key_of_the_session(redis_store: RedisStore) -> None:
     assert m.get_session(session_id=keep, user_id=USER).status == SessionStatus.ACTIVE
 
 
+def test_run_writes_read_no_steps_and_never_rewrite_the_run_per_step(
+    redis_store: RedisStore,
+) -> None:
+    """A step is one RPUSH (the list's length is the step count): the run's hash field is
+    not rewritten, and no write tagged with the run reads its steps (no LRANGE)."""
+    m = SessionManager(redis_store)
+    sid = m.create_session(user_id=USER).session_id
+    kw = {"session_id": sid, "user_id": USER}
+    run_id = m.start_run(**kw).run_id
+    for _ in range(30):
+        m.add_run_step(**kw, run_id=run_id, kind="model")
+    r = redis_store.client
+    runs_key, steps_key = f"as:{{{sid}}}:runs", f"as:{{{sid}}}:steps:{run_id}"
+    row = r.hget(runs_key, run_id)
+    assert '"steps"' not in row and '"step_count"' not in row
+    r.config_resetstat()
+    m.add_run_step(**kw, run_id=run_id, kind="model")
+    assert r.hget(runs_key, run_id) == row and r.llen(steps_key) == 31
+    m.record_tool_call(**kw, tool="t", run_id=run_id)
+    m.append_message(**kw, message={"role": "assistant", "content": "x", "run_id": run_id})
+    m.finish_run(**kw, run_id=run_id, status="SUCCEEDED")
+    assert "cmdstat_lrange" not in r.info("commandstats")
+    assert m.get_run(**kw, run_id=run_id).step_count == 31
+
+
 def test_writers_of_one_session_take_turns_without_re_runs(redis_store: RedisStore) -> None:
     """16 threads x 25 appends to one session with no re-run allowed
     (``max_retries=1``): the session's write lock makes them wait their turn, so none loses a race

@@ -277,7 +277,8 @@ def test_sessions_list_in_time_order_across_text_timestamps(sql_store: SQLStore)
 
 
 def test_hot_paths_cost_one_statement(sql_store: SQLStore) -> None:
-    """Appending a batch is one INSERT; last-N is one indexed query; list_runs is two."""
+    """Appending a batch is one INSERT; last-N is one indexed query; list_runs is one
+    (run rows only, with their step counts); a step is one UPDATE and one INSERT."""
     with sql_store.transaction(write=True) as tx:
         tx.insert_session(_session())
         for seq in range(1, 4):
@@ -301,8 +302,32 @@ def test_hot_paths_cost_one_statement(sql_store: SQLStore) -> None:
     assert "ix_messages_session_id_seq" in plan and "TEMP B-TREE" not in plan
     with _captured_sql(sql_store) as seen, sql_store.transaction(write=False) as tx:
         runs = tx.list_runs("ses_a")
-    assert [len(r.steps) for r in runs] == [3, 3, 3]
-    assert len([s for s, _ in seen if s.startswith("SELECT")]) == 2
+    assert [(r.step_count, r.steps) for r in runs] == [(3, [])] * 3
+    assert len([s for s, _ in seen if s.startswith("SELECT")]) == 1
+    with _captured_sql(sql_store) as seen, sql_store.transaction(write=True) as tx:
+        tx.insert_run_step("ses_a", RunStep(run_id="run_1", index=3, kind="tool", started_at=T0))
+    assert [s.split()[0] for s, _ in seen if not s.startswith("BEGIN")] == ["UPDATE", "INSERT"]
+
+
+def test_run_writes_never_read_run_steps(sql_store: SQLStore) -> None:
+    """On a run with 30 steps, a step, a tagged tool call and message, and the finish
+    touch run_steps only to insert the new step: no statement reads steps."""
+    from agentsession import SessionManager
+
+    m = SessionManager(sql_store)
+    sid = m.create_session(user_id="alice").session_id
+    kw: dict[str, Any] = {"session_id": sid, "user_id": "alice"}
+    run_id = m.start_run(**kw).run_id
+    for _ in range(30):
+        m.add_run_step(**kw, run_id=run_id, kind="model")
+    with _captured_sql(sql_store) as seen:
+        m.add_run_step(**kw, run_id=run_id, kind="model")
+        m.record_tool_call(**kw, tool="t", run_id=run_id)
+        m.append_message(**kw, message={"role": "assistant", "content": "x", "run_id": run_id})
+        m.finish_run(**kw, run_id=run_id, status="SUCCEEDED")
+    touching = [" ".join(sql.split()[:3]) for sql, _ in seen if "run_steps" in sql]
+    assert touching == ["INSERT INTO run_steps"]
+    assert m.get_run(**kw, run_id=run_id).step_count == 31
 
 
 def test_c22_returned_models_do_not_alias_storage(sql_store: SQLStore) -> None:

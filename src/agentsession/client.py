@@ -853,6 +853,25 @@ class _RecordRequests(_Exchange):
             session_id=session_id,
         )
 
+    def list_run_steps(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        run_id: str,
+        after: int | None = None,
+        limit: int | None = None,
+        admin: bool = False,
+    ) -> _Flow[Page[RunStep]]:
+        """See :meth:`SessionManager.list_run_steps` (``limit`` at least 1)."""
+        return self._read(
+            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}/steps",
+            lambda r: Page[RunStep].model_validate(r.json()),
+            session_id=session_id,
+            after=after,
+            limit=limit,
+        )
+
     def list_runs(
         self,
         *,
@@ -1021,6 +1040,7 @@ class SessionClient:
     finish_run = _sync(_Requests.finish_run)
     get_run = _sync(_Requests.get_run)
     list_runs = _sync(_Requests.list_runs)
+    list_run_steps = _sync(_Requests.list_run_steps)
     get_audit_log = _sync(_Requests.get_audit_log)
 
 
@@ -1092,4 +1112,5 @@ class AsyncSessionClient:
     finish_run = _async(_Requests.finish_run)
     get_run = _async(_Requests.get_run)
     list_runs = _async(_Requests.list_runs)
+    list_run_steps = _async(_Requests.list_run_steps)
     get_audit_log = _async(_Requests.get_audit_log)

@@ -23,7 +23,8 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     │   ├── IllegalTransition        409  e.g. restoring an expired session past its grace window
     │   ├── RunAlreadyRunning        409  at most one RUNNING run per session
     │   ├── ToolCallExists           409  a caller-chosen call_id already recorded
-    │   ├── RunNotRunning            409  a step or finish on a run that is not RUNNING
+    │   ├── RunNotRunning            409  a step, finish, message or tool call tagged with a
+    │   │                                 run that is not RUNNING
     │   └── VersionConflict          412  stale ``expected_version`` (optimistic locking)
     ├── IdempotencyKeyReused         422  same key, different request
     └── StoreError                   500  the store failed; nothing was written
@@ -294,7 +295,8 @@ class ToolCallExists(Conflict):
 
 
 class RunNotRunning(Conflict):
-    """A step or finish was attempted on a run that is not RUNNING.
+    """A write tagged with a run that is not RUNNING: a step, a finish, a message or a
+    tool call (e.g. from a worker whose run a restore interrupted). Nothing is stored.
 
     Attributes:
         session_id, run_id, status: the run and its current status.

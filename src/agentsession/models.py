@@ -225,7 +225,10 @@ class Run(_Snapshot):
     """One task inside a session (locate a bug, fix it, verify), with its steps.
 
     ``usage`` counts tokens (``input_tokens``, ``output_tokens``, ``total_tokens``).
-    ``seq`` numbers the runs of a session from 1.
+    ``seq`` numbers the runs of a session from 1. ``step_count`` is how many steps the
+    run has; ``steps`` holds at most a window of them, oldest first: none in a listing
+    (``list_runs``), the first page in ``get_run``. ``len(steps) < step_count`` means
+    there are more: page through them with ``list_run_steps``.
     """
 
     run_id: str
@@ -240,6 +243,7 @@ class Run(_Snapshot):
     output: Any = None
     usage: dict[str, int] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    step_count: int = 0
     steps: list[RunStep] = Field(default_factory=list)
 
 
@@ -276,9 +280,10 @@ class RestoredSession(_Snapshot):
     """Everything an engine needs to continue a session, as one snapshot.
 
     ``messages`` are the most recent ones, oldest first; ``tool_calls`` the whole tool
-    history, oldest first; ``runs`` all runs, oldest first; ``interrupted_run_ids`` the
-    runs this restore found RUNNING and marked INTERRUPTED; ``previous_status`` the status
-    the session had before this restore (CLOSED, EXPIRED, or ACTIVE when taken over).
+    history, oldest first; ``runs`` all runs, oldest first, without their steps
+    (``step_count`` says how many); ``interrupted_run_ids`` the runs this restore found
+    RUNNING and marked INTERRUPTED; ``previous_status`` the status the session had before
+    this restore (CLOSED, EXPIRED, or ACTIVE when taken over).
     """
 
     session: Session

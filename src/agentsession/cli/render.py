@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from rich.table import Table
 
-from ..models import AuditEvent, Message, Run, Session, ToolCall, WorkingMemory
+from ..models import AuditEvent, Message, Run, RunStep, Session, ToolCall, WorkingMemory
 
 __all__ = [
     "audit_table",
@@ -25,6 +25,7 @@ __all__ = [
     "session_table",
     "sessions_table",
     "short",
+    "steps_table",
     "to_json",
     "tools_table",
 ]
@@ -168,7 +169,21 @@ def runs_table(runs: Sequence[Run]) -> Table:
         table.add_row(
             str(r.seq), short(r.input, 40), status, _when(r.started_at, "%m-%d %H:%M:%S"),
             _when(r.ended_at, "%m-%d %H:%M:%S"),
-            str(len(r.steps)),
+            str(r.step_count),
+        )  # fmt: skip
+    return table
+
+
+def steps_table(steps: Sequence[RunStep]) -> Table:
+    """Steps of a run: index, kind, name, status (and error), started, ended."""
+    table = Table(title="steps")
+    for column in ("#", "kind", "name", "status", "started (UTC)", "ended (UTC)"):
+        table.add_column(column, justify="right" if column == "#" else "left")
+    for st in steps:
+        status = _status(st.status) + (f" ({short(st.error, 40)})" if st.error else "")
+        table.add_row(
+            str(st.index), st.kind, st.name or "", status,
+            _when(st.started_at, "%m-%d %H:%M:%S"), _when(st.ended_at, "%m-%d %H:%M:%S"),
         )  # fmt: skip
     return table
 

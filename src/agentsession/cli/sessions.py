@@ -110,6 +110,27 @@ def sessions_runs(
     call_and_show(opts, SessionManager.list_runs, render.runs_table, session_id=session_id)
 
 
+@sessions_app.command("steps")
+@cli_errors
+def sessions_steps(
+    ctx: typer.Context, session_id: SessionArg,
+    run_id: Annotated[str, typer.Argument(help="Run id (run_...).")],
+    after: Annotated[int | None, typer.Option(help="Start after this step index.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Page size.")] = None,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Show one page of a run's steps, oldest first."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    page = call(
+        opts, SessionManager.list_run_steps, session_id=session_id, run_id=run_id,
+        after=after, limit=limit,
+    )  # fmt: skip
+    show(opts, {"items": page.items, "next_cursor": page.next_cursor},
+         render.steps_table(page.items))  # fmt: skip
+    if not opts.json and page.next_cursor is not None:
+        typer.echo(f"more: --after {page.next_cursor}")
+
+
 @sessions_app.command("audit")
 @cli_errors
 def sessions_audit(

@@ -80,6 +80,7 @@ class AsyncSessionManager:
     finish_run = _mirror(SessionManager.finish_run)
     get_run = _mirror(SessionManager.get_run)
     list_runs = _mirror(SessionManager.list_runs)
+    list_run_steps = _mirror(SessionManager.list_run_steps)
     close_session = _mirror(SessionManager.close_session)
     expire_session = _mirror(SessionManager.expire_session)
     restore_session = _mirror(SessionManager.restore_session)

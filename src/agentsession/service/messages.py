@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..errors import RunNotFound, ValidationError
+from ..errors import ValidationError
 from ..ids import new_id
 from ..models import Message, Session
 from ..principal import Principal
@@ -16,6 +16,7 @@ from ..stores.base import StoreTransaction
 from .core import ServiceCore
 from .memory import apply_memory
 from .pipeline import Change, WriteRequest
+from .transitions import running_run
 from .validation import check_cursor_seq, check_limit, check_message, check_patch
 from .window import align_window
 
@@ -69,7 +70,7 @@ class MessageUseCases(ServiceCore):
 
         Each message is a mapping with ``role`` (``system|user|assistant|tool``) and
         optionally ``content`` (str, list of parts, or None), ``name``, ``tool_calls``,
-        ``tool_call_id``, ``run_id`` (a run of this session), ``metadata``, and any
+        ``tool_call_id``, ``run_id`` (a RUNNING run of this session), ``metadata``, and any
         further JSON fields, which are kept and returned unchanged. The whole batch is
         one version step. With ``working_memory_patch`` (RFC 7396) the working memory
         changes in the same transaction, so an agent turn is stored whole or not at all.
@@ -81,6 +82,8 @@ class MessageUseCases(ServiceCore):
         Raises:
             ValidationError / PayloadTooLarge / UnsupportedValue: a bad message, over
                 ``limits.max_message_bytes``, or more than ``limits.max_batch_messages``.
+            RunNotFound / RunNotRunning: a ``run_id`` that is not a RUNNING run of the
+                session (nothing is stored).
             SessionNotFound, SessionNotActive, VersionConflict, IdempotencyKeyReused.
         """
         if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
@@ -182,14 +185,14 @@ def _insert_messages(
     tx: StoreTransaction, s: Session, now: datetime, payloads: list[dict[str, Any]]
 ) -> list[Message]:
     """Insert the checked payloads as the next seqs of ``s``; every ``run_id`` they name
-    must be a run of the session.
+    must be a RUNNING run of the session.
 
     Raises:
         RunNotFound: a message names a run the session does not have.
+        RunNotRunning: a message names a run that is not RUNNING.
     """
     for run_id in {p["run_id"] for p in payloads if p.get("run_id") is not None}:
-        if tx.get_run(s.session_id, run_id) is None:
-            raise RunNotFound(session_id=s.session_id, run_id=run_id)
+        running_run(tx, s, run_id)
     stored = [
         _MESSAGE.validate_python(
             {

@@ -27,6 +27,8 @@ class Limits:
         max_metadata_bytes: a session's or message's ``metadata`` object.
         max_title_chars: a session title, in characters.
         max_page_size: the largest ``limit`` a listing accepts.
+        default_page_size: how many rows a listing gives when no ``limit`` is passed
+            (at most ``max_page_size``), e.g. the steps ``get_run`` returns.
     """
 
     max_message_bytes: int = 4 * MiB
@@ -37,6 +39,7 @@ class Limits:
     max_metadata_bytes: int = 16 * 1024
     max_title_chars: int = 512
     max_page_size: int = 1000
+    default_page_size: int = 100
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,8 @@
-"""Use cases on runs (one task each): start, add a step, finish, read, list."""
+"""Use cases on runs (one task each): start, add a step, finish, read, list, page steps.
+
+Every write reads and writes the run row only (its status and ``step_count``), never its
+steps, so a run costs the same with 10 steps as with 20,000.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,16 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..errors import RunAlreadyRunning, RunNotFound, RunNotRunning, ValidationError
+from ..errors import RunAlreadyRunning, RunNotFound, ValidationError
 from ..ids import check_id, check_name, new_id
 from ..jsonvalues import check_json
-from ..models import Run, RunStatus, RunStep, Session
+from ..models import Page, Run, RunStatus, RunStep, Session
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
 from .pipeline import Change, WriteRequest
+from .policy import Limits
+from .transitions import running_run
 from .validation import (
     check_cursor_seq,
     check_enum,
@@ -138,10 +144,10 @@ class RunUseCases(ServiceCore):
         ended = check_time(ended_at, "ended_at")
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
-            run = _running_run(tx, s, run_id)
+            run = running_run(tx, s, run_id)
             step = RunStep(
                 run_id=run_id,
-                index=len(run.steps),
+                index=run.step_count,
                 kind=kind,
                 name=name,
                 input=input,
@@ -189,6 +195,9 @@ class RunUseCases(ServiceCore):
             error: what went wrong (FAILED). output: the run's result, any JSON.
             usage: token counts, e.g. ``{"input_tokens": 812, "output_tokens": 95}``.
 
+        Returns:
+            The finished run without its steps (``step_count`` says how many).
+
         Raises:
             RunNotFound, RunNotRunning, SessionNotFound, SessionNotActive,
             VersionConflict, ValidationError, IdempotencyKeyReused.
@@ -208,7 +217,7 @@ class RunUseCases(ServiceCore):
         )
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
-            run = _running_run(tx, s, run_id)
+            run = running_run(tx, s, run_id)
             done = run.model_copy(
                 update={
                     "status": final,
@@ -238,18 +247,67 @@ class RunUseCases(ServiceCore):
     def get_run(
         self, *, session_id: str, user_id: str, run_id: str, admin: bool = False
     ) -> Run:
-        """Return one run with its steps; ``user_id`` names the caller (the principal).
+        """Return one run with a bounded window of its steps: the first
+        ``limits.default_page_size`` (at most ``limits.max_page_size``), oldest first.
+        ``len(run.steps) < run.step_count`` means there are more: page on with
+        :meth:`list_run_steps` from ``after=run.steps[-1].index``. ``user_id`` names the
+        caller (the principal).
 
         Raises:
             RunNotFound, SessionNotFound, ValidationError.
         """
         check_id(run_id, field="run_id", prefix="run")
+        window = _step_page(self.limits)
 
         def read(tx: StoreTransaction, s: Session) -> Run:
             run = tx.get_run(s.session_id, run_id)
             if run is None:
                 raise RunNotFound(session_id=s.session_id, run_id=run_id)
-            return run
+            steps = tx.list_run_steps(s.session_id, run_id, limit=window)
+            return run.model_copy(update={"steps": steps})
+
+        return self._reads.read(session_id, Principal(user_id, admin), read)
+
+    def list_run_steps(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        run_id: str,
+        after: int | None = None,
+        limit: int | None = None,
+        admin: bool = False,
+    ) -> Page[RunStep]:
+        """One page of a run's steps, oldest first (by ``index``).
+
+        Args:
+            user_id: the caller (the principal).
+            after: a step index (exclusive); None starts at the first step.
+            limit: page size, 1..``limits.max_page_size``; None gives
+                ``limits.default_page_size``.
+
+        Returns:
+            A page; pass ``int(page.next_cursor)`` as ``after`` for the next one.
+            ``next_cursor`` (the last index on the page, as text) is None on the last page.
+
+        Raises:
+            RunNotFound, SessionNotFound, ValidationError.
+        """
+        check_id(run_id, field="run_id", prefix="run")
+        after_index = check_cursor_seq(after, "after")
+        size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
+        if size == 0:
+            raise ValidationError("limit must be at least 1", field="limit")
+        size = size or _step_page(self.limits)
+
+        def read(tx: StoreTransaction, s: Session) -> Page[RunStep]:
+            run = tx.get_run(s.session_id, run_id)
+            if run is None:
+                raise RunNotFound(session_id=s.session_id, run_id=run_id)
+            steps = tx.list_run_steps(s.session_id, run_id, after_index=after_index, limit=size)
+            # Indexes are 0..step_count-1: more follow iff the last one shown is not last.
+            more = bool(steps) and steps[-1].index + 1 < run.step_count
+            return Page[RunStep](items=steps, next_cursor=str(steps[-1].index) if more else None)
 
         return self._reads.read(session_id, Principal(user_id, admin), read)
 
@@ -263,8 +321,10 @@ class RunUseCases(ServiceCore):
         limit: int | None = None,
         admin: bool = False,
     ) -> list[Run]:
-        """Runs oldest first, with steps; optionally of one status, after a run seq, at
-        most ``limit`` (0..``limits.max_page_size``). ``user_id`` names the caller.
+        """Runs oldest first, without their steps (``steps == []``; ``step_count`` says
+        how many: read them with :meth:`list_run_steps`); optionally of one status,
+        after a run seq, at most ``limit`` (0..``limits.max_page_size``). ``user_id``
+        names the caller (the principal).
 
         Raises:
             SessionNotFound, ValidationError.
@@ -281,15 +341,7 @@ class RunUseCases(ServiceCore):
         )
 
 
-def _running_run(tx: StoreTransaction, s: Session, run_id: str) -> Run:
-    """The run ``run_id`` of ``s``, which must be RUNNING.
-
-    Raises:
-        RunNotFound, RunNotRunning.
-    """
-    run = tx.get_run(s.session_id, run_id)
-    if run is None:
-        raise RunNotFound(session_id=s.session_id, run_id=run_id)
-    if run.status != RunStatus.RUNNING:
-        raise RunNotRunning(session_id=s.session_id, run_id=run_id, status=run.status.value)
-    return run
+def _step_page(limits: Limits) -> int:
+    """Steps per page when no limit is given: ``default_page_size``, within
+    1..``max_page_size``."""
+    return max(1, min(limits.default_page_size, limits.max_page_size))

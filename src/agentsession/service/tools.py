@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..errors import RunNotFound, ToolCallExists, ValidationError
+from ..errors import ToolCallExists, ValidationError
 from ..ids import check_id, new_id
 from ..jsonvalues import canonical_hash, check_json
 from ..models import Session, ToolCall, ToolCallStatus
@@ -16,6 +16,7 @@ from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
 from .pipeline import Change, WriteRequest
+from .transitions import running_run
 from .validation import (
     check_cursor_seq,
     check_enum,
@@ -60,7 +61,7 @@ class ToolCallUseCases(ServiceCore):
             tool: the tool's name (1-128 chars of ``A-Za-z0-9._:-``).
             arguments: a JSON object; result: any JSON value; error: text when failed.
             started_at, ended_at: aware datetimes; default: now for both.
-            run_id: the run it belongs to (must exist in the session).
+            run_id: the run it belongs to (a RUNNING run of the session).
             call_id: the model's tool-call id if it had one; generated otherwise.
 
         Returns:
@@ -68,8 +69,8 @@ class ToolCallUseCases(ServiceCore):
 
         Raises:
             ValidationError, PayloadTooLarge, UnsupportedValue, SessionNotFound,
-            SessionNotActive, RunNotFound, ToolCallExists, VersionConflict,
-            IdempotencyKeyReused.
+            SessionNotActive, RunNotFound, RunNotRunning, ToolCallExists,
+            VersionConflict, IdempotencyKeyReused.
         """
         check_tool_name(tool)
         args = check_object(arguments, "arguments")
@@ -172,13 +173,14 @@ class ToolCallUseCases(ServiceCore):
 def _check_references(
     tx: StoreTransaction, s: Session, run_id: str | None, call_id: str | None
 ) -> None:
-    """A tool call's run must exist in the session; a caller-chosen ``call_id`` must be new.
+    """A tool call's run must be a RUNNING run of the session; a caller-chosen
+    ``call_id`` must be new.
 
     Raises:
-        RunNotFound, ToolCallExists.
+        RunNotFound, RunNotRunning, ToolCallExists.
     """
-    if run_id is not None and tx.get_run(s.session_id, run_id) is None:
-        raise RunNotFound(session_id=s.session_id, run_id=run_id)
+    if run_id is not None:
+        running_run(tx, s, run_id)
     if call_id is not None and tx.get_tool_call(s.session_id, call_id) is not None:
         raise ToolCallExists(session_id=s.session_id, call_id=call_id)
 

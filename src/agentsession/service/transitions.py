@@ -1,14 +1,16 @@
-"""Session rules shared by the write pipeline and the lifecycle use cases: the TTL
-deadline, lazy expiry, the version step, and stopping runs a status change ends."""
+"""Session rules shared by the write pipeline and the use cases: the TTL deadline, lazy
+expiry, the version step, stopping runs a status change ends, and the RUNNING run every
+write tagged with a run needs."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ..models import RunStatus, Session, SessionStatus
+from ..errors import RunNotFound, RunNotRunning
+from ..models import Run, RunStatus, Session, SessionStatus
 from ..stores.base import StoreTransaction
 
-__all__ = ["expires_at", "is_due", "next_version", "stop_running_runs"]
+__all__ = ["expires_at", "is_due", "next_version", "running_run", "stop_running_runs"]
 
 
 def expires_at(last_active: datetime, ttl_seconds: float | None) -> datetime | None:
@@ -36,3 +38,21 @@ def stop_running_runs(
         tx.update_run(run.model_copy(update={"status": status, "ended_at": now, "error": error}))
         stopped.append(run.run_id)
     return stopped
+
+
+def running_run(tx: StoreTransaction, s: Session, run_id: str) -> Run:
+    """The run ``run_id`` of ``s``, which must be RUNNING: a step, a finish, a message
+    or a tool call tagged with a run is refused once the run ended (say, interrupted by
+    a restore that took the session over), so a late writer stores nothing. Reads the
+    run row only (``steps == []``), never its steps.
+
+    Raises:
+        RunNotFound: the session has no such run.
+        RunNotRunning: the run is not RUNNING.
+    """
+    run = tx.get_run(s.session_id, run_id)
+    if run is None:
+        raise RunNotFound(session_id=s.session_id, run_id=run_id)
+    if run.status != RunStatus.RUNNING:
+        raise RunNotRunning(session_id=s.session_id, run_id=run_id, status=run.status.value)
+    return run

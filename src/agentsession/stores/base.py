@@ -190,17 +190,40 @@ class StoreTransaction(Protocol):
         """The newest call of ``tool`` whose ``arguments_hash`` matches, or None."""
 
     # -- runs ------------------------------------------------------------------------
+    # A run is a row (its fields, status and ``step_count``) plus its steps. Every read
+    # and write of the row costs O(1) in the run's steps: ``get_run`` and ``list_runs``
+    # never load steps (``steps == []``); steps are read in pages by ``list_run_steps``.
+
     def insert_run(self, run: Run) -> None:
-        """Insert a run (its ``steps`` are ignored; steps are added one by one)."""
+        """Insert a run with ``step_count`` 0 (its ``steps`` and ``step_count`` are
+        ignored; steps are added one by one). StoreConflict if the run id exists."""
 
     def update_run(self, run: Run) -> None:
-        """Replace a run's fields (not its steps). StoreConflict if the run is gone."""
+        """Replace a run's fields, but not its steps nor its ``step_count`` (only
+        :meth:`insert_run_step` changes those). StoreConflict if the run is gone."""
 
     def insert_run_step(self, session_id: str, step: RunStep) -> None:
-        """Append a step to a run; ``step.index`` is assigned by the manager."""
+        """Append a step to a run and add 1 to its ``step_count``, in O(1) of its steps.
+
+        ``step.index`` is assigned by the manager and must equal the run's current
+        ``step_count``. Raises StoreConflict when it does not (a duplicate index, a
+        racing writer) or when the run is gone.
+        """
 
     def get_run(self, session_id: str, run_id: str) -> Run | None:
-        """Return one run with its steps in ``index`` order, or None."""
+        """Return the run row (``step_count`` set, ``steps == []``), or None."""
+
+    def list_run_steps(
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        after_index: int | None = None,
+        limit: int | None = None,
+    ) -> list[RunStep]:
+        """Steps of one run with ``index > after_index`` (None = from the first), oldest
+        first, at most ``limit``. Costs O(returned rows), not O(steps of the run).
+        Absent run: ``[]``."""
 
     def list_runs(
         self,
@@ -210,7 +233,8 @@ class StoreTransaction(Protocol):
         after_seq: int | None = None,
         limit: int | None = None,
     ) -> list[Run]:
-        """Runs oldest first (by ``seq``) with their steps, optionally of one status."""
+        """Runs oldest first (by ``seq``), optionally of one status, after a run seq;
+        rows only, as :meth:`get_run` returns them (``steps == []``)."""
 
     # -- audit -----------------------------------------------------------------------
     def insert_audit(self, event: AuditEvent) -> int:

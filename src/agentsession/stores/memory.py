@@ -276,7 +276,7 @@ class _MemoryTransaction:
         data = self._data(run.session_id)
         if run.run_id in data.runs:
             raise StoreConflict(f"run {run.run_id!r} exists")
-        data.runs[run.run_id] = _copy(run).model_copy(update={"steps": []})
+        data.runs[run.run_id] = _copy(run).model_copy(update={"steps": [], "step_count": 0})
         data.steps[run.run_id] = []
 
         def undo() -> None:
@@ -291,18 +291,41 @@ class _MemoryTransaction:
         old = data.runs.get(run.run_id)
         if old is None:
             raise StoreConflict(f"run {run.run_id!r} vanished during the transaction")
-        data.runs[run.run_id] = _copy(run).model_copy(update={"steps": []})
+        kept = {"steps": [], "step_count": old.step_count}
+        data.runs[run.run_id] = _copy(run).model_copy(update=kept)
         self._undo.append(lambda: data.runs.__setitem__(run.run_id, old))
 
     def insert_run_step(self, session_id: str, step: RunStep) -> None:
         self._writing()
-        self._append(self._data(session_id).steps[step.run_id], _copy(step))
+        data = self._data(session_id)
+        run = data.runs.get(step.run_id)
+        if run is None or step.index != run.step_count:
+            raise StoreConflict(f"step {step.index} of run {step.run_id!r} is not next")
+        self._append(data.steps[step.run_id], _copy(step))
+        data.runs[step.run_id] = run.model_copy(update={"step_count": step.index + 1})
+        self._undo.append(lambda: data.runs.__setitem__(step.run_id, run))
 
     def get_run(self, session_id: str, run_id: str) -> Run | None:
         data = self._s._sessions.get(session_id)
         if data is None or run_id not in data.runs:
             return None
-        return self._with_steps(data, data.runs[run_id])
+        return _copy(data.runs[run_id])
+
+    def list_run_steps(
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        after_index: int | None = None,
+        limit: int | None = None,
+    ) -> list[RunStep]:
+        data = self._s._sessions.get(session_id)
+        if data is None or run_id not in data.steps:
+            return []
+        # steps[i].index == i, so an index range is a slice: O(returned rows).
+        start = 0 if after_index is None else after_index + 1
+        stop = None if limit is None else start + limit
+        return [_copy(s) for s in data.steps[run_id][start:stop]]
 
     def list_runs(
         self,
@@ -320,13 +343,7 @@ class _MemoryTransaction:
             for r in data.runs.values()
             if (status is None or r.status == status) and (after_seq is None or r.seq > after_seq)
         ]
-        return [self._with_steps(data, r) for r in rows[:limit]]
-
-    @staticmethod
-    def _with_steps(data: _SessionData, run: Run) -> Run:
-        return _copy(run).model_copy(
-            update={"steps": [_copy(s) for s in data.steps[run.run_id]]}
-        )
+        return [_copy(r) for r in rows[:limit]]
 
     # -- audit -----------------------------------------------------------------------
     def insert_audit(self, event: AuditEvent) -> int:

@@ -12,9 +12,10 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:{sid}:calls          hash    call_id -> ToolCall JSON
     as:{sid}:calls:seq      zset    score = seq, member = call_id
     as:{sid}:calls:find     hash    "<tool>\\x1f<arguments_hash>" -> call_id of the newest
-    as:{sid}:runs           hash    run_id -> Run JSON (without steps)
+    as:{sid}:runs           hash    run_id -> Run JSON (without steps and step_count)
     as:{sid}:runs:seq       zset    score = seq, member = run_id
-    as:{sid}:steps:<run_id> list    RunStep JSON in index order
+    as:{sid}:steps:<run_id> list    RunStep JSON in index order; its length (LLEN, O(1))
+                                    is the run's step_count, so it never drifts
     as:{sid}:audit          zset    score = audit seq, member = AuditEvent JSON
     as:{sid}:idem           set     keys of the idempotency records of this session
     as:{sid}:lock           string  the write lock: a writer's random token, PX expiry
@@ -33,13 +34,13 @@ year 2255) and in fixed-width index members, ISO 8601 with microseconds in JSON.
 Atomicity: a transaction reads through to Redis and buffers every write. In a write
 transaction each read of a session or idempotency record is remembered as a *guard*
 (the exact stored text, or "absent"). On exit, one Lua script receives the guards, the
-checks (no duplicate seq, call id or run id) and the buffered writes: it verifies every
-guard and check first and returns a conflict without writing anything if one fails
-(raised as :class:`~agentsession.stores.base.StoreConflict`, so the manager re-runs
-the transaction), else it applies every write. A script runs atomically in Redis, so
-the whole transaction is written, or none of it. Every change to a session's content
-also rewrites its session key (version + 1), so the guard on it makes the manager's
-read-check-write a compare-and-set. Reads inside a write transaction see its own
+checks (no duplicate seq, call id or run id, a step list of the expected length) and the
+buffered writes: it verifies every guard and check first and returns a conflict without
+writing anything if one fails (raised as :class:`~agentsession.stores.base.StoreConflict`,
+so the manager re-runs the transaction), else it applies every write. A script runs
+atomically in Redis, so the whole transaction is written, or none of it. Every change
+to a session's content also rewrites its session key (version + 1), so the guard on it
+makes the manager's read-check-write a compare-and-set. Reads inside a write transaction see its own
 buffered writes. Reads are not a snapshot (each command sees the latest commit), so
 when a transaction ends with an error (say RunAlreadyRunning from a run that another
 writer started after this one read the session), the store first re-reads its guards:
@@ -109,6 +110,7 @@ from .base import IdempotencyRecord, StoreConflict
 try:
     import redis
     from redis.backoff import NoBackoff
+    from redis.commands.core import Script
     from redis.retry import Retry
     from redis.typing import ResponseT
 except ImportError as _exc:  # pragma: no cover - depends on the installed extras
@@ -163,6 +165,9 @@ for _ = 1, tonumber(ARGV[1]) do
   elseif op == 'ZFREE' then
     local s = arg()
     if redis.call('ZCOUNT', k, s, s) > 0 then return 'CONFLICT seq ' .. s .. ' exists' end
+  elseif op == 'LLEN' then
+    local n = arg()
+    if redis.call('LLEN', k) ~= tonumber(n) then return 'CONFLICT ' .. k .. ' length' end
   else
     return redis.error_reply('unknown check ' .. tostring(op))
   end
@@ -264,6 +269,11 @@ def _cursor_member(after: tuple[datetime, str]) -> str:
 
 def _enc(model: BaseModel) -> str:
     return dumps(model.model_dump(mode="json"))
+
+
+def _enc_run(run: Run) -> str:
+    # The step list's length is the count (see the key layout); steps live in the list.
+    return dumps(run.model_dump(mode="json", exclude={"steps", "step_count"}))
 
 
 def _dec(cls: type[M], text: str) -> M:
@@ -560,6 +570,47 @@ def _translated(
     return wrapper
 
 
+class _SessionLock:
+    """The write lock of one session (see the module docstring): ``SET NX PX`` with a
+    random token, released by a compare-and-delete script, so only its holder frees it.
+
+    Args:
+        client: the store's client; release: the registered ``_UNLOCK_LUA`` script.
+    """
+
+    def __init__(self, client: redis.Redis, release: Script) -> None:
+        self._r = client
+        self._release = release
+        self._held: tuple[str, str] | None = None  # (key, token) of the lock held
+
+    def take(self, session_id: str) -> None:
+        """Wait for the write lock of ``session_id`` and hold it until :meth:`release`.
+
+        Raises:
+            StoreBusy: still held by other writers after ``_LOCK_WAIT_S``.
+        """
+        key, token = _prefix(session_id) + "lock", secrets.token_hex(8)
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        delay = 0.0005
+        while not self._r.set(key, token, nx=True, px=_LOCK_TTL_MS):
+            if time.monotonic() >= deadline:
+                raise StoreBusy(f"session {session_id!r} is locked by another writer")
+            time.sleep(random.uniform(delay / 2, delay))
+            delay = min(delay * 2, 0.01)
+        self._held = (key, token)
+
+    def release(self) -> None:
+        """Release the lock if held (errors only logged: the lock expires by itself)."""
+        if self._held is None:
+            return
+        key, token = self._held
+        self._held = None
+        try:
+            self._release(keys=[key], args=[token], client=self._r)
+        except redis.RedisError as exc:
+            logger.warning("could not release %s (it expires in %d ms): %s", key, _LOCK_TTL_MS, exc)
+
+
 class _RedisTransaction:
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`."""
@@ -584,37 +635,12 @@ class _RedisTransaction:
         self._steps: dict[tuple[str, str], list[RunStep]] = {}
         self._audit: dict[str, list[AuditEvent]] = {}
         self._idem: dict[str, IdempotencyRecord | None] = {}
-        self._lock: tuple[str, str] | None = None  # (key, token) of the lock held
+        self._lock = _SessionLock(client, store._unlock)
         self._may_lock = write  # only before the first session read
 
-    # -- the session write lock (see the module docstring) ----------------------------
-    def _take_lock(self, session_id: str) -> None:
-        """Wait for the write lock of ``session_id`` and hold it until :meth:`unlock`.
-
-        Raises:
-            StoreBusy: still held by other writers after ``_LOCK_WAIT_S``.
-        """
-        key, token = _prefix(session_id) + "lock", secrets.token_hex(8)
-        deadline = time.monotonic() + _LOCK_WAIT_S
-        delay = 0.0005
-        while not self._r.set(key, token, nx=True, px=_LOCK_TTL_MS):
-            if time.monotonic() >= deadline:
-                raise StoreBusy(f"session {session_id!r} is locked by another writer")
-            time.sleep(random.uniform(delay / 2, delay))
-            delay = min(delay * 2, 0.01)
-        self._lock = (key, token)
-
     def unlock(self) -> None:
-        """Release the write lock if this transaction holds it (errors only logged:
-        the lock expires by itself)."""
-        if self._lock is None:
-            return
-        key, token = self._lock
-        self._lock = None
-        try:
-            self._store._unlock(keys=[key], args=[token], client=self._r)
-        except redis.RedisError as exc:
-            logger.warning("could not release %s (it expires in %d ms): %s", key, _LOCK_TTL_MS, exc)
+        """Release the session write lock if this transaction holds it."""
+        self._lock.release()
 
     # -- buffering -------------------------------------------------------------------
     def _writing(self) -> None:
@@ -695,7 +721,7 @@ class _RedisTransaction:
             return None if s is None else _copy(s)
         if self._may_lock:
             self._may_lock = False
-            self._take_lock(session_id)
+            self._lock.take(session_id)
         raw = self._read(_prefix(session_id) + "session")
         session = None if raw is None else _dec(Session, raw)
         if self._write:
@@ -934,11 +960,28 @@ class _RedisTransaction:
         return None if raw is None else _dec(ToolCall, raw)
 
     # -- runs ------------------------------------------------------------------------
-    def _stored_run(self, session_id: str, run_id: str) -> Run | None:
-        if not self._stored(session_id):
-            return None
-        raw = _text(self._r.hget(_prefix(session_id) + "runs", run_id))
-        return None if raw is None else _dec(Run, raw)
+    def _run_rows(self, session_id: str, run_ids: Sequence[str]) -> list[Run | None]:
+        """The runs (``step_count`` set, no steps) in one round trip, whatever their
+        number: the hash fields and the lengths of their step lists."""
+        pending = self._runs.get(session_id, {})
+        stored: list[str | None] = [None] * len(run_ids)
+        lengths = [0] * len(run_ids)
+        if self._stored(session_id) and run_ids:
+            p = _prefix(session_id)
+            pipe = self._r.pipeline(transaction=False)
+            pipe.hmget(p + "runs", list(run_ids))
+            for run_id in run_ids:
+                pipe.llen(f"{p}steps:{run_id}")
+            stored, *lengths = pipe.execute()
+        out: list[Run | None] = []
+        for run_id, raw, length in zip(run_ids, stored, lengths, strict=True):
+            run = pending.get(run_id) or (None if raw is None else _dec(Run, raw))
+            if run is not None:
+                stored_count = 0 if (session_id, run_id) in self._new_runs else length
+                count = stored_count + len(self._steps.get((session_id, run_id), []))
+                run = _copy(run).model_copy(update={"step_count": count})
+            out.append(run)
+        return out
 
     @_translated
     def insert_run(self, run: Run) -> None:
@@ -946,13 +989,13 @@ class _RedisTransaction:
         sid = run.session_id
         self._require_session(sid)
         pending = self._runs.setdefault(sid, {})
-        if run.run_id in pending or self._stored_run(sid, run.run_id) is not None:
+        if run.run_id in pending or self._run_rows(sid, [run.run_id])[0] is not None:
             raise StoreConflict(f"run {run.run_id!r} exists")
-        bare = _copy(run).model_copy(update={"steps": []})
+        bare = _copy(run).model_copy(update={"steps": [], "step_count": 0})
         p = _prefix(sid)
         if self._stored(sid):
             self._check("HNX", p + "runs", run.run_id)
-        self._do("HSET", p + "runs", run.run_id, _enc(bare))
+        self._do("HSET", p + "runs", run.run_id, _enc_run(bare))
         self._do("ZADD", p + "runs:seq", run.seq, run.run_id)
         pending[run.run_id] = bare
         self._new_runs.add((sid, run.run_id))
@@ -963,30 +1006,52 @@ class _RedisTransaction:
         sid = run.session_id
         pending = self._runs.setdefault(sid, {})
         new = (sid, run.run_id) in self._new_runs
-        if not new and run.run_id not in pending and self._stored_run(sid, run.run_id) is None:
+        if not new and self._run_rows(sid, [run.run_id])[0] is None:
             raise StoreConflict(f"run {run.run_id!r} vanished during the transaction")
-        bare = _copy(run).model_copy(update={"steps": []})
+        bare = _copy(run).model_copy(update={"steps": [], "step_count": 0})
         p = _prefix(sid)
         if not new:
             self._check("HX", p + "runs", run.run_id)
-        self._do("HSET", p + "runs", run.run_id, _enc(bare))
+        self._do("HSET", p + "runs", run.run_id, _enc_run(bare))
         pending[run.run_id] = bare
 
     @_translated
     def insert_run_step(self, session_id: str, step: RunStep) -> None:
         self._writing()
         self._require_session(session_id)
-        self._do("RPUSH", f"{_prefix(session_id)}steps:{step.run_id}", _enc(step))
-        self._steps.setdefault((session_id, step.run_id), []).append(_copy(step))
+        run = self._run_rows(session_id, [step.run_id])[0]
+        if run is None or step.index != run.step_count:
+            raise StoreConflict(f"step {step.index} of run {step.run_id!r} is not next")
+        key = f"{_prefix(session_id)}steps:{step.run_id}"
+        mine = self._steps.setdefault((session_id, step.run_id), [])
+        if self._stored(session_id) and (session_id, step.run_id) not in self._new_runs:
+            self._check("LLEN", key, str(step.index - len(mine)))
+        self._do("RPUSH", key, _enc(step))
+        mine.append(_copy(step))
 
     @_translated
     def get_run(self, session_id: str, run_id: str) -> Run | None:
-        run = self._runs.get(session_id, {}).get(run_id)
-        if run is None:
-            run = self._stored_run(session_id, run_id)
-        if run is None:
-            return None
-        return self._with_steps(session_id, [run])[0]
+        return self._run_rows(session_id, [run_id])[0]
+
+    @_translated
+    def list_run_steps(
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        after_index: int | None = None,
+        limit: int | None = None,
+    ) -> list[RunStep]:
+        if limit is not None and limit <= 0:
+            return []
+        start = 0 if after_index is None else after_index + 1
+        rows: list[RunStep] = []
+        if self._stored(session_id) and (session_id, run_id) not in self._new_runs:
+            stop = -1 if limit is None else start + limit - 1
+            key = f"{_prefix(session_id)}steps:{run_id}"
+            rows = [_dec(RunStep, t) for t in _texts(self._r.lrange(key, start, stop))]
+        rows += [_copy(s) for s in self._steps.get((session_id, run_id), []) if s.index >= start]
+        return rows if limit is None else rows[:limit]
 
     @_translated
     def list_runs(
@@ -1000,47 +1065,25 @@ class _RedisTransaction:
         if limit is not None and limit <= 0:
             return []
         pending = self._runs.get(session_id, {})
-        rows: dict[str, Run] = {}
+        ids: list[str] = []
         if self._stored(session_id):
-            p = _prefix(session_id)
             low = "-inf" if after_seq is None else f"({after_seq}"
-            exact = status is None and not pending and limit is not None
-            num = limit if exact else None
+            num = limit if status is None and not pending and limit is not None else None
             start = None if num is None else 0
-            ids = _texts(self._r.zrangebyscore(p + "runs:seq", low, "+inf", start=start, num=num))
-            if ids:
-                for raw in _maybe_texts(self._r.hmget(p + "runs", ids)):
-                    if raw is not None:
-                        run = _dec(Run, raw)
-                        rows[run.run_id] = run
-        for run_id, run in pending.items():
-            if after_seq is None or run.seq > after_seq:
-                rows[run_id] = _copy(run)
+            key = _prefix(session_id) + "runs:seq"
+            ids = _texts(self._r.zrangebyscore(key, low, "+inf", start=start, num=num))
+        seen = set(ids)
+        ids += [
+            i
+            for i, r in pending.items()
+            if i not in seen and (after_seq is None or r.seq > after_seq)
+        ]
         chosen = sorted(
-            (r for r in rows.values() if status is None or r.status == status),
+            (r for r in self._run_rows(session_id, ids) if r is not None),
             key=lambda r: r.seq,
         )
-        if limit is not None:
-            chosen = chosen[:limit]
-        return self._with_steps(session_id, chosen)
-
-    def _with_steps(self, session_id: str, runs: list[Run]) -> list[Run]:
-        """Attach steps to runs with one round trip, whatever their number."""
-        stored: list[list[str]] = [[] for _ in runs]
-        if self._stored(session_id):
-            wanted = [i for i, r in enumerate(runs) if (session_id, r.run_id) not in self._new_runs]
-            if wanted:
-                pipe = self._r.pipeline(transaction=False)
-                for i in wanted:
-                    pipe.lrange(f"{_prefix(session_id)}steps:{runs[i].run_id}", 0, -1)
-                for i, texts in zip(wanted, pipe.execute(), strict=True):
-                    stored[i] = texts
-        out = []
-        for run, texts in zip(runs, stored, strict=True):
-            steps = [_dec(RunStep, t) for t in texts]
-            steps += [_copy(s) for s in self._steps.get((session_id, run.run_id), [])]
-            out.append(run.model_copy(update={"steps": steps}))
-        return out
+        chosen = [r for r in chosen if status is None or r.status == status]
+        return chosen if limit is None else chosen[:limit]
 
     # -- audit -----------------------------------------------------------------------
     @_translated

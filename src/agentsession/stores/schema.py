@@ -160,6 +160,8 @@ runs = sa.Table(
     sa.Column("output", JSONText, nullable=False),
     sa.Column("usage", JSONText, nullable=False),
     sa.Column("metadata", JSONText, nullable=False),
+    # Kept by every step insert, so a run is read and written without its steps.
+    sa.Column("step_count", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Index(None, "session_id", "seq", unique=True),
     **TABLE_OPTIONS,
 )

@@ -7,7 +7,8 @@ created and changed only by migrations (:mod:`agentsession.stores.migrate`).
 
 Costs, independent of history length: appending is one INSERT per message (one
 executemany per batch); the last N messages are one ``ORDER BY seq DESC LIMIT N`` over
-the ``(session_id, seq)`` index; ``list_runs`` is two queries whatever the number of runs.
+the ``(session_id, seq)`` index; a run is read and written as its row only (``step_count``
+kept by each step insert), and its steps are read in pages over their primary key.
 Statements on hot paths are built once per store, compiled once for the engine's dialect
 and executed on the DBAPI cursor of the pooled connection (:mod:`.sqlexec`), which skips
 SQLAlchemy's per-execution overhead; everything else goes through ``Connection.execute``.
@@ -25,7 +26,7 @@ from datetime import datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -615,7 +616,7 @@ class _SQLTransaction:
     @_translated
     def insert_run(self, run: Run) -> None:
         self._writing()
-        self._conn.execute(sa.insert(runs), _run_row(run))
+        self._conn.execute(sa.insert(runs), {**_run_row(run), "step_count": 0})
 
     @_translated
     def update_run(self, run: Run) -> None:
@@ -632,6 +633,18 @@ class _SQLTransaction:
     @_translated
     def insert_run_step(self, session_id: str, step: RunStep) -> None:
         self._writing()
+        # Compare-and-set on the count: the step must be next, and the run must exist.
+        bump = (
+            sa.update(runs)
+            .where(
+                runs.c.session_id == session_id,
+                runs.c.run_id == step.run_id,
+                runs.c.step_count == step.index,
+            )
+            .values(step_count=runs.c.step_count + 1)
+        )
+        if self._conn.execute(bump).rowcount != 1:
+            raise StoreConflict(f"step {step.index} of run {step.run_id!r} is not next")
         row = step.model_dump()
         row["step_index"] = row.pop("index")
         row["session_id"] = session_id
@@ -640,7 +653,33 @@ class _SQLTransaction:
     @_translated
     def get_run(self, session_id: str, run_id: str) -> Run | None:
         stmt = sa.select(runs).where(runs.c.session_id == session_id, runs.c.run_id == run_id)
-        return next(iter(self._with_steps(session_id, self._conn.execute(stmt).all())), None)
+        row = self._conn.execute(stmt).first()
+        return None if row is None else Run.model_validate(row._asdict())
+
+    @_translated
+    def list_run_steps(
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        after_index: int | None = None,
+        limit: int | None = None,
+    ) -> list[RunStep]:
+        if limit is not None and limit <= 0:
+            return []
+        stmt = sa.select(run_steps).where(
+            run_steps.c.session_id == session_id, run_steps.c.run_id == run_id
+        )
+        if after_index is not None:
+            stmt = stmt.where(run_steps.c.step_index > after_index)
+        stmt = stmt.order_by(run_steps.c.step_index).limit(limit)
+        steps = []
+        for row in self._conn.execute(stmt):
+            data = row._asdict()
+            data["index"] = data.pop("step_index")
+            del data["session_id"]
+            steps.append(RunStep.model_validate(data))
+        return steps
 
     @_translated
     def list_runs(
@@ -659,24 +698,7 @@ class _SQLTransaction:
         if after_seq is not None:
             stmt = stmt.where(runs.c.seq > after_seq)
         stmt = stmt.order_by(runs.c.seq).limit(limit)
-        return self._with_steps(session_id, self._conn.execute(stmt).all())
-
-    def _with_steps(self, session_id: str, rows: Sequence[Row[Any]]) -> list[Run]:
-        """Attach steps to run rows with one more query (IN over the run ids), not N."""
-        if not rows:
-            return []
-        steps: dict[str, list[RunStep]] = {row.run_id: [] for row in rows}
-        stmt = (
-            sa.select(run_steps)
-            .where(run_steps.c.session_id == session_id, run_steps.c.run_id.in_(list(steps)))
-            .order_by(run_steps.c.run_id, run_steps.c.step_index)
-        )
-        for step in self._conn.execute(stmt):
-            data = step._asdict()
-            data["index"] = data.pop("step_index")
-            del data["session_id"]
-            steps[step.run_id].append(RunStep.model_validate(data))
-        return [Run.model_validate({**row._asdict(), "steps": steps[row.run_id]}) for row in rows]
+        return [Run.model_validate(row._asdict()) for row in self._conn.execute(stmt)]
 
     # -- audit -----------------------------------------------------------------------
     @_translated
@@ -759,6 +781,7 @@ def _session_row(session: Session) -> dict[str, Any]:
 
 
 def _run_row(run: Run) -> dict[str, Any]:
-    row = run.model_dump(exclude={"steps"})
+    """The run's columns except ``step_count``, which only a step insert changes."""
+    row = run.model_dump(exclude={"steps", "step_count"})
     row["status"] = run.status.value
     return row

@@ -1,4 +1,4 @@
-"""Runs: start, read, list, add a step, finish."""
+"""Runs: start, read, list, add a step, page through the steps, finish."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from ...models import Run, RunStatus, RunStep
+from ...models import Page, Run, RunStatus, RunStep
 from ..deps import ReadCtx, WriteCtx, items, reply, write
 from ..problems import ERRORS, WRITE_ERRORS
 from ..schemas import PAGE_MAX, FinishRun, Items, StartRun, StepIn
@@ -38,15 +38,29 @@ async def list_runs(
     after: Annotated[int | None, Query(ge=0)] = None,
     limit: Annotated[int | None, Query(ge=0, le=PAGE_MAX)] = None,
 ) -> Response:
-    """Runs oldest first, with their steps (``{"items": [...]}``)."""
+    """Runs oldest first, without their steps (``step_count`` says how many)."""
     runs = await ctx.manager.list_runs(**ctx.who, status=status, after=after, limit=limit)
     return items(runs)
 
 
 @router.get("/{run_id}", response_model=Run)
 async def get_run(ctx: ReadCtx, run_id: RunId) -> Response:
-    """One run with its steps."""
+    """One run with its first steps (``len(steps) < step_count``: page on with
+    ``GET .../steps?after=<last index>``)."""
     return reply(await ctx.manager.get_run(**ctx.who, run_id=run_id))
+
+
+@router.get("/{run_id}/steps", response_model=Page[RunStep])
+async def list_run_steps(
+    ctx: ReadCtx,
+    run_id: RunId,
+    after: Annotated[int | None, Query(ge=0, description="A step index (exclusive).")] = None,
+    limit: Annotated[int | None, Query(ge=1, le=PAGE_MAX)] = None,
+) -> Response:
+    """A page of the run's steps, oldest first; ``next_cursor`` (the last index shown)
+    is the next page's ``after``, null on the last page."""
+    page = await ctx.manager.list_run_steps(**ctx.who, run_id=run_id, after=after, limit=limit)
+    return reply(page)
 
 
 @router.post("/{run_id}/steps", status_code=201, response_model=RunStep, responses=WRITE_ERRORS)
