@@ -88,7 +88,9 @@ class AppendMessages(_Body):
 
     A message is an object with ``role`` and optionally ``content``, ``name``,
     ``tool_calls``, ``tool_call_id``, ``run_id``, ``metadata`` and any other fields
-    (kept and returned unchanged).
+    (kept and returned unchanged). OpenAI Responses items (``function_call``,
+    ``function_call_output``, ``custom_tool_call[_output]``, ``reasoning``) may leave
+    ``role`` out; it is derived from their ``type`` and not added to what is stored.
     """
 
     message: dict[str, Any] | None = None

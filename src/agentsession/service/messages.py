@@ -70,7 +70,11 @@ class MessageUseCases(ServiceCore):
         Each message is a mapping with ``role`` (``system|user|assistant|tool``) and
         optionally ``content`` (str, list of parts, or None), ``name``, ``tool_calls``,
         ``tool_call_id``, ``run_id`` (a run of this session), ``metadata``, and any
-        further JSON fields, which are kept and returned unchanged. The whole batch is
+        further JSON fields, which are kept and returned unchanged. An OpenAI Responses
+        item may leave ``role`` out: ``function_call`` / ``custom_tool_call`` (with a
+        ``call_id``) and ``reasoning`` read as ``assistant``, ``function_call_output`` /
+        ``custom_tool_call_output`` (with a ``call_id``) as ``tool``; the stored
+        payload stays without a role (:mod:`agentsession.callgroups`). The whole batch is
         one version step. With ``working_memory_patch`` (RFC 7396) the working memory
         changes in the same transaction, so an agent turn is stored whole or not at all.
         ``user_id`` names the caller (the principal).
@@ -144,11 +148,12 @@ class MessageUseCases(ServiceCore):
         than it). Both cursors are exclusive seqs, e.g. ``before=page[0].seq``.
         ``user_id`` names the caller (the principal).
 
-        With ``align_tool_calls`` (the default) a window never starts with a tool result
-        whose assistant tool call lies outside it, nor ends inside a group of parallel
-        tool results: it is widened to the whole group, so it may hold a few more than
-        ``limit`` messages (docs/architecture.md, "Window alignment"). Cursors taken from
-        the returned messages still visit every message exactly once.
+        With ``align_tool_calls`` (the default) a window never holds a tool result
+        without the message that made its call, nor a call without its results, in the
+        chat-completions, Anthropic and Responses formats: it is widened to the whole
+        exchange, so it may hold a few more than ``limit`` messages
+        (docs/architecture.md, "Window alignment"). Cursors taken from the returned
+        messages still visit every message exactly once.
 
         Raises:
             ValidationError: negative or over-large limit, non-integer cursors, both

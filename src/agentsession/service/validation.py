@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from ..callgroups import CALL_ITEMS, ITEM_ROLES, OUTPUT_ITEMS, item_role
 from ..errors import ValidationError
 from ..ids import check_id
 from ..jsonvalues import check_json
@@ -109,12 +110,7 @@ def check_message(message: Any, field: str, limits: Limits) -> dict[str, Any]:
             field=f"{field}.{sorted(system)[0]}",
         )
     check_json(payload, field=field, limit_bytes=limits.max_message_bytes)
-    role = payload.get("role")
-    if role not in Role._value2member_map_:
-        raise ValidationError(
-            f"{field}.role must be one of system, user, assistant, tool",
-            field=f"{field}.role",
-        )
+    _check_role(payload, field)
     content = payload.get("content")
     if content is not None and not isinstance(content, (str, list)):
         raise ValidationError(
@@ -137,6 +133,35 @@ def check_message(message: Any, field: str, limits: Limits) -> dict[str, Any]:
     if meta is not None:
         check_metadata(meta, f"{field}.metadata", limits)
     return payload
+
+def _check_role(payload: dict[str, Any], field: str) -> None:
+    """A message's ``role``: one of :class:`Role`, or absent on a Responses item, whose
+    role is derived from its type; a call or output item needs a ``call_id``."""
+    derived = item_role(payload)
+    role = payload.get("role", derived)
+    if role not in Role._value2member_map_:
+        raise ValidationError(
+            f"{field}.role must be one of system, user, assistant, tool (it may be left "
+            f"out on a Responses item of type {', '.join(ITEM_ROLES)})",
+            field=f"{field}.role",
+        )
+    if derived is None:
+        return
+    kind = payload["type"]
+    if role != derived:
+        raise ValidationError(
+            f"{field}.role of a {kind} item must be {derived} or left out",
+            field=f"{field}.role",
+        )
+    call_id = payload.get("call_id")
+    if (kind in CALL_ITEMS or kind in OUTPUT_ITEMS) and not (
+        isinstance(call_id, str) and call_id
+    ):
+        raise ValidationError(
+            f"{field}.call_id of a {kind} item must be a non-empty string",
+            field=f"{field}.call_id",
+        )
+
 
 def check_memory(data: Any, limits: Limits) -> dict[str, Any]:
     """A whole working-memory document: a JSON object whose standard keys are typed."""
