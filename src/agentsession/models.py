@@ -302,8 +302,11 @@ class RestoredSession(_Snapshot):
 
     ``messages`` are the most recent ones, oldest first; ``tool_calls`` the whole tool
     history, oldest first; ``runs`` all runs, oldest first; ``interrupted_run_ids`` the
-    runs this restore found RUNNING and marked INTERRUPTED; ``previous_status`` the status
-    the session had before this restore (CLOSED, EXPIRED, or ACTIVE when taken over).
+    runs this restore found RUNNING and marked INTERRUPTED; ``interrupted_call_ids`` the
+    tool calls an interrupted run left without a result, which this restore answered
+    with a synthetic result (metadata ``{"agentsession": {"synthetic": "interrupted"}}``);
+    ``previous_status`` the status the session had before this restore (CLOSED, EXPIRED,
+    or ACTIVE when taken over).
     """
 
     session: Session
@@ -312,4 +315,5 @@ class RestoredSession(_Snapshot):
     tool_calls: list[ToolCall]
     runs: list[Run]
     interrupted_run_ids: list[str] = Field(default_factory=list)
+    interrupted_call_ids: list[str] = Field(default_factory=list)
     previous_status: SessionStatus

@@ -19,7 +19,7 @@ from .pipeline import Change, WriteRequest
 from .validation import check_cursor_seq, check_limit, check_message, check_patch
 from .window import align_window
 
-__all__ = ["MessageUseCases"]
+__all__ = ["MessageUseCases", "insert_messages"]
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
@@ -103,7 +103,8 @@ class MessageUseCases(ServiceCore):
         limits = self.limits
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
-            stored = _insert_messages(tx, s, now, payloads)
+            _check_runs(tx, s, payloads)
+            stored = insert_messages(tx, s, now, payloads)
             new = s.model_copy(update={"message_count": s.message_count + len(stored)})
             details: dict[str, Any] = {
                 "count": len(stored),
@@ -183,11 +184,8 @@ class MessageUseCases(ServiceCore):
         return self._reads.read(session_id, Principal(user_id, admin), read)
 
 
-def _insert_messages(
-    tx: StoreTransaction, s: Session, now: datetime, payloads: list[dict[str, Any]]
-) -> list[Message]:
-    """Insert the checked payloads as the next seqs of ``s``; every ``run_id`` they name
-    must be a run of the session.
+def _check_runs(tx: StoreTransaction, s: Session, payloads: list[dict[str, Any]]) -> None:
+    """Every ``run_id`` the payloads name must be a run of ``s``.
 
     Raises:
         RunNotFound: a message names a run the session does not have.
@@ -195,6 +193,14 @@ def _insert_messages(
     for run_id in {p["run_id"] for p in payloads if p.get("run_id") is not None}:
         if tx.get_run(s.session_id, run_id) is None:
             raise RunNotFound(session_id=s.session_id, run_id=run_id)
+
+
+def insert_messages(
+    tx: StoreTransaction, s: Session, now: datetime, payloads: list[dict[str, Any]]
+) -> list[Message]:
+    """Insert checked payloads (their ``run_id`` runs of ``s``) as the next seqs of
+    ``s``, created ``now``; return the stored messages. The caller counts them into the
+    session's ``message_count``."""
     stored = [
         _MESSAGE.validate_python(
             {
