@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import strategies as st
+
 from agentsession import Message
 
 Payloads = list[dict[str, Any]]
@@ -95,3 +97,18 @@ def window_problem(window: list[Message]) -> str | None:
         return f"window {got} holds calls without their results: {sorted(made - answered)}"
     return None
 
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Turns in random formats: a user message, 0-3 rounds of 1-3 parallel calls with
+    their results in any order, an answer."""
+    out: list[dict[str, Any]] = []
+    for turn in range(draw(st.integers(1, 4))):
+        fmt = draw(st.sampled_from(FORMATS))
+        out.append(user(fmt, f"q{turn}"))
+        for r in range(draw(st.integers(0, 3))):
+            ids = [f"c{turn}_{r}_{j}" for j in range(draw(st.integers(1, 3)))]
+            out += calls(fmt, ids)
+            out += results(fmt, draw(st.permutations(ids)))
+        out.append(answer(fmt, f"a{turn}"))
+    return out

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 from contract_support import USER, audit_of, seqs
-from message_formats import FORMATS, answer, calls, results, user, window_problem
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from message_formats import FORMATS, answer, calls, histories, results, user, window_problem
 
 from agentsession import Message, RunStatus, SessionManager
 
@@ -82,16 +84,19 @@ def test_answered_call_gets_nothing_synthetic(manager: SessionManager, fmt: str)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_parallel_calls_with_one_answered(manager: SessionManager, fmt: str) -> None:
+@pytest.mark.parametrize(("done", "open_"), [("c1", "c2"), ("c2", "c1")])
+def test_parallel_calls_with_one_answered(
+    manager: SessionManager, fmt: str, done: str, open_: str
+) -> None:
     """Two parallel calls, one answered before the crash (and an earlier round fully
     answered): only the other one gets a synthetic result."""
     sid, _ = _crash(manager, fmt, *calls(fmt, ["c0"]), *results(fmt, ["c0"]),
-                    *calls(fmt, ["c1", "c2"]), *results(fmt, ["c1"]))
+                    *calls(fmt, ["c1", "c2"]), *results(fmt, [done]))
     count = manager.get_session(session_id=sid, user_id=USER).message_count
     restored = manager.restore_session(session_id=sid, user_id=USER)
-    assert restored.interrupted_call_ids == ["c2"]
+    assert restored.interrupted_call_ids == [open_]
     added = manager.get_messages(session_id=sid, user_id=USER, after=count)
-    assert [i for x in added for i in _result_ids(fmt, x)] == ["c2"]
+    assert [i for x in added for i in _result_ids(fmt, x)] == [open_]
     _all_windows_valid(manager, sid)
 
 
@@ -157,3 +162,26 @@ def test_a_final_answer_after_the_calls_needs_nothing(manager: SessionManager) -
     sid, _ = _crash(manager, "responses", *calls("responses", ["c1"]),
                     *results("responses", ["c1"]), answer("responses", "done"))
     assert manager.restore_session(session_id=sid, user_id=USER).interrupted_call_ids == []
+
+
+@pytest.mark.store_independent
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(earlier=histories(), data=st.data())
+def test_random_crash_points_leave_valid_windows(
+    manager: SessionManager, earlier: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """Property: after complete turns in random formats, a run makes 1-3 parallel calls
+    in a random format and dies after answering a random part of them. Restore answers
+    exactly the rest, in call order, and every window is valid again."""
+    fmt = data.draw(st.sampled_from(FORMATS), label="format")
+    ids = [f"x{i}" for i in range(data.draw(st.integers(1, 3), label="calls"))]
+    done = data.draw(st.lists(st.sampled_from(ids), unique=True), label="answered")
+    sid = manager.create_session(user_id=USER).session_id
+    manager.append_messages(session_id=sid, user_id=USER, messages=earlier)
+    manager.start_run(session_id=sid, user_id=USER)
+    crash = [user(fmt, "go"), *calls(fmt, ids), *(results(fmt, done) if done else [])]
+    manager.append_messages(session_id=sid, user_id=USER, messages=crash)
+    restored = manager.restore_session(session_id=sid, user_id=USER)
+    assert restored.interrupted_call_ids == [i for i in ids if i not in done]
+    _all_windows_valid(manager, sid)

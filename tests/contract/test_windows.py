@@ -10,7 +10,7 @@ import pytest
 from contract_support import USER, same_payload, seqs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from message_formats import FORMATS, answer, calls, results, user, window_problem
+from message_formats import FORMATS, answer, calls, histories, results, user, window_problem
 
 from agentsession import Role, SessionManager, ValidationError
 
@@ -104,22 +104,6 @@ def test_malformed_responses_items_are_refused(
     assert manager.get_session(session_id=sid, user_id=USER).message_count == 0
 
 
-@st.composite
-def _histories(draw: st.DrawFn) -> list[dict[str, Any]]:
-    """Turns in random formats: a user message, 0-3 rounds of 1-3 parallel calls with
-    their results in any order, an answer."""
-    out: list[dict[str, Any]] = []
-    for turn in range(draw(st.integers(1, 4))):
-        fmt = draw(st.sampled_from(FORMATS))
-        out.append(user(fmt, f"q{turn}"))
-        for r in range(draw(st.integers(0, 3))):
-            ids = [f"c{turn}_{r}_{j}" for j in range(draw(st.integers(1, 3)))]
-            out += calls(fmt, ids)
-            out += results(fmt, draw(st.permutations(ids)))
-        out.append(answer(fmt, f"a{turn}"))
-    return out
-
-
 def _paged(m: SessionManager, sid: str, size: int, backwards: bool) -> list[int]:
     """The seqs visited by paging through history with aligned windows of ``size``."""
     out: list[int] = []
@@ -136,7 +120,7 @@ def _paged(m: SessionManager, sid: str, size: int, backwards: bool) -> list[int]
 @pytest.mark.store_independent
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(history=_histories(), data=st.data())
+@given(history=histories(), data=st.data())
 def test_c32_random_histories_never_split_calls(
     manager: SessionManager, history: list[dict[str, Any]], data: st.DataObject
 ) -> None:

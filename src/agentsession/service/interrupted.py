@@ -8,10 +8,11 @@ own format (:func:`agentsession.callgroups.results_for`), saying the call was
 interrupted, and marked in the message ``metadata`` as :data:`SYNTHETIC`
 (docs/architecture.md, "Lifecycle").
 
-Only the tail of history is read: the calls of an interrupted run that never got a
-result come after its last answered call, so the walk back from the newest message
-stops at the first call message whose calls are all answered, at a message of another
-run, or at a message that cannot stand between a call and its result.
+Only the tail of history is read: a call that never got a result is one of the newest
+calls (a worker sends the next calls only once it has the results of the last ones),
+so the walk back from the newest message stops at a result older than those calls, at
+a message of another run, or at a message that cannot stand between a call and its
+result.
 """
 
 from __future__ import annotations
@@ -102,19 +103,22 @@ def _unanswered(
     """(call message, its unanswered call ids) at the tail of history, oldest first."""
     found: list[tuple[Message, list[str]]] = []
     answered: set[str] = set()
+    past_calls = False  # walked back past the newest calls
     before = s.message_count + 1
     while before > 1:
         older = tx.get_messages(s.session_id, before_seq=before, limit=_STEP)
         for m in reversed(older):
             if (m.run_id is not None and m.run_id not in runs) or not in_tool_exchange(m):
                 return found[::-1]
+            results = answered_calls(m)
+            if results and past_calls:
+                return found[::-1]  # results of earlier calls: those were all answered
             made = opened_calls(m)
             missing = [c for c in made if c not in answered]
-            if made and not missing:
-                return found[::-1]  # the newest answered call: those before it are done
             if missing:
                 found.append((m, missing))
-            answered.update(answered_calls(m))
+            past_calls = past_calls or bool(made)
+            answered.update(results)
         if not older:
             break
         before = older[0].seq

@@ -38,11 +38,17 @@ def align_window(
     Returns:
         The widened window: consecutive seqs, oldest first, ``rows`` in the middle.
     """
+    # A side is blocked once its widening reached the history's edge or a message no
+    # call or result crosses; reading there again would find the same.
+    start_blocked = end_blocked = False
     while rows:
-        wider = _widen_end(tx, session_id, _widen_start(tx, session_id, rows), message_count)
-        if len(wider) == len(rows):
-            return rows
-        rows = wider  # newly added messages may need partners of their own
+        needed, pending = _missing(rows)
+        if needed and not start_blocked:
+            rows, start_blocked = _widen_start(tx, session_id, rows, needed)
+        elif pending and not end_blocked:
+            rows, end_blocked = _widen_end(tx, session_id, rows, pending, message_count)
+        else:
+            break
     return rows
 
 
@@ -54,34 +60,48 @@ def _missing(rows: list[Message]) -> tuple[set[str], set[str]]:
     return answered - opened, opened - answered
 
 
-def _widen_start(tx: StoreTransaction, session_id: str, rows: list[Message]) -> list[Message]:
-    """Prepend older messages until every result in the window has its call."""
-    needed, _ = _missing(rows)
-    while needed and rows[0].seq > 1:
+def _widen_start(
+    tx: StoreTransaction, session_id: str, rows: list[Message], needed: set[str]
+) -> tuple[list[Message], bool]:
+    """Prepend older messages until the calls ``needed`` are made; return the window and
+    whether it stopped short (blocked)."""
+    while needed:
+        if rows[0].seq <= 1:
+            return rows, True
         older = tx.get_messages(session_id, before_seq=rows[0].seq, limit=_STEP)
         for i in range(len(older) - 1, -1, -1):
             m = older[i]
-            if not needed or not in_tool_exchange(m):
-                return older[i + 1 :] + rows
+            if not in_tool_exchange(m):
+                return older[i + 1 :] + rows, True
             needed = (needed | set(answered_calls(m))) - set(opened_calls(m))
+            if not needed:
+                return older[i:] + rows, False
         if not older:
-            break
+            return rows, True
         rows = older + rows
-    return rows
+    return rows, False
 
 
 def _widen_end(
-    tx: StoreTransaction, session_id: str, rows: list[Message], message_count: int
-) -> list[Message]:
-    """Append newer messages until every call in the window has its result."""
-    _, pending = _missing(rows)
-    while pending and rows[-1].seq < message_count:
+    tx: StoreTransaction,
+    session_id: str,
+    rows: list[Message],
+    pending: set[str],
+    message_count: int,
+) -> tuple[list[Message], bool]:
+    """Append newer messages until the calls ``pending`` are answered; return the window
+    and whether it stopped short (blocked)."""
+    while pending:
+        if rows[-1].seq >= message_count:
+            return rows, True
         newer = tx.get_messages(session_id, after_seq=rows[-1].seq, limit=_STEP, newest=False)
         for i, m in enumerate(newer):
-            if not pending or not in_tool_exchange(m):
-                return rows + newer[:i]
+            if not in_tool_exchange(m):
+                return rows + newer[:i], True
             pending = (pending - set(answered_calls(m))) | set(opened_calls(m))
+            if not pending:
+                return rows + newer[: i + 1], False
         if not newer:
-            break
+            return rows, True
         rows = rows + newer
-    return rows
+    return rows, False
