@@ -142,6 +142,19 @@ def test_lifecycle_close_restore_expire_delete(url: str) -> None:
     assert invoke("sessions", "show", sid, *common).exit_code == 3
 
 
+def test_restore_names_interrupted_runs_and_calls(url: str) -> None:
+    """A run left RUNNING with an open tool call: restore prints both."""
+    sid = _sid(url)
+    with SessionManager.from_url(url) as sm:
+        run = sm.start_run(session_id=sid, user_id="alice")
+        sm.append_message(session_id=sid, user_id="alice", message={
+            "type": "function_call", "call_id": "call_7", "name": "sh", "arguments": "{}"})
+    result = invoke("restore", sid, "--url", url, "--user", "alice")
+    assert result.exit_code == 0, result.output
+    assert f"interrupted runs: {run.run_id}" in result.stdout
+    assert "tool calls answered as interrupted: call_7" in result.stdout
+
+
 def test_admin_lists_every_user(url: str) -> None:
     """--admin --all-users lists sessions of all users without naming one."""
     result = invoke("sessions", "list", "--url", url, "--admin", "--all-users", "--json")

@@ -94,10 +94,32 @@ _OLD_MESSAGES = sa.table(
 )
 
 
+_OLD_RUNS = sa.table(
+    "runs",
+    *(sa.column(c) for c in ("session_id", "run_id", "input", "status", "error", "output")),
+    *(sa.column(c) for c in ("usage", "metadata")),
+    sa.column("seq", sa.Integer),
+    *(sa.column(c, UTCDateTime) for c in ("created_at", "started_at", "ended_at")),
+)
+_OLD_STEPS = sa.table(
+    "run_steps",
+    *(sa.column(c) for c in ("session_id", "run_id", "kind", "name", "input", "output")),
+    *(sa.column(c) for c in ("status", "error")),
+    sa.column("step_index", sa.Integer),
+    *(sa.column(c, UTCDateTime) for c in ("started_at", "ended_at")),
+)
+_OLD_KEYS = sa.table(
+    "idempotency_keys",
+    *(sa.column(c) for c in ("user_id", "scope", "idem_key", "fingerprint", "session_id")),
+    sa.column("result"),
+    sa.column("created_at", UTCDateTime),
+)
+
+
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0003_run_step_count"
+    assert head_revision() == "0005_field_widths"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -283,6 +305,52 @@ def test_c26_auto_migrate_upgrades_an_old_database(db_url: str) -> None:
     upgrade(url, revision="0001_initial")
     SQLStore(url, auto_migrate=True).close()
     assert current_revision(url) == head_revision()
+
+
+def test_field_widths_upgrade_keeps_rows_and_takes_longer_values(db_url: str) -> None:
+    """0005 widens idempotency keys, step kinds and statuses: rows written at 0002 stay,
+    and the longest accepted values then fit (SQLite, PostgreSQL, MariaDB)."""
+    url = db_url
+    upgrade(url, revision="0002_expiry_columns")
+    now = datetime.now(UTC)
+    sid, run_id = new_id("ses"), new_id("run")
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.insert(_OLD_SESSIONS), {
+                "session_id": sid, "user_id": "alice", "agent": "a", "title": None,
+                "metadata": "{}", "status": "ACTIVE", "version": 2, "created_at": now,
+                "updated_at": now, "last_active_at": now, "closed_at": None,
+                "expired_at": None, "ttl_seconds": None, "message_count": 0,
+                "run_count": 1, "tool_call_count": 0})
+            conn.execute(sa.insert(_OLD_RUNS), {
+                "session_id": sid, "run_id": run_id, "seq": 1, "input": "null",
+                "status": "RUNNING", "created_at": now, "started_at": now, "ended_at": None,
+                "error": None, "output": "null", "usage": "{}", "metadata": "{}"})
+            conn.execute(sa.insert(_OLD_STEPS), {
+                "session_id": sid, "run_id": run_id, "step_index": 0, "kind": "k" * 64,
+                "name": None, "input": "null", "output": "null", "status": "s" * 32,
+                "error": None, "started_at": now, "ended_at": now})
+            conn.execute(sa.insert(_OLD_KEYS), {
+                "user_id": "alice", "scope": "create_session", "idem_key": "i" * 128,
+                "fingerprint": "f" * 64, "session_id": sid, "result": "{}",
+                "created_at": now})
+    finally:
+        engine.dispose()
+    assert upgrade(url) == head_revision()
+    store = SQLStore(url)
+    try:
+        with store.transaction(write=False) as tx:
+            steps = tx.list_run_steps(sid, run_id)
+            assert [(st.kind, st.status) for st in steps] == [("k" * 64, "s" * 32)]
+            assert tx.get_idempotency("alice", "create_session", "i" * 128) is not None
+        manager = SessionManager(store)
+        step = manager.add_run_step(session_id=sid, user_id="alice", run_id=run_id,
+                                    kind="k" * 128, status="s" * 128,
+                                    idempotency_key="i" * 255)
+        assert (step.kind, step.status) == ("k" * 128, "s" * 128)
+    finally:
+        store.close()
 
 
 def test_newer_schema_is_refused_even_with_auto_migrate(tmp_path: Path) -> None:

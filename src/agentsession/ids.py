@@ -12,6 +12,7 @@ import secrets
 from typing import TypeGuard
 
 from .errors import ValidationError
+from .fieldlimits import ID_CHARS, NAME_CHARS
 
 __all__ = ["ID_PATTERN", "NAME_PATTERN", "check_id", "check_name", "is_id", "new_id"]
 
@@ -20,7 +21,7 @@ __all__ = ["ID_PATTERN", "NAME_PATTERN", "check_id", "check_name", "is_id", "new
 ID_PATTERN = re.compile(r"[a-z]{2,5}_[a-z2-7]{26}")
 
 #: User ids and other caller-chosen names: printable, no path separators, bounded.
-NAME_PATTERN = re.compile(r"[A-Za-z0-9._:@+\-]{1,128}")
+NAME_PATTERN = re.compile(rf"[A-Za-z0-9._:@+\-]{{1,{NAME_CHARS}}}")
 
 
 def new_id(prefix: str) -> str:
@@ -31,10 +32,10 @@ def new_id(prefix: str) -> str:
 
 def is_id(value: object, prefix: str) -> TypeGuard[str]:
     """Whether ``value`` is a well-formed id with ``prefix`` (e.g. ``"ses"``): a str of
-    ``ID_PATTERN``, at most 40 characters. The one id-shape rule."""
+    ``ID_PATTERN``, at most ``ID_CHARS`` (40) characters. The one id-shape rule."""
     return (
         type(value) is str
-        and len(value) <= 40
+        and len(value) <= ID_CHARS
         and value.startswith(prefix + "_")
         and ID_PATTERN.fullmatch(value) is not None
     )
@@ -56,12 +57,13 @@ def check_name(value: object, *, field: str) -> str:
     """Return ``value`` if it is a valid user id / agent name / key (``NAME_PATTERN``).
 
     Raises:
-        ValidationError: empty, too long (over 128 chars), or holding other characters.
+        ValidationError: empty, too long (over ``NAME_CHARS``, 128), or holding other
+            characters.
     """
     if type(value) is not str or not NAME_PATTERN.fullmatch(value):
         shown = repr(value)[:60]
         raise ValidationError(
-            f"{field} {shown} must be 1-128 characters of A-Z a-z 0-9 . _ : @ + -",
+            f"{field} {shown} must be 1-{NAME_CHARS} characters of A-Z a-z 0-9 . _ : @ + -",
             field=field,
         )
     return value

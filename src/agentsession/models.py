@@ -11,7 +11,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, model_validator
+
+from .callgroups import item_role
 
 __all__ = [
     "AuditEvent",
@@ -107,6 +109,11 @@ class Session(_Snapshot):
     tool_call_count: int = 0
 
 
+def _role_may_be_absent(schema: dict[str, Any]) -> None:
+    """JSON schema of :class:`Message`: ``role`` is absent on Responses items."""
+    schema["required"] = [name for name in schema.get("required", []) if name != "role"]
+
+
 class Message(BaseModel):
     """One entry of the conversation history.
 
@@ -114,9 +121,15 @@ class Message(BaseModel):
     ``created_at``. Fields a client sends beyond the known ones (``refusal``,
     provider-specific keys) are kept and returned unchanged, and a field that was
     absent stays absent: :meth:`payload` gives back exactly what was appended.
+
+    An OpenAI Responses item (``{"type": "function_call", ...}``,
+    ``function_call_output``, ``custom_tool_call[_output]``, ``reasoning``) may come
+    without a ``role``: ``role`` is then derived from its type (a call or reasoning
+    item is ``assistant``, an output ``tool``; :mod:`agentsession.callgroups`) and is
+    not part of :meth:`payload`, since the client did not send it.
     """
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", json_schema_extra=_role_may_be_absent)
 
     message_id: str
     session_id: str
@@ -129,6 +142,18 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     run_id: str | None = None
     metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _derive_item_role(cls, data: Any, handler: ModelWrapValidatorHandler[Message]) -> Message:
+        """Give a Responses item without ``role`` its derived role, left unset (so
+        :meth:`payload` and ``exclude_unset`` dumps leave it out)."""
+        derived = item_role(data) if isinstance(data, dict) and "role" not in data else None
+        if derived is None:
+            return handler(data)
+        message = handler({**data, "role": derived})
+        message.model_fields_set.discard("role")
+        return message
 
     def payload(self) -> dict[str, Any]:
         """Return the message as the client appended it: no store fields, unset stays unset."""
@@ -281,9 +306,12 @@ class RestoredSession(_Snapshot):
 
     ``messages`` are the most recent ones, oldest first; ``tool_calls`` the whole tool
     history, oldest first; ``runs`` all runs, oldest first, without their steps
-    (``step_count`` says how many); ``interrupted_run_ids`` the runs this restore found
-    RUNNING and marked INTERRUPTED; ``previous_status`` the status the session had before
-    this restore (CLOSED, EXPIRED, or ACTIVE when taken over).
+    (``step_count`` says how many); ``interrupted_run_ids`` the
+    runs this restore found RUNNING and marked INTERRUPTED; ``interrupted_call_ids`` the
+    tool calls an interrupted run left without a result, which this restore answered
+    with a synthetic result (metadata ``{"agentsession": {"synthetic": "interrupted"}}``);
+    ``previous_status`` the status the session had before this restore (CLOSED, EXPIRED,
+    or ACTIVE when taken over).
     """
 
     session: Session
@@ -292,4 +320,5 @@ class RestoredSession(_Snapshot):
     tool_calls: list[ToolCall]
     runs: list[Run]
     interrupted_run_ids: list[str] = Field(default_factory=list)
+    interrupted_call_ids: list[str] = Field(default_factory=list)
     previous_status: SessionStatus

@@ -63,6 +63,9 @@ def restore(
     console.print(render.runs_table(restored.runs))
     if restored.interrupted_run_ids:
         console.print(f"interrupted runs: {', '.join(restored.interrupted_run_ids)}")
+    if restored.interrupted_call_ids:
+        calls = ", ".join(restored.interrupted_call_ids)
+        console.print(f"tool calls answered as interrupted: {calls}")
 
 
 @cli_errors

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
 from ..errors import AgentSessionError, NotFound, SessionNotFound, VersionConflict
+from ..fieldlimits import IDEMPOTENCY_KEY_CHARS
 from ..ids import is_id
 from ..models import Message, RestoredSession, Session
 from ..principal import Principal
@@ -198,8 +199,8 @@ async def _write_ctx(
     idempotency_key: Annotated[
         str | None,
         Header(
-            description="1-255 printable ASCII characters; a retried POST with the same "
-            "key and body returns the first result and writes nothing."
+            description=f"1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters; a retried "
+            "POST with the same key and body returns the first result and writes nothing."
         ),
     ] = None,
 ) -> Ctx:

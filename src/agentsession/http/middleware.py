@@ -14,6 +14,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..fieldlimits import REQUEST_ID_CHARS
 from ..service import request_id_context
 from .problems import BodyTooLarge, internal_error_body, too_large
 from .protocol import PROBLEM_CONTENT_TYPE
@@ -22,7 +23,7 @@ __all__ = ["BodyLimitMiddleware", "CatchAllMiddleware", "RequestIdMiddleware"]
 
 log = logging.getLogger("agentsession.http")
 
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:@+\-/=]{1,128}")
+_REQUEST_ID = re.compile(rf"[A-Za-z0-9._:@+\-/=]{{1,{REQUEST_ID_CHARS}}}")
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

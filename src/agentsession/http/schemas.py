@@ -2,9 +2,10 @@
 and :class:`Items` for lists.
 
 These models only shape requests for FastAPI and OpenAPI; every rule (sizes, JSON
-policy, lifecycle) is checked by the SessionManager. Numbers are strict: ``"5"`` or
-``true`` where a number belongs is a 422, never coerced. Optional fields a client leaves
-out are told apart from explicit nulls via ``model_fields_set``.
+policy, lifecycle) is checked by the SessionManager. Bounded text fields state their
+longest value from :mod:`agentsession.fieldlimits`; a longer one is a 422 here. Numbers
+are strict: ``"5"`` or ``true`` where a number belongs is a 422, never coerced. Optional
+fields a client leaves out are told apart from explicit nulls via ``model_fields_set``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,16 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
+from ..fieldlimits import (
+    CALL_ID_CHARS,
+    NAME_CHARS,
+    REASON_CHARS,
+    STEP_KIND_CHARS,
+    STEP_NAME_CHARS,
+    STEP_STATUS_CHARS,
+    TEXT_CHARS,
+    TOOL_NAME_CHARS,
+)
 from ..models import RunStatus
 from ..service.policy import Limits
 
@@ -54,7 +65,7 @@ class _Body(BaseModel):
 class CreateSession(_Body):
     """``POST /v1/sessions``."""
 
-    agent: str = "default"
+    agent: str = Field(default="default", max_length=NAME_CHARS)
     title: str | None = None
     metadata: dict[str, Any] | None = None
     ttl_seconds: float | None = Field(
@@ -74,7 +85,7 @@ class UpdateSession(_Body):
 class Reason(_Body):
     """``POST .../close`` and ``.../expire``."""
 
-    reason: str | None = None
+    reason: str | None = Field(default=None, max_length=REASON_CHARS)
 
 
 class RestoreSession(_Body):
@@ -88,7 +99,9 @@ class AppendMessages(_Body):
 
     A message is an object with ``role`` and optionally ``content``, ``name``,
     ``tool_calls``, ``tool_call_id``, ``run_id``, ``metadata`` and any other fields
-    (kept and returned unchanged).
+    (kept and returned unchanged). OpenAI Responses items (``function_call``,
+    ``function_call_output``, ``custom_tool_call[_output]``, ``reasoning``) may leave
+    ``role`` out; it is derived from their ``type`` and not added to what is stored.
     """
 
     message: dict[str, Any] | None = None
@@ -107,15 +120,15 @@ class AppendMessages(_Body):
 class RecordToolCall(_Body):
     """``POST .../tool-calls``."""
 
-    tool: str
+    tool: str = Field(max_length=TOOL_NAME_CHARS)
     arguments: dict[str, Any] | None = None
     result: Any = None
     status: str = "ok"
-    error: str | None = None
+    error: str | None = Field(default=None, max_length=TEXT_CHARS)
     started_at: datetime | None = None
     ended_at: datetime | None = None
     run_id: str | None = None
-    call_id: str | None = None
+    call_id: str | None = Field(default=None, max_length=CALL_ID_CHARS)
 
 
 class StartRun(_Body):
@@ -128,12 +141,12 @@ class StartRun(_Body):
 class StepIn(_Body):
     """``POST .../runs/{run_id}/steps``."""
 
-    kind: str
-    name: str | None = None
+    kind: str = Field(max_length=STEP_KIND_CHARS)
+    name: str | None = Field(default=None, max_length=STEP_NAME_CHARS)
     input: Any = None
     output: Any = None
-    status: str = "ok"
-    error: str | None = None
+    status: str = Field(default="ok", max_length=STEP_STATUS_CHARS)
+    error: str | None = Field(default=None, max_length=TEXT_CHARS)
     started_at: datetime | None = None
     ended_at: datetime | None = None
 
@@ -142,6 +155,6 @@ class FinishRun(_Body):
     """``POST .../runs/{run_id}/finish``."""
 
     status: RunStatus
-    error: str | None = None
+    error: str | None = Field(default=None, max_length=TEXT_CHARS)
     output: Any = None
     usage: dict[str, StrictInt] | None = None

@@ -13,6 +13,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from ..errors import ValidationError
+from ..fieldlimits import REQUEST_ID_CHARS
+
 __all__ = [
     "WriteReport",
     "current_request_id",
@@ -30,7 +33,18 @@ def request_id_context(request_id: str | None) -> Iterator[None]:
     """Tag every audit event written inside the block with ``request_id``.
 
     The HTTP service sets it per request; it follows ``asyncio.to_thread`` calls.
+
+    Raises:
+        ValidationError: ``request_id`` is not None nor a string of 1-``REQUEST_ID_CHARS``
+            (128) characters.
     """
+    if request_id is not None and (
+        type(request_id) is not str or not 1 <= len(request_id) <= REQUEST_ID_CHARS
+    ):
+        raise ValidationError(
+            f"request_id must be a string of 1-{REQUEST_ID_CHARS} characters",
+            field="request_id",
+        )
     token = _request_id.set(request_id)
     try:
         yield

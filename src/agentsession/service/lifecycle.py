@@ -15,6 +15,7 @@ from ..models import RestoredSession, RunStatus, Session, SessionStatus
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
+from .interrupted import answer_interrupted_calls
 from .pipeline import SESSION, Change, WriteRequest, expiry_change
 from .reads import memory_of
 from .transitions import expires_at, stop_running_runs
@@ -150,8 +151,10 @@ class LifecycleUseCases(ServiceCore):
         CLOSED is re-opened always; EXPIRED only within
         ``policy.expired_restore_window_seconds`` of expiring; ACTIVE stays ACTIVE.
         Restoring means the caller is now the session's worker, so a run still RUNNING
-        was left by a dead process and is marked INTERRUPTED. When nothing changes, the
-        version does not move. ``user_id`` names the caller (the principal).
+        was left by a dead process and is marked INTERRUPTED; each tool call it (or the
+        expiry undone) left unanswered gets a synthetic result in the same write
+        (docs/architecture.md, "Calls a crash left unanswered"). When nothing changes,
+        the version does not move. ``user_id`` names the caller (the principal).
 
         Args:
             message_limit: how many recent messages to return (default
@@ -159,7 +162,7 @@ class LifecycleUseCases(ServiceCore):
 
         Returns:
             Session, working memory, recent messages, full tool history, all runs,
-            and the ids of runs this call interrupted.
+            the ids of runs this call interrupted and of the calls it answered.
 
         Raises:
             IllegalTransition: EXPIRED past the restore window.
@@ -174,9 +177,11 @@ class LifecycleUseCases(ServiceCore):
         principal = Principal(user_id, admin)
         interrupted: list[str] = []
         previous: list[SessionStatus] = []
+        calls: list[str] = []
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change | Session:
             interrupted.clear()  # the store may re-run this transaction
+            calls.clear()
             previous[:] = [s.status]
             self._check_restorable(s, now)
             interrupted.extend(
@@ -184,18 +189,11 @@ class LifecycleUseCases(ServiceCore):
             )
             if s.status == SessionStatus.ACTIVE and not interrupted:
                 return s
-            new = s.model_copy(
-                update={
-                    "status": SessionStatus.ACTIVE,
-                    "status_reason": None,
-                    "closed_at": None,
-                    "expired_at": None,
-                    "last_active_at": now,
-                    "expires_at": expires_at(now, s.ttl_seconds),
-                }
-            )
+            answered = answer_interrupted_calls(tx, s, now, interrupted)
+            calls.extend(answered.call_ids)
             details = {"from": s.status.value, "interrupted_runs": list(interrupted)}
-            return Change(new, "session.restored", details)
+            details["interrupted_calls"] = list(calls)
+            return Change(_reopened(s, now, len(answered.messages)), "session.restored", details)
 
         request = WriteRequest(
             scope="restore_session",
@@ -212,7 +210,7 @@ class LifecycleUseCases(ServiceCore):
             session.session_id,
             principal,
             lambda tx, s: _restored(tx, s, limit or 0, interrupted, previous[0]),
-        )
+        ).model_copy(update={"interrupted_call_ids": list(calls)})
 
     def _check_restorable(self, s: Session, now: datetime) -> None:
         """Raise IllegalTransition if ``s`` expired longer ago than the restore window."""
@@ -249,6 +247,22 @@ class LifecycleUseCases(ServiceCore):
             lambda tx: tx.purge_idempotency(created_before=cutoff), write=True
         )
         return SweepResult(expired_session_ids=expired, purged_idempotency_keys=purged)
+
+
+def _reopened(s: Session, now: datetime, messages_added: int) -> Session:
+    """``s`` ACTIVE again from ``now`` (its TTL restarted), with ``messages_added``
+    more messages."""
+    return s.model_copy(
+        update={
+            "status": SessionStatus.ACTIVE,
+            "status_reason": None,
+            "closed_at": None,
+            "expired_at": None,
+            "last_active_at": now,
+            "expires_at": expires_at(now, s.ttl_seconds),
+            "message_count": s.message_count + messages_added,
+        }
+    )
 
 
 def _restored(

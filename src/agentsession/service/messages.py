@@ -20,7 +20,7 @@ from .transitions import running_run
 from .validation import check_cursor_seq, check_limit, check_message, check_patch
 from .window import align_window
 
-__all__ = ["MessageUseCases"]
+__all__ = ["MessageUseCases", "insert_messages"]
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
@@ -71,7 +71,11 @@ class MessageUseCases(ServiceCore):
         Each message is a mapping with ``role`` (``system|user|assistant|tool``) and
         optionally ``content`` (str, list of parts, or None), ``name``, ``tool_calls``,
         ``tool_call_id``, ``run_id`` (a RUNNING run of this session), ``metadata``, and any
-        further JSON fields, which are kept and returned unchanged. The whole batch is
+        further JSON fields, which are kept and returned unchanged. An OpenAI Responses
+        item may leave ``role`` out: ``function_call`` / ``custom_tool_call`` (with a
+        ``call_id``) and ``reasoning`` read as ``assistant``, ``function_call_output`` /
+        ``custom_tool_call_output`` (with a ``call_id``) as ``tool``; the stored
+        payload stays without a role (:mod:`agentsession.callgroups`). The whole batch is
         one version step. With ``working_memory_patch`` (RFC 7396) the working memory
         changes in the same transaction, so an agent turn is stored whole or not at all.
         ``user_id`` names the caller (the principal).
@@ -102,7 +106,8 @@ class MessageUseCases(ServiceCore):
         limits = self.limits
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
-            stored = _insert_messages(tx, s, now, payloads)
+            _check_runs(tx, s, payloads)
+            stored = insert_messages(tx, s, now, payloads)
             new = s.model_copy(update={"message_count": s.message_count + len(stored)})
             details: dict[str, Any] = {
                 "count": len(stored),
@@ -147,11 +152,12 @@ class MessageUseCases(ServiceCore):
         than it). Both cursors are exclusive seqs, e.g. ``before=page[0].seq``.
         ``user_id`` names the caller (the principal).
 
-        With ``align_tool_calls`` (the default) a window never starts with a tool result
-        whose assistant tool call lies outside it, nor ends inside a group of parallel
-        tool results: it is widened to the whole group, so it may hold a few more than
-        ``limit`` messages (docs/architecture.md, "Window alignment"). Cursors taken from
-        the returned messages still visit every message exactly once.
+        With ``align_tool_calls`` (the default) a window never holds a tool result
+        without the message that made its call, nor a call without its results, in the
+        chat-completions, Anthropic and Responses formats: it is widened to the whole
+        exchange, so it may hold a few more than ``limit`` messages
+        (docs/architecture.md, "Window alignment"). Cursors taken from the returned
+        messages still visit every message exactly once.
 
         Raises:
             ValidationError: negative or over-large limit, non-integer cursors, both
@@ -181,11 +187,8 @@ class MessageUseCases(ServiceCore):
         return self._reads.read(session_id, Principal(user_id, admin), read)
 
 
-def _insert_messages(
-    tx: StoreTransaction, s: Session, now: datetime, payloads: list[dict[str, Any]]
-) -> list[Message]:
-    """Insert the checked payloads as the next seqs of ``s``; every ``run_id`` they name
-    must be a RUNNING run of the session.
+def _check_runs(tx: StoreTransaction, s: Session, payloads: list[dict[str, Any]]) -> None:
+    """Every ``run_id`` the payloads name must be a RUNNING run of ``s``.
 
     Raises:
         RunNotFound: a message names a run the session does not have.
@@ -193,6 +196,14 @@ def _insert_messages(
     """
     for run_id in {p["run_id"] for p in payloads if p.get("run_id") is not None}:
         running_run(tx, s, run_id)
+
+
+def insert_messages(
+    tx: StoreTransaction, s: Session, now: datetime, payloads: list[dict[str, Any]]
+) -> list[Message]:
+    """Insert checked payloads (their ``run_id`` runs of ``s``) as the next seqs of
+    ``s``, created ``now``; return the stored messages. The caller counts them into the
+    session's ``message_count``."""
     stored = [
         _MESSAGE.validate_python(
             {

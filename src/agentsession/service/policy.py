@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..fieldlimits import TITLE_CHARS
+
 __all__ = ["Limits", "Policy"]
 
 MiB = 1024 * 1024
@@ -37,7 +39,7 @@ class Limits:
     max_working_memory_bytes: int = 1 * MiB
     max_run_payload_bytes: int = 1 * MiB
     max_metadata_bytes: int = 16 * 1024
-    max_title_chars: int = 512
+    max_title_chars: int = TITLE_CHARS
     max_page_size: int = 1000
     default_page_size: int = 100
 

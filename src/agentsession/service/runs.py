@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ..errors import RunAlreadyRunning, RunNotFound, ValidationError
+from ..fieldlimits import STEP_NAME_CHARS
 from ..ids import check_id, check_name, new_id
 from ..jsonvalues import check_json
 from ..models import Page, Run, RunStatus, RunStep, Session
@@ -132,8 +133,7 @@ class RunUseCases(ServiceCore):
         check_id(run_id, field="run_id", prefix="run")
         check_name(kind, field="kind")
         check_name(status, field="status")
-        # 120 characters: even fully escaped (PostgreSQL, see PlainText) it fits 255.
-        check_text(name, "name", max_chars=120)
+        check_text(name, "name", max_chars=STEP_NAME_CHARS)
         check_text(error, "error")
         check_json(
             {"input": input, "output": output, "error": error, "name": name, "status": status},

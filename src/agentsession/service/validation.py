@@ -14,31 +14,38 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from ..callgroups import CALL_ITEMS, ITEM_ROLES, OUTPUT_ITEMS, item_role
 from ..errors import ValidationError
+from ..fieldlimits import (
+    CALL_ID_CHARS,
+    IDEMPOTENCY_KEY_CHARS,
+    REASON_CHARS,
+    TEXT_CHARS,
+    TOOL_NAME_CHARS,
+)
 from ..ids import check_id
 from ..jsonvalues import check_json
 from ..models import Role, Session
 from .policy import Limits
 
-_KEY_MAX = 255
 #: The largest limit or seq cursor accepted: 2**53 - 1, exact in every JSON client and
 #: within every store's integer range.
 MAX_COUNT = 2**53 - 1
-_TOOL_NAME_MAX = 128
 _MESSAGE_SYSTEM_FIELDS = frozenset({"message_id", "session_id", "seq", "created_at"})
 
 def check_key(key: str | None) -> str | None:
-    """An idempotency key: 1-255 printable ASCII characters, or None."""
+    """An idempotency key: 1-``IDEMPOTENCY_KEY_CHARS`` (255) printable ASCII
+    characters, or None."""
     if key is None:
         return None
     if (
         type(key) is not str
-        or not 1 <= len(key) <= _KEY_MAX
+        or not 1 <= len(key) <= IDEMPOTENCY_KEY_CHARS
         or not key.isascii()
         or not key.isprintable()
     ):
         raise ValidationError(
-            f"idempotency_key must be 1-{_KEY_MAX} printable ASCII characters",
+            f"idempotency_key must be 1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters",
             field="idempotency_key",
         )
     return key
@@ -109,12 +116,7 @@ def check_message(message: Any, field: str, limits: Limits) -> dict[str, Any]:
             field=f"{field}.{sorted(system)[0]}",
         )
     check_json(payload, field=field, limit_bytes=limits.max_message_bytes)
-    role = payload.get("role")
-    if role not in Role._value2member_map_:
-        raise ValidationError(
-            f"{field}.role must be one of system, user, assistant, tool",
-            field=f"{field}.role",
-        )
+    _check_role(payload, field)
     content = payload.get("content")
     if content is not None and not isinstance(content, (str, list)):
         raise ValidationError(
@@ -137,6 +139,35 @@ def check_message(message: Any, field: str, limits: Limits) -> dict[str, Any]:
     if meta is not None:
         check_metadata(meta, f"{field}.metadata", limits)
     return payload
+
+def _check_role(payload: dict[str, Any], field: str) -> None:
+    """A message's ``role``: one of :class:`Role`, or absent on a Responses item, whose
+    role is derived from its type; a call or output item needs a ``call_id``."""
+    derived = item_role(payload)
+    role = payload.get("role", derived)
+    if role not in Role._value2member_map_:
+        raise ValidationError(
+            f"{field}.role must be one of system, user, assistant, tool (it may be left "
+            f"out on a Responses item of type {', '.join(ITEM_ROLES)})",
+            field=f"{field}.role",
+        )
+    if derived is None:
+        return
+    kind = payload["type"]
+    if role != derived:
+        raise ValidationError(
+            f"{field}.role of a {kind} item must be {derived} or left out",
+            field=f"{field}.role",
+        )
+    call_id = payload.get("call_id")
+    if (kind in CALL_ITEMS or kind in OUTPUT_ITEMS) and not (
+        isinstance(call_id, str) and call_id
+    ):
+        raise ValidationError(
+            f"{field}.call_id of a {kind} item must be a non-empty string",
+            field=f"{field}.call_id",
+        )
+
 
 def check_memory(data: Any, limits: Limits) -> dict[str, Any]:
     """A whole working-memory document: a JSON object whose standard keys are typed."""
@@ -206,31 +237,37 @@ def check_time(value: Any, field: str) -> datetime | None:
 
 
 def check_tool_name(tool: Any) -> None:
-    """A tool name: 1-128 characters of ``A-Za-z0-9._:-``."""
-    if type(tool) is not str or not 1 <= len(tool) <= _TOOL_NAME_MAX or not all(
+    """A tool name: 1-``TOOL_NAME_CHARS`` (128) characters of ``A-Za-z0-9._:-``."""
+    if type(tool) is not str or not 1 <= len(tool) <= TOOL_NAME_CHARS or not all(
         c.isalnum() or c in "._:-" for c in tool
     ) or not tool.isascii():
         raise ValidationError(
-            f"tool must be 1-{_TOOL_NAME_MAX} characters of A-Z a-z 0-9 . _ : -", field="tool"
+            f"tool must be 1-{TOOL_NAME_CHARS} characters of A-Z a-z 0-9 . _ : -", field="tool"
         )
 
 
 def check_tool_call_id(call_id: Any) -> None:
-    """A caller-chosen tool-call id: 1-128 characters of ``A-Za-z0-9._:-``."""
-    if type(call_id) is not str or not 1 <= len(call_id) <= 128 or not call_id.isascii() or not all(
-        c.isalnum() or c in "._:-" for c in call_id
+    """A caller-chosen tool-call id: 1-``CALL_ID_CHARS`` (128) characters of
+    ``A-Za-z0-9._:-``."""
+    if (
+        type(call_id) is not str
+        or not 1 <= len(call_id) <= CALL_ID_CHARS
+        or not call_id.isascii()
+        or not all(c.isalnum() or c in "._:-" for c in call_id)
     ):
         raise ValidationError(
-            "call_id must be 1-128 characters of A-Z a-z 0-9 . _ : -", field="call_id"
+            f"call_id must be 1-{CALL_ID_CHARS} characters of A-Z a-z 0-9 . _ : -", field="call_id"
         )
 
 
 def check_reason(reason: Any) -> str | None:
-    """None, or a lifecycle reason of at most 500 characters."""
+    """None, or a lifecycle reason of at most ``REASON_CHARS`` (500) characters."""
     if reason is None:
         return None
-    if not isinstance(reason, str) or len(reason) > 500:
-        raise ValidationError("reason must be a string of at most 500 characters", field="reason")
+    if not isinstance(reason, str) or len(reason) > REASON_CHARS:
+        raise ValidationError(
+            f"reason must be a string of at most {REASON_CHARS} characters", field="reason"
+        )
     check_json(reason, field="reason")
     return reason
 
@@ -290,7 +327,7 @@ def check_object(value: Any, field: str, *, limit_bytes: int | None = None) -> d
     return result
 
 
-def check_text(value: Any, field: str, *, max_chars: int = 100_000) -> str | None:
+def check_text(value: Any, field: str, *, max_chars: int = TEXT_CHARS) -> str | None:
     """None, or a string of at most ``max_chars`` characters."""
     if value is None:
         return None

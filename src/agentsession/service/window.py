@@ -1,15 +1,22 @@
-"""Window alignment: a window of history never splits a tool-call group.
+"""Window alignment: a window of history never splits a tool call from its result.
 
-An assistant message that makes tool calls and the tool results that answer it form a
-group. A window (``get_messages(limit=k)``, the messages ``restore_session`` returns) is
-widened so it never starts with a tool result whose call lies outside it, nor ends
-inside a group (docs/architecture.md, "Window alignment"). It may therefore hold a few
-more than ``limit`` messages; cursors taken from it still visit every message once.
+In every message format (:mod:`agentsession.callgroups`: chat completions, Anthropic
+content blocks, OpenAI Responses items) a window (``get_messages(limit=k)``, the
+messages ``restore_session`` returns) is widened at the start back to the message that
+made every call answered inside it, and at the end until every call made inside it has
+its result (docs/architecture.md, "Window alignment"). It may therefore hold a few more
+than ``limit`` messages; cursors taken from it still visit every message once.
+
+Cost: the widening reads neighbours in steps of a few messages and only while a call or
+a result is still missing; it stops at the first message that cannot stand between a
+call and its result (a user or system message without results), so a call or result
+whose partner is missing from history costs a step, never a scan of the history.
 """
 
 from __future__ import annotations
 
-from ..models import Message, Role
+from ..callgroups import answered_calls, in_tool_exchange, opened_calls
+from ..models import Message
 from ..stores.base import StoreTransaction
 
 __all__ = ["align_window"]
@@ -21,48 +28,80 @@ _STEP = 8
 def align_window(
     tx: StoreTransaction, session_id: str, rows: list[Message], message_count: int
 ) -> list[Message]:
-    """Widen ``rows`` (consecutive messages, oldest first) to whole tool-call groups.
+    """Widen ``rows`` (consecutive messages, oldest first) so no call is split from its
+    result.
 
-    At the start: while the first message is a tool result, pull in older messages down
-    to the assistant message that made the call. At the end: if the window ends inside a
-    group of tool results (or right after the assistant call), pull in the rest of the
-    group's results that follow it.
+    Args:
+        rows: the window as read, consecutive seqs, oldest first (may be empty).
+        message_count: the session's message count (the newest seq).
+
+    Returns:
+        The widened window: consecutive seqs, oldest first, ``rows`` in the middle.
     """
-    return _widen_end(tx, session_id, _widen_start(tx, session_id, rows), message_count)
-
-
-def _widen_start(tx: StoreTransaction, session_id: str, rows: list[Message]) -> list[Message]:
-    while rows and rows[0].role == Role.TOOL and rows[0].seq > 1:
-        older = tx.get_messages(session_id, before_seq=rows[0].seq, limit=_STEP)
-        if not older:
-            break
-        rows = older + rows
-        # Stop once an assistant message that made tool calls is the first one in.
-        idx = next(
-            (i for i in range(len(older) - 1, -1, -1) if older[i].role != Role.TOOL),
-            None,
-        )
-        if idx is not None:
-            rows = rows[idx:]
+    # A side is blocked once its widening reached the history's edge or a message no
+    # call or result crosses; reading there again would find the same.
+    start_blocked = end_blocked = False
+    while rows:
+        needed, pending = _missing(rows)
+        if needed and not start_blocked:
+            rows, start_blocked = _widen_start(tx, session_id, rows, needed)
+        elif pending and not end_blocked:
+            rows, end_blocked = _widen_end(tx, session_id, rows, pending, message_count)
+        else:
             break
     return rows
+
+
+def _missing(rows: list[Message]) -> tuple[set[str], set[str]]:
+    """(calls answered in ``rows`` but made before them, calls made in ``rows`` and not
+    answered in them)."""
+    opened = {c for m in rows for c in opened_calls(m)}
+    answered = {c for m in rows for c in answered_calls(m)}
+    return answered - opened, opened - answered
+
+
+def _widen_start(
+    tx: StoreTransaction, session_id: str, rows: list[Message], needed: set[str]
+) -> tuple[list[Message], bool]:
+    """Prepend older messages until the calls ``needed`` are made; return the window and
+    whether it stopped short (blocked)."""
+    while needed:
+        if rows[0].seq <= 1:
+            return rows, True
+        older = tx.get_messages(session_id, before_seq=rows[0].seq, limit=_STEP)
+        for i in range(len(older) - 1, -1, -1):
+            m = older[i]
+            if not in_tool_exchange(m):
+                return older[i + 1 :] + rows, True
+            needed = (needed | set(answered_calls(m))) - set(opened_calls(m))
+            if not needed:
+                return older[i:] + rows, False
+        if not older:
+            return rows, True
+        rows = older + rows
+    return rows, False
 
 
 def _widen_end(
-    tx: StoreTransaction, session_id: str, rows: list[Message], message_count: int
-) -> list[Message]:
-    while rows and rows[-1].seq < message_count:
-        last = rows[-1]
-        opens_group = last.role == Role.ASSISTANT and bool(last.tool_calls)
-        if not (opens_group or last.role == Role.TOOL):
-            break
-        newer = tx.get_messages(session_id, after_seq=last.seq, limit=_STEP, newest=False)
-        results = []
-        for m in newer:
-            if m.role != Role.TOOL:
-                break
-            results.append(m)
-        rows = rows + results
-        if len(results) < len(newer) or not results:
-            break
-    return rows
+    tx: StoreTransaction,
+    session_id: str,
+    rows: list[Message],
+    pending: set[str],
+    message_count: int,
+) -> tuple[list[Message], bool]:
+    """Append newer messages until the calls ``pending`` are answered; return the window
+    and whether it stopped short (blocked)."""
+    while pending:
+        if rows[-1].seq >= message_count:
+            return rows, True
+        newer = tx.get_messages(session_id, after_seq=rows[-1].seq, limit=_STEP, newest=False)
+        for i, m in enumerate(newer):
+            if not in_tool_exchange(m):
+                return rows + newer[:i], True
+            pending = (pending - set(answered_calls(m))) | set(opened_calls(m))
+            if not pending:
+                return rows + newer[: i + 1], False
+        if not newer:
+            return rows, True
+        rows = rows + newer
+    return rows, False

@@ -11,8 +11,10 @@ removes all of it. ``audit_events`` and ``idempotency_keys`` carry a
 the session is gone, and the store deletes their other rows explicitly.
 
 JSON documents are :class:`~agentsession.stores.sqltypes.JSONText`, timestamps
-:class:`~agentsession.stores.sqltypes.UTCDateTime`. String lengths follow
-:mod:`agentsession.ids` (ids are at most 40 characters, names at most 128).
+:class:`~agentsession.stores.sqltypes.UTCDateTime`. A column holding a bounded field is
+at least as wide as the field's limit in :mod:`agentsession.fieldlimits` (the one table
+of them; ``tests/test_field_limits.py`` checks every pair), and every key fits
+MariaDB's 3072-byte InnoDB key limit at 4 bytes per utf8mb4 character.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Final, TypedDict
 
 import sqlalchemy as sa
 
+from ..fieldlimits import IDEMPOTENCY_KEY_CHARS, NAME_CHARS, STEP_KIND_CHARS, STEP_STATUS_CHARS
 from .sqltypes import LONG_TEXT, JSONText, PlainText, UTCDateTime
 
 __all__ = [
@@ -35,10 +38,8 @@ __all__ = [
     "working_memory",
 ]
 
-ID = 64  # generated ids: "<prefix>_<26 chars>", with room to spare
-NAME = 128  # user ids, agent names, idempotency keys (ids.NAME_PATTERN)
-LABEL = 255  # tool names, client-chosen tool call ids, actors, request ids
-
+ID = 64  # generated ids (fieldlimits.ID_CHARS), with room to spare
+LABEL = 255  # tool names, tool call ids, actors, request ids, step names: wider than needed
 
 
 class TableOptions(TypedDict):
@@ -75,8 +76,8 @@ sessions = sa.Table(
     "sessions",
     metadata,
     sa.Column("session_id", sa.String(ID), primary_key=True),
-    sa.Column("user_id", sa.String(NAME), nullable=False),
-    sa.Column("agent", sa.String(NAME), nullable=False),
+    sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("agent", sa.String(NAME_CHARS), nullable=False),
     sa.Column("title", PlainText(), nullable=True),
     sa.Column("metadata", JSONText, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
@@ -172,11 +173,11 @@ run_steps = sa.Table(
     sa.Column("session_id", sa.String(ID), primary_key=True),
     sa.Column("run_id", sa.String(ID), primary_key=True),
     sa.Column("step_index", sa.Integer, primary_key=True),
-    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("kind", sa.String(STEP_KIND_CHARS), nullable=False),
     sa.Column("name", PlainText(LABEL), nullable=True),
     sa.Column("input", JSONText, nullable=False),
     sa.Column("output", JSONText, nullable=False),
-    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("status", sa.String(STEP_STATUS_CHARS), nullable=False),
     sa.Column("error", PlainText(long=True), nullable=True),
     sa.Column("started_at", UTCDateTime, nullable=False),
     sa.Column("ended_at", UTCDateTime, nullable=True),
@@ -198,7 +199,7 @@ audit_events = sa.Table(
         autoincrement=True,
     ),
     sa.Column("session_id", sa.String(ID), nullable=False),
-    sa.Column("user_id", sa.String(NAME), nullable=False),
+    sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
     sa.Column("actor", sa.String(LABEL), nullable=False),
     sa.Column("action", sa.String(64), nullable=False),
     sa.Column("at", UTCDateTime, nullable=False),
@@ -214,9 +215,9 @@ audit_events = sa.Table(
 idempotency_keys = sa.Table(
     "idempotency_keys",
     metadata,
-    sa.Column("user_id", sa.String(NAME), primary_key=True),
+    sa.Column("user_id", sa.String(NAME_CHARS), primary_key=True),
     sa.Column("scope", sa.String(64), primary_key=True),
-    sa.Column("idem_key", sa.String(NAME), primary_key=True),
+    sa.Column("idem_key", sa.String(IDEMPOTENCY_KEY_CHARS), primary_key=True),
     sa.Column("fingerprint", sa.String(64), nullable=False),
     sa.Column("session_id", sa.String(ID), nullable=True),
     sa.Column("result", LONG_TEXT, nullable=False),

@@ -17,6 +17,12 @@ SQLite notes:
   transaction, so a writer takes the write lock up front (waiting up to the busy timeout)
   instead of failing to upgrade a read lock mid-transaction, and plain ``BEGIN`` for
   reads, which in WAL mode never wait for writers.
+
+MySQL/MariaDB note: every connection adds ``STRICT_ALL_TABLES`` to its ``sql_mode``
+(:data:`MYSQL_SQL_MODE`), whatever the server's default. Validation keeps every value
+within its column (:mod:`agentsession.fieldlimits`); should one ever be too long
+anyway, a strict mode makes it an error instead of silently cutting it short (in a
+non-strict mode two idempotency keys sharing their first characters would collide).
 """
 
 from __future__ import annotations
@@ -74,6 +80,12 @@ _MYSQL_BUSY_CODES = {1205, 1213, 3572}
 # Integrity errors that mean "lost a race": unique/primary key, or a vanished parent row.
 _PG_CONFLICT_STATES = {"23505", "23503"}
 _MYSQL_CONFLICT_CODES = {1062, 1452, 1216}
+
+#: The sql_mode of every MySQL/MariaDB connection: the server's plus STRICT_ALL_TABLES
+#: (see the module docstring).
+MYSQL_SQL_MODE = (
+    "sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_ALL_TABLES')"
+)
 
 # The smallest MySQL/MariaDB max_allowed_packet the store accepts: a 4 MiB payload (the
 # default message and tool-call limit) can double when PyMySQL quotes it (every "\\"
@@ -173,7 +185,7 @@ def create_store_engine(
     else:
         seconds = max(1, round(busy_timeout_seconds))
         options["connect_args"] = {
-            "init_command": f"SET SESSION innodb_lock_wait_timeout = {seconds}",
+            "init_command": f"SET SESSION innodb_lock_wait_timeout = {seconds}, {MYSQL_SQL_MODE}",
             # 4-byte UTF-8 on the wire whatever the URL or server default says.
             "charset": "utf8mb4",
         }

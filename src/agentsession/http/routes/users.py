@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from starlette.responses import JSONResponse
 
+from ...fieldlimits import NAME_CHARS
 from ..deps import Auth, services
 from ..problems import ERRORS, problem_responses
 
@@ -23,7 +24,7 @@ async def whoami(principal: Auth) -> JSONResponse:
 async def delete_user_data(
     request: Request,
     principal: Auth,
-    user_id: Annotated[str, Path(max_length=128)],
+    user_id: Annotated[str, Path(max_length=NAME_CHARS)],
 ) -> JSONResponse:
     """Erase every session of ``user_id`` (yours, or anyone's with an admin key).
 

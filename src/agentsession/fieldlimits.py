@@ -1,0 +1,58 @@
+"""The longest value of every bounded text field, in characters: the one table.
+
+Validation refuses a longer value before anything is written (``ValidationError``; the
+HTTP request models state the same bounds), and every SQL column holding one of these
+fields is at least this wide (:mod:`agentsession.stores.schema`), so a value validation
+accepts is stored whole on every store, never cut short and never a database error.
+``tests/test_field_limits.py`` checks each field against its columns. Memory and Redis
+have no widths; SQLite ignores them.
+
+Lengths count characters (code points), as Python's ``len`` and the ``VARCHAR(n)`` of
+PostgreSQL and MariaDB (utf8mb4) do. Fields limited to ASCII say so.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "CALL_ID_CHARS",
+    "IDEMPOTENCY_KEY_CHARS",
+    "ID_CHARS",
+    "NAME_CHARS",
+    "REASON_CHARS",
+    "REQUEST_ID_CHARS",
+    "STEP_KIND_CHARS",
+    "STEP_NAME_CHARS",
+    "STEP_STATUS_CHARS",
+    "TEXT_CHARS",
+    "TITLE_CHARS",
+    "TOOL_NAME_CHARS",
+]
+
+#: Generated ids, ``<prefix>_<26 chars>`` (:func:`agentsession.ids.is_id`).
+ID_CHARS: Final = 40
+#: User ids (so also audit actors), agent names: ``A-Za-z0-9._:@+-`` (``ids.NAME_PATTERN``).
+NAME_CHARS: Final = 128
+#: A run step's ``kind`` and ``status``: names like ``NAME_CHARS``.
+STEP_KIND_CHARS: Final = NAME_CHARS
+STEP_STATUS_CHARS: Final = NAME_CHARS
+#: A run step's ``name`` (any text). PostgreSQL stores it escaped (``\\`` and NUL take
+#: two characters, :class:`~agentsession.stores.sqltypes.PlainText`), so its column is
+#: at least twice as wide.
+STEP_NAME_CHARS: Final = 120
+#: Idempotency keys: printable ASCII.
+IDEMPOTENCY_KEY_CHARS: Final = 255
+#: Tool names of recorded tool calls: ``A-Za-z0-9._:-``.
+TOOL_NAME_CHARS: Final = 128
+#: Caller-chosen ids of recorded tool calls: ``A-Za-z0-9._:-``.
+CALL_ID_CHARS: Final = 128
+#: A session title: the default of ``Limits.max_title_chars`` (a TEXT column: any
+#: configured limit fits).
+TITLE_CHARS: Final = 512
+#: The reason of a close or expire (a TEXT column).
+REASON_CHARS: Final = 500
+#: A request id tagging audit events (the HTTP ``X-Request-ID``).
+REQUEST_ID_CHARS: Final = 128
+#: Free texts such as error messages of runs, steps and tool calls (TEXT columns).
+TEXT_CHARS: Final = 100_000

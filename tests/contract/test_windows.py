@@ -1,0 +1,144 @@
+"""Windows of history over the three message formats (C32): chat completions, Anthropic
+content blocks and OpenAI Responses items; a window never holds a tool result without
+its call nor a call without its result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from contract_support import USER, same_payload, seqs
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from message_formats import FORMATS, answer, calls, histories, results, user, window_problem
+
+from agentsession import Role, SessionManager, ValidationError
+
+
+def _history(fmt: str) -> list[dict[str, Any]]:
+    """user; a call (t1); its result; an assistant answer."""
+    return [user(fmt, "fix the app"), *calls(fmt, ["t1"]), *results(fmt, ["t1"]),
+            answer(fmt, "fixed")]
+
+
+def _windows(m: SessionManager, sid: str, n: int) -> list[tuple[dict[str, Any], list[int]]]:
+    """Every (query, unaligned seqs) of windows of 1..n messages: newest, before, after."""
+    out = []
+    for k in range(1, n + 1):
+        out.append(({"limit": k}, list(range(max(1, n - k + 1), n + 1))))
+        for b in range(2, n + 2):
+            out.append(({"limit": k, "before": b}, list(range(max(1, b - k), b))))
+        for a in range(n):
+            out.append(({"limit": k, "after": a}, list(range(a + 1, min(n, a + k) + 1))))
+    return out
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_c32_tool_use_in_content_blocks(manager: SessionManager, sid: str, fmt: str) -> None:
+    """C32: user; assistant making call t1 (tool_calls, a tool_use content block, or a
+    function_call item); its result; an assistant answer. Windows of every size, from
+    every cursor, and restore's messages never split t1 from its result."""
+    history = _history(fmt)
+    manager.append_messages(session_id=sid, user_id=USER, messages=history)
+    n = len(history)
+    for query, unaligned in _windows(manager, sid, n):
+        window = manager.get_messages(session_id=sid, user_id=USER, **query)
+        assert window_problem(window) is None, (fmt, query, window_problem(window))
+        assert set(unaligned) <= set(seqs(window)), (query, seqs(window))
+    for k in range(1, n + 1):
+        restored = manager.restore_session(session_id=sid, user_id=USER, message_limit=k)
+        assert window_problem(restored.messages) is None, (fmt, k)
+        assert seqs(restored.messages)[-1] == n
+
+
+def test_c32_split_windows_without_alignment(manager: SessionManager, sid: str) -> None:
+    """C32: the history really has windows that split a call from its result when not
+    aligned (so the check above can fail), in every format."""
+    for fmt in FORMATS:
+        manager.append_messages(session_id=sid, user_id=USER, messages=_history(fmt))
+    last = manager.get_session(session_id=sid, user_id=USER).message_count
+    problems = [
+        window_problem(manager.get_messages(session_id=sid, user_id=USER, limit=1,
+                                            before=b, align_tool_calls=False))
+        for b in range(2, last + 2)
+    ]
+    assert sum(p is not None for p in problems) >= len(FORMATS) * 2
+
+
+def test_responses_items_are_stored_as_sent(manager: SessionManager, sid: str) -> None:
+    """Responses items come without a role: stored and given back exactly as sent (no
+    role added); ``role`` reads as assistant for calls and reasoning, tool for outputs."""
+    items = [user("responses", "hi"), *calls("responses", ["c1", "c2"]),
+             *results("responses", ["c2", "c1"]), answer("responses", "done"),
+             {"type": "custom_tool_call", "call_id": "c3", "name": "sh", "input": "ls"},
+             {"type": "custom_tool_call_output", "call_id": "c3", "output": "a.txt"}]
+    stored = manager.append_messages(session_id=sid, user_id=USER, messages=items)
+    got = manager.get_messages(session_id=sid, user_id=USER)
+    for sent, ret, back in zip(items, stored, got, strict=True):
+        assert same_payload(ret.payload(), sent)
+        assert same_payload(back.payload(), sent), (back.payload(), sent)
+    assert [x.role for x in got] == [Role.USER, Role.ASSISTANT, Role.ASSISTANT,
+                                     Role.ASSISTANT, Role.TOOL, Role.TOOL, Role.ASSISTANT,
+                                     Role.ASSISTANT, Role.TOOL]
+    assert "role" not in got[2].payload() and "role" not in got[4].payload()
+    assert window_problem(manager.get_messages(session_id=sid, user_id=USER, limit=1)) is None
+
+
+@pytest.mark.store_independent
+@pytest.mark.parametrize(("item", "field"), [
+    ({"type": "function_call", "name": "f", "arguments": "{}"}, "call_id"),
+    ({"type": "function_call_output", "call_id": "", "output": "x"}, "call_id"),
+    ({"type": "function_call_output", "call_id": 7, "output": "x"}, "call_id"),
+    ({"type": "function_call", "role": "user", "call_id": "c", "name": "f"}, "role"),
+    ({"type": "web_search_call", "id": "ws_1"}, "role"),
+    ({"type": "function_call", "role": None, "call_id": "c", "name": "f"}, "role"),
+])
+def test_malformed_responses_items_are_refused(
+    manager: SessionManager, sid: str, item: dict[str, Any], field: str
+) -> None:
+    """A call or output item needs a call_id; a role, if sent, must match the item's;
+    an item type with no derived role needs a role. Nothing is written."""
+    with pytest.raises(ValidationError) as err:
+        manager.append_message(session_id=sid, user_id=USER, message=item)
+    assert err.value.context["field"] == f"messages[0].{field}"
+    assert manager.get_session(session_id=sid, user_id=USER).message_count == 0
+
+
+def _paged(m: SessionManager, sid: str, size: int, backwards: bool) -> list[int]:
+    """The seqs visited by paging through history with aligned windows of ``size``."""
+    out: list[int] = []
+    cursor: dict[str, int] = {} if backwards else {"after": 0}
+    while True:
+        page = m.get_messages(session_id=sid, user_id=USER, limit=size, **cursor)
+        if not page:
+            return out
+        assert window_problem(page) is None, window_problem(page)
+        out = seqs(page) + out if backwards else out + seqs(page)
+        cursor = {"before": page[0].seq} if backwards else {"after": page[-1].seq}
+
+
+@pytest.mark.store_independent
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(history=histories(), data=st.data())
+def test_c32_random_histories_never_split_calls(
+    manager: SessionManager, history: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """Property: over random histories mixing the three formats, every window (any
+    limit, any cursor) holds each call with all its results, and paging with aligned
+    windows visits every message exactly once, both ways."""
+    sid = manager.create_session(user_id=USER).session_id
+    manager.append_messages(session_id=sid, user_id=USER, messages=history)
+    n = len(history)
+    limit = data.draw(st.integers(1, n), label="limit")
+    cursor = data.draw(st.sampled_from(["none", "before", "after"]), label="cursor")
+    query: dict[str, int] = {"limit": limit}
+    if cursor == "before":
+        query["before"] = data.draw(st.integers(2, n + 1), label="before")
+    elif cursor == "after":
+        query["after"] = data.draw(st.integers(0, n - 1), label="after")
+    window = manager.get_messages(session_id=sid, user_id=USER, **query)
+    assert window_problem(window) is None, (query, window_problem(window))
+    size = data.draw(st.integers(1, 5), label="page size")
+    assert _paged(manager, sid, size, backwards=True) == list(range(1, n + 1))
+    assert _paged(manager, sid, size, backwards=False) == list(range(1, n + 1))
