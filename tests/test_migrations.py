@@ -97,7 +97,7 @@ _OLD_MESSAGES = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0002_expiry_columns"
+    assert head_revision() == "0004_tool_call_identity"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()

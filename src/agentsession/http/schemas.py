@@ -116,6 +116,7 @@ class RecordToolCall(_Body):
     ended_at: datetime | None = None
     run_id: str | None = None
     call_id: str | None = None
+    provider_call_id: str | None = None
 
 
 class StartRun(_Body):
