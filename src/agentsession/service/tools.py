@@ -65,17 +65,15 @@ class ToolCallUseCases(ServiceCore):
             run_id: the run it belongs to (must exist in the session).
             call_id: our id of the call, unique in the session; generated (``call_...``)
                 when None. A chosen one that is already recorded raises ToolCallExists.
-            provider_call_id: the model provider's id of the call (the ``tool_call_id``
-                of its messages). Providers reuse ids within a conversation, so it may
-                repeat: pass it here, never as ``call_id``.
+            provider_call_id: the model provider's id of the call (its messages'
+                ``tool_call_id``); providers reuse ids, so it may repeat.
 
         Returns:
             The stored call with ``seq``, ``duration_ms`` and ``arguments_hash``.
 
         Raises:
-            ValidationError, PayloadTooLarge, UnsupportedValue, SessionNotFound,
-            SessionNotActive, RunNotFound, ToolCallExists, VersionConflict,
-            IdempotencyKeyReused.
+            ValidationError, PayloadTooLarge, UnsupportedValue, SessionNotFound, SessionNotActive,
+            RunNotFound, ToolCallExists, VersionConflict, IdempotencyKeyReused.
         """
         check_tool_name(tool)
         args = check_object(arguments, "arguments")
@@ -83,9 +81,14 @@ class ToolCallUseCases(ServiceCore):
         check_text(error, "error")
         size_doc = {"arguments": args, "result": result, "error": error}
         check_json(size_doc, field="tool_call", limit_bytes=self.limits.max_tool_call_bytes)
-        started = check_time(started_at, "started_at")
-        ended = check_time(ended_at, "ended_at")
+        started, ended = check_time(started_at, "started_at"), check_time(ended_at, "ended_at")
         _check_ids(run_id, call_id, provider_call_id)
+        fields: dict[str, Any] = dict(
+            provider_call_id=provider_call_id, run_id=run_id, tool=tool, arguments=args,
+            arguments_hash=canonical_hash(args), result=result, status=call_status, error=error,
+        )  # fmt: skip
+        # Only when given: keys stored before the field existed keep their fingerprint.
+        pid = () if provider_call_id is None else (provider_call_id,)
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
             _check_references(tx, s, run_id, call_id)
@@ -93,23 +96,13 @@ class ToolCallUseCases(ServiceCore):
                 call_id=call_id or new_id("call"),
                 session_id=s.session_id,
                 seq=s.tool_call_count + 1,
-                provider_call_id=provider_call_id,
-                run_id=run_id,
-                tool=tool,
-                arguments=args,
-                arguments_hash=canonical_hash(args),
-                result=result,
-                status=call_status,
-                error=error,
                 created_at=now,
+                **fields,
                 **_timing(started, ended, now),
             )
             tx.insert_tool_call(call)
             new = s.model_copy(update={"tool_call_count": s.tool_call_count + 1})
-            details = {"tool": tool, "call_id": call.call_id, "status": call_status.value}
-            if provider_call_id is not None:
-                details["provider_call_id"] = provider_call_id
-            return Change(new, "tool_call.recorded", details, call)
+            return Change(new, "tool_call.recorded", _audit_details(call), call)
 
         request = WriteRequest(
             scope="record_tool_call",
@@ -117,9 +110,7 @@ class ToolCallUseCases(ServiceCore):
             principal=Principal(user_id, admin),
             change=change,
             result_type=_TOOL_CALL,
-            request=(tool, args, result, call_status, error, started, ended, run_id, call_id)
-            # Only when given: keys stored before the field existed keep their fingerprint.
-            + ((provider_call_id,) if provider_call_id is not None else ()),
+            request=(tool, args, result, call_status, error, started, ended, run_id, call_id, *pid),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
             touch=True,
@@ -216,6 +207,14 @@ def _check_references(
         raise RunNotFound(session_id=s.session_id, run_id=run_id)
     if call_id is not None and tx.get_tool_call(s.session_id, call_id) is not None:
         raise ToolCallExists(session_id=s.session_id, call_id=call_id)
+
+
+def _audit_details(call: ToolCall) -> dict[str, Any]:
+    """What the audit event of a recorded call says (never arguments or results)."""
+    details = {"tool": call.tool, "call_id": call.call_id, "status": call.status.value}
+    if call.provider_call_id is not None:
+        details["provider_call_id"] = call.provider_call_id
+    return details
 
 
 def _timing(started: datetime | None, ended: datetime | None, now: datetime) -> dict[str, Any]:
