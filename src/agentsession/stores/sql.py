@@ -7,7 +7,9 @@ created and changed only by migrations (:mod:`agentsession.stores.migrate`).
 
 Costs, independent of history length: appending is one INSERT per message (one
 executemany per batch); the last N messages are one ``ORDER BY seq DESC LIMIT N`` over
-the ``(session_id, seq)`` index; ``list_runs`` is two queries whatever the number of runs.
+the ``(session_id, seq)`` index; ``list_runs`` is two queries whatever the number of runs;
+tool-call lookups and session listings by status or agent each read one index in their
+order (``schema.py``; ``tests/test_query_plans.py`` checks the plans).
 Statements on hot paths are built once per store, compiled once for the engine's dialect
 and executed on the DBAPI cursor of the pooled connection (:mod:`.sqlexec`), which skips
 SQLAlchemy's per-execution overhead; everything else goes through ``Connection.execute``.
