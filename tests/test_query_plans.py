@@ -4,8 +4,10 @@ Each store call below runs with a statement listener that records the SQL and pa
 the driver receives; each statement is then explained by the database itself (SQLite
 ``EXPLAIN QUERY PLAN``, PostgreSQL ``EXPLAIN``, MariaDB ``EXPLAIN``) and must name the
 intended index, with no scan of the table and no sort of its rows. The tables hold a few
-hundred rows, analysed; PostgreSQL runs with ``enable_seqscan = off`` so that a table this
-small does not make a sequential scan the cheaper plan.
+hundred rows per user, analysed. On tables this small PostgreSQL may rightly prefer a
+sequential or bitmap scan and a sort of a dozen rows, so it runs with ``enable_seqscan``,
+``enable_bitmapscan`` and ``enable_sort`` off: it then shows the plan it takes at scale,
+and a statement no index serves in order still sorts (and fails here).
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ from agentsession.stores.sql import SQLStore
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = T0 + timedelta(days=1)
 USERS = [f"user{u}" for u in range(5)]
-AGENTS = [f"agent{a}" for a in range(4)]
+AGENTS = [f"agent{a}" for a in range(8)]
 TOOLS = [f"tool{t}" for t in range(5)]
 SID = "ses_" + "a" * 26  # the session holding the tool calls
-CURSOR = (T0 + timedelta(minutes=30), "ses_" + "m" * 26)
+CURSOR = (T0 + timedelta(minutes=100), "ses_" + "m" * 26)  # most rows are after it
 
 Call = Callable[[Any], object]
 
@@ -80,11 +82,13 @@ for user, prefix in (("user1", "ix_sessions_user_id_"), (None, "ix_sessions_")):
 
 def _session(n: int) -> Session:
     at = T0 + timedelta(seconds=37 * n % 7200)
-    kind = n % 4  # ACTIVE without TTL, ACTIVE with a TTL (every other one due), CLOSED, EXPIRED
+    # Of 10: ACTIVE without a TTL, ACTIVE with one (every other one due), 4 CLOSED,
+    # 4 EXPIRED: each status is a minority of a user's sessions, as each agent is.
+    kind = n % 10
     ttl = 3600.0 if kind == 1 else None
-    expires = at + timedelta(hours=1 if n % 8 == 1 else 48) if kind == 1 else None
-    status = [SessionStatus.ACTIVE, SessionStatus.ACTIVE, SessionStatus.CLOSED,
-              SessionStatus.EXPIRED][kind]  # fmt: skip
+    expires = at + timedelta(hours=1 if n % 20 == 1 else 48) if kind == 1 else None
+    status = SessionStatus.ACTIVE if kind < 2 else SessionStatus.CLOSED if kind < 6 else (
+        SessionStatus.EXPIRED)
     return Session(
         session_id=SID if n == 0 else f"ses_{n:026d}",
         user_id=USERS[n % len(USERS)],
@@ -117,7 +121,7 @@ def _call(seq: int) -> ToolCall:
 
 def _fill(store: SQLStore) -> None:
     with store.transaction(write=True) as tx:
-        for n in range(600):
+        for n in range(1500):
             tx.insert_session(_session(n))
         for seq in range(1, 401):
             tx.insert_tool_call(_call(seq))
@@ -159,8 +163,8 @@ def _check_sqlite(plan: list[str], index: str) -> None:
 
 
 def _postgres_plan(conn: sa.Connection, sql: str, params: Any) -> list[str]:
-    conn.exec_driver_sql("SET enable_seqscan = off")
-    conn.exec_driver_sql("SET enable_bitmapscan = off")
+    for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+        conn.exec_driver_sql(f"SET {setting} = off")
     return [str(row[0]) for row in conn.exec_driver_sql(f"EXPLAIN {sql}", params)]
 
 
@@ -191,7 +195,7 @@ PLANS = {
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])
 def filled_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLStore]:
-    """A store of each SQL family with 600 sessions and 400 tool calls, analysed."""
+    """A store of each SQL family with 1,500 sessions and 400 tool calls, analysed."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'plans.db'}"
     elif not servers.server_stores_enabled():
