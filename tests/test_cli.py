@@ -170,7 +170,9 @@ def test_sweep_and_db_commands(tmp_path: Path) -> None:
     current = json.loads(invoke("db", "current", "--url", url, "--json").stdout)
     assert current["up_to_date"] is True and current["current"] == current["head"]
     swept = json.loads(invoke("sweep", "--url", url, "--json").stdout)
-    assert swept == {"expired_session_ids": [], "purged_idempotency_keys": 0}
+    assert swept == {
+        "expired_session_ids": [], "failed_session_ids": [], "purged_idempotency_keys": 0
+    }
 
 
 def test_db_commands_on_stores_without_a_schema(redis_url: str) -> None:

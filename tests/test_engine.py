@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -153,7 +154,7 @@ def test_history_is_chat_completions_shaped(project: Path) -> None:
     answered = [m.tool_call_id for m in messages if m.role.value == "tool"]
     assert asked == answered and len(asked) >= 7
     assert messages[-1].role.value == "assistant" and messages[-1].tool_calls is None
-    recorded = {c.call_id for c in sm.get_tool_history(session_id=sid, user_id=USER)}
+    recorded = {c.provider_call_id for c in sm.get_tool_history(session_id=sid, user_id=USER)}
     assert recorded <= set(asked)
 
 
@@ -227,3 +228,75 @@ def test_missing_module_reads_the_traceback() -> None:
     result = {"stderr_tail": "Traceback...\nModuleNotFoundError: No module named 'a.b'\n"}
     assert missing_module(result) == ("a", "ModuleNotFoundError: No module named 'a.b'")
     assert missing_module({"stderr_tail": "SyntaxError: bad"}) is None
+
+
+class _RepeatsCallZero:
+    """A model whose provider answers ``call_0`` as the id of every tool call: one
+    ``edit_file`` per turn (different arguments each turn), then a reply."""
+
+    name = "repeats-call-0"
+
+    def decide(self, context: ModelContext) -> Decision:
+        if not context.turn:
+            line = f"ran for: {context.user_text}"
+            request = ToolRequest("edit_file", {"path": "log.txt", "append_line": line}, "call_0")
+            return Decision(tool_calls=(request,))
+        return Decision(text=f"done: {context.user_text}")
+
+
+@pytest.mark.parametrize("via", ["manager", "client"])
+def test_c36_engine_model_repeats_call_id(project: Path, via: str) -> None:
+    """C36: with a model that answers ``call_0`` every turn, 3 turns: every turn is
+    stored, each tool ran exactly once per turn, no run FAILED; the calls carry
+    ``call_0`` as their provider id and lookup by it gives the newest (directly, and
+    through the HTTP client)."""
+    from agentsession.client import SessionClient
+    from agentsession.http.app import create_app
+    from agentsession.http.keys import MemoryKeyStore
+    from agentsession.settings import Settings
+
+    sm = SessionManager(MemoryStore())
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    api: SessionAPI = sm
+    if via == "client":
+        keys = MemoryKeyStore()
+        app = create_app(sm, Settings(url="memory://"), keys=keys)
+        token = keys.create(user_id=USER)[1]
+        api = SessionClient("http://service", token, transport=_InProcess(app))
+    engine = AgentEngine(api, _RepeatsCallZero(), ProjectTools(project), user_id=USER)
+    replies = [engine.handle(sid, f"turn {n}") for n in (1, 2, 3)]
+
+    assert [r.ok for r in replies] == [True, True, True]
+    runs = sm.list_runs(session_id=sid, user_id=USER)
+    assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
+    assert (project / "log.txt").read_text().splitlines() == [
+        f"ran for: turn {n}" for n in (1, 2, 3)]
+    calls = sm.get_tool_history(session_id=sid, user_id=USER)
+    assert [c.provider_call_id for c in calls] == ["call_0"] * 3
+    assert len({c.call_id for c in calls}) == 3
+    assert [c.run_id for c in calls] == [r.run_id for r in runs]
+    newest = api.find_tool_call(session_id=sid, user_id=USER, provider_call_id="call_0")
+    assert newest == calls[-1]
+    messages = sm.get_messages(session_id=sid, user_id=USER)
+    assert [m.role.value for m in messages] == ["user", "assistant", "tool", "assistant"] * 3
+    assert [m.tool_call_id for m in messages if m.role.value == "tool"] == ["call_0"] * 3
+
+
+def test_turn_results_pair_repeated_ids_in_order() -> None:
+    """Two calls with one id in one assistant message: each tool message answers the
+    oldest call still unanswered, so names and arguments stay with their results."""
+    from agentsession.engine.loop import _turn_results
+
+    def call(name: str, path: str) -> dict[str, object]:
+        arguments = json.dumps({"path": path})
+        return {"id": "call_0", "type": "function",
+                "function": {"name": name, "arguments": arguments}}
+
+    messages = [
+        {"role": "assistant", "tool_calls": [call("read_file", "a"), call("edit_file", "b")]},
+        {"role": "tool", "tool_call_id": "call_0", "content": json.dumps({"result": 1})},
+        {"role": "tool", "tool_call_id": "call_0", "content": json.dumps({"result": 2})},
+    ]
+    results = _turn_results(messages)
+    assert [(r.name, r.arguments, r.result) for r in results] == [
+        ("read_file", {"path": "a"}, 1), ("edit_file", {"path": "b"}, 2)]

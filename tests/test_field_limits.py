@@ -27,6 +27,7 @@ FIELD_OF_COLUMN = {
     ("run_steps", "name"): fl.STEP_NAME_CHARS,
     ("tool_calls", "tool"): fl.TOOL_NAME_CHARS,
     ("tool_calls", "call_id"): fl.CALL_ID_CHARS,
+    ("tool_calls", "provider_call_id"): fl.CALL_ID_CHARS,
 }
 ID_COLUMNS = {"session_id", "message_id", "run_id"}
 LIBRARY_VOCABULARY = {"status", "role", "action", "scope", "fingerprint", "arguments_hash"}
@@ -84,6 +85,7 @@ def test_http_request_models_state_the_same_bounds() -> None:
         (schemas.Reason, "reason"): fl.REASON_CHARS,
         (schemas.RecordToolCall, "tool"): fl.TOOL_NAME_CHARS,
         (schemas.RecordToolCall, "call_id"): fl.CALL_ID_CHARS,
+        (schemas.RecordToolCall, "provider_call_id"): fl.CALL_ID_CHARS,
         (schemas.StepIn, "kind"): fl.STEP_KIND_CHARS,
         (schemas.StepIn, "status"): fl.STEP_STATUS_CHARS,
         (schemas.StepIn, "name"): fl.STEP_NAME_CHARS,

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,7 +120,9 @@ def test_delete_leaves_no_key_of_the_session(redis_store: RedisStore) -> None:
         working_memory_patch={"goal": "g"},
         idempotency_key="a1",
     )
-    m.record_tool_call(**kw, tool="t", arguments={"a": 1}, idempotency_key="t1")
+    m.record_tool_call(
+        **kw, tool="t", arguments={"a": 1}, provider_call_id="call_0", idempotency_key="t1"
+    )
     run = m.start_run(**kw, input="x")
     m.add_run_step(**kw, run_id=run.run_id, kind="model")
     keep = m.create_session(user_id=USER).session_id
@@ -127,7 +130,10 @@ def test_delete_leaves_no_key_of_the_session(redis_store: RedisStore) -> None:
     m.delete_session(**kw)
     assert _session_keys(redis_store, sid) == []
     r = redis_store.client
-    members = r.zrange("as:sessions", 0, -1) + r.zrange("as:user:{alice}:sessions", 0, -1)
+    indexes = ["as:sessions", *r.scan_iter(match="as:status:*"), *r.scan_iter(match="as:agent:*"),
+               *r.scan_iter(match="as:user:{alice}:*")]  # fmt: skip
+    assert len(indexes) >= 6
+    members = [x for key in indexes for x in r.zrange(key, 0, -1)]
     assert [x for x in members if sid in x] == []
     assert r.zscore("as:due", sid) is None
     assert r.zrange("as:idem:by_time", 0, -1) == []  # all three records were this session's
@@ -313,3 +319,73 @@ def test_open_store_by_url_and_close(redis_server: Server, redis_url: str) -> No
     client.close()
     with pytest.raises(StoreError, match="decode_responses"):
         RedisStore(client=redis.Redis.from_url(redis_url))
+
+
+class _CountingRedis(redis.Redis):
+    """Counts the keys read by MGET (the session documents a listing reads)."""
+
+    mget_keys = 0
+
+    def mget(self, keys: Any, *args: Any) -> Any:
+        type(self).mget_keys += len(keys) + len(args)
+        return super().mget(keys, *args)
+
+
+def test_listing_by_status_or_agent_reads_its_index(redis_url: str) -> None:
+    """A listing by status or agent reads the sessions of its own index set, not every
+    session of the user (200 ACTIVE sessions here, 3 CLOSED, 2 past their TTL)."""
+    client = _CountingRedis.from_url(redis_url, decode_responses=True)
+    clock = FrozenClock()
+    m = SessionManager(RedisStore(client=client), clock=clock)
+    for _ in range(200):
+        m.create_session(user_id=USER, agent="busy")
+    closed = {m.create_session(user_id=USER, agent="rare").session_id for _ in range(3)}
+    for sid in closed:
+        m.close_session(session_id=sid, user_id=USER)
+    due = {m.create_session(user_id=USER, agent="busy", ttl_seconds=5).session_id
+           for _ in range(2)}  # fmt: skip
+    clock.advance(10)
+    for kwargs, wanted in (
+        ({"status": "CLOSED"}, closed),
+        ({"agent": "rare"}, closed),
+        ({"status": "EXPIRED"}, due),
+        ({"status": "EXPIRED", "agent": "busy"}, due),
+    ):
+        _CountingRedis.mget_keys = 0
+        page = m.list_sessions(user_id=USER, **kwargs)
+        assert {s.session_id for s in page.items} == wanted
+        assert _CountingRedis.mget_keys == len(wanted), kwargs
+    _CountingRedis.mget_keys = 0
+    assert len(m.list_sessions(user_id=USER, status="ACTIVE", limit=10).items) == 10
+    assert _CountingRedis.mget_keys <= 32
+    client.close()
+
+
+def test_indexes_are_built_for_data_of_an_older_version(redis_store: RedisStore) -> None:
+    """A store written before the status, agent, per-user due and per-tool sets existed
+    gets them when opened: listings by status and agent and one tool's history see
+    every earlier session and call."""
+    clock = FrozenClock()
+    m = SessionManager(redis_store, clock=clock)
+    closed = m.create_session(user_id=USER, agent="a").session_id
+    m.close_session(session_id=closed, user_id=USER)
+    due = m.create_session(user_id=USER, agent="b", ttl_seconds=5).session_id
+    for tool in ("grep", "ls", "grep"):
+        m.record_tool_call(session_id=due, user_id=USER, tool=tool)
+    clock.advance(10)
+    r = redis_store.client
+    added = [*r.scan_iter(match="as:status:*"), *r.scan_iter(match="as:agent:*"),
+             *r.scan_iter(match="as:user:{alice}:status:*"),
+             *r.scan_iter(match="as:user:{alice}:agent:*"), "as:user:{alice}:due",
+             *r.scan_iter(match="as:{*}:calls:tool*"), "as:index_version"]  # fmt: skip
+    assert r.delete(*added) == len(added)
+
+    reopened = SessionManager(RedisStore(client=r), clock=clock)
+    assert r.get("as:index_version") == "2"
+    kw: dict[str, Any] = {"user_id": USER}
+    assert [s.session_id for s in reopened.list_sessions(**kw, status="CLOSED").items] == [closed]
+    assert [s.session_id for s in reopened.list_sessions(**kw, status="EXPIRED").items] == [due]
+    assert [s.session_id for s in reopened.list_sessions(**kw, agent="a").items] == [closed]
+    grep = reopened.get_tool_history(session_id=due, user_id=USER, tool="grep")
+    assert [c.seq for c in grep] == [1, 3]
+

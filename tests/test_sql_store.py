@@ -268,9 +268,16 @@ def test_sessions_list_in_time_order_across_text_timestamps(sql_store: SQLStore)
         for sid, at in stamps.items():
             tx.insert_session(_session(sid, at=at))
     with sql_store.transaction(write=False) as tx:
-        listed = tx.list_sessions(user_id="alice", status=None, agent=None, after=None, limit=9)
+        listed = tx.list_sessions(
+            user_id="alice", status=None, agent=None, after=None, limit=9, now=T0
+        )
         page2 = tx.list_sessions(
-            user_id="alice", status=None, agent=None, after=(stamps["ses_c"], "ses_c"), limit=9
+            user_id="alice",
+            status=None,
+            agent=None,
+            after=(stamps["ses_c"], "ses_c"),
+            limit=9,
+            now=T0,
         )
     assert [s.session_id for s in listed] == ["ses_d", "ses_c", "ses_b", "ses_a"]
     assert [s.session_id for s in page2] == ["ses_b", "ses_a"]

@@ -74,6 +74,7 @@ class SessionAPI(Protocol):
         ended_at: datetime | None = ...,
         run_id: str | None = ...,
         call_id: str | None = ...,
+        provider_call_id: str | None = ...,
     ) -> ToolCall: ...
 
     def get_tool_history(
@@ -81,7 +82,13 @@ class SessionAPI(Protocol):
     ) -> list[ToolCall]: ...
 
     def find_tool_call(
-        self, *, session_id: str, user_id: str, tool: str, arguments: Mapping[str, Any] | None = ...
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        tool: str | None = ...,
+        arguments: Mapping[str, Any] | None = ...,
+        provider_call_id: str | None = ...,
     ) -> ToolCall | None: ...
 
     def start_run(

@@ -681,6 +681,7 @@ class _RecordRequests(_Exchange):
         ended_at: datetime | None = None,
         run_id: str | None = None,
         call_id: str | None = None,
+        provider_call_id: str | None = None,
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
@@ -697,6 +698,8 @@ class _RecordRequests(_Exchange):
             "run_id": run_id,
             "call_id": call_id,
         }
+        if provider_call_id is not None:  # a server older than the field refuses it
+            body["provider_call_id"] = provider_call_id
         return self._write(
             "POST",
             f"/v1/sessions/{_sid(session_id)}/tool-calls",
@@ -732,8 +735,9 @@ class _RecordRequests(_Exchange):
         *,
         session_id: str,
         user_id: str | None = None,
-        tool: str,
+        tool: str | None = None,
         arguments: Mapping[str, Any] | None = None,
+        provider_call_id: str | None = None,
         admin: bool = False,
     ) -> _Flow[ToolCall | None]:
         """See :meth:`SessionManager.find_tool_call`."""
@@ -742,12 +746,14 @@ class _RecordRequests(_Exchange):
             item = r.json()["item"]
             return None if item is None else ToolCall.model_validate(item)
 
+        wanted = None if arguments is None else json.dumps(dict(arguments), ensure_ascii=False)
         return self._read(
             f"/v1/sessions/{_sid(session_id)}/tool-calls/find",
             parse,
             session_id=session_id,
             tool=tool,
-            arguments=json.dumps(dict(arguments or {}), ensure_ascii=False),
+            arguments=wanted,
+            provider_call_id=provider_call_id,
         )
 
 

@@ -210,7 +210,11 @@ class WorkingMemory(_Snapshot):
 class ToolCall(_Snapshot):
     """A tool that really ran: what was called, with what, and what came back.
 
-    ``duration_ms`` is milliseconds between ``started_at`` and ``ended_at``.
+    ``call_id`` is ours: unique in the session, generated (``call_...``) unless the
+    caller chose it. ``provider_call_id`` is the model provider's id for the call (the
+    ``tool_call_id`` its messages carry); providers reuse ids within one conversation,
+    so it is not unique: :meth:`SessionManager.find_tool_call` by provider id returns
+    the newest. ``duration_ms`` is milliseconds between ``started_at`` and ``ended_at``.
     ``arguments_hash`` is the SHA-256 of the canonical JSON of ``arguments``; it is how
     :meth:`SessionManager.find_tool_call` finds an earlier identical call.
     """
@@ -218,6 +222,7 @@ class ToolCall(_Snapshot):
     call_id: str
     session_id: str
     seq: int
+    provider_call_id: str | None = None
     run_id: str | None = None
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)

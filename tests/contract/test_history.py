@@ -1,5 +1,5 @@
-"""Conversation history and tool history: order, windows, paging, round-trip fidelity
-(C07, C08, C09, C18, C20, C27, C29)."""
+"""Conversation history and tool history: order, windows, paging, round-trip fidelity,
+provider tool-call ids (C07, C08, C09, C18, C20, C27, C29, C36)."""
 
 from __future__ import annotations
 
@@ -488,3 +488,35 @@ def test_duplicate_call_id_is_a_conflict_and_writes_nothing(
     with pytest.raises(Conflict):
         manager.record_tool_call(session_id=sid, user_id=USER, tool="t", call_id="c1", result=2)
     assert snapshot(manager, sid) == before
+
+
+def test_c36_provider_reuses_call_ids(manager: SessionManager, sid: str) -> None:
+    """C36: a model provider answers ``call_0`` twice in one session (different
+    arguments): both calls are recorded under ids of ours; lookup by provider id gives
+    the newest; our own call ids stay unique (a chosen one repeated is still a conflict)."""
+    from agentsession import ToolCallExists
+
+    kw: dict[str, Any] = {"session_id": sid, "user_id": USER}
+    first = manager.record_tool_call(**kw, tool="grep", arguments={"q": "a"},
+                                     provider_call_id="call_0", result=1)
+    manager.record_tool_call(**kw, tool="grep", arguments={"q": "x"}, provider_call_id="call_1")
+    second = manager.record_tool_call(**kw, tool="grep", arguments={"q": "b"},
+                                      provider_call_id="call_0", result=2)
+    assert first.call_id != second.call_id and first.call_id.startswith("call_")
+    assert (first.provider_call_id, second.provider_call_id) == ("call_0", "call_0")
+    found = manager.find_tool_call(**kw, provider_call_id="call_0")
+    assert found == second and found.seq == 3 and found.result == 2
+    assert manager.find_tool_call(**kw, provider_call_id="call_9") is None
+    older = manager.find_tool_call(**kw, tool="grep", arguments={"q": "a"})
+    assert older == first
+    history = manager.get_tool_history(**kw)
+    assert [c.provider_call_id for c in history] == ["call_0", "call_1", "call_0"]
+    assert [c.provider_call_id for c in manager.get_tool_history(**kw, tool="grep", after=1)] == [
+        "call_1", "call_0"]
+    other = manager.create_session(user_id=USER).session_id
+    assert manager.find_tool_call(session_id=other, user_id=USER, provider_call_id="call_0") is None
+    manager.record_tool_call(**kw, tool="t", call_id="mine", provider_call_id="call_0")
+    with pytest.raises(ToolCallExists):
+        manager.record_tool_call(**kw, tool="t", call_id="mine", provider_call_id="call_0")
+    assert manager.find_tool_call(**kw, provider_call_id="call_0").call_id == "mine"
+

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -13,6 +15,7 @@ from contract_support import (
     READS,
     USER,
     Ctx,
+    ProxyStore,
     audit_of,
     dump,
     snapshot,
@@ -31,7 +34,8 @@ from agentsession import (
     SessionStatus,
     ValidationError,
 )
-from agentsession.stores.base import SessionStore
+from agentsession.errors import StoreError
+from agentsession.stores.base import SessionStore, StoreTransaction
 
 
 def _close(m: SessionManager, ctx: Ctx) -> None:
@@ -187,17 +191,19 @@ def test_restore_message_limit(manager: SessionManager, sid: str) -> None:
 
 
 def test_ttl_expires_lazily_on_access(frozen_manager: SessionManager, clock: Any) -> None:
-    """An idle session past its TTL reads as EXPIRED ('ttl') and rejects writes."""
+    """An idle session past its TTL reads as EXPIRED ('ttl', expired at its deadline,
+    not when the expiry was noticed) and rejects writes."""
     m = frozen_manager
     sid = m.create_session(user_id=USER, ttl_seconds=60).session_id
     clock.advance(59)
     m.append_message(session_id=sid, user_id=USER, message=user_msg("touch"))
+    deadline = clock.now + timedelta(seconds=60)
     clock.advance(59)
     assert m.get_session(session_id=sid, user_id=USER).status == SessionStatus.ACTIVE
     clock.advance(2)
     s = m.get_session(session_id=sid, user_id=USER)
     assert s.status == SessionStatus.EXPIRED and s.status_reason == "ttl"
-    assert s.expired_at == clock.now and s.closed_at is None
+    assert s.expired_at == deadline and s.closed_at is None
     with pytest.raises(SessionNotActive):
         m.append_message(session_id=sid, user_id=USER, message=user_msg("late"))
     events = audit_of(m, sid)
@@ -237,16 +243,147 @@ def test_sweep_expires_due_sessions(frozen_manager: SessionManager, clock: Any) 
     forever = m.create_session(user_id=OTHER).session_id
     closed = m.create_session(user_id=USER, ttl_seconds=30).session_id
     m.close_session(session_id=closed, user_id=USER)
+    deadline = clock.now + timedelta(seconds=30)
     clock.advance(31)
     result = m.sweep_expired()
     assert set(result.expired_session_ids) == due
     assert m.sweep_expired().expired_session_ids == []
     for sid in due:
         s = m.get_session(session_id=sid, user_id=USER)
-        assert (s.status, s.expired_at) == (SessionStatus.EXPIRED, clock.now)
+        assert (s.status, s.expired_at) == (SessionStatus.EXPIRED, deadline)
     assert m.get_session(session_id=later, user_id=USER).status == SessionStatus.ACTIVE
     assert m.get_session(session_id=forever, user_id=OTHER).status == SessionStatus.ACTIVE
     assert m.get_session(session_id=closed, user_id=USER).status == SessionStatus.CLOSED
+
+
+def test_c34_listing_past_ttl(
+    store: SessionStore, frozen_manager: SessionManager, clock: Any
+) -> None:
+    """C34: a session with ttl 60 s, clock +120 s: listed by status EXPIRED, ACTIVE,
+    EXPIRED... it is EXPIRED every time (as it will be once expired: reason "ttl",
+    expired_at its deadline) and never ACTIVE, whatever the order; listing writes
+    nothing; no page is empty while its cursor says more exist."""
+    m = frozen_manager
+    kw: dict[str, Any] = {"user_id": USER}
+    gone = m.create_session(**kw, agent="coding").session_id
+    m.expire_session(session_id=gone, user_id=USER, reason="by hand")
+    clock.advance(1)
+    due = m.create_session(**kw, agent="coding", ttl_seconds=60)
+    deadline = clock.now + timedelta(seconds=60)
+    clock.advance(1)
+    live = m.create_session(**kw, agent="coding", ttl_seconds=3600).session_id
+    clock.advance(1)
+    other_agent = m.create_session(**kw, agent="other", ttl_seconds=60).session_id
+    m.create_session(user_id=OTHER, agent="coding", ttl_seconds=60)
+    clock.advance(120)
+
+    def listed(status: str | None, **more: Any) -> list[str]:
+        page = m.list_sessions(**kw, status=status, **more)
+        assert page.next_cursor is None
+        return [s.session_id for s in page.items]
+
+    for status in ["EXPIRED", "ACTIVE", "EXPIRED", None, "ACTIVE", "EXPIRED"]:
+        expired = listed("EXPIRED")
+        assert expired == [other_agent, due.session_id, gone]
+        assert listed("ACTIVE") == [live]
+        assert listed(status) == {"EXPIRED": expired, "ACTIVE": [live]}.get(
+            status, [other_agent, live, due.session_id, gone])
+        assert listed("EXPIRED", agent="coding") == [due.session_id, gone]
+        assert listed("ACTIVE", agent="other") == []
+    everyone = m.list_sessions(user_id=ADMIN, admin=True, all_users=True, status="EXPIRED")
+    assert len(everyone.items) == 4
+    shown = next(s for s in m.list_sessions(**kw, status="EXPIRED").items if s.session_id
+                 == due.session_id)
+    assert (shown.status, shown.status_reason, shown.expired_at, shown.expires_at) == (
+        SessionStatus.EXPIRED, "ttl", deadline, None)
+    assert shown.version == due.version and shown.updated_at == due.updated_at
+    with store.transaction(write=False) as tx:  # listing wrote nothing
+        stored = tx.get_session(due.session_id)
+    assert stored is not None and stored.status == SessionStatus.ACTIVE
+    assert stored.version == due.version
+
+    pages, cursor = [], None
+    while True:
+        page = m.list_sessions(**kw, status="EXPIRED", limit=1, cursor=cursor)
+        assert page.items, "an empty page while the cursor said more exist"
+        pages += [s.session_id for s in page.items]
+        if (cursor := page.next_cursor) is None:
+            break
+    assert pages == [other_agent, due.session_id, gone]
+    only = m.list_sessions(**kw, status="ACTIVE", limit=1)
+    assert [s.session_id for s in only.items] == [live] and only.next_cursor is None
+
+    # The next access stores the expiry (version + 1); it reads as it was listed.
+    got = m.get_session(session_id=due.session_id, user_id=USER)
+    assert (got.status, got.status_reason, got.expired_at) == (
+        SessionStatus.EXPIRED, "ttl", deadline)
+    assert got.version == due.version + 1
+    assert due.session_id in listed("EXPIRED") and due.session_id not in listed("ACTIVE")
+
+
+class _RacingStore(ProxyStore):
+    """Counts write transactions, and runs ``before_write`` once before the next one
+    opens (a writer racing the sweep between its listing of due sessions and a batch)."""
+
+    def __init__(self, inner: SessionStore) -> None:
+        super().__init__(inner)
+        self.writes = 0
+        self.before_write: Callable[[], object] | None = None
+
+    @contextmanager
+    def transaction(self, *, write: bool) -> Iterator[StoreTransaction]:
+        if write:
+            self.writes += 1
+            race, self.before_write = self.before_write, None
+            if race is not None:
+                race()
+        with super().transaction(write=write) as tx:
+            yield tx
+
+
+def _expired_once_each(m: SessionManager, session_ids: set[str]) -> None:
+    """Each session has exactly one expiry event, by the system, one version step."""
+    for sid in session_ids:
+        [event] = [e for e in audit_of(m, sid) if e.action == "session.expired"]
+        assert (event.actor, event.version_before, event.version_after) == ("system", 1, 2)
+        assert event.details["reason"] == "ttl"
+
+
+def test_sweep_expires_in_batches(store: SessionStore, clock: Any) -> None:
+    """250 due sessions are expired in 3 write transactions (batches of 100) plus the
+    purge, each with its own audit event and version step; a session restored between
+    the sweep's listing and its batch is skipped, not expired again."""
+    racing = _RacingStore(store)
+    m = SessionManager(racing, clock=clock)
+    due = {m.create_session(user_id=USER, ttl_seconds=30).session_id for _ in range(250)}
+    clock.advance(31)
+    racer = min(due)  # equal deadlines: due in session_id order, so in the first batch
+    other = SessionManager(store, clock=clock)
+    racing.before_write = lambda: other.restore_session(session_id=racer, user_id=USER)
+    racing.writes = 0
+    result = m.sweep_expired()
+    assert racing.writes == 3 + 1
+    assert sorted(result.expired_session_ids) == sorted(due - {racer})
+    assert result.failed_session_ids == []
+    _expired_once_each(m, due - {racer})
+    assert m.get_session(session_id=racer, user_id=USER).status == SessionStatus.ACTIVE
+
+
+def test_sweep_failure_in_one_batch_loses_no_other(store: SessionStore, clock: Any) -> None:
+    """A store failure inside the second batch: that batch is retried one session per
+    transaction, the first and third batches stand; the one session that fails again is
+    reported, and the next sweep expires it."""
+    proxy = ProxyStore(store)
+    m = SessionManager(proxy, clock=clock)
+    due = {m.create_session(user_id=USER, ttl_seconds=30).session_id for _ in range(250)}
+    clock.advance(31)
+    proxy.fail("update_session", StoreError("injected"), nth=150)  # inside batch 2
+    proxy.fail("update_session", StoreError("injected again"), nth=1)  # its first, alone
+    result = m.sweep_expired()
+    [failed] = result.failed_session_ids
+    assert sorted(result.expired_session_ids) == sorted(due - {failed})
+    assert m.sweep_expired().expired_session_ids == [failed]
+    _expired_once_each(m, due)
 
 
 def test_ttl_restore_restarts_the_clock(frozen_manager: SessionManager, clock: Any) -> None:

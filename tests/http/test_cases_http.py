@@ -1,12 +1,21 @@
-"""CASES.md value cases over HTTP (C12 NUL, C13 non-JSON values, C14 huge payloads):
-the same policy as the Python API, as status codes and problem bodies."""
+"""CASES.md cases over HTTP (C12 NUL, C13 non-JSON values, C14 huge payloads, C34
+listing by status past a TTL): the same policy as the Python API, as status codes and
+problem bodies."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from http_support import Api, assert_problem
+from fastapi.testclient import TestClient
+from http_support import Api, assert_problem, headers_of
+
+from agentsession import SessionManager
+from agentsession.http.app import create_app
+from agentsession.http.keys import MemoryKeyStore
+from agentsession.settings import Settings
+from agentsession.stores.base import SessionStore
+from frozen_clock import FrozenClock
 
 # The HTTP layer maps requests onto the manager; the stores' contract is tested in
 # tests/contract, so these run on memory and SQLite only.
@@ -124,3 +133,34 @@ def test_c14_over_the_limits_is_413_naming_the_limit(api: Api) -> None:
     body = assert_problem(r, 413, "payload-too-large")
     assert body["limit_bytes"] == 8 * MiB and body["field"] == "body"
     assert _state(api, sid) == before
+
+
+def test_c34_status_page_over_http_applies_ttl_at_read_time(store: SessionStore) -> None:
+    """C34 over HTTP: one active session and one past its TTL (the newer);
+    ``?status=ACTIVE&limit=1`` is the active one with no cursor, never an empty page
+    with a cursor; ``?status=EXPIRED`` lists the other every time, whatever the order."""
+    clock = FrozenClock()
+    keys = MemoryKeyStore()
+    alice = headers_of(keys.create(user_id="alice")[1])
+    app = create_app(SessionManager(store, clock=clock), Settings(url="memory://"), keys=keys)
+    with TestClient(app) as http:
+        live = http.post("/v1/sessions", json={}, headers=alice).json()["session_id"]
+        clock.advance(1)
+        due = http.post("/v1/sessions", json={"ttl_seconds": 60}, headers=alice).json()
+        clock.advance(120)
+
+        def page(status: str) -> dict[str, Any]:
+            r = http.get("/v1/sessions", params={"status": status, "limit": 1}, headers=alice)
+            assert r.status_code == 200, r.text
+            return r.json()  # type: ignore[no-any-return]
+
+        for status in ["EXPIRED", "ACTIVE", "EXPIRED", "ACTIVE"]:
+            got = page(status)
+            assert got["next_cursor"] is None
+            [item] = got["items"]
+            if status == "ACTIVE":
+                assert item["session_id"] == live
+            else:
+                assert (item["session_id"], item["status"], item["status_reason"]) == (
+                    due["session_id"], "EXPIRED", "ttl")
+                assert item["version"] == due["version"]

@@ -107,10 +107,13 @@ def sweep(
         result = sm.sweep_expired(limit=limit)
     data = {
         "expired_session_ids": result.expired_session_ids,
+        "failed_session_ids": result.failed_session_ids,
         "purged_idempotency_keys": result.purged_idempotency_keys,
     }
     text = (
         f"expired {len(result.expired_session_ids)} session(s), "
         f"purged {result.purged_idempotency_keys} idempotency key(s)"
     )
+    if result.failed_session_ids:
+        text += f"; {len(result.failed_session_ids)} failed (logged; the next sweep retries)"
     show(opts, data, text)

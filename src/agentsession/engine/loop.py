@@ -12,9 +12,10 @@ One call of :meth:`AgentEngine.handle` is one user turn:
 4. before a tool runs, ask :meth:`SessionManager.find_tool_call` whether an identical
    call already ran; if it did and nothing that changes the project ran since, its
    recorded result is given back instead (and the reply says so);
-5. every tool that runs is recorded with ``record_tool_call``, as a run step, and as an
-   ``assistant(tool_calls)`` + ``tool(tool_call_id)`` message group (chat-completions
-   shape, appended atomically);
+5. every tool that runs is recorded with ``record_tool_call`` (the model's call id as
+   ``provider_call_id``: providers reuse ids, so a repeated one never fails the turn), as
+   a run step, and as an ``assistant(tool_calls)`` + ``tool(tool_call_id)`` message group
+   (chat-completions shape, appended atomically);
 6. a decision without tool calls is the reply: it is appended and the run finishes
    (FAILED with the model's error if it reports failure, with token usage if known).
 
@@ -24,6 +25,7 @@ If anything raises, the open run is finished as FAILED before the error propagat
 from __future__ import annotations
 
 import json
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -383,7 +385,8 @@ class AgentEngine:
             started_at=started,
             ended_at=ended,
             run_id=turn.run.run_id,
-            call_id=call.id,
+            # The model's id may repeat (providers reuse them): never our call_id.
+            provider_call_id=call.id,
         )
         self.manager.add_run_step(
             session_id=session_id,
@@ -428,8 +431,9 @@ class AgentEngine:
 
 
 def _turn_results(messages: list[dict[str, Any]]) -> list[TurnResult]:
-    """Pair this turn's assistant tool calls with their tool messages, in order."""
-    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    """Pair this turn's assistant tool calls with their tool messages, in order: a
+    tool message answers the oldest unanswered call with its id (ids may repeat)."""
+    calls: dict[str, deque[tuple[str, dict[str, Any]]]] = defaultdict(deque)
     results: list[TurnResult] = []
     for message in messages:
         for call in message.get("tool_calls") or []:
@@ -438,16 +442,17 @@ def _turn_results(messages: list[dict[str, Any]]) -> list[TurnResult]:
                 arguments = json.loads(function.get("arguments") or "{}")
             except json.JSONDecodeError:
                 arguments = {}
-            calls[call.get("id")] = (function.get("name", ""), arguments)
-        if message.get("role") == "tool" and message.get("tool_call_id") in calls:
-            name, arguments = calls[message["tool_call_id"]]
+            calls[call.get("id")].append((function.get("name", ""), arguments))
+        answered = message.get("tool_call_id")
+        if message.get("role") == "tool" and isinstance(answered, str) and calls[answered]:
+            name, arguments = calls[answered].popleft()
             try:
                 content = json.loads(message.get("content") or "{}")
             except json.JSONDecodeError:
                 content = {"status": "ok", "result": message.get("content")}
             results.append(
                 TurnResult(
-                    call_id=message["tool_call_id"],
+                    call_id=answered,
                     name=name,
                     arguments=arguments,
                     status=content.get("status", "ok"),

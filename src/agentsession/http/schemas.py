@@ -129,6 +129,7 @@ class RecordToolCall(_Body):
     ended_at: datetime | None = None
     run_id: str | None = None
     call_id: str | None = Field(default=None, max_length=CALL_ID_CHARS)
+    provider_call_id: str | None = Field(default=None, max_length=CALL_ID_CHARS)
 
 
 class StartRun(_Body):

@@ -7,10 +7,11 @@ See docs/architecture.md, "Lifecycle".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from ..errors import IllegalTransition
+from ..errors import IllegalTransition, StoreError
 from ..models import RestoredSession, RunStatus, Session, SessionStatus
 from ..principal import Principal
 from ..stores.base import StoreTransaction
@@ -22,7 +23,14 @@ from .transitions import expires_at, stop_running_runs
 from .validation import check_limit, check_reason
 from .window import align_window
 
-__all__ = ["LifecycleUseCases", "SweepResult"]
+__all__ = ["SWEEP_BATCH", "LifecycleUseCases", "SweepResult"]
+
+logger = logging.getLogger(__name__)
+
+#: Due sessions expired per write transaction by :meth:`LifecycleUseCases.sweep_expired`:
+#: one commit per batch instead of one per session, while a batch still holds its
+#: locks for only a few milliseconds.
+SWEEP_BATCH = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +40,13 @@ class SweepResult:
     Attributes:
         expired_session_ids: sessions moved from ACTIVE to EXPIRED.
         purged_idempotency_keys: idempotency records past their retention, deleted.
+        failed_session_ids: due sessions the store failed to expire (logged; the next
+            sweep tries them again).
     """
 
     expired_session_ids: list[str]
     purged_idempotency_keys: int
+    failed_session_ids: list[str] = field(default_factory=list)
 
 
 class LifecycleUseCases(ServiceCore):
@@ -230,23 +241,65 @@ class LifecycleUseCases(ServiceCore):
 
         A system task (run it from cron or ``agentsession sweep``); sessions are also
         expired lazily whenever they are touched, so the sweep only bounds staleness.
+        Due sessions are expired :data:`SWEEP_BATCH` to a write transaction, each with
+        its own version step, audit event and INTERRUPTED runs; one that changed since
+        it was found due is skipped. A batch that fails is retried one session per
+        transaction, so one bad session holds back neither its batch nor the next ones:
+        it is logged, reported in ``failed_session_ids`` and left for the next sweep.
 
         Args:
             limit: at most this many sessions per call.
 
         Returns:
-            What was expired and purged.
+            What was expired, failed and purged.
+
+        Raises:
+            ValidationError: a bad ``limit``.
+            StoreError: every session of a batch failed on its own (the store is
+                failing); the batches before it stay committed.
         """
         size = check_limit(limit, "limit", allow_none=False, maximum=None)
         assert size is not None
         now = self._uow.now()
         due = self._uow.run(lambda tx: tx.list_due_sessions(now=now, limit=size), write=False)
-        expired = [sid for sid in due if self._pipeline.expire_if_due(sid)]
+        expired: list[str] = []
+        failed: list[str] = []
+        for start in range(0, len(due), SWEEP_BATCH):
+            batch = due[start : start + SWEEP_BATCH]
+            try:
+                expired += self._pipeline.expire_due(batch)
+            except StoreError:
+                done, bad = self._expire_one_by_one(batch)
+                expired += done
+                failed += bad
         cutoff = self._uow.now() - timedelta(seconds=self.policy.idempotency_retention_seconds)
         purged = self._uow.run(
             lambda tx: tx.purge_idempotency(created_before=cutoff), write=True
         )
-        return SweepResult(expired_session_ids=expired, purged_idempotency_keys=purged)
+        return SweepResult(
+            expired_session_ids=expired, purged_idempotency_keys=purged, failed_session_ids=failed
+        )
+
+    def _expire_one_by_one(self, batch: list[str]) -> tuple[list[str], list[str]]:
+        """Expire a failed batch's sessions one per transaction; return (expired, failed).
+
+        Raises:
+            StoreError: every session failed (the store, not one session, is failing).
+        """
+        done: list[str] = []
+        bad: list[str] = []
+        error: StoreError | None = None
+        for session_id in batch:
+            try:
+                if self._pipeline.expire_if_due(session_id):
+                    done.append(session_id)
+            except StoreError as exc:
+                logger.warning("sweep: cannot expire %s: %s", session_id, exc)
+                bad.append(session_id)
+                error = exc
+        if error is not None and len(bad) == len(batch):
+            raise error
+        return done, bad
 
 
 def _reopened(s: Session, now: datetime, messages_added: int) -> Session:

@@ -19,7 +19,7 @@ The whole transaction re-runs when the store reports a lost race (StoreBusy).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, cast
@@ -34,7 +34,14 @@ from ..principal import Principal
 from ..stores.base import IdempotencyRecord, StoreTransaction
 from .context import current_request_id, report_write
 from .policy import Policy
-from .transitions import expires_at, is_due, next_version, stop_running_runs
+from .transitions import (
+    TTL_REASON,
+    expired,
+    expires_at,
+    is_due,
+    next_version,
+    stop_running_runs,
+)
 from .uow import UnitOfWork
 from .validation import check_expected_version, check_key
 
@@ -270,14 +277,33 @@ class WritePipeline:
     def expire_if_due(self, session_id: str) -> bool:
         """Expire the session if it is idle past its TTL (its own transaction, actor
         ``system``); return whether it did."""
+        return bool(self.expire_due([session_id]))
 
-        def body(tx: StoreTransaction) -> bool:
-            s = tx.get_session(session_id)
+    def expire_due(self, session_ids: Sequence[str]) -> list[str]:
+        """Expire those of ``session_ids`` that are idle past their TTL, all in one write
+        transaction (actor ``system``): each gets its own version step, audit event and
+        INTERRUPTED runs. A session that changed since it was found due (touched,
+        restored, deleted) is skipped under its row lock.
+
+        Returns:
+            The ids expired, in the order given.
+
+        Raises:
+            StoreBusy, StoreError: nothing of this call was written.
+        """
+
+        def body(tx: StoreTransaction) -> list[str]:
             now = self._uow.now()
-            if s is None or not is_due(s, now):
-                return False
-            self.store_change(tx, s, expiry_change(tx, s, now, "ttl"), SYSTEM, now)
-            return True
+            done = []
+            for session_id in session_ids:
+                s = tx.get_session(session_id)
+                if s is None or not is_due(s, now):
+                    continue
+                assert s.expires_at is not None
+                change = expiry_change(tx, s, now, TTL_REASON, at=s.expires_at)
+                self.store_change(tx, s, change, SYSTEM, now)
+                done.append(session_id)
+            return done
 
         return self._uow.run(body, write=True)
 
@@ -346,17 +372,14 @@ def check_version(s: Session, expected_version: int | None) -> None:
         )
 
 
-def expiry_change(tx: StoreTransaction, s: Session, now: datetime, reason: str) -> Change:
-    """The change that moves ``s`` to EXPIRED; its RUNNING runs become INTERRUPTED."""
+def expiry_change(
+    tx: StoreTransaction, s: Session, now: datetime, reason: str, *, at: datetime | None = None
+) -> Change:
+    """The change that moves ``s`` to EXPIRED (``expired_at`` = ``at``, default ``now``);
+    its RUNNING runs become INTERRUPTED at ``now``. A TTL expiry passes the session's
+    deadline as ``at``, so it reads the same before it is stored (listings) and after."""
     stopped = stop_running_runs(tx, s, now, RunStatus.INTERRUPTED, "session expired while RUNNING")
-    new = s.model_copy(
-        update={
-            "status": SessionStatus.EXPIRED,
-            "status_reason": reason,
-            "expired_at": now,
-            "expires_at": None,
-        }
-    )
+    new = expired(s, now if at is None else at, reason)
     return Change(new, "session.expired", {"reason": reason, "interrupted_runs": stopped})
 
 

@@ -13,7 +13,7 @@ from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import UNSET, ServiceCore
 from .pipeline import SESSION, Change, WritePipeline, WriteRequest
-from .transitions import expires_at, is_due, next_version
+from .transitions import as_of, expires_at, next_version
 from .validation import (
     check_enum,
     check_limit,
@@ -119,6 +119,11 @@ class SessionUseCases(ServiceCore):
         Order: ``updated_at`` descending, then ``session_id`` descending (a unique
         tie-breaker, so pages never repeat or skip a session that did not change).
 
+        A pure read: the status is the one a read at this moment reports. A session
+        idle past its TTL lists as EXPIRED (``status_reason`` ``"ttl"``, ``expired_at``
+        its deadline) under ``status=EXPIRED`` and never under ``ACTIVE``, before its row
+        is expired by the next access or sweep (which then raises its version by one).
+
         Args:
             user_id: the caller (the principal), whose sessions are listed.
             status, agent: filters; None = any.
@@ -142,6 +147,7 @@ class SessionUseCases(ServiceCore):
         size = check_limit(limit, "limit", allow_none=False, maximum=self.limits.max_page_size)
         assert size is not None
         after = decode_cursor(cursor)
+        now = self._uow.now()
         rows: list[Session] = self._uow.run(
             lambda tx: tx.list_sessions(
                 user_id=None if all_users else user_id,
@@ -149,30 +155,14 @@ class SessionUseCases(ServiceCore):
                 agent=agent,
                 after=after,
                 limit=size + 1,
+                now=now,
             ),
             write=False,
         )
         more = len(rows) > size
         rows = rows[:size]
         next_cursor = encode_cursor(rows[-1]) if more and rows else None
-        rows = self._expire_listed(rows, wanted_status)
-        return Page[Session](items=rows, next_cursor=next_cursor)
-
-    def _expire_listed(
-        self, rows: list[Session], wanted_status: SessionStatus | None
-    ) -> list[Session]:
-        """Lazy expiry on access: listed sessions idle past their TTL expire now, and
-        the page shows them as they are afterwards."""
-        now = self._uow.now()
-        if not any(is_due(r, now) for r in rows):
-            return rows
-        for r in rows:
-            if is_due(r, now):
-                self._pipeline.expire_if_due(r.session_id)
-        fresh = self._uow.run(
-            lambda tx: [tx.get_session(r.session_id) for r in rows], write=False
-        )
-        return [r for r in fresh if r is not None and wanted_status in (None, r.status)]
+        return Page[Session](items=[as_of(r, now) for r in rows], next_cursor=next_cursor)
 
     def update_session(
         self,

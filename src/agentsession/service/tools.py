@@ -1,4 +1,5 @@
-"""Use cases on the tool history: record a call that ran, list, find an earlier call."""
+"""Use cases on the tool history: record a call that ran, list, find an earlier call
+(by tool and arguments, or by the provider's call id)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ class ToolCallUseCases(ServiceCore):
         ended_at: datetime | None = None,
         run_id: str | None = None,
         call_id: str | None = None,
+        provider_call_id: str | None = None,
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
@@ -62,15 +64,17 @@ class ToolCallUseCases(ServiceCore):
             arguments: a JSON object; result: any JSON value; error: text when failed.
             started_at, ended_at: aware datetimes; default: now for both.
             run_id: the run it belongs to (a RUNNING run of the session).
-            call_id: the model's tool-call id if it had one; generated otherwise.
+            call_id: our id of the call, unique in the session; generated (``call_...``)
+                when None. A chosen one that is already recorded raises ToolCallExists.
+            provider_call_id: the model provider's id of the call (its messages'
+                ``tool_call_id``); providers reuse ids, so it may repeat.
 
         Returns:
             The stored call with ``seq``, ``duration_ms`` and ``arguments_hash``.
 
         Raises:
-            ValidationError, PayloadTooLarge, UnsupportedValue, SessionNotFound,
-            SessionNotActive, RunNotFound, RunNotRunning, ToolCallExists,
-            VersionConflict, IdempotencyKeyReused.
+            ValidationError, PayloadTooLarge, UnsupportedValue, SessionNotFound, RunNotFound,
+            SessionNotActive, RunNotRunning, ToolCallExists, VersionConflict, IdempotencyKeyReused.
         """
         check_tool_name(tool)
         args = check_object(arguments, "arguments")
@@ -78,9 +82,14 @@ class ToolCallUseCases(ServiceCore):
         check_text(error, "error")
         size_doc = {"arguments": args, "result": result, "error": error}
         check_json(size_doc, field="tool_call", limit_bytes=self.limits.max_tool_call_bytes)
-        started = check_time(started_at, "started_at")
-        ended = check_time(ended_at, "ended_at")
-        _check_ids(run_id, call_id)
+        started, ended = check_time(started_at, "started_at"), check_time(ended_at, "ended_at")
+        _check_ids(run_id, call_id, provider_call_id)
+        fields: dict[str, Any] = dict(
+            provider_call_id=provider_call_id, run_id=run_id, tool=tool, arguments=args,
+            arguments_hash=canonical_hash(args), result=result, status=call_status, error=error,
+        )  # fmt: skip
+        # Only when given: keys stored before the field existed keep their fingerprint.
+        pid = () if provider_call_id is None else (provider_call_id,)
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
             _check_references(tx, s, run_id, call_id)
@@ -88,20 +97,13 @@ class ToolCallUseCases(ServiceCore):
                 call_id=call_id or new_id("call"),
                 session_id=s.session_id,
                 seq=s.tool_call_count + 1,
-                run_id=run_id,
-                tool=tool,
-                arguments=args,
-                arguments_hash=canonical_hash(args),
-                result=result,
-                status=call_status,
-                error=error,
                 created_at=now,
+                **fields,
                 **_timing(started, ended, now),
             )
             tx.insert_tool_call(call)
             new = s.model_copy(update={"tool_call_count": s.tool_call_count + 1})
-            details = {"tool": tool, "call_id": call.call_id, "status": call_status.value}
-            return Change(new, "tool_call.recorded", details, call)
+            return Change(new, "tool_call.recorded", _audit_details(call), call)
 
         request = WriteRequest(
             scope="record_tool_call",
@@ -109,7 +111,7 @@ class ToolCallUseCases(ServiceCore):
             principal=Principal(user_id, admin),
             change=change,
             result_type=_TOOL_CALL,
-            request=(tool, args, result, call_status, error, started, ended, run_id, call_id),
+            request=(tool, args, result, call_status, error, started, ended, run_id, call_id, *pid),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
             touch=True,
@@ -149,23 +151,47 @@ class ToolCallUseCases(ServiceCore):
         *,
         session_id: str,
         user_id: str,
-        tool: str,
+        tool: str | None = None,
         arguments: Mapping[str, Any] | None = None,
+        provider_call_id: str | None = None,
         admin: bool = False,
     ) -> ToolCall | None:
-        """The newest recorded call of ``tool`` with equal ``arguments`` (key order
-        ignored), or None; lets an engine see a call already ran instead of repeating it.
-        ``user_id`` names the caller (the principal).
+        """Find an earlier recorded call, or None; ``user_id`` names the caller.
+
+        Two lookups, each served by an index:
+
+        * ``tool`` (and ``arguments``, key order ignored): the newest call of ``tool``
+          with equal arguments; lets an engine see a call already ran instead of
+          repeating it;
+        * ``provider_call_id``: the newest call with that provider id (providers reuse
+          ids within a conversation; older ones stay in the tool history).
 
         Raises:
-            SessionNotFound, ValidationError.
+            ValidationError: both or neither of ``tool`` and ``provider_call_id``,
+                ``arguments`` with ``provider_call_id``, or a malformed value.
+            SessionNotFound.
         """
+        principal = Principal(user_id, admin)
+        if provider_call_id is not None:
+            if tool is not None or arguments is not None:
+                raise ValidationError(
+                    "find by provider_call_id, or by tool and arguments, not both",
+                    field="provider_call_id",
+                )
+            check_tool_call_id(provider_call_id, "provider_call_id")
+            return self._reads.read(
+                session_id,
+                principal,
+                lambda tx, s: tx.find_tool_call_by_provider_id(s.session_id, provider_call_id),
+            )
+        if tool is None:
+            raise ValidationError("pass tool (and arguments) or provider_call_id", field="tool")
         check_tool_name(tool)
         args = check_object(arguments, "arguments")
         digest = canonical_hash(args)
         return self._reads.read(
             session_id,
-            Principal(user_id, admin),
+            principal,
             lambda tx, s: tx.find_tool_call(s.session_id, tool=tool, arguments_hash=digest),
         )
 
@@ -185,6 +211,14 @@ def _check_references(
         raise ToolCallExists(session_id=s.session_id, call_id=call_id)
 
 
+def _audit_details(call: ToolCall) -> dict[str, Any]:
+    """What the audit event of a recorded call says (never arguments or results)."""
+    details = {"tool": call.tool, "call_id": call.call_id, "status": call.status.value}
+    if call.provider_call_id is not None:
+        details["provider_call_id"] = call.provider_call_id
+    return details
+
+
 def _timing(started: datetime | None, ended: datetime | None, now: datetime) -> dict[str, Any]:
     """``started_at``, ``ended_at`` and ``duration_ms`` of a call: the end defaults to
     now, the start to the end.
@@ -200,13 +234,15 @@ def _timing(started: datetime | None, ended: datetime | None, now: datetime) -> 
     return {"started_at": start, "ended_at": end, "duration_ms": duration_ms}
 
 
-def _check_ids(run_id: str | None, call_id: str | None) -> None:
-    """The shapes of a tool call's optional ``run_id`` and ``call_id``.
+def _check_ids(run_id: str | None, call_id: str | None, provider_call_id: str | None) -> None:
+    """The shapes of a tool call's optional ``run_id``, ``call_id`` and ``provider_call_id``.
 
     Raises:
         ValidationError: a malformed id.
     """
     if call_id is not None:
         check_tool_call_id(call_id)
+    if provider_call_id is not None:
+        check_tool_call_id(provider_call_id, "provider_call_id")
     if run_id is not None:
         check_id(run_id, field="run_id", prefix="run")

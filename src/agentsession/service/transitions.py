@@ -1,6 +1,7 @@
-"""Session rules shared by the write pipeline and the use cases: the TTL deadline, lazy
-expiry, the version step, stopping runs a status change ends, and the RUNNING run every
-write tagged with a run needs."""
+"""Session rules shared by the write pipeline, the lifecycle use cases and listings: the
+TTL deadline, lazy expiry, the expiry transition of the session row, the version step,
+stopping runs a status change ends, and the RUNNING run every write tagged with a run
+needs."""
 
 from __future__ import annotations
 
@@ -9,8 +10,21 @@ from datetime import datetime, timedelta
 from ..errors import RunNotFound, RunNotRunning
 from ..models import Run, RunStatus, Session, SessionStatus
 from ..stores.base import StoreTransaction
+from ..stores.listing import is_due
 
-__all__ = ["expires_at", "is_due", "next_version", "running_run", "stop_running_runs"]
+__all__ = [
+    "TTL_REASON",
+    "as_of",
+    "expired",
+    "expires_at",
+    "is_due",
+    "next_version",
+    "running_run",
+    "stop_running_runs",
+]
+
+#: The ``status_reason`` of a session expired because it sat idle past its TTL.
+TTL_REASON = "ttl"
 
 
 def expires_at(last_active: datetime, ttl_seconds: float | None) -> datetime | None:
@@ -19,9 +33,27 @@ def expires_at(last_active: datetime, ttl_seconds: float | None) -> datetime | N
     return None if ttl_seconds is None else last_active + timedelta(seconds=ttl_seconds)
 
 
-def is_due(s: Session, now: datetime) -> bool:
-    """Whether ``s`` is ACTIVE and idle past its TTL at ``now`` (to be expired first)."""
-    return s.status == SessionStatus.ACTIVE and s.expires_at is not None and s.expires_at <= now
+def expired(s: Session, at: datetime, reason: str) -> Session:
+    """``s`` moved to EXPIRED at ``at`` for ``reason`` (the row only: no version step, no
+    runs stopped). The one expiry transition; :func:`as_of` shows it ahead of time."""
+    return s.model_copy(
+        update={
+            "status": SessionStatus.EXPIRED,
+            "status_reason": reason,
+            "expired_at": at,
+            "expires_at": None,
+        }
+    )
+
+
+def as_of(s: Session, now: datetime) -> Session:
+    """``s`` as a read at ``now`` reports it: a session due for TTL expiry is shown
+    EXPIRED (reason ``"ttl"``, ``expired_at`` its deadline) before the expiry is stored;
+    version and ``updated_at`` stay those of the stored row."""
+    if not is_due(s, now):
+        return s
+    assert s.expires_at is not None
+    return expired(s, s.expires_at, TTL_REASON)
 
 
 def next_version(s: Session) -> int:

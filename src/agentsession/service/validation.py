@@ -246,9 +246,13 @@ def check_tool_name(tool: Any) -> None:
         )
 
 
-def check_tool_call_id(call_id: Any) -> None:
-    """A caller-chosen tool-call id: 1-``CALL_ID_CHARS`` (128) characters of
-    ``A-Za-z0-9._:-``."""
+def check_tool_call_id(call_id: Any, field: str = "call_id") -> None:
+    """A caller-chosen or provider's tool-call id: 1-``CALL_ID_CHARS`` (128) characters
+    of ``A-Za-z0-9._:-``.
+
+    Raises:
+        ValidationError: naming ``field``.
+    """
     if (
         type(call_id) is not str
         or not 1 <= len(call_id) <= CALL_ID_CHARS
@@ -256,7 +260,7 @@ def check_tool_call_id(call_id: Any) -> None:
         or not all(c.isalnum() or c in "._:-" for c in call_id)
     ):
         raise ValidationError(
-            f"call_id must be 1-{CALL_ID_CHARS} characters of A-Z a-z 0-9 . _ : -", field="call_id"
+            f"{field} must be 1-{CALL_ID_CHARS} characters of A-Z a-z 0-9 . _ : -", field=field
         )
 
 

@@ -118,15 +118,24 @@ class StoreTransaction(Protocol):
         agent: str | None,
         after: tuple[datetime, str] | None,
         limit: int,
+        now: datetime,
     ) -> list[Session]:
-        """Sessions ordered by ``(updated_at, session_id)`` descending.
+        """Sessions ordered by ``(updated_at, session_id)`` descending, as stored.
+
+        Served by indexes, never a scan of every session of the user (or of the store):
+        ``(user_id, status | agent, updated_at, session_id)``, and ``(user_id, status,
+        expires_at)`` for the due ones (:mod:`.listing`).
 
         Args:
             user_id: only this owner's sessions; None means every user (admin listing).
-            status, agent: equality filters; None means any.
+            status: the status as of ``now`` (:func:`.listing.status_as_of`): ACTIVE
+                means stored ACTIVE and not past ``expires_at``; EXPIRED means stored
+                EXPIRED, or ACTIVE past ``expires_at``; None means any.
+            agent: equality filter; None means any.
             after: keyset cursor; only sessions strictly after ``(updated_at, session_id)``
                 in that order.
             limit: at most this many rows.
+            now: the moment of the read, for ``status``.
         """
 
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
@@ -169,7 +178,7 @@ class StoreTransaction(Protocol):
     # -- tool calls ------------------------------------------------------------------
     def insert_tool_call(self, call: ToolCall) -> None:
         """Insert a tool call (``seq`` assigned by the manager). StoreConflict on a
-        duplicate ``(session_id, call_id)``."""
+        duplicate ``(session_id, call_id)``; ``provider_call_id`` may repeat."""
 
     def get_tool_call(self, session_id: str, call_id: str) -> ToolCall | None:
         """Return one tool call of the session, or None."""
@@ -182,12 +191,21 @@ class StoreTransaction(Protocol):
         after_seq: int | None = None,
         limit: int | None = None,
     ) -> list[ToolCall]:
-        """Tool calls oldest first (by ``seq``), optionally of one tool, after a seq."""
+        """Tool calls oldest first (by ``seq``), optionally of one tool, after a seq.
+        With ``tool``, served by an index ``(session_id, tool, seq)``."""
 
     def find_tool_call(
         self, session_id: str, *, tool: str, arguments_hash: str
     ) -> ToolCall | None:
-        """The newest call of ``tool`` whose ``arguments_hash`` matches, or None."""
+        """The newest call of ``tool`` whose ``arguments_hash`` matches, or None.
+        Served by an index ``(session_id, tool, arguments_hash, seq)``."""
+
+    def find_tool_call_by_provider_id(
+        self, session_id: str, provider_call_id: str
+    ) -> ToolCall | None:
+        """The newest call (highest ``seq``) with this ``provider_call_id``, or None.
+        Provider ids repeat within a session; served by an index
+        ``(session_id, provider_call_id, seq)``."""
 
     # -- runs ------------------------------------------------------------------------
     # A run is a row (its fields, status and ``step_count``) plus its steps. Every read

@@ -1,6 +1,7 @@
 """In-memory store: the whole contract, in one process, gone at exit.
 
 A real adapter, not a mock: it passes the same conformance suite as every other store.
+Lookups scan Python lists (no indexes): it is meant for tests and small agents.
 Models are immutable and every JSON-bearing field is deep-copied in and out, so nothing
 a caller holds aliases stored state. Transactions are serialised by one lock
 and made atomic by an undo log: a failure anywhere inside the block rolls every change
@@ -32,6 +33,7 @@ from ..models import (
     WorkingMemory,
 )
 from .base import IdempotencyRecord, StoreConflict
+from .listing import status_as_of
 
 __all__ = ["MemoryStore"]
 
@@ -158,12 +160,13 @@ class _MemoryTransaction:
         agent: str | None,
         after: tuple[datetime, str] | None,
         limit: int,
+        now: datetime,
     ) -> list[Session]:
         rows = [
             d.session
             for d in self._s._sessions.values()
             if (user_id is None or d.session.user_id == user_id)
-            and (status is None or d.session.status == status)
+            and (status is None or status_as_of(d.session, now) == status)
             and (agent is None or d.session.agent == agent)
             and (after is None or (d.session.updated_at, d.session.session_id) < after)
         ]
@@ -267,6 +270,17 @@ class _MemoryTransaction:
             return None
         for call in reversed(data.tool_calls):
             if call.tool == tool and call.arguments_hash == arguments_hash:
+                return _copy(call)
+        return None
+
+    def find_tool_call_by_provider_id(
+        self, session_id: str, provider_call_id: str
+    ) -> ToolCall | None:
+        data = self._s._sessions.get(session_id)
+        if data is None:
+            return None
+        for call in reversed(data.tool_calls):
+            if call.provider_call_id == provider_call_id:
                 return _copy(call)
         return None
 

@@ -12,6 +12,9 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:{sid}:calls          hash    call_id -> ToolCall JSON
     as:{sid}:calls:seq      zset    score = seq, member = call_id
     as:{sid}:calls:find     hash    "<tool>\\x1f<arguments_hash>" -> call_id of the newest
+    as:{sid}:calls:provider hash    provider_call_id -> call_id of the newest
+    as:{sid}:calls:tool:<tool>  zset  one tool's calls: score = seq, member = call_id
+    as:{sid}:calls:tools    set     the tools with such a zset (to delete them)
     as:{sid}:runs           hash    run_id -> Run JSON (without steps and step_count)
     as:{sid}:runs:seq       zset    score = seq, member = run_id
     as:{sid}:steps:<run_id> list    RunStep JSON in index order; its length (LLEN, O(1))
@@ -19,9 +22,8 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:{sid}:audit          zset    score = audit seq, member = AuditEvent JSON
     as:{sid}:idem           set     keys of the idempotency records of this session
     as:{sid}:lock           string  the write lock: a writer's random token, PX expiry
-    as:sessions             zset    every session; score 0, member "<updated_at us>|<sid>"
-    as:user:{uid}:sessions  zset    one user's sessions, same members (lexicographic order)
-    as:due                  zset    ACTIVE sessions with a TTL; score = expires_at in us
+    as:sessions, as:user:{uid}:..., as:status:..., as:agent:..., as:due
+                                    the session indexes (:mod:`.redis_index`)
     as:audit_seq            string  INCR counter of audit seqs, store-wide
     as:tombstones           hash    sid -> JSON list of the audit events of a deleted session
     as:idem:{uid}:<scope>:<key>  string  IdempotencyRecord JSON, with a Redis expiry
@@ -106,6 +108,19 @@ from ..models import (
     WorkingMemory,
 )
 from .base import IdempotencyRecord, StoreConflict
+from .listing import merge_newest, status_as_of
+from .redis_index import (
+    ALL_SESSIONS,
+    DUE,
+    INDEX_VERSION,
+    INDEX_VERSION_KEY,
+    cursor_member,
+    index_for,
+    index_writes,
+    us,
+    user_due,
+    user_index,
+)
 
 try:
     import redis
@@ -124,9 +139,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 M = TypeVar("M", bound=BaseModel)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_SESSIONS = "as:sessions"
-_DUE = "as:due"
 _AUDIT_SEQ = "as:audit_seq"
 _TOMBSTONES = "as:tombstones"
 _IDEM_BY_TIME = "as:idem:by_time"
@@ -136,6 +148,8 @@ _LOCK_TTL_MS = 500
 #: Longest wait for the lock (s) before StoreBusy: several expiries, so a waiter behind
 #: a dead holder gets the lock rather than giving up as it frees.
 _LOCK_WAIT_S = 2.0
+#: Sessions whose indexes one commit of the rebuild at open writes.
+_REINDEX_BATCH = 50
 #: Delete the lock only if it is still ours (it may have expired and been re-taken).
 _UNLOCK_LUA = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -185,9 +199,12 @@ while i <= #ARGV do
       local uid = string.match(rk, '^as:idem:{([^}]*)}')
       if uid then redis.call('ZREM', 'as:idem:user:{' .. uid .. '}', rk) end
     end
+    for _, t in ipairs(redis.call('SMEMBERS', p .. 'calls:tools')) do
+      redis.call('DEL', p .. 'calls:tool:' .. t)
+    end
     redis.call('DEL', p .. 'session', p .. 'msgs', p .. 'memory', p .. 'calls',
-      p .. 'calls:seq', p .. 'calls:find', p .. 'runs', p .. 'runs:seq', p .. 'audit',
-      p .. 'idem')
+      p .. 'calls:seq', p .. 'calls:find', p .. 'calls:provider', p .. 'calls:tools',
+      p .. 'runs', p .. 'runs:seq', p .. 'audit', p .. 'idem')
   else
     local k = key()
     if op == 'SET' then
@@ -238,33 +255,12 @@ def _prefix(sid: str) -> str:
     return f"as:{{{sid}}}:"
 
 
-def _user_index(user_id: str) -> str:
-    return f"as:user:{{{user_id}}}:sessions"
-
-
 def _idem_key(user_id: str, scope: str, key: str) -> str:
     return f"as:idem:{{{user_id}}}:{scope}:{key}"
 
 
 def _idem_user_index(user_id: str) -> str:
     return f"as:idem:user:{{{user_id}}}"
-
-
-def _us(at: datetime) -> int:
-    """Microseconds since the Unix epoch, exactly."""
-    delta = at - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def _index_member(session: Session) -> str:
-    # Fixed width (offset so that pre-1970 times stay positive): lexicographic order of
-    # members is the order of (updated_at, session_id).
-    return f"{_us(session.updated_at) + 62_135_596_800_000_000:020d}|{session.session_id}"
-
-
-def _cursor_member(after: tuple[datetime, str]) -> str:
-    at, sid = after
-    return f"{_us(at) + 62_135_596_800_000_000:020d}|{sid}"
 
 
 def _enc(model: BaseModel) -> str:
@@ -296,7 +292,7 @@ def _text(reply: ResponseT) -> str | None:
 
 
 def _texts(reply: ResponseT) -> list[str]:
-    """ZRANGE, ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZREVRANGEBYLEX: the members."""
+    """ZRANGE, ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZREVRANGEBYLEX: the members; HVALS."""
     assert not inspect.isawaitable(reply), _SYNC_ONLY
     texts: list[str] = reply
     return texts
@@ -324,10 +320,6 @@ def _config(reply: ResponseT) -> dict[str, str]:
 
 def _copy(model: M) -> M:
     return model.model_copy(deep=True)
-
-
-def _due(session: Session) -> bool:
-    return session.status == SessionStatus.ACTIVE and session.expires_at is not None
 
 
 def _enc_message(m: Message) -> str:
@@ -403,6 +395,65 @@ def _masked(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
+def _sessions_of(r: redis.Redis, session_ids: Sequence[str]) -> list[Session]:
+    """The sessions of these ids that exist, in that order (one MGET)."""
+    if not session_ids:
+        return []
+    raws = _maybe_texts(r.mget([_prefix(sid) + "session" for sid in session_ids]))
+    return [_dec(Session, raw) for raw in raws if raw is not None]
+
+
+def _scan_index(
+    r: redis.Redis,
+    index: str,
+    after: tuple[datetime, str] | None,
+    limit: int,
+    keep: Callable[[Session], bool],
+) -> list[Session]:
+    """Up to ``limit`` sessions of the lexicographic set ``index`` (:mod:`.redis_index`),
+    newest first, strictly after the cursor ``after``, that ``keep`` accepts. Reads the
+    set in chunks, one MGET each, so the few rows ``keep`` refuses (due sessions in an
+    ACTIVE listing, sessions changed since the set was read) cost no round trip each."""
+    high = "+" if after is None else "(" + cursor_member(after)
+    chunk = max(limit, 32)
+    out: list[Session] = []
+    while len(out) < limit:
+        members = _texts(r.zrevrangebylex(index, high, "-", start=0, num=chunk))
+        if not members:
+            break
+        out += [s for s in _sessions_of(r, [m.partition("|")[2] for m in members]) if keep(s)]
+        if len(members) < chunk:
+            break
+        high = "(" + members[-1]
+    return out[:limit]
+
+
+def _list_sessions(
+    r: redis.Redis,
+    user_id: str | None,
+    status: SessionStatus | None,
+    agent: str | None,
+    after: tuple[datetime, str] | None,
+    limit: int,
+    now: datetime,
+) -> list[Session]:
+    """``StoreTransaction.list_sessions`` on the index sets (:mod:`.redis_index`)."""
+    if limit <= 0:
+        return []
+
+    def keep(s: Session) -> bool:
+        # The set may be a step behind the session (changed since it was read).
+        wanted = status is None or status_as_of(s, now) == status
+        return wanted and (agent is None or s.agent == agent)
+
+    rows = _scan_index(r, index_for(user_id, status, agent), after, limit, keep)
+    if status is not SessionStatus.EXPIRED:
+        return rows
+    due_key = DUE if user_id is None else user_due(user_id)
+    due = [s for s in _sessions_of(r, _texts(r.zrangebyscore(due_key, "-inf", us(now)))) if keep(s)]
+    return merge_newest(rows, due, after=after, limit=limit)
+
+
 class RedisStore:
     """A store in Redis. URLs: ``redis://[:password@]host[:port][/db]``, ``rediss://...``.
 
@@ -467,6 +518,7 @@ class RedisStore:
             self._apply = client.register_script(_APPLY_LUA)
             self._unlock = client.register_script(_UNLOCK_LUA)
             self._check_durability(client, require_durable)
+            self._ensure_indexes(client)
         except BaseException as exc:
             self.close()
             if isinstance(exc, redis.RedisError):
@@ -496,6 +548,27 @@ class RedisStore:
         if require:
             raise StoreError(message, appendonly=appendonly, appendfsync=appendfsync)
         logger.warning("%s", message)
+
+    def _ensure_indexes(self, client: redis.Redis) -> None:
+        """Build the indexes a store written by an older version lacks (status, agent,
+        per-user due, per-tool call sets), :data:`_REINDEX_BATCH` sessions per commit;
+        one GET once they are complete. Upgrade every process together: an older one
+        does not maintain them."""
+        if _text(client.get(INDEX_VERSION_KEY)) == INDEX_VERSION:
+            return
+        start = 0
+        while members := _texts(client.zrange(ALL_SESSIONS, start, start + _REINDEX_BATCH - 1)):
+            sids = [m.partition("|")[2] for m in members]
+            for attempt in range(1, 9):
+                try:
+                    with self.transaction(write=True) as tx:
+                        _reindex(tx, sids)
+                    break
+                except StoreConflict:
+                    if attempt == 8:
+                        raise
+            start += len(members)
+        client.set(INDEX_VERSION_KEY, INDEX_VERSION)
 
     @property
     def client(self) -> redis.Redis:
@@ -747,18 +820,8 @@ class _RedisTransaction:
         sid = new.session_id
         self._sessions[sid] = _copy(new)
         self._do("SET", _prefix(sid) + "session", _enc(new))
-        member = _index_member(new)
-        if old is not None and (_index_member(old) != member or old.user_id != new.user_id):
-            self._do("ZREM", _SESSIONS, _index_member(old))
-            self._do("ZREM", _user_index(old.user_id), _index_member(old))
-        if old is None or _index_member(old) != member or old.user_id != new.user_id:
-            self._do("ZADD", _SESSIONS, 0, member)
-            self._do("ZADD", _user_index(new.user_id), 0, member)
-        if _due(new):
-            assert new.expires_at is not None
-            self._do("ZADD", _DUE, _us(new.expires_at), sid)
-        elif old is not None and _due(old):
-            self._do("ZREM", _DUE, sid)
+        for op, key, *args in index_writes(old, new):
+            self._do(op, key, *args)
 
     @_translated
     def delete_session(self, session_id: str) -> None:
@@ -767,9 +830,8 @@ class _RedisTransaction:
         if old is None:
             return
         self._writes += ["PURGE", _prefix(session_id)]
-        self._do("ZREM", _SESSIONS, _index_member(old))
-        self._do("ZREM", _user_index(old.user_id), _index_member(old))
-        self._do("ZREM", _DUE, session_id)
+        for op, key, *args in index_writes(old, None):
+            self._do(op, key, *args)
         self._sessions[session_id] = None
         self._fresh.add(session_id)
         for pending in (self._memory, self._messages, self._calls, self._runs, self._audit):
@@ -789,39 +851,19 @@ class _RedisTransaction:
         agent: str | None,
         after: tuple[datetime, str] | None,
         limit: int,
+        now: datetime,
     ) -> list[Session]:
-        if limit <= 0:
-            return []
-        index = _SESSIONS if user_id is None else _user_index(user_id)
-        high = "+" if after is None else "(" + _cursor_member(after)
-        filtered = status is not None or agent is not None
-        chunk = max(limit, 100) if filtered else limit
-        out: list[Session] = []
-        while len(out) < limit:
-            members = _texts(self._r.zrevrangebylex(index, high, "-", start=0, num=chunk))
-            if not members:
-                break
-            sids = [m.partition("|")[2] for m in members]
-            for raw in _maybe_texts(self._r.mget([_prefix(sid) + "session" for sid in sids])):
-                if raw is None:
-                    continue  # deleted since the index was read
-                s = _dec(Session, raw)
-                if (status is None or s.status == status) and (agent is None or s.agent == agent):
-                    out.append(s)
-            if len(members) < chunk:
-                break
-            high = "(" + members[-1]
-        return out[:limit]
+        return _list_sessions(self._r, user_id, status, agent, after, limit, now)
 
     @_translated
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
         if limit <= 0:
             return []
-        return _texts(self._r.zrangebyscore(_DUE, "-inf", _us(now), start=0, num=limit))
+        return _texts(self._r.zrangebyscore(DUE, "-inf", us(now), start=0, num=limit))
 
     @_translated
     def list_user_session_ids(self, user_id: str) -> list[str]:
-        return [m.partition("|")[2] for m in _texts(self._r.zrange(_user_index(user_id), 0, -1))]
+        return [m.partition("|")[2] for m in _texts(self._r.zrange(user_index(user_id), 0, -1))]
 
     # -- messages --------------------------------------------------------------------
     @_translated
@@ -904,6 +946,10 @@ class _RedisTransaction:
         self._do("HSET", p + "calls", call.call_id, _enc(call))
         self._do("ZADD", p + "calls:seq", call.seq, call.call_id)
         self._do("HSET", p + "calls:find", f"{call.tool}\x1f{call.arguments_hash}", call.call_id)
+        self._do("ZADD", f"{p}calls:tool:{call.tool}", call.seq, call.call_id)
+        self._do("SADD", p + "calls:tools", call.tool)
+        if call.provider_call_id is not None:
+            self._do("HSET", p + "calls:provider", call.provider_call_id, call.call_id)
         self._calls.setdefault(sid, []).append(_copy(call))
 
     @_translated
@@ -930,10 +976,10 @@ class _RedisTransaction:
         rows: list[ToolCall] = []
         if self._stored(session_id):
             p = _prefix(session_id)
+            index = p + ("calls:seq" if tool is None else f"calls:tool:{tool}")
             low = "-inf" if after_seq is None else f"({after_seq}"
-            num = limit if tool is None else None  # a page only if no filter follows
-            start = None if num is None else 0
-            ids = _texts(self._r.zrangebyscore(p + "calls:seq", low, "+inf", start=start, num=num))
+            start = None if limit is None else 0
+            ids = _texts(self._r.zrangebyscore(index, low, "+inf", start=start, num=limit))
             if ids:
                 raws = _maybe_texts(self._r.hmget(p + "calls", ids))
                 rows = [_dec(ToolCall, raw) for raw in raws if raw]
@@ -947,13 +993,36 @@ class _RedisTransaction:
 
     @_translated
     def find_tool_call(self, session_id: str, *, tool: str, arguments_hash: str) -> ToolCall | None:
+        return self._newest_call(
+            session_id,
+            "calls:find",
+            f"{tool}\x1f{arguments_hash}",
+            lambda c: c.tool == tool and c.arguments_hash == arguments_hash,
+        )
+
+    @_translated
+    def find_tool_call_by_provider_id(
+        self, session_id: str, provider_call_id: str
+    ) -> ToolCall | None:
+        return self._newest_call(
+            session_id,
+            "calls:provider",
+            provider_call_id,
+            lambda c: c.provider_call_id == provider_call_id,
+        )
+
+    def _newest_call(
+        self, session_id: str, index: str, field: str, match: Callable[[ToolCall], bool]
+    ) -> ToolCall | None:
+        """The newest call this transaction added that ``match`` accepts, else the one
+        the session's hash ``index`` names under ``field`` (it maps to the newest)."""
         for call in reversed(self._calls.get(session_id, [])):
-            if call.tool == tool and call.arguments_hash == arguments_hash:
+            if match(call):
                 return _copy(call)
         if not self._stored(session_id):
             return None
         p = _prefix(session_id)
-        call_id = _text(self._r.hget(p + "calls:find", f"{tool}\x1f{arguments_hash}"))
+        call_id = _text(self._r.hget(p + index, field))
         if call_id is None:
             return None
         raw = _text(self._r.hget(p + "calls", call_id))
@@ -1144,7 +1213,7 @@ class _RedisTransaction:
         if self.get_idempotency(record.user_id, record.scope, record.key) is not None:
             raise StoreConflict(f"idempotency key {record.key!r} exists")
         k = _idem_key(record.user_id, record.scope, record.key)
-        at = _us(record.created_at)
+        at = us(record.created_at)
         if record.expires_at is None:
             self._do("SET", k, _enc_record(record))
         else:
@@ -1177,7 +1246,7 @@ class _RedisTransaction:
         index = _IDEM_BY_TIME if user_id is None else _idem_user_index(user_id)
         keys = [
             k
-            for k in _texts(self._r.zrangebyscore(index, "-inf", f"({_us(created_before)}"))
+            for k in _texts(self._r.zrangebyscore(index, "-inf", f"({us(created_before)}"))
             if k not in self._idem
         ]
         count = 0
@@ -1199,3 +1268,23 @@ class _RedisTransaction:
                 self._drop_idempotency(k, record)
                 count += 1
         return count
+
+
+@_translated
+def _reindex(tx: _RedisTransaction, session_ids: Sequence[str]) -> None:
+    """Write the index entries of these sessions and of their tool calls, as
+    ``update_session`` and ``insert_tool_call`` do, for data written before the entries
+    existed. Each session is read as a guard: a concurrent change makes the commit a
+    StoreConflict."""
+    tx._writing()
+    for sid in session_ids:
+        p = _prefix(sid)
+        raw = tx._read(p + "session")
+        if raw is None:
+            continue
+        for op, key, *args in index_writes(None, _dec(Session, raw)):
+            tx._do(op, key, *args)
+        for text in _texts(tx._r.hvals(p + "calls")):
+            call = _dec(ToolCall, text)
+            tx._do("ZADD", f"{p}calls:tool:{call.tool}", call.seq, call.call_id)
+            tx._do("SADD", p + "calls:tools", call.tool)

@@ -93,9 +93,16 @@ sessions = sa.Table(
     sa.Column("message_count", sa.Integer, nullable=False),
     sa.Column("run_count", sa.Integer, nullable=False),
     sa.Column("tool_call_count", sa.Integer, nullable=False),
+    # Listings, newest first: one index per filter, so none scans or sorts.
     sa.Index(None, "user_id", "updated_at", "session_id"),
+    sa.Index(None, "user_id", "status", "updated_at", "session_id"),
+    sa.Index(None, "user_id", "agent", "updated_at", "session_id"),
     sa.Index(None, "updated_at", "session_id"),
+    sa.Index(None, "status", "updated_at", "session_id"),
+    sa.Index(None, "agent", "updated_at", "session_id"),
+    # Due sessions (ACTIVE past expires_at): the sweep, and listings by status.
     sa.Index(None, "status", "expires_at"),
+    sa.Index(None, "user_id", "status", "expires_at"),
     **TABLE_OPTIONS,
 )
 
@@ -130,6 +137,7 @@ tool_calls = sa.Table(
     sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
     sa.Column("call_id", sa.String(LABEL), primary_key=True),
     sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("provider_call_id", sa.String(LABEL), nullable=True),
     sa.Column("run_id", sa.String(ID), nullable=True),
     sa.Column("tool", sa.String(LABEL), nullable=False),
     sa.Column("arguments", JSONText, nullable=False),
@@ -142,7 +150,10 @@ tool_calls = sa.Table(
     sa.Column("duration_ms", sa.Double, nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Index(None, "session_id", "seq", unique=True),
-    sa.Index(None, "session_id", "tool", "arguments_hash"),
+    # Newest first by seq within each lookup: find_tool_call, tool history, provider id.
+    sa.Index(None, "session_id", "tool", "arguments_hash", "seq"),
+    sa.Index(None, "session_id", "tool", "seq"),
+    sa.Index(None, "session_id", "provider_call_id", "seq"),
     **TABLE_OPTIONS,
 )
 

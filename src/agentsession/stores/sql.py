@@ -43,6 +43,7 @@ from ..models import (
     WorkingMemory,
 )
 from .base import IdempotencyRecord, StoreConflict
+from .listing import merge_newest
 from .migrate import ensure_schema
 from .schema import (
     audit_events,
@@ -292,7 +293,8 @@ class _Statements:
         )
         self._compile = compiled
         self._messages: dict[tuple[bool, bool, str], CompiledStatement] = {}
-        self._listings: dict[tuple[bool, bool, bool, bool], CompiledStatement] = {}
+        self._listings: dict[tuple[bool, bool, bool, bool, bool], CompiledStatement] = {}
+        self._due: dict[tuple[bool, bool], CompiledStatement] = {}
 
     def get_messages(self, *, after: bool, before: bool, mode: str) -> CompiledStatement:
         """The message query for one combination of bounds; ``mode`` is all/first/last."""
@@ -304,18 +306,38 @@ class _Statements:
         return stmt
 
     def list_sessions(
-        self, *, user: bool, status: bool, agent: bool, after: bool
+        self, *, user: bool, status: bool, agent: bool, after: bool, live: bool
     ) -> CompiledStatement:
-        """The session listing for one combination of filters (newest first)."""
-        key = (user, status, agent, after)
+        """The session listing for one combination of filters (newest first); ``live``
+        leaves out sessions past ``expires_at`` (bound as ``now``)."""
+        key = (user, status, agent, after, live)
         stmt = self._listings.get(key)
         if stmt is None:
             stmt = self._compile(self._sessions_select(*key))
             self._listings[key] = stmt
         return stmt
 
+    def due_sessions(self, *, user: bool, agent: bool) -> CompiledStatement:
+        """The sessions stored ACTIVE with ``expires_at <= now``, unordered; served by
+        the ``(user_id, status, expires_at)`` or ``(status, expires_at)`` index."""
+        key = (user, agent)
+        stmt = self._due.get(key)
+        if stmt is None:
+            query = sa.select(sessions).where(
+                sessions.c.status == SessionStatus.ACTIVE.value,
+                sessions.c.expires_at <= sa.bindparam("now", type_=sessions.c.expires_at.type),
+            )
+            if user:
+                query = query.where(sessions.c.user_id == sa.bindparam("user_id"))
+            if agent:
+                query = query.where(sessions.c.agent == sa.bindparam("agent"))
+            stmt = self._due[key] = self._compile(query)
+        return stmt
+
     @staticmethod
-    def _sessions_select(user: bool, status: bool, agent: bool, after: bool) -> sa.Select[Any]:
+    def _sessions_select(
+        user: bool, status: bool, agent: bool, after: bool, live: bool
+    ) -> sa.Select[Any]:
         stmt = sa.select(sessions)
         if user:
             stmt = stmt.where(sessions.c.user_id == sa.bindparam("user_id"))
@@ -323,6 +345,9 @@ class _Statements:
             stmt = stmt.where(sessions.c.status == sa.bindparam("status"))
         if agent:
             stmt = stmt.where(sessions.c.agent == sa.bindparam("agent"))
+        if live:
+            now = sa.bindparam("now", type_=sessions.c.expires_at.type)
+            stmt = stmt.where(sa.or_(sessions.c.expires_at.is_(None), sessions.c.expires_at > now))
         if after:
             at, sid = sa.bindparam("after_at", type_=sessions.c.updated_at.type), sa.bindparam(
                 "after_id", type_=sessions.c.session_id.type
@@ -439,15 +464,10 @@ class _SQLTransaction:
         agent: str | None,
         after: tuple[datetime, str] | None,
         limit: int,
+        now: datetime,
     ) -> list[Session]:
         if limit <= 0:
             return []
-        stmt = self._sql.list_sessions(
-            user=user_id is not None,
-            status=status is not None,
-            agent=agent is not None,
-            after=after is not None,
-        )
         params = {
             "user_id": user_id,
             "status": None if status is None else status.value,
@@ -455,7 +475,22 @@ class _SQLTransaction:
             "after_at": None if after is None else after[0],
             "after_id": None if after is None else after[1],
             "limit": limit,
+            "now": now,
         }
+        stmt = self._sql.list_sessions(
+            user=user_id is not None,
+            status=status is not None,
+            agent=agent is not None,
+            after=after is not None,
+            live=status is SessionStatus.ACTIVE,
+        )
+        rows = self._sessions(stmt, params)
+        if status is not SessionStatus.EXPIRED:
+            return rows
+        due = self._sql.due_sessions(user=user_id is not None, agent=agent is not None)
+        return merge_newest(rows, self._sessions(due, params), after=after, limit=limit)
+
+    def _sessions(self, stmt: CompiledStatement, params: dict[str, Any]) -> list[Session]:
         rows = stmt.rows(self._execute(stmt, params))
         return [Session.model_validate(stmt.record(row)) for row in rows]
 
@@ -605,6 +640,22 @@ class _SQLTransaction:
                 tool_calls.c.session_id == session_id,
                 tool_calls.c.tool == tool,
                 tool_calls.c.arguments_hash == arguments_hash,
+            )
+            .order_by(tool_calls.c.seq.desc())
+            .limit(1)
+        )
+        row = self._conn.execute(stmt).first()
+        return None if row is None else ToolCall.model_validate(row._asdict())
+
+    @_translated
+    def find_tool_call_by_provider_id(
+        self, session_id: str, provider_call_id: str
+    ) -> ToolCall | None:
+        stmt = (
+            sa.select(tool_calls)
+            .where(
+                tool_calls.c.session_id == session_id,
+                tool_calls.c.provider_call_id == provider_call_id,
             )
             .order_by(tool_calls.c.seq.desc())
             .limit(1)

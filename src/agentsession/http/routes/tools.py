@@ -33,6 +33,7 @@ async def record_tool_call(ctx: WriteCtx, body: RecordToolCall) -> Response:
             ended_at=body.ended_at,
             run_id=body.run_id,
             call_id=body.call_id,
+            provider_call_id=body.provider_call_id,
             expected_version=await ctx.expected_version(),
             idempotency_key=ctx.idempotency_key,
         )
@@ -55,12 +56,20 @@ async def get_tool_history(
 @router.get("/find", response_model=dict[str, ToolCall | None])
 async def find_tool_call(
     ctx: ReadCtx,
-    tool: str,
-    arguments: Annotated[str, Query(description="The arguments as a JSON object.")] = "{}",
+    tool: str | None = None,
+    arguments: Annotated[
+        str | None, Query(description="The arguments as a JSON object (default {}).")
+    ] = None,
+    provider_call_id: Annotated[
+        str | None, Query(description="The model provider's call id, instead of tool.")
+    ] = None,
 ) -> Response:
-    """The newest call of ``tool`` with equal arguments: ``{"item": call-or-null}``."""
-    args = _json_object(arguments)
-    call = await ctx.manager.find_tool_call(**ctx.who, tool=tool, arguments=args)
+    """The newest call of ``tool`` with equal arguments, or the newest with
+    ``provider_call_id``: ``{"item": call-or-null}``."""
+    args = None if arguments is None else _json_object(arguments)
+    call = await ctx.manager.find_tool_call(
+        **ctx.who, tool=tool, arguments=args, provider_call_id=provider_call_id
+    )
     return reply({"item": call})
 
 

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005_field_widths"
-down_revision = "0003_run_step_count"
+down_revision = "0004_tool_call_identity"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,229 @@
+"""The SQL store's lookups and listings are served by their indexes, on every SQL database.
+
+Each store call below runs with a statement listener that records the SQL and parameters
+the driver receives; each statement is then explained by the database itself (SQLite
+``EXPLAIN QUERY PLAN``, PostgreSQL ``EXPLAIN``, MariaDB ``EXPLAIN``) and must name the
+intended index, with no scan of the table and no sort of its rows. The tables hold a few
+hundred rows per user, analysed. On tables this small PostgreSQL may rightly prefer a
+sequential or bitmap scan and a sort of a dozen rows, so it runs with ``enable_seqscan``,
+``enable_bitmapscan`` and ``enable_sort`` off: it then shows the plan it takes at scale,
+and a statement no index serves in order still sorts (and fails here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+import servers
+from agentsession.jsonvalues import canonical_hash
+from agentsession.models import Session, SessionStatus, ToolCall
+from agentsession.stores.sql import SQLStore
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+NOW = T0 + timedelta(days=1)
+USERS = [f"user{u}" for u in range(5)]
+AGENTS = [f"agent{a}" for a in range(8)]
+TOOLS = [f"tool{t}" for t in range(5)]
+SID = "ses_" + "a" * 26  # the session holding the tool calls
+CURSOR = (T0 + timedelta(minutes=100), "ses_" + "m" * 26)  # most rows are after it
+
+Call = Callable[[Any], object]
+
+#: (what, store call, the index each of its statements must use), in statement order.
+QUERIES: list[tuple[str, Call, list[str]]] = [
+    (
+        "find_tool_call",
+        lambda tx: tx.find_tool_call(SID, tool="tool1", arguments_hash=canonical_hash({"i": 1})),
+        ["ix_tool_calls_session_id_tool_arguments_hash_seq"],
+    ),
+    (
+        "tool history of one tool",
+        lambda tx: tx.list_tool_calls(SID, tool="tool2", after_seq=10, limit=50),
+        ["ix_tool_calls_session_id_tool_seq"],
+    ),
+    (
+        "provider call id",
+        lambda tx: tx.find_tool_call_by_provider_id(SID, "p3"),
+        ["ix_tool_calls_session_id_provider_call_id_seq"],
+    ),
+]
+for user, prefix in (("user1", "ix_sessions_user_id_"), (None, "ix_sessions_")):
+    for after in (None, CURSOR):
+        common: dict[str, Any] = {"user_id": user, "after": after, "limit": 11, "now": NOW}
+        QUERIES += [
+            (
+                f"sessions {user=} status ACTIVE {after=}",
+                lambda tx, kw=common: tx.list_sessions(
+                    status=SessionStatus.ACTIVE, agent=None, **kw
+                ),
+                [f"{prefix}status_updated_at_session_id"],
+            ),
+            (
+                f"sessions {user=} status EXPIRED {after=}",
+                lambda tx, kw=common: tx.list_sessions(
+                    status=SessionStatus.EXPIRED, agent=None, **kw
+                ),
+                [f"{prefix}status_updated_at_session_id", f"{prefix}status_expires_at"],
+            ),
+            (
+                f"sessions {user=} agent {after=}",
+                lambda tx, kw=common: tx.list_sessions(status=None, agent="agent2", **kw),
+                [f"{prefix}agent_updated_at_session_id"],
+            ),
+        ]
+
+
+def _session(n: int) -> Session:
+    at = T0 + timedelta(seconds=37 * n % 7200)
+    # Of 10: ACTIVE without a TTL, ACTIVE with one (every other one due), 4 CLOSED,
+    # 4 EXPIRED: each status is a minority of a user's sessions, as each agent is.
+    kind = n % 10
+    ttl = 3600.0 if kind == 1 else None
+    expires = at + timedelta(hours=1 if n % 20 == 1 else 48) if kind == 1 else None
+    status = SessionStatus.ACTIVE if kind < 2 else SessionStatus.CLOSED if kind < 6 else (
+        SessionStatus.EXPIRED)
+    return Session(
+        session_id=SID if n == 0 else f"ses_{n:026d}",
+        user_id=USERS[n % len(USERS)],
+        agent=AGENTS[n // 5 % len(AGENTS)],
+        status=status,
+        created_at=at,
+        updated_at=at,
+        last_active_at=at,
+        ttl_seconds=ttl,
+        expires_at=expires,
+    )
+
+
+def _call(seq: int) -> ToolCall:
+    arguments = {"i": seq % 7}
+    return ToolCall(
+        call_id=f"call_{seq}",
+        session_id=SID,
+        seq=seq,
+        provider_call_id=f"p{seq % 10}",
+        tool=TOOLS[seq % len(TOOLS)],
+        arguments=arguments,
+        arguments_hash=canonical_hash(arguments),
+        started_at=T0,
+        ended_at=T0,
+        duration_ms=0.0,
+        created_at=T0,
+    )
+
+
+def _fill(store: SQLStore) -> None:
+    with store.transaction(write=True) as tx:
+        for n in range(1500):
+            tx.insert_session(_session(n))
+        for seq in range(1, 401):
+            tx.insert_tool_call(_call(seq))
+    dialect = store.engine.dialect.name
+    with store.engine.begin() as conn:
+        if dialect == "sqlite":
+            conn.exec_driver_sql("ANALYZE")
+        elif dialect == "postgresql":
+            conn.exec_driver_sql("ANALYZE sessions")
+            conn.exec_driver_sql("ANALYZE tool_calls")
+        else:
+            conn.exec_driver_sql("ANALYZE TABLE sessions, tool_calls")
+
+
+@contextmanager
+def _statements(store: SQLStore) -> Iterator[list[tuple[str, Any]]]:
+    """Record (SQL, parameters) of every statement, as the driver receives them."""
+    seen: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        seen.append((statement, params))
+
+    sa.event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", record)
+
+
+def _sqlite_plan(conn: sa.Connection, sql: str, params: Any) -> list[str]:
+    return [str(row[-1]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params)]
+
+
+def _check_sqlite(plan: list[str], index: str) -> None:
+    text = "\n".join(plan)
+    assert f"INDEX {index} " in text, text
+    assert not any(line.startswith("SCAN") for line in plan), text
+    assert "TEMP B-TREE" not in text, text
+
+
+def _postgres_plan(conn: sa.Connection, sql: str, params: Any) -> list[str]:
+    for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+        conn.exec_driver_sql(f"SET {setting} = off")
+    return [str(row[0]) for row in conn.exec_driver_sql(f"EXPLAIN {sql}", params)]
+
+
+def _check_postgres(plan: list[str], index: str) -> None:
+    text = "\n".join(plan)
+    assert f" {index} " in text + " ", text
+    assert "Seq Scan" not in text and "Sort" not in text, text
+
+
+def _mysql_plan(conn: sa.Connection, sql: str, params: Any) -> list[str]:
+    rows = conn.exec_driver_sql(f"EXPLAIN {sql}", params).mappings().all()
+    return [f"{r['table']} type={r['type']} key={r['key']} extra={r['Extra']}" for r in rows]
+
+
+def _check_mysql(plan: list[str], index: str) -> None:
+    [line] = plan
+    assert f" key={index} " in line, line
+    assert " type=ALL " not in line and "filesort" not in line, line
+
+
+PLANS = {
+    "sqlite": (_sqlite_plan, _check_sqlite),
+    "postgresql": (_postgres_plan, _check_postgres),
+    "mysql": (_mysql_plan, _check_mysql),
+    "mariadb": (_mysql_plan, _check_mysql),
+}
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mysql"])
+def filled_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLStore]:
+    """A store of each SQL family with 1,500 sessions and 400 tool calls, analysed."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'plans.db'}"
+    elif not servers.server_stores_enabled():
+        pytest.skip(f"server stores left out ({servers.SERVER_STORES_ENV}=0)")
+    else:
+        url = str(request.getfixturevalue(f"{request.param}_store_url"))
+    store = SQLStore(url, auto_migrate=True)
+    try:
+        _fill(store)
+        yield store
+    finally:
+        store.close()
+
+
+def test_lookups_and_listings_use_their_indexes(filled_store: SQLStore) -> None:
+    """find_tool_call, one tool's history, the provider id lookup and the session
+    listings by (user,) status / agent, with and without a cursor: each statement uses
+    its index, scans no table and sorts nothing (SQLite, PostgreSQL, MariaDB)."""
+    explain, check = PLANS[filled_store.engine.dialect.name]
+    for what, call, indexes in QUERIES:
+        with _statements(filled_store) as seen, filled_store.transaction(write=False) as tx:
+            call(tx)
+        selects = [(sql, params) for sql, params in seen if sql.lstrip().startswith("SELECT")]
+        assert len(selects) == len(indexes), (what, selects)
+        with filled_store.engine.connect() as conn:
+            for (sql, params), index in zip(selects, indexes, strict=True):
+                plan = explain(conn, sql, params)
+                try:
+                    check(plan, index)
+                except AssertionError as exc:
+                    raise AssertionError(f"{what}: {sql}\n{exc}") from None
