@@ -45,7 +45,7 @@ def _engine(sm: SessionAPI, project: Path, install: str = INSTALL) -> AgentEngin
 
 
 def _start_calls(sm: SessionAPI, sid: str) -> list:
-    history = sm.get_tool_history(session_id=sid, user_id=USER, tool="run_command")
+    history = sm.get_tool_history(session_id=sid, user_id=USER, tool="run_command").items
     return [c for c in history if c.arguments == {"command": START}]
 
 
@@ -62,7 +62,7 @@ def test_diagnosis_turn_records_memory_and_stops(project: Path) -> None:
     assert memory.next_action == "check and fix requirements.txt"
     assert memory.facts == {"missing_module": MODULE}
     assert (project / "requirements.txt").read_text() == "flask\n"
-    [run] = sm.list_runs(session_id=sid, user_id=USER)
+    [run] = sm.list_runs(session_id=sid, user_id=USER).items
     assert run.status is RunStatus.SUCCEEDED and run.input == "diagnose the start-up failure"
     [call] = _start_calls(sm, sid)
     assert call.status.value == "error" and call.result["exit_code"] == 1
@@ -82,7 +82,7 @@ def test_continue_in_new_process_reuses_diagnosis_then_fixes_and_verifies(
         restored = sm.restore_session(session_id=sid, user_id=USER)
         assert restored.working_memory.facts == {"missing_module": MODULE}
         reply = _engine(sm, project).handle(sid, "continue")
-        runs = sm.list_runs(session_id=sid, user_id=USER)
+        runs = sm.list_runs(session_id=sid, user_id=USER).items
         starts = _start_calls(sm, sid)
         memory = sm.get_working_memory(session_id=sid, user_id=USER)
     assert reply.ok and reply.reused_call_ids == [diagnosis.call_id]
@@ -135,7 +135,7 @@ def test_engine_over_session_client(project: Path) -> None:
         reply = _engine(client, project).handle(sid, "continue")
     diagnosis = _start_calls(store, sid)[0]
     assert first.ok and reply.ok and reply.reused_call_ids == [diagnosis.call_id]
-    runs = store.list_runs(session_id=sid, user_id=USER)
+    runs = store.list_runs(session_id=sid, user_id=USER).items
     assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
     assert (project / "requirements.txt").read_text() == f"flask\n{MODULE}\n"
 
@@ -147,12 +147,12 @@ def test_history_is_chat_completions_shaped(project: Path) -> None:
     engine = _engine(sm, project)
     engine.handle(sid, "fix it")
     engine.handle(sid, "continue")
-    messages = sm.get_messages(session_id=sid, user_id=USER)
+    messages = sm.get_messages(session_id=sid, user_id=USER).items
     asked = [c["id"] for m in messages for c in (m.tool_calls or [])]
     answered = [m.tool_call_id for m in messages if m.role.value == "tool"]
     assert asked == answered and len(asked) >= 7
     assert messages[-1].role.value == "assistant" and messages[-1].tool_calls is None
-    recorded = {c.call_id for c in sm.get_tool_history(session_id=sid, user_id=USER)}
+    recorded = {c.call_id for c in sm.get_tool_history(session_id=sid, user_id=USER).items}
     assert recorded <= set(asked)
 
 
@@ -164,7 +164,7 @@ def test_failed_verification_fails_the_run(project: Path) -> None:
     engine = _engine(sm, project, install=useless)
     engine.handle(sid, "fix it")
     reply = engine.handle(sid, "continue")
-    runs = sm.list_runs(session_id=sid, user_id=USER)
+    runs = sm.list_runs(session_id=sid, user_id=USER).items
     assert not reply.ok
     assert runs[-1].status is RunStatus.FAILED
     assert MODULE in (runs[-1].error or "")
@@ -188,7 +188,7 @@ def test_model_error_marks_open_run_failed(project: Path) -> None:
     engine = AgentEngine(sm, _Exploding(), ProjectTools(project), user_id=USER)
     with pytest.raises(ModelError):
         engine.handle(sid, "hello")
-    [run] = sm.list_runs(session_id=sid, user_id=USER)
+    [run] = sm.list_runs(session_id=sid, user_id=USER).items
     assert run.status is RunStatus.FAILED and "upstream model is down" in (run.error or "")
 
 
@@ -209,7 +209,7 @@ def test_step_limit_fails_the_run(project: Path) -> None:
         sid, "loop"
     )
     assert not reply.ok and "3 model steps" in reply.text
-    assert len(sm.get_tool_history(session_id=sid, user_id=USER)) == 3
+    assert len(sm.get_tool_history(session_id=sid, user_id=USER).items) == 3
 
 
 def test_install_command_uses_the_start_commands_interpreter() -> None:

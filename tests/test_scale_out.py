@@ -230,7 +230,7 @@ def _append(
 
 
 def _all_messages(c: SessionClient, sid: str) -> list[Any]:
-    return list(c.get_messages(session_id=sid))
+    return list(c.get_messages(session_id=sid).items)
 
 
 # -- read-modify-write increments ------------------------------------------------------

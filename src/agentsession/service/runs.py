@@ -11,15 +11,15 @@ from pydantic import TypeAdapter
 from ..errors import RunAlreadyRunning, RunNotFound, RunNotRunning, ValidationError
 from ..ids import check_id, check_name, new_id
 from ..jsonvalues import check_json
-from ..models import Run, RunStatus, RunStep, Session
+from ..models import Page, Run, RunStatus, RunStep, Session
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
+from .paging import Listing, read_gapless
 from .pipeline import Change, WriteRequest
 from .validation import (
     check_cursor_seq,
     check_enum,
-    check_limit,
     check_metadata,
     check_text,
     check_time,
@@ -261,24 +261,41 @@ class RunUseCases(ServiceCore):
         status: RunStatus | str | None = None,
         after: int | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
         admin: bool = False,
-    ) -> list[Run]:
-        """Runs oldest first, with steps; optionally of one status, after a run seq, at
-        most ``limit`` (0..``limits.max_page_size``). ``user_id`` names the caller.
+    ) -> Page[Run]:
+        """A page of runs, oldest first; optionally of one status. ``user_id`` names the
+        caller (the principal).
+
+        Args:
+            status: only runs in this status.
+            after: start after this run seq (exclusive); None = from the first run.
+            limit: page size, 0..``limits.max_page_size``; None =
+                ``limits.default_page_size``.
+            cursor: ``next_cursor`` of a page of this listing (same session and
+                ``status``), or ``runs_next_cursor`` of a restore (pages back to older
+                runs; without ``status``).
+
+        Returns:
+            A page; ``next_cursor`` is None when no more runs lie beyond it.
 
         Raises:
-            SessionNotFound, ValidationError.
+            SessionNotFound, ValidationError (also: a cursor with ``after``, or a cursor
+            not of this listing).
         """
         wanted = check_enum(RunStatus, status, "status")
-        after_seq = check_cursor_seq(after, "after")
-        size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
-        return self._reads.read(
-            session_id,
-            Principal(user_id, admin),
-            lambda tx, s: tx.list_runs(
-                s.session_id, status=wanted, after_seq=after_seq, limit=size
-            ),
-        )
+        size = self._page_size(limit)
+        scope = None if wanted is None else wanted.value
+        listing = Listing("runs", session_id, scope, older_ok=wanted is None)
+        start = listing.start(cursor, after=check_cursor_seq(after, "after"), newest_first=False)
+
+        def read(tx: StoreTransaction, s: Session) -> Page[Run]:
+            def fetch(after_seq: int | None, n: int) -> list[Run]:
+                return tx.list_runs(s.session_id, status=wanted, after_seq=after_seq, limit=n)
+
+            return read_gapless(fetch, start, size, s.run_count, listing)
+
+        return self._reads.read(session_id, Principal(user_id, admin), read)
 
 
 def _running_run(tx: StoreTransaction, s: Session, run_id: str) -> Run:

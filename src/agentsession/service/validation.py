@@ -25,7 +25,9 @@ _KEY_MAX = 255
 #: within every store's integer range.
 MAX_COUNT = 2**53 - 1
 _TOOL_NAME_MAX = 128
-_MESSAGE_SYSTEM_FIELDS = frozenset({"message_id", "session_id", "seq", "created_at"})
+_MESSAGE_SYSTEM_FIELDS = frozenset(
+    {"message_id", "session_id", "seq", "created_at", "session_version"}
+)
 
 def check_key(key: str | None) -> str | None:
     """An idempotency key: 1-255 printable ASCII characters, or None."""

@@ -565,7 +565,7 @@ class _SQLTransaction:
     @_translated
     def insert_tool_call(self, call: ToolCall) -> None:
         self._writing()
-        row = call.model_dump()
+        row = call.model_dump(exclude={"session_version"})  # a write answer's, not stored
         row["status"] = call.status.value
         self._conn.execute(sa.insert(tool_calls), row)
 
@@ -632,7 +632,7 @@ class _SQLTransaction:
     @_translated
     def insert_run_step(self, session_id: str, step: RunStep) -> None:
         self._writing()
-        row = step.model_dump()
+        row = step.model_dump(exclude={"session_version"})
         row["step_index"] = row.pop("index")
         row["session_id"] = session_id
         self._conn.execute(sa.insert(run_steps), row)
@@ -759,6 +759,6 @@ def _session_row(session: Session) -> dict[str, Any]:
 
 
 def _run_row(run: Run) -> dict[str, Any]:
-    row = run.model_dump(exclude={"steps"})
+    row = run.model_dump(exclude={"steps", "session_version"})
     row["status"] = run.status.value
     return row

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from ...models import Run, RunStatus, RunStep
-from ..deps import ReadCtx, WriteCtx, items, reply, write
+from ...models import Page, Run, RunStatus, RunStep
+from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
-from ..schemas import PAGE_MAX, FinishRun, Items, StartRun, StepIn
+from ..schemas import CursorQuery, FinishRun, LimitQuery, StartRun, StepIn
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/runs", tags=["runs"], responses=ERRORS)
 
@@ -18,7 +18,8 @@ RunId = Annotated[str, Path(description="A run id, `run_` + 26 base32 chars.")]
 
 @router.post("", status_code=201, response_model=Run, responses=WRITE_ERRORS)
 async def start_run(ctx: WriteCtx, body: StartRun) -> Response:
-    """Start a run (RUNNING); at most one RUNNING run per session (else 409)."""
+    """Start a run (RUNNING); at most one RUNNING run per session (else 409). The ETag
+    is the session's new version, as on every write below."""
     run, replayed = await write(
         ctx.manager.start_run(
             **ctx.who,
@@ -28,19 +29,23 @@ async def start_run(ctx: WriteCtx, body: StartRun) -> Response:
             idempotency_key=ctx.idempotency_key,
         )
     )
-    return reply(run, status=201, replayed=replayed)
+    etag = version_etag(ctx.session_id, run.session_version)
+    return reply(run, status=201, etag=etag, replayed=replayed)
 
 
-@router.get("", response_model=Items[Run])
+@router.get("", response_model=Page[Run])
 async def list_runs(
     ctx: ReadCtx,
     status: RunStatus | None = None,
     after: Annotated[int | None, Query(ge=0)] = None,
-    limit: Annotated[int | None, Query(ge=0, le=PAGE_MAX)] = None,
+    limit: LimitQuery = None,
+    cursor: CursorQuery = None,
 ) -> Response:
-    """Runs oldest first, with their steps (``{"items": [...]}``)."""
-    runs = await ctx.manager.list_runs(**ctx.who, status=status, after=after, limit=limit)
-    return items(runs)
+    """A page of runs, oldest first (a restore's cursor pages back to older ones)."""
+    page = await ctx.manager.list_runs(
+        **ctx.who, status=status, after=after, limit=limit, cursor=cursor
+    )
+    return reply(page)
 
 
 @router.get("/{run_id}", response_model=Run)
@@ -68,7 +73,8 @@ async def add_run_step(ctx: WriteCtx, run_id: RunId, body: StepIn) -> Response:
             idempotency_key=ctx.idempotency_key,
         )
     )
-    return reply(step, status=201, replayed=replayed)
+    etag = version_etag(ctx.session_id, step.session_version)
+    return reply(step, status=201, etag=etag, replayed=replayed)
 
 
 @router.post("/{run_id}/finish", response_model=Run, responses=WRITE_ERRORS)
@@ -86,4 +92,4 @@ async def finish_run(ctx: WriteCtx, run_id: RunId, body: FinishRun) -> Response:
             idempotency_key=ctx.idempotency_key,
         )
     )
-    return reply(run, replayed=replayed)
+    return reply(run, etag=version_etag(ctx.session_id, run.session_version), replayed=replayed)
