@@ -60,11 +60,12 @@ def dump(model: Any) -> Any:
 
 def every(listing: Callable[..., Page[Any]], **kwargs: Any) -> list[Any]:
     """Every item of a listing (``manager.get_messages``...) in seq order, following its
-    cursors in either direction; seq bounds in ``kwargs`` go to the first call only.
+    cursors in either direction; seq bounds or a cursor in ``kwargs`` go to the first
+    call only.
     Fails if a cursor leads to an empty page or an item comes twice."""
     page = listing(**kwargs)
     found = list(page.items)
-    rest = {k: v for k, v in kwargs.items() if k not in ("after", "before")}
+    rest = {k: v for k, v in kwargs.items() if k not in ("after", "before", "cursor")}
     while page.next_cursor is not None:
         page = listing(**rest, cursor=page.next_cursor)
         assert page.items, "a cursor led to an empty page"
