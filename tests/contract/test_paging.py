@@ -158,6 +158,28 @@ def test_message_cursors_visit_each_seq_once_both_ways(
     assert all(len(p) == size for p in walked[:-1])
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+def test_message_cursors_visit_each_seq_once_around_a_late_tool_result(
+    manager: SessionManager, sid: str, size: int
+) -> None:
+    """A tool result that does not follow its call (a user message came between): the
+    aligned pages still see every seq exactly once, both ways."""
+    manager.append_messages(session_id=sid, user_id=USER, messages=[
+        user_msg("q"),
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        user_msg("still there?"),
+        {"role": "tool", "tool_call_id": "c1", "content": "late"},
+        {"role": "assistant", "content": "done"},
+        user_msg("next"),
+    ])
+    kw: dict[str, Any] = {"session_id": sid, "user_id": USER, "limit": size}
+    back = _walk(manager, sid, manager.get_messages(**kw), limit=size)
+    fwd = _walk(manager, sid, manager.get_messages(**kw, after=0), limit=size)
+    assert [s for p in reversed(back) for s in seqs(p)] == [1, 2, 3, 4, 5, 6]
+    assert [s for p in fwd for s in seqs(p)] == [1, 2, 3, 4, 5, 6]
+
+
 def test_message_cursor_from_a_seq_bound(manager: SessionManager, sid: str) -> None:
     """before= and after= start a walk; its cursors go on in the same direction."""
     manager.append_messages(session_id=sid, user_id=USER,

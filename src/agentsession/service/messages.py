@@ -148,9 +148,9 @@ class MessageUseCases(ServiceCore):
 
         With ``align_tool_calls`` (the default) a page never starts with a tool result
         whose assistant tool call lies outside it, nor ends inside a group of parallel
-        tool results: it is widened to the whole group, so it may hold a few more than
-        ``limit`` messages (docs/architecture.md, "Window alignment"). Following the
-        cursors still visits every message exactly once.
+        tool results: it is widened to the whole group (but never past its seq bound),
+        so it may hold a few more than ``limit`` messages (docs/architecture.md, "Window
+        alignment"). Following the cursors visits every message exactly once.
 
         Args:
             limit: page size, 0..``limits.max_page_size``; None =
@@ -195,9 +195,10 @@ def message_page(
     whole tool-call groups), with the cursor of the next one in the same direction.
 
     Seqs are gapless from 1 to ``s.message_count``, so more exist backwards when the
-    page starts above seq 1 and forwards when it ends below the count. An aligned page
-    never ends inside a group, so the page after it never starts inside one and cursors
-    visit every message exactly once.
+    page starts above seq 1 and forwards when it ends below the count. Alignment widens
+    a page only away from its bound, never across it: the next page starts right where
+    this one ended, so cursors visit every message exactly once, even around a tool
+    result that does not follow its call.
     """
     if size == 0:
         return Page(items=[])
@@ -210,6 +211,9 @@ def message_page(
     )
     if align and rows:
         rows = align_window(tx, s.session_id, rows, s.message_count)
+        if start.seq is not None:
+            edge = start.seq
+            rows = [m for m in rows if (m.seq < edge if start.older else m.seq > edge)]
     if not rows:
         return Page(items=[])
     if start.older:
