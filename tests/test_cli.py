@@ -65,6 +65,28 @@ def test_list_json_is_valid_and_scoped_to_the_user(url: str) -> None:
     assert json.loads(other.stdout)["items"] == []
 
 
+def test_listings_page_with_limit_and_cursor(url: str) -> None:
+    """messages/tools/runs/audit take --limit and --cursor; a table says how to go on."""
+    sid = _sid(url)
+    with SessionManager.from_url(url) as sm:
+        sm.append_messages(session_id=sid, user_id="alice", messages=[
+            {"role": "user", "content": f"m{i}"} for i in range(2, 6)])
+    first = invoke("sessions", "messages", sid, "--url", url, "--user", "alice", "--limit", "2",
+                   "--json")  # fmt: skip
+    page = json.loads(first.stdout)
+    assert [m["seq"] for m in page["items"]] == [4, 5] and page["has_more"] is True
+    older = invoke("sessions", "messages", sid, "--url", url, "--user", "alice", "--limit", "2",
+                   "--cursor", page["next_cursor"], "--json")  # fmt: skip
+    assert [m["seq"] for m in json.loads(older.stdout)["items"]] == [2, 3]
+    table = invoke("sessions", "audit", sid, "--url", url, "--user", "alice", "--limit", "1")
+    assert table.exit_code == 0 and "more: --cursor " in table.stdout
+    for command in ("tools", "runs"):
+        done = invoke("sessions", command, sid, "--url", url, "--user", "alice", "--json")
+        assert json.loads(done.stdout)["has_more"] is False
+    bad = invoke("sessions", "runs", sid, "--url", url, "--user", "alice", "--cursor", "x")
+    assert bad.exit_code == exit_code_for(ValidationError("x"))
+
+
 def test_global_options_work_before_the_subcommand(url: str) -> None:
     """--url/--user/--json given to the root apply to the command."""
     result = invoke("--url", url, "--user", "alice", "--json", "sessions", "show", _sid(url))

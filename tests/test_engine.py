@@ -212,6 +212,33 @@ def test_step_limit_fails_the_run(project: Path) -> None:
     assert len(sm.get_tool_history(session_id=sid, user_id=USER).items) == 3
 
 
+def test_model_sees_the_newest_tool_calls_and_runs_of_a_long_session(project: Path) -> None:
+    """Past a page of tool calls and runs, the model's context holds the newest 100 of
+    each (not the oldest), and the whole of this turn."""
+    seen: list[ModelContext] = []
+
+    class Recording:
+        name = "recording"
+
+        def decide(self, context: ModelContext) -> Decision:
+            seen.append(context)
+            if len(seen) == 1:
+                return Decision(tool_calls=(ToolRequest("read_file", {"path": "x"}),))
+            return Decision(text="done")
+
+    sm = SessionManager(MemoryStore())
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    for _ in range(130):
+        run = sm.start_run(session_id=sid, user_id=USER)
+        sm.record_tool_call(session_id=sid, user_id=USER, tool="t", run_id=run.run_id)
+        sm.finish_run(session_id=sid, user_id=USER, run_id=run.run_id, status="SUCCEEDED")
+    AgentEngine(sm, Recording(), ProjectTools(project), user_id=USER).handle(sid, "go")
+    last = seen[-1]
+    assert [c.seq for c in last.tool_history] == list(range(32, 132))
+    assert [r.seq for r in last.runs] == list(range(32, 132))
+    assert [(t.name, t.arguments) for t in last.turn] == [("read_file", {"path": "x"})]
+
+
 def test_install_command_uses_the_start_commands_interpreter() -> None:
     """pip runs with the interpreter the start command names; other commands are refused."""
     assert default_install_command("/p/venv/bin/python app.py --check") == (
