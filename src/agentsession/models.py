@@ -298,8 +298,8 @@ class RestoredSession(_Snapshot):
 
     Each list is a bounded window, oldest first: ``messages`` the most recent ones
     (aligned to whole tool-call groups), ``tool_calls`` the most recent calls, ``runs``
-    the most recent runs (a run still RUNNING is always among them: a session runs one
-    at a time, its newest). How many: the ``Policy.restore_*_limit`` fields. Each
+    the most recent runs (a run still RUNNING is among them: a session runs one at a
+    time, its newest). How many: the ``Policy.restore_*_limit`` fields. Each
     ``*_next_cursor`` pages on to older items (``cursor=`` of ``get_messages``,
     ``get_tool_history``, ``list_runs``); None when the window holds them all.
     ``interrupted_run_ids`` are the runs this restore found RUNNING and marked
