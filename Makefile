@@ -29,6 +29,7 @@ test-all: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Its own environment (benchmarks/.venv: agentsession + the peers), not $(STAMP)'s.
+# Ends with the cost-versus-size section (g), the workloads of bench-growth.
 bench:
 	PYTHON=$(PYTHON) sh benchmarks/bench.sh $(BENCH_ARGS)
 
@@ -36,7 +37,9 @@ bench-stores: $(STAMP)
 	mkdir -p benchmarks/results
 	$(BIN)/python benchmarks/stores.py --json benchmarks/results/stores.json
 
-# Cost versus size (run steps...): per-call time at each size, factor largest vs smallest.
+# Cost versus size alone (benchmarks/growth.py: run steps, get_run, restore, tool lookups,
+# listings at 10 / 1,000 / 20,000 rows; the sweep before/after): per-call time at each
+# size, factor largest vs smallest; exits 1 when a factor is over the 2x goal.
 bench-growth: $(STAMP)
 	mkdir -p benchmarks/results
 	$(BIN)/python benchmarks/growth.py --json benchmarks/results/growth.json $(BENCH_ARGS)

@@ -542,12 +542,18 @@ class AgentSessionSync(Participant):
         )
 
     def load_all(self, handle: _OurSession) -> int:
-        return len(self.sm.get_messages(session_id=handle.session_id, user_id=handle.user_id))
+        # Every message: pages of the largest size, forwards from the first.
+        kw = {"session_id": handle.session_id, "user_id": handle.user_id, "limit": 1000}
+        page = self.sm.get_messages(**kw, after=0)
+        count = len(page.items)
+        while page.next_cursor is not None:
+            page = self.sm.get_messages(**kw, cursor=page.next_cursor)
+            count += len(page.items)
+        return count
 
     def load_last(self, handle: _OurSession, n: int) -> int:
-        return len(
-            self.sm.get_messages(session_id=handle.session_id, user_id=handle.user_id, limit=n)
-        )
+        page = self.sm.get_messages(session_id=handle.session_id, user_id=handle.user_id, limit=n)
+        return len(page.items)
 
     def create_with(self, k: int) -> _OurSession:
         handle = self.new_session(OWNER)
@@ -611,13 +617,19 @@ class AgentSessionAsync(AgentSessionSync):
         )
 
     async def load_all(self, handle: _OurSession) -> int:
-        return len(await self.am.get_messages(session_id=handle.session_id, user_id=handle.user_id))
+        kw = {"session_id": handle.session_id, "user_id": handle.user_id, "limit": 1000}
+        page = await self.am.get_messages(**kw, after=0)
+        count = len(page.items)
+        while page.next_cursor is not None:
+            page = await self.am.get_messages(**kw, cursor=page.next_cursor)
+            count += len(page.items)
+        return count
 
     async def load_last(self, handle: _OurSession, n: int) -> int:
-        messages = await self.am.get_messages(
+        page = await self.am.get_messages(
             session_id=handle.session_id, user_id=handle.user_id, limit=n
         )
-        return len(messages)
+        return len(page.items)
 
     async def create_with(self, k: int) -> _OurSession:
         handle = await self.new_session(OWNER)

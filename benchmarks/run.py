@@ -19,6 +19,11 @@ Workloads (issue #5), all durations in milliseconds:
 (f) over HTTP: ``agentsession serve --workers`` 1, 2 and 4 under the ``wrk`` load
     generator for a fixed time (``http_load.py``; runs after (a)-(e), on its own SQLite
     files at FULL and NORMAL; skipped with the reason when wrk cannot be installed).
+(g) cost versus size, agentsession alone (``growth.py``, also ``make bench-growth``):
+    add_run_step, finish_run, get_run, restore_session, tool-call lookups and session
+    listings at 10, 1,000 and 20,000 rows, each the per-call median and the factor
+    20,000 vs 10 (goal: at most 2x); and the TTL sweep of 1,000 due sessions, one
+    transaction per session against batched. Runs last, once, on SQLite WAL + FULL.
 
 Method: operations are interleaved round-robin across participants (a, b, c, d, e...;
 a, b, c...), so a busy machine slows every column alike and moves ratios little.
@@ -36,8 +41,8 @@ a shared setting is not run a third time: its default figures are that run's.
 
 Output in ``--out`` (default ``benchmarks/results/``): ``results.json`` (every figure,
 machine, versions, settings read back, targets), ``results.md`` (tables: each figure as
-a ratio to raw sqlite3 and to each peer; the targets met or missed), ``history.png``
-((c), log-log). The markdown is printed at the end.
+a ratio to raw sqlite3 and to each peer; the targets met or missed; (f)'s and (g)'s
+tables), ``history.png`` ((c), log-log). The markdown is printed at the end.
 
 Run: ``sh benchmarks/bench.sh [--quick]`` (creates ``benchmarks/.venv`` with the peers),
 or ``benchmarks/.venv/bin/python benchmarks/run.py --help``.
@@ -64,6 +69,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import growth
 import http_load
 import peers
 import report
@@ -437,7 +443,8 @@ async def workload_d(phase: Phase) -> None:
 
 
 #: The in-process workloads by letter, run in this order (e reuses a's session, so it
-#: follows b). (f), over HTTP, runs once after every setting: see :func:`run`.
+#: follows b). (f), over HTTP, and (g), cost versus size (agentsession alone), run once
+#: after every setting: see :func:`run`.
 WORKLOADS: dict[str, Callable[[Phase], Awaitable[None]]] = {
     "a": workload_a,
     "b": workload_b,
@@ -616,6 +623,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         log("=== workload (f): HTTP under wrk")
         config = http_load.Config(duration=3, warmup=1) if args.quick else http_load.Config()
         results["http"] = await asyncio.to_thread(http_load.run_http_load, config, log=log)
+    if "g" in args.workloads:
+        log("=== workload (g): cost versus size (growth.py)")
+        results["growth"] = growth.run_growth(
+            list(growth.WORKLOADS),
+            growth.QUICK_SAMPLES if args.quick else growth.SAMPLES,
+            sweep_due=growth.QUICK_SWEEP_DUE if args.quick else growth.SWEEP_DUE,
+        )
     results["meta"]["wall_seconds"] = time.perf_counter() - started
     results["meta"]["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     return results
@@ -629,6 +643,8 @@ def write_outputs(results: dict[str, Any], out: Path) -> str:
     markdown = report.render_markdown(results, targets)
     if "http" in results:
         markdown += "\n" + http_load.markdown(results["http"])
+    if "growth" in results:
+        markdown += "\n" + growth.render(results["growth"]) + "\n"
     if report.plot_history(results, out / "history.png"):
         markdown += "\n![cost versus history length](history.png)\n"
     (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
@@ -656,7 +672,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="comma-separated keys (default: all): " + ", ".join(c.key for c in peers.PARTICIPANTS),
     )
     parser.add_argument(
-        "--workloads", default="abcdef", help="letters of the workloads to run (default: abcdef)"
+        "--workloads",
+        default="abcdefg",
+        help="letters of the workloads to run (default: abcdefg)",
     )
     return parser.parse_args(argv)
 

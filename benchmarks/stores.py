@@ -432,7 +432,7 @@ def run(targets: list[Target], messages: int, reads: int, last: int) -> dict[str
             assert m is not None
 
             def read(_: int) -> object:
-                got = m.get_messages(session_id=sid, user_id=USER, limit=last)
+                got = m.get_messages(session_id=sid, user_id=USER, limit=last).items
                 if len(got) != min(last, messages) or got[-1].seq != messages:
                     raise RuntimeError(f"read {len(got)} messages ending at seq {got[-1].seq}")
                 return got

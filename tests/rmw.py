@@ -78,12 +78,12 @@ def increment_loop(
 
 def audit_log(c: SessionClient, sid: str) -> list[Any]:
     """Every audit event of the session, oldest first (paged)."""
-    events: list[Any] = []
-    while True:
-        page = c.get_audit_log(session_id=sid, after=events[-1].seq if events else None, limit=1000)
-        events.extend(page)
-        if len(page) < 1000:
-            return events
+    page = c.get_audit_log(session_id=sid, limit=1000)
+    events: list[Any] = list(page.items)
+    while page.next_cursor is not None:
+        page = c.get_audit_log(session_id=sid, limit=1000, cursor=page.next_cursor)
+        events.extend(page.items)
+    return events
 
 
 def check_version_chain(events: list[Any], final_version: int) -> None:

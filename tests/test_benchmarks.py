@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -245,18 +247,22 @@ def test_round_robin_budget_keeps_a_minimum_of_samples(bench: Any) -> None:
     assert "time budget" in series["a"].note
 
 
-def test_growth_times_sizes_round_robin_and_flags_a_missed_goal() -> None:
-    """growth.py times call i at every size before call i + 1 (the first size rotating),
-    and marks a factor over the goal as missed."""
-    from collections.abc import Iterator
-    from contextlib import contextmanager
-
+@pytest.fixture(scope="module")
+def growth() -> ModuleType:
+    """benchmarks/growth.py (cost versus size), imported as a module."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
         import growth
     finally:
         sys.path.remove(str(BENCHMARKS))
-    order: list[int] = []
+    return growth
+
+
+def test_growth_times_sizes_round_robin_and_flags_a_missed_goal(growth: ModuleType) -> None:
+    """growth.py times call i at every size before call i + 1 (the first size rotating),
+    runs a Prepared call's untimed step right before it, and marks a factor over the
+    goal as missed."""
+    order: list[Any] = []
 
     @contextmanager
     def fake(size: int, samples: int) -> Iterator[list[Any]]:
@@ -264,8 +270,79 @@ def test_growth_times_sizes_round_robin_and_flags_a_missed_goal() -> None:
 
     seconds = growth.seconds_per_call(growth.Workload("fake", fake, (1, 2, 3), "things"), 3)
     assert order == [1, 2, 3, 2, 3, 1, 3, 1, 2] and sorted(seconds) == [1, 2, 3]
+
+    @contextmanager
+    def prepared(size: int, samples: int) -> Iterator[list[Any]]:
+        before, call = (lambda: order.append(("before", size))), (lambda: order.append(size))
+        yield [growth.Prepared(before, call)] * samples
+
+    order.clear()
+    growth.seconds_per_call(growth.Workload("prepared", prepared, (1, 2), "things"), 1)
+    assert order == [("before", 1), 1, ("before", 2), 2]
     row = {"workload": "fake", "unit": "things", "ms": {"1": 1.0, "2": 1.5, "3": 2.5},
            "factor": 2.5, "sizes": [1, 2, 3]}  # fmt: skip
-    text = growth.markdown([row], {"journal_mode": "wal", "synchronous": "FULL"}, 3)
-    assert "| fake | 3 things | 2.50 | 2.50x 3 vs 1 (MISSED) |" in text
-    assert growth.WORKLOADS and {w.name for w in growth.WORKLOADS} >= {"add_run_step", "finish_run"}
+    sweep = {"due": 7, "batch": 100, "before": 2.0, "after": 0.5}
+    text = growth.markdown([row], {"journal_mode": "wal", "synchronous": "FULL"}, 3, sweep)
+    assert "| workload | N counts | 1 | 2 | 3 | 3 vs 1 (goal <= 2x) | 3 vs 2 |" in text
+    assert "| `fake` | things | 1.00 | 1.50 | 2.50 | 2.50x (MISSED) | 1.67x |" in text
+    assert "`sweep_expired` of 7 due sessions" in text and "0.50 100 sessions" in text
+
+
+def test_growth_has_the_workloads_of_the_issue_at_10_1000_and_20000(growth: ModuleType) -> None:
+    """One table of workloads (no second growth script), each at 10 / 1,000 / 20,000."""
+    names = {w.name for w in growth.WORKLOADS}
+    assert names >= {
+        "add_run_step",
+        "finish_run",
+        "get_run",
+        "restore_session",
+        "find_tool_call_by_arguments",
+        "find_tool_call_by_provider_id",
+        "get_tool_history",
+        "list_sessions_closed",
+        "list_sessions_agent",
+        "list_sessions_active",
+    }
+    assert all(w.sizes == (10, 1_000, 20_000) for w in growth.WORKLOADS)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "add_run_step",
+        "finish_run",
+        "get_run",
+        "restore_session",
+        "find_tool_call_by_arguments",
+        "find_tool_call_by_provider_id",
+        "get_tool_history",
+        "list_sessions_closed",
+        "list_sessions_agent",
+        "list_sessions_active",
+    ],
+)
+def test_growth_workload_runs_at_tiny_sizes(growth: ModuleType, name: str) -> None:
+    """Each workload builds its state and makes its calls (which check their answers) at
+    sizes 2 and 5; a number per size comes back. No timing is asserted."""
+    (workload,) = [w for w in growth.WORKLOADS if w.name == name]
+    tiny = growth.Workload(name, workload.prepare, (2, 5), workload.unit)
+    seconds = growth.seconds_per_call(tiny, 2)
+    assert sorted(seconds) == [2, 5] and all(s > 0 for s in seconds.values())
+
+
+def test_growth_sweep_runs_before_and_after(growth: ModuleType) -> None:
+    """The sweep section expires every due session, one per transaction and batched,
+    and leaves the sweep's batch size as it was."""
+    batch = growth.lifecycle.SWEEP_BATCH
+    seconds = growth.measure_sweep(3)
+    assert sorted(seconds) == ["after", "before"] and all(s > 0 for s in seconds.values())
+    assert batch == growth.lifecycle.SWEEP_BATCH
+
+
+def test_make_bench_runs_the_growth_section(bench: Any, growth: ModuleType) -> None:
+    """run.py's default workloads include (g), cost versus size, rendered by growth.py."""
+    _, _, run = bench
+    assert "g" in run.parse_args([]).workloads
+    document = {"settings": {"journal_mode": "wal", "synchronous": "FULL"}, "samples": 2,
+                "goal": 2.0, "results": [], "sweep": None}  # fmt: skip
+    assert growth.render(document).startswith("Cost versus size, SQLite (journal_mode=wal")

@@ -65,6 +65,28 @@ def test_list_json_is_valid_and_scoped_to_the_user(url: str) -> None:
     assert json.loads(other.stdout)["items"] == []
 
 
+def test_listings_page_with_limit_and_cursor(url: str) -> None:
+    """messages/tools/runs/audit take --limit and --cursor; a table says how to go on."""
+    sid = _sid(url)
+    with SessionManager.from_url(url) as sm:
+        sm.append_messages(session_id=sid, user_id="alice", messages=[
+            {"role": "user", "content": f"m{i}"} for i in range(2, 6)])
+    first = invoke("sessions", "messages", sid, "--url", url, "--user", "alice", "--limit", "2",
+                   "--json")  # fmt: skip
+    page = json.loads(first.stdout)
+    assert [m["seq"] for m in page["items"]] == [4, 5] and page["has_more"] is True
+    older = invoke("sessions", "messages", sid, "--url", url, "--user", "alice", "--limit", "2",
+                   "--cursor", page["next_cursor"], "--json")  # fmt: skip
+    assert [m["seq"] for m in json.loads(older.stdout)["items"]] == [2, 3]
+    table = invoke("sessions", "audit", sid, "--url", url, "--user", "alice", "--limit", "1")
+    assert table.exit_code == 0 and "more: --cursor " in table.stdout
+    for command in ("tools", "runs"):
+        done = invoke("sessions", command, sid, "--url", url, "--user", "alice", "--json")
+        assert json.loads(done.stdout)["has_more"] is False
+    bad = invoke("sessions", "runs", sid, "--url", url, "--user", "alice", "--cursor", "x")
+    assert bad.exit_code == exit_code_for(ValidationError("x"))
+
+
 def test_global_options_work_before_the_subcommand(url: str) -> None:
     """--url/--user/--json given to the root apply to the command."""
     result = invoke("--url", url, "--user", "alice", "--json", "sessions", "show", _sid(url))
@@ -101,11 +123,16 @@ def test_steps_pages_a_runs_steps(url: str) -> None:
     first = invoke("sessions", "steps", sid, run.run_id, "--limit", "2", *common)
     assert first.exit_code == 0, first.output
     assert "plan" in first.stdout and "edit" in first.stdout and "test" not in first.stdout
-    assert first.stdout.rstrip().endswith("more: --after 1")
-    rest = invoke("sessions", "steps", sid, run.run_id, "--after", "1", "--json", *common)
+    last_line = first.stdout.rstrip().splitlines()[-1]
+    assert last_line.startswith("more: --cursor ")
+    cursor = last_line.removeprefix("more: --cursor ")
+    rest = invoke("sessions", "steps", sid, run.run_id, "--cursor", cursor, "--json", *common)
+    assert rest.exit_code == 0, rest.output
     page = json.loads(rest.stdout)
     assert [s["kind"] for s in page["items"]] == ["test"] and page["next_cursor"] is None
-    runs = json.loads(invoke("sessions", "runs", sid, "--json", *common).stdout)
+    after = invoke("sessions", "steps", sid, run.run_id, "--after", "1", "--json", *common)
+    assert json.loads(after.stdout) == page
+    runs = json.loads(invoke("sessions", "runs", sid, "--json", *common).stdout)["items"]
     assert [(r["input"], r["step_count"], r["steps"]) for r in runs] == [
         ("greet", 0, []), ("count", 3, [])]
 

@@ -147,7 +147,7 @@ def test_demo_against_a_running_service(tmp_path: Path) -> None:
         assert f'  curl -s -H "Authorization: Bearer $AGENTSESSION_API_KEY" {service.url}' in out
         with SessionClient(service.url, service.token) as client:
             session = client.get_session(session_id=sid)
-            runs = client.list_runs(session_id=sid)
+            runs = client.list_runs(session_id=sid).items
     assert session.user_id == "carol" and session.status is SessionStatus.ACTIVE
     assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
     assert session.message_count > 6 and session.tool_call_count >= 4

@@ -46,7 +46,7 @@ def _engine(sm: SessionAPI, project: Path, install: str = INSTALL) -> AgentEngin
 
 
 def _start_calls(sm: SessionAPI, sid: str) -> list:
-    history = sm.get_tool_history(session_id=sid, user_id=USER, tool="run_command")
+    history = sm.get_tool_history(session_id=sid, user_id=USER, tool="run_command").items
     return [c for c in history if c.arguments == {"command": START}]
 
 
@@ -63,7 +63,7 @@ def test_diagnosis_turn_records_memory_and_stops(project: Path) -> None:
     assert memory.next_action == "check and fix requirements.txt"
     assert memory.facts == {"missing_module": MODULE}
     assert (project / "requirements.txt").read_text() == "flask\n"
-    [run] = sm.list_runs(session_id=sid, user_id=USER)
+    [run] = sm.list_runs(session_id=sid, user_id=USER).items
     assert run.status is RunStatus.SUCCEEDED and run.input == "diagnose the start-up failure"
     [call] = _start_calls(sm, sid)
     assert call.status.value == "error" and call.result["exit_code"] == 1
@@ -83,7 +83,7 @@ def test_continue_in_new_process_reuses_diagnosis_then_fixes_and_verifies(
         restored = sm.restore_session(session_id=sid, user_id=USER)
         assert restored.working_memory.facts == {"missing_module": MODULE}
         reply = _engine(sm, project).handle(sid, "continue")
-        runs = sm.list_runs(session_id=sid, user_id=USER)
+        runs = sm.list_runs(session_id=sid, user_id=USER).items
         fix = sm.get_run(session_id=sid, user_id=USER, run_id=runs[1].run_id)
         starts = _start_calls(sm, sid)
         memory = sm.get_working_memory(session_id=sid, user_id=USER)
@@ -137,7 +137,7 @@ def test_engine_over_session_client(project: Path) -> None:
         reply = _engine(client, project).handle(sid, "continue")
     diagnosis = _start_calls(store, sid)[0]
     assert first.ok and reply.ok and reply.reused_call_ids == [diagnosis.call_id]
-    runs = store.list_runs(session_id=sid, user_id=USER)
+    runs = store.list_runs(session_id=sid, user_id=USER).items
     assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
     assert (project / "requirements.txt").read_text() == f"flask\n{MODULE}\n"
 
@@ -149,12 +149,12 @@ def test_history_is_chat_completions_shaped(project: Path) -> None:
     engine = _engine(sm, project)
     engine.handle(sid, "fix it")
     engine.handle(sid, "continue")
-    messages = sm.get_messages(session_id=sid, user_id=USER)
+    messages = sm.get_messages(session_id=sid, user_id=USER).items
     asked = [c["id"] for m in messages for c in (m.tool_calls or [])]
     answered = [m.tool_call_id for m in messages if m.role.value == "tool"]
     assert asked == answered and len(asked) >= 7
     assert messages[-1].role.value == "assistant" and messages[-1].tool_calls is None
-    recorded = {c.provider_call_id for c in sm.get_tool_history(session_id=sid, user_id=USER)}
+    recorded = {c.provider_call_id for c in sm.get_tool_history(session_id=sid, user_id=USER).items}
     assert recorded <= set(asked)
 
 
@@ -166,7 +166,7 @@ def test_failed_verification_fails_the_run(project: Path) -> None:
     engine = _engine(sm, project, install=useless)
     engine.handle(sid, "fix it")
     reply = engine.handle(sid, "continue")
-    runs = sm.list_runs(session_id=sid, user_id=USER)
+    runs = sm.list_runs(session_id=sid, user_id=USER).items
     assert not reply.ok
     assert runs[-1].status is RunStatus.FAILED
     assert MODULE in (runs[-1].error or "")
@@ -190,7 +190,7 @@ def test_model_error_marks_open_run_failed(project: Path) -> None:
     engine = AgentEngine(sm, _Exploding(), ProjectTools(project), user_id=USER)
     with pytest.raises(ModelError):
         engine.handle(sid, "hello")
-    [run] = sm.list_runs(session_id=sid, user_id=USER)
+    [run] = sm.list_runs(session_id=sid, user_id=USER).items
     assert run.status is RunStatus.FAILED and "upstream model is down" in (run.error or "")
 
 
@@ -211,7 +211,34 @@ def test_step_limit_fails_the_run(project: Path) -> None:
         sid, "loop"
     )
     assert not reply.ok and "3 model steps" in reply.text
-    assert len(sm.get_tool_history(session_id=sid, user_id=USER)) == 3
+    assert len(sm.get_tool_history(session_id=sid, user_id=USER).items) == 3
+
+
+def test_model_sees_the_newest_tool_calls_and_runs_of_a_long_session(project: Path) -> None:
+    """Past a page of tool calls and runs, the model's context holds the newest 100 of
+    each (not the oldest), and the whole of this turn."""
+    seen: list[ModelContext] = []
+
+    class Recording:
+        name = "recording"
+
+        def decide(self, context: ModelContext) -> Decision:
+            seen.append(context)
+            if len(seen) == 1:
+                return Decision(tool_calls=(ToolRequest("read_file", {"path": "x"}),))
+            return Decision(text="done")
+
+    sm = SessionManager(MemoryStore())
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    for _ in range(130):
+        run = sm.start_run(session_id=sid, user_id=USER)
+        sm.record_tool_call(session_id=sid, user_id=USER, tool="t", run_id=run.run_id)
+        sm.finish_run(session_id=sid, user_id=USER, run_id=run.run_id, status="SUCCEEDED")
+    AgentEngine(sm, Recording(), ProjectTools(project), user_id=USER).handle(sid, "go")
+    last = seen[-1]
+    assert [c.seq for c in last.tool_history] == list(range(32, 132))
+    assert [r.seq for r in last.runs] == list(range(32, 132))
+    assert [(t.name, t.arguments) for t in last.turn] == [("read_file", {"path": "x"})]
 
 
 def test_install_command_uses_the_start_commands_interpreter() -> None:
@@ -267,17 +294,17 @@ def test_c36_engine_model_repeats_call_id(project: Path, via: str) -> None:
     replies = [engine.handle(sid, f"turn {n}") for n in (1, 2, 3)]
 
     assert [r.ok for r in replies] == [True, True, True]
-    runs = sm.list_runs(session_id=sid, user_id=USER)
+    runs = sm.list_runs(session_id=sid, user_id=USER).items
     assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
     assert (project / "log.txt").read_text().splitlines() == [
         f"ran for: turn {n}" for n in (1, 2, 3)]
-    calls = sm.get_tool_history(session_id=sid, user_id=USER)
+    calls = sm.get_tool_history(session_id=sid, user_id=USER).items
     assert [c.provider_call_id for c in calls] == ["call_0"] * 3
     assert len({c.call_id for c in calls}) == 3
     assert [c.run_id for c in calls] == [r.run_id for r in runs]
     newest = api.find_tool_call(session_id=sid, user_id=USER, provider_call_id="call_0")
     assert newest == calls[-1]
-    messages = sm.get_messages(session_id=sid, user_id=USER)
+    messages = sm.get_messages(session_id=sid, user_id=USER).items
     assert [m.role.value for m in messages] == ["user", "assistant", "tool", "assistant"] * 3
     assert [m.tool_call_id for m in messages if m.role.value == "tool"] == ["call_0"] * 3
 

@@ -123,10 +123,10 @@ def test_engine_runs_the_canned_tool_call_and_records_usage(tmp_path: Path) -> N
     tool_message = second["messages"][-1]
     assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "call_1"
     assert "flask" in json.loads(tool_message["content"])["result"]["content"]
-    [call] = sm.get_tool_history(session_id=sid, user_id=USER)
+    [call] = sm.get_tool_history(session_id=sid, user_id=USER).items
     assert call.provider_call_id == "call_1" and call.status.value == "ok"
     assert call.call_id.startswith("call_") and call.call_id != "call_1"
-    [run] = sm.list_runs(session_id=sid, user_id=USER)
+    [run] = sm.list_runs(session_id=sid, user_id=USER).items
     assert run.usage == {"input_tokens": 120, "output_tokens": 18, "total_tokens": 138}
 
 

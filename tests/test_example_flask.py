@@ -56,8 +56,12 @@ def test_chat_turn_appends_user_message_and_reply(client: Any) -> None:
         ("user", "again"),
         ("assistant", "You said: again"),
     ]
-    last = client.get(f"/sessions/{sid}/messages?limit=1", headers=ALICE).get_json()["items"]
-    assert [m["seq"] for m in last] == [4]
+    last = client.get(f"/sessions/{sid}/messages?limit=3", headers=ALICE).get_json()
+    assert ([m["seq"] for m in last["items"]], last["has_more"]) == ([2, 3, 4], True)
+    older = client.get(
+        f"/sessions/{sid}/messages", query_string={"cursor": last["next_cursor"]}, headers=ALICE
+    ).get_json()
+    assert ([m["seq"] for m in older["items"]], older["has_more"]) == ([1], False)
 
 
 def test_retried_chat_with_idempotency_key_is_stored_once(client: Any) -> None:

@@ -216,7 +216,7 @@ def test_c26_old_schema_upgrades_and_keeps_data(db_url: str) -> None:
                 session_id=sid, user_id="alice", message={"role": "user", "content": "new"}
             )
             assert added.seq == 3
-            history = manager.get_messages(session_id=sid, user_id="alice")
+            history = manager.get_messages(session_id=sid, user_id="alice").items
             assert [m.content for m in history] == ["m1", "m2", "new"]
     finally:
         store.close()

@@ -139,7 +139,7 @@ def test_delete_leaves_no_key_of_the_session(redis_store: RedisStore) -> None:
     assert r.zrange("as:idem:by_time", 0, -1) == []  # all three records were this session's
     assert r.zrange("as:idem:user:{alice}", 0, -1) == []
     assert list(r.scan_iter(match="as:idem:{*")) == []
-    tomb = m.get_audit_log(session_id=sid, user_id="root", admin=True)
+    tomb = m.get_audit_log(session_id=sid, user_id="root", admin=True).items
     assert [e.action for e in tomb] == ["session.deleted"]
     assert m.get_session(session_id=keep, user_id=USER).status == SessionStatus.ACTIVE
 
@@ -193,7 +193,7 @@ def test_writers_of_one_session_take_turns_without_re_runs(redis_store: RedisSto
     for t in threads:
         t.join()
     assert errors == []
-    seqs = [msg.seq for msg in m.get_messages(session_id=sid, user_id=USER)]
+    seqs = [msg.seq for msg in m.get_messages(session_id=sid, user_id=USER, limit=1000).items]
     assert seqs == list(range(1, 16 * 25 + 1))
     assert redis_store.client.exists(f"as:{{{sid}}}:lock") == 0
 
@@ -221,7 +221,7 @@ def test_expired_session_stays_readable_and_keys_never_expire(redis_store: Redis
     assert m.sweep_expired().expired_session_ids == [sid]
     s = m.get_session(**kw)
     assert s.status == SessionStatus.EXPIRED and s.status_reason == "ttl"
-    assert [x.content for x in m.get_messages(**kw)] == ["still here"]
+    assert [x.content for x in m.get_messages(**kw).items] == ["still here"]
     assert all(redis_store.client.ttl(k) == -1 for k in _session_keys(redis_store, sid))
     assert redis_store.client.zscore("as:due", sid) is None
     assert m.restore_session(**kw).session.status == SessionStatus.ACTIVE
@@ -386,6 +386,6 @@ def test_indexes_are_built_for_data_of_an_older_version(redis_store: RedisStore)
     assert [s.session_id for s in reopened.list_sessions(**kw, status="CLOSED").items] == [closed]
     assert [s.session_id for s in reopened.list_sessions(**kw, status="EXPIRED").items] == [due]
     assert [s.session_id for s in reopened.list_sessions(**kw, agent="a").items] == [closed]
-    grep = reopened.get_tool_history(session_id=due, user_id=USER, tool="grep")
+    grep = reopened.get_tool_history(session_id=due, user_id=USER, tool="grep").items
     assert [c.seq for c in grep] == [1, 3]
 

@@ -230,7 +230,13 @@ def _append(
 
 
 def _all_messages(c: SessionClient, sid: str) -> list[Any]:
-    return list(c.get_messages(session_id=sid))
+    """Every message, oldest first: pages of 1,000 following their cursors."""
+    page = c.get_messages(session_id=sid, after=0, limit=1000)
+    found = list(page.items)
+    while page.next_cursor is not None:
+        page = c.get_messages(session_id=sid, limit=1000, cursor=page.next_cursor)
+        found += page.items
+    return found
 
 
 # -- read-modify-write increments ------------------------------------------------------

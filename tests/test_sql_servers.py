@@ -88,7 +88,7 @@ def test_four_mib_message_round_trips(manager: SessionManager) -> None:
         session_id=sid, user_id=USER, message=big, idempotency_key="big-1"
     )
     assert again.message_id == keyed.message_id and again.seq == keyed.seq == 5
-    stored = manager.get_messages(session_id=sid, user_id=USER)
+    stored = manager.get_messages(session_id=sid, user_id=USER).items
     assert [m.seq for m in stored] == [1, 2, 3, 4, 5]
     assert [m.message_id for m in stored] == [
         first.message_id,
@@ -113,7 +113,7 @@ def test_four_mib_tool_call_round_trips(manager: SessionManager) -> None:
     call = manager.record_tool_call(
         session_id=sid, user_id=USER, tool="run", arguments=arguments, result={"stdout": text}
     )
-    [got] = manager.get_tool_history(session_id=sid, user_id=USER)
+    [got] = manager.get_tool_history(session_id=sid, user_id=USER).items
     assert got.result == call.result == {"stdout": text}
     assert got.arguments == arguments
 
@@ -132,7 +132,7 @@ def test_one_byte_over_four_mib_is_refused_before_writing(manager: SessionManage
         manager.append_message(session_id=sid, user_id=USER, message=over)
     assert err.value.limit_bytes == limit and err.value.size_bytes == limit + 1
     assert manager.get_session(session_id=sid, user_id=USER) == before
-    assert manager.get_messages(session_id=sid, user_id=USER) == []
+    assert manager.get_messages(session_id=sid, user_id=USER).items == []
 
 
 # -- MariaDB / MySQL: utf8mb4 everywhere ----------------------------------------------

@@ -11,7 +11,9 @@ Routes (the user is the ``X-User`` header here; put your real authentication the
 * ``POST /sessions/<id>/chat`` ``{"content": "..."}`` -> 201, the user message and the
   assistant reply, appended together (one version step; a retry with the same
   ``Idempotency-Key`` header stores nothing twice)
-* ``GET /sessions/<id>/messages?limit=N`` -> the newest N messages, oldest first
+* ``GET /sessions/<id>/messages?limit=N&cursor=C`` -> a page: the newest N messages,
+  oldest first (``{"items": [...], "next_cursor": ..., "has_more": ...}``); pass
+  ``next_cursor`` as ``cursor`` for the older ones
 
 Run it::
 
@@ -93,9 +95,17 @@ def create_app(manager: SessionManager, *, responder: Responder = canned_reply) 
 
     @app.get("/sessions/<session_id>/messages")
     def history(session_id: str) -> ResponseReturnValue:
-        limit = request.args.get("limit", default=50, type=int)
-        messages = manager.get_messages(session_id=session_id, user_id=user(), limit=limit)
-        return {"items": [m.model_dump(mode="json", exclude_unset=True) for m in messages]}
+        page = manager.get_messages(
+            session_id=session_id,
+            user_id=user(),
+            limit=request.args.get("limit", default=50, type=int),
+            cursor=request.args.get("cursor"),
+        )
+        return {
+            "items": [m.model_dump(mode="json", exclude_unset=True) for m in page.items],
+            "next_cursor": page.next_cursor,
+            "has_more": page.has_more,
+        }
 
     @app.errorhandler(AgentSessionError)
     def on_session_error(exc: AgentSessionError) -> ResponseReturnValue:

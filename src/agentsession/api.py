@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from .models import (
     Message,
+    Page,
     RestoredSession,
     Run,
     RunStatus,
@@ -51,8 +52,14 @@ class SessionAPI(Protocol):
     ) -> list[Message]: ...
 
     def get_messages(
-        self, *, session_id: str, user_id: str, limit: int | None = ..., after: int | None = ...
-    ) -> list[Message]: ...
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        limit: int | None = ...,
+        after: int | None = ...,
+        cursor: str | None = ...,
+    ) -> Page[Message]: ...
 
     def get_working_memory(self, *, session_id: str, user_id: str) -> WorkingMemory: ...
 
@@ -78,8 +85,15 @@ class SessionAPI(Protocol):
     ) -> ToolCall: ...
 
     def get_tool_history(
-        self, *, session_id: str, user_id: str, tool: str | None = ..., after: int | None = ...
-    ) -> list[ToolCall]: ...
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        tool: str | None = ...,
+        after: int | None = ...,
+        limit: int | None = ...,
+        cursor: str | None = ...,
+    ) -> Page[ToolCall]: ...
 
     def find_tool_call(
         self,
@@ -130,4 +144,12 @@ class SessionAPI(Protocol):
 
     def get_run(self, *, session_id: str, user_id: str, run_id: str) -> Run: ...
 
-    def list_runs(self, *, session_id: str, user_id: str) -> list[Run]: ...
+    def list_runs(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        after: int | None = ...,
+        limit: int | None = ...,
+        cursor: str | None = ...,
+    ) -> Page[Run]: ...

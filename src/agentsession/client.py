@@ -21,10 +21,13 @@ Example::
 
 With the async client every method is a coroutine (``await client.get_session(...)``).
 
+Listings return one :class:`~agentsession.models.Page` per call, as the manager does;
+pass its ``next_cursor`` as ``cursor`` for the next one.
+
 Design (sans-I/O): each method is written once, in :class:`_Requests`, as a *flow*: a
 generator that yields the I/O it needs (:class:`_Send` one HTTP request, :class:`_Sleep`)
-and returns the method's result. The retry loop, paging and the 412 re-read loop are
-flows too. The two clients only run flows: ``SessionClient`` with ``httpx.Client`` and
+and returns the method's result. The retry loop and the 412 re-read loop are flows too.
+The two clients only run flows: ``SessionClient`` with ``httpx.Client`` and
 ``time.sleep``, ``AsyncSessionClient`` with ``httpx.AsyncClient`` and ``asyncio.sleep``.
 """
 
@@ -66,7 +69,7 @@ from .models import (
     ToolCallStatus,
     WorkingMemory,
 )
-from .service import UNSET, Limits
+from .service import UNSET
 
 __all__ = ["AsyncSessionClient", "SessionClient"]
 
@@ -76,14 +79,9 @@ P = ParamSpec("P")
 
 #: Answers worth retrying: the request may not have been processed, or is safe to repeat.
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
-#: The largest page the service gives (``Limits.max_page_size`` of the default limits).
-_PAGE_MAX = Limits().max_page_size
 MERGE_PATCH = "application/merge-patch+json"
 
 _MESSAGES = TypeAdapter(list[Message])
-_TOOL_CALLS = TypeAdapter(list[ToolCall])
-_RUNS = TypeAdapter(list[Run])
-_AUDIT = TypeAdapter(list[AuditEvent])
 
 
 # ------------------------------------------------------------------ flows
@@ -217,6 +215,10 @@ def _model(cls: type[M]) -> Callable[[httpx.Response], M]:
     return lambda r: cls.model_validate(r.json())
 
 
+def _page(cls: type[M]) -> Callable[[httpx.Response], Page[M]]:
+    return lambda r: Page[cls].model_validate(r.json())  # type: ignore[valid-type]
+
+
 # --------------------------------------------------------------- the methods
 
 
@@ -338,15 +340,15 @@ class _SessionRequests(_Exchange):
         user_id: str | None = None,
         status: SessionStatus | str | None = None,
         agent: str | None = None,
-        limit: int = 50,
+        limit: int | None = None,
         cursor: str | None = None,
         all_users: bool = False,
         admin: bool = False,
     ) -> _Flow[Page[Session]]:
-        """See :meth:`SessionManager.list_sessions` (``limit`` at least 1 over HTTP)."""
+        """See :meth:`SessionManager.list_sessions`."""
         return self._read(
             "/v1/sessions",
-            lambda r: Page[Session].model_validate(r.json()),
+            _page(Session),
             status=status,
             agent=agent,
             limit=limit,
@@ -550,41 +552,21 @@ class _HistoryRequests(_Exchange):
         limit: int | None = None,
         before: int | None = None,
         after: int | None = None,
+        cursor: str | None = None,
         align_tool_calls: bool = True,
         admin: bool = False,
-    ) -> _Flow[list[Message]]:
-        """See :meth:`SessionManager.get_messages`; ``limit=None`` pages through all."""
-        if limit is not None:
-            return self._messages(session_id, limit, before, after, align_tool_calls)
-        return self._all_messages(session_id, before, after)
-
-    def _messages(
-        self, session_id: str, limit: int, before: int | None, after: int | None, align: bool
-    ) -> _Flow[list[Message]]:
+    ) -> _Flow[Page[Message]]:
+        """See :meth:`SessionManager.get_messages`."""
         return self._read(
             f"/v1/sessions/{_sid(session_id)}/messages",
-            _items(_MESSAGES),
+            _page(Message),
             session_id=session_id,
             limit=limit,
             before=before,
             after=after,
-            align_tool_calls="true" if align else "false",
+            cursor=cursor,
+            align_tool_calls="true" if align_tool_calls else "false",
         )
-
-    def _all_messages(
-        self, session_id: str, before: int | None, after: int | None
-    ) -> _Flow[list[Message]]:
-        """Every message after ``after`` and before ``before``, a page of the largest size
-        the service gives at a time."""
-        found: list[Message] = []
-        cursor = after
-        while True:
-            page = yield from self._messages(session_id, _PAGE_MAX, None, cursor or 0, False)
-            found.extend(m for m in page if before is None or m.seq < before)
-            if len(page) < _PAGE_MAX or (before is not None and page[-1].seq >= before):
-                return found
-            cursor = page[-1].seq
-
 
     def get_working_memory(
         self, *, session_id: str, user_id: str | None = None, admin: bool = False
@@ -718,16 +700,18 @@ class _RecordRequests(_Exchange):
         tool: str | None = None,
         after: int | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
         admin: bool = False,
-    ) -> _Flow[list[ToolCall]]:
+    ) -> _Flow[Page[ToolCall]]:
         """See :meth:`SessionManager.get_tool_history`."""
         return self._read(
             f"/v1/sessions/{_sid(session_id)}/tool-calls",
-            _items(_TOOL_CALLS),
+            _page(ToolCall),
             session_id=session_id,
             tool=tool,
             after=after,
             limit=limit,
+            cursor=cursor,
         )
 
     def find_tool_call(
@@ -867,6 +851,7 @@ class _RecordRequests(_Exchange):
         run_id: str,
         after: int | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
         admin: bool = False,
     ) -> _Flow[Page[RunStep]]:
         """See :meth:`SessionManager.list_run_steps` (``limit`` at least 1)."""
@@ -876,6 +861,7 @@ class _RecordRequests(_Exchange):
             session_id=session_id,
             after=after,
             limit=limit,
+            cursor=cursor,
         )
 
     def list_runs(
@@ -886,16 +872,18 @@ class _RecordRequests(_Exchange):
         status: RunStatus | str | None = None,
         after: int | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
         admin: bool = False,
-    ) -> _Flow[list[Run]]:
+    ) -> _Flow[Page[Run]]:
         """See :meth:`SessionManager.list_runs`."""
         return self._read(
             f"/v1/sessions/{_sid(session_id)}/runs",
-            _items(_RUNS),
+            _page(Run),
             session_id=session_id,
             status=status,
             after=after,
             limit=limit,
+            cursor=cursor,
         )
 
     def get_audit_log(
@@ -905,15 +893,17 @@ class _RecordRequests(_Exchange):
         user_id: str | None = None,
         after: int | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
         admin: bool = False,
-    ) -> _Flow[list[AuditEvent]]:
+    ) -> _Flow[Page[AuditEvent]]:
         """See :meth:`SessionManager.get_audit_log`."""
         return self._read(
             f"/v1/sessions/{_sid(session_id)}/audit",
-            _items(_AUDIT),
+            _page(AuditEvent),
             session_id=session_id,
             after=after,
             limit=limit,
+            cursor=cursor,
         )
 
 

@@ -11,7 +11,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    computed_field,
+    model_validator,
+)
 
 from .callgroups import item_role
 
@@ -127,6 +134,8 @@ class Message(BaseModel):
     without a ``role``: ``role`` is then derived from its type (a call or reasoning
     item is ``assistant``, an output ``tool``; :mod:`agentsession.callgroups`) and is
     not part of :meth:`payload`, since the client did not send it.
+    ``session_version`` is the session's version after the write that returned this
+    message (pass it as the next ``expected_version``); None on a read.
     """
 
     model_config = ConfigDict(frozen=True, extra="allow", json_schema_extra=_role_may_be_absent)
@@ -142,6 +151,7 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     run_id: str | None = None
     metadata: dict[str, Any] | None = None
+    session_version: int | None = None
 
     @model_validator(mode="wrap")
     @classmethod
@@ -158,7 +168,7 @@ class Message(BaseModel):
     def payload(self) -> dict[str, Any]:
         """Return the message as the client appended it: no store fields, unset stays unset."""
         data = self.model_dump(mode="json", exclude_unset=True)
-        for key in ("message_id", "session_id", "seq", "created_at"):
+        for key in ("message_id", "session_id", "seq", "created_at", "session_version"):
             data.pop(key, None)
         return data
 
@@ -217,6 +227,8 @@ class ToolCall(_Snapshot):
     the newest. ``duration_ms`` is milliseconds between ``started_at`` and ``ended_at``.
     ``arguments_hash`` is the SHA-256 of the canonical JSON of ``arguments``; it is how
     :meth:`SessionManager.find_tool_call` finds an earlier identical call.
+    ``session_version`` is the session's version after the write that returned this
+    call (pass it as the next ``expected_version``); None on a read.
     """
 
     call_id: str
@@ -234,10 +246,15 @@ class ToolCall(_Snapshot):
     ended_at: datetime
     duration_ms: float
     created_at: datetime
+    session_version: int | None = None
 
 
 class RunStep(_Snapshot):
-    """One step of a run: a model call, a tool call, a message. ``index`` starts at 0."""
+    """One step of a run: a model call, a tool call, a message. ``index`` starts at 0.
+
+    ``session_version`` is the session's version after the write that returned this
+    step; None on a read.
+    """
 
     run_id: str
     index: int
@@ -249,6 +266,7 @@ class RunStep(_Snapshot):
     error: str | None = None
     started_at: datetime
     ended_at: datetime | None = None
+    session_version: int | None = None
 
 
 class Run(_Snapshot):
@@ -258,7 +276,8 @@ class Run(_Snapshot):
     ``seq`` numbers the runs of a session from 1. ``step_count`` is how many steps the
     run has; ``steps`` holds at most a window of them, oldest first: none in a listing
     (``list_runs``), the first page in ``get_run``. ``len(steps) < step_count`` means
-    there are more: page through them with ``list_run_steps``.
+    there are more: page through them with ``list_run_steps``. ``session_version`` is
+    the session's version after the write that returned this run; None on a read.
     """
 
     run_id: str
@@ -275,6 +294,7 @@ class Run(_Snapshot):
     metadata: dict[str, Any] = Field(default_factory=dict)
     step_count: int = 0
     steps: list[RunStep] = Field(default_factory=list)
+    session_version: int | None = None
 
 
 class AuditEvent(_Snapshot):
@@ -299,24 +319,35 @@ class AuditEvent(_Snapshot):
 class Page(_Snapshot, Generic[T]):
     """One page of a listing; pass ``next_cursor`` back as ``cursor`` for the next page.
 
-    ``next_cursor`` is None on the last page.
+    ``next_cursor`` is None on the last page, and only there: a page that leaves items
+    out always has one, and a cursor never leads to an empty page. ``has_more`` says
+    the same as a bool (it is in the JSON too).
     """
 
     items: list[T]
     next_cursor: str | None = None
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def has_more(self) -> bool:
+        """True exactly when ``next_cursor`` is not None."""
+        return self.next_cursor is not None
+
 
 class RestoredSession(_Snapshot):
     """Everything an engine needs to continue a session, as one snapshot.
 
-    ``messages`` are the most recent ones, oldest first; ``tool_calls`` the whole tool
-    history, oldest first; ``runs`` all runs, oldest first, without their steps
-    (``step_count`` says how many); ``interrupted_run_ids`` the
-    runs this restore found RUNNING and marked INTERRUPTED; ``interrupted_call_ids`` the
-    tool calls an interrupted run left without a result, which this restore answered
-    with a synthetic result (metadata ``{"agentsession": {"synthetic": "interrupted"}}``);
-    ``previous_status`` the status the session had before this restore (CLOSED, EXPIRED,
-    or ACTIVE when taken over).
+    Each list is a bounded window, oldest first: ``messages`` the most recent ones
+    (aligned to whole tool-call groups), ``tool_calls`` the most recent calls, ``runs``
+    the most recent runs (a run still RUNNING is among them: a session runs one at a
+    time, its newest). How many: the ``Policy.restore_*_limit`` fields. Each
+    ``*_next_cursor`` pages on to older items (``cursor=`` of ``get_messages``,
+    ``get_tool_history``, ``list_runs``); None when the window holds them all.
+    ``interrupted_run_ids`` are the runs this restore found RUNNING and marked
+    INTERRUPTED; ``interrupted_call_ids`` the tool calls an interrupted run left without
+    a result, which this restore answered with a synthetic result (metadata
+    ``{"agentsession": {"synthetic": "interrupted"}}``); ``previous_status`` the status
+    the session had before this restore (CLOSED, EXPIRED, or ACTIVE when taken over).
     """
 
     session: Session
@@ -324,6 +355,9 @@ class RestoredSession(_Snapshot):
     messages: list[Message]
     tool_calls: list[ToolCall]
     runs: list[Run]
+    messages_next_cursor: str | None = None
+    tool_calls_next_cursor: str | None = None
+    runs_next_cursor: str | None = None
     interrupted_run_ids: list[str] = Field(default_factory=list)
     interrupted_call_ids: list[str] = Field(default_factory=list)
     previous_status: SessionStatus

@@ -10,12 +10,12 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from agentsession import Message, Session, SessionManager
+from agentsession import Message, Page, Session, SessionManager
 from agentsession.ids import new_id
 from agentsession.stores.base import SessionStore, StoreTransaction
 
@@ -58,22 +58,44 @@ def dump(model: Any) -> Any:
     return model.model_dump(mode="json")
 
 
+def every(listing: Callable[..., Page[Any]], **kwargs: Any) -> list[Any]:
+    """Every item of a listing (``manager.get_messages``...) in seq order, following its
+    cursors in either direction; seq bounds or a cursor in ``kwargs`` go to the first
+    call only.
+    Fails if a cursor leads to an empty page or an item comes twice."""
+    page = listing(**kwargs)
+    found = list(page.items)
+    rest = {k: v for k, v in kwargs.items() if k not in ("after", "before", "cursor")}
+    while page.next_cursor is not None:
+        page = listing(**rest, cursor=page.next_cursor)
+        assert page.items, "a cursor led to an empty page"
+        found += page.items
+    found.sort(key=lambda item: item.seq)
+    assert len({item.seq for item in found}) == len(found), "an item came twice"
+    return found
+
+
+def as_read(model: Any) -> Any:
+    """A write's answer as a read returns it: without the ``session_version`` of the write."""
+    return model.model_copy(update={"session_version": None})
+
+
 def snapshot(m: SessionManager, session_id: str) -> dict[str, Any]:
     """Everything observable about a session, read as admin (reads write nothing here)."""
     kw: dict[str, Any] = {"session_id": session_id, "user_id": ADMIN, "admin": True}
     return {
         "session": dump(m.get_session(**kw)),
-        "messages": dump(m.get_messages(**kw)),
+        "messages": dump(every(m.get_messages, after=0, **kw)),
         "memory": dump(m.get_working_memory(**kw)),
-        "tools": dump(m.get_tool_history(**kw)),
-        "runs": dump(m.list_runs(**kw)),
-        "audit": dump(m.get_audit_log(**kw)),
+        "tools": dump(every(m.get_tool_history, **kw)),
+        "runs": dump(every(m.list_runs, **kw)),
+        "audit": dump(every(m.get_audit_log, **kw)),
     }
 
 
 def audit_of(m: SessionManager, session_id: str) -> list[Any]:
-    """The session's audit log, read as admin."""
-    return m.get_audit_log(session_id=session_id, user_id=ADMIN, admin=True)
+    """The session's whole audit log, read as admin."""
+    return every(m.get_audit_log, session_id=session_id, user_id=ADMIN, admin=True)
 
 
 def assert_version_chain(events: list[Any]) -> None:
@@ -306,16 +328,17 @@ CONTENT_WRITES["modify_working_memory"] = lambda m, c, u=None, **kw: m.modify_wo
 #: Every read that takes a session id: name -> fn.
 READS: dict[str, Any] = {
     "get_session": lambda m, c, u=None, **kw: m.get_session(**_kw(c, u, kw)),
-    "get_messages": lambda m, c, u=None, **kw: m.get_messages(**_kw(c, u, kw)),
-    "get_messages.window": lambda m, c, u=None, **kw: m.get_messages(**_kw(c, u, kw), limit=1),
+    "get_messages": lambda m, c, u=None, **kw: m.get_messages(**_kw(c, u, kw)).items,
+    "get_messages.window":
+        lambda m, c, u=None, **kw: m.get_messages(**_kw(c, u, kw), limit=1).items,
     "get_working_memory": lambda m, c, u=None, **kw: m.get_working_memory(**_kw(c, u, kw)),
-    "get_tool_history": lambda m, c, u=None, **kw: m.get_tool_history(**_kw(c, u, kw)),
+    "get_tool_history": lambda m, c, u=None, **kw: m.get_tool_history(**_kw(c, u, kw)).items,
     "find_tool_call": lambda m, c, u=None, **kw: m.find_tool_call(
         **_kw(c, u, kw), tool="search", arguments={"q": "x"}
     ),
     "get_run": lambda m, c, u=None, **kw: m.get_run(**_kw(c, u, kw), run_id=c.run_id),
-    "list_runs": lambda m, c, u=None, **kw: m.list_runs(**_kw(c, u, kw)),
-    "get_audit_log": lambda m, c, u=None, **kw: m.get_audit_log(**_kw(c, u, kw)),
+    "list_runs": lambda m, c, u=None, **kw: m.list_runs(**_kw(c, u, kw)).items,
+    "get_audit_log": lambda m, c, u=None, **kw: m.get_audit_log(**_kw(c, u, kw)).items,
 }
 
 #: Every public method that takes a session id.

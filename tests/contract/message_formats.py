@@ -7,6 +7,7 @@ answers a call), so a test using it can fail when the library's rule is wrong.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from hypothesis import strategies as st
@@ -16,6 +17,8 @@ from agentsession import Message
 Payloads = list[dict[str, Any]]
 
 FORMATS = ("chat", "anthropic", "responses")
+#: Call ids the random histories draw from (``call_0`` every turn, as providers do).
+REUSED_IDS = ("call_0", "call_1", "call_2", "call_3")
 
 
 def user(fmt: str, text: str) -> dict[str, Any]:
@@ -81,20 +84,55 @@ def calls_and_results(payload: dict[str, Any]) -> tuple[set[str], set[str]]:
 
 def window_problem(window: list[Message]) -> str | None:
     """What is wrong with ``window`` (not consecutive, a result without its call, a call
-    without its result), or None."""
+    without its result), or None. Every window with no seq bound (the newest page, a
+    restore's messages) must pass it."""
+    return _problem(window, results_need_calls=True, calls_need_results=True)
+
+
+def bounded_page_problem(
+    page: list[Message], *, before: int | None = None, after: int | None = None
+) -> str | None:
+    """What is wrong with ``page``, read with the seq bound ``before=`` or ``after=`` (or
+    a cursor standing for one), or None.
+
+    A bounded page is never widened past its bound (docs/architecture.md, "Window
+    alignment": exactly-once paging wins), so only its other side is aligned: a page
+    before a bound holds no result without its call but may end with a call whose
+    result lies at or past the bound; a page after a bound holds no call without its
+    result but may start with a result whose call lies at or before the bound.
+    """
+    assert (before is None) != (after is None), "exactly one bound"
+    got = [m.seq for m in page]
+    if before is not None and any(seq >= before for seq in got):
+        return f"page {got} crosses its bound before={before}"
+    if after is not None and any(seq <= after for seq in got):
+        return f"page {got} crosses its bound after={after}"
+    return _problem(page, results_need_calls=before is not None,
+                    calls_need_results=after is not None)
+
+
+def _problem(
+    window: list[Message], *, results_need_calls: bool, calls_need_results: bool
+) -> str | None:
+    """Matched by position, as a provider reads it: a result answers the nearest
+    earlier call with its id still open (providers reuse ids within a conversation)."""
     got = [m.seq for m in window]
     if got and got != list(range(got[0], got[0] + len(got))):
         return f"seqs {got} are not consecutive"
-    made: set[str] = set()
-    answered: set[str] = set()
+    open_calls: Counter[str] = Counter()
+    orphans: list[str] = []
     for m in window:
-        c, r = calls_and_results(m.payload())
-        made |= c
-        answered |= r
-    if answered - made:
-        return f"window {got} holds results without their calls: {sorted(answered - made)}"
-    if made - answered:
-        return f"window {got} holds calls without their results: {sorted(made - answered)}"
+        made, answered = calls_and_results(m.payload())
+        for call in sorted(answered):
+            if open_calls[call] > 0:
+                open_calls[call] -= 1
+            else:
+                orphans.append(call)
+        open_calls.update(made)
+    if results_need_calls and orphans:
+        return f"window {got} holds results without their calls: {orphans}"
+    if calls_need_results and +open_calls:
+        return f"window {got} holds calls without their results: {sorted(+open_calls)}"
     return None
 
 
@@ -106,8 +144,9 @@ def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
     for turn in range(draw(st.integers(1, 4))):
         fmt = draw(st.sampled_from(FORMATS))
         out.append(user(fmt, f"q{turn}"))
-        for r in range(draw(st.integers(0, 3))):
-            ids = [f"c{turn}_{r}_{j}" for j in range(draw(st.integers(1, 3)))]
+        for _ in range(draw(st.integers(0, 3))):
+            # A small pool: ids repeat across rounds and turns, as providers reuse them.
+            ids = draw(st.lists(st.sampled_from(REUSED_IDS), min_size=1, max_size=3, unique=True))
             out += calls(fmt, ids)
             out += results(fmt, draw(st.permutations(ids)))
         out.append(answer(fmt, f"a{turn}"))

@@ -78,7 +78,7 @@ def test_async_manager_works_under_asyncio(manager: SessionManager) -> None:
         kw = {"session_id": s.session_id, "user_id": USER}
         await asyncio.gather(*[
             am.append_message(**kw, message=user_msg(f"m{i}")) for i in range(10)])
-        msgs = await am.get_messages(**kw)
+        msgs = (await am.get_messages(**kw)).items
         assert sorted(m.content for m in msgs) == sorted(f"m{i}" for i in range(10))
         assert [m.seq for m in msgs] == list(range(1, 11))
         wm = await am.modify_working_memory(**kw, fn=lambda d: {**d, "n": 1})

@@ -74,7 +74,7 @@ def test_c31_longest_accepted_value_of_each_field(manager: SessionManager) -> No
     event = audit_of(m, sid)[-1]
     assert (event.request_id, event.actor, event.user_id) == (REQUEST_ID, USER, USER)
     m.record_tool_call(session_id=sid, user_id=USER, tool=TOOL, call_id=CALL_ID)
-    call = m.get_tool_history(session_id=sid, user_id=USER)[0]
+    call = m.get_tool_history(session_id=sid, user_id=USER).items[0]
     assert (call.tool, call.call_id) == (TOOL, CALL_ID)
     m.close_session(session_id=sid, user_id=USER, reason=REASON)
     assert m.get_session(session_id=sid, user_id=USER).status_reason == REASON

@@ -7,7 +7,16 @@ import threading
 from typing import Any
 
 import pytest
-from contract_support import OTHER, USER, assistant_msg, same_payload, seqs, user_msg
+from contract_support import (
+    OTHER,
+    USER,
+    as_read,
+    assistant_msg,
+    every,
+    same_payload,
+    seqs,
+    user_msg,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,21 +60,21 @@ def test_c07_equal_timestamps_keep_insert_order(frozen_manager: SessionManager) 
             m.append_message(session_id=sid, user_id=USER, message=msg)
             sent.append(msg)
     assert len(sent) == 50
-    full = m.get_messages(session_id=sid, user_id=USER)
+    full = m.get_messages(session_id=sid, user_id=USER).items
     assert len({x.created_at for x in full}) == 1
     for _ in range(60):
-        got = m.get_messages(session_id=sid, user_id=USER)
+        got = m.get_messages(session_id=sid, user_id=USER).items
         assert all(same_payload(x.payload(), y) for x, y in zip(got, sent, strict=True))
         assert seqs(got) == list(range(1, 51))
     for k in (1, 2, 5, 13):
         for start in range(1, 51, 3):
             fwd = m.get_messages(session_id=sid, user_id=USER, after=start - 1, limit=k,
-                                 align_tool_calls=False)
+                                 align_tool_calls=False).items
             assert seqs(fwd) == list(range(start, min(start + k, 51)))
             assert all(same_payload(x.payload(), y)
                        for x, y in zip(fwd, sent[start - 1:], strict=False))
             back = m.get_messages(session_id=sid, user_id=USER, before=start + 1, limit=k,
-                                  align_tool_calls=False)
+                                  align_tool_calls=False).items
             assert seqs(back) == list(range(max(1, start - k + 1), start + 1))
 
 
@@ -107,10 +116,10 @@ def test_c08_list_order_updated_desc_with_unique_tiebreak(
 def test_c09_limit_means_newest_k_oldest_first(manager: SessionManager, sid: str) -> None:
     """C09: m1..m10 with limit=3 gives [m8, m9, m10]; limit=20 gives all ten."""
     _fill(manager, sid, 10)
-    got = manager.get_messages(session_id=sid, user_id=USER, limit=3)
+    got = manager.get_messages(session_id=sid, user_id=USER, limit=3).items
     assert [x.content for x in got] == ["m8", "m9", "m10"]
-    assert [x.content for x in manager.get_messages(session_id=sid, user_id=USER, limit=20)] == [
-        f"m{i}" for i in range(1, 11)]
+    page = manager.get_messages(session_id=sid, user_id=USER, limit=20)
+    assert [x.content for x in page.items] == [f"m{i}" for i in range(1, 11)]
 
 
 @pytest.mark.parametrize(("limit", "expected"), [
@@ -121,7 +130,7 @@ def test_c20_limit_edge_values(
     """C20: limit 0 -> empty; absent -> all; k -> newest k."""
     _fill(manager, sid, 5)
     kwargs = {} if limit is None else {"limit": limit}
-    assert seqs(manager.get_messages(session_id=sid, user_id=USER, **kwargs)) == expected
+    assert seqs(manager.get_messages(session_id=sid, user_id=USER, **kwargs).items) == expected
 
 
 @pytest.mark.store_independent
@@ -132,11 +141,11 @@ def test_c20_bad_limits_are_validation_errors(
     """C20: limit -1 (or not an int) is a ValidationError on every listing."""
     _fill(manager, sid, 5)
     for call in (
-        lambda: manager.get_messages(session_id=sid, user_id=USER, limit=bad),
+        lambda: manager.get_messages(session_id=sid, user_id=USER, limit=bad).items,
         lambda: manager.list_sessions(user_id=USER, limit=bad),
-        lambda: manager.get_tool_history(session_id=sid, user_id=USER, limit=bad),
-        lambda: manager.list_runs(session_id=sid, user_id=USER, limit=bad),
-        lambda: manager.get_audit_log(session_id=sid, user_id=USER, limit=bad),
+        lambda: manager.get_tool_history(session_id=sid, user_id=USER, limit=bad).items,
+        lambda: manager.list_runs(session_id=sid, user_id=USER, limit=bad).items,
+        lambda: manager.get_audit_log(session_id=sid, user_id=USER, limit=bad).items,
     ):
         with pytest.raises(ValidationError):
             call()
@@ -159,28 +168,34 @@ def test_cursor_validation(manager: SessionManager, sid: str) -> None:
 
 
 def _page_backwards(m: SessionManager, sid: str, size: int, start: int | None = None) -> list[int]:
+    """Seqs seen following ``next_cursor`` back from ``before=start`` (None: the newest)."""
     out: list[int] = []
-    before = start
+    page = m.get_messages(session_id=sid, user_id=USER, limit=size, before=start)
     while True:
-        page = m.get_messages(session_id=sid, user_id=USER, limit=size, before=before)
-        if not page:
+        assert seqs(page.items) == sorted(seqs(page.items))
+        out = seqs(page.items) + out
+        assert page.has_more == (bool(page.items) and page.items[0].seq > 1)
+        if page.next_cursor is None:
             return out
-        assert seqs(page) == sorted(seqs(page))
-        out = seqs(page) + out
-        before = page[0].seq
+        page = m.get_messages(session_id=sid, user_id=USER, limit=size, cursor=page.next_cursor)
 
 
 def _page_forwards(m: SessionManager, sid: str, size: int, stop: threading.Event | None = None
                    ) -> list[int]:
+    """Seqs seen following ``next_cursor`` forwards from the first message; with ``stop``,
+    pages on (from the last seq seen) until it is set and the end is reached."""
     out: list[int] = []
-    after = 0
+    page = m.get_messages(session_id=sid, user_id=USER, limit=size, after=0)
     while True:
-        page = m.get_messages(session_id=sid, user_id=USER, limit=size, after=after)
-        if not page and (stop is None or stop.is_set()):
+        out += seqs(page.items)
+        if page.next_cursor is not None:
+            page = m.get_messages(session_id=sid, user_id=USER, limit=size,
+                                  cursor=page.next_cursor)
+            continue
+        if stop is None or stop.is_set():
             return out
-        out += seqs(page)
-        if page:
-            after = page[-1].seq
+        page = m.get_messages(session_id=sid, user_id=USER, limit=size,
+                              after=out[-1] if out else 0)
 
 
 @pytest.mark.parametrize("n", [10, 1000, 10_000])
@@ -189,7 +204,7 @@ def test_c18_long_history(manager: SessionManager, sid: str, n: int) -> None:
     _fill(manager, sid, n)
     s = manager.get_session(session_id=sid, user_id=USER)
     assert (s.message_count, s.version) == (n, 1 + -(-n // 1000))
-    last = manager.get_messages(session_id=sid, user_id=USER, limit=50)
+    last = manager.get_messages(session_id=sid, user_id=USER, limit=50).items
     assert [x.content for x in last] == [f"m{i}" for i in range(max(1, n - 49), n + 1)]
     size = 7 if n <= 1000 else 500
     assert _page_backwards(manager, sid, size) == list(range(1, n + 1))
@@ -224,7 +239,8 @@ def test_c18_paging_while_appends_go_on(manager: SessionManager, sid: str) -> No
     assert back == list(range(1, 1001))
     assert fwd == list(range(1, len(fwd) + 1)) and len(fwd) >= 1000
     total = manager.get_session(session_id=sid, user_id=USER).message_count
-    assert seqs(manager.get_messages(session_id=sid, user_id=USER)) == list(range(1, total + 1))
+    assert seqs(every(manager.get_messages, session_id=sid, user_id=USER)) == list(
+        range(1, total + 1))
 
 
 # ---------------------------------------------------------------- tool pairs, C27
@@ -258,7 +274,7 @@ def test_c27_windows_never_split_tool_pairs(manager: SessionManager, sid: str) -
     """C27: 50 rounds; windows of every size 1..250 never split a call from its results."""
     _rounds(manager, sid, 50)
     for k in range(1, 251):
-        window = manager.get_messages(session_id=sid, user_id=USER, limit=k)
+        window = manager.get_messages(session_id=sid, user_id=USER, limit=k).items
         assert window[-1].seq == 250 and len(window) >= k
         _check_window(window)
 
@@ -272,7 +288,7 @@ def test_c27_aligned_paging_visits_each_message_once(
     out: list[int] = []
     before = None
     while True:
-        page = manager.get_messages(session_id=sid, user_id=USER, limit=size, before=before)
+        page = manager.get_messages(session_id=sid, user_id=USER, limit=size, before=before).items
         if not page:
             break
         _check_window(page)
@@ -281,7 +297,7 @@ def test_c27_aligned_paging_visits_each_message_once(
     assert out == list(range(1, 51))
     out, after = [], 0
     while True:
-        page = manager.get_messages(session_id=sid, user_id=USER, limit=size, after=after)
+        page = manager.get_messages(session_id=sid, user_id=USER, limit=size, after=after).items
         if not page:
             break
         _check_window(page)
@@ -314,7 +330,7 @@ C29_MESSAGES: list[dict[str, Any]] = [
 def test_c29_round_trip_is_lossless(manager: SessionManager, sid: str) -> None:
     """C29: tool_calls, tool_call_id, name, refusal, extra fields, ''/null/missing round-trip."""
     stored = manager.append_messages(session_id=sid, user_id=USER, messages=C29_MESSAGES)
-    got = manager.get_messages(session_id=sid, user_id=USER)
+    got = manager.get_messages(session_id=sid, user_id=USER).items
     for sent, ret, back in zip(C29_MESSAGES, stored, got, strict=True):
         assert same_payload(ret.payload(), sent)
         assert same_payload(back.payload(), sent), (back.payload(), sent)
@@ -355,13 +371,14 @@ def test_random_messages_round_trip(manager: SessionManager, batch: list[dict[st
     """Any JSON message payload comes back field for field, in nested order, on every store."""
     sid = manager.create_session(user_id=USER).session_id
     manager.append_messages(session_id=sid, user_id=USER, messages=batch)
-    got = manager.get_messages(session_id=sid, user_id=USER)
+    got = manager.get_messages(session_id=sid, user_id=USER).items
     assert len(got) == len(batch)
     assert all(same_payload(x.payload(), y) for x, y in zip(got, batch, strict=True))
 
 
 @pytest.mark.store_independent
-@pytest.mark.parametrize("field", ["message_id", "session_id", "seq", "created_at"])
+@pytest.mark.parametrize(
+    "field", ["message_id", "session_id", "seq", "created_at", "session_version"])
 def test_store_assigned_fields_cannot_be_sent(
     manager: SessionManager, sid: str, field: str
 ) -> None:
@@ -369,7 +386,7 @@ def test_store_assigned_fields_cannot_be_sent(
     with pytest.raises(ValidationError):
         manager.append_message(session_id=sid, user_id=USER,
                                message={"role": "user", "content": "x", field: 1})
-    assert manager.get_messages(session_id=sid, user_id=USER) == []
+    assert manager.get_messages(session_id=sid, user_id=USER).items == []
 
 
 def test_batch_is_atomic(manager: SessionManager, sid: str) -> None:
@@ -380,7 +397,7 @@ def test_batch_is_atomic(manager: SessionManager, sid: str) -> None:
     with pytest.raises(RunNotFound):
         manager.append_messages(session_id=sid, user_id=USER, messages=[
             user_msg("ok"), user_msg("x", run_id="run_aaaaaaaaaaaaaaaaaaaaaaaaaa")])
-    assert manager.get_messages(session_id=sid, user_id=USER) == []
+    assert manager.get_messages(session_id=sid, user_id=USER).items == []
     assert manager.get_session(session_id=sid, user_id=USER).version == 1
 
 
@@ -406,13 +423,13 @@ def test_tool_history_record_list_filter(manager: SessionManager, sid: str) -> N
         for i, t in enumerate(["grep", "read_file", "grep", "run_tests", "grep"])
     ]
     assert [c.seq for c in made] == [1, 2, 3, 4, 5]
-    hist = manager.get_tool_history(session_id=sid, user_id=USER)
+    hist = manager.get_tool_history(session_id=sid, user_id=USER).items
     assert [(c.call_id, c.tool, c.arguments, c.result) for c in hist] == [
         (c.call_id, c.tool, c.arguments, c.result) for c in made]
     assert [c.seq for c in manager.get_tool_history(session_id=sid, user_id=USER,
-                                                    tool="grep")] == [1, 3, 5]
+                                                    tool="grep").items] == [1, 3, 5]
     assert [c.seq for c in manager.get_tool_history(session_id=sid, user_id=USER,
-                                                    after=2, limit=2)] == [3, 4]
+                                                    after=2, limit=2).items] == [3, 4]
     assert manager.get_session(session_id=sid, user_id=USER).tool_call_count == 5
 
 
@@ -428,8 +445,8 @@ def test_tool_call_fields(manager: SessionManager, sid: str) -> None:
         result=None, status="error", error="exit 1", started_at=start, ended_at=end,
         run_id=run.run_id, call_id="call_abc",
     )
-    [got] = manager.get_tool_history(session_id=sid, user_id=USER)
-    assert got == call
+    [got] = manager.get_tool_history(session_id=sid, user_id=USER).items
+    assert got == as_read(call) and call.session_version == 3
     assert (got.status, got.error, got.call_id, got.run_id) == (
         ToolCallStatus.ERROR, "exit 1", "call_abc", run.run_id)
     assert (got.started_at, got.ended_at, got.duration_ms) == (start, end, 1500.0)
@@ -470,7 +487,7 @@ def test_tool_history_is_per_session(manager: SessionManager, sid: str) -> None:
     """Another session's tool calls are never found or listed."""
     other = manager.create_session(user_id=OTHER).session_id
     manager.record_tool_call(session_id=other, user_id=OTHER, tool="grep", arguments={"q": 1})
-    assert manager.get_tool_history(session_id=sid, user_id=USER) == []
+    assert manager.get_tool_history(session_id=sid, user_id=USER).items == []
     assert manager.find_tool_call(session_id=sid, user_id=USER, tool="grep",
                                   arguments={"q": 1}) is None
 
@@ -505,14 +522,14 @@ def test_c36_provider_reuses_call_ids(manager: SessionManager, sid: str) -> None
     assert first.call_id != second.call_id and first.call_id.startswith("call_")
     assert (first.provider_call_id, second.provider_call_id) == ("call_0", "call_0")
     found = manager.find_tool_call(**kw, provider_call_id="call_0")
-    assert found == second and found.seq == 3 and found.result == 2
+    assert found == as_read(second) and found.seq == 3 and found.result == 2
     assert manager.find_tool_call(**kw, provider_call_id="call_9") is None
     older = manager.find_tool_call(**kw, tool="grep", arguments={"q": "a"})
-    assert older == first
-    history = manager.get_tool_history(**kw)
+    assert older == as_read(first)
+    history = manager.get_tool_history(**kw).items
     assert [c.provider_call_id for c in history] == ["call_0", "call_1", "call_0"]
-    assert [c.provider_call_id for c in manager.get_tool_history(**kw, tool="grep", after=1)] == [
-        "call_1", "call_0"]
+    grep_after_1 = manager.get_tool_history(**kw, tool="grep", after=1).items
+    assert [c.provider_call_id for c in grep_after_1] == ["call_1", "call_0"]
     other = manager.create_session(user_id=USER).session_id
     assert manager.find_tool_call(session_id=other, user_id=USER, provider_call_id="call_0") is None
     manager.record_tool_call(**kw, tool="t", call_id="mine", provider_call_id="call_0")

@@ -265,7 +265,7 @@ def test_c04_concurrent_retries_store_one_copy(manager: SessionManager) -> None:
             session_id=s, user_id=USER, message=user_msg("M"), idempotency_key=f"K{n}"))
         assert not [r for r in out if isinstance(r, BaseException)], out
         assert len({(r.message_id, r.seq) for r in out}) == 1
-        msgs = manager.get_messages(session_id=sid, user_id=USER)
+        msgs = manager.get_messages(session_id=sid, user_id=USER).items
         assert len(msgs) == 1 and msgs[0].message_id == out[0].message_id
         assert manager.get_session(session_id=sid, user_id=USER).version == 2
 
@@ -288,7 +288,7 @@ def test_c04_different_body_and_other_user(manager: SessionManager) -> None:
         session_id=other, user_id=OTHER, message=user_msg("M"), idempotency_key="K"
     )
     assert snapshot(manager, sid) == state
-    assert len(manager.get_messages(session_id=other, user_id=OTHER)) == 1
+    assert len(manager.get_messages(session_id=other, user_id=OTHER).items) == 1
     assert snapshot(manager, sid)["session"]["version"] == state["session"]["version"]
     assert ADMIN  # admin reads in snapshot() are side-effect free
 

@@ -45,7 +45,7 @@ def _result_ids(fmt: str, msg: Message) -> list[str]:
 def _all_windows_valid(m: SessionManager, sid: str) -> None:
     n = m.get_session(session_id=sid, user_id=USER).message_count
     for k in range(1, n + 1):
-        window = m.get_messages(session_id=sid, user_id=USER, limit=k)
+        window = m.get_messages(session_id=sid, user_id=USER, limit=k).items
         assert window_problem(window) is None, (k, window_problem(window))
 
 
@@ -55,14 +55,15 @@ def test_restore_answers_the_call_a_crash_left_open(manager: SessionManager, fmt
     tagged with the run, in the same version step; every window is valid again."""
     sid, run_id = _crash(manager, fmt, *calls(fmt, ["c1"]))
     before = manager.get_session(session_id=sid, user_id=USER)
-    assert window_problem(manager.get_messages(session_id=sid, user_id=USER)) is not None
+    assert window_problem(manager.get_messages(session_id=sid, user_id=USER).items) is not None
     restored = manager.restore_session(session_id=sid, user_id=USER)
     assert restored.interrupted_run_ids == [run_id]
     assert restored.interrupted_call_ids == ["c1"]
     after = manager.get_session(session_id=sid, user_id=USER)
     assert after.version == before.version + 1
     assert after.message_count == before.message_count + 1
-    last = manager.get_messages(session_id=sid, user_id=USER, limit=1, align_tool_calls=False)
+    last = manager.get_messages(session_id=sid, user_id=USER, limit=1,
+                                align_tool_calls=False).items
     assert last[0].seq == after.message_count and last[0].run_id == run_id
     assert _result_ids(fmt, last[0]) == ["c1"]
     assert window_problem(restored.messages) is None and restored.messages[-1] == last[0]
@@ -95,7 +96,7 @@ def test_parallel_calls_with_one_answered(
     count = manager.get_session(session_id=sid, user_id=USER).message_count
     restored = manager.restore_session(session_id=sid, user_id=USER)
     assert restored.interrupted_call_ids == [open_]
-    added = manager.get_messages(session_id=sid, user_id=USER, after=count)
+    added = manager.get_messages(session_id=sid, user_id=USER, after=count).items
     assert [i for x in added for i in _result_ids(fmt, x)] == [open_]
     _all_windows_valid(manager, sid)
 
@@ -108,7 +109,7 @@ def test_untagged_messages_and_several_calls(manager: SessionManager) -> None:
     count = manager.get_session(session_id=sid, user_id=USER).message_count
     restored = manager.restore_session(session_id=sid, user_id=USER)
     assert restored.interrupted_call_ids == ["c1", "c2", "c3"]
-    added = manager.get_messages(session_id=sid, user_id=USER, after=count)
+    added = manager.get_messages(session_id=sid, user_id=USER, after=count).items
     assert [x.payload().get("tool_call_id") or x.payload()["call_id"] for x in added] == [
         "c1", "c2", "c3"]
     assert [x.payload().get("type") for x in added] == [None, None, "function_call_output"]
@@ -155,6 +156,27 @@ def test_restore_after_expiry_answers_the_interrupted_run(
     _all_windows_valid(m, sid)
     m.close_session(session_id=sid, user_id=USER)
     assert m.restore_session(session_id=sid, user_id=USER).interrupted_call_ids == []
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_restore_after_close_answers_the_cancelled_run(manager: SessionManager, fmt: str) -> None:
+    """A close while the run waits for its tool (the run is CANCELLED) leaves the call
+    open too: restoring the CLOSED session answers it; a second close and restore, with
+    nothing open any more, appends nothing."""
+    sid, run_id = _crash(manager, fmt, *calls(fmt, ["c1", "c2"]))
+    manager.close_session(session_id=sid, user_id=USER)
+    assert manager.get_run(session_id=sid, user_id=USER, run_id=run_id).status == (
+        RunStatus.CANCELLED)
+    restored = manager.restore_session(session_id=sid, user_id=USER)
+    assert restored.interrupted_run_ids == [] and restored.interrupted_call_ids == ["c1", "c2"]
+    synthetic = [m for m in restored.messages if m.metadata == SYNTHETIC]
+    answered = [c for m in synthetic for c in _result_ids(fmt, m)]
+    assert sorted(answered) == ["c1", "c2"]
+    _all_windows_valid(manager, sid)
+    manager.close_session(session_id=sid, user_id=USER)
+    again = manager.restore_session(session_id=sid, user_id=USER)
+    assert again.interrupted_call_ids == []
+    assert again.session.message_count == restored.session.message_count
 
 
 def test_a_final_answer_after_the_calls_needs_nothing(manager: SessionManager) -> None:

@@ -16,6 +16,7 @@ from contract_support import (
     USER,
     Ctx,
     ProxyStore,
+    as_read,
     audit_of,
     dump,
     snapshot,
@@ -421,7 +422,7 @@ def test_delete_leaves_a_tombstone_for_admins_only(manager: SessionManager) -> N
     manager.delete_session(session_id=ctx.sid, user_id=USER)
     with pytest.raises(SessionNotFound):
         manager.get_audit_log(session_id=ctx.sid, user_id=USER)
-    [tomb] = manager.get_audit_log(session_id=ctx.sid, user_id=ADMIN, admin=True)
+    [tomb] = manager.get_audit_log(session_id=ctx.sid, user_id=ADMIN, admin=True).items
     assert tomb.action == "session.deleted" and tomb.actor == USER
     assert tomb.version_before == ctx.version and tomb.version_after is None
     assert "hello" not in str(dump(tomb))
@@ -450,7 +451,7 @@ def test_delete_user_data_erases_only_that_user(manager: SessionManager) -> None
     for c in mine:
         with pytest.raises(SessionNotFound):
             manager.get_session(session_id=c.sid, user_id=USER)
-        [tomb] = manager.get_audit_log(session_id=c.sid, user_id=ADMIN, admin=True)
+        [tomb] = manager.get_audit_log(session_id=c.sid, user_id=ADMIN, admin=True).items
         assert tomb.action == "session.deleted"
     assert snapshot(manager, theirs.sid) == before
     fresh = manager.create_session(user_id=USER, idempotency_key="create-k")
@@ -485,13 +486,13 @@ def test_c25_delete_cascade_leaves_nothing_in_the_store(store: SessionStore) -> 
                                          "tool_call_count": 0})
     with store.transaction(write=True) as tx:
         tx.insert_session(reborn)
-    assert m.get_messages(**kw) == []
+    assert m.get_messages(**kw).items == []
     assert m.get_working_memory(**kw).data == {}
-    assert m.get_tool_history(**kw) == []
-    assert m.list_runs(**kw) == []
+    assert m.get_tool_history(**kw).items == []
+    assert m.list_runs(**kw).items == []
     assert m.find_tool_call(**kw, tool="t", arguments={"a": 1}) is None
     m.append_message(**kw, message=user_msg("new life"))
-    assert [x.seq for x in m.get_messages(**kw)] == [1]
+    assert [x.seq for x in m.get_messages(**kw).items] == [1]
     m.delete_session(**kw)
     with pytest.raises(SessionNotFound):
         m.delete_session(**kw)
@@ -511,11 +512,11 @@ def test_at_most_one_running_run(manager: SessionManager, sid: str) -> None:
     manager.finish_run(session_id=sid, user_id=USER, run_id=first.run_id, status="SUCCEEDED")
     second = manager.start_run(session_id=sid, user_id=USER, input="b")
     assert (first.seq, second.seq) == (1, 2)
-    runs = manager.list_runs(session_id=sid, user_id=USER)
+    runs = manager.list_runs(session_id=sid, user_id=USER).items
     assert [(r.run_id, r.status) for r in runs] == [
         (first.run_id, RunStatus.SUCCEEDED), (second.run_id, RunStatus.RUNNING)]
     assert [r.run_id for r in manager.list_runs(session_id=sid, user_id=USER,
-                                                status="RUNNING")] == [second.run_id]
+                                                status="RUNNING").items] == [second.run_id]
 
 
 def test_concurrent_start_run_only_one_wins(manager: SessionManager) -> None:
@@ -527,7 +528,7 @@ def test_concurrent_start_run_only_one_wins(manager: SessionManager) -> None:
     wins = [r for r in out if not isinstance(r, BaseException)]
     assert len(wins) == 1, out
     assert all(isinstance(r, RunAlreadyRunning) for r in out if r is not wins[0])
-    assert len(manager.list_runs(session_id=sid, user_id=USER, status="RUNNING")) == 1
+    assert len(manager.list_runs(session_id=sid, user_id=USER, status="RUNNING").items) == 1
 
 
 def test_steps_are_numbered_and_kept(manager: SessionManager, sid: str) -> None:
@@ -555,7 +556,7 @@ def test_finish_statuses_and_usage(manager: SessionManager, sid: str, final: str
                               error="boom" if final == "FAILED" else None,
                               output={"answer": 42}, usage=usage)
     got = manager.get_run(session_id=sid, user_id=USER, run_id=run.run_id)
-    assert dump(got) == dump(done)
+    assert dump(got) == dump(as_read(done)) and done.session_version == 3
     assert (got.status, got.usage, got.output) == (RunStatus(final), usage, {"answer": 42})
     assert got.ended_at is not None and got.ended_at >= got.started_at
     assert got.error == ("boom" if final == "FAILED" else None)

@@ -93,7 +93,7 @@ def test_racing_appends_with_different_writers_store_one_message(manager: Sessio
         out = run_threads(2, write)
         wins = [r for r in out if not isinstance(r, BaseException)]
         assert len(wins) == 1, out
-        msgs = manager.get_messages(session_id=ctx.sid, user_id=USER)
+        msgs = manager.get_messages(session_id=ctx.sid, user_id=USER).items
         assert len(msgs) == count + 1
         assert msgs[-1].content == wins[0].content
 
@@ -118,7 +118,7 @@ def test_c01_stale_writer_gets_conflict_and_writes_nothing(manager: SessionManag
         )
     assert err.value.current_version == v + 1
     assert snapshot(manager, sid) == after_a
-    msgs = manager.get_messages(session_id=sid, user_id=USER)
+    msgs = manager.get_messages(session_id=sid, user_id=USER).items
     assert [(x.message_id, x.content) for x in msgs] == [(a.message_id, "from A")]
 
 
@@ -137,7 +137,7 @@ def test_c02_back_to_back_appends_on_frozen_clock_never_conflict(
         assert type(s.version) is int
         assert s.version == v + 1
         v = s.version
-    assert [x.content for x in m.get_messages(session_id=sid, user_id=USER)] == [
+    assert [x.content for x in m.get_messages(session_id=sid, user_id=USER).items] == [
         f"E{i}" for i in range(20)
     ]
 

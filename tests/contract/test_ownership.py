@@ -156,7 +156,7 @@ def test_c30_full_matrix_from_the_case(manager: SessionManager) -> None:
     before = snapshot(manager, a.sid)
     attempts = [
         lambda: manager.get_session(session_id=a.sid, user_id=OTHER),
-        lambda: manager.get_messages(session_id=a.sid, user_id=OTHER),
+        lambda: manager.get_messages(session_id=a.sid, user_id=OTHER).items,
         lambda: manager.update_working_memory(session_id=a.sid, user_id=OTHER, data={"x": 1}),
         lambda: manager.append_message(session_id=a.sid, user_id=OTHER, message=user_msg("m"),
                                        idempotency_key=key),

@@ -61,10 +61,10 @@ def test_list_runs_has_no_steps(manager: SessionManager, sid: str) -> None:
         _add_steps(manager, sid, run.run_id, n)
         manager.finish_run(**kw, run_id=run.run_id, status="SUCCEEDED")
         ids.append(run.run_id)
-    runs = manager.list_runs(**kw)
+    runs = manager.list_runs(**kw).items
     assert [r.run_id for r in runs] == ids
     assert _counts(runs) == {ids[0]: (2, 0), ids[1]: (0, 0), ids[2]: (5, 0)}
-    assert _counts(manager.list_runs(**kw, after=1, limit=1)) == {ids[1]: (0, 0)}
+    assert _counts(manager.list_runs(**kw, after=1, limit=1).items) == {ids[1]: (0, 0)}
 
 
 def test_get_run_window_and_list_run_steps_visit_every_step_once(store: SessionStore) -> None:
@@ -80,14 +80,14 @@ def test_get_run_window_and_list_run_steps_visit_every_step_once(store: SessionS
     for limit, sizes in ((None, [4, 4, 3]), (5, [5, 5, 1]), (1, [1] * 11)):
         seen: list[int] = []
         page_sizes = []
-        after = None
+        cursor = None
         while True:
-            page = m.list_run_steps(**kw, run_id=run.run_id, after=after, limit=limit)
+            page = m.list_run_steps(**kw, run_id=run.run_id, cursor=cursor, limit=limit)
             seen += [s.index for s in page.items]
             page_sizes.append(len(page.items))
             if page.next_cursor is None:
                 break
-            after = int(page.next_cursor)
+            cursor = page.next_cursor
         assert seen == list(range(11)) and page_sizes == sizes, limit
     assert [s.name for s in got.steps] == ["s0", "s1", "s2", "s3"]
     tail = m.list_run_steps(**kw, run_id=run.run_id, after=6, limit=4)

@@ -61,7 +61,7 @@ def test_c10_unicode_round_trips_exactly(manager: SessionManager, sid: str) -> N
                                   data={"facts": {v: k for k, v in TEXTS.items()}})
     manager.record_tool_call(session_id=sid, user_id=USER, tool="echo",
                              arguments={TEXTS["nfc"]: 1}, result=TEXTS)
-    got = manager.get_messages(session_id=sid, user_id=USER)
+    got = manager.get_messages(session_id=sid, user_id=USER).items
     assert [(x.name, x.content) for x in got] == list(TEXTS.items())
     assert got[3].content != got[4].content
     s = manager.get_session(session_id=sid, user_id=USER)
@@ -69,7 +69,7 @@ def test_c10_unicode_round_trips_exactly(manager: SessionManager, sid: str) -> N
     assert s.metadata == {TEXTS["nfd"]: TEXTS["nfc"]} and TEXTS["nfc"] not in s.metadata
     facts = manager.get_working_memory(session_id=sid, user_id=USER).facts
     assert facts == {v: k for k, v in TEXTS.items()} and len(facts) == len(TEXTS)
-    [call] = manager.get_tool_history(session_id=sid, user_id=USER)
+    [call] = manager.get_tool_history(session_id=sid, user_id=USER).items
     assert call.result == TEXTS
     assert manager.find_tool_call(session_id=sid, user_id=USER, tool="echo",
                                   arguments={TEXTS["nfd"]: 1}) is None
@@ -104,7 +104,7 @@ def test_c10_size_limits_count_bytes(store: SessionStore, char: str) -> None:
     by_chars = user_msg(char * (limit // 2))  # under the limit in characters only
     with pytest.raises(PayloadTooLarge):
         m.append_message(session_id=sid, user_id=USER, message=by_chars)
-    [stored] = m.get_messages(session_id=sid, user_id=USER)
+    [stored] = m.get_messages(session_id=sid, user_id=USER).items
     assert stored.content == ok["content"]
 
 
@@ -122,9 +122,9 @@ def test_c12_nul_round_trips_exactly(manager: SessionManager, sid: str) -> None:
     manager.update_working_memory(session_id=sid, user_id=USER,
                                   data={"goal": nul, "facts": {"\x00k": "\x00v"}})
     manager.update_session(session_id=sid, user_id=USER, title="t\x00t")
-    [got] = manager.get_messages(session_id=sid, user_id=USER)
+    [got] = manager.get_messages(session_id=sid, user_id=USER).items
     assert got.payload() == msg.payload() == user_msg(nul, metadata={"n\x00": "\x00"})
-    [tool] = manager.get_tool_history(session_id=sid, user_id=USER)
+    [tool] = manager.get_tool_history(session_id=sid, user_id=USER).items
     assert (tool.result, tool.arguments) == (result, {"a\x00": "b\x00"})
     assert manager.find_tool_call(session_id=sid, user_id=USER, tool="t",
                                   arguments={"a\x00": "b\x00"}).call_id == call.call_id
@@ -148,7 +148,7 @@ def test_c12_free_text_fields_keep_nul_and_their_longest_value(manager: SessionM
         manager.finish_run(session_id=sid, user_id=USER, run_id=run.run_id, status="FAILED",
                            error=text)
         manager.close_session(session_id=sid, user_id=USER, reason=text)
-        [tool] = manager.get_tool_history(session_id=sid, user_id=USER)
+        [tool] = manager.get_tool_history(session_id=sid, user_id=USER).items
         got = manager.get_run(session_id=sid, user_id=USER, run_id=run.run_id)
         [step] = got.steps
         session = manager.get_session(session_id=sid, user_id=USER)
@@ -163,7 +163,7 @@ def test_c12_lone_surrogates_are_rejected_with_the_field(manager: SessionManager
     with pytest.raises(UnsupportedValue) as err:
         manager.append_message(session_id=sid, user_id=USER, message=user_msg("a\ud800b"))
     assert "content" in (err.value.field or "")
-    assert manager.get_messages(session_id=sid, user_id=USER) == []
+    assert manager.get_messages(session_id=sid, user_id=USER).items == []
 
 
 # ------------------------------------------------------------------------- C13
@@ -237,13 +237,13 @@ def test_c14_large_tool_results_are_intact(
     """C14: 60 KB, 64 KB+1 and 1 MB results (ASCII and multi-byte) come back byte for byte."""
     result = {"stdout": _blob(size, char), "tail": "END"}
     call = manager.record_tool_call(session_id=sid, user_id=USER, tool="run", result=result)
-    [got] = manager.get_tool_history(session_id=sid, user_id=USER)
+    [got] = manager.get_tool_history(session_id=sid, user_id=USER).items
     assert got.result == result and call.result == result
     assert len(got.result["stdout"].encode()) == size
     msg = manager.append_message(session_id=sid, user_id=USER,
                                  message={"role": "tool", "tool_call_id": "c", "content":
                                           result["stdout"]})
-    [back] = manager.get_messages(session_id=sid, user_id=USER)
+    [back] = manager.get_messages(session_id=sid, user_id=USER).items
     assert back.content == msg.content == result["stdout"]
 
 
@@ -320,9 +320,9 @@ def test_c15_timestamps_are_aware_utc_in_any_local_timezone(
     run = manager.start_run(**kw)
     results += [run, manager.add_run_step(**kw, run_id=run.run_id, kind="model"),
                 manager.finish_run(**kw, run_id=run.run_id, status="SUCCEEDED")]
-    results += [manager.get_session(**kw), *manager.get_messages(**kw),
-                manager.get_working_memory(**kw), *manager.get_tool_history(**kw),
-                manager.get_run(**kw, run_id=run.run_id), *manager.get_audit_log(**kw),
+    results += [manager.get_session(**kw), *manager.get_messages(**kw).items,
+                manager.get_working_memory(**kw), *manager.get_tool_history(**kw).items,
+                manager.get_run(**kw, run_id=run.run_id), *manager.get_audit_log(**kw).items,
                 *manager.list_sessions(user_id=USER).items]
     closed = manager.close_session(**kw)
     results += [closed, manager.restore_session(**kw)]
@@ -360,12 +360,12 @@ def test_c22_returned_objects_are_snapshots(manager: SessionManager) -> None:
     wm = manager.get_working_memory(**kw)
     wm.data["facts"]["a"] = "changed"
     wm.data["goal"] = "changed"
-    for x in manager.get_messages(**kw):
+    for x in manager.get_messages(**kw).items:
         if isinstance(x.content, list):
             x.content.append({"t": 2})
             x.tool_calls[0]["f"]["n"] = 2
     msg.tool_calls[0]["id"] = "changed"
-    [call] = manager.get_tool_history(**kw)
+    [call] = manager.get_tool_history(**kw).items
     call.result["hits"] = 0
     call.arguments["q"] = "changed"
     run = manager.get_run(**kw, run_id=a.run_id)
@@ -396,10 +396,11 @@ def test_c22_inputs_are_copied_on_write(manager: SessionManager, sid: str) -> No
     result["rows"].clear()
     assert manager.get_working_memory(session_id=sid, user_id=USER).data == \
         {"goal": "g", "facts": {"a": [1]}}
-    [m] = manager.get_messages(session_id=sid, user_id=USER)
+    [m] = manager.get_messages(session_id=sid, user_id=USER).items
     assert m.payload() == {"role": "user", "content": [{"type": "text", "text": "x"}],
                            "meta": {"a": 1}}
-    assert manager.get_tool_history(session_id=sid, user_id=USER)[0].result == {"rows": [1, 2]}
+    [call] = manager.get_tool_history(session_id=sid, user_id=USER).items
+    assert call.result == {"rows": [1, 2]}
 
 
 def test_c22_explicit_update_persists_and_bumps_version(manager: SessionManager,

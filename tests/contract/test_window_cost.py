@@ -79,12 +79,12 @@ def test_partnerless_call_and_result_cost_a_step(
                    *_chatter(HISTORY // 2)])
     result_seq = HISTORY // 2 + 1
     counter.rows = 0
-    window = m.get_messages(session_id=sid, user_id=USER, limit=1, before=result_seq + 1)
+    window = m.get_messages(session_id=sid, user_id=USER, limit=1, before=result_seq + 1).items
     # Widened over the assistant message before it, up to the user message: no call.
     assert [x.seq for x in window] == [result_seq - 1, result_seq]
     assert counter.rows <= 1 + 8
     counter.rows = 0
-    window = m.get_messages(session_id=sid, user_id=USER, limit=1, after=result_seq)
+    window = m.get_messages(session_id=sid, user_id=USER, limit=1, after=result_seq).items
     assert [x.seq for x in window] == [result_seq + 1]
     assert counter.rows <= 1 + 8
 

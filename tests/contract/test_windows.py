@@ -10,9 +10,18 @@ import pytest
 from contract_support import USER, same_payload, seqs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from message_formats import FORMATS, answer, calls, histories, results, user, window_problem
+from message_formats import (
+    FORMATS,
+    answer,
+    bounded_page_problem,
+    calls,
+    histories,
+    results,
+    user,
+    window_problem,
+)
 
-from agentsession import Role, SessionManager, ValidationError
+from agentsession import Message, Role, SessionManager, ValidationError
 
 
 def _history(fmt: str) -> list[dict[str, Any]]:
@@ -36,14 +45,17 @@ def _windows(m: SessionManager, sid: str, n: int) -> list[tuple[dict[str, Any], 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_c32_tool_use_in_content_blocks(manager: SessionManager, sid: str, fmt: str) -> None:
     """C32: user; assistant making call t1 (tool_calls, a tool_use content block, or a
-    function_call item); its result; an assistant answer. Windows of every size, from
-    every cursor, and restore's messages never split t1 from its result."""
+    function_call item); its result; an assistant answer. The newest window of every
+    size and restore's messages never split t1 from its result; a window of every size
+    before or after every seq is aligned on the side away from its bound and never
+    crosses the bound (docs/architecture.md, "Window alignment")."""
     history = _history(fmt)
     manager.append_messages(session_id=sid, user_id=USER, messages=history)
     n = len(history)
     for query, unaligned in _windows(manager, sid, n):
-        window = manager.get_messages(session_id=sid, user_id=USER, **query)
-        assert window_problem(window) is None, (fmt, query, window_problem(window))
+        window = manager.get_messages(session_id=sid, user_id=USER, **query).items
+        problem = _problem(window, query)
+        assert problem is None, (fmt, query, problem)
         assert set(unaligned) <= set(seqs(window)), (query, seqs(window))
     for k in range(1, n + 1):
         restored = manager.restore_session(session_id=sid, user_id=USER, message_limit=k)
@@ -59,7 +71,7 @@ def test_c32_split_windows_without_alignment(manager: SessionManager, sid: str) 
     last = manager.get_session(session_id=sid, user_id=USER).message_count
     problems = [
         window_problem(manager.get_messages(session_id=sid, user_id=USER, limit=1,
-                                            before=b, align_tool_calls=False))
+                                            before=b, align_tool_calls=False).items)
         for b in range(2, last + 2)
     ]
     assert sum(p is not None for p in problems) >= len(FORMATS) * 2
@@ -73,7 +85,7 @@ def test_responses_items_are_stored_as_sent(manager: SessionManager, sid: str) -
              {"type": "custom_tool_call", "call_id": "c3", "name": "sh", "input": "ls"},
              {"type": "custom_tool_call_output", "call_id": "c3", "output": "a.txt"}]
     stored = manager.append_messages(session_id=sid, user_id=USER, messages=items)
-    got = manager.get_messages(session_id=sid, user_id=USER)
+    got = manager.get_messages(session_id=sid, user_id=USER).items
     for sent, ret, back in zip(items, stored, got, strict=True):
         assert same_payload(ret.payload(), sent)
         assert same_payload(back.payload(), sent), (back.payload(), sent)
@@ -81,7 +93,7 @@ def test_responses_items_are_stored_as_sent(manager: SessionManager, sid: str) -
                                      Role.ASSISTANT, Role.TOOL, Role.TOOL, Role.ASSISTANT,
                                      Role.ASSISTANT, Role.TOOL]
     assert "role" not in got[2].payload() and "role" not in got[4].payload()
-    assert window_problem(manager.get_messages(session_id=sid, user_id=USER, limit=1)) is None
+    assert window_problem(manager.get_messages(session_id=sid, user_id=USER, limit=1).items) is None
 
 
 @pytest.mark.store_independent
@@ -104,17 +116,26 @@ def test_malformed_responses_items_are_refused(
     assert manager.get_session(session_id=sid, user_id=USER).message_count == 0
 
 
+def _problem(window: list[Message], query: dict[str, Any]) -> str | None:
+    """:func:`window_problem` of a window read without a seq bound (the newest page);
+    :func:`bounded_page_problem` of one read with ``before=`` or ``after=``."""
+    bound = {k: v for k, v in query.items() if k in ("before", "after")}
+    return bounded_page_problem(window, **bound) if bound else window_problem(window)
+
+
 def _paged(m: SessionManager, sid: str, size: int, backwards: bool) -> list[int]:
-    """The seqs visited by paging through history with aligned windows of ``size``."""
+    """The seqs visited by paging through history with aligned windows of ``size``, each
+    page's seq bound the previous page's edge (``before=page[0].seq`` backwards,
+    ``after=page[-1].seq`` forwards)."""
     out: list[int] = []
-    cursor: dict[str, int] = {} if backwards else {"after": 0}
+    bound: dict[str, int] = {} if backwards else {"after": 0}
     while True:
-        page = m.get_messages(session_id=sid, user_id=USER, limit=size, **cursor)
+        page = m.get_messages(session_id=sid, user_id=USER, limit=size, **bound).items
         if not page:
             return out
-        assert window_problem(page) is None, window_problem(page)
+        assert _problem(page, bound) is None, (bound, _problem(page, bound))
         out = seqs(page) + out if backwards else out + seqs(page)
-        cursor = {"before": page[0].seq} if backwards else {"after": page[-1].seq}
+        bound = {"before": page[0].seq} if backwards else {"after": page[-1].seq}
 
 
 @pytest.mark.store_independent
@@ -124,9 +145,10 @@ def _paged(m: SessionManager, sid: str, size: int, backwards: bool) -> list[int]
 def test_c32_random_histories_never_split_calls(
     manager: SessionManager, history: list[dict[str, Any]], data: st.DataObject
 ) -> None:
-    """Property: over random histories mixing the three formats, every window (any
-    limit, any cursor) holds each call with all its results, and paging with aligned
-    windows visits every message exactly once, both ways."""
+    """Property: over random histories mixing the three formats, the newest window of
+    any limit holds each call with all its results, a window before or after any seq is
+    aligned on the side away from its bound and never crosses it, and paging with
+    aligned windows visits every message exactly once, both ways."""
     sid = manager.create_session(user_id=USER).session_id
     manager.append_messages(session_id=sid, user_id=USER, messages=history)
     n = len(history)
@@ -137,8 +159,8 @@ def test_c32_random_histories_never_split_calls(
         query["before"] = data.draw(st.integers(2, n + 1), label="before")
     elif cursor == "after":
         query["after"] = data.draw(st.integers(0, n - 1), label="after")
-    window = manager.get_messages(session_id=sid, user_id=USER, **query)
-    assert window_problem(window) is None, (query, window_problem(window))
+    window = manager.get_messages(session_id=sid, user_id=USER, **query).items
+    assert _problem(window, query) is None, (query, _problem(window, query))
     size = data.draw(st.integers(1, 5), label="page size")
     assert _paged(manager, sid, size, backwards=True) == list(range(1, n + 1))
     assert _paged(manager, sid, size, backwards=False) == list(range(1, n + 1))

@@ -77,7 +77,7 @@ def test_session_lifecycle_with_etags(api: Api) -> None:
 
 
 def test_list_paging_and_limit_bounds(api: Api) -> None:
-    """limit is 1..Limits.max_page_size; cursors visit every session once, newest first."""
+    """limit is 0..Limits.max_page_size; cursors visit every session once, newest first."""
     ids = [api.create()["session_id"] for _ in range(5)]
     seen: list[str] = []
     cursor = None
@@ -91,7 +91,7 @@ def test_list_paging_and_limit_bounds(api: Api) -> None:
         if cursor is None:
             break
     assert seen == list(reversed(ids))
-    for bad in (0, Limits().max_page_size + 1, -1):
+    for bad in (Limits().max_page_size + 1, -1):
         body = assert_problem(
             api.http.get(f"/v1/sessions?limit={bad}", headers=api.alice), 422, "request-validation"
         )

@@ -95,11 +95,17 @@ def test_async_client_pages_and_conflicts() -> None:
             batch = [{"role": "user", "content": str(i)} for i in range(600)]
             for _ in range(2):
                 await c.append_messages(session_id=s.session_id, messages=batch)
-            assert [m.seq for m in await c.get_messages(session_id=s.session_id)] == list(
-                range(1, 1201)
-            )
-            window = await c.get_messages(session_id=s.session_id, after=10, before=1100)
-            assert (window[0].seq, window[-1].seq, len(window)) == (11, 1099, 1089)
+            seen_seqs: list[int] = []
+            page = await c.get_messages(session_id=s.session_id, after=0)
+            while True:  # pages of the default size, forwards, each message once
+                seen_seqs += [m.seq for m in page.items]
+                if page.next_cursor is None:
+                    break
+                assert len(page.items) == 100 and page.has_more
+                page = await c.get_messages(session_id=s.session_id, cursor=page.next_cursor)
+            assert seen_seqs == list(range(1, 1201))
+            window = await c.get_messages(session_id=s.session_id, after=10, limit=1000)
+            assert (window.items[0].seq, window.items[-1].seq, window.has_more) == (11, 1010, True)
             with pytest.raises(VersionConflict):
                 await c.update_session(session_id=s.session_id, title="x", expected_version=1)
             seen: list[dict[str, object]] = []

@@ -127,17 +127,18 @@ def test_client_round_trip_and_typed_errors(server: Server) -> None:
             working_memory_patch={"goal": "g"},
         )
         assert [x.seq for x in batch] == [2, 3, 4, 5]
-        assert [x.seq for x in c.get_messages(session_id=sid, limit=2)] == [4, 5]
-        assert len(c.get_messages(session_id=sid)) == 5
+        assert [x.seq for x in c.get_messages(session_id=sid, limit=2).items] == [4, 5]
+        assert len(c.get_messages(session_id=sid).items) == 5
         assert c.get_working_memory(session_id=sid).goal == "g"
         call = c.record_tool_call(session_id=sid, tool="t", arguments={"a": 1}, result=2)
-        assert c.find_tool_call(session_id=sid, tool="t", arguments={"a": 1}) == call
+        found = c.find_tool_call(session_id=sid, tool="t", arguments={"a": 1})
+        assert found == call.model_copy(update={"session_version": None})
         assert c.find_tool_call(session_id=sid, tool="t", arguments={"a": 2}) is None
         run = c.start_run(session_id=sid, input="x")
         c.add_run_step(session_id=sid, run_id=run.run_id, kind="model")
         done = c.finish_run(session_id=sid, run_id=run.run_id, status="SUCCEEDED")
         assert c.get_run(session_id=sid, run_id=run.run_id).steps[0].kind == "model"
-        assert [r.run_id for r in c.list_runs(session_id=sid)] == [done.run_id]
+        assert [r.run_id for r in c.list_runs(session_id=sid).items] == [done.run_id]
         current = c.get_session(session_id=sid)
         with pytest.raises(VersionConflict) as conflict:
             c.update_session(session_id=sid, title="x", expected_version=current.version - 1)
@@ -152,7 +153,7 @@ def test_client_round_trip_and_typed_errors(server: Server) -> None:
         with pytest.raises(ValidationError) as bad:
             c.append_message(session_id=sid, message={"role": "wizard"})
         assert bad.value.field == "messages[0].role"
-        assert c.get_audit_log(session_id=sid)[0].action == "session.created"
+        assert c.get_audit_log(session_id=sid).items[0].action == "session.created"
         assert c.list_sessions().items[0].session_id == sid
         c.delete_session(session_id=sid)
         with pytest.raises(SessionNotFound) as missing:
@@ -173,7 +174,7 @@ def test_client_retries_lost_answers_with_the_same_key(server: Server) -> None:
     with SessionClient(server.url, server.bob, transport=flaky, backoff=0.01) as c:
         sid = c.create_session().session_id
         m = c.append_message(session_id=sid, message={"role": "user", "content": "once"})
-        assert [x.message_id for x in c.get_messages(session_id=sid)] == [m.message_id]
+        assert [x.message_id for x in c.get_messages(session_id=sid).items] == [m.message_id]
         assert len(c.list_sessions(limit=100).items) == before + 1
     posts = [key for method, key in flaky.seen if method == "POST"]
     assert len(posts) == 4 and posts[0] is not None
@@ -240,7 +241,7 @@ def test_async_client_in_process() -> None:
             assert memory.goal == "async"
             with pytest.raises(SessionNotFound):
                 await c.get_session(session_id="ses_aaaaaaaaaaaaaaaaaaaaaaaaaa")
-            return await c.get_messages(session_id=s.session_id)
+            return (await c.get_messages(session_id=s.session_id)).items
 
     assert [m.seq for m in asyncio.run(main())] == [1]
 

@@ -68,7 +68,7 @@ def test_run_steps_page_over_http(api: Api) -> None:
     pages = []
     after: int | None = None
     while True:
-        params = {"limit": 2} if after is None else {"limit": 2, "after": after}
+        params = {"limit": 2} if after is None else {"limit": 2, "cursor": after}
         r = api.http.get(f"{base}/runs/{rid}/steps", params=params, headers=api.alice)
         assert r.status_code == 200, r.text
         body = r.json()
@@ -76,7 +76,7 @@ def test_run_steps_page_over_http(api: Api) -> None:
         pages.append([s["kind"] for s in body["items"]])
         if body["next_cursor"] is None:
             break
-        after = int(body["next_cursor"])
+        after = body["next_cursor"]
     assert pages == [["k0", "k1"], ["k2", "k3"], ["k4"]]
     for bad in ({"limit": 0}, {"after": -1}):
         r = api.http.get(f"{base}/runs/{rid}/steps", params=bad, headers=api.alice)
@@ -101,15 +101,16 @@ def test_clients_page_run_steps() -> None:
                 await c.add_run_step(session_id=sid, run_id=rid, kind=f"k{i}")
             run = await c.get_run(session_id=sid, run_id=rid)
             assert (run.step_count, [s.index for s in run.steps]) == (7, [0, 1, 2])
-            seen, after = [], run.steps[-1].index
-            while after is not None:
-                page = await c.list_run_steps(session_id=sid, run_id=rid, after=after)
+            seen: list[int] = []
+            where: dict[str, Any] = {"after": run.steps[-1].index}
+            while where:
+                page = await c.list_run_steps(session_id=sid, run_id=rid, **where)
                 mine = manager.list_run_steps(
-                    session_id=sid, user_id="alice", run_id=rid, after=after
+                    session_id=sid, user_id="alice", run_id=rid, **where
                 )
                 assert page == mine
                 seen += [s.index for s in page.items]
-                after = None if page.next_cursor is None else int(page.next_cursor)
+                where = {} if page.next_cursor is None else {"cursor": page.next_cursor}
             assert seen == [3, 4, 5, 6]
 
     asyncio.run(main())

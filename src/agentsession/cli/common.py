@@ -25,6 +25,7 @@ from ..errors import (
     ValidationError,
     VersionConflict,
 )
+from ..models import Page
 from ..service import SessionManager
 from ..settings import Settings
 from . import render
@@ -33,7 +34,9 @@ __all__ = [
     "EXIT_CODES",
     "EXIT_USAGE",
     "AdminOpt",
+    "CursorOpt",
     "JsonOpt",
+    "LimitOpt",
     "Options",
     "SessionArg",
     "UrlOpt",
@@ -46,6 +49,7 @@ __all__ = [
     "open_manager",
     "resolve_options",
     "show",
+    "show_page",
 ]
 
 P = ParamSpec("P")
@@ -114,6 +118,8 @@ UserOpt = Annotated[str | None, typer.Option("--user", "-u", help="Principal the
 AdminOpt = Annotated[bool, typer.Option("--admin", help="Act as admin across users.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 SessionArg = Annotated[str, typer.Argument(help="Session id (ses_...).")]
+LimitOpt = Annotated[int | None, typer.Option(help="Page size (default 100).")]
+CursorOpt = Annotated[str | None, typer.Option(help="next_cursor of the previous page.")]
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,13 @@ def show(opts: Options, value: Any, table: Any) -> None:
         typer.echo(render.to_json(value))
     else:
         Console().print(table)
+
+
+def show_page(opts: Options, page: Page[Any], table: Any) -> None:
+    """:func:`show` a page; as a table, followed by how to get the next one if any."""
+    show(opts, page, table)
+    if not opts.json and page.next_cursor is not None:
+        typer.echo(f"more: --cursor {page.next_cursor}")
 
 
 def call(opts: Options, method: Callable[..., T], **kwargs: Any) -> T:

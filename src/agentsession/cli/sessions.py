@@ -10,7 +10,9 @@ from ..service import SessionManager
 from . import render
 from .common import (
     AdminOpt,
+    CursorOpt,
     JsonOpt,
+    LimitOpt,
     SessionArg,
     UrlOpt,
     UserOpt,
@@ -18,7 +20,7 @@ from .common import (
     call_and_show,
     cli_errors,
     resolve_options,
-    show,
+    show_page,
 )
 
 __all__ = ["sessions_app"]
@@ -32,8 +34,7 @@ def sessions_list(
     ctx: typer.Context,
     status: Annotated[str | None, typer.Option(help="ACTIVE, CLOSED or EXPIRED.")] = None,
     agent: Annotated[str | None, typer.Option(help="Only this agent's sessions.")] = None,
-    limit: Annotated[int, typer.Option(help="Page size.")] = 50,
-    cursor: Annotated[str | None, typer.Option(help="next_cursor of the last page.")] = None,
+    limit: LimitOpt = None, cursor: CursorOpt = None,
     all_users: Annotated[bool, typer.Option("--all-users", help="Every user (admin).")] = False,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
@@ -43,10 +44,7 @@ def sessions_list(
         opts, SessionManager.list_sessions, status=status, agent=agent, limit=limit,
         cursor=cursor, all_users=all_users,
     )  # fmt: skip
-    show(opts, {"items": page.items, "next_cursor": page.next_cursor},
-         render.sessions_table(page.items))  # fmt: skip
-    if not opts.json and page.next_cursor is not None:
-        typer.echo(f"more: --cursor {page.next_cursor}")
+    show_page(opts, page, render.sessions_table(page.items))
 
 
 @sessions_app.command("show")
@@ -64,15 +62,15 @@ def sessions_show(
 @cli_errors
 def sessions_messages(
     ctx: typer.Context, session_id: SessionArg,
-    limit: Annotated[int | None, typer.Option(help="Newest N messages.")] = None,
+    limit: LimitOpt = None, cursor: CursorOpt = None,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
-    """Show the conversation history in seq order."""
+    """Show the newest page of the conversation history in seq order (--cursor: older)."""
     opts = resolve_options(ctx, url, user, admin, as_json)
-    call_and_show(
-        opts, SessionManager.get_messages, render.messages_table, session_id=session_id,
-        limit=limit,
-    )  # fmt: skip
+    page = call(
+        opts, SessionManager.get_messages, session_id=session_id, limit=limit, cursor=cursor
+    )
+    show_page(opts, page, render.messages_table(page.items))
 
 
 @sessions_app.command("memory")
@@ -92,22 +90,28 @@ def sessions_memory(
 @cli_errors
 def sessions_tools(
     ctx: typer.Context, session_id: SessionArg,
+    limit: LimitOpt = None, cursor: CursorOpt = None,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
-    """Show the tool history (what really ran)."""
+    """Show a page of the tool history (what really ran), oldest first."""
     opts = resolve_options(ctx, url, user, admin, as_json)
-    call_and_show(opts, SessionManager.get_tool_history, render.tools_table, session_id=session_id)
+    page = call(
+        opts, SessionManager.get_tool_history, session_id=session_id, limit=limit, cursor=cursor
+    )
+    show_page(opts, page, render.tools_table(page.items))
 
 
 @sessions_app.command("runs")
 @cli_errors
 def sessions_runs(
     ctx: typer.Context, session_id: SessionArg,
+    limit: LimitOpt = None, cursor: CursorOpt = None,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
-    """Show the runs with their status and step counts."""
+    """Show a page of the runs, oldest first, with their status and step counts."""
     opts = resolve_options(ctx, url, user, admin, as_json)
-    call_and_show(opts, SessionManager.list_runs, render.runs_table, session_id=session_id)
+    page = call(opts, SessionManager.list_runs, session_id=session_id, limit=limit, cursor=cursor)
+    show_page(opts, page, render.runs_table(page.items))
 
 
 @sessions_app.command("steps")
@@ -116,30 +120,28 @@ def sessions_steps(
     ctx: typer.Context, session_id: SessionArg,
     run_id: Annotated[str, typer.Argument(help="Run id (run_...).")],
     after: Annotated[int | None, typer.Option(help="Start after this step index.")] = None,
-    limit: Annotated[int | None, typer.Option(help="Page size.")] = None,
+    limit: LimitOpt = None, cursor: CursorOpt = None,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
     """Show one page of a run's steps, oldest first."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     page = call(
         opts, SessionManager.list_run_steps, session_id=session_id, run_id=run_id,
-        after=after, limit=limit,
+        after=after, limit=limit, cursor=cursor,
     )  # fmt: skip
-    show(opts, {"items": page.items, "next_cursor": page.next_cursor},
-         render.steps_table(page.items))  # fmt: skip
-    if not opts.json and page.next_cursor is not None:
-        typer.echo(f"more: --after {page.next_cursor}")
+    show_page(opts, page, render.steps_table(page.items))
 
 
 @sessions_app.command("audit")
 @cli_errors
 def sessions_audit(
     ctx: typer.Context, session_id: SessionArg,
-    limit: Annotated[int | None, typer.Option(help="At most N events.")] = None,
+    limit: LimitOpt = None, cursor: CursorOpt = None,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
-    """Show the audit log (who changed what, when)."""
+    """Show a page of the audit log (who changed what, when), oldest first."""
     opts = resolve_options(ctx, url, user, admin, as_json)
-    call_and_show(
-        opts, SessionManager.get_audit_log, render.audit_table, session_id=session_id, limit=limit
+    page = call(
+        opts, SessionManager.get_audit_log, session_id=session_id, limit=limit, cursor=cursor
     )
+    show_page(opts, page, render.audit_table(page.items))

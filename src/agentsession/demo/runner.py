@@ -383,10 +383,11 @@ def _report(
     console.rule(f"[bold]back in process 1 · pid {pid1}: what {holder} holds")
     with backend.open() as sm:
         session = sm.get_session(session_id=sid, user_id=user)
-        messages = sm.get_messages(session_id=sid, user_id=user)
+        # A demo session is far below one page of each (100 items).
+        messages = sm.get_messages(session_id=sid, user_id=user).items
         memory = sm.get_working_memory(session_id=sid, user_id=user)
-        calls = sm.get_tool_history(session_id=sid, user_id=user)
-        runs = sm.list_runs(session_id=sid, user_id=user)
+        calls = sm.get_tool_history(session_id=sid, user_id=user).items
+        runs = sm.list_runs(session_id=sid, user_id=user).items
     console.print(render.messages_table(messages))
     console.print(render.memory_table(memory))
     console.print(render.tools_table(calls, runs))

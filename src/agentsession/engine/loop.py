@@ -26,18 +26,23 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ..api import SessionAPI
 from ..errors import ValidationError
-from ..models import Run, RunStatus, ToolCall
+from ..models import Page, Run, RunStatus, ToolCall
 from .model import Decision, Model, ModelContext, ToolRequest, TurnResult
 from .tools import UPDATE_MEMORY, ProjectTools, ToolOutcome
 
 __all__ = ["AgentEngine", "EngineEvent", "Reply"]
+
+T = TypeVar("T")
+
+#: How many of the newest tool calls and runs a model sees (one page each).
+_RECENT = 100
 
 _NOTES = {
     "en": "(Not repeated: `{tool} {args}` already ran in run {run_seq} ({call_id}) and "
@@ -161,17 +166,38 @@ class AgentEngine:
 
     def _context(self, session_id: str, user_text: str, turn: _Turn) -> ModelContext:
         sm, uid = self.manager, self.user_id
+        session = sm.get_session(session_id=session_id, user_id=uid)
         recent = sm.get_messages(session_id=session_id, user_id=uid, limit=self.history_limit)
-        this_turn = sm.get_messages(session_id=session_id, user_id=uid, after=turn.user_seq)
+        this_turn = _walk(
+            lambda cursor: sm.get_messages(
+                session_id=session_id,
+                user_id=uid,
+                after=None if cursor else turn.user_seq,
+                cursor=cursor,
+            )
+        )
+        # Seqs are gapless from 1, so the newest records start after count - N.
+        calls = sm.get_tool_history(
+            session_id=session_id,
+            user_id=uid,
+            after=max(0, session.tool_call_count - _RECENT),
+            limit=_RECENT,
+        )
+        runs = sm.list_runs(
+            session_id=session_id,
+            user_id=uid,
+            after=max(0, session.run_count - _RECENT),
+            limit=_RECENT,
+        )
         return ModelContext(
             session_id=session_id,
             user_text=user_text,
             working_memory=sm.get_working_memory(session_id=session_id, user_id=uid).data,
-            messages=[m.payload() for m in recent],
-            tool_history=sm.get_tool_history(session_id=session_id, user_id=uid),
+            messages=[m.payload() for m in recent.items],
+            tool_history=calls.items,
             turn=_turn_results([m.payload() for m in this_turn]),
             tools=list(self.tools.specs),
-            runs=sm.list_runs(session_id=session_id, user_id=uid),
+            runs=runs.items,
             run_input=turn.run.input if turn.run is not None else None,
         )
 
@@ -313,8 +339,13 @@ class AgentEngine:
             return None  # arguments the store cannot look up: just run the tool
         if earlier is None:
             return None
-        since = self.manager.get_tool_history(
-            session_id=session_id, user_id=self.user_id, after=earlier.seq
+        since = _walk(
+            lambda cursor: self.manager.get_tool_history(
+                session_id=session_id,
+                user_id=self.user_id,
+                after=None if cursor else earlier.seq,
+                cursor=cursor,
+            )
         )
         for later in since:
             later_spec = self.tools.spec(later.tool)
@@ -428,6 +459,18 @@ class AgentEngine:
     def _emit(self, kind: str, text: str, **data: Any) -> None:
         if self._observer is not None:
             self._observer(EngineEvent(kind, text, data))
+
+
+def _walk(read: Callable[[str | None], Page[T]]) -> Iterator[T]:
+    """Every item of a listing, oldest first: ``read(cursor)`` gives a page (the first
+    with ``cursor=None``); pages are read only as far as the caller iterates."""
+    cursor: str | None = None
+    while True:
+        page = read(cursor)
+        yield from page.items
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
 
 
 def _turn_results(messages: list[dict[str, Any]]) -> list[TurnResult]:

@@ -81,10 +81,11 @@ class ModelContext:
         user_text: the user's latest message.
         working_memory: the working-memory document (``goal``, ``completed``...).
         messages: recent history as chat-completions messages, oldest first.
-        tool_history: every tool call that really ran in the session, oldest first.
+        tool_history: the newest tool calls that really ran in the session (up to
+            100), oldest first.
         turn: tool calls answered since the user's latest message, oldest first.
         tools: the tools the model may call.
-        runs: the session's runs, oldest first.
+        runs: the session's newest runs (up to 100), oldest first.
         run_input: the task of the engine's current run; None before the turn's first run.
     """
 

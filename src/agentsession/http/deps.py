@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse
 from ..errors import AgentSessionError, NotFound, SessionNotFound, VersionConflict
 from ..fieldlimits import IDEMPOTENCY_KEY_CHARS
 from ..ids import is_id
-from ..models import Message, RestoredSession, Session
+from ..models import Message, Page, RestoredSession, Session
 from ..principal import Principal
 from ..service import AsyncSessionManager, write_report
 from ..settings import Settings
@@ -38,6 +38,7 @@ __all__ = [
     "gate",
     "reply",
     "services",
+    "version_etag",
     "write",
 ]
 
@@ -241,12 +242,16 @@ async def gate(request: Request) -> AgentSessionError | None:
 
 def dump(value: Any) -> Any:
     """JSON form of a result: messages keep absent fields absent (what the client
-    appended comes back exactly)."""
+    appended comes back exactly), also inside a page or a restore."""
     if isinstance(value, Message):
         return value.model_dump(mode="json", exclude_unset=True)
     if isinstance(value, RestoredSession):
         data = value.model_dump(mode="json", exclude={"messages"})
         data["messages"] = [dump(m) for m in value.messages]
+        return data
+    if isinstance(value, Page):
+        data = value.model_dump(mode="json", exclude={"items"})
+        data["items"] = [dump(item) for item in value.items]
         return data
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
@@ -279,6 +284,7 @@ def reply(
     return JSONResponse(dump(value), status_code=status, headers=headers)
 
 
-def items(values: list[Any], next_cursor: str | None = None) -> JSONResponse:
-    """A list reply ``{"items": [...], "next_cursor": ...}``."""
-    return JSONResponse({"items": dump(values), "next_cursor": next_cursor})
+def version_etag(session_id: str, session_version: int | None) -> tuple[str, int] | None:
+    """The ``etag`` argument of :func:`reply` for a write answer that carries the
+    session's new version (None: a replay recorded before answers carried it)."""
+    return None if session_version is None else (session_id, session_version)

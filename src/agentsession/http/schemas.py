@@ -1,5 +1,6 @@
-"""Request bodies of the HTTP API. Responses are the models of :mod:`agentsession.models`,
-and :class:`Items` for lists.
+"""Request bodies and shared query parameters of the HTTP API. Responses are the models
+of :mod:`agentsession.models` (``Page`` for every listing), and :class:`Items` for a
+batch of appended messages.
 
 These models only shape requests for FastAPI and OpenAPI; every rule (sizes, JSON
 policy, lifecycle) is checked by the SessionManager. Bounded text fields state their
@@ -11,8 +12,9 @@ fields a client leaves out are told apart from explicit nulls via ``model_fields
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from ..fieldlimits import (
@@ -26,14 +28,17 @@ from ..fieldlimits import (
     TOOL_NAME_CHARS,
 )
 from ..models import RunStatus
+from ..service.paging import CURSOR_MAX_CHARS
 from ..service.policy import Limits
 
 __all__ = [
     "PAGE_MAX",
     "AppendMessages",
     "CreateSession",
+    "CursorQuery",
     "FinishRun",
     "Items",
+    "LimitQuery",
     "Reason",
     "RecordToolCall",
     "RestoreSession",
@@ -46,16 +51,29 @@ __all__ = [
 #: so the OpenAPI document states the bound the SessionManager enforces.
 PAGE_MAX = Limits().max_page_size
 
+#: ``limit`` of a listing; absent = the service's default page size.
+LimitQuery = Annotated[
+    int | None,
+    Query(
+        ge=0,
+        le=PAGE_MAX,
+        description=f"Page size (default {Limits().default_page_size}, at most {PAGE_MAX}).",
+    ),
+]
+#: ``cursor`` of a listing: the ``next_cursor`` of the page before.
+CursorQuery = Annotated[
+    str | None,
+    Query(max_length=CURSOR_MAX_CHARS, description="`next_cursor` of the previous page."),
+]
+
 
 T = TypeVar("T")
 
 
 class Items(BaseModel, Generic[T]):
-    """A list answer: ``items`` in order; ``next_cursor`` is null on these lists (page
-    on with ``after``)."""
+    """The answer to a batch append: the stored ``items`` in seq order."""
 
     items: list[T]
-    next_cursor: str | None = None
 
 
 class _Body(BaseModel):
@@ -91,7 +109,7 @@ class Reason(_Body):
 class RestoreSession(_Body):
     """``POST .../restore``."""
 
-    message_limit: int | None = Field(default=None, ge=0, strict=True)
+    message_limit: int | None = Field(default=None, ge=0, le=PAGE_MAX, strict=True)
 
 
 class AppendMessages(_Body):

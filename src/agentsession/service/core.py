@@ -12,6 +12,7 @@ from .pipeline import WritePipeline
 from .policy import Limits, Policy
 from .reads import ReadPath
 from .uow import UnitOfWork, utcnow
+from .validation import check_limit
 
 __all__ = ["UNSET", "ServiceCore"]
 
@@ -85,6 +86,16 @@ class ServiceCore:
         )
         manager._owns_store = True
         return manager
+
+    def _page_size(self, limit: Any) -> int:
+        """A listing's page size: ``limit`` (0..``limits.max_page_size``), or
+        ``limits.default_page_size`` for None.
+
+        Raises:
+            ValidationError: not an integer in that range.
+        """
+        size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
+        return self.limits.default_page_size if size is None else size
 
     @property
     def store(self) -> SessionStore:

@@ -10,12 +10,13 @@ from datetime import timedelta
 
 from ..errors import Forbidden, SessionNotFound
 from ..ids import check_id, check_name
-from ..models import AuditEvent, Session
+from ..models import AuditEvent, Page, Session
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
+from .paging import Listing, read_forward
 from .pipeline import WritePipeline, check_version
-from .validation import check_cursor_seq, check_expected_version, check_limit
+from .validation import check_cursor_seq, check_expected_version
 
 __all__ = ["ErasureUseCases"]
 
@@ -94,27 +95,43 @@ class ErasureUseCases(ServiceCore):
         user_id: str,
         after: int | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
         admin: bool = False,
-    ) -> list[AuditEvent]:
-        """The session's audit events, oldest first (after an event seq, at most
-        ``limit``, 0..``limits.max_page_size``). ``user_id`` names the caller (the
-        principal). An admin may also read the tombstone of a deleted session.
+    ) -> Page[AuditEvent]:
+        """A page of the session's audit events, oldest first. ``user_id`` names the
+        caller (the principal). An admin may also read the tombstone of a deleted session.
+
+        Args:
+            after: start after this event seq (exclusive); None = from the first event.
+            limit: page size, 0..``limits.max_page_size``; None =
+                ``limits.default_page_size``.
+            cursor: ``next_cursor`` of a page of this listing.
+
+        Returns:
+            A page; ``next_cursor`` is None when no more events lie beyond it.
 
         Raises:
-            SessionNotFound, ValidationError.
+            SessionNotFound, ValidationError (also: a cursor with ``after``, or a cursor
+            not of this listing).
         """
-        after_seq = check_cursor_seq(after, "after")
-        size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
+        size = self._page_size(limit)
         check_id(session_id, field="session_id", prefix="ses")
         check_name(user_id, field="user_id")
+        listing = Listing("audit", session_id, older_ok=False)
+        start = listing.start(cursor, after=check_cursor_seq(after, "after"), newest_first=False)
         principal = Principal(user_id, admin)
 
-        def body(tx: StoreTransaction) -> list[AuditEvent]:
+        def body(tx: StoreTransaction) -> Page[AuditEvent]:
             s = tx.get_session(session_id)
             tombstone_only = s is None and admin and tx.list_audit(session_id, limit=1)
             if not tombstone_only and (s is None or not principal.may_act_for(s.user_id)):
                 raise SessionNotFound(session_id=session_id)
-            return tx.list_audit(session_id, after_seq=after_seq, limit=size)
+            return read_forward(
+                lambda after_seq, n: tx.list_audit(session_id, after_seq=after_seq, limit=n),
+                start.seq,
+                size,
+                listing,
+            )
 
         return self._uow.run(body, write=False)
 

@@ -2,8 +2,8 @@
 
 A worker that dies between a tool call and its result leaves a call that every window
 holding it carries without a result, and a provider rejects such a history. When
-restore marks the session's run INTERRUPTED (or undoes the expiry that marked it), it
-appends in the same write one result per call that run left unanswered, in the call's
+restore marks the session's run INTERRUPTED (or undoes the close or expiry that stopped
+it), it appends in the same write one result per call that run left unanswered, in the call's
 own format (:func:`agentsession.callgroups.results_for`), saying the call was
 interrupted, and marked in the message ``metadata`` as :data:`SYNTHETIC`
 (docs/architecture.md, "Lifecycle").
@@ -60,8 +60,9 @@ def answer_interrupted_calls(
 
     Args:
         s: the session as restore found it (status and message count before the write).
-        stopped: ids of the runs this restore marked INTERRUPTED. When restoring an
-            EXPIRED session, the newest run counts too if the expiry interrupted it.
+        stopped: ids of the runs this restore marked INTERRUPTED. When restoring a
+            CLOSED or EXPIRED session, the newest run counts too if the close or the
+            expiry stopped it.
 
     Returns:
         The calls answered and the messages appended (none: nothing to answer). The
@@ -81,17 +82,24 @@ def answer_interrupted_calls(
 
 
 def _interrupted_runs(tx: StoreTransaction, s: Session, stopped: list[str]) -> list[str]:
-    """``stopped``; or, restoring an EXPIRED session, its newest run if the expiry
-    marked it INTERRUPTED (it ended at the moment the session expired)."""
-    if stopped or s.status != SessionStatus.EXPIRED or not s.run_count:
+    """``stopped``; or, restoring a CLOSED or EXPIRED session, its newest run if the
+    close (CANCELLED) or the expiry (INTERRUPTED) stopped it: it ended RUNNING at the
+    moment the session left ACTIVE, so its open calls never got a result either."""
+    if stopped or not s.run_count:
+        return stopped
+    if s.status == SessionStatus.CLOSED:
+        status, left_at = RunStatus.CANCELLED, s.closed_at
+    elif s.status == SessionStatus.EXPIRED:
+        status, left_at = RunStatus.INTERRUPTED, s.expired_at
+    else:
         return stopped
     newest = tx.list_runs(s.session_id, after_seq=s.run_count - 1, limit=1)
     if (
         newest
-        and newest[0].status == RunStatus.INTERRUPTED
+        and newest[0].status == status
         and newest[0].ended_at is not None
-        and s.expired_at is not None
-        and newest[0].ended_at >= s.expired_at
+        and left_at is not None
+        and newest[0].ended_at >= left_at
     ):
         return [newest[0].run_id]
     return []

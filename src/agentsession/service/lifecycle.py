@@ -17,11 +17,12 @@ from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
 from .interrupted import answer_interrupted_calls
+from .messages import message_page
+from .paging import Listing, Position, read_gapless
 from .pipeline import SESSION, Change, WriteRequest, expiry_change
 from .reads import memory_of
 from .transitions import expires_at, stop_running_runs
 from .validation import check_limit, check_reason
-from .window import align_window
 
 __all__ = ["SWEEP_BATCH", "LifecycleUseCases", "SweepResult"]
 
@@ -169,22 +170,25 @@ class LifecycleUseCases(ServiceCore):
 
         Args:
             message_limit: how many recent messages to return (default
-                ``policy.restore_message_limit``), aligned to whole tool-call groups.
+                ``policy.restore_message_limit``, at most ``limits.max_page_size``).
 
         Returns:
-            Session, working memory, recent messages, full tool history, all runs,
+            Session, working memory, bounded windows of the newest messages, tool calls
+            and runs (``policy.restore_*_limit``) with cursors to page back further,
             the ids of runs this call interrupted and of the calls it answered.
 
         Raises:
             IllegalTransition: EXPIRED past the restore window.
             SessionNotFound, VersionConflict, ValidationError.
         """
+        policy = self.policy
         limit = check_limit(
-            self.policy.restore_message_limit if message_limit is None else message_limit,
+            policy.restore_message_limit if message_limit is None else message_limit,
             "message_limit",
             allow_none=False,
-            maximum=None,
+            maximum=self.limits.max_page_size,
         )
+        limits = (limit or 0, policy.restore_tool_call_limit, policy.restore_run_limit)
         principal = Principal(user_id, admin)
         interrupted: list[str] = []
         previous: list[SessionStatus] = []
@@ -220,7 +224,7 @@ class LifecycleUseCases(ServiceCore):
         return self._reads.read(
             session.session_id,
             principal,
-            lambda tx, s: _restored(tx, s, limit or 0, interrupted, previous[0]),
+            lambda tx, s: _restored(tx, s, limits, interrupted, previous[0]),
         ).model_copy(update={"interrupted_call_ids": list(calls)})
 
     def _check_restorable(self, s: Session, now: datetime) -> None:
@@ -321,21 +325,44 @@ def _reopened(s: Session, now: datetime, messages_added: int) -> Session:
 def _restored(
     tx: StoreTransaction,
     s: Session,
-    message_limit: int,
+    limits: tuple[int, int, int],
     interrupted: list[str],
     previous: SessionStatus,
 ) -> RestoredSession:
-    """All an engine needs to continue ``s``: the newest ``message_limit`` messages
-    (aligned to whole tool-call groups), memory, tool history and runs."""
-    messages = tx.get_messages(s.session_id, limit=message_limit) if message_limit else []
-    if messages:
-        messages = align_window(tx, s.session_id, messages, s.message_count)
+    """All an engine needs to continue ``s``: memory and the newest windows of messages
+    (aligned to whole tool-call groups), tool calls and runs, sized by ``limits``
+    (messages, tool calls, runs), each with the cursor that pages back further."""
+    message_limit, call_limit, run_limit = limits
+    newest = Position(older=True, seq=None)
+    history = Listing("messages", s.session_id, True)
+    messages = message_page(tx, s, newest, message_limit, history, align=True)
+    messages_cursor = messages.next_cursor
+    if message_limit == 0 and s.message_count:
+        # An empty window still says that history exists, and where to read it.
+        messages_cursor = history.cursor(Position(older=True, seq=s.message_count + 1))
+    calls = read_gapless(
+        lambda after_seq, n: tx.list_tool_calls(s.session_id, after_seq=after_seq, limit=n),
+        newest,
+        call_limit,
+        s.tool_call_count,
+        Listing("tool_calls", s.session_id),
+    )
+    runs = read_gapless(
+        lambda after_seq, n: tx.list_runs(s.session_id, after_seq=after_seq, limit=n),
+        newest,
+        run_limit,
+        s.run_count,
+        Listing("runs", s.session_id),
+    )
     return RestoredSession(
         session=s,
         working_memory=memory_of(tx, s),
-        messages=messages,
-        tool_calls=tx.list_tool_calls(s.session_id),
-        runs=tx.list_runs(s.session_id),
+        messages=messages.items,
+        tool_calls=calls.items,
+        runs=runs.items,
+        messages_next_cursor=messages_cursor,
+        tool_calls_next_cursor=calls.next_cursor,
+        runs_next_cursor=runs.next_cursor,
         interrupted_run_ids=interrupted,
         previous_status=previous,
     )

@@ -143,7 +143,7 @@ def apply_memory(
 ) -> WorkingMemory:
     """Write the working memory (``data``, or the current one merge-patched with
     ``patch``) at the version ``s`` (the session before this change) will have once the
-    change is stored.
+    change is stored; the write pipeline sets ``session_version`` on the answer.
 
     Raises:
         PayloadTooLarge, ValidationError: the patched document breaks ``limits``.
@@ -155,4 +155,4 @@ def apply_memory(
         session_id=s.session_id, version=next_version(s), updated_at=now, data=data or {}
     )
     tx.put_working_memory(memory)
-    return memory.model_copy(update={"session_version": memory.version})
+    return memory

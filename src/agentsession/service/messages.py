@@ -10,17 +10,18 @@ from pydantic import TypeAdapter
 
 from ..errors import ValidationError
 from ..ids import new_id
-from ..models import Message, Session
+from ..models import Message, Page, Session
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
 from .memory import apply_memory
+from .paging import Listing, Position
 from .pipeline import Change, WriteRequest
 from .transitions import running_run
-from .validation import check_cursor_seq, check_limit, check_message, check_patch
+from .validation import check_cursor_seq, check_message, check_patch
 from .window import align_window
 
-__all__ = ["MessageUseCases", "insert_messages"]
+__all__ = ["MessageUseCases", "insert_messages", "message_page"]
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
@@ -140,51 +141,98 @@ class MessageUseCases(ServiceCore):
         limit: int | None = None,
         before: int | None = None,
         after: int | None = None,
+        cursor: str | None = None,
         align_tool_calls: bool = True,
         admin: bool = False,
-    ) -> list[Message]:
-        """Read history, oldest first, in ``seq`` order (never by timestamp, which two
-        messages may share).
+    ) -> Page[Message]:
+        """Read a page of history, oldest first, in ``seq`` order (never by timestamp,
+        which two messages may share).
 
-        Without cursors, ``limit=k`` gives the newest k messages; ``limit=None`` gives
-        all of them; ``limit=0`` an empty list. ``before=seq`` pages backwards (the
-        newest k older than that seq), ``after=seq`` pages forwards (the oldest k newer
-        than it). Both cursors are exclusive seqs, e.g. ``before=page[0].seq``.
+        Without a cursor or bound, the page is the newest ``limit`` messages and its
+        ``next_cursor`` goes back to older ones. ``before=seq`` starts back there (the
+        newest older than that seq, paging on backwards), ``after=seq`` pages forwards
+        (the oldest newer than it). Both are exclusive seqs, e.g. ``before=page[0].seq``.
         ``user_id`` names the caller (the principal).
 
-        With ``align_tool_calls`` (the default) a window never holds a tool result
-        without the message that made its call, nor a call without its results, in the
+        With ``align_tool_calls`` (the default) a page never holds a tool result without
+        the message that made its call, nor a call without its results, in the
         chat-completions, Anthropic and Responses formats: it is widened to the whole
-        exchange, so it may hold a few more than ``limit`` messages
-        (docs/architecture.md, "Window alignment"). Cursors taken from the returned
-        messages still visit every message exactly once.
+        exchange (but never past its seq bound, so a page after the first may end with a
+        call whose results the previous page holds), so it may hold a few more than
+        ``limit`` messages (docs/architecture.md, "Window alignment"). Following the
+        cursors visits every message exactly once.
+
+        Args:
+            limit: page size, 0..``limits.max_page_size``; None =
+                ``limits.default_page_size``; 0 = an empty page.
+            cursor: ``next_cursor`` of a page of this listing (same session and
+                ``align_tool_calls``), or ``messages_next_cursor`` of a restore.
+
+        Returns:
+            A page; ``next_cursor`` (and ``has_more``) say whether more messages lie
+            beyond it in its direction.
 
         Raises:
-            ValidationError: negative or over-large limit, non-integer cursors, both
-                cursors at once.
+            ValidationError: a bad limit or seq bound, both bounds at once, a bound
+                with a cursor, a cursor not of this listing.
             SessionNotFound.
         """
-        size = check_limit(limit, "limit", allow_none=True, maximum=None)
-        before_seq = check_cursor_seq(before, "before")
-        after_seq = check_cursor_seq(after, "after")
-        if before_seq is not None and after_seq is not None:
-            raise ValidationError("pass before or after, not both", field="before")
+        size = self._page_size(limit)
+        listing = Listing("messages", session_id, align_tool_calls)
+        start = listing.start(
+            cursor,
+            after=check_cursor_seq(after, "after"),
+            before=check_cursor_seq(before, "before"),
+            newest_first=True,
+        )
 
-        def read(tx: StoreTransaction, s: Session) -> list[Message]:
-            if size == 0:
-                return []
-            rows = tx.get_messages(
-                s.session_id,
-                after_seq=after_seq,
-                before_seq=before_seq,
-                limit=size,
-                newest=after_seq is None,
-            )
-            if align_tool_calls and rows and size is not None:
-                rows = align_window(tx, s.session_id, rows, s.message_count)
-            return rows
+        def read(tx: StoreTransaction, s: Session) -> Page[Message]:
+            return message_page(tx, s, start, size, listing, align=align_tool_calls)
 
         return self._reads.read(session_id, Principal(user_id, admin), read)
+
+
+def message_page(
+    tx: StoreTransaction,
+    s: Session,
+    start: Position,
+    size: int,
+    listing: Listing,
+    *,
+    align: bool,
+) -> Page[Message]:
+    """The page of ``s``'s history at ``start``: ``size`` messages (more if aligned to
+    whole tool-call groups), with the cursor of the next one in the same direction.
+
+    Seqs are gapless from 1 to ``s.message_count``, so more exist backwards when the
+    page starts above seq 1 and forwards when it ends below the count. Alignment widens
+    a page only away from its bound, never across it: the next page starts right where
+    this one ended, so cursors visit every message exactly once, even around a tool
+    result that does not follow its call.
+    """
+    if size == 0:
+        return Page(items=[])
+    rows = tx.get_messages(
+        s.session_id,
+        after_seq=None if start.older else start.seq,
+        before_seq=start.seq if start.older else None,
+        limit=size,
+        newest=start.older,
+    )
+    if align and rows:
+        rows = align_window(tx, s.session_id, rows, s.message_count)
+        if start.seq is not None:
+            edge = start.seq
+            rows = [m for m in rows if (m.seq < edge if start.older else m.seq > edge)]
+    if not rows:
+        return Page(items=[])
+    if start.older:
+        more, bound = rows[0].seq > 1, rows[0].seq
+    else:
+        more, bound = rows[-1].seq < s.message_count, rows[-1].seq
+    cursor = listing.cursor(Position(older=start.older, seq=bound)) if more else None
+    return Page(items=rows, next_cursor=cursor)
+
 
 
 def _check_runs(tx: StoreTransaction, s: Session, payloads: list[dict[str, Any]]) -> None:

@@ -200,7 +200,9 @@ class WritePipeline:
             )
             outcome = Change(touched, outcome.action, outcome.details, outcome.result)
         stored = self.store_change(tx, s, outcome, req.principal, now)
-        return cast(R, stored if req.returns_session else outcome.result)
+        if req.returns_session:
+            return cast(R, stored)
+        return cast(R, _with_session_version(outcome.result, stored.version))
 
     def create(
         self,
@@ -381,6 +383,17 @@ def expiry_change(
     stopped = stop_running_runs(tx, s, now, RunStatus.INTERRUPTED, "session expired while RUNNING")
     new = expired(s, now if at is None else at, reason)
     return Change(new, "session.expired", {"reason": reason, "interrupted_runs": stopped})
+
+
+def _with_session_version(result: Any, version: int) -> Any:
+    """``result`` (a model, or a list of them) with ``session_version`` set wherever the
+    model has that field: a write's answer tells the caller the session's new version,
+    and the idempotency record keeps it, so a replay answers the same."""
+    if isinstance(result, list):
+        return [_with_session_version(item, version) for item in result]
+    if isinstance(result, pydantic.BaseModel) and "session_version" in type(result).model_fields:
+        return result.model_copy(update={"session_version": version})
+    return result
 
 
 def _to_json(value: Any) -> Any:

@@ -55,6 +55,8 @@ class Policy:
             Default 24 hours; a key older than this is treated as new.
         restore_message_limit: how many recent messages ``restore_session`` returns
             by default.
+        restore_tool_call_limit: how many recent tool calls ``restore_session`` returns.
+        restore_run_limit: how many recent runs ``restore_session`` returns.
         max_retries: how often one call re-runs a transaction the store reported as
             busy (lost race, deadlock, lock timeout) before raising StoreBusy.
         max_retry_seconds: no re-run starts once the call has taken this long, so a
@@ -64,5 +66,7 @@ class Policy:
     expired_restore_window_seconds: float | None = 7 * 24 * 3600
     idempotency_retention_seconds: float = 24 * 3600
     restore_message_limit: int = 50
+    restore_tool_call_limit: int = 50
+    restore_run_limit: int = 20
     max_retries: int = 8
     max_retry_seconds: float = 5.0

@@ -20,13 +20,13 @@ from ..models import Page, Run, RunStatus, RunStep, Session
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
+from .paging import Listing, Position, read_gapless
 from .pipeline import Change, WriteRequest
 from .policy import Limits
-from .transitions import running_run
+from .transitions import current_run, running_run
 from .validation import (
     check_cursor_seq,
     check_enum,
-    check_limit,
     check_metadata,
     check_text,
     check_time,
@@ -70,9 +70,9 @@ class RunUseCases(ServiceCore):
         meta = check_metadata(metadata, "metadata", self.limits)
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
-            running = tx.list_runs(s.session_id, status=RunStatus.RUNNING, limit=1)
-            if running:
-                raise RunAlreadyRunning(session_id=s.session_id, run_id=running[0].run_id)
+            running = current_run(tx, s)
+            if running is not None:
+                raise RunAlreadyRunning(session_id=s.session_id, run_id=running.run_id)
             run = Run(
                 run_id=new_id("run"),
                 session_id=s.session_id,
@@ -276,6 +276,7 @@ class RunUseCases(ServiceCore):
         run_id: str,
         after: int | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
         admin: bool = False,
     ) -> Page[RunStep]:
         """One page of a run's steps, oldest first (by ``index``).
@@ -285,29 +286,31 @@ class RunUseCases(ServiceCore):
             after: a step index (exclusive); None starts at the first step.
             limit: page size, 1..``limits.max_page_size``; None gives
                 ``limits.default_page_size``.
+            cursor: ``next_cursor`` of a page of this run's steps.
 
         Returns:
-            A page; pass ``int(page.next_cursor)`` as ``after`` for the next one.
-            ``next_cursor`` (the last index on the page, as text) is None on the last page.
+            A page; ``next_cursor`` (pass it as ``cursor``) is None on the last page.
 
         Raises:
-            RunNotFound, SessionNotFound, ValidationError.
+            RunNotFound, SessionNotFound, ValidationError (also: a cursor with
+            ``after``, or a cursor not of this run's steps).
         """
         check_id(run_id, field="run_id", prefix="run")
-        after_index = check_cursor_seq(after, "after")
-        size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
-        if size == 0:
+        if limit == 0:
             raise ValidationError("limit must be at least 1", field="limit")
-        size = size or _step_page(self.limits)
+        size = _step_page(self.limits) if limit is None else self._page_size(limit)
+        listing = Listing("run_steps", session_id, run_id, older_ok=False)
+        start = listing.start(cursor, after=check_cursor_seq(after, "after"), newest_first=False)
 
         def read(tx: StoreTransaction, s: Session) -> Page[RunStep]:
             run = tx.get_run(s.session_id, run_id)
             if run is None:
                 raise RunNotFound(session_id=s.session_id, run_id=run_id)
-            steps = tx.list_run_steps(s.session_id, run_id, after_index=after_index, limit=size)
+            steps = tx.list_run_steps(s.session_id, run_id, after_index=start.seq, limit=size)
             # Indexes are 0..step_count-1: more follow iff the last one shown is not last.
             more = bool(steps) and steps[-1].index + 1 < run.step_count
-            return Page[RunStep](items=steps, next_cursor=str(steps[-1].index) if more else None)
+            last = listing.cursor(Position(older=False, seq=steps[-1].index)) if more else None
+            return Page[RunStep](items=steps, next_cursor=last)
 
         return self._reads.read(session_id, Principal(user_id, admin), read)
 
@@ -319,26 +322,42 @@ class RunUseCases(ServiceCore):
         status: RunStatus | str | None = None,
         after: int | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
         admin: bool = False,
-    ) -> list[Run]:
-        """Runs oldest first, without their steps (``steps == []``; ``step_count`` says
-        how many: read them with :meth:`list_run_steps`); optionally of one status,
-        after a run seq, at most ``limit`` (0..``limits.max_page_size``). ``user_id``
-        names the caller (the principal).
+    ) -> Page[Run]:
+        """A page of runs, oldest first, without their steps (``steps == []``;
+        ``step_count`` says how many: read them with :meth:`list_run_steps`); optionally
+        of one status. ``user_id`` names the caller (the principal).
+
+        Args:
+            status: only runs in this status.
+            after: start after this run seq (exclusive); None = from the first run.
+            limit: page size, 0..``limits.max_page_size``; None =
+                ``limits.default_page_size``.
+            cursor: ``next_cursor`` of a page of this listing (same session and
+                ``status``), or ``runs_next_cursor`` of a restore (pages back to older
+                runs; without ``status``).
+
+        Returns:
+            A page; ``next_cursor`` is None when no more runs lie beyond it.
 
         Raises:
-            SessionNotFound, ValidationError.
+            SessionNotFound, ValidationError (also: a cursor with ``after``, or a cursor
+            not of this listing).
         """
         wanted = check_enum(RunStatus, status, "status")
-        after_seq = check_cursor_seq(after, "after")
-        size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
-        return self._reads.read(
-            session_id,
-            Principal(user_id, admin),
-            lambda tx, s: tx.list_runs(
-                s.session_id, status=wanted, after_seq=after_seq, limit=size
-            ),
-        )
+        size = self._page_size(limit)
+        scope = None if wanted is None else wanted.value
+        listing = Listing("runs", session_id, scope, older_ok=wanted is None)
+        start = listing.start(cursor, after=check_cursor_seq(after, "after"), newest_first=False)
+
+        def read(tx: StoreTransaction, s: Session) -> Page[Run]:
+            def fetch(after_seq: int | None, n: int) -> list[Run]:
+                return tx.list_runs(s.session_id, status=wanted, after_seq=after_seq, limit=n)
+
+            return read_gapless(fetch, start, size, s.run_count, listing)
+
+        return self._reads.read(session_id, Principal(user_id, admin), read)
 
 
 def _step_page(limits: Limits) -> int:

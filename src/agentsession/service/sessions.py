@@ -16,7 +16,6 @@ from .pipeline import SESSION, Change, WritePipeline, WriteRequest
 from .transitions import as_of, expires_at, next_version
 from .validation import (
     check_enum,
-    check_limit,
     check_memory,
     check_metadata,
     check_title,
@@ -109,7 +108,7 @@ class SessionUseCases(ServiceCore):
         user_id: str,
         status: SessionStatus | str | None = None,
         agent: str | None = None,
-        limit: int = 50,
+        limit: int | None = None,
         cursor: str | None = None,
         all_users: bool = False,
         admin: bool = False,
@@ -127,7 +126,8 @@ class SessionUseCases(ServiceCore):
         Args:
             user_id: the caller (the principal), whose sessions are listed.
             status, agent: filters; None = any.
-            limit: page size, 0..``limits.max_page_size``.
+            limit: page size, 0..``limits.max_page_size``; None =
+                ``limits.default_page_size``.
             cursor: ``next_cursor`` of the previous page.
             all_users: list every user's sessions; needs ``admin=True``.
 
@@ -144,8 +144,7 @@ class SessionUseCases(ServiceCore):
         wanted_status = check_enum(SessionStatus, status, "status")
         if agent is not None:
             check_name(agent, field="agent")
-        size = check_limit(limit, "limit", allow_none=False, maximum=self.limits.max_page_size)
-        assert size is not None
+        size = self._page_size(limit)
         after = decode_cursor(cursor)
         now = self._uow.now()
         rows: list[Session] = self._uow.run(

@@ -12,16 +12,16 @@ from pydantic import TypeAdapter
 from ..errors import ToolCallExists, ValidationError
 from ..ids import check_id, new_id
 from ..jsonvalues import canonical_hash, check_json
-from ..models import Session, ToolCall, ToolCallStatus
+from ..models import Page, Session, ToolCall, ToolCallStatus
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
+from .paging import Listing, read_gapless
 from .pipeline import Change, WriteRequest
 from .transitions import running_run
 from .validation import (
     check_cursor_seq,
     check_enum,
-    check_limit,
     check_object,
     check_text,
     check_time,
@@ -126,25 +126,41 @@ class ToolCallUseCases(ServiceCore):
         tool: str | None = None,
         after: int | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
         admin: bool = False,
-    ) -> list[ToolCall]:
-        """Tool calls, oldest first; optionally one tool's, after a seq, at most ``limit``
-        (0..``limits.max_page_size``). ``user_id`` names the caller (the principal).
+    ) -> Page[ToolCall]:
+        """A page of tool calls, oldest first; optionally one tool's. ``user_id`` names
+        the caller (the principal).
+
+        Args:
+            tool: only calls of this tool.
+            after: start after this call seq (exclusive); None = from the first call.
+            limit: page size, 0..``limits.max_page_size``; None =
+                ``limits.default_page_size``.
+            cursor: ``next_cursor`` of a page of this listing (same session and
+                ``tool``), or ``tool_calls_next_cursor`` of a restore (pages back to
+                older calls; without ``tool``).
+
+        Returns:
+            A page; ``next_cursor`` is None when no more calls lie beyond it.
 
         Raises:
-            SessionNotFound, ValidationError.
+            SessionNotFound, ValidationError (also: a cursor with ``after``, or a cursor
+            not of this listing).
         """
         if tool is not None:
             check_tool_name(tool)
-        after_seq = check_cursor_seq(after, "after")
-        size = check_limit(limit, "limit", allow_none=True, maximum=self.limits.max_page_size)
-        return self._reads.read(
-            session_id,
-            Principal(user_id, admin),
-            lambda tx, s: tx.list_tool_calls(
-                s.session_id, tool=tool, after_seq=after_seq, limit=size
-            ),
-        )
+        size = self._page_size(limit)
+        listing = Listing("tool_calls", session_id, tool, older_ok=tool is None)
+        start = listing.start(cursor, after=check_cursor_seq(after, "after"), newest_first=False)
+
+        def read(tx: StoreTransaction, s: Session) -> Page[ToolCall]:
+            def fetch(after_seq: int | None, n: int) -> list[ToolCall]:
+                return tx.list_tool_calls(s.session_id, tool=tool, after_seq=after_seq, limit=n)
+
+            return read_gapless(fetch, start, size, s.tool_call_count, listing)
+
+        return self._reads.read(session_id, Principal(user_id, admin), read)
 
     def find_tool_call(
         self,

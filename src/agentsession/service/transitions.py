@@ -15,6 +15,7 @@ from ..stores.listing import is_due
 __all__ = [
     "TTL_REASON",
     "as_of",
+    "current_run",
     "expired",
     "expires_at",
     "is_due",
@@ -61,15 +62,29 @@ def next_version(s: Session) -> int:
     return s.version + 1
 
 
+def current_run(tx: StoreTransaction, s: Session) -> Run | None:
+    """The RUNNING run of ``s``, or None, in O(1) of the session's runs.
+
+    A session runs at most one run at a time and ``start_run`` only starts one when none
+    is RUNNING, so a RUNNING run is always the newest (seq ``s.run_count``): reading that
+    one row answers, without a scan of the runs by status.
+    """
+    if not s.run_count:
+        return None
+    newest = tx.list_runs(s.session_id, after_seq=s.run_count - 1, limit=1)
+    return newest[0] if newest and newest[0].status == RunStatus.RUNNING else None
+
+
 def stop_running_runs(
     tx: StoreTransaction, s: Session, now: datetime, status: RunStatus, error: str
 ) -> list[str]:
-    """End every RUNNING run of ``s`` with ``status`` and ``error``; return their ids."""
-    stopped = []
-    for run in tx.list_runs(s.session_id, status=RunStatus.RUNNING):
-        tx.update_run(run.model_copy(update={"status": status, "ended_at": now, "error": error}))
-        stopped.append(run.run_id)
-    return stopped
+    """End the RUNNING run of ``s`` (:func:`current_run`), if any, with ``status`` and
+    ``error``; return the ids of the runs ended (none or one)."""
+    run = current_run(tx, s)
+    if run is None:
+        return []
+    tx.update_run(run.model_copy(update={"status": status, "ended_at": now, "error": error}))
+    return [run.run_id]
 
 
 def running_run(tx: StoreTransaction, s: Session, run_id: str) -> Run:

@@ -31,7 +31,9 @@ from .policy import Limits
 #: The largest limit or seq cursor accepted: 2**53 - 1, exact in every JSON client and
 #: within every store's integer range.
 MAX_COUNT = 2**53 - 1
-_MESSAGE_SYSTEM_FIELDS = frozenset({"message_id", "session_id", "seq", "created_at"})
+_MESSAGE_SYSTEM_FIELDS = frozenset(
+    {"message_id", "session_id", "seq", "created_at", "session_version"}
+)
 
 def check_key(key: str | None) -> str | None:
     """An idempotency key: 1-``IDEMPOTENCY_KEY_CHARS`` (255) printable ASCII

@@ -15,6 +15,8 @@ whose partner is missing from history costs a step, never a scan of the history.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ..callgroups import answered_calls, in_tool_exchange, opened_calls
 from ..models import Message
 from ..stores.base import StoreTransaction
@@ -52,16 +54,28 @@ def align_window(
     return rows
 
 
-def _missing(rows: list[Message]) -> tuple[set[str], set[str]]:
+def _missing(rows: list[Message]) -> tuple[Counter[str], Counter[str]]:
     """(calls answered in ``rows`` but made before them, calls made in ``rows`` and not
-    answered in them)."""
-    opened = {c for m in rows for c in opened_calls(m)}
-    answered = {c for m in rows for c in answered_calls(m)}
-    return answered - opened, opened - answered
+    answered in them), counted per id.
+
+    Matched by position, not as sets: a result answers the nearest earlier call with its
+    id, because providers reuse ids within one conversation (``call_0`` every turn), so a
+    result at the window's start may share its id with a later call inside the window.
+    """
+    needed: Counter[str] = Counter()
+    pending: Counter[str] = Counter()
+    for m in rows:
+        for call in answered_calls(m):
+            if pending[call] > 0:
+                pending[call] -= 1
+            else:
+                needed[call] += 1
+        pending.update(opened_calls(m))
+    return +needed, +pending
 
 
 def _widen_start(
-    tx: StoreTransaction, session_id: str, rows: list[Message], needed: set[str]
+    tx: StoreTransaction, session_id: str, rows: list[Message], needed: Counter[str]
 ) -> tuple[list[Message], bool]:
     """Prepend older messages until the calls ``needed`` are made; return the window and
     whether it stopped short (blocked)."""
@@ -73,7 +87,10 @@ def _widen_start(
             m = older[i]
             if not in_tool_exchange(m):
                 return older[i + 1 :] + rows, True
-            needed = (needed | set(answered_calls(m))) - set(opened_calls(m))
+            # Walking back: m's calls answer the results after it, m's results need
+            # calls before it.
+            needed = +(needed - Counter(opened_calls(m)))
+            needed.update(answered_calls(m))
             if not needed:
                 return older[i:] + rows, False
         if not older:
@@ -86,7 +103,7 @@ def _widen_end(
     tx: StoreTransaction,
     session_id: str,
     rows: list[Message],
-    pending: set[str],
+    pending: Counter[str],
     message_count: int,
 ) -> tuple[list[Message], bool]:
     """Append newer messages until the calls ``pending`` are answered; return the window
@@ -98,7 +115,8 @@ def _widen_end(
         for i, m in enumerate(newer):
             if not in_tool_exchange(m):
                 return rows + newer[:i], True
-            pending = (pending - set(answered_calls(m))) | set(opened_calls(m))
+            pending = +(pending - Counter(answered_calls(m)))
+            pending.update(opened_calls(m))
             if not pending:
                 return rows + newer[: i + 1], False
         if not newer:

@@ -601,7 +601,7 @@ class _SQLTransaction:
     @_translated
     def insert_tool_call(self, call: ToolCall) -> None:
         self._writing()
-        row = call.model_dump()
+        row = call.model_dump(exclude={"session_version"})  # a write answer's, not stored
         row["status"] = call.status.value
         self._conn.execute(sa.insert(tool_calls), row)
 
@@ -696,7 +696,7 @@ class _SQLTransaction:
         )
         if self._conn.execute(bump).rowcount != 1:
             raise StoreConflict(f"step {step.index} of run {step.run_id!r} is not next")
-        row = step.model_dump()
+        row = step.model_dump(exclude={"session_version"})
         row["step_index"] = row.pop("index")
         row["session_id"] = session_id
         self._conn.execute(sa.insert(run_steps), row)
@@ -833,6 +833,6 @@ def _session_row(session: Session) -> dict[str, Any]:
 
 def _run_row(run: Run) -> dict[str, Any]:
     """The run's columns except ``step_count``, which only a step insert changes."""
-    row = run.model_dump(exclude={"steps", "step_count"})
+    row = run.model_dump(exclude={"steps", "step_count", "session_version"})
     row["status"] = run.status.value
     return row

@@ -6,20 +6,21 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from ...models import AuditEvent
-from ..deps import ReadCtx, items
+from ...models import AuditEvent, Page
+from ..deps import ReadCtx, reply
 from ..problems import ERRORS
-from ..schemas import PAGE_MAX, Items
+from ..schemas import CursorQuery, LimitQuery
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/audit", tags=["audit"], responses=ERRORS)
 
 
-@router.get("", response_model=Items[AuditEvent])
+@router.get("", response_model=Page[AuditEvent])
 async def get_audit_log(
     ctx: ReadCtx,
     after: Annotated[int | None, Query(ge=0)] = None,
-    limit: Annotated[int | None, Query(ge=0, le=PAGE_MAX)] = None,
+    limit: LimitQuery = None,
+    cursor: CursorQuery = None,
 ) -> Response:
-    """Audit events oldest first (``{"items": [...]}``); no message content."""
-    events = await ctx.manager.get_audit_log(**ctx.who, after=after, limit=limit)
-    return items(events)
+    """A page of audit events, oldest first; no message content."""
+    page = await ctx.manager.get_audit_log(**ctx.who, after=after, limit=limit, cursor=cursor)
+    return reply(page)

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from ...models import Message
-from ..deps import ReadCtx, WriteCtx, items, reply, write
+from ...models import Message, Page
+from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
-from ..schemas import PAGE_MAX, AppendMessages, Items
+from ..schemas import AppendMessages, CursorQuery, Items, LimitQuery
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"], responses=ERRORS)
 
@@ -19,6 +19,7 @@ async def append_messages(ctx: WriteCtx, body: AppendMessages) -> Response:
     """Append ``message`` (answer: the message) or ``messages`` (answer: ``{"items"}``).
 
     All messages of a batch get consecutive seqs in one version step, or none is stored.
+    Each carries ``session_version``, the session's new version, also the ETag.
     """
     batch = body.messages if body.messages is not None else [body.message or {}]
     stored, replayed = await write(
@@ -30,21 +31,28 @@ async def append_messages(ctx: WriteCtx, body: AppendMessages) -> Response:
             idempotency_key=ctx.idempotency_key,
         )
     )
-    if body.messages is None:
-        return reply(stored[0], status=201, replayed=replayed)
-    return reply({"items": stored}, status=201, replayed=replayed)
+    etag = version_etag(ctx.session_id, stored[0].session_version)
+    answer = stored[0] if body.messages is None else {"items": stored}
+    return reply(answer, status=201, etag=etag, replayed=replayed)
 
 
-@router.get("", response_model=Items[Message])
+@router.get("", response_model=Page[Message])
 async def get_messages(
     ctx: ReadCtx,
-    limit: Annotated[int, Query(ge=0, le=PAGE_MAX, description="Newest N (default 100).")] = 100,
-    before: Annotated[int | None, Query(ge=0, description="Only seqs below this.")] = None,
-    after: Annotated[int | None, Query(ge=0, description="Only seqs above this.")] = None,
+    limit: LimitQuery = None,
+    before: Annotated[int | None, Query(ge=0, description="Start below this seq.")] = None,
+    after: Annotated[int | None, Query(ge=0, description="Start above this seq.")] = None,
+    cursor: CursorQuery = None,
     align_tool_calls: bool = True,
 ) -> Response:
-    """A window of history, oldest first, in seq order (``{"items": [...]}``)."""
-    messages = await ctx.manager.get_messages(
-        **ctx.who, limit=limit, before=before, after=after, align_tool_calls=align_tool_calls
+    """A page of history, oldest first, in seq order: the newest messages unless a
+    bound or cursor says otherwise; ``next_cursor`` goes on in the same direction."""
+    page = await ctx.manager.get_messages(
+        **ctx.who,
+        limit=limit,
+        before=before,
+        after=after,
+        cursor=cursor,
+        align_tool_calls=align_tool_calls,
     )
-    return items(messages)
+    return reply(page)

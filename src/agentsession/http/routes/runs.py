@@ -7,18 +7,23 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 
 from ...models import Page, Run, RunStatus, RunStep
-from ..deps import ReadCtx, WriteCtx, items, reply, write
+from ...service.policy import Limits
+from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
-from ..schemas import PAGE_MAX, FinishRun, Items, StartRun, StepIn
+from ..schemas import PAGE_MAX, CursorQuery, FinishRun, LimitQuery, StartRun, StepIn
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/runs", tags=["runs"], responses=ERRORS)
+
+#: Steps per page when no ``limit`` is given (the manager's default page size).
+_STEPS = Limits().default_page_size
 
 RunId = Annotated[str, Path(description="A run id, `run_` + 26 base32 chars.")]
 
 
 @router.post("", status_code=201, response_model=Run, responses=WRITE_ERRORS)
 async def start_run(ctx: WriteCtx, body: StartRun) -> Response:
-    """Start a run (RUNNING); at most one RUNNING run per session (else 409)."""
+    """Start a run (RUNNING); at most one RUNNING run per session (else 409). The ETag
+    is the session's new version, as on every write below."""
     run, replayed = await write(
         ctx.manager.start_run(
             **ctx.who,
@@ -28,19 +33,24 @@ async def start_run(ctx: WriteCtx, body: StartRun) -> Response:
             idempotency_key=ctx.idempotency_key,
         )
     )
-    return reply(run, status=201, replayed=replayed)
+    etag = version_etag(ctx.session_id, run.session_version)
+    return reply(run, status=201, etag=etag, replayed=replayed)
 
 
-@router.get("", response_model=Items[Run])
+@router.get("", response_model=Page[Run])
 async def list_runs(
     ctx: ReadCtx,
     status: RunStatus | None = None,
     after: Annotated[int | None, Query(ge=0)] = None,
-    limit: Annotated[int | None, Query(ge=0, le=PAGE_MAX)] = None,
+    limit: LimitQuery = None,
+    cursor: CursorQuery = None,
 ) -> Response:
-    """Runs oldest first, without their steps (``step_count`` says how many)."""
-    runs = await ctx.manager.list_runs(**ctx.who, status=status, after=after, limit=limit)
-    return items(runs)
+    """A page of runs, oldest first, without their steps (``step_count`` says how many);
+    a restore's cursor pages back to older ones."""
+    page = await ctx.manager.list_runs(
+        **ctx.who, status=status, after=after, limit=limit, cursor=cursor
+    )
+    return reply(page)
 
 
 @router.get("/{run_id}", response_model=Run)
@@ -55,11 +65,18 @@ async def list_run_steps(
     ctx: ReadCtx,
     run_id: RunId,
     after: Annotated[int | None, Query(ge=0, description="A step index (exclusive).")] = None,
-    limit: Annotated[int | None, Query(ge=1, le=PAGE_MAX)] = None,
+    limit: Annotated[
+        int | None,
+        Query(ge=1, le=PAGE_MAX, description=f"Page size, 1..{PAGE_MAX} (default {_STEPS})."),
+    ] = None,
+    cursor: CursorQuery = None,
 ) -> Response:
-    """A page of the run's steps, oldest first; ``next_cursor`` (the last index shown)
-    is the next page's ``after``, null on the last page."""
-    page = await ctx.manager.list_run_steps(**ctx.who, run_id=run_id, after=after, limit=limit)
+    """A page of the run's steps, oldest first; ``next_cursor`` continues, null on the
+    last page. Unlike the other listings, ``limit`` is at least 1 (the manager refuses
+    an empty page of steps), so the schema states it."""
+    page = await ctx.manager.list_run_steps(
+        **ctx.who, run_id=run_id, after=after, limit=limit, cursor=cursor
+    )
     return reply(page)
 
 
@@ -82,7 +99,8 @@ async def add_run_step(ctx: WriteCtx, run_id: RunId, body: StepIn) -> Response:
             idempotency_key=ctx.idempotency_key,
         )
     )
-    return reply(step, status=201, replayed=replayed)
+    etag = version_etag(ctx.session_id, step.session_version)
+    return reply(step, status=201, etag=etag, replayed=replayed)
 
 
 @router.post("/{run_id}/finish", response_model=Run, responses=WRITE_ERRORS)
@@ -100,4 +118,4 @@ async def finish_run(ctx: WriteCtx, run_id: RunId, body: FinishRun) -> Response:
             idempotency_key=ctx.idempotency_key,
         )
     )
-    return reply(run, replayed=replayed)
+    return reply(run, etag=version_etag(ctx.session_id, run.session_version), replayed=replayed)

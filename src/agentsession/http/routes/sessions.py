@@ -9,7 +9,14 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from ...models import Page, RestoredSession, Session, SessionStatus
 from ..deps import Auth, ReadCtx, WriteCtx, reply, services, write
 from ..problems import ERRORS, WRITE_ERRORS, problem_responses
-from ..schemas import PAGE_MAX, CreateSession, Reason, RestoreSession, UpdateSession
+from ..schemas import (
+    CreateSession,
+    CursorQuery,
+    LimitQuery,
+    Reason,
+    RestoreSession,
+    UpdateSession,
+)
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"], responses=ERRORS)
 
@@ -50,8 +57,8 @@ async def list_sessions(
     principal: Auth,
     status: SessionStatus | None = None,
     agent: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 50,
-    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    limit: LimitQuery = None,
+    cursor: CursorQuery = None,
     all_users: Annotated[bool, Query(description="Every user's sessions (admin keys).")] = False,
 ) -> Response:
     """The caller's sessions, most recently updated first; ``next_cursor`` pages on."""

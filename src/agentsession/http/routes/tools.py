@@ -8,10 +8,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from fastapi.exceptions import RequestValidationError
 
-from ...models import ToolCall
-from ..deps import ReadCtx, WriteCtx, items, reply, write
+from ...models import Page, ToolCall
+from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
-from ..schemas import PAGE_MAX, Items, RecordToolCall
+from ..schemas import CursorQuery, LimitQuery, RecordToolCall
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/tool-calls", tags=["tool calls"], responses=ERRORS
@@ -20,7 +20,7 @@ router = APIRouter(
 
 @router.post("", status_code=201, response_model=ToolCall, responses=WRITE_ERRORS)
 async def record_tool_call(ctx: WriteCtx, body: RecordToolCall) -> Response:
-    """Record a tool call that really ran."""
+    """Record a tool call that really ran; the ETag is the session's new version."""
     call, replayed = await write(
         ctx.manager.record_tool_call(
             **ctx.who,
@@ -38,19 +38,23 @@ async def record_tool_call(ctx: WriteCtx, body: RecordToolCall) -> Response:
             idempotency_key=ctx.idempotency_key,
         )
     )
-    return reply(call, status=201, replayed=replayed)
+    etag = version_etag(ctx.session_id, call.session_version)
+    return reply(call, status=201, etag=etag, replayed=replayed)
 
 
-@router.get("", response_model=Items[ToolCall])
+@router.get("", response_model=Page[ToolCall])
 async def get_tool_history(
     ctx: ReadCtx,
     tool: str | None = None,
     after: Annotated[int | None, Query(ge=0)] = None,
-    limit: Annotated[int | None, Query(ge=0, le=PAGE_MAX)] = None,
+    limit: LimitQuery = None,
+    cursor: CursorQuery = None,
 ) -> Response:
-    """Tool calls oldest first (``{"items": [...]}``)."""
-    calls = await ctx.manager.get_tool_history(**ctx.who, tool=tool, after=after, limit=limit)
-    return items(calls)
+    """A page of tool calls, oldest first (a restore's cursor pages back to older ones)."""
+    page = await ctx.manager.get_tool_history(
+        **ctx.who, tool=tool, after=after, limit=limit, cursor=cursor
+    )
+    return reply(page)
 
 
 @router.get("/find", response_model=dict[str, ToolCall | None])
