@@ -13,7 +13,6 @@ and a statement no index serves in order still sorts (and fails here).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import servers
 from agentsession.jsonvalues import canonical_hash
 from agentsession.models import Session, SessionStatus, ToolCall
 from agentsession.stores.sql import SQLStore
+from sqlcapture import captured_sql
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = T0 + timedelta(days=1)
@@ -136,21 +136,6 @@ def _fill(store: SQLStore) -> None:
             conn.exec_driver_sql("ANALYZE TABLE sessions, tool_calls")
 
 
-@contextmanager
-def _statements(store: SQLStore) -> Iterator[list[tuple[str, Any]]]:
-    """Record (SQL, parameters) of every statement, as the driver receives them."""
-    seen: list[tuple[str, Any]] = []
-
-    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        seen.append((statement, params))
-
-    sa.event.listen(store.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(store.engine, "before_cursor_execute", record)
-
-
 def _sqlite_plan(conn: sa.Connection, sql: str, params: Any) -> list[str]:
     return [str(row[-1]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params)]
 
@@ -216,7 +201,7 @@ def test_lookups_and_listings_use_their_indexes(filled_store: SQLStore) -> None:
     its index, scans no table and sorts nothing (SQLite, PostgreSQL, MariaDB)."""
     explain, check = PLANS[filled_store.engine.dialect.name]
     for what, call, indexes in QUERIES:
-        with _statements(filled_store) as seen, filled_store.transaction(write=False) as tx:
+        with captured_sql(filled_store) as seen, filled_store.transaction(write=False) as tx:
             call(tx)
         selects = [(sql, params) for sql, params in seen if sql.lstrip().startswith("SELECT")]
         assert len(selects) == len(indexes), (what, selects)

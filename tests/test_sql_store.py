@@ -7,7 +7,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from agentsession.stores.memory import MemoryStore
 from agentsession.stores.registry import open_store
 from agentsession.stores.sql import SQLStore
 from agentsession.stores.sqldialect import masked_url, parse_url
+from sqlcapture import captured_sql
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 CHILD_TABLES = ("messages", "working_memory", "tool_calls", "runs", "run_steps")
@@ -69,21 +70,6 @@ def _count(db: Path, table: str, session_id: str) -> int:
     with sqlite3.connect(db) as raw:
         sql = f"SELECT COUNT(*) FROM {table} WHERE session_id = ?"
         return int(raw.execute(sql, (session_id,)).fetchone()[0])
-
-
-@contextmanager
-def _captured_sql(store: SQLStore) -> Iterator[list[tuple[str, Any]]]:
-    """Record (statement, parameters) of every statement the store executes."""
-    seen: list[tuple[str, Any]] = []
-
-    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        seen.append((statement, params))
-
-    sa.event.listen(store.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(store.engine, "before_cursor_execute", record)
 
 
 def test_pragmas_hold_on_every_pooled_connection(db: Path) -> None:
@@ -293,10 +279,10 @@ def test_hot_paths_cost_one_statement(sql_store: SQLStore) -> None:
             for i in range(3):
                 step = RunStep(run_id=f"run_{seq}", index=i, kind="tool", started_at=T0)
                 tx.insert_run_step("ses_a", step)
-    with _captured_sql(sql_store) as seen, sql_store.transaction(write=True) as tx:
+    with captured_sql(sql_store) as seen, sql_store.transaction(write=True) as tx:
         tx.insert_messages([_message(seq, f"m{seq}") for seq in range(1, 51)])
     assert len([s for s, _ in seen if s.startswith("INSERT")]) == 1
-    with _captured_sql(sql_store) as seen, sql_store.transaction(write=False) as tx:
+    with captured_sql(sql_store) as seen, sql_store.transaction(write=False) as tx:
         last = tx.get_messages("ses_a", limit=5)
     assert [m.seq for m in last] == [46, 47, 48, 49, 50]
     selects = [(s, p) for s, p in seen if s.startswith("SELECT")]
@@ -307,11 +293,11 @@ def test_hot_paths_cost_one_statement(sql_store: SQLStore) -> None:
             for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {selects[0][0]}", selects[0][1])
         )
     assert "ix_messages_session_id_seq" in plan and "TEMP B-TREE" not in plan
-    with _captured_sql(sql_store) as seen, sql_store.transaction(write=False) as tx:
+    with captured_sql(sql_store) as seen, sql_store.transaction(write=False) as tx:
         runs = tx.list_runs("ses_a")
     assert [(r.step_count, r.steps) for r in runs] == [(3, [])] * 3
     assert len([s for s, _ in seen if s.startswith("SELECT")]) == 1
-    with _captured_sql(sql_store) as seen, sql_store.transaction(write=True) as tx:
+    with captured_sql(sql_store) as seen, sql_store.transaction(write=True) as tx:
         tx.insert_run_step("ses_a", RunStep(run_id="run_1", index=3, kind="tool", started_at=T0))
     assert [s.split()[0] for s, _ in seen if not s.startswith("BEGIN")] == ["UPDATE", "INSERT"]
 
@@ -327,7 +313,7 @@ def test_run_writes_never_read_run_steps(sql_store: SQLStore) -> None:
     run_id = m.start_run(**kw).run_id
     for _ in range(30):
         m.add_run_step(**kw, run_id=run_id, kind="model")
-    with _captured_sql(sql_store) as seen:
+    with captured_sql(sql_store) as seen:
         m.add_run_step(**kw, run_id=run_id, kind="model")
         m.record_tool_call(**kw, tool="t", run_id=run_id)
         m.append_message(**kw, message={"role": "assistant", "content": "x", "run_id": run_id})
