@@ -309,6 +309,42 @@ def test_c36_engine_model_repeats_call_id(project: Path, via: str) -> None:
     assert [m.tool_call_id for m in messages if m.role.value == "tool"] == ["call_0"] * 3
 
 
+class _OddCalls:
+    """A model whose calls the store could not take as they are: a real tool with an
+    id no store column holds (empty, then 200 characters) and a tool name it made up."""
+
+    name = "odd-calls"
+
+    def decide(self, context: ModelContext) -> Decision:
+        if not context.turn:
+            return Decision(tool_calls=(
+                ToolRequest("edit_file", {"path": "log.txt", "append_line": "one"}, "x" * 200),
+                ToolRequest("no such tool", {}, "call_1"),
+            ))  # fmt: skip
+        return Decision(text="done")
+
+
+def test_engine_records_the_tool_that_ran_whatever_the_ids(project: Path) -> None:
+    """The edit ran: it is recorded (its provider id, too long to store, left out) and
+    its messages keep the model's id; the made-up tool is answered with an error and
+    noted as a step, not recorded as a tool that ran; the turn succeeds."""
+    sm = SessionManager(MemoryStore())
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    reply = AgentEngine(sm, _OddCalls(), ProjectTools(project), user_id=USER).handle(sid, "go")
+    assert reply.ok
+    assert (project / "log.txt").read_text().splitlines() == ["one"]
+    [call] = sm.get_tool_history(session_id=sid, user_id=USER).items
+    assert (call.tool, call.provider_call_id) == ("edit_file", None)
+    messages = sm.get_messages(session_id=sid, user_id=USER).items
+    tool_messages = [m for m in messages if m.role.value == "tool"]
+    assert [m.tool_call_id for m in tool_messages] == ["x" * 200, "call_1"]
+    assert "unknown tool" in str(tool_messages[1].content)
+    [run] = sm.list_runs(session_id=sid, user_id=USER).items
+    steps = sm.get_run(session_id=sid, user_id=USER, run_id=run.run_id).steps
+    assert [(st.kind, st.name, st.status) for st in steps if st.kind == "tool"] == [
+        ("tool", "edit_file", "ok"), ("tool", "no such tool", "error")]
+
+
 def test_turn_results_pair_repeated_ids_in_order() -> None:
     """Two calls with one id in one assistant message: each tool message answers the
     oldest call still unanswered, so names and arguments stay with their results."""

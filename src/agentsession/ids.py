@@ -14,7 +14,15 @@ from typing import TypeGuard
 from .errors import ValidationError
 from .fieldlimits import ID_CHARS, NAME_CHARS
 
-__all__ = ["ID_PATTERN", "NAME_PATTERN", "check_id", "check_name", "is_id", "new_id"]
+__all__ = [
+    "ID_PATTERN",
+    "NAME_PATTERN",
+    "check_id",
+    "check_name",
+    "is_id",
+    "is_label",
+    "new_id",
+]
 
 #: The shape of every generated id (use ``fullmatch``); checked before any store lookup,
 #: so a malformed id never reaches a store.
@@ -38,6 +46,17 @@ def is_id(value: object, prefix: str) -> TypeGuard[str]:
         and len(value) <= ID_CHARS
         and value.startswith(prefix + "_")
         and ID_PATTERN.fullmatch(value) is not None
+    )
+
+
+def is_label(value: object, max_chars: int) -> TypeGuard[str]:
+    """Whether ``value`` is a label as tool names and tool-call ids are: a str of 1 to
+    ``max_chars`` ASCII characters of ``A-Za-z0-9._:-``."""
+    return (
+        type(value) is str
+        and 1 <= len(value) <= max_chars
+        and value.isascii()
+        and all(c.isalnum() or c in "._:-" for c in value)
     )
 
 

@@ -267,6 +267,24 @@ class _RecordingTx:
         return call
 
 
+@pytest.mark.store_independent
+def test_session_list_cursor_is_tied_to_its_filters_and_user(manager: SessionManager) -> None:
+    """A list_sessions cursor only pages the listing that issued it: with another status,
+    agent or user it is refused, never an empty page hiding sessions that exist."""
+    for _ in range(3):
+        manager.create_session(user_id=USER, agent="a")
+    closed = manager.create_session(user_id=USER, agent="a").session_id
+    manager.close_session(session_id=closed, user_id=USER)
+    first = manager.list_sessions(user_id=USER, status="ACTIVE", limit=1)
+    assert first.next_cursor is not None
+    more = manager.list_sessions(user_id=USER, status="ACTIVE", limit=1, cursor=first.next_cursor)
+    assert more.items and more.items[0].session_id != first.items[0].session_id
+    for other in ({"user_id": USER, "status": "CLOSED"}, {"user_id": USER, "agent": "b"},
+                  {"user_id": USER}, {"user_id": "mallory", "status": "ACTIVE"}):
+        with pytest.raises(ValidationError, match="another listing"):
+            manager.list_sessions(**other, limit=1, cursor=first.next_cursor)
+
+
 def test_restore_returns_bounded_windows_with_cursors(store: SessionStore) -> None:
     """Restore gives the newest N messages, tool calls and runs (the RUNNING one, now
     INTERRUPTED, among them), asks the store only for bounded windows, and its cursors

@@ -14,6 +14,7 @@ from contract_support import USER
 from message_formats import calls, user
 
 from agentsession import SessionManager
+from agentsession.service.window import MAX_WIDENING
 from agentsession.stores.base import SessionStore, StoreTransaction
 
 pytestmark = pytest.mark.store_independent
@@ -87,6 +88,28 @@ def test_partnerless_call_and_result_cost_a_step(
     window = m.get_messages(session_id=sid, user_id=USER, limit=1, after=result_seq).items
     assert [x.seq for x in window] == [result_seq + 1]
     assert counter.rows <= 1 + 8
+
+
+def test_orphan_result_after_a_long_tool_loop_widens_a_bounded_amount(
+    counted: tuple[SessionManager, RowCountingStore],
+) -> None:
+    """One user message, then 500 rounds of ``call_0`` and its result (a provider
+    reusing the id), then a result of ``call_0`` that no call made: a window of 1 there,
+    and a restore, read and return at most MAX_WIDENING messages more, not the loop."""
+    m, counter = counted
+    sid = m.create_session(user_id=USER).session_id
+    rounds = [x for _ in range(500) for x in (*calls("chat", ["call_0"]),
+                                              {"role": "tool", "tool_call_id": "call_0"})]
+    orphan = {"role": "tool", "tool_call_id": "call_0", "content": "again"}
+    _fill(m, sid, [user("chat", "go"), *rounds, orphan])
+    bound = 1 + MAX_WIDENING + 8
+    counter.rows = 0
+    window = m.get_messages(session_id=sid, user_id=USER, limit=1).items
+    assert window[-1].seq == 1002 and len(window) <= bound
+    assert counter.rows <= 2 * bound
+    m.close_session(session_id=sid, user_id=USER)
+    restored = m.restore_session(session_id=sid, user_id=USER, message_limit=5)
+    assert restored.messages[-1].seq == 1002 and len(restored.messages) <= 5 + MAX_WIDENING + 8
 
 
 def test_restore_reads_only_the_tail(counted: tuple[SessionManager, RowCountingStore]) -> None:

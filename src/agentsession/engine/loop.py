@@ -33,6 +33,8 @@ from typing import Any, TypeVar
 
 from ..api import SessionAPI
 from ..errors import ValidationError
+from ..fieldlimits import CALL_ID_CHARS, STEP_NAME_CHARS, TOOL_NAME_CHARS
+from ..ids import is_label
 from ..models import Page, Run, RunStatus, ToolCall
 from .model import Decision, Model, ModelContext, ToolRequest, TurnResult
 from .tools import UPDATE_MEMORY, ProjectTools, ToolOutcome
@@ -397,36 +399,42 @@ class AgentEngine:
     def _run_tool(self, session_id: str, turn: _Turn, call: ToolRequest) -> dict[str, Any]:
         assert turn.run is not None
         started = _now()
+        ran = call.name == UPDATE_MEMORY or self.tools.spec(call.name) is not None
         if call.name == UPDATE_MEMORY:
             outcome = self._update_memory(session_id, call.arguments)
-        elif self.tools.spec(call.name) is None:
-            outcome = ToolOutcome(error=f"unknown tool {call.name!r}")
+        elif not ran:
+            outcome = ToolOutcome(error=f"unknown tool {call.name[:TOOL_NAME_CHARS]!r}")
         else:
             outcome = self.tools.execute(call.name, call.arguments)
         ended = _now()
         status = "ok" if outcome.ok else "error"
-        recorded = self.manager.record_tool_call(
-            session_id=session_id,
-            user_id=self.user_id,
-            tool=call.name,
-            arguments=call.arguments,
-            result=outcome.result,
-            status=status,
-            error=outcome.error,
-            started_at=started,
-            ended_at=ended,
-            run_id=turn.run.run_id,
-            # The model's id may repeat (providers reuse them): never our call_id.
-            provider_call_id=call.id,
-        )
+        # Tool history holds the tools that really ran; a name the model made up is only
+        # answered (its error goes back to the model) and noted as a step.
+        recorded = None
+        if ran:
+            recorded = self.manager.record_tool_call(
+                session_id=session_id,
+                user_id=self.user_id,
+                tool=call.name,
+                arguments=call.arguments,
+                result=outcome.result,
+                status=status,
+                error=outcome.error,
+                started_at=started,
+                ended_at=ended,
+                run_id=turn.run.run_id,
+                # The model's id may repeat (providers reuse them): never our call_id;
+                # one the store cannot hold (empty, too long) stays in the messages only.
+                provider_call_id=call.id if is_label(call.id, CALL_ID_CHARS) else None,
+            )
         self.manager.add_run_step(
             session_id=session_id,
             user_id=self.user_id,
             run_id=turn.run.run_id,
             kind="tool",
-            name=call.name,
+            name=call.name[:STEP_NAME_CHARS],
             input=call.arguments,
-            output={"call_id": recorded.call_id},
+            output={"call_id": recorded.call_id if recorded else None},
             status=status,
             error=outcome.error,
             started_at=started,
@@ -440,7 +448,7 @@ class AgentEngine:
             status=status,
             error=outcome.error,
             result=outcome.result,
-            duration_ms=recorded.duration_ms,
+            duration_ms=recorded.duration_ms if recorded else None,
         )
         return {"status": status, "result": outcome.result, "error": outcome.error}
 

@@ -128,7 +128,8 @@ class SessionUseCases(ServiceCore):
             status, agent: filters; None = any.
             limit: page size, 0..``limits.max_page_size``; None =
                 ``limits.default_page_size``.
-            cursor: ``next_cursor`` of the previous page.
+            cursor: ``next_cursor`` of the previous page of this listing (same
+                filters, same user; another one's is a ValidationError).
             all_users: list every user's sessions; needs ``admin=True``.
 
         Returns:
@@ -145,11 +146,13 @@ class SessionUseCases(ServiceCore):
         if agent is not None:
             check_name(agent, field="agent")
         size = self._page_size(limit)
-        after = decode_cursor(cursor)
+        owner = None if all_users else user_id
+        scope = [owner, None if wanted_status is None else wanted_status.value, agent]
+        after = decode_cursor(cursor, scope)
         now = self._uow.now()
         rows: list[Session] = self._uow.run(
             lambda tx: tx.list_sessions(
-                user_id=None if all_users else user_id,
+                user_id=owner,
                 status=wanted_status,
                 agent=agent,
                 after=after,
@@ -160,7 +163,7 @@ class SessionUseCases(ServiceCore):
         )
         more = len(rows) > size
         rows = rows[:size]
-        next_cursor = encode_cursor(rows[-1]) if more and rows else None
+        next_cursor = encode_cursor(rows[-1], scope) if more and rows else None
         return Page[Session](items=[as_of(r, now) for r in rows], next_cursor=next_cursor)
 
     def update_session(

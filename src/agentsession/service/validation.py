@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -23,7 +24,7 @@ from ..fieldlimits import (
     TEXT_CHARS,
     TOOL_NAME_CHARS,
 )
-from ..ids import check_id
+from ..ids import check_id, is_label
 from ..jsonvalues import check_json
 from ..models import Role, Session
 from .policy import Limits
@@ -240,9 +241,7 @@ def check_time(value: Any, field: str) -> datetime | None:
 
 def check_tool_name(tool: Any) -> None:
     """A tool name: 1-``TOOL_NAME_CHARS`` (128) characters of ``A-Za-z0-9._:-``."""
-    if type(tool) is not str or not 1 <= len(tool) <= TOOL_NAME_CHARS or not all(
-        c.isalnum() or c in "._:-" for c in tool
-    ) or not tool.isascii():
+    if not is_label(tool, TOOL_NAME_CHARS):
         raise ValidationError(
             f"tool must be 1-{TOOL_NAME_CHARS} characters of A-Z a-z 0-9 . _ : -", field="tool"
         )
@@ -255,12 +254,7 @@ def check_tool_call_id(call_id: Any, field: str = "call_id") -> None:
     Raises:
         ValidationError: naming ``field``.
     """
-    if (
-        type(call_id) is not str
-        or not 1 <= len(call_id) <= CALL_ID_CHARS
-        or not call_id.isascii()
-        or not all(c.isalnum() or c in "._:-" for c in call_id)
-    ):
+    if not is_label(call_id, CALL_ID_CHARS):
         raise ValidationError(
             f"{field} must be 1-{CALL_ID_CHARS} characters of A-Z a-z 0-9 . _ : -", field=field
         )
@@ -291,21 +285,35 @@ def check_usage(usage: Any) -> dict[str, int]:
     return dict(usage)
 
 
-def encode_cursor(s: Session) -> str:
-    """The opaque list cursor pointing just after ``s`` (keyset on updated_at, id)."""
-    raw = json.dumps([s.updated_at.isoformat(), s.session_id]).encode()
+def _scope_digest(scope: Any) -> str:
+    return hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:12]
+
+
+def encode_cursor(s: Session, scope: Any) -> str:
+    """The opaque session-list cursor pointing just after ``s`` (keyset on updated_at,
+    id), tied to ``scope``: the listing's filters and whose sessions it lists."""
+    raw = json.dumps([s.updated_at.isoformat(), s.session_id, _scope_digest(scope)]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: Any) -> tuple[datetime, str] | None:
-    """Decode :func:`encode_cursor` output; None passes through."""
+def decode_cursor(cursor: Any, scope: Any) -> tuple[datetime, str] | None:
+    """Decode :func:`encode_cursor` output; None passes through.
+
+    Raises:
+        ValidationError: malformed, or issued by a listing of another ``scope`` (other
+            filters or another user), which would page a different list.
+    """
     if cursor is None:
         return None
     try:
         if type(cursor) is not str or len(cursor) > 200:
             raise ValueError
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        stamp, session_id = json.loads(raw)
+        stamp, session_id, digest = json.loads(raw)
+        if digest != _scope_digest(scope):
+            raise ValidationError(
+                "cursor belongs to another listing (filters or user)", field="cursor"
+            )
         at = datetime.fromisoformat(stamp)
         if at.tzinfo is None:
             raise ValueError
@@ -316,7 +324,6 @@ def decode_cursor(cursor: Any) -> tuple[datetime, str] | None:
         TypeError,
         OverflowError,
         binascii.Error,
-        ValidationError,
         UnicodeDecodeError,
     ):
         raise ValidationError("cursor is not one this service issued", field="cursor") from None

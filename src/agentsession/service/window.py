@@ -9,8 +9,9 @@ than ``limit`` messages; cursors taken from it still visit every message once.
 
 Cost: the widening reads neighbours in steps of a few messages and only while a call or
 a result is still missing; it stops at the first message that cannot stand between a
-call and its result (a user or system message without results), so a call or result
-whose partner is missing from history costs a step, never a scan of the history.
+call and its result (a user or system message without results), and after
+:data:`MAX_WIDENING` messages on either side, so a call or result whose partner is
+missing from history costs at most that much, never a scan of the history.
 """
 
 from __future__ import annotations
@@ -21,10 +22,15 @@ from ..callgroups import answered_calls, in_tool_exchange, opened_calls
 from ..models import Message
 from ..stores.base import StoreTransaction
 
-__all__ = ["align_window"]
+__all__ = ["MAX_WIDENING", "align_window"]
 
 #: How many neighbours one widening step reads.
 _STEP = 8
+#: The most messages one side of a window is widened by. A longer tool exchange is read
+#: only up to here: a result whose call lies further back (a result stored without its
+#: call, or under an id no earlier call made) would otherwise widen a page back to the
+#: start of the agent loop, whatever its limit.
+MAX_WIDENING = 64
 
 
 def align_window(
@@ -79,8 +85,9 @@ def _widen_start(
 ) -> tuple[list[Message], bool]:
     """Prepend older messages until the calls ``needed`` are made; return the window and
     whether it stopped short (blocked)."""
+    first = rows[0].seq
     while needed:
-        if rows[0].seq <= 1:
+        if rows[0].seq <= 1 or first - rows[0].seq >= MAX_WIDENING:
             return rows, True
         older = tx.get_messages(session_id, before_seq=rows[0].seq, limit=_STEP)
         for i in range(len(older) - 1, -1, -1):
@@ -108,8 +115,9 @@ def _widen_end(
 ) -> tuple[list[Message], bool]:
     """Append newer messages until the calls ``pending`` are answered; return the window
     and whether it stopped short (blocked)."""
+    last = rows[-1].seq
     while pending:
-        if rows[-1].seq >= message_count:
+        if rows[-1].seq >= message_count or rows[-1].seq - last >= MAX_WIDENING:
             return rows, True
         newer = tx.get_messages(session_id, after_seq=rows[-1].seq, limit=_STEP, newest=False)
         for i, m in enumerate(newer):
