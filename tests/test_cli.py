@@ -244,3 +244,15 @@ def test_python_dash_m_agentsession_works() -> None:
         [sys.executable, "-m", "agentsession", "--help"], capture_output=True, text=True
     )
     assert proc.returncode == 0 and "sessions" in proc.stdout and "demo" in proc.stdout
+
+
+def test_keys_create_writes_next_to_the_global_url_store(tmp_path: Path) -> None:
+    """``agentsession --url X keys create`` puts the key where ``serve --url X`` reads
+    it (next to X's database), not next to the default store."""
+    db = tmp_path / "other.db"
+    result = invoke("--url", f"sqlite:///{db}", "keys", "create", "--user", "alice")
+    assert result.exit_code == 0, result.output
+    keys = tmp_path / "other.db.keys.json"
+    assert keys.exists() and "alice" in keys.read_text()
+    listed = invoke("--url", f"sqlite:///{db}", "keys", "list")
+    assert "alice" in listed.stdout

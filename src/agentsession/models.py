@@ -70,6 +70,8 @@ class Role(StrEnum):
     """Author of a message, as in the chat-completions family of APIs."""
 
     SYSTEM = "system"
+    #: OpenAI's name for system instructions to newer models (chat and Responses).
+    DEVELOPER = "developer"
     USER = "user"
     ASSISTANT = "assistant"
     TOOL = "tool"

@@ -77,6 +77,21 @@ def test_c32_split_windows_without_alignment(manager: SessionManager, sid: str) 
     assert sum(p is not None for p in problems) >= len(FORMATS) * 2
 
 
+def test_developer_messages_are_kept_and_end_a_window(
+    manager: SessionManager, sid: str
+) -> None:
+    """OpenAI's ``developer`` role (system instructions to newer models) is stored as
+    sent, and a window that starts at a result is widened to its call, not past the
+    developer message before the exchange."""
+    developer = {"role": "developer", "content": "be brief"}
+    manager.append_messages(session_id=sid, user_id=USER, messages=[
+        developer, user("chat", "go"), *calls("chat", ["c1"]), *results("chat", ["c1"])])
+    got = manager.get_messages(session_id=sid, user_id=USER).items
+    assert got[0].role == Role.DEVELOPER and same_payload(got[0].payload(), developer)
+    window = manager.get_messages(session_id=sid, user_id=USER, limit=1).items
+    assert [m.seq for m in window] == [3, 4] and window_problem(window) is None
+
+
 def test_responses_items_are_stored_as_sent(manager: SessionManager, sid: str) -> None:
     """Responses items come without a role: stored and given back exactly as sent (no
     role added); ``role`` reads as assistant for calls and reasoning, tool for outputs."""

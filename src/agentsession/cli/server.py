@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..settings import Settings
+from .common import Options
 
 if TYPE_CHECKING:
     from ..http.keys import FileKeyStore
@@ -26,15 +27,21 @@ __all__ = ["keys_app", "serve"]
 keys_app = typer.Typer(help="Create, list and revoke API keys of the HTTP service.")
 
 
-def _key_store(keys_file: str | None) -> FileKeyStore:
+def _key_store(ctx: typer.Context, keys_file: str | None) -> FileKeyStore:
+    """The key file: ``--keys-file``, else the one next to the store the global
+    ``--url`` (or ``AGENTSESSION_URL``) names, as ``serve --url`` reads it."""
     from ..http.keys import FileKeyStore, default_keys_file
 
     settings = Settings()
+    root = ctx.find_root().obj
+    if isinstance(root, Options):
+        settings = settings.model_copy(update={"url": root.url})
     return FileKeyStore(keys_file or default_keys_file(settings))
 
 
 @keys_app.command("create")
 def keys_create(
+    ctx: typer.Context,
     user: str = typer.Option(..., "--user", help="The user the key acts as."),
     admin: bool = typer.Option(False, "--admin", help="May act on every user's sessions."),
     name: str | None = typer.Option(None, "--name", help="A label, e.g. the machine."),
@@ -43,7 +50,7 @@ def keys_create(
     """Create a key and print its token once (only its SHA-256 hash is stored)."""
     from ..errors import AgentSessionError
 
-    store = _key_store(keys_file)
+    store = _key_store(ctx, keys_file)
     try:
         key, token = store.create(user_id=user, admin=admin, name=name)
     except AgentSessionError as exc:
@@ -60,11 +67,12 @@ def keys_create(
 
 @keys_app.command("revoke")
 def keys_revoke(
+    ctx: typer.Context,
     key_id: str = typer.Argument(..., help="The key id (the token's part before the dot)."),
     keys_file: str | None = typer.Option(None, "--keys-file", help="The key file."),
 ) -> None:
     """Revoke a key; requests with it are refused within about a second."""
-    store = _key_store(keys_file)
+    store = _key_store(ctx, keys_file)
     if not store.revoke(key_id.split(".", 1)[0]):
         typer.echo(f"no active key {key_id!r} in {store.path}", err=True)
         raise typer.Exit(1)
@@ -73,10 +81,11 @@ def keys_revoke(
 
 @keys_app.command("list")
 def keys_list(
+    ctx: typer.Context,
     keys_file: str | None = typer.Option(None, "--keys-file", help="The key file."),
 ) -> None:
     """List keys (ids, users, roles; never tokens)."""
-    store = _key_store(keys_file)
+    store = _key_store(ctx, keys_file)
     for key in store.list():
         state = f"revoked {key.revoked_at}" if key.revoked_at else "active"
         role = "admin" if key.admin else "user"

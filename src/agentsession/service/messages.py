@@ -69,7 +69,7 @@ class MessageUseCases(ServiceCore):
     ) -> list[Message]:
         """Append messages atomically: all get consecutive seqs, or none is stored.
 
-        Each message is a mapping with ``role`` (``system|user|assistant|tool``) and
+        Each message is a mapping with ``role`` (``system|developer|user|assistant|tool``) and
         optionally ``content`` (str, list of parts, or None), ``name``, ``tool_calls``,
         ``tool_call_id``, ``run_id`` (a RUNNING run of this session), ``metadata``, and any
         further JSON fields, which are kept and returned unchanged. An OpenAI Responses

@@ -150,7 +150,7 @@ def _check_role(payload: dict[str, Any], field: str) -> None:
     role = payload.get("role", derived)
     if role not in Role._value2member_map_:
         raise ValidationError(
-            f"{field}.role must be one of system, user, assistant, tool (it may be left "
+            f"{field}.role must be one of system, developer, user, assistant, tool (it may be left "
             f"out on a Responses item of type {', '.join(ITEM_ROLES)})",
             field=f"{field}.role",
         )
