@@ -256,3 +256,13 @@ def test_keys_create_writes_next_to_the_global_url_store(tmp_path: Path) -> None
     assert keys.exists() and "alice" in keys.read_text()
     listed = invoke("--url", f"sqlite:///{db}", "keys", "list")
     assert "alice" in listed.stdout
+
+
+def test_tools_table_names_the_run_of_each_call(url: str) -> None:
+    """The tool table's run column is filled: the call was recorded in a run."""
+    with SessionManager.from_url(url) as sm:
+        [call] = sm.get_tool_history(session_id=_sid(url), user_id="alice").items
+    assert call.run_id is not None
+    result = invoke("sessions", "tools", _sid(url), "--url", url, "--user", "alice")
+    assert result.exit_code == 0, result.output
+    assert call.run_id[:8] in result.stdout

@@ -136,7 +136,8 @@ def memory_table(memory: WorkingMemory, title: str = "working memory") -> Table:
 
 
 def tools_table(calls: Sequence[ToolCall], runs: Sequence[Run] = ()) -> Table:
-    """Tool history: seq, run, tool, arguments, status, duration in ms."""
+    """Tool history: seq, run (its seq when ``runs`` holds it, else its id), tool,
+    arguments, status, duration in ms."""
     run_seq = {r.run_id: r.seq for r in runs}
     table = Table(title="tool history")
     for column in ("#", "run", "tool", "args", "status", "ms"):
@@ -149,7 +150,7 @@ def tools_table(calls: Sequence[ToolCall], runs: Sequence[Run] = ()) -> Table:
         )
         status = _status(c.status) + (f" ({c.error})" if c.error else "")
         table.add_row(
-            str(c.seq), str(run_seq.get(c.run_id or "", "")), c.tool, short(args, 58),
+            str(c.seq), str(run_seq.get(c.run_id or "", c.run_id or "")), c.tool, short(args, 58),
             status, f"{c.duration_ms:.0f}",
         )  # fmt: skip
     return table
