@@ -164,7 +164,7 @@ class LifecycleUseCases(ServiceCore):
         ``policy.expired_restore_window_seconds`` of expiring; ACTIVE stays ACTIVE.
         Restoring means the caller is now the session's worker, so a run still RUNNING
         was left by a dead process and is marked INTERRUPTED; each tool call it (or the
-        expiry undone) left unanswered gets a synthetic result in the same write
+        close or expiry undone) left unanswered gets a synthetic result in the same write
         (docs/architecture.md, "Calls a crash left unanswered"). When nothing changes,
         the version does not move. ``user_id`` names the caller (the principal).
 
