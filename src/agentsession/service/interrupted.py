@@ -26,6 +26,7 @@ from ..callgroups import answered_calls, in_tool_exchange, opened_calls, results
 from ..models import Message, RunStatus, Session, SessionStatus
 from ..stores.base import StoreTransaction
 from .messages import insert_messages
+from .transitions import newest_run
 
 __all__ = ["INTERRUPTED_TEXT", "SYNTHETIC", "AnsweredCalls", "answer_interrupted_calls"]
 
@@ -85,7 +86,7 @@ def _interrupted_runs(tx: StoreTransaction, s: Session, stopped: list[str]) -> l
     """``stopped``; or, restoring a CLOSED or EXPIRED session, its newest run if the
     close (CANCELLED) or the expiry (INTERRUPTED) stopped it: it ended RUNNING at the
     moment the session left ACTIVE, so its open calls never got a result either."""
-    if stopped or not s.run_count:
+    if stopped:
         return stopped
     if s.status == SessionStatus.CLOSED:
         status, left_at = RunStatus.CANCELLED, s.closed_at
@@ -93,15 +94,15 @@ def _interrupted_runs(tx: StoreTransaction, s: Session, stopped: list[str]) -> l
         status, left_at = RunStatus.INTERRUPTED, s.expired_at
     else:
         return stopped
-    newest = tx.list_runs(s.session_id, after_seq=s.run_count - 1, limit=1)
+    newest = newest_run(tx, s)
     if (
-        newest
-        and newest[0].status == status
-        and newest[0].ended_at is not None
+        newest is not None
+        and newest.status == status
+        and newest.ended_at is not None
         and left_at is not None
-        and newest[0].ended_at >= left_at
+        and newest.ended_at >= left_at
     ):
-        return [newest[0].run_id]
+        return [newest.run_id]
     return []
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "expired",
     "expires_at",
     "is_due",
+    "newest_run",
     "next_version",
     "running_run",
     "stop_running_runs",
@@ -69,10 +70,17 @@ def current_run(tx: StoreTransaction, s: Session) -> Run | None:
     is RUNNING, so a RUNNING run is always the newest (seq ``s.run_count``): reading that
     one row answers, without a scan of the runs by status.
     """
+    newest = newest_run(tx, s)
+    return newest if newest is not None and newest.status == RunStatus.RUNNING else None
+
+
+def newest_run(tx: StoreTransaction, s: Session) -> Run | None:
+    """The run of ``s`` with the highest seq (``s.run_count``; seqs are gapless from 1),
+    as a row without steps, or None; one indexed read."""
     if not s.run_count:
         return None
-    newest = tx.list_runs(s.session_id, after_seq=s.run_count - 1, limit=1)
-    return newest[0] if newest and newest[0].status == RunStatus.RUNNING else None
+    rows = tx.list_runs(s.session_id, after_seq=s.run_count - 1, limit=1)
+    return rows[0] if rows else None
 
 
 def stop_running_runs(
