@@ -730,15 +730,14 @@ class _RecordRequests(_Exchange):
             item = r.json()["item"]
             return None if item is None else ToolCall.model_validate(item)
 
-        wanted = None if arguments is None else json.dumps(dict(arguments), ensure_ascii=False)
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/tool-calls/find",
-            parse,
-            session_id=session_id,
-            tool=tool,
-            arguments=wanted,
-            provider_call_id=provider_call_id,
-        )
+        # A POST body, so the arguments stay out of URLs and access logs.
+        body = {
+            "tool": tool,
+            "arguments": _opt_dict(arguments),
+            "provider_call_id": provider_call_id,
+        }
+        path = f"/v1/sessions/{_sid(session_id)}/tool-calls/find"
+        return self._exchange(_Call("POST", path, parse, body=body, session_id=session_id))
 
 
     def start_run(

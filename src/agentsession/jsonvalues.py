@@ -24,9 +24,10 @@ from typing import Any
 
 from .errors import PayloadTooLarge, UnsupportedValue
 
-__all__ = ["canonical_hash", "check_json", "dumps", "loads"]
+__all__ = ["MAX_DEPTH", "canonical_hash", "check_json", "dumps", "loads"]
 
-_MAX_DEPTH = 64
+#: The deepest nesting of a stored value (the value itself is level 0).
+MAX_DEPTH = 64
 _INT_BOUND = 2**64  # integers must fit in 64 bits (signed or unsigned) to be stored
 
 
@@ -61,8 +62,8 @@ def check_json(value: Any, *, field: str, limit_bytes: int | None = None) -> str
 
 
 def _walk(value: Any, path: str, depth: int) -> None:
-    if depth > _MAX_DEPTH:
-        raise UnsupportedValue(f"{path} nests deeper than {_MAX_DEPTH} levels", field=path)
+    if depth > MAX_DEPTH:
+        raise UnsupportedValue(f"{path} nests deeper than {MAX_DEPTH} levels", field=path)
     kind = type(value)
     if value is None or kind is bool:
         return

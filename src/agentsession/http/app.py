@@ -78,6 +78,9 @@ def create_app(
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url=None,
+        # A trailing slash is an unknown path (404 problem+json), never a bare 307
+        # redirect sent before authentication.
+        redirect_slashes=False,
     )
     if manager is not None:
         app.state.services = Services(AsyncSessionManager(manager), key_store, config)

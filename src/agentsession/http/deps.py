@@ -18,7 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
-from ..errors import AgentSessionError, NotFound, SessionNotFound, VersionConflict
+from ..errors import AgentSessionError, NotFound, RunNotFound, SessionNotFound, VersionConflict
 from ..fieldlimits import IDEMPOTENCY_KEY_CHARS
 from ..ids import is_id
 from ..models import Message, Page, RestoredSession, Session
@@ -27,11 +27,14 @@ from ..service import AsyncSessionManager, write_report
 from ..settings import Settings
 from .keys import KeyStore
 from .protocol import PreconditionRequired, Unauthenticated, format_etag, parse_if_match
+from .schemas import IDEMPOTENCY_KEY, IF_MATCH, id_pattern
 
 __all__ = [
     "Auth",
     "Ctx",
+    "IdempotencyKey",
     "ReadCtx",
+    "RunId",
     "Services",
     "WriteCtx",
     "dump",
@@ -94,7 +97,13 @@ Auth = Annotated[Principal, Depends(authenticate)]
 async def session_in_path(
     request: Request,
     principal: Auth,
-    session_id: Annotated[str, Path(description="A session id, `ses_` + 26 base32 chars.")],
+    session_id: Annotated[
+        str,
+        Path(
+            description="A session id, `ses_` + 26 base32 chars (any other value: 404).",
+            json_schema_extra={"pattern": id_pattern("ses")},
+        ),
+    ],
 ) -> str:
     """The session id of the path, checked against the strict id pattern.
 
@@ -105,6 +114,47 @@ async def session_in_path(
         raise SessionNotFound(session_id=session_id[:40])
     request.state.session_id = session_id
     return session_id
+
+
+async def run_in_path(
+    request: Request,
+    run_id: Annotated[
+        str,
+        Path(
+            description="A run id, `run_` + 26 base32 chars (any other value: 404).",
+            json_schema_extra={"pattern": id_pattern("run")},
+        ),
+    ],
+) -> str:
+    """The run id of the path; a malformed one is answered exactly like a missing run.
+
+    A missing run is a 404 naming the run only once the session is found visible (and
+    ``If-Match`` holds), so a malformed id gets the same checks first (:func:`gate`),
+    and its echo is cut to an id's length.
+
+    Raises:
+        SessionNotFound, VersionConflict: what a missing run would get first.
+        RunNotFound: the id is malformed.
+    """
+    if not is_id(run_id, "run"):
+        blocked = await gate(request)
+        raise blocked or RunNotFound(run_id=run_id[:40], session_id=request.state.session_id)
+    return run_id
+
+
+#: A ``{run_id}`` path parameter (after the session's: declare it after the context).
+RunId = Annotated[str, Depends(run_in_path)]
+
+#: An ``Idempotency-Key`` header.
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        description=f"1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters; a retried "
+        "POST with the same key and body returns the first result and writes nothing "
+        "(another key: 400).",
+        json_schema_extra={"pattern": IDEMPOTENCY_KEY},
+    ),
+]
 
 
 @dataclass(slots=True)
@@ -193,17 +243,12 @@ async def _write_ctx(
     if_match: Annotated[
         str | None,
         Header(
-            description='The session\'s ETag (`"<session_id>@<version>"`): '
-            "the write happens only if the session is still at that version."
+            description='The session\'s ETag (`"<session_id>@<version>"`), or `*`: '
+            "the write happens only if the session is still at that version (else 412).",
+            json_schema_extra={"pattern": IF_MATCH},
         ),
     ] = None,
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            description=f"1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters; a retried "
-            "POST with the same key and body returns the first result and writes nothing."
-        ),
-    ] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> Ctx:
     svc = services(request)
     return Ctx(request, svc.manager, svc.settings, principal, session_id, if_match, idempotency_key)

@@ -49,10 +49,12 @@ from ..errors import (
 from .protocol import (
     PROBLEM_BASE,
     PROBLEM_CONTENT_TYPE,
+    MalformedJson,
     PreconditionRequired,
     RequestInvalid,
     ServerError,
     Unauthenticated,
+    UnsupportedMediaType,
     problem_fields,
 )
 
@@ -112,6 +114,8 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     PreconditionRequired: Problem("Precondition Required"),
     RequestInvalid: Problem("Unprocessable Content"),
     ServerError: Problem("Internal Server Error", "internal error", ()),
+    MalformedJson: Problem("Malformed JSON"),
+    UnsupportedMediaType: Problem("Unsupported Media Type"),
 }
 
 
@@ -136,6 +140,7 @@ _STATUS_TEXT = {
     409: "Session not ACTIVE, run already running, illegal transition",
     412: "`If-Match` does not match the session's current ETag",
     413: "The body, or a value in it, is larger than the limit named",
+    415: "The body is not `application/json` in UTF-8",
     422: "The request does not fit the schema, or the Idempotency-Key was used for another request",
     428: "`If-Match` is required and missing",
     500: "Internal error (no details)",
@@ -248,11 +253,16 @@ async def _on_http_exception(request: Request, exc: Exception) -> Response:
     if exc.status_code == 404:
         return problem_response(NotFound("not found"))
     if exc.status_code == 405:
+        from .routing import allowed_methods
+
+        allow = allowed_methods(request.app.router.routes, request.scope)
         response = plain_problem(
-            405, "method-not-allowed", "Method Not Allowed", "method not allowed here"
+            405,
+            "method-not-allowed",
+            "Method Not Allowed",
+            f"{request.method} is not allowed here; allowed: {', '.join(allow)}",
         )
-        if exc.headers:
-            response.headers.update(exc.headers)
+        response.headers["Allow"] = ", ".join(allow)
         return response
     detail = exc.detail if isinstance(exc.detail, str) else "request failed"
     return plain_problem(exc.status_code, "http-error", "HTTP Error", detail)

@@ -16,16 +16,18 @@ import inspect
 import re
 from typing import Any
 
-from ..errors import AgentSessionError
+from ..errors import AgentSessionError, ValidationError
 from ..ids import ID_PATTERN
 
 __all__ = [
     "PROBLEM_BASE",
     "PROBLEM_CONTENT_TYPE",
+    "MalformedJson",
     "PreconditionRequired",
     "RequestInvalid",
     "ServerError",
     "Unauthenticated",
+    "UnsupportedMediaType",
     "error_from_problem",
     "format_etag",
     "parse_etag",
@@ -68,6 +70,22 @@ class RequestInvalid(AgentSessionError):
     ) -> None:
         self.errors = errors or []
         super().__init__(message, errors=self.errors)
+
+
+class MalformedJson(ValidationError):
+    """A body or JSON query parameter that is not one unambiguous JSON text in UTF-8:
+    a BOM, another encoding, bad syntax, a duplicate key, nesting past the limit
+    (HTTP 400). ``field`` names where (``body``, ``body.message``, ``query.arguments``).
+    """
+
+    code = "malformed-json"
+
+
+class UnsupportedMediaType(AgentSessionError):
+    """A body whose ``Content-Type`` is not JSON in UTF-8 (HTTP 415)."""
+
+    http_status = 415
+    code = "unsupported-media-type"
 
 
 class ServerError(AgentSessionError):
@@ -126,6 +144,7 @@ def _error_classes() -> dict[str, list[type[AgentSessionError]]]:
     found: dict[str, list[type[AgentSessionError]]] = {}
     classes = [getattr(errors, name) for name in errors.__all__]
     classes += [Unauthenticated, PreconditionRequired, RequestInvalid, ServerError]
+    classes += [MalformedJson, UnsupportedMediaType]
     for cls in classes:
         found.setdefault(cls.code, []).append(cls)
     return found
@@ -146,7 +165,7 @@ def error_from_problem(
     back = {v: k for k, v in RENAMED_FIELDS.items()}
     context = {back.get(k, k): v for k, v in body.items() if k not in reserved}
     candidates = _error_classes().get(code, [])
-    from ..errors import NotFound, RunNotFound, SessionNotFound, ValidationError
+    from ..errors import NotFound, RunNotFound, SessionNotFound
 
     cls: type[AgentSessionError]
     if code == "not-found":

@@ -19,12 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from ..fieldlimits import (
     CALL_ID_CHARS,
+    IDEMPOTENCY_KEY_CHARS,
     NAME_CHARS,
     REASON_CHARS,
     STEP_KIND_CHARS,
     STEP_NAME_CHARS,
     STEP_STATUS_CHARS,
     TEXT_CHARS,
+    TITLE_CHARS,
     TOOL_NAME_CHARS,
 )
 from ..models import RunStatus
@@ -32,10 +34,16 @@ from ..service.paging import CURSOR_MAX_CHARS
 from ..service.policy import Limits
 
 __all__ = [
+    "CALL_ID",
+    "IDEMPOTENCY_KEY",
+    "IF_MATCH",
+    "NAME",
     "PAGE_MAX",
+    "TOOL",
     "AppendMessages",
     "CreateSession",
     "CursorQuery",
+    "FindToolCall",
     "FinishRun",
     "Items",
     "LimitQuery",
@@ -50,6 +58,25 @@ __all__ = [
 #: The largest page a listing gives: ``Limits.max_page_size`` of the default limits,
 #: so the OpenAPI document states the bound the SessionManager enforces.
 PAGE_MAX = Limits().max_page_size
+
+#: The patterns the service enforces, as the OpenAPI document states them (ECMA regex).
+#: User ids, agents, step kinds and statuses (``ids.NAME_PATTERN``).
+NAME = rf"^[A-Za-z0-9._:@+\-]{{1,{NAME_CHARS}}}$"
+#: Tool names (``ids.is_label``).
+TOOL = rf"^[A-Za-z0-9._:\-]{{1,{TOOL_NAME_CHARS}}}$"
+#: Caller-chosen and provider tool-call ids (``ids.is_label``).
+CALL_ID = rf"^[A-Za-z0-9._:\-]{{1,{CALL_ID_CHARS}}}$"
+#: Printable ASCII; no space at either end, which HTTP would strip from a header.
+IDEMPOTENCY_KEY = rf"^[!-~]([ -~]{{0,{IDEMPOTENCY_KEY_CHARS - 2}}}[!-~])?$"
+#: ``*`` or a list of strong ETags ``"<session_id>@<version>"``; anything else, like an
+#: ETag of another version, matches nothing (412).
+IF_MATCH = r'^(\*|"ses_[a-z2-7]{26}@[1-9][0-9]{0,17}"( *, *"ses_[a-z2-7]{26}@[1-9][0-9]{0,17}")*)$'
+
+
+def id_pattern(prefix: str) -> str:
+    """The pattern of a generated id with ``prefix`` (``ids.is_id``), e.g. ``ses``."""
+    return rf"^{prefix}_[a-z2-7]{{26}}$"
+
 
 #: ``limit`` of a listing; absent = the service's default page size.
 LimitQuery = Annotated[
@@ -83,8 +110,8 @@ class _Body(BaseModel):
 class CreateSession(_Body):
     """``POST /v1/sessions``."""
 
-    agent: str = Field(default="default", max_length=NAME_CHARS)
-    title: str | None = None
+    agent: str = Field(default="default", max_length=NAME_CHARS, pattern=NAME)
+    title: str | None = Field(default=None, max_length=TITLE_CHARS)
     metadata: dict[str, Any] | None = None
     ttl_seconds: float | None = Field(
         default=None, strict=True, description="Idle timeout in seconds (a JSON number)."
@@ -95,7 +122,7 @@ class CreateSession(_Body):
 class UpdateSession(_Body):
     """``PATCH /v1/sessions/{id}``: fields sent are set (null clears), others stay."""
 
-    title: str | None = None
+    title: str | None = Field(default=None, max_length=TITLE_CHARS)
     metadata: dict[str, Any] | None = None
     ttl_seconds: float | None = Field(default=None, strict=True)
 
@@ -138,16 +165,25 @@ class AppendMessages(_Body):
 class RecordToolCall(_Body):
     """``POST .../tool-calls``."""
 
-    tool: str = Field(max_length=TOOL_NAME_CHARS)
+    tool: str = Field(max_length=TOOL_NAME_CHARS, pattern=TOOL)
     arguments: dict[str, Any] | None = None
     result: Any = None
     status: str = "ok"
     error: str | None = Field(default=None, max_length=TEXT_CHARS)
     started_at: datetime | None = None
     ended_at: datetime | None = None
-    run_id: str | None = None
-    call_id: str | None = Field(default=None, max_length=CALL_ID_CHARS)
-    provider_call_id: str | None = Field(default=None, max_length=CALL_ID_CHARS)
+    run_id: str | None = Field(default=None, pattern=id_pattern("run"))
+    call_id: str | None = Field(default=None, max_length=CALL_ID_CHARS, pattern=CALL_ID)
+    provider_call_id: str | None = Field(default=None, max_length=CALL_ID_CHARS, pattern=CALL_ID)
+
+
+class FindToolCall(_Body):
+    """``POST .../tool-calls/find``: ``tool`` (with ``arguments``, default ``{}``), or
+    ``provider_call_id`` alone."""
+
+    tool: str | None = Field(default=None, max_length=TOOL_NAME_CHARS, pattern=TOOL)
+    arguments: dict[str, Any] | None = None
+    provider_call_id: str | None = Field(default=None, max_length=CALL_ID_CHARS, pattern=CALL_ID)
 
 
 class StartRun(_Body):
@@ -160,11 +196,11 @@ class StartRun(_Body):
 class StepIn(_Body):
     """``POST .../runs/{run_id}/steps``."""
 
-    kind: str = Field(max_length=STEP_KIND_CHARS)
+    kind: str = Field(max_length=STEP_KIND_CHARS, pattern=NAME)
     name: str | None = Field(default=None, max_length=STEP_NAME_CHARS)
     input: Any = None
     output: Any = None
-    status: str = Field(default="ok", max_length=STEP_STATUS_CHARS)
+    status: str = Field(default="ok", max_length=STEP_STATUS_CHARS, pattern=NAME)
     error: str | None = Field(default=None, max_length=TEXT_CHARS)
     started_at: datetime | None = None
     ended_at: datetime | None = None

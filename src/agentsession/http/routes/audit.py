@@ -9,9 +9,15 @@ from fastapi import APIRouter, Query, Response
 from ...models import AuditEvent, Page
 from ..deps import ReadCtx, reply
 from ..problems import ERRORS
+from ..routing import StrictRoute
 from ..schemas import CursorQuery, LimitQuery
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/audit", tags=["audit"], responses=ERRORS)
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}/audit",
+    tags=["audit"],
+    responses=ERRORS,
+    route_class=StrictRoute,
+)
 
 
 @router.get("", response_model=Page[AuditEvent])

@@ -9,8 +9,9 @@ from starlette.responses import JSONResponse, Response
 
 from ..deps import services
 from ..problems import plain_problem, problem_responses
+from ..routing import StrictRoute
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=StrictRoute)
 log = logging.getLogger("agentsession.http")
 
 

@@ -9,9 +9,13 @@ from fastapi import APIRouter, Body, Response
 from ...models import WorkingMemory
 from ..deps import ReadCtx, WriteCtx, reply, write
 from ..problems import ERRORS, WRITE_ERRORS
+from ..routing import StrictRoute
 
 router = APIRouter(
-    prefix="/v1/sessions/{session_id}/memory", tags=["working memory"], responses=ERRORS
+    prefix="/v1/sessions/{session_id}/memory",
+    tags=["working memory"],
+    responses=ERRORS,
+    route_class=StrictRoute,
 )
 
 

@@ -9,9 +9,15 @@ from fastapi import APIRouter, Query, Response
 from ...models import Message, Page
 from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
+from ..routing import StrictRoute
 from ..schemas import AppendMessages, CursorQuery, Items, LimitQuery
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"], responses=ERRORS)
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}/messages",
+    tags=["messages"],
+    responses=ERRORS,
+    route_class=StrictRoute,
+)
 
 
 @router.post("", status_code=201, response_model=Message | Items[Message], responses=WRITE_ERRORS)

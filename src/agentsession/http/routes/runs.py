@@ -4,20 +4,24 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Query, Response
 
 from ...models import Page, Run, RunStatus, RunStep
 from ...service.policy import Limits
-from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
+from ..deps import ReadCtx, RunId, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
+from ..routing import StrictRoute
 from ..schemas import PAGE_MAX, CursorQuery, FinishRun, LimitQuery, StartRun, StepIn
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/runs", tags=["runs"], responses=ERRORS)
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}/runs",
+    tags=["runs"],
+    responses=ERRORS,
+    route_class=StrictRoute,
+)
 
 #: Steps per page when no ``limit`` is given (the manager's default page size).
 _STEPS = Limits().default_page_size
-
-RunId = Annotated[str, Path(description="A run id, `run_` + 26 base32 chars.")]
 
 
 @router.post("", status_code=201, response_model=Run, responses=WRITE_ERRORS)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
+from ...fieldlimits import NAME_CHARS
 from ...models import Page, RestoredSession, Session, SessionStatus
-from ..deps import Auth, ReadCtx, WriteCtx, reply, services, write
+from ..deps import Auth, IdempotencyKey, ReadCtx, WriteCtx, reply, services, write
 from ..problems import ERRORS, WRITE_ERRORS, problem_responses
+from ..routing import StrictRoute
 from ..schemas import (
+    NAME,
     CreateSession,
     CursorQuery,
     LimitQuery,
@@ -18,7 +21,9 @@ from ..schemas import (
     UpdateSession,
 )
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"], responses=ERRORS)
+router = APIRouter(
+    prefix="/v1/sessions", tags=["sessions"], responses=ERRORS, route_class=StrictRoute
+)
 
 _ONE = "/{session_id}"
 
@@ -28,7 +33,7 @@ async def create_session(
     request: Request,
     principal: Auth,
     body: CreateSession,
-    idempotency_key: Annotated[str | None, Header()] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Create an ACTIVE session owned by the caller."""
     session, replayed = await write(
@@ -56,7 +61,7 @@ async def list_sessions(
     request: Request,
     principal: Auth,
     status: SessionStatus | None = None,
-    agent: str | None = None,
+    agent: Annotated[str | None, Query(max_length=NAME_CHARS, pattern=NAME)] = None,
     limit: LimitQuery = None,
     cursor: CursorQuery = None,
     all_users: Annotated[bool, Query(description="Every user's sessions (admin keys).")] = False,

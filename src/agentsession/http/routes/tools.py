@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from fastapi.exceptions import RequestValidationError
 
+from ...fieldlimits import CALL_ID_CHARS, TOOL_NAME_CHARS
 from ...models import Page, ToolCall
 from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
-from ..schemas import CursorQuery, LimitQuery, RecordToolCall
+from ..protocol import RequestInvalid
+from ..routing import StrictRoute
+from ..schemas import CALL_ID, TOOL, CursorQuery, FindToolCall, LimitQuery, RecordToolCall
+from ..strictjson import read_json
 
 router = APIRouter(
-    prefix="/v1/sessions/{session_id}/tool-calls", tags=["tool calls"], responses=ERRORS
+    prefix="/v1/sessions/{session_id}/tool-calls",
+    tags=["tool calls"],
+    responses=ERRORS,
+    route_class=StrictRoute,
 )
 
 
@@ -45,7 +50,7 @@ async def record_tool_call(ctx: WriteCtx, body: RecordToolCall) -> Response:
 @router.get("", response_model=Page[ToolCall])
 async def get_tool_history(
     ctx: ReadCtx,
-    tool: str | None = None,
+    tool: Annotated[str | None, Query(max_length=TOOL_NAME_CHARS, pattern=TOOL)] = None,
     after: Annotated[int | None, Query(ge=0)] = None,
     limit: LimitQuery = None,
     cursor: CursorQuery = None,
@@ -57,19 +62,43 @@ async def get_tool_history(
     return reply(page)
 
 
-@router.get("/find", response_model=dict[str, ToolCall | None])
-async def find_tool_call(
+@router.post("/find", response_model=dict[str, ToolCall | None])
+async def find_tool_call(ctx: ReadCtx, body: FindToolCall) -> Response:
+    """The newest call of ``tool`` with equal ``arguments`` (default ``{}``), or the
+    newest with ``provider_call_id``: ``{"item": call-or-null}``. A read: it writes
+    nothing and takes no ``If-Match`` or ``Idempotency-Key``. The arguments travel in
+    the body, so they never appear in a URL or an access log."""
+    call = await ctx.manager.find_tool_call(
+        **ctx.who,
+        tool=body.tool,
+        arguments=body.arguments,
+        provider_call_id=body.provider_call_id,
+    )
+    return reply({"item": call})
+
+
+@router.get("/find", response_model=dict[str, ToolCall | None], deprecated=True)
+async def find_tool_call_by_query(
     ctx: ReadCtx,
-    tool: str | None = None,
+    tool: Annotated[str | None, Query(max_length=TOOL_NAME_CHARS, pattern=TOOL)] = None,
     arguments: Annotated[
-        str | None, Query(description="The arguments as a JSON object (default {}).")
+        str | None,
+        Query(
+            description="The arguments as a JSON object (default {}), read by the same "
+            "strict reader as bodies."
+        ),
     ] = None,
     provider_call_id: Annotated[
-        str | None, Query(description="The model provider's call id, instead of tool.")
+        str | None,
+        Query(
+            max_length=CALL_ID_CHARS,
+            pattern=CALL_ID,
+            description="The model provider's call id, instead of tool.",
+        ),
     ] = None,
 ) -> Response:
-    """The newest call of ``tool`` with equal arguments, or the newest with
-    ``provider_call_id``: ``{"item": call-or-null}``."""
+    """Deprecated: ``POST .../tool-calls/find`` takes the same fields in a body, and
+    keeps the arguments out of URLs and logs. Same answer."""
     args = None if arguments is None else _json_object(arguments)
     call = await ctx.manager.find_tool_call(
         **ctx.who, tool=tool, arguments=args, provider_call_id=provider_call_id
@@ -78,12 +107,10 @@ async def find_tool_call(
 
 
 def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
+    value = read_json(text, where="query.arguments")
     if not isinstance(value, dict):
-        raise RequestValidationError(
-            [{"loc": ("query", "arguments"), "msg": "must be a JSON object", "type": "json"}]
+        raise RequestInvalid(
+            "query.arguments: must be a JSON object",
+            errors=[{"field": "query.arguments", "message": "must be a JSON object"}],
         )
     return value

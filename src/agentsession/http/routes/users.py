@@ -10,8 +10,10 @@ from starlette.responses import JSONResponse
 from ...fieldlimits import NAME_CHARS
 from ..deps import Auth, services
 from ..problems import ERRORS, problem_responses
+from ..routing import StrictRoute
+from ..schemas import NAME
 
-router = APIRouter(prefix="/v1", tags=["users"], responses=ERRORS)
+router = APIRouter(prefix="/v1", tags=["users"], responses=ERRORS, route_class=StrictRoute)
 
 
 @router.get("/whoami")
@@ -24,7 +26,7 @@ async def whoami(principal: Auth) -> JSONResponse:
 async def delete_user_data(
     request: Request,
     principal: Auth,
-    user_id: Annotated[str, Path(max_length=NAME_CHARS)],
+    user_id: Annotated[str, Path(max_length=NAME_CHARS, pattern=NAME)],
 ) -> JSONResponse:
     """Erase every session of ``user_id`` (yours, or anyone's with an admin key).
 

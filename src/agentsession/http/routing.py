@@ -1,0 +1,88 @@
+"""How requests reach the routes: strict JSON bodies, and the methods a path allows.
+
+Every router is built with ``route_class=StrictRoute``: before FastAPI reads the body
+of an operation that has one, the body is checked and parsed by
+:func:`~agentsession.http.strictjson.read_json` (UTF-8 JSON, no duplicate keys, a
+depth limit), and FastAPI's ``request.json()`` answers that parsed value. Errors are
+raised before FastAPI's own body handling, so they reach the problem+json handlers
+as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi.routing import APIRoute
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Match
+from starlette.types import Scope
+
+from .protocol import UnsupportedMediaType
+from .strictjson import check_media_type, read_json
+
+__all__ = ["StrictJsonRequest", "StrictRoute", "allowed_methods"]
+
+
+class StrictJsonRequest(Request):
+    """A request whose ``json()`` is the strict reader's."""
+
+    async def parse_body(self) -> None:
+        """Check and parse a non-empty body once; an empty body is left to the route.
+
+        Raises:
+            UnsupportedMediaType: no ``Content-Type``, or one that is not JSON in UTF-8.
+            MalformedJson: see :func:`~agentsession.http.strictjson.read_json`.
+        """
+        if hasattr(self, "_json"):
+            return
+        body = await self.body()
+        if not body:
+            return
+        content_type = self.headers.get("content-type")
+        if content_type is None:
+            raise UnsupportedMediaType(
+                "send the body with Content-Type: application/json", field="content-type"
+            )
+        check_media_type(content_type)
+        self._json = read_json(body, where="body")
+
+    async def json(self) -> Any:
+        """The parsed body (FastAPI calls this after :meth:`parse_body` has run)."""
+        await self.parse_body()
+        if not hasattr(self, "_json"):
+            return read_json(b"", where="body")  # raises: an empty body is not JSON
+        return self._json
+
+
+class StrictRoute(APIRoute):
+    """An ``APIRoute`` whose body, if the operation takes one, is read strictly."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """FastAPI's handler, given a :class:`StrictJsonRequest` with its body parsed."""
+        handler = super().get_route_handler()
+        takes_body = self.body_field is not None
+
+        async def strict(request: Request) -> Response:
+            strict_request = StrictJsonRequest(request.scope, request.receive)
+            if takes_body:
+                await strict_request.parse_body()
+            return await handler(strict_request)
+
+        return strict
+
+
+#: The methods a route of this service may accept (HEAD is not served: 405).
+_METHODS = ("DELETE", "GET", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(routes: list[Any], scope: Scope) -> list[str]:
+    """Every method some route of ``routes`` accepts on the path of ``scope``, sorted:
+    the ``Allow`` of a 405. Starlette names only the first matching route's methods,
+    but a path served by several routes (``GET`` and ``POST``) needs them all."""
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**scope, "method": method})[0] is Match.FULL for route in routes)
+    ]

@@ -1,0 +1,272 @@
+"""Hostile input: one strict JSON reader for bodies and JSON query parameters, tool
+lookup by POST body, trailing slashes, malformed path ids, 405 with the whole ``Allow``,
+and an OpenAPI document stating the patterns the server enforces."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from http_support import Api, assert_problem
+
+from agentsession.http.strictjson import MAX_REQUEST_DEPTH, read_json
+from agentsession.jsonvalues import MAX_DEPTH
+
+pytestmark = pytest.mark.store_independent
+
+JSON = {"Content-Type": "application/json"}
+
+
+def _post(api: Api, path: str, content: bytes, **headers: str) -> Any:
+    return api.http.post(path, content=content, headers={**api.alice, **JSON, **headers})
+
+
+def _session_count(api: Api) -> int:
+    return len(api.http.get("/v1/sessions", headers=api.alice).json()["items"])
+
+
+def _deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+# ------------------------------------------------------------------ depth
+
+
+def test_deep_json_in_the_find_query_is_400_not_a_500(api: Api) -> None:
+    """4,000-deep arguments in the deprecated GET lookup: 400 malformed-json, no
+    RecursionError reaching a 500."""
+    sid = api.create()["session_id"]
+    r = api.http.get(
+        f"/v1/sessions/{sid}/tool-calls/find",
+        params={"tool": "t", "arguments": _deep(4000)},
+        headers=api.alice,
+    )
+    body = assert_problem(r, 400, "malformed-json")
+    assert body["field"] == "query.arguments" and body["max_depth"] == MAX_REQUEST_DEPTH
+
+
+@pytest.mark.parametrize("levels", [MAX_REQUEST_DEPTH + 1, 4000, 100_000])
+def test_deep_json_bodies_are_400_before_parsing(api: Api, levels: int) -> None:
+    """Nesting past the limit, in a body: 400 naming the limit; nothing written."""
+    sid = api.create()["session_id"]
+    content = b'{"tool": "t", "arguments": {"a": ' + _deep(levels).encode() + b"}}"
+    r = _post(api, f"/v1/sessions/{sid}/tool-calls", content)
+    assert assert_problem(r, 400, "malformed-json")["max_depth"] == MAX_REQUEST_DEPTH
+    assert api.http.get(f"/v1/sessions/{sid}/tool-calls", headers=api.alice).json()["items"] == []
+
+
+def test_every_storable_depth_fits_the_request_limit(api: Api) -> None:
+    """The deepest value a store takes, inside the deepest envelope (a batch of
+    messages), passes the reader: the limit never refuses what the policy allows."""
+    sid = api.create()["session_id"]
+    value: Any = []
+    for _ in range(MAX_DEPTH - 2):  # message (0) > extra (1) > MAX_DEPTH - 2 lists
+        value = [value]
+    message = {"role": "user", "content": "x", "extra": value}
+    content = json.dumps({"messages": [message]}).encode()
+    r = _post(api, f"/v1/sessions/{sid}/messages", content)
+    assert r.status_code == 201, r.text
+
+
+def test_depth_scan_ignores_brackets_inside_strings() -> None:
+    """Brackets in strings (escaped quotes too) do not count as nesting."""
+    text = json.dumps({"s": "[" * 10_000 + '\\"' + "{" * 10_000})
+    assert read_json(text, where="body") == json.loads(text)
+
+
+# ------------------------------------------------------------- duplicate keys
+
+
+@pytest.mark.parametrize(
+    ("content", "field", "key"),
+    [
+        (b'{"agent": "a", "agent": "b"}', "body", "agent"),
+        (b'{"metadata": {"x": {"k": 1, "k": 2}}}', "body.metadata.x", "k"),
+        (b'{"metadata": {"l": [0, {"k": 1, "j": 0, "k": 2}]}}', "body.metadata.l[1]", "k"),
+    ],
+)
+def test_duplicate_keys_are_400_naming_key_and_place(
+    api: Api, content: bytes, field: str, key: str
+) -> None:
+    """A duplicate key, top level or nested: 400 naming the key and where; no session."""
+    before = _session_count(api)
+    body = assert_problem(_post(api, "/v1/sessions", content), 400, "malformed-json")
+    assert body["field"] == field and body["key"] == key
+    assert key in body["detail"]
+    assert _session_count(api) == before
+
+
+def test_duplicate_keys_in_the_find_query_are_400(api: Api) -> None:
+    sid = api.create()["session_id"]
+    r = api.http.get(
+        f"/v1/sessions/{sid}/tool-calls/find",
+        params={"tool": "t", "arguments": '{"a": 1, "a": 2}'},
+        headers=api.alice,
+    )
+    assert assert_problem(r, 400, "malformed-json")["field"] == "query.arguments"
+
+
+# ------------------------------------------------------------------ encodings
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"agent": "x"}'.encode("utf-16"),  # with its BOM
+        '{"agent": "x"}'.encode("utf-16-le"),
+        '{"agent": "x"}'.encode("utf-32"),
+        b'\xef\xbb\xbf{"agent": "x"}',  # UTF-8 BOM
+        '{"title": "café"}'.encode("latin-1"),  # not UTF-8
+    ],
+    ids=["utf-16", "utf-16-le", "utf-32", "utf-8-bom", "latin-1-bytes"],
+)
+def test_non_utf8_bodies_are_400(api: Api, content: bytes) -> None:
+    """Only UTF-8 without a BOM is read; nothing is guessed, nothing written."""
+    before = _session_count(api)
+    assert_problem(_post(api, "/v1/sessions", content), 400, "malformed-json")
+    assert _session_count(api) == before
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json; charset=latin-1", "application/json; charset=utf-16", "text/plain"],
+)
+def test_other_charsets_and_media_types_are_415(api: Api, content_type: str) -> None:
+    before = _session_count(api)
+    r = _post(api, "/v1/sessions", b'{"agent": "x"}', **{"Content-Type": content_type})
+    assert assert_problem(r, 415, "unsupported-media-type")["field"] == "content-type"
+    assert _session_count(api) == before
+
+
+def test_a_body_without_content_type_is_415(api: Api) -> None:
+    r = api.http.post("/v1/sessions", content=b'{"agent": "x"}', headers=api.alice)
+    assert_problem(r, 415, "unsupported-media-type")
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json; charset=utf-8", "application/json; charset=UTF-8"]
+)
+def test_utf8_charset_is_accepted(api: Api, content_type: str) -> None:
+    r = _post(api, "/v1/sessions", '{"title": "café"}'.encode(), **{"Content-Type": content_type})
+    assert r.status_code == 201 and r.json()["title"] == "café"
+
+
+# ---------------------------------------------------------- tool lookup by POST
+
+
+def test_find_by_post_body_matches_the_deprecated_get(api: Api) -> None:
+    """POST .../tool-calls/find answers what the GET does; arguments stay out of URLs."""
+    sid = api.create()["session_id"]
+    base = f"/v1/sessions/{sid}/tool-calls"
+    call = api.http.post(
+        base, json={"tool": "t", "arguments": {"b": 1, "a": [2]}}, headers=api.alice
+    ).json()
+    found = api.http.post(
+        f"{base}/find", json={"tool": "t", "arguments": {"a": [2], "b": 1}}, headers=api.alice
+    )
+    assert found.status_code == 200 and found.json()["item"]["call_id"] == call["call_id"]
+    missing = api.http.post(f"{base}/find", json={"tool": "t"}, headers=api.alice)
+    assert missing.json() == {"item": None}
+    assert_problem(
+        api.http.post(f"{base}/find", json={"tool": "t", "nope": 1}, headers=api.alice), 422
+    )
+    # Another user's session: 404, as for every read.
+    assert_problem(api.http.post(f"{base}/find", json={"tool": "t"}, headers=api.bob), 404)
+    paths = api.http.get("/openapi.json").json()["paths"]
+    spec = paths["/v1/sessions/{session_id}/tool-calls/find"]
+    assert spec["get"]["deprecated"] is True and "deprecated" not in spec["post"]
+
+
+# ------------------------------------------------------------------ paths
+
+
+@pytest.mark.parametrize("with_key", [True, False])
+@pytest.mark.parametrize("path", ["/v1/sessions/", "/v1/whoami/", "/healthz/"])
+def test_trailing_slash_is_404_problem_not_a_redirect(api: Api, path: str, with_key: bool) -> None:
+    r = api.http.get(path, headers=api.alice if with_key else {}, follow_redirects=False)
+    assert_problem(r, 404, "not-found")
+    assert "location" not in r.headers
+
+
+@pytest.mark.parametrize(
+    "tail", ["/runs/{bad}", "/runs/{bad}/steps", "/runs/{bad}/finish", "/runs/{bad}/steps#post"]
+)
+@pytest.mark.parametrize("bad", ["run_bad", "x" * 300, "ses_" + "a" * 26, "run_" + "A" * 26])
+def test_malformed_run_id_is_404_like_a_missing_run(api: Api, tail: str, bad: str) -> None:
+    """A malformed run id answers like a missing one: 404, the id cut to 40 chars."""
+    sid = api.create()["session_id"]
+    missing = "run_" + "a" * 26
+
+    def ask(run_id: str) -> Any:
+        path = f"/v1/sessions/{sid}" + tail.removesuffix("#post").format(bad=run_id)
+        if tail.endswith("#post"):
+            return api.http.post(path, json={"kind": "tool"}, headers=api.alice)
+        if tail.endswith("finish"):
+            return api.http.post(path, json={"status": "SUCCEEDED"}, headers=api.alice)
+        return api.http.get(path, headers=api.alice)
+
+    expected = assert_problem(ask(missing), 404, "not-found")
+    got = assert_problem(ask(bad), 404, "not-found")
+    assert got["detail"] == expected["detail"] == "run not found"
+    assert got["run_id"] == bad[:40]
+    # On a session the caller cannot see, it is the session that is not found.
+    other = api.create(api.bob)["session_id"]
+    r = api.http.get(f"/v1/sessions/{other}/runs/{bad}", headers=api.alice)
+    assert assert_problem(r, 404)["detail"] == "session not found"
+
+
+# -------------------------------------------------------------- methods
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("OPTIONS", "/v1/sessions", "GET, POST"),
+        ("PUT", "/v1/sessions", "GET, POST"),
+        ("OPTIONS", "/v1/sessions/{sid}", "DELETE, GET, PATCH"),
+        ("POST", "/v1/sessions/{sid}", "DELETE, GET, PATCH"),
+        ("OPTIONS", "/v1/sessions/{sid}/memory", "GET, PATCH, PUT"),
+        ("DELETE", "/v1/sessions/{sid}/tool-calls/find", "GET, POST"),
+        ("PUT", "/v1/sessions/{sid}/runs/run_x/steps", "GET, POST"),
+    ],
+)
+def test_405_names_every_method_of_the_path(api: Api, method: str, path: str, allow: str) -> None:
+    """OPTIONS and other unsupported methods: 405 problem+json whose Allow lists every
+    method any route of the path accepts (not only the first route's)."""
+    sid = api.create()["session_id"]
+    r = api.http.request(method, path.format(sid=sid), headers=api.alice)
+    assert_problem(r, 405, "method-not-allowed")
+    assert r.headers["allow"] == allow
+
+
+# -------------------------------------------------------------- the document
+
+
+def test_openapi_states_the_enforced_patterns(api: Api) -> None:
+    """Path ids, names, tools, headers and titles carry the patterns and bounds the
+    server enforces."""
+    spec = api.http.get("/openapi.json").json()
+    paths = spec["paths"]
+
+    def param(path: str, method: str, name: str) -> dict[str, Any]:
+        found = [p for p in paths[path][method]["parameters"] if p["name"] == name]
+        schema: dict[str, Any] = found[0]["schema"]
+        return {**schema.get("anyOf", [{}])[0], **schema}
+
+    one = "/v1/sessions/{session_id}"
+    assert param(one, "get", "session_id")["pattern"] == "^ses_[a-z2-7]{26}$"
+    assert param(one + "/runs/{run_id}", "get", "run_id")["pattern"] == "^run_[a-z2-7]{26}$"
+    assert param(one, "patch", "if-match")["pattern"].startswith('^(\\*|"ses_')
+    assert param(one + "/messages", "post", "idempotency-key")["pattern"] == (
+        "^[!-~]([ -~]{0,253}[!-~])?$"
+    )
+    assert param("/v1/sessions", "post", "idempotency-key")["pattern"]
+    assert param("/v1/sessions", "get", "agent")["pattern"].startswith("^[A-Za-z0-9._:@+")
+    assert param("/v1/users/{user_id}/data", "delete", "user_id")["pattern"]
+    schemas = spec["components"]["schemas"]
+    assert schemas["CreateSession"]["properties"]["agent"]["pattern"]
+    title = schemas["CreateSession"]["properties"]["title"]["anyOf"][0]
+    assert title["maxLength"] == 512
+    assert schemas["RecordToolCall"]["properties"]["tool"]["pattern"]
+    assert schemas["FindToolCall"]["properties"]["tool"]["anyOf"][0]["pattern"]
