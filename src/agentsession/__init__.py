@@ -51,6 +51,7 @@ from .models import (
 from .principal import Principal
 from .service import (
     AsyncSessionManager,
+    Erasure,
     Limits,
     Policy,
     SessionManager,
@@ -65,6 +66,7 @@ __all__ = [
     "AsyncSessionManager",
     "AuditEvent",
     "Conflict",
+    "Erasure",
     "Forbidden",
     "IdempotencyKeyReused",
     "IllegalTransition",

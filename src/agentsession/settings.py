@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .service.policy import Policy
@@ -40,6 +41,12 @@ class Settings(BaseSettings):
             (default: ``Policy``'s, 24 h); ``agentsession sweep`` purges older ones.
         expired_restore_window_seconds: how long an EXPIRED session may be restored
             (default: ``Policy``'s, 7 days; unset = always, 0 = never).
+        tombstone_key: the secret of the keyed hash standing for the user id in the
+            tombstone of a deleted session (``AGENTSESSION_TOMBSTONE_KEY``, at least 16
+            characters); unset = a random key per process, so tombstones cannot be
+            linked to users (``Policy.tombstone_key``).
+        redis_rewrite_aof: a Redis store rewrites its append-only file after every
+            erasure (``AGENTSESSION_REDIS_REWRITE_AOF``), so erased values leave it at once.
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTSESSION_", extra="ignore")
@@ -55,6 +62,8 @@ class Settings(BaseSettings):
     require_if_match: bool = False
     idempotency_retention_seconds: float = _POLICY.idempotency_retention_seconds
     expired_restore_window_seconds: float | None = _POLICY.expired_restore_window_seconds
+    tombstone_key: SecretStr | None = None
+    redis_rewrite_aof: bool = False
 
     def manager_options(self) -> dict[str, Any]:
         """Keyword arguments for ``SessionManager.from_url(self.url, ...)``: the policy,
@@ -64,8 +73,13 @@ class Settings(BaseSettings):
             "policy": Policy(
                 idempotency_retention_seconds=self.idempotency_retention_seconds,
                 expired_restore_window_seconds=self.expired_restore_window_seconds,
+                tombstone_key=None
+                if self.tombstone_key is None
+                else self.tombstone_key.get_secret_value().encode("utf-8"),
             ),
         }
         if self.url.startswith("sqlite"):
             options["sqlite_synchronous"] = self.sqlite_synchronous
+        if self.url.startswith(("redis://", "rediss://")):
+            options["rewrite_aof_after_erasure"] = self.redis_rewrite_aof
         return options

@@ -17,7 +17,7 @@ from typing import Any
 
 from agentsession import Message, Page, Session, SessionManager
 from agentsession.ids import new_id
-from agentsession.stores.base import SessionStore, StoreTransaction
+from agentsession.stores.base import ScrubReport, SessionStore, StoreTransaction
 
 #: Public methods of SessionManager (what callers may use).
 PUBLIC_METHODS = sorted(
@@ -189,6 +189,10 @@ class ProxyStore:
         """Open a transaction of the real store and hand out a recording wrapper."""
         with self.inner.transaction(write=write) as tx:
             yield _ProxyTransaction(self, tx)  # type: ignore[misc]
+
+    def scrub(self, *, compact: bool = False) -> ScrubReport:
+        """The real store's disk step."""
+        return self.inner.scrub(compact=compact)
 
     def close(self) -> None:
         """The wrapped store belongs to the fixture; nothing to release here."""

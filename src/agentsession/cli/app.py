@@ -12,6 +12,7 @@ from ..settings import Settings
 from .common import AdminOpt, JsonOpt, Options, UrlOpt, UserOpt
 from .db import db_app
 from .demo import demo, demo_continue
+from .erase import erase
 from .lifecycle import close, delete, expire, restore, sweep
 from .server import keys_app, serve
 from .sessions import sessions_app
@@ -45,7 +46,7 @@ def build_app() -> typer.Typer:
     app.callback()(_root)
     app.add_typer(sessions_app, name="sessions")
     app.add_typer(db_app, name="db")
-    for command in (close, restore, expire, delete, sweep, demo):
+    for command in (close, restore, expire, delete, erase, sweep, demo):
         app.command()(command)
     app.command("demo-continue", hidden=True)(demo_continue)
     app.command("serve")(serve)

@@ -30,7 +30,10 @@ from .common import (
 
 __all__ = ["close", "delete", "expire", "restore", "sweep"]
 
-ReasonOpt = Annotated[str | None, typer.Option(help="Why (kept in the audit log).")]
+ReasonOpt = Annotated[
+    str | None,
+    typer.Option(help="Why (the status_reason; the audit log notes only that one was given)."),
+]
 
 
 @cli_errors

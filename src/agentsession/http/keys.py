@@ -7,7 +7,8 @@ creation, and cannot be recovered.
 
 Two stores:
 
-* :class:`FileKeyStore`: a JSON file (mode 0600), by default next to an SQLite
+* :class:`FileKeyStore`: a JSON file and its ``.lock`` (both mode 0600, tightened if
+  found wider: :mod:`agentsession.privatefiles`), by default next to an SQLite
   database (``<db>.keys.json``), else ``agentsession-keys.json`` in the working
   directory; set ``AGENTSESSION_KEYS_FILE`` to choose. Writes take an exclusive
   ``fcntl`` lock and replace the file atomically; every worker process re-reads it
@@ -35,6 +36,7 @@ from typing import Any, Protocol
 
 from ..ids import check_name, new_id
 from ..principal import Principal
+from ..privatefiles import open_private
 from ..settings import Settings
 
 __all__ = [
@@ -227,12 +229,12 @@ class FileKeyStore:
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lock_path = self.path.with_name(self.path.name + ".lock")
-        with open(lock_path, "a") as lock:
+        with os.fdopen(open_private(lock_path, os.O_WRONLY | os.O_APPEND), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             keys = self._read()
             yield keys
             tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 json.dump({"version": 1, "keys": [asdict(k) for k in keys]}, out, indent=1)
                 out.flush()

@@ -87,4 +87,5 @@ class AsyncSessionManager:
     sweep_expired = _mirror(SessionManager.sweep_expired)
     delete_session = _mirror(SessionManager.delete_session)
     delete_user_data = _mirror(SessionManager.delete_user_data)
+    erase_user = _mirror(SessionManager.erase_user)
     get_audit_log = _mirror(SessionManager.get_audit_log)

@@ -3,10 +3,12 @@ limits and policy, and the unit of work, write pipeline and read path built on t
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Self
 
+from ..errors import ValidationError
 from ..stores.base import SessionStore
 from .pipeline import WritePipeline
 from .policy import Limits, Policy
@@ -14,7 +16,10 @@ from .reads import ReadPath
 from .uow import UnitOfWork, utcnow
 from .validation import check_limit
 
-__all__ = ["UNSET", "ServiceCore"]
+__all__ = ["MIN_TOMBSTONE_KEY_BYTES", "UNSET", "ServiceCore"]
+
+#: The shortest ``Policy.tombstone_key`` accepted.
+MIN_TOMBSTONE_KEY_BYTES = 16
 
 
 class _Unset:
@@ -35,6 +40,9 @@ class ServiceCore:
         clock: returns the current time as an aware UTC datetime; tests pass a frozen one.
         limits: payload size limits (bytes).
         policy: lifecycle and retry policy.
+
+    Raises:
+        ValidationError: ``policy.tombstone_key`` shorter than 16 bytes.
     """
 
     def __init__(
@@ -47,6 +55,14 @@ class ServiceCore:
     ) -> None:
         self.limits = limits or Limits()
         self.policy = policy or Policy()
+        key = self.policy.tombstone_key
+        if key is not None and len(key) < MIN_TOMBSTONE_KEY_BYTES:
+            raise ValidationError(
+                f"tombstone_key must be at least {MIN_TOMBSTONE_KEY_BYTES} bytes",
+                field="tombstone_key",
+            )
+        # Unset: a key nobody knows, so tombstones cannot be linked to users at all.
+        self._tombstone_key = key if key is not None else secrets.token_bytes(32)
         self._uow = UnitOfWork(store, clock or utcnow, self.policy)
         self._pipeline = WritePipeline(self._uow, self.policy)
         self._reads = ReadPath(self._uow, self._pipeline)

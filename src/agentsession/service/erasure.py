@@ -1,27 +1,82 @@
 """Deleting sessions and a user's data (right to erasure), and reading the audit log.
 
-A deleted session leaves one content-free tombstone audit event (``session.deleted``);
-everything else of it goes, idempotency records included.
+A deleted session leaves one content-free tombstone audit event (``session.deleted``)
+whose ``user_id`` (and ``actor``, when the owner deleted it) is a keyed hash
+(HMAC-SHA256 under ``Policy.tombstone_key``), never the raw user id; everything else of
+it goes, idempotency records included. Once the erasing transaction has committed, the
+store's :meth:`~agentsession.stores.base.SessionStore.scrub` gets the deleted rows off
+its disk as far as it can (docs/security.md, "Erasure").
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import logging
+from dataclasses import dataclass
 from datetime import timedelta
 
-from ..errors import Forbidden, SessionNotFound
+from ..errors import Forbidden, SessionNotFound, StoreError
 from ..ids import check_id, check_name
 from ..models import AuditEvent, Page, Session
 from ..principal import Principal
-from ..stores.base import StoreTransaction
+from ..stores.base import ScrubReport, StoreTransaction
 from .core import ServiceCore
 from .paging import Listing, read_forward
 from .pipeline import WritePipeline, check_version
 from .validation import check_cursor_seq, check_expected_version
 
-__all__ = ["ErasureUseCases"]
+__all__ = ["OPERATOR_STEPS", "Erasure", "ErasureUseCases", "tombstone_id"]
+
+logger = logging.getLogger(__name__)
 
 #: Purging a user's idempotency keys takes every record created before this far ahead.
 _FOREVER = timedelta(days=36500)
+
+#: What still holds erased data on every store, beyond the store's reach.
+OPERATOR_STEPS = (
+    "backups, and file-system, volume or VM snapshots taken before the erasure still "
+    "hold the erased data: expire them, or erase it from each restored copy",
+    "replicas and standby servers hold their own copies and logs: run the store's "
+    "steps there too",
+    "the file system and the disk may keep the old blocks of rewritten, truncated or "
+    "deleted files (copy-on-write file systems, SSD wear levelling) until they are "
+    "reused: keep the store on encrypted storage to be sure",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    """What :meth:`ErasureUseCases.erase_user` did.
+
+    Attributes:
+        sessions_deleted: how many sessions of the user were deleted.
+        idempotency_keys_purged: the user's idempotency records purged beyond those
+            deleted with their sessions.
+        store: what the store did to get the deleted rows off its disk, and what it
+            could not reach (:meth:`~agentsession.stores.base.SessionStore.scrub`).
+        operator_steps: what the operator must still do on every store
+            (:data:`OPERATOR_STEPS`).
+    """
+
+    sessions_deleted: int
+    idempotency_keys_purged: int
+    store: ScrubReport
+    operator_steps: tuple[str, ...] = OPERATOR_STEPS
+
+
+def tombstone_id(key: bytes, user_id: str) -> str:
+    """The keyed hash that stands for ``user_id`` in a tombstone.
+
+    Args:
+        key: the secret (``Policy.tombstone_key``, or the manager's random key).
+        user_id: the raw user id.
+
+    Returns:
+        ``"hmac-sha256:"`` followed by 64 hex digits.
+    """
+    digest = hmac.new(key, user_id.encode("utf-8"), hashlib.sha256).hexdigest()
+    return f"hmac-sha256:{digest}"
 
 
 class ErasureUseCases(ServiceCore):
@@ -39,7 +94,9 @@ class ErasureUseCases(ServiceCore):
 
         Messages, working memory, tool calls, runs, idempotency records and audit
         events go; one content-free tombstone audit event (``session.deleted``) stays.
-        Afterwards every call on the id raises SessionNotFound, including a second delete.
+        Then the store gets the deleted rows off its disk (its ``scrub``; a failure
+        there is logged, the deletion stays). Afterwards every call on the id raises
+        SessionNotFound, including a second delete.
         ``user_id`` names the caller (the principal).
 
         Raises:
@@ -54,11 +111,13 @@ class ErasureUseCases(ServiceCore):
             self._delete(tx, s, principal)
 
         self._uow.run(body, write=True)
+        self._scrub(compact=False)
 
     def delete_user_data(
         self, *, user_id: str, target_user_id: str | None = None, admin: bool = False
     ) -> int:
-        """Erase every session of a user (right to erasure), and their idempotency keys.
+        """Erase every session of a user (right to erasure), and their idempotency keys;
+        :meth:`erase_user` without its report.
 
         Args:
             user_id: the caller (the principal). target_user_id: the owner whose data to
@@ -70,6 +129,36 @@ class ErasureUseCases(ServiceCore):
         Raises:
             Forbidden: another user's data without admin.
         """
+        return self.erase_user(
+            user_id=user_id, target_user_id=target_user_id, admin=admin
+        ).sessions_deleted
+
+    def erase_user(
+        self,
+        *,
+        user_id: str,
+        target_user_id: str | None = None,
+        admin: bool = False,
+        compact: bool = False,
+    ) -> Erasure:
+        """Erase every session of a user and their idempotency keys in one transaction,
+        then have the store get the deleted rows off its disk (its ``scrub``).
+
+        Args:
+            user_id: the caller (the principal). target_user_id: the owner whose data to
+                erase; defaults to the caller; another user's needs ``admin=True``.
+            compact: also run the store's table rewrites (``VACUUM FULL``, ``OPTIMIZE
+                TABLE``, SQLite ``VACUUM``, Redis ``BGREWRITEAOF``), which block writers
+                while they run.
+
+        Returns:
+            Counts, the store's report, and the steps left to the operator. A failed
+            disk step is reported in ``store.pending`` (and logged); the erasure itself
+            stays committed, and calling again re-runs the disk step.
+
+        Raises:
+            Forbidden: another user's data without admin. ValidationError: bad ids.
+        """
         check_name(user_id, field="user_id")
         target = user_id if target_user_id is None else target_user_id
         check_name(target, field="target_user_id")
@@ -77,16 +166,17 @@ class ErasureUseCases(ServiceCore):
         if not principal.may_act_for(target):
             raise Forbidden("erasing another user's data needs admin=True")
 
-        def body(tx: StoreTransaction) -> int:
+        def body(tx: StoreTransaction) -> tuple[int, int]:
             ids = tx.list_user_session_ids(target)
             for sid in ids:
                 s = tx.get_session(sid)
                 if s is not None:
                     self._delete(tx, s, principal)
-            tx.purge_idempotency(created_before=self._uow.now() + _FOREVER, user_id=target)
-            return len(ids)
+            horizon = self._uow.now() + _FOREVER
+            return len(ids), tx.purge_idempotency(created_before=horizon, user_id=target)
 
-        return self._uow.run(body, write=True)
+        sessions, keys = self._uow.run(body, write=True)
+        return Erasure(sessions, keys, self._scrub(compact=compact))
 
     def get_audit_log(
         self,
@@ -136,14 +226,36 @@ class ErasureUseCases(ServiceCore):
         return self._uow.run(body, write=False)
 
     def _delete(self, tx: StoreTransaction, s: Session, principal: Principal) -> None:
-        """Delete ``s`` and leave its tombstone audit event (actor: the principal)."""
+        """Delete ``s`` and leave its tombstone audit event: the owner as its keyed hash,
+        the actor too when it is the owner (else the admin's id), counts only."""
         tx.delete_session(s.session_id)
+        owner = tombstone_id(self._tombstone_key, s.user_id)
+        actor = owner if principal.user_id == s.user_id else principal.user_id
         details = {
-            "agent": s.agent,
             "message_count": s.message_count,
             "run_count": s.run_count,
             "tool_call_count": s.tool_call_count,
         }
         WritePipeline.audit(
-            tx, s, principal, "session.deleted", (s.version, None), details, self._uow.now()
+            tx,
+            s.model_copy(update={"user_id": owner}),
+            Principal(actor, principal.admin),
+            "session.deleted",
+            (s.version, None),
+            details,
+            self._uow.now(),
         )
+
+    def _scrub(self, *, compact: bool) -> ScrubReport:
+        """The store's disk step after a committed erasure; a failure is logged and
+        reported as pending, never raised (the erasure is done)."""
+        try:
+            return self._uow.store.scrub(compact=compact)
+        except StoreError as exc:
+            logger.warning("the store's disk step after an erasure failed: %s", exc.message)
+            return ScrubReport(
+                pending=(
+                    f"the store's disk step failed ({exc.message}): the deleted rows may "
+                    "still be on its disk; run `agentsession erase` again",
+                )
+            )

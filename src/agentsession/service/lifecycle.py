@@ -91,7 +91,9 @@ class LifecycleUseCases(ServiceCore):
                     "expires_at": None,
                 }
             )
-            return Change(new, "session.closed", {"reason": text, "cancelled_runs": stopped})
+            # The reason is free text: the audit log only says whether one was given.
+            details = {"reason_given": reason is not None, "cancelled_runs": stopped}
+            return Change(new, "session.closed", details)
 
         request = WriteRequest(
             scope="close_session",
@@ -134,7 +136,7 @@ class LifecycleUseCases(ServiceCore):
                 raise IllegalTransition(
                     session_id=s.session_id, status=s.status.value, action="expire"
                 )
-            return expiry_change(tx, s, now, text)
+            return expiry_change(tx, s, now, text, reason_given=reason is not None)
 
         request = WriteRequest(
             scope="expire_session",

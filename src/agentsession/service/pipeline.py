@@ -375,14 +375,27 @@ def check_version(s: Session, expected_version: int | None) -> None:
 
 
 def expiry_change(
-    tx: StoreTransaction, s: Session, now: datetime, reason: str, *, at: datetime | None = None
+    tx: StoreTransaction,
+    s: Session,
+    now: datetime,
+    reason: str,
+    *,
+    at: datetime | None = None,
+    reason_given: bool | None = None,
 ) -> Change:
     """The change that moves ``s`` to EXPIRED (``expired_at`` = ``at``, default ``now``);
     its RUNNING runs become INTERRUPTED at ``now``. A TTL expiry passes the session's
-    deadline as ``at``, so it reads the same before it is stored (listings) and after."""
+    deadline as ``at``, so it reads the same before it is stored (listings) and after.
+
+    ``reason_given`` is None for the TTL expiry (audit ``reason`` ``"ttl"``); for an
+    ``expire_session`` it says whether the caller gave a reason (audit ``reason``
+    ``"request"``): the free text itself stays out of the audit log."""
     stopped = stop_running_runs(tx, s, now, RunStatus.INTERRUPTED, "session expired while RUNNING")
     new = expired(s, now if at is None else at, reason)
-    return Change(new, "session.expired", {"reason": reason, "interrupted_runs": stopped})
+    details: dict[str, Any] = {"reason": TTL_REASON, "interrupted_runs": stopped}
+    if reason_given is not None:
+        details.update(reason="request", reason_given=reason_given)
+    return Change(new, "session.expired", details)
 
 
 def _with_session_version(result: Any, version: int) -> Any:

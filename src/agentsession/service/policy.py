@@ -6,7 +6,7 @@ never reads the environment (settings are read only at the edges: CLI, HTTP serv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..fieldlimits import TITLE_CHARS
 
@@ -61,6 +61,11 @@ class Policy:
             busy (lost race, deadlock, lock timeout) before raising StoreBusy.
         max_retry_seconds: no re-run starts once the call has taken this long, so a
             lock wait that already used the store's busy timeout is not repeated.
+        tombstone_key: the secret (at least 16 bytes) of the keyed hash (HMAC-SHA256)
+            that stands for the user id in the tombstone of a deleted session. The same
+            key gives the same hash, so an operator holding it can find a user's
+            tombstones; None (default) = a random key per manager, so no tombstone can
+            be linked back to a user at all. Never shown by ``repr``.
     """
 
     expired_restore_window_seconds: float | None = 7 * 24 * 3600
@@ -70,3 +75,4 @@ class Policy:
     restore_run_limit: int = 20
     max_retries: int = 8
     max_retry_seconds: float = 5.0
+    tombstone_key: bytes | None = field(default=None, repr=False)

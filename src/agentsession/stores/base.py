@@ -43,6 +43,7 @@ from ..models import (
 
 __all__ = [
     "IdempotencyRecord",
+    "ScrubReport",
     "SessionStore",
     "StoreConflict",
     "StoreTransaction",
@@ -83,6 +84,21 @@ class IdempotencyRecord:
     result: str
     created_at: datetime
     expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubReport:
+    """What :meth:`SessionStore.scrub` did to get erased rows off the store's disk.
+
+    Attributes:
+        done: the steps the store ran, in order, one line of text each (e.g. the WAL
+            checkpoint of SQLite, with how many frames it copied).
+        pending: what may still hold the erased rows and the store could not reach, one
+            line each, with the step that reaches it (for the operator).
+    """
+
+    done: tuple[str, ...] = ()
+    pending: tuple[str, ...] = ()
 
 
 @runtime_checkable
@@ -297,6 +313,23 @@ class SessionStore(Protocol):
         ``write=False`` promises no writes and may run concurrently with writers.
         ``write=True`` serialises with other writers of the same session at the latest at
         the first :meth:`StoreTransaction.get_session` (SQLite: ``BEGIN IMMEDIATE``).
+        """
+
+    def scrub(self, *, compact: bool = False) -> ScrubReport:
+        """Get rows deleted by committed transactions off the disk, as far as the store
+        can; the manager calls it after an erasure (``delete_session``,
+        ``delete_user_data``) has committed. Safe to call at any time, and again.
+
+        Args:
+            compact: also run the steps that rewrite whole tables or files and block
+                other writers while they run (PostgreSQL ``VACUUM FULL``, MariaDB
+                ``OPTIMIZE TABLE``, SQLite ``VACUUM``, Redis ``BGREWRITEAOF``).
+
+        Returns:
+            What was done, and what still holds erased rows (for the operator).
+
+        Raises:
+            StoreError: a step failed (the erasure itself stays committed).
         """
 
     def close(self) -> None:

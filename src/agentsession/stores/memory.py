@@ -32,7 +32,7 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
-from .base import IdempotencyRecord, StoreConflict
+from .base import IdempotencyRecord, ScrubReport, StoreConflict
 from .listing import status_as_of
 
 __all__ = ["MemoryStore"]
@@ -83,6 +83,14 @@ class MemoryStore:
             except BaseException:
                 tx.rollback()
                 raise
+
+    def scrub(self, *, compact: bool = False) -> ScrubReport:
+        """Nothing to do: nothing is on disk. See
+        :meth:`~agentsession.stores.base.SessionStore.scrub`."""
+        return ScrubReport(
+            done=("memory store: nothing on disk; the erased objects were released",),
+            pending=("the process memory may hold released objects until it reuses it",),
+        )
 
     def close(self) -> None:
         """Drop every session. Further transactions raise StoreError."""

@@ -107,7 +107,7 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
-from .base import IdempotencyRecord, StoreConflict
+from .base import IdempotencyRecord, ScrubReport, StoreConflict
 from .listing import merge_newest, status_as_of
 from .redis_index import (
     ALL_SESSIONS,
@@ -131,7 +131,13 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the installed extras
     raise StoreError("the Redis store needs redis-py: pip install 'agentsession[redis]'") from _exc
 
-__all__ = ["RedisStore"]
+from .redis_scrub import config_of
+from .redis_scrub import scrub as scrub_files
+
+__all__ = ["AOF_REWRITE_WAIT_S", "RedisStore"]
+
+#: How long :meth:`RedisStore.scrub` waits for an AOF rewrite, in seconds.
+AOF_REWRITE_WAIT_S = 300.0
 
 logger = logging.getLogger(__name__)
 
@@ -311,13 +317,6 @@ def _integer(reply: ResponseT) -> int:
     return int(reply)
 
 
-def _config(reply: ResponseT) -> dict[str, str]:
-    """CONFIG GET: parameter -> value."""
-    assert not inspect.isawaitable(reply), _SYNC_ONLY
-    config: dict[str, str] = reply
-    return config
-
-
 def _copy(model: M) -> M:
     return model.model_copy(deep=True)
 
@@ -473,6 +472,7 @@ class RedisStore:
         client: redis.Redis | None = None,
         require_durable: bool = True,
         socket_timeout_seconds: float = 30.0,
+        rewrite_aof_after_erasure: bool = False,
     ) -> None:
         """Connect and check the server's persistence settings.
 
@@ -484,6 +484,9 @@ class RedisStore:
                 and ``appendfsync always``; False only logs a warning (a crash may then
                 lose acknowledged writes).
             socket_timeout_seconds: how long one command may take before StoreError.
+            rewrite_aof_after_erasure: :meth:`scrub` (run after every erasure) rewrites
+                the append-only file (``BGREWRITEAOF``, waited for), so the erased
+                values leave it at once; off, only ``scrub(compact=True)`` does.
 
         Raises:
             ValidationError: neither ``url`` nor ``client``.
@@ -514,6 +517,7 @@ class RedisStore:
             if not client.get_connection_kwargs().get("decode_responses"):
                 raise StoreError("the Redis client must be made with decode_responses=True")
         self._client: redis.Redis | None = client
+        self._rewrite_aof = rewrite_aof_after_erasure
         try:
             self._apply = client.register_script(_APPLY_LUA)
             self._unlock = client.register_script(_UNLOCK_LUA)
@@ -527,7 +531,7 @@ class RedisStore:
 
     def _check_durability(self, client: redis.Redis, require: bool) -> None:
         try:
-            config = _config(client.config_get("append*"))
+            config = config_of(client.config_get("append*"))
         except redis.exceptions.ResponseError as exc:
             logger.warning(
                 "cannot read the persistence settings of Redis at %s (%s): make sure it "
@@ -620,6 +624,23 @@ class RedisStore:
                     raise _translate(exc, committing=True) from exc
         finally:
             tx.unlock()
+
+    def scrub(self, *, compact: bool = False) -> ScrubReport:
+        """Get erased keys out of Redis's files (:mod:`.redis_scrub`): with ``compact``
+        or ``rewrite_aof_after_erasure``, rewrite the AOF and wait for it (at most
+        :data:`AOF_REWRITE_WAIT_S`); report the RDB snapshots and replicas.
+
+        Raises:
+            StoreError: the store is closed, or Redis failed.
+        """
+        try:
+            return scrub_files(
+                self.client,
+                rewrite_aof=compact or self._rewrite_aof,
+                timeout_seconds=AOF_REWRITE_WAIT_S,
+            )
+        except redis.RedisError as exc:
+            raise _translate(exc) from exc
 
     def close(self) -> None:
         """Close the client if the store made it. Idempotent; further use raises."""
@@ -841,6 +862,10 @@ class _RedisTransaction:
         for key, record in list(self._idem.items()):
             if record is not None and record.session_id == session_id:
                 self._idem[key] = None
+        # The PURGE deletes the stored records of the session at commit: known absent
+        # from now on, so a purge_idempotency later in this transaction skips them.
+        for key in _texts(self._r.smembers(_prefix(session_id) + "idem")):
+            self._idem[key] = None
 
     @_translated
     def list_sessions(

@@ -42,7 +42,7 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
-from .base import IdempotencyRecord, StoreConflict
+from .base import IdempotencyRecord, ScrubReport, StoreConflict
 from .listing import merge_newest
 from .migrate import ensure_schema
 from .schema import (
@@ -57,6 +57,7 @@ from .schema import (
 )
 from .sqldialect import connection_mode, create_store_engine, masked_url, parse_url, translate_error
 from .sqlexec import CompiledStatement, observed
+from .sqlscrub import scrub_database
 
 __all__ = ["SQLStore"]
 
@@ -175,6 +176,30 @@ class SQLStore:
                         yield tx
                     finally:
                         tx.close()
+        except self._errors as exc:
+            raise translate_error(exc) from exc
+        finally:
+            if writer is not None:
+                writer.release()
+
+    def scrub(self, *, compact: bool = False) -> ScrubReport:
+        """Get erased rows off the disk (see :mod:`.sqlscrub`): on SQLite a WAL
+        checkpoint that truncates the ``-wal`` file (in this process's write turn);
+        ``compact`` also runs ``VACUUM`` / ``VACUUM FULL`` / ``OPTIMIZE TABLE``.
+
+        Returns:
+            What was done and what is left to the operator.
+
+        Raises:
+            StoreBusy: no write turn within ``busy_timeout_seconds`` (SQLite).
+            StoreError: the store is closed, or the database failed.
+        """
+        engine = self.engine
+        writer = self._sqlite_writer
+        if writer is not None and not writer.acquire(timeout=self._busy_timeout):
+            raise StoreBusy(f"no write turn within {self._busy_timeout} s")
+        try:
+            return scrub_database(engine, compact=compact)
         except self._errors as exc:
             raise translate_error(exc) from exc
         finally:

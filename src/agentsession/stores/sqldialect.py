@@ -8,10 +8,13 @@ driver error is classified, and how a migration takes its database-wide lock.
 SQLite notes:
 
 * Every pooled connection runs ``PRAGMA busy_timeout``, ``journal_mode=WAL``,
-  ``foreign_keys=ON`` (cascading deletes need it) and ``synchronous``. With WAL,
+  ``foreign_keys=ON`` (cascading deletes need it), ``secure_delete=ON`` (deleted
+  content is overwritten with zeros, whatever SQLite was built with) and ``synchronous``. With WAL,
   ``FULL`` (the default) loses no acknowledged transaction even on power failure;
   ``NORMAL`` is faster and survives a process crash, but a power failure may lose the
   last transactions acknowledged before it.
+* The database file is created 0600 before SQLite opens it, in a directory other
+  users cannot write to (:mod:`agentsession.privatefiles`).
 * pysqlite's own transaction handling is switched off (it does not BEGIN before a
   SELECT); SQLAlchemy's ``begin`` event emits ``BEGIN IMMEDIATE`` for a write
   transaction, so a writer takes the write lock up front (waiting up to the busy timeout)
@@ -40,6 +43,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from ..errors import StoreBusy, StoreError, ValidationError
+from ..privatefiles import check_directory, create_private, tighten
 from .base import StoreConflict
 from .sqlexec import observed
 
@@ -180,6 +184,7 @@ def create_store_engine(
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the directory of {url.database!r}: {exc}") from exc
+        _private_sqlite_files(Path(url.database))
     elif backend == "postgresql":
         options["connect_args"] = {"options": f"-c lock_timeout={timeout_ms}"}
     else:
@@ -198,6 +203,24 @@ def create_store_engine(
     return engine
 
 
+def _private_sqlite_files(db: Path) -> None:
+    """Create the database file 0600 before SQLite opens it (SQLite gives ``-wal`` and
+    ``-shm`` the database file's mode), after checking its directory; tighten the files
+    a wider umask made before (:mod:`agentsession.privatefiles`).
+
+    Raises:
+        StoreError: an unsafe directory, a file planted by another user, or an OS error.
+    """
+    files = (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"))
+    try:
+        check_directory(db.parent, files)
+        create_private(db)
+        for path in files[1:]:
+            tighten(path)
+    except OSError as exc:
+        raise StoreError(f"cannot make {db} private: {exc}") from exc
+
+
 def _configure_sqlite(engine: Engine, *, synchronous: str, timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -208,6 +231,8 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, timeout_ms: int) -> N
             cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
             _enable_wal(cursor, timeout_ms)
             cursor.execute("PRAGMA foreign_keys = ON")
+            # Deleted rows are overwritten with zeros, not left in free pages (erasure).
+            cursor.execute("PRAGMA secure_delete = ON")
             cursor.execute(f"PRAGMA synchronous = {synchronous}")
         finally:
             cursor.close()

@@ -1,0 +1,132 @@
+"""Canary strings of every kind a user can store, written through a SessionManager.
+
+The erasure tests write them, erase the user, and look for them where they must not
+be: the audit log (free text never goes there), tombstones (nothing of the user), and
+after an erasure the store's files (SQLite db/-wal/-shm, Redis AOF, PostgreSQL dump and
+heap files).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentsession import SessionManager
+
+#: Kinds of free text: never in the audit log.
+FREE_TEXT = (
+    "title",
+    "new_title",
+    "session_metadata",
+    "initial_memory",
+    "message_content",
+    "message_metadata",
+    "message_extra_field",
+    "memory",
+    "memory_patch",
+    "tool_arguments",
+    "tool_result",
+    "tool_error",
+    "run_input",
+    "run_metadata",
+    "run_output",
+    "run_error",
+    "step_name",
+    "step_input",
+    "step_output",
+    "step_error",
+    "close_reason",
+    "expire_reason",
+)
+
+#: Kinds of identifiers (restricted to A-Z a-z 0-9 . _ : @ + -): they may stand in the
+#: live audit log, but not in a tombstone nor anywhere once the user is erased.
+IDENTIFIERS = (
+    "user_id",
+    "agent",
+    "tool",
+    "call_id",
+    "provider_call_id",
+    "step_kind",
+    "step_status",
+    "idempotency_key",
+)
+
+
+@dataclass
+class Canaries:
+    """What :func:`write_canaries` stored: kind -> canary text, and where.
+
+    Attributes:
+        values: every canary by kind (:data:`FREE_TEXT` and :data:`IDENTIFIERS`).
+        user: the owner of every session (itself the ``user_id`` canary).
+        session_ids: the sessions written.
+    """
+
+    values: dict[str, str]
+    user: str
+    session_ids: list[str] = field(default_factory=list)
+
+    def free_text(self) -> dict[str, str]:
+        """The free-text canaries only."""
+        return {k: v for k, v in self.values.items() if k in FREE_TEXT}
+
+    def found_in(self, blob: bytes | str, kinds: dict[str, str] | None = None) -> list[str]:
+        """The kinds whose canary occurs in ``blob`` (text, or raw bytes as UTF-8)."""
+        data = blob.encode("utf-8") if isinstance(blob, str) else blob
+        wanted = self.values if kinds is None else kinds
+        return sorted(k for k, v in wanted.items() if v.encode("utf-8") in data)
+
+
+def write_canaries(m: SessionManager) -> Canaries:
+    """Store a canary of every kind, through every write that takes user content, in
+    two sessions of a new user: one closed with a reason, one expired with a reason
+    and restored. Audited actions covered: created, updated, message appended, memory
+    updated, tool call recorded, run started, step added, run finished, closed,
+    expired, restored."""
+    tag = secrets.token_hex(6)
+    v = {kind: f"CANARY-{kind.replace('_', '-')}-{tag}" for kind in FREE_TEXT + IDENTIFIERS}
+    user = v["user_id"]
+    c = Canaries(values=v, user=user)
+    s = m.create_session(
+        user_id=user,
+        agent=v["agent"],
+        title=v["title"],
+        metadata={"note": v["session_metadata"]},
+        working_memory={"seed": v["initial_memory"]},
+        idempotency_key=v["idempotency_key"],
+    )
+    kw: dict[str, Any] = {"session_id": s.session_id, "user_id": user}
+    c.session_ids.append(s.session_id)
+    m.update_session(**kw, title=v["new_title"])
+    m.append_messages(
+        **kw,
+        messages=[
+            {"role": "user", "content": v["message_content"],
+             "metadata": {"m": v["message_metadata"]}, "x_extra": v["message_extra_field"]},
+        ],
+        working_memory_patch={"patched": v["memory_patch"]},
+    )  # fmt: skip
+    m.update_working_memory(**kw, patch={"goal": v["memory"]})
+    run = m.start_run(**kw, input={"task": v["run_input"]}, metadata={"r": v["run_metadata"]})
+    m.record_tool_call(
+        **kw, tool=v["tool"], arguments={"q": v["tool_arguments"]},
+        result={"r": v["tool_result"]}, status="error", error=v["tool_error"],
+        run_id=run.run_id, call_id=v["call_id"], provider_call_id=v["provider_call_id"],
+    )  # fmt: skip
+    m.add_run_step(
+        **kw, run_id=run.run_id, kind=v["step_kind"], name=v["step_name"],
+        input={"i": v["step_input"]}, output={"o": v["step_output"]},
+        status=v["step_status"], error=v["step_error"],
+    )  # fmt: skip
+    m.finish_run(
+        **kw, run_id=run.run_id, status="FAILED", error=v["run_error"],
+        output={"o": v["run_output"]},
+    )  # fmt: skip
+    m.close_session(**kw, reason=v["close_reason"])
+    other = m.create_session(user_id=user, agent=v["agent"])
+    c.session_ids.append(other.session_id)
+    m.expire_session(session_id=other.session_id, user_id=user, reason=v["expire_reason"])
+    m.restore_session(session_id=other.session_id, user_id=user)
+    return c

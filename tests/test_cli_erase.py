@@ -1,0 +1,92 @@
+"""``agentsession erase --user USER``: erases, asks first, prints what the store did and
+what the operator must still do; the settings of erasure (tombstone key, Redis AOF)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agentsession import SessionManager
+from agentsession.cli.app import build_app
+from agentsession.service.erasure import OPERATOR_STEPS, tombstone_id
+from agentsession.settings import Settings
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    """A SQLite store with two sessions of alice (one with an idempotency key) and one of bob."""
+    url = f"sqlite:///{tmp_path / 'erase.db'}"
+    with SessionManager.from_url(url, auto_migrate=True) as sm:
+        s = sm.create_session(user_id="alice", idempotency_key="k1")
+        sm.append_message(
+            session_id=s.session_id, user_id="alice", message={"role": "user", "content": "hi"}
+        )
+        sm.create_session(user_id="alice")
+        sm.create_session(user_id="bob")
+    return url
+
+
+def _count(url: str, user: str) -> int:
+    with SessionManager.from_url(url) as sm:
+        return len(sm.list_sessions(user_id=user).items)
+
+
+def test_erase_prints_what_was_done_and_what_is_left(url: str) -> None:
+    result = runner.invoke(build_app(), ["--url", url, "erase", "--user", "alice", "--yes"])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())  # rich wraps long lines
+    assert "erased alice: 2 session(s) deleted, 0 idempotency key(s) purged" in out
+    assert "WAL checkpoint (TRUNCATE)" in out and "secure_delete" in out
+    assert "still to do by the operator:" in out and "backups" in out and "replicas" in out
+    assert (_count(url, "alice"), _count(url, "bob")) == (0, 1)
+
+
+def test_erase_json_lists_the_store_report_and_the_operator_steps(url: str) -> None:
+    result = runner.invoke(
+        build_app(), ["erase", "--url", url, "--user", "alice", "--yes", "--json", "--compact"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["user_id"] == "alice" and data["sessions_deleted"] == 2
+    assert data["store"]["url"].endswith("erase.db") and data["store"]["pending"] == []
+    assert any(step.startswith("VACUUM") for step in data["store"]["done"])
+    assert data["operator_steps"] == list(OPERATOR_STEPS)
+
+
+def test_erase_asks_first_and_a_no_erases_nothing(url: str) -> None:
+    result = runner.invoke(build_app(), ["erase", "--url", url, "--user", "alice"], input="n\n")
+    assert result.exit_code == 2
+    assert "erase every session of alice, for good?" in result.output
+    assert "not confirmed (pass --yes)" in result.output
+    assert _count(url, "alice") == 2
+    result = runner.invoke(build_app(), ["erase", "--url", url, "--user", "alice"], input="y\n")
+    assert result.exit_code == 0 and _count(url, "alice") == 0
+
+
+def test_erase_needs_a_user(url: str) -> None:
+    result = runner.invoke(build_app(), ["erase", "--url", url, "--yes"])
+    assert result.exit_code == 2 and "--user is required" in result.output
+    assert _count(url, "alice") == 2
+
+
+def test_tombstone_key_setting_reaches_the_manager(url: str) -> None:
+    key = "a-tombstone-key-of-32-characters"
+    with SessionManager.from_url(url) as sm:
+        sid = sm.list_sessions(user_id="bob").items[0].session_id
+    opts = Settings(url=url, tombstone_key=key).manager_options()
+    assert key not in repr(opts)
+    with SessionManager.from_url(url, **opts) as sm:
+        sm.delete_session(session_id=sid, user_id="bob")
+        [tomb] = sm.get_audit_log(session_id=sid, user_id="root", admin=True).items
+    assert tomb.user_id == tombstone_id(key.encode(), "bob")
+
+
+def test_redis_rewrite_setting_is_a_redis_store_option() -> None:
+    on = Settings(url="redis://h/0", redis_rewrite_aof=True).manager_options()
+    assert on["rewrite_aof_after_erasure"] is True
+    assert "rewrite_aof_after_erasure" not in Settings(url="sqlite:///x.db").manager_options()

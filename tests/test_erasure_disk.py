@@ -1,0 +1,208 @@
+"""Erased means gone from disk: canaries of every kind (tests/canaries.py) are written,
+the user is erased, and none of them is left in the store's files: the SQLite database,
+-wal and -shm (while the process runs, and after close), the Redis keys and AOF, a
+PostgreSQL dump and, after ``compact`` (VACUUM FULL), its table files."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import redis
+import sqlalchemy as sa
+
+import servers
+from agentsession import SessionManager
+from agentsession.stores.redis_store import RedisStore
+from agentsession.stores.sql import SQLStore
+from canaries import Canaries, write_canaries
+
+
+def _bytes_of(paths: list[Path]) -> bytes:
+    return b"".join(p.read_bytes() for p in paths if p.is_file())
+
+
+def test_sqlite_erasure_leaves_no_canary_in_db_wal_or_shm(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    files = [db, tmp_path / "c.db-wal", tmp_path / "c.db-shm"]
+    store = SQLStore(f"sqlite:///{db}", auto_migrate=True)
+    sm = SessionManager(store)
+    c = write_canaries(sm)
+    assert c.found_in(_bytes_of(files)) == sorted(c.values)  # the scan does see them
+    erasure = sm.erase_user(user_id=c.user)
+    assert erasure.sessions_deleted == 2 and erasure.store.pending == ()
+    assert c.found_in(_bytes_of(files)) == []  # the process still runs
+    store.close()
+    assert c.found_in(_bytes_of(files)) == []
+
+
+def test_sqlite_erasure_reaches_the_disk_on_a_build_without_secure_delete(
+    tmp_path: Path,
+) -> None:
+    """SQLite's own default is secure_delete off (Debian builds turn it on): every
+    connection of the store turns it on itself."""
+    db = tmp_path / "off.db"
+    files = [db, tmp_path / "off.db-wal", tmp_path / "off.db-shm"]
+    store = SQLStore(f"sqlite:///{db}", auto_migrate=True)
+
+    def like_a_default_build(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.execute("PRAGMA secure_delete = OFF")
+
+    # Runs before the store's own connect hook, on every new connection.
+    sa.event.listen(store.engine, "connect", like_a_default_build, insert=True)
+    store.engine.dispose()
+    with SessionManager(store) as sm:
+        c = write_canaries(sm)
+        sm.erase_user(user_id=c.user)
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA secure_delete").scalar() == 1
+        store.close()
+    assert c.found_in(_bytes_of(files)) == []
+
+
+def test_sqlite_delete_session_leaves_no_canary_on_disk(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    files = [db, tmp_path / "d.db-wal", tmp_path / "d.db-shm"]
+    with SessionManager(SQLStore(f"sqlite:///{db}", auto_migrate=True)) as sm:
+        c = write_canaries(sm)
+        for sid in c.session_ids:
+            sm.delete_session(session_id=sid, user_id=c.user)
+        found = c.found_in(_bytes_of(files))
+        # Erasing by session leaves the user's session-less idempotency keys (none here).
+        assert found == []
+        sm.store.close()
+
+
+# -- Redis ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    """A client of the test Redis, with RDB compression off while the test runs (so a
+    canary in the rewritten AOF's RDB preamble would be seen, not LZF-compressed)."""
+    client = redis.Redis.from_url(redis_url)
+    client.config_set("rdbcompression", "no")
+    try:
+        yield client
+    finally:
+        client.config_set("rdbcompression", "yes")
+        client.close()
+
+
+def _aof_files(client: redis.Redis) -> list[Path]:
+    directory = Path(client.config_get("dir")["dir"])
+    return sorted(p for p in directory.rglob("*") if p.is_file() and "appendonly" in str(p))
+
+
+def _all_values(client: redis.Redis) -> bytes:
+    """Every key name and value of the Redis database, as bytes."""
+    out = []
+    for key in client.scan_iter(count=1000):
+        kind = client.type(key)
+        value = {
+            b"string": lambda k: [client.get(k)],
+            b"hash": lambda k: [x for kv in client.hgetall(k).items() for x in kv],
+            b"zset": lambda k: client.zrange(k, 0, -1),
+            b"set": lambda k: list(client.smembers(k)),
+            b"list": lambda k: client.lrange(k, 0, -1),
+        }[kind](key)
+        out += [key, *value]
+    return b"\n".join(out)
+
+
+def _wait_until_gone(c: Canaries, files: Callable[[], list[Path]]) -> list[str]:
+    """Redis deletes the AOF files a rewrite replaced in a background thread, so they may
+    linger for a moment after the rewrite is reported done."""
+    deadline = time.monotonic() + 10
+    while (found := c.found_in(_bytes_of(files()))) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
+def test_redis_erasure_with_aof_rewrite_leaves_no_canary(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    store = RedisStore(redis_url, rewrite_aof_after_erasure=True)
+    with SessionManager(store) as sm:
+        c = write_canaries(sm)
+        assert c.found_in(_bytes_of(_aof_files(redis_client))) == sorted(c.values)
+        erasure = sm.erase_user(user_id=c.user)
+    store.close()
+    assert any(step.startswith("BGREWRITEAOF") for step in erasure.store.done)
+    assert c.found_in(_all_values(redis_client)) == []
+    assert _wait_until_gone(c, lambda: _aof_files(redis_client)) == []
+
+
+def test_redis_erasure_without_rewrite_says_the_aof_keeps_them(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    store = RedisStore(redis_url)
+    with SessionManager(store) as sm:
+        c = write_canaries(sm)
+        erasure = sm.erase_user(user_id=c.user)
+    store.close()
+    assert c.found_in(_all_values(redis_client)) == []
+    assert c.found_in(_bytes_of(_aof_files(redis_client))) != []
+    assert any("append-only file keeps" in step for step in erasure.store.pending)
+
+
+# -- PostgreSQL and MariaDB ---------------------------------------------------------------
+
+
+def _pg_dump(postgres_server: servers.Server, url: str) -> bytes:
+    dump = servers._postgres_bin() / "pg_dump"
+    database = url.rsplit("/", 1)[1]
+    return subprocess.run(
+        [str(dump), "-h", "127.0.0.1", "-p", str(postgres_server.port), "-U", "postgres",
+         database],
+        check=True, capture_output=True,
+    ).stdout  # fmt: skip
+
+
+def _pg_table_files(postgres_server: servers.Server, url: str) -> list[Path]:
+    """Every file of the database's directory (tables, TOAST, indexes), after a
+    CHECKPOINT wrote the changed pages out."""
+    database = url.rsplit("/", 1)[1]
+    with psycopg.connect(
+        host="127.0.0.1", port=postgres_server.port, user="postgres", dbname=database,
+        autocommit=True,
+    ) as conn:  # fmt: skip
+        conn.execute("CHECKPOINT")
+        data = conn.execute("SHOW data_directory").fetchone()[0]
+        oid = conn.execute(
+            "SELECT oid FROM pg_database WHERE datname = current_database()"
+        ).fetchone()[0]
+    return sorted((Path(data) / "base" / str(oid)).iterdir())
+
+
+def test_postgres_erasure_leaves_no_canary_in_a_dump_nor_after_compact_in_the_files(
+    postgres_server: servers.Server, postgres_url: str
+) -> None:
+    store = SQLStore(postgres_url, auto_migrate=True)
+    with SessionManager(store) as sm:
+        c = write_canaries(sm)
+        erasure = sm.erase_user(user_id=c.user)
+        assert any("VACUUM FULL" in step for step in erasure.store.pending)
+        assert c.found_in(_pg_dump(postgres_server, postgres_url)) == []
+        # The dead row versions are still in the table files: what --compact is for.
+        assert c.found_in(_bytes_of(_pg_table_files(postgres_server, postgres_url))) != []
+        report = store.scrub(compact=True)
+    store.close()
+    assert report.done[0].startswith("VACUUM FULL of 8 tables")
+    assert c.found_in(_bytes_of(_pg_table_files(postgres_server, postgres_url))) == []
+
+
+def test_mariadb_compact_rebuilds_every_table(mysql_url: str) -> None:
+    store = SQLStore(mysql_url, auto_migrate=True)
+    try:
+        assert any("OPTIMIZE TABLE" in step for step in store.scrub().pending)
+        report = store.scrub(compact=True)
+    finally:
+        store.close()
+    assert report.done[0].startswith("OPTIMIZE TABLE of 8 tables")
+    assert all("OPTIMIZE TABLE" not in step for step in report.pending)
