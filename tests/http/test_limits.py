@@ -106,9 +106,7 @@ def test_slow_body_is_cut_off_with_408() -> None:
     async def go() -> tuple[httpx.Response, float, httpx.Response]:
         async with app.client() as c:
             started = time.monotonic()
-            slow = await c.post(
-                "/v1/sessions", content=_drip(17, 0.2), headers=app.auth(**JSON)
-            )
+            slow = await c.post("/v1/sessions", content=_drip(17, 0.2), headers=app.auth(**JSON))
             elapsed = time.monotonic() - started
             listed = await c.get("/v1/sessions", headers=app.auth())
             return slow, elapsed, listed

@@ -29,9 +29,11 @@ def served() -> tuple[TestClient, SessionManager, dict[str, str]]:
     token = keys.create(user_id="alice")[1]
     manager = SessionManager(MemoryStore())
     app = create_app(manager, Settings(url="memory://"), keys=keys)
-    return TestClient(app, raise_server_exceptions=False), manager, {
-        "Authorization": f"Bearer {token}"
-    }
+    return (
+        TestClient(app, raise_server_exceptions=False),
+        manager,
+        {"Authorization": f"Bearer {token}"},
+    )
 
 
 def _failing(exc: Exception) -> Any:
@@ -66,7 +68,7 @@ def test_access_line_has_the_route_template_not_the_path_or_query(
     ("exc", "kind"),
     [
         (ValueError(f"bad value {CANARY}"), "builtins.ValueError"),
-        (StoreError(f'Key (title)=({CANARY}) already exists'), "agentsession.errors.StoreError"),
+        (StoreError(f"Key (title)=({CANARY}) already exists"), "agentsession.errors.StoreError"),
     ],
 )
 def test_failure_is_logged_by_type_and_frames_not_message(
