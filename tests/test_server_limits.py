@@ -28,8 +28,11 @@ from service import Service, running_service
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """``serve`` with a 2 s body timeout; every other limit at its default."""
-    settings = {"AGENTSESSION_BODY_TIMEOUT_SECONDS": "2"}
+    """``serve`` with 2 s header and body timeouts; every other limit at its default."""
+    settings = {
+        "AGENTSESSION_BODY_TIMEOUT_SECONDS": "2",
+        "AGENTSESSION_HEADER_TIMEOUT_SECONDS": "2",
+    }
     with running_service(tmp_path_factory.mktemp("limits"), settings=settings) as service:
         yield service
 
@@ -145,6 +148,21 @@ def test_slow_drip_body_408_and_connection_closed(served: Service) -> None:
     assert 1.5 <= elapsed < 10, elapsed
 
 
+@pytest.mark.slow
+def test_slow_drip_headers_408_and_connection_closed(served: Service) -> None:
+    """A header section sent a byte every 0.25 s with a 2 s header timeout: 408
+    problem+json after about 2 s (bound: under 10 s), then the server closes."""
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 100 + b"\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", _port(served)), timeout=15) as sock:
+        started = time.monotonic()
+        _drip_until_answered(sock, request, 0.25, 15)
+        raw = _read_until_closed(sock)
+        elapsed = time.monotonic() - started
+    body = assert_raw_problem(raw, 408, "request-timeout")
+    assert body["limit_seconds"] == 2
+    assert 1.5 <= elapsed < 10, elapsed
+
+
 # -- the canary test ----------------------------------------------------------------------
 
 CANARY = "zq7canaryk3x"
@@ -205,7 +223,8 @@ def _send_everywhere(service: Service) -> None:
 
 def _hit_every_limit(service: Service) -> None:
     """431 (a huge and a many-field header section), 400 (invalid HTTP), 408 and 503
-    (two slow bodies hold both slots; a third request), 429 (bad keys)."""
+    (two slow bodies hold both slots; a third request), 408 (a slow header section),
+    429 (bad keys)."""
     exchange(
         service,
         b"GET /?" + CANARY.encode() + b" HTTP/1.1\r\nX-A: " + CANARY.encode() * 5000 + b"\r\n\r\n",
@@ -223,13 +242,16 @@ def _hit_every_limit(service: Service) -> None:
             b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
             b'Content-Type: application/json\r\n\r\n{"title": "' + CANARY.encode()
         )
+    slow_head = socket.create_connection(("127.0.0.1", _port(service)), timeout=10)
+    slow_head.sendall(b"GET /?" + CANARY.encode() + b" HTTP/1.1\r\nX-A: " + CANARY.encode())
+    held.append(slow_head)
     time.sleep(0.3)
     busy = httpx.get(f"{service.url}/healthz", headers={"X-Note": CANARY}, timeout=10)
     assert busy.status_code == 503, busy.text
     answers = [_read_until_closed(sock) for sock in held]
     for sock in held:
         sock.close()
-    assert [parse(a)[0] for a in answers] == [408, 408]
+    assert [parse(a)[0] for a in answers] == [408, 408, 408]
     with httpx.Client(base_url=service.url, timeout=10) as http:
         flood = [
             http.get("/v1/sessions", headers={"Authorization": f"Bearer {token}"}).status_code
@@ -244,6 +266,7 @@ def test_server_log_holds_no_canary(tmp_path: Path) -> None:
     whole log of the serve process holds the canary nowhere, in any case."""
     settings = {
         "AGENTSESSION_BODY_TIMEOUT_SECONDS": "1",
+        "AGENTSESSION_HEADER_TIMEOUT_SECONDS": "1",
         "AGENTSESSION_MAX_CONCURRENT_REQUESTS": "2",
         "AGENTSESSION_AUTH_FAILURES_PER_ADDRESS": "5",
     }
@@ -259,5 +282,5 @@ def test_server_log_holds_no_canary(tmp_path: Path) -> None:
     assert '"POST /v1/sessions/{session_id}/messages" 201' in text
     for status in (400, 404, 408, 412, 422, 429, 503):
         assert f'" {status} ' in text, status
-    assert "answered 431" in text
+    assert "answered 431" in text and "answered 408" in text
     assert CANARY not in text.lower()

@@ -38,6 +38,9 @@ class Settings(BaseSettings):
         max_header_bytes: the largest request header section (request line and every
             header field, in bytes); larger -> 431, the rest of it is not read.
         max_header_count: the most header fields a request may carry; more -> 431.
+        header_timeout_seconds: seconds from the connection (or from the first byte of
+            a request on a kept-alive connection) within which the whole header section
+            must arrive; later -> 408 and the connection is closed (``serve`` only).
         body_timeout_seconds: seconds from the start of a request (its headers read)
             within which the whole body must arrive; later -> 408 and the connection is
             closed.
@@ -71,6 +74,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = 8 * 1024 * 1024
     max_header_bytes: int = Field(16 * 1024, ge=1024)
     max_header_count: int = Field(100, ge=10)
+    header_timeout_seconds: float = Field(10.0, gt=0)
     body_timeout_seconds: float = Field(30.0, gt=0)
     max_concurrent_requests: int = Field(100, ge=1)
     auth_failures_per_address: int = Field(30, ge=1)

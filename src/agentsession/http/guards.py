@@ -44,19 +44,37 @@ class HeaderLimits:
         max_bytes: the most bytes of the request target (path and query) plus every
             field's name and value.
         max_count: the most header fields.
+        timeout_seconds: seconds from the connection (or the first byte of a request
+            on a kept-alive connection) within which the whole header section must
+            arrive; only the server's protocol (:mod:`.wire`) can enforce it.
     """
 
     max_bytes: int
     max_count: int
+    timeout_seconds: float = 10.0
 
     @classmethod
     def of(cls, settings: Settings) -> HeaderLimits:
-        """The limits ``settings`` name (``max_header_bytes``, ``max_header_count``)."""
-        return cls(settings.max_header_bytes, settings.max_header_count)
+        """The limits ``settings`` name (``max_header_bytes``, ``max_header_count``,
+        ``header_timeout_seconds``)."""
+        return cls(
+            settings.max_header_bytes, settings.max_header_count, settings.header_timeout_seconds
+        )
 
     def over(self, count: int, size: int) -> bool:
         """Whether ``count`` fields totalling ``size`` bytes break a limit."""
         return count > self.max_count or size > self.max_bytes
+
+    def timeout_problem(self) -> dict[str, Any]:
+        """The 408 problem document of a header section that came too slowly."""
+        return plain_body(
+            408,
+            "request-timeout",
+            "Request Timeout",
+            f"the request's header section did not arrive within {self.timeout_seconds:g} "
+            "seconds",
+            limit_seconds=self.timeout_seconds,
+        )
 
     def problem(self) -> dict[str, Any]:
         """The 431 problem document; it names both limits, never the request's fields."""

@@ -8,6 +8,8 @@ has them) in two ways:
 
 * invalid HTTP is answered with a problem+json 400 (uvicorn's is text/plain);
 * the header section is limited while it is read (:class:`~.guards.HeaderLimits`):
+  it must arrive within ``header_timeout_seconds`` (else 408: a client dripping its
+  headers holds no connection for long);
   the request target plus the fields' names and values, and the number of fields,
   as each field is parsed; and the raw bytes of a header section not yet complete,
   after each read, so a client never makes it hold more than about
@@ -20,6 +22,7 @@ oversized request gets to read the answer instead of a connection reset.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from typing import Any
@@ -62,6 +65,17 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         self._reading_head = True
         self._too_large = False
         self._refused = False
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """A new connection: its first header section is due within the timeout."""
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Stop the header timer with the connection."""
+        self._disarm_head_timer()
+        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         """Feed the parser; refuse a header section that grows past the limit."""
@@ -81,6 +95,8 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._fields = self._field_bytes = self._head_bytes = 0
         self._reading_head = True
+        if self._head_timer is None:  # a new connection's timer runs from its start
+            self._arm_head_timer()
 
     def on_url(self, url: bytes) -> None:
         """Count the request target's bytes."""
@@ -95,6 +111,7 @@ class ProblemHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         """The header section is whole; the body is limited by the app."""
         self._reading_head = False
+        self._disarm_head_timer()
         super().on_headers_complete()
 
     def send_400_response(self, msg: str) -> None:
@@ -108,6 +125,22 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             400,
             plain_body(400, "invalid-http", "Bad Request", "the request is not valid HTTP/1.1"),
         )
+
+    def _arm_head_timer(self) -> None:
+        self._head_timer = self.loop.call_later(
+            self.limits.timeout_seconds, self._head_timed_out
+        )
+
+    def _disarm_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self._reading_head and not self._refused:
+            self.logger.warning("Request header section too slow: answered 408.")
+            self._refuse(408, self.limits.timeout_problem())
 
     def _count(self, fields: int, size: int) -> None:
         self._fields += fields
