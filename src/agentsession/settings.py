@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     max_header_bytes: int = Field(16 * 1024, ge=1024)
     max_header_count: int = Field(100, ge=10)
     header_timeout_seconds: float = Field(10.0, gt=0)
-    body_timeout_seconds: float = Field(30.0, gt=0)
+    body_timeout_seconds: float = Field(15.0, gt=0)
     max_concurrent_requests: int = Field(100, ge=1)
     auth_failures_per_address: int = Field(30, ge=1)
     auth_failures_per_key: int = Field(10, ge=1)
