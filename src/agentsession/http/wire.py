@@ -7,13 +7,13 @@ string: each worker process imports it, and reads the limits from its
 has them) in two ways:
 
 * invalid HTTP is answered with a problem+json 400 (uvicorn's is text/plain);
-* the header section is limited while it is read (:class:`~.guards.HeaderLimits`):
-  it must arrive within ``header_timeout_seconds`` (else 408: a client dripping its
-  headers holds no connection for long);
-  the request target plus the fields' names and values, and the number of fields,
-  as each field is parsed; and the raw bytes of a header section not yet complete,
-  after each read, so a client never makes it hold more than about
-  ``max_header_bytes`` plus one read. Over a limit -> problem+json 431.
+* the header section is limited while it is read (:class:`~.guards.HeaderLimits`).
+  Its size (the request target plus the fields' names and values) and its number of
+  fields are counted as each field is parsed, and the raw bytes of a section not yet
+  complete after each read, so a client never makes it hold more than about
+  ``max_header_bytes`` plus one read: over a limit -> problem+json 431. It must arrive
+  within ``header_timeout_seconds`` of the connection (or of a request's first byte on
+  a kept-alive one), else 408: a client dripping its headers holds no connection long.
 
 A refused connection is answered, then read and discarded for at most
 :data:`LINGER_SECONDS` before it is closed, so that a client still sending its
@@ -88,7 +88,7 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             self._head_bytes += len(data)
             if self._head_bytes > self.limits.max_bytes:
                 self._too_large = True
-                self.send_400_response("")
+                self._answer_too_large()
 
     def on_message_begin(self) -> None:
         """A new request: its header section is counted from zero."""
@@ -118,13 +118,16 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         """Answer what the parser refused: 431 for a header section over the limit
         (:meth:`_count` stopped the parser), else a problem+json 400."""
         if self._too_large:
-            self.logger.warning("Request header section over the limit: answered 431.")
-            self._refuse(431, self.limits.problem())
+            self._answer_too_large()
             return
         self._refuse(
             400,
             plain_body(400, "invalid-http", "Bad Request", "the request is not valid HTTP/1.1"),
         )
+
+    def _answer_too_large(self) -> None:
+        self.logger.warning("Request header section over the limit: answered 431.")
+        self._refuse(431, self.limits.problem())
 
     def _arm_head_timer(self) -> None:
         self._head_timer = self.loop.call_later(
