@@ -72,6 +72,7 @@ def running_service(
     workers: int = 1,
     url: str | None = None,
     name: str = "server",
+    settings: dict[str, str] | None = None,
 ) -> Iterator[Service]:
     """Set up and start the service in ``tmp``; stop it on exit.
 
@@ -79,6 +80,8 @@ def running_service(
         url: the store URL; default an SQLite file in ``tmp``. With another URL the key
             file is ``tmp/keys.json`` (set explicitly: the default would be the cwd).
         name: the log file's name (``<name>.log``), for several instances in one ``tmp``.
+        settings: more ``AGENTSESSION_*`` variables for the service, e.g.
+            ``{"AGENTSESSION_BODY_TIMEOUT_SECONDS": "1"}``.
 
     Ready when ``/readyz`` answers; with several workers, a few times in a row (so that
     every worker is likely up).
@@ -93,6 +96,7 @@ def running_service(
         env.pop(var, None)
     if url is not None:
         env["AGENTSESSION_KEYS_FILE"] = str(tmp / "keys.json")
+    env.update(settings or {})
     agentsession("db", "upgrade", env=env)
     token = agentsession("keys", "create", "--user", user, env=env).strip().splitlines()[0]
     log_path = tmp / f"{name}.log"

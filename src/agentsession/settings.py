@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .service.policy import Policy
@@ -35,6 +35,25 @@ class Settings(BaseSettings):
         keys_file: the JSON file of API keys (SHA-256 hashes only); default: next to
             an SQLite database (``<db>.keys.json``), else ``agentsession-keys.json``.
         max_body_bytes: the largest request body the service reads; larger -> 413.
+        max_header_bytes: the largest request header section (request line and every
+            header field, in bytes); larger -> 431, the rest of it is not read.
+        max_header_count: the most header fields a request may carry; more -> 431.
+        header_timeout_seconds: seconds from the connection (or from the first byte of
+            a request on a kept-alive connection) within which the whole header section
+            must arrive; later -> 408 and the connection is closed (``serve`` only).
+        body_timeout_seconds: seconds from the start of a request (its headers read)
+            within which the whole body must arrive; later -> 408 and the connection is
+            closed.
+        max_concurrent_requests: requests one worker process serves at once; the next
+            one is answered 503 with ``Retry-After`` at once (each worker counts its own).
+        auth_failures_per_address: failed authentications (no key, unknown or revoked
+            key) one client address may make within ``auth_failure_window_seconds``;
+            past it every request of that address that needs a key is answered 429 with
+            ``Retry-After``, a correct key too, until the window has room again.
+        auth_failures_per_key: failed authentications naming one key id (the token's
+            part before the dot) within the window; past it a wrong secret with that key
+            id is answered 429 (the key's own token still works).
+        auth_failure_window_seconds: the moving window of both counts, in seconds.
         require_if_match: PUT/PATCH/DELETE and lifecycle actions without ``If-Match``
             are answered 428 Precondition Required.
         idempotency_retention_seconds: how long an idempotency key is remembered
@@ -59,6 +78,14 @@ class Settings(BaseSettings):
     workers: int = 1
     keys_file: str | None = None
     max_body_bytes: int = 8 * 1024 * 1024
+    max_header_bytes: int = Field(16 * 1024, ge=1024)
+    max_header_count: int = Field(100, ge=10)
+    header_timeout_seconds: float = Field(10.0, gt=0)
+    body_timeout_seconds: float = Field(15.0, gt=0)
+    max_concurrent_requests: int = Field(100, ge=1)
+    auth_failures_per_address: int = Field(30, ge=1)
+    auth_failures_per_key: int = Field(10, ge=1)
+    auth_failure_window_seconds: int = Field(60, ge=1)
     require_if_match: bool = False
     idempotency_retention_seconds: float = _POLICY.idempotency_retention_seconds
     expired_restore_window_seconds: float | None = _POLICY.expired_restore_window_seconds

@@ -14,6 +14,7 @@ from agentsession.http.protocol import (
     PreconditionRequired,
     RequestInvalid,
     ServerError,
+    TooManyRequests,
     Unauthenticated,
     error_from_problem,
 )
@@ -22,7 +23,7 @@ ERROR_CLASSES = [
     cls
     for name in errors.__all__
     if inspect.isclass(cls := getattr(errors, name)) and issubclass(cls, errors.AgentSessionError)
-] + [Unauthenticated, PreconditionRequired, RequestInvalid, ServerError]
+] + [Unauthenticated, TooManyRequests, PreconditionRequired, RequestInvalid, ServerError]
 
 
 def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:

@@ -98,7 +98,9 @@ def serve(
     workers: int | None = typer.Option(None, "--workers", help="Worker processes."),
     url: str | None = typer.Option(None, "--url", help="Store URL (AGENTSESSION_URL)."),
 ) -> None:
-    """Run the HTTP service with uvicorn (``agentsession.http.app:create_app``)."""
+    """Run the HTTP service with uvicorn (``agentsession.http.app:create_app``), its
+    protocol answering as problem+json (:mod:`agentsession.http.wire`) and its log
+    free of request content (:mod:`agentsession.http.logs`)."""
     try:
         import uvicorn
     except ImportError:
@@ -107,6 +109,9 @@ def serve(
     if url is not None:
         # Workers are separate processes that build their own Settings from the env.
         os.environ["AGENTSESSION_URL"] = url
+    from ..http.logs import uvicorn_log_config
+    from ..http.wire import PROTOCOL
+
     settings = Settings()
     uvicorn.run(
         "agentsession.http.app:create_app",
@@ -114,5 +119,12 @@ def serve(
         host=host or settings.host,
         port=port or settings.port,
         workers=workers or settings.workers,
+        # The client address is the socket peer: the failed-auth limit counts per
+        # address, and a forwarded-for header is the client's to forge.
         proxy_headers=False,
+        # Invalid HTTP and oversized header sections answered as problem+json.
+        http=PROTOCOL,
+        # Our access log (agentsession.access) prints no path or query string.
+        access_log=False,
+        log_config=uvicorn_log_config(),
     )

@@ -18,8 +18,16 @@ from fastapi import FastAPI
 from .. import __version__
 from ..service import AsyncSessionManager, SessionManager
 from ..settings import Settings
+from .authlimit import AuthFailureLimiter
 from .deps import Services
+from .guards import (
+    BodyTimeoutMiddleware,
+    ConcurrencyLimitMiddleware,
+    HeaderLimitMiddleware,
+    HeaderLimits,
+)
 from .keys import KeyStore, open_key_store
+from .logs import AccessLogMiddleware
 from .middleware import BodyLimitMiddleware, CatchAllMiddleware, RequestIdMiddleware
 from .problems import install_handlers
 from .routes import routers
@@ -48,6 +56,7 @@ def create_app(
     """
     config = settings if settings is not None else Settings()
     key_store = keys if keys is not None else open_key_store(config)
+    auth_limiter = AuthFailureLimiter.of(config)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -57,7 +66,9 @@ def create_app(
         opened = await asyncio.to_thread(
             functools.partial(SessionManager.from_url, config.url, **config.manager_options())
         )
-        app.state.services = Services(AsyncSessionManager(opened), key_store, config)
+        app.state.services = Services(
+            AsyncSessionManager(opened), key_store, config, auth_limiter
+        )
         try:
             yield
         finally:
@@ -83,12 +94,19 @@ def create_app(
         redirect_slashes=False,
     )
     if manager is not None:
-        app.state.services = Services(AsyncSessionManager(manager), key_store, config)
+        app.state.services = Services(
+            AsyncSessionManager(manager), key_store, config, auth_limiter
+        )
     install_handlers(app)
     for router in routers():
         app.include_router(router)
-    # Added innermost first: RequestId wraps everything, so even a 500 carries the id.
+    # Added innermost first: RequestId wraps everything, so even a 500 carries the id,
+    # and the access log sees every answer, the refusals of the limits too.
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
+    app.add_middleware(BodyTimeoutMiddleware, seconds=config.body_timeout_seconds)
+    app.add_middleware(ConcurrencyLimitMiddleware, limit=config.max_concurrent_requests)
+    app.add_middleware(HeaderLimitMiddleware, limits=HeaderLimits.of(config))
     app.add_middleware(CatchAllMiddleware)
+    app.add_middleware(AccessLogMiddleware)
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -25,6 +25,7 @@ from ..models import Message, Page, RestoredSession, Session
 from ..principal import Principal
 from ..service import AsyncSessionManager, write_report
 from ..settings import Settings
+from .authlimit import AuthFailureLimiter, key_id_of
 from .keys import KeyStore
 from .protocol import PreconditionRequired, Unauthenticated, format_etag, parse_if_match
 from .schemas import IDEMPOTENCY_KEY, IF_MATCH, id_pattern
@@ -55,6 +56,7 @@ class Services:
     manager: AsyncSessionManager
     keys: KeyStore
     settings: Settings
+    auth_limiter: AuthFailureLimiter
 
 
 def services(request: Request) -> Services:
@@ -76,17 +78,31 @@ async def authenticate(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """The caller's principal; 401 without a valid key.
+    """The caller's principal; 401 without a valid key, 429 after too many failures.
 
     Runs on the event loop: the key store's I/O is a stat of a small file at most once
     a second (a read when it changed), cheaper than the thread hop FastAPI gives a sync
     dependency on every request.
+
+    Raises:
+        TooManyRequests: the client address, or the key id of a wrong token, has
+            failed too often lately (see :mod:`.authlimit`).
+        Unauthenticated: no key, or an unknown or revoked one.
     """
-    principal = None
-    if credentials is not None and credentials.credentials:
-        principal = services(request).keys.authenticate(credentials.credentials)
+    svc = services(request)
+    address = request.client.host if request.client is not None else "unknown"
+    blocked = svc.auth_limiter.address_blocked(address)
+    if blocked is not None:
+        raise blocked
+    token = credentials.credentials if credentials is not None else None
+    principal = svc.keys.authenticate(token) if token else None
     if principal is None:
-        raise Unauthenticated("a valid API key is required: send `Authorization: Bearer <key>`")
+        key_id = key_id_of(token)
+        blocked = svc.auth_limiter.key_blocked(key_id) if key_id is not None else None
+        svc.auth_limiter.failed(address, key_id)
+        raise blocked or Unauthenticated(
+            "a valid API key is required: send `Authorization: Bearer <key>`"
+        )
     request.state.principal = principal
     return principal
 

@@ -10,16 +10,18 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..fieldlimits import REQUEST_ID_CHARS
 from ..service import request_id_context
+from .logs import log_failure, method_of, route_of
 from .problems import BodyTooLarge, internal_error_body, too_large
 from .protocol import PROBLEM_CONTENT_TYPE
 
-__all__ = ["BodyLimitMiddleware", "CatchAllMiddleware", "RequestIdMiddleware"]
+__all__ = ["BodyLimitMiddleware", "CatchAllMiddleware", "RequestIdMiddleware", "send_problem"]
 
 log = logging.getLogger("agentsession.http")
 
@@ -64,7 +66,8 @@ class RequestIdMiddleware:
 
 
 class CatchAllMiddleware:
-    """Answer any exception no handler took with a bare 500 problem (details to the log)."""
+    """Answer any exception no handler took with a bare 500 problem; the log gets its
+    type and code locations, never its message (:func:`.logs.log_failure`)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -83,11 +86,12 @@ class CatchAllMiddleware:
 
         try:
             await self.app(scope, receive, track)
-        except Exception:
-            log.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
-            if started:
-                raise
-            await _send_json(send, 500, internal_error_body())
+        except Exception as exc:
+            log_failure(log, f"unhandled error in {method_of(scope)} {route_of(scope)}", exc)
+            # Once the answer has started, returning (not re-raising) lets the server
+            # close the connection without logging the exception's message itself.
+            if not started:
+                await send_problem(send, 500, internal_error_body())
 
 
 class BodyLimitMiddleware:
@@ -108,7 +112,7 @@ class BodyLimitMiddleware:
         length = _header(scope, b"content-length")
         if length is not None:
             if not length.isdigit():
-                await _send_json(send, 400, _bad_length())
+                await send_problem(send, 400, _bad_length())
                 return
             if int(length) > self.limit:
                 await _respond(too_large(self.limit), scope, receive, send)
@@ -142,7 +146,10 @@ async def _respond(response: Any, scope: Scope, receive: Receive, send: Send) ->
     await response(scope, receive, send)
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+async def send_problem(
+    send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """Send ``body`` as a whole ``application/problem+json`` answer, ``headers`` added."""
     data = json.dumps(body).encode("utf-8")
     await send(
         {
@@ -151,6 +158,7 @@ async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
             "headers": [
                 (b"content-type", PROBLEM_CONTENT_TYPE.encode()),
                 (b"content-length", str(len(data)).encode()),
+                *headers,
             ],
         }
     )

@@ -46,6 +46,7 @@ from ..errors import (
     ValidationError,
     VersionConflict,
 )
+from .logs import log_failure
 from .protocol import (
     PROBLEM_BASE,
     PROBLEM_CONTENT_TYPE,
@@ -53,6 +54,7 @@ from .protocol import (
     PreconditionRequired,
     RequestInvalid,
     ServerError,
+    TooManyRequests,
     Unauthenticated,
     UnsupportedMediaType,
     problem_fields,
@@ -62,6 +64,7 @@ __all__ = [
     "ERRORS",
     "PROBLEMS",
     "WRITE_ERRORS",
+    "BodyTimeout",
     "BodyTooLarge",
     "ProblemDetails",
     "install_handlers",
@@ -111,6 +114,7 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     StoreBusy: Problem("Service Unavailable", "the store is busy; retry shortly", ()),
     SchemaOutOfDate: Problem("Internal Server Error", _STORE_DETAIL, ()),
     Unauthenticated: Problem("Unauthorized"),
+    TooManyRequests: Problem("Too Many Requests"),
     PreconditionRequired: Problem("Precondition Required"),
     RequestInvalid: Problem("Unprocessable Content"),
     ServerError: Problem("Internal Server Error", "internal error", ()),
@@ -139,12 +143,17 @@ _STATUS_TEXT = {
     404: "Not found, or not yours",
     409: "Session not ACTIVE, run already running, illegal transition",
     412: "`If-Match` does not match the session's current ETag",
+    408: "The body did not arrive within the body timeout; the connection is closed",
     413: "The body, or a value in it, is larger than the limit named",
     415: "The body is not `application/json` in UTF-8",
     422: "The request does not fit the schema, or the Idempotency-Key was used for another request",
     428: "`If-Match` is required and missing",
+    429: "Too many failed authentications from this address or for this key id; "
+    "retry after `Retry-After` seconds",
+    431: "The request's header section is larger, or has more fields, than the limit",
     500: "Internal error (no details)",
-    503: "The store is busy or unreachable; retry",
+    503: "The store is busy or unreachable, or the worker serves its most requests at "
+    "once; retry after `Retry-After` seconds",
 }
 
 
@@ -161,7 +170,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 #: What any authenticated operation may answer besides success.
-ERRORS = problem_responses(400, 401, 404, 413, 422, 500, 503)
+ERRORS = problem_responses(400, 401, 404, 408, 413, 422, 429, 431, 500, 503)
 #: What a write on an existing session may answer on top of :data:`ERRORS`.
 WRITE_ERRORS = problem_responses(409, 412, 428)
 
@@ -172,6 +181,15 @@ class BodyTooLarge(StarletteHTTPException):
     def __init__(self, limit: int) -> None:
         super().__init__(status_code=413)
         self.limit = limit
+
+
+class BodyTimeout(StarletteHTTPException):
+    """The request body did not arrive within ``seconds`` of the request's start
+    (raised while it streams in)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(status_code=408)
+        self.seconds = seconds
 
 
 def _problem_of(cls: type[AgentSessionError]) -> Problem:
@@ -203,6 +221,8 @@ def problem_response(exc: AgentSessionError) -> Response:
         headers["WWW-Authenticate"] = 'Bearer realm="agentsession"'
     if isinstance(exc, StoreBusy):
         headers["Retry-After"] = "1"
+    if isinstance(exc, TooManyRequests):
+        headers["Retry-After"] = str(exc.retry_after)
     return JSONResponse(
         problem_body(exc),
         status_code=exc.http_status,
@@ -211,10 +231,16 @@ def problem_response(exc: AgentSessionError) -> Response:
     )
 
 
-def plain_problem(status: int, code: str, title: str, detail: str, **extra: Any) -> Response:
-    """A problem response for HTTP-level conditions (unknown route, 405, 413)."""
+def plain_body(status: int, code: str, title: str, detail: str, **extra: Any) -> dict[str, Any]:
+    """The problem document of an HTTP-level condition (``type`` from ``code``)."""
     body = {"type": PROBLEM_BASE + code, "title": title, "status": status, "detail": detail}
-    return JSONResponse({**body, **extra}, status_code=status, media_type=PROBLEM_CONTENT_TYPE)
+    return {**body, **extra}
+
+
+def plain_problem(status: int, code: str, title: str, detail: str, **extra: Any) -> Response:
+    """A problem response for HTTP-level conditions (unknown route, 405, 408, 413)."""
+    body = plain_body(status, code, title, detail, **extra)
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_CONTENT_TYPE)
 
 
 async def _on_agentsession_error(request: Request, exc: Exception) -> Response:
@@ -226,7 +252,7 @@ async def _on_agentsession_error(request: Request, exc: Exception) -> Response:
         if blocked is not None:
             return problem_response(blocked)
     if exc.http_status >= 500:
-        log.error("request failed: %s", exc.message, exc_info=exc)
+        log_failure(log, f"request failed ({exc.code})", exc)
     return problem_response(exc)
 
 
@@ -250,6 +276,8 @@ async def _on_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     if isinstance(exc, BodyTooLarge):
         return too_large(exc.limit)
+    if isinstance(exc, BodyTimeout):
+        return body_timeout(exc.seconds)
     if exc.status_code == 404:
         return problem_response(NotFound("not found"))
     if exc.status_code == 405:
@@ -278,6 +306,20 @@ def too_large(limit: int) -> Response:
         field="body",
         limit_bytes=limit,
     )
+
+
+def body_timeout(seconds: float) -> Response:
+    """The 408 answer for a body that did not arrive within ``seconds``; it closes the
+    connection (the rest of a slow body is never read)."""
+    response = plain_problem(
+        408,
+        "request-timeout",
+        "Request Timeout",
+        f"the request body did not arrive within {seconds:g} seconds",
+        limit_seconds=seconds,
+    )
+    response.headers["Connection"] = "close"
+    return response
 
 
 def install_handlers(app: FastAPI) -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "PreconditionRequired",
     "RequestInvalid",
     "ServerError",
+    "TooManyRequests",
     "Unauthenticated",
     "UnsupportedMediaType",
     "error_from_problem",
@@ -46,6 +47,22 @@ class Unauthenticated(AgentSessionError):
 
     http_status = 401
     code = "unauthenticated"
+
+
+class TooManyRequests(AgentSessionError):
+    """Too many failed authentications from this client address or for this key id
+    (HTTP 429); the answer's ``Retry-After`` says when to try again.
+
+    Attributes:
+        retry_after: seconds (a whole number, at least 1) until the limit has room.
+    """
+
+    http_status = 429
+    code = "too-many-requests"
+
+    def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, retry_after=retry_after)
 
 
 class PreconditionRequired(AgentSessionError):
@@ -143,8 +160,8 @@ def _error_classes() -> dict[str, list[type[AgentSessionError]]]:
 
     found: dict[str, list[type[AgentSessionError]]] = {}
     classes = [getattr(errors, name) for name in errors.__all__]
-    classes += [Unauthenticated, PreconditionRequired, RequestInvalid, ServerError]
-    classes += [MalformedJson, UnsupportedMediaType]
+    classes += [Unauthenticated, TooManyRequests, PreconditionRequired, RequestInvalid]
+    classes += [ServerError, MalformedJson, UnsupportedMediaType]
     for cls in classes:
         found.setdefault(cls.code, []).append(cls)
     return found

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from ..deps import services
+from ..logs import log_failure
 from ..problems import plain_problem, problem_responses
 from ..routing import StrictRoute
 
@@ -26,7 +27,7 @@ async def readyz(request: Request) -> Response:
     """The store answers a read (an empty session listing); else 503."""
     try:
         await services(request).manager.list_sessions(user_id="readyz", limit=0)
-    except Exception:  # any failure means "not ready"; the cause goes to the log
-        log.warning("readiness check failed", exc_info=True)
+    except Exception as exc:  # any failure means "not ready"; the cause goes to the log
+        log_failure(log, "readiness check failed", exc, level=logging.WARNING)
         return plain_problem(503, "not-ready", "Service Unavailable", "the store is unreachable")
     return JSONResponse({"status": "ready"})
