@@ -34,16 +34,27 @@ def _deep(levels: int) -> str:
 
 
 def test_deep_json_in_the_find_query_is_400_not_a_500(api: Api) -> None:
-    """4,000-deep arguments in the deprecated GET lookup: 400 malformed-json, no
-    RecursionError reaching a 500."""
+    """2,000-deep arguments in the deprecated GET lookup (12 KB encoded, inside the
+    header limit): 400 malformed-json, no RecursionError reaching a 500."""
+    sid = api.create()["session_id"]
+    r = api.http.get(
+        f"/v1/sessions/{sid}/tool-calls/find",
+        params={"tool": "t", "arguments": _deep(2000)},
+        headers=api.alice,
+    )
+    body = assert_problem(r, 400, "malformed-json")
+    assert body["field"] == "query.arguments" and body["max_depth"] == MAX_REQUEST_DEPTH
+
+
+def test_deeper_json_in_the_find_query_is_431_before_parsing(api: Api) -> None:
+    """4,000-deep arguments make a request line over the header limit: 431, not a 500."""
     sid = api.create()["session_id"]
     r = api.http.get(
         f"/v1/sessions/{sid}/tool-calls/find",
         params={"tool": "t", "arguments": _deep(4000)},
         headers=api.alice,
     )
-    body = assert_problem(r, 400, "malformed-json")
-    assert body["field"] == "query.arguments" and body["max_depth"] == MAX_REQUEST_DEPTH
+    assert_problem(r, 431, "header-fields-too-large")
 
 
 @pytest.mark.parametrize("levels", [MAX_REQUEST_DEPTH + 1, 4000, 100_000])
