@@ -5,14 +5,15 @@ revoked. Two moving windows of ``auth_failure_window_seconds`` (the ``limits``
 library's in-memory storage) count them:
 
 * per client address (the TCP peer: ``serve`` trusts no proxy header): past
-  ``auth_failures_per_address`` every request from that address that needs a key is
-  answered 429, before its key is looked at, a correct key too. Answering a correct
-  key normally would tell a guesser which guess was right, and the point is to stop
-  the flood cheaply.
+  ``auth_failures_per_address``, a failed authentication from that address is
+  answered 429 instead of 401;
 * per key id (the token's part before the dot, when it has the shape of one): past
-  ``auth_failures_per_key`` a wrong secret naming that key id is answered 429; the
-  key's own token still works, so knowing a key id is not enough to lock its owner
-  out (the 256-bit secret cannot be guessed anyway).
+  ``auth_failures_per_key``, a wrong secret naming that key id is answered 429.
+
+A valid key is never refused, from a limited address or for a limited key id: agents
+on one machine share the loopback address, and one misconfigured client must not lock
+the others out; the 256-bit secrets cannot be guessed, so the limit is there to make a
+flood cheap to answer and visible (429), not to slow a guesser down.
 
 Each worker process counts on its own: with N workers an address may fail up to N
 times the limit before every worker refuses it.

@@ -85,21 +85,22 @@ async def authenticate(
     dependency on every request.
 
     Raises:
-        TooManyRequests: the client address, or the key id of a wrong token, has
-            failed too often lately (see :mod:`.authlimit`).
+        TooManyRequests: a failed authentication from a client address, or naming a
+            key id, that has failed too often lately (see :mod:`.authlimit`); a valid
+            key is never refused.
         Unauthenticated: no key, or an unknown or revoked one.
     """
     svc = services(request)
-    address = request.client.host if request.client is not None else "unknown"
-    blocked = svc.auth_limiter.address_blocked(address)
-    if blocked is not None:
-        raise blocked
     token = credentials.credentials if credentials is not None else None
     principal = svc.keys.authenticate(token) if token else None
     if principal is None:
+        address = request.client.host if request.client is not None else "unknown"
         key_id = key_id_of(token)
-        blocked = svc.auth_limiter.key_blocked(key_id) if key_id is not None else None
-        svc.auth_limiter.failed(address, key_id)
+        limiter = svc.auth_limiter
+        blocked = limiter.address_blocked(address) or (
+            limiter.key_blocked(key_id) if key_id is not None else None
+        )
+        limiter.failed(address, key_id)
         raise blocked or Unauthenticated(
             "a valid API key is required: send `Authorization: Bearer <key>`"
         )
