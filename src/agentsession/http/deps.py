@@ -28,7 +28,7 @@ from ..settings import Settings
 from .authlimit import AuthFailureLimiter, key_id_of
 from .keys import KeyStore
 from .protocol import PreconditionRequired, Unauthenticated, format_etag, parse_if_match
-from .schemas import IDEMPOTENCY_KEY, IF_MATCH, id_pattern
+from .schemas import IDEMPOTENCY_KEY, id_pattern
 
 __all__ = [
     "Auth",
@@ -259,9 +259,10 @@ async def _write_ctx(
     if_match: Annotated[
         str | None,
         Header(
-            description='The session\'s ETag (`"<session_id>@<version>"`), or `*`: '
-            "the write happens only if the session is still at that version (else 412).",
-            json_schema_extra={"pattern": IF_MATCH},
+            description='The session\'s ETag (`"<session_id>@<version>"`), a list of '
+            "them, or `*`: the write happens only if the session is still at that "
+            "version. Any other value, a weak or malformed ETag too, matches nothing "
+            "(412, RFC 9110 section 13.1.1), so no pattern is stated.",
         ),
     ] = None,
     idempotency_key: IdempotencyKey = None,

@@ -32,6 +32,8 @@ from .policy import Limits
 #: The largest limit or seq cursor accepted: 2**53 - 1, exact in every JSON client and
 #: within every store's integer range.
 MAX_COUNT = 2**53 - 1
+#: The longest idle timeout, in seconds: 10 years.
+MAX_TTL_SECONDS = 10 * 365 * 86400
 _MESSAGE_SYSTEM_FIELDS = frozenset(
     {"message_id", "session_id", "seq", "created_at", "session_version"}
 )
@@ -100,7 +102,7 @@ def check_ttl(ttl: Any) -> float | None:
     """An idle timeout in seconds: None, or a number in (0, 10 years]."""
     if ttl is None:
         return None
-    if type(ttl) not in (int, float) or not 0 < ttl <= 10 * 365 * 86400:
+    if type(ttl) not in (int, float) or not 0 < ttl <= MAX_TTL_SECONDS:
         raise ValidationError(
             "ttl_seconds must be a positive number of seconds (at most 10 years)",
             field="ttl_seconds",
