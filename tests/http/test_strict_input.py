@@ -302,7 +302,7 @@ def test_openapi_parameters_are_never_null(api: Api) -> None:
     ]
     assert schemas and all("null" not in json.dumps(s) for s in schemas)
     limit = spec["paths"]["/v1/sessions"]["get"]["parameters"]
-    assert [p["schema"] for p in limit if p["name"] == "limit"][0]["type"] == "integer"
+    assert next(p["schema"] for p in limit if p["name"] == "limit")["type"] == "integer"
 
 
 def test_openapi_states_ttl_status_and_seq_bounds(api: Api) -> None:
