@@ -306,8 +306,8 @@ def test_openapi_parameters_are_never_null(api: Api) -> None:
 
 
 def test_openapi_states_ttl_status_and_seq_bounds(api: Api) -> None:
-    """The bounds the service enforces on ttl_seconds, tool-call and run statuses and
-    seq cursors are in the document."""
+    """The bounds the service enforces on ttl_seconds, tool-call and run statuses, a
+    batch's length and seq cursors are in the document."""
     spec = api.http.get("/openapi.json").json()
     schemas = spec["components"]["schemas"]
     for model in ("CreateSession", "UpdateSession"):
@@ -317,6 +317,8 @@ def test_openapi_states_ttl_status_and_seq_bounds(api: Api) -> None:
     finish = schemas["FinishRun"]["properties"]["status"]["enum"]
     assert sorted(finish) == ["CANCELLED", "FAILED", "SUCCEEDED"]
     params = spec["paths"]["/v1/sessions/{session_id}/messages"]["get"]["parameters"]
+    batch = schemas["AppendMessages"]["properties"]["messages"]
+    assert (batch["minItems"], batch["maxItems"]) == (1, 1000)
     bounds = {p["name"]: p["schema"].get("maximum") for p in params}
     assert bounds["after"] == bounds["before"] == 2**53 - 1
 
@@ -348,3 +350,18 @@ def test_integral_numbers_are_integers(api: Api, limit: Any, status: int) -> Non
         f"/v1/sessions/{sid}/restore", json={"message_limit": limit}, headers=api.alice
     )
     assert r.status_code == status, r.text
+
+
+@pytest.mark.parametrize("key", [b"k ", b" k", b"k\xe9"])
+def test_idempotency_keys_outside_the_pattern_are_422(api: Api, key: bytes) -> None:
+    """The Idempotency-Key pattern is enforced (a space at either end, which HTTP
+    would strip, or a non-ASCII character): 422 naming the header; nothing closed."""
+    sid = api.create()["session_id"]
+    r = api.http.post(
+        f"/v1/sessions/{sid}/close",
+        json={},
+        headers={**api.alice, "Idempotency-Key": key},  # type: ignore[dict-item]
+    )
+    body = assert_problem(r, 422, "request-validation")
+    assert body["errors"][0]["field"] == "header.idempotency-key"
+    assert api.http.get(f"/v1/sessions/{sid}", headers=api.alice).json()["status"] == "ACTIVE"

@@ -165,10 +165,11 @@ RunId = Annotated[str, Depends(run_in_path)]
 IdempotencyKey = Annotated[
     str | None,
     Header(
-        description=f"1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters; a retried "
+        description=f"1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters, no space at "
+        "either end (else 422); a retried "
         "POST with the same key and body returns the first result and writes nothing "
         "(another key: 400).",
-        json_schema_extra={"pattern": IDEMPOTENCY_KEY},
+        pattern=IDEMPOTENCY_KEY,
     ),
 ]
 

@@ -171,7 +171,11 @@ class AppendMessages(_Body):
     """
 
     message: dict[str, Any] | None = None
-    messages: list[dict[str, Any]] | None = None
+    messages: list[dict[str, Any]] | None = Field(
+        default=None,
+        description=f"1 to {Limits().max_batch_messages} messages, stored in one step.",
+        json_schema_extra={"minItems": 1, "maxItems": Limits().max_batch_messages},
+    )
     working_memory_patch: dict[str, Any] | None = Field(
         default=None, description="An RFC 7396 merge patch applied in the same transaction."
     )
