@@ -78,6 +78,10 @@ DOCUMENTED: dict[tuple[int, str], tuple[Callable[[Any, Any], bool], str]] = {
         "message's own rules (a role, or a Responses item type; content, tool_calls), "
         "which the schema states only as an object",
     ),
+    (422, "request-validation"): (
+        _cross_field,
+        "exactly one of `message` and `messages`, checked by the body model",
+    ),
     (413, "payload-too-large"): (
         lambda r, c: True,
         "the body byte limit (AGENTSESSION_MAX_BODY_BYTES) counts encoded bytes",

@@ -24,6 +24,7 @@ from ..ids import is_id
 from ..models import Message, Page, RestoredSession, Session
 from ..principal import Principal
 from ..service import AsyncSessionManager, write_report
+from ..service.validation import check_key
 from ..settings import Settings
 from .authlimit import AuthFailureLimiter, key_id_of
 from .keys import KeyStore
@@ -166,10 +167,10 @@ IdempotencyKey = Annotated[
     str | None,
     Header(
         description=f"1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters, no space at "
-        "either end (else 422); a retried "
+        "either end (else 400); a retried "
         "POST with the same key and body returns the first result and writes nothing "
         "(another key: 400).",
-        pattern=IDEMPOTENCY_KEY,
+        json_schema_extra={"pattern": IDEMPOTENCY_KEY},
     ),
 ]
 
@@ -269,6 +270,9 @@ async def _write_ctx(
     idempotency_key: IdempotencyKey = None,
 ) -> Ctx:
     svc = services(request)
+    # Checked here, not only by the writes that use a key: a lifecycle action that
+    # takes none still refuses a malformed one rather than ignoring it.
+    check_key(idempotency_key)
     return Ctx(request, svc.manager, svc.settings, principal, session_id, if_match, idempotency_key)
 
 

@@ -40,7 +40,7 @@ _MESSAGE_SYSTEM_FIELDS = frozenset(
 
 def check_key(key: str | None) -> str | None:
     """An idempotency key: 1-``IDEMPOTENCY_KEY_CHARS`` (255) printable ASCII
-    characters, or None."""
+    characters, no space at either end (HTTP would strip it), or None."""
     if key is None:
         return None
     if (
@@ -48,9 +48,11 @@ def check_key(key: str | None) -> str | None:
         or not 1 <= len(key) <= IDEMPOTENCY_KEY_CHARS
         or not key.isascii()
         or not key.isprintable()
+        or key != key.strip(" ")
     ):
         raise ValidationError(
-            f"idempotency_key must be 1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters",
+            f"idempotency_key must be 1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters, "
+            "no space at either end",
             field="idempotency_key",
         )
     return key
