@@ -268,7 +268,8 @@ def test_openapi_states_the_enforced_patterns(api: Api) -> None:
     one = "/v1/sessions/{session_id}"
     assert param(one, "get", "session_id")["pattern"] == "^ses_[a-z2-7]{26}$"
     assert param(one + "/runs/{run_id}", "get", "run_id")["pattern"] == "^run_[a-z2-7]{26}$"
-    assert param(one, "patch", "if-match")["pattern"].startswith('^(\\*|"ses_')
+    # Any If-Match is read (one matching nothing is 412), so it states no pattern.
+    assert "pattern" not in param(one, "patch", "if-match")
     assert param(one + "/messages", "post", "idempotency-key")["pattern"] == (
         "^[!-~]([ -~]{0,253}[!-~])?$"
     )
@@ -281,3 +282,95 @@ def test_openapi_states_the_enforced_patterns(api: Api) -> None:
     assert title["maxLength"] == 512
     assert schemas["RecordToolCall"]["properties"]["tool"]["pattern"]
     assert schemas["FindToolCall"]["properties"]["tool"]["anyOf"][0]["pattern"]
+
+
+# ------------------------------------------------------------------ schema gaps
+
+
+def test_unknown_query_parameters_are_422_naming_them(api: Api) -> None:
+    """A misspelt or foreign query parameter is refused, not ignored; nothing read."""
+    sid = api.create()["session_id"]
+    r = api.http.get(f"/v1/sessions/{sid}/messages?limt=5&after=0", headers=api.alice)
+    body = assert_problem(r, 422, "request-validation")
+    assert body["errors"] == [{"field": "query.limt", "message": "unknown query parameter"}]
+    r = api.http.post("/v1/sessions?x=1", json={}, headers=api.alice)
+    assert assert_problem(r, 422, "request-validation")["errors"][0]["field"] == "query.x"
+    assert _session_count(api) == 1
+    ok = api.http.get(f"/v1/sessions/{sid}/messages?limit=5&after=0", headers=api.alice)
+    assert ok.status_code == 200, ok.text
+
+
+def test_openapi_parameters_are_never_null(api: Api) -> None:
+    """A header or query parameter is text or absent: no parameter schema offers
+    JSON null (a client would send the text "null")."""
+    spec = api.http.get("/openapi.json").json()
+    schemas = [
+        p["schema"]
+        for ops in spec["paths"].values()
+        for op in ops.values()
+        for p in op.get("parameters", [])
+    ]
+    assert schemas and all("null" not in json.dumps(s) for s in schemas)
+    limit = spec["paths"]["/v1/sessions"]["get"]["parameters"]
+    assert next(p["schema"] for p in limit if p["name"] == "limit")["type"] == "integer"
+
+
+def test_openapi_states_ttl_status_and_seq_bounds(api: Api) -> None:
+    """The bounds the service enforces on ttl_seconds, tool-call and run statuses, a
+    batch's length and seq cursors are in the document."""
+    spec = api.http.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    for model in ("CreateSession", "UpdateSession"):
+        ttl = schemas[model]["properties"]["ttl_seconds"]
+        assert (ttl["exclusiveMinimum"], ttl["maximum"]) == (0, 10 * 365 * 86400)
+    assert schemas["RecordToolCall"]["properties"]["status"]["enum"] == ["ok", "error"]
+    finish = schemas["FinishRun"]["properties"]["status"]["enum"]
+    assert sorted(finish) == ["CANCELLED", "FAILED", "SUCCEEDED"]
+    params = spec["paths"]["/v1/sessions/{session_id}/messages"]["get"]["parameters"]
+    batch = schemas["AppendMessages"]["properties"]["messages"]
+    assert (batch["minItems"], batch["maxItems"]) == (1, 1000)
+    bounds = {p["name"]: p["schema"].get("maximum") for p in params}
+    assert bounds["after"] == bounds["before"] == 2**53 - 1
+
+
+def test_seq_bounds_over_2_53_are_422(api: Api) -> None:
+    """``after`` past 2**53-1 is refused by the schema's bound (422 naming it)."""
+    sid = api.create()["session_id"]
+    r = api.http.get(f"/v1/sessions/{sid}/tool-calls?after={2**53}", headers=api.alice)
+    assert assert_problem(r, 422, "request-validation")["errors"][0]["field"] == "query.after"
+
+
+def test_finish_with_a_non_final_status_is_422(api: Api) -> None:
+    """PENDING is a RunStatus but no way to finish: the schema's enum refuses it."""
+    sid = api.create()["session_id"]
+    run = api.http.post(f"/v1/sessions/{sid}/runs", json={}, headers=api.alice).json()
+    url = f"/v1/sessions/{sid}/runs/{run['run_id']}/finish"
+    r = api.http.post(url, json={"status": "PENDING"}, headers=api.alice)
+    assert_problem(r, 422, "request-validation")
+    done = api.http.post(url, json={"status": "SUCCEEDED", "usage": {"t": 2.0}}, headers=api.alice)
+    assert done.status_code == 200 and done.json()["usage"] == {"t": 2}, done.text
+
+
+@pytest.mark.parametrize(("limit", "status"), [(1.0, 200), (1.5, 422), ("1", 422), (True, 422)])
+def test_integral_numbers_are_integers(api: Api, limit: Any, status: int) -> None:
+    """JSON Schema counts 1.0 as an integer, so ``message_limit: 1.0`` is 1; a
+    fraction, a string or a boolean is still refused."""
+    sid = api.create()["session_id"]
+    r = api.http.post(
+        f"/v1/sessions/{sid}/restore", json={"message_limit": limit}, headers=api.alice
+    )
+    assert r.status_code == status, r.text
+
+
+@pytest.mark.parametrize("key", [b"k ", b" k", b"k\xe9"])
+def test_idempotency_keys_outside_the_pattern_are_400(api: Api, key: bytes) -> None:
+    """The Idempotency-Key pattern is enforced (a space at either end, which HTTP
+    would strip, or a non-ASCII character): 400 naming the key; nothing closed."""
+    sid = api.create()["session_id"]
+    r = api.http.post(
+        f"/v1/sessions/{sid}/close",
+        json={},
+        headers={**api.alice, "Idempotency-Key": key},  # type: ignore[dict-item]
+    )
+    assert assert_problem(r, 400, "validation-error")["field"] == "idempotency_key"
+    assert api.http.get(f"/v1/sessions/{sid}", headers=api.alice).json()["status"] == "ACTIVE"

@@ -29,6 +29,7 @@ from .guards import (
 from .keys import KeyStore, open_key_store
 from .logs import AccessLogMiddleware
 from .middleware import BodyLimitMiddleware, CatchAllMiddleware, RequestIdMiddleware
+from .openapi import install_openapi
 from .problems import install_handlers
 from .routes import routers
 
@@ -98,6 +99,7 @@ def create_app(
             AsyncSessionManager(manager), key_store, config, auth_limiter
         )
     install_handlers(app)
+    install_openapi(app)
     for router in routers():
         app.include_router(router)
     # Added innermost first: RequestId wraps everything, so even a 500 carries the id,

@@ -24,11 +24,12 @@ from ..ids import is_id
 from ..models import Message, Page, RestoredSession, Session
 from ..principal import Principal
 from ..service import AsyncSessionManager, write_report
+from ..service.validation import check_key
 from ..settings import Settings
 from .authlimit import AuthFailureLimiter, key_id_of
 from .keys import KeyStore
 from .protocol import PreconditionRequired, Unauthenticated, format_etag, parse_if_match
-from .schemas import IDEMPOTENCY_KEY, IF_MATCH, id_pattern
+from .schemas import IDEMPOTENCY_KEY, id_pattern
 
 __all__ = [
     "Auth",
@@ -166,7 +167,8 @@ RunId = Annotated[str, Depends(run_in_path)]
 IdempotencyKey = Annotated[
     str | None,
     Header(
-        description=f"1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters; a retried "
+        description=f"1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters, no space at "
+        "either end (else 400); a retried "
         "POST with the same key and body returns the first result and writes nothing "
         "(another key: 400).",
         json_schema_extra={"pattern": IDEMPOTENCY_KEY},
@@ -260,14 +262,18 @@ async def _write_ctx(
     if_match: Annotated[
         str | None,
         Header(
-            description='The session\'s ETag (`"<session_id>@<version>"`), or `*`: '
-            "the write happens only if the session is still at that version (else 412).",
-            json_schema_extra={"pattern": IF_MATCH},
+            description='The session\'s ETag (`"<session_id>@<version>"`), a list of '
+            "them, or `*`: the write happens only if the session is still at that "
+            "version. Any other value, a weak or malformed ETag too, matches nothing "
+            "(412, RFC 9110 section 13.1.1), so no pattern is stated.",
         ),
     ] = None,
     idempotency_key: IdempotencyKey = None,
 ) -> Ctx:
     svc = services(request)
+    # Checked here, not only by the writes that use a key: a lifecycle action that
+    # takes none still refuses a malformed one rather than ignoring it.
+    check_key(idempotency_key)
     return Ctx(request, svc.manager, svc.settings, principal, session_id, if_match, idempotency_key)
 
 

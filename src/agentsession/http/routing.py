@@ -1,7 +1,9 @@
-"""How requests reach the routes: strict JSON bodies, and the methods a path allows.
+"""How requests reach the routes: strict JSON bodies, only declared query parameters,
+and the methods a path allows.
 
-Every router is built with ``route_class=StrictRoute``: before FastAPI reads the body
-of an operation that has one, the body is checked and parsed by
+Every router is built with ``route_class=StrictRoute``: a query parameter the
+operation does not declare is refused (422 naming it), and before FastAPI reads the
+body of an operation that has one, the body is checked and parsed by
 :func:`~agentsession.http.strictjson.read_json` (UTF-8 JSON, no duplicate keys, a
 depth limit), and FastAPI's ``request.json()`` answers that parsed value. Errors are
 raised before FastAPI's own body handling, so they reach the problem+json handlers
@@ -13,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
@@ -57,20 +61,43 @@ class StrictJsonRequest(Request):
 
 
 class StrictRoute(APIRoute):
-    """An ``APIRoute`` whose body, if the operation takes one, is read strictly."""
+    """An ``APIRoute`` that takes only the query parameters it declares and whose body,
+    if the operation takes one, is read strictly."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        """FastAPI's handler, given a :class:`StrictJsonRequest` with its body parsed."""
+        """FastAPI's handler, given a :class:`StrictJsonRequest` with its body parsed.
+
+        The handler raises ``RequestValidationError`` (422 ``request-validation``) for
+        an undeclared query parameter, before authentication like a body error: a
+        misspelt ``limt=5`` would otherwise be ignored without a word.
+        """
         handler = super().get_route_handler()
         takes_body = self.body_field is not None
+        declared = _query_names(self.dependant)
 
         async def strict(request: Request) -> Response:
+            unknown = sorted(set(request.query_params) - declared)
+            if unknown:
+                raise RequestValidationError(
+                    [
+                        {"loc": ("query", name[:40]), "msg": "unknown query parameter"}
+                        for name in unknown
+                    ]
+                )
             strict_request = StrictJsonRequest(request.scope, request.receive)
             if takes_body:
                 await strict_request.parse_body()
             return await handler(strict_request)
 
         return strict
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    """The names of the query parameters ``dependant`` and its dependencies declare."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
 
 
 #: The methods a route of this service may accept (HEAD is not served: 405).

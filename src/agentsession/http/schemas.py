@@ -12,10 +12,10 @@ fields a client leaves out are told apart from explicit nulls via ``model_fields
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from fastapi import Query
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from ..fieldlimits import (
     CALL_ID_CHARS,
@@ -29,14 +29,14 @@ from ..fieldlimits import (
     TITLE_CHARS,
     TOOL_NAME_CHARS,
 )
-from ..models import RunStatus
+from ..models import ToolCallStatus
 from ..service.paging import CURSOR_MAX_CHARS
 from ..service.policy import Limits
+from ..service.validation import MAX_COUNT, MAX_TTL_SECONDS
 
 __all__ = [
     "CALL_ID",
     "IDEMPOTENCY_KEY",
-    "IF_MATCH",
     "NAME",
     "PAGE_MAX",
     "TOOL",
@@ -53,6 +53,7 @@ __all__ = [
     "StartRun",
     "StepIn",
     "UpdateSession",
+    "seq_query",
 ]
 
 #: The largest page a listing gives: ``Limits.max_page_size`` of the default limits,
@@ -68,9 +69,6 @@ TOOL = rf"^[A-Za-z0-9._:\-]{{1,{TOOL_NAME_CHARS}}}$"
 CALL_ID = rf"^[A-Za-z0-9._:\-]{{1,{CALL_ID_CHARS}}}$"
 #: Printable ASCII; no space at either end, which HTTP would strip from a header.
 IDEMPOTENCY_KEY = rf"^[!-~]([ -~]{{0,{IDEMPOTENCY_KEY_CHARS - 2}}}[!-~])?$"
-#: ``*`` or a list of strong ETags ``"<session_id>@<version>"``; anything else, like an
-#: ETag of another version, matches nothing (412).
-IF_MATCH = r'^(\*|"ses_[a-z2-7]{26}@[1-9][0-9]{0,17}"( *, *"ses_[a-z2-7]{26}@[1-9][0-9]{0,17}")*)$'
 
 
 def id_pattern(prefix: str) -> str:
@@ -87,6 +85,13 @@ LimitQuery = Annotated[
         description=f"Page size (default {Limits().default_page_size}, at most {PAGE_MAX}).",
     ),
 ]
+
+
+def seq_query(description: str | None = None) -> Any:
+    """The ``Query`` of a seq bound (``after``, ``before``): an integer 0..2**53-1."""
+    return Query(ge=0, le=MAX_COUNT, description=description)
+
+
 #: ``cursor`` of a listing: the ``next_cursor`` of the page before.
 CursorQuery = Annotated[
     str | None,
@@ -95,6 +100,19 @@ CursorQuery = Annotated[
 
 
 T = TypeVar("T")
+
+
+def _integral(value: Any) -> Any:
+    # JSON Schema counts 1.0 as an integer; a strict int would refuse it.
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+#: A JSON integer, ``1.0`` included; ``"1"``, ``true`` and ``1.5`` are refused.
+JsonInt = Annotated[int, BeforeValidator(_integral), Field(strict=True)]
+#: ``ttl_seconds``: its bounds (``check_ttl``) stated for the OpenAPI document.
+_TTL: dict[str, Any] = {"exclusiveMinimum": 0, "maximum": MAX_TTL_SECONDS}
 
 
 class Items(BaseModel, Generic[T]):
@@ -114,7 +132,10 @@ class CreateSession(_Body):
     title: str | None = Field(default=None, max_length=TITLE_CHARS)
     metadata: dict[str, Any] | None = None
     ttl_seconds: float | None = Field(
-        default=None, strict=True, description="Idle timeout in seconds (a JSON number)."
+        default=None,
+        strict=True,
+        description="Idle timeout in seconds (a JSON number), at most 10 years.",
+        json_schema_extra=_TTL,
     )
     working_memory: dict[str, Any] | None = None
 
@@ -124,7 +145,7 @@ class UpdateSession(_Body):
 
     title: str | None = Field(default=None, max_length=TITLE_CHARS)
     metadata: dict[str, Any] | None = None
-    ttl_seconds: float | None = Field(default=None, strict=True)
+    ttl_seconds: float | None = Field(default=None, strict=True, json_schema_extra=_TTL)
 
 
 class Reason(_Body):
@@ -136,7 +157,7 @@ class Reason(_Body):
 class RestoreSession(_Body):
     """``POST .../restore``."""
 
-    message_limit: int | None = Field(default=None, ge=0, le=PAGE_MAX, strict=True)
+    message_limit: JsonInt | None = Field(default=None, ge=0, le=PAGE_MAX)
 
 
 class AppendMessages(_Body):
@@ -150,7 +171,11 @@ class AppendMessages(_Body):
     """
 
     message: dict[str, Any] | None = None
-    messages: list[dict[str, Any]] | None = None
+    messages: list[dict[str, Any]] | None = Field(
+        default=None,
+        description=f"1 to {Limits().max_batch_messages} messages, stored in one step.",
+        json_schema_extra={"minItems": 1, "maxItems": Limits().max_batch_messages},
+    )
     working_memory_patch: dict[str, Any] | None = Field(
         default=None, description="An RFC 7396 merge patch applied in the same transaction."
     )
@@ -168,7 +193,7 @@ class RecordToolCall(_Body):
     tool: str = Field(max_length=TOOL_NAME_CHARS, pattern=TOOL)
     arguments: dict[str, Any] | None = None
     result: Any = None
-    status: str = "ok"
+    status: str = Field(default="ok", json_schema_extra={"enum": [s.value for s in ToolCallStatus]})
     error: str | None = Field(default=None, max_length=TEXT_CHARS)
     started_at: datetime | None = None
     ended_at: datetime | None = None
@@ -209,7 +234,7 @@ class StepIn(_Body):
 class FinishRun(_Body):
     """``POST .../runs/{run_id}/finish``."""
 
-    status: RunStatus
+    status: Literal["SUCCEEDED", "FAILED", "CANCELLED"]
     error: str | None = Field(default=None, max_length=TEXT_CHARS)
     output: Any = None
-    usage: dict[str, StrictInt] | None = None
+    usage: dict[str, Annotated[JsonInt, Field(ge=0, le=MAX_COUNT)]] | None = None

@@ -32,13 +32,15 @@ from .policy import Limits
 #: The largest limit or seq cursor accepted: 2**53 - 1, exact in every JSON client and
 #: within every store's integer range.
 MAX_COUNT = 2**53 - 1
+#: The longest idle timeout, in seconds: 10 years.
+MAX_TTL_SECONDS = 10 * 365 * 86400
 _MESSAGE_SYSTEM_FIELDS = frozenset(
     {"message_id", "session_id", "seq", "created_at", "session_version"}
 )
 
 def check_key(key: str | None) -> str | None:
     """An idempotency key: 1-``IDEMPOTENCY_KEY_CHARS`` (255) printable ASCII
-    characters, or None."""
+    characters, no space at either end (HTTP would strip it), or None."""
     if key is None:
         return None
     if (
@@ -46,9 +48,11 @@ def check_key(key: str | None) -> str | None:
         or not 1 <= len(key) <= IDEMPOTENCY_KEY_CHARS
         or not key.isascii()
         or not key.isprintable()
+        or key != key.strip(" ")
     ):
         raise ValidationError(
-            f"idempotency_key must be 1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters",
+            f"idempotency_key must be 1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters, "
+            "no space at either end",
             field="idempotency_key",
         )
     return key
@@ -100,7 +104,7 @@ def check_ttl(ttl: Any) -> float | None:
     """An idle timeout in seconds: None, or a number in (0, 10 years]."""
     if ttl is None:
         return None
-    if type(ttl) not in (int, float) or not 0 < ttl <= 10 * 365 * 86400:
+    if type(ttl) not in (int, float) or not 0 < ttl <= MAX_TTL_SECONDS:
         raise ValidationError(
             "ttl_seconds must be a positive number of seconds (at most 10 years)",
             field="ttl_seconds",

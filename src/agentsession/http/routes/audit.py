@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Response
 
 from ...models import AuditEvent, Page
 from ..deps import ReadCtx, reply
 from ..problems import ERRORS
 from ..routing import StrictRoute
-from ..schemas import CursorQuery, LimitQuery
+from ..schemas import CursorQuery, LimitQuery, seq_query
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/audit",
@@ -23,7 +23,7 @@ router = APIRouter(
 @router.get("", response_model=Page[AuditEvent])
 async def get_audit_log(
     ctx: ReadCtx,
-    after: Annotated[int | None, Query(ge=0)] = None,
+    after: Annotated[int | None, seq_query()] = None,
     limit: LimitQuery = None,
     cursor: CursorQuery = None,
 ) -> Response:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Response
 
 from ...models import Message, Page
 from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
 from ..routing import StrictRoute
-from ..schemas import AppendMessages, CursorQuery, Items, LimitQuery
+from ..schemas import AppendMessages, CursorQuery, Items, LimitQuery, seq_query
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/messages",
@@ -46,8 +46,8 @@ async def append_messages(ctx: WriteCtx, body: AppendMessages) -> Response:
 async def get_messages(
     ctx: ReadCtx,
     limit: LimitQuery = None,
-    before: Annotated[int | None, Query(ge=0, description="Start below this seq.")] = None,
-    after: Annotated[int | None, Query(ge=0, description="Start above this seq.")] = None,
+    before: Annotated[int | None, seq_query("Start below this seq.")] = None,
+    after: Annotated[int | None, seq_query("Start above this seq.")] = None,
     cursor: CursorQuery = None,
     align_tool_calls: bool = True,
 ) -> Response:

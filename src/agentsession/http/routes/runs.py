@@ -11,7 +11,7 @@ from ...service.policy import Limits
 from ..deps import ReadCtx, RunId, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
 from ..routing import StrictRoute
-from ..schemas import PAGE_MAX, CursorQuery, FinishRun, LimitQuery, StartRun, StepIn
+from ..schemas import PAGE_MAX, CursorQuery, FinishRun, LimitQuery, StartRun, StepIn, seq_query
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/runs",
@@ -45,7 +45,7 @@ async def start_run(ctx: WriteCtx, body: StartRun) -> Response:
 async def list_runs(
     ctx: ReadCtx,
     status: RunStatus | None = None,
-    after: Annotated[int | None, Query(ge=0)] = None,
+    after: Annotated[int | None, seq_query()] = None,
     limit: LimitQuery = None,
     cursor: CursorQuery = None,
 ) -> Response:
@@ -68,7 +68,7 @@ async def get_run(ctx: ReadCtx, run_id: RunId) -> Response:
 async def list_run_steps(
     ctx: ReadCtx,
     run_id: RunId,
-    after: Annotated[int | None, Query(ge=0, description="A step index (exclusive).")] = None,
+    after: Annotated[int | None, seq_query("A step index (exclusive).")] = None,
     limit: Annotated[
         int | None,
         Query(ge=1, le=PAGE_MAX, description=f"Page size, 1..{PAGE_MAX} (default {_STEPS})."),
@@ -114,7 +114,7 @@ async def finish_run(ctx: WriteCtx, run_id: RunId, body: FinishRun) -> Response:
         ctx.manager.finish_run(
             **ctx.who,
             run_id=run_id,
-            status=body.status,
+            status=RunStatus(body.status),
             error=body.error,
             output=body.output,
             usage=body.usage,

@@ -12,7 +12,15 @@ from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
 from ..protocol import RequestInvalid
 from ..routing import StrictRoute
-from ..schemas import CALL_ID, TOOL, CursorQuery, FindToolCall, LimitQuery, RecordToolCall
+from ..schemas import (
+    CALL_ID,
+    TOOL,
+    CursorQuery,
+    FindToolCall,
+    LimitQuery,
+    RecordToolCall,
+    seq_query,
+)
 from ..strictjson import read_json
 
 router = APIRouter(
@@ -51,7 +59,7 @@ async def record_tool_call(ctx: WriteCtx, body: RecordToolCall) -> Response:
 async def get_tool_history(
     ctx: ReadCtx,
     tool: Annotated[str | None, Query(max_length=TOOL_NAME_CHARS, pattern=TOOL)] = None,
-    after: Annotated[int | None, Query(ge=0)] = None,
+    after: Annotated[int | None, seq_query()] = None,
     limit: LimitQuery = None,
     cursor: CursorQuery = None,
 ) -> Response:
