@@ -374,3 +374,46 @@ def test_idempotency_keys_outside_the_pattern_are_400(api: Api, key: bytes) -> N
     )
     assert assert_problem(r, 400, "validation-error")["field"] == "idempotency_key"
     assert api.http.get(f"/v1/sessions/{sid}", headers=api.alice).json()["status"] == "ACTIVE"
+
+
+def _keywords(node: Any) -> set[str]:
+    """Every keyword used in a JSON Schema (the names under ``properties`` are field
+    names, not keywords)."""
+    if isinstance(node, list):
+        return {k for item in node for k in _keywords(item)}
+    if not isinstance(node, dict):
+        return set()
+    fields = node.get("properties", {})
+    children = [v for k, v in node.items() if k != "properties"] + list(fields.values())
+    return set(node) | {k for child in children for k in _keywords(child)}
+
+
+def test_openapi_states_integer_bounds_as_json_schema(api: Api) -> None:
+    """A usage count and ``message_limit`` state their bounds as ``minimum``/``maximum``;
+    pydantic's own ``ge``/``le`` (no JSON Schema keyword, so ignored by fuzzers and
+    clients) appear nowhere in the document."""
+    spec = api.http.get("/openapi.json").json()
+    assert not {"ge", "le", "gt", "lt"} & _keywords(spec["components"])
+    schemas = spec["components"]["schemas"]
+    usage = schemas["FinishRun"]["properties"]["usage"]["anyOf"][0]["additionalProperties"]
+    assert (usage["type"], usage["minimum"], usage["maximum"]) == ("integer", 0, 2**53 - 1)
+    limit = schemas["RestoreSession"]["properties"]["message_limit"]["anyOf"][0]
+    assert (limit["minimum"], limit["maximum"]) == (0, 1000)
+
+
+@pytest.mark.parametrize(
+    "count",
+    ["1" + "0" * 3999, str(2**53), "-1", '"5"', "1.5", "true"],
+    ids=["4000-digits", "2**53", "negative", "string", "fraction", "boolean"],
+)
+def test_usage_counts_outside_0_to_2_53_are_422(api: Api, count: str) -> None:
+    """A usage value must be an integer from 0 to 2**53-1 (a 4,000-digit one too is
+    refused, not stored): 422 naming the field; the run stays RUNNING."""
+    sid = api.create()["session_id"]
+    run = api.http.post(f"/v1/sessions/{sid}/runs", json={}, headers=api.alice).json()
+    url = f"/v1/sessions/{sid}/runs/{run['run_id']}"
+    body = f'{{"status": "SUCCEEDED", "usage": {{"tokens": {count}}}}}'.encode()
+    r = _post(api, f"{url}/finish", body)
+    errors = assert_problem(r, 422, "request-validation")["errors"]
+    assert errors[0]["field"] == "body.usage.tokens", errors
+    assert api.http.get(url, headers=api.alice).json()["status"] == "RUNNING"

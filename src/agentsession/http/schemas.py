@@ -109,8 +109,14 @@ def _integral(value: Any) -> Any:
     return value
 
 
-#: A JSON integer, ``1.0`` included; ``"1"``, ``true`` and ``1.5`` are refused.
-JsonInt = Annotated[int, BeforeValidator(_integral), Field(strict=True)]
+# A JSON integer, ``1.0`` included; ``"1"``, ``true`` and ``1.5`` are refused. The
+# bounds sit before the validator: after it, pydantic would write them into the OpenAPI
+# document as ``ge``/``le``, which JSON Schema ignores, so fuzzers and clients would
+# take any integer for valid.
+#: ``message_limit``: an integer from 0 to ``PAGE_MAX``.
+PageSize = Annotated[int, Field(strict=True, ge=0, le=PAGE_MAX), BeforeValidator(_integral)]
+#: A count (a ``usage`` value): an integer from 0 to 2**53-1.
+Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT), BeforeValidator(_integral)]
 #: ``ttl_seconds``: its bounds (``check_ttl``) stated for the OpenAPI document.
 _TTL: dict[str, Any] = {"exclusiveMinimum": 0, "maximum": MAX_TTL_SECONDS}
 
@@ -157,7 +163,7 @@ class Reason(_Body):
 class RestoreSession(_Body):
     """``POST .../restore``."""
 
-    message_limit: JsonInt | None = Field(default=None, ge=0, le=PAGE_MAX)
+    message_limit: PageSize | None = None
 
 
 class AppendMessages(_Body):
@@ -237,4 +243,4 @@ class FinishRun(_Body):
     status: Literal["SUCCEEDED", "FAILED", "CANCELLED"]
     error: str | None = Field(default=None, max_length=TEXT_CHARS)
     output: Any = None
-    usage: dict[str, Annotated[JsonInt, Field(ge=0, le=MAX_COUNT)]] | None = None
+    usage: dict[str, Count] | None = None
