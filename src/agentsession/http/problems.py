@@ -263,13 +263,33 @@ async def _on_request_validation(request: Request, exc: Exception) -> Response:
     blocked = await gate(request)
     if blocked is not None:
         return problem_response(blocked)
+    found = exc.errors()
     errors = [
-        {"field": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
-        for e in exc.errors()
+        {
+            "field": _clip(".".join(str(p) for p in e.get("loc", ()))),
+            "message": _clip(str(e.get("msg", ""))),
+        }
+        for e in found[:MAX_VALIDATION_ERRORS]
     ]
     first = errors[0] if errors else {"field": "", "message": "invalid request"}
     detail = f"{first['field']}: {first['message']}" if first["field"] else first["message"]
-    return problem_response(RequestInvalid(detail, errors=errors))
+    invalid = RequestInvalid(detail, errors=errors)
+    if len(found) == len(errors):
+        return problem_response(invalid)
+    body = {**problem_body(invalid), "errors_omitted": len(found) - len(errors)}
+    return JSONResponse(body, status_code=422, media_type=PROBLEM_CONTENT_TYPE)
+
+
+#: The most entries a 422 ``request-validation`` answer lists; ``errors_omitted``
+#: counts the rest (100,000 unknown fields must not make a 6 MB answer).
+MAX_VALIDATION_ERRORS = 20
+#: The most characters of a field path or message quoted back (a 1 MB unknown key).
+MAX_ECHO_CHARS = 200
+
+
+def _clip(text: str) -> str:
+    """``text`` cut to :data:`MAX_ECHO_CHARS`, ending in ``...`` when cut."""
+    return text if len(text) <= MAX_ECHO_CHARS else text[: MAX_ECHO_CHARS - 3] + "..."
 
 
 async def _on_http_exception(request: Request, exc: Exception) -> Response:
