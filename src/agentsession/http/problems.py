@@ -66,6 +66,7 @@ __all__ = [
     "WRITE_ERRORS",
     "BodyTimeout",
     "BodyTooLarge",
+    "Overloaded",
     "ProblemDetails",
     "install_handlers",
     "problem_response",
@@ -192,6 +193,15 @@ class BodyTimeout(StarletteHTTPException):
         self.seconds = seconds
 
 
+class Overloaded(StarletteHTTPException):
+    """The worker already serves its ``limit`` requests (raised once a request's body
+    has arrived, when it would start to count)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(status_code=503)
+        self.limit = limit
+
+
 def _problem_of(cls: type[AgentSessionError]) -> Problem:
     for klass in cls.__mro__:
         if klass in PROBLEMS:
@@ -298,6 +308,8 @@ async def _on_http_exception(request: Request, exc: Exception) -> Response:
         return too_large(exc.limit)
     if isinstance(exc, BodyTimeout):
         return body_timeout(exc.seconds)
+    if isinstance(exc, Overloaded):
+        return overloaded(exc.limit)
     if exc.status_code == 404:
         return problem_response(NotFound("not found"))
     if exc.status_code == 405:
@@ -339,6 +351,23 @@ def body_timeout(seconds: float) -> Response:
         limit_seconds=seconds,
     )
     response.headers["Connection"] = "close"
+    return response
+
+
+#: Seconds a client refused for concurrency is told to wait.
+BUSY_RETRY_AFTER_SECONDS = 1
+
+
+def overloaded(limit: int) -> Response:
+    """The 503 answer (with ``Retry-After``) when the worker serves ``limit`` requests."""
+    response = plain_problem(
+        503,
+        "overloaded",
+        "Service Unavailable",
+        f"this worker is serving its limit of {limit} requests; retry shortly",
+        limit_requests=limit,
+    )
+    response.headers["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
     return response
 
 
