@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import select
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from service import Service, running_service
+from service import EXE, Service, agentsession, free_port, running_service
 
 
 @pytest.fixture(scope="module")
@@ -222,9 +224,10 @@ def _send_everywhere(service: Service) -> None:
 
 
 def _hit_every_limit(service: Service) -> None:
-    """431 (a huge and a many-field header section), 400 (invalid HTTP), 408 and 503
-    (two slow bodies hold both slots; a third request), 408 (a slow header section),
-    429 (bad keys)."""
+    """431 (a huge and a many-field header section), 400 (invalid HTTP), 408 (two slow
+    bodies, which hold no concurrency slot: /healthz is served meanwhile), 408 (a slow
+    header section), 429 (bad keys). The 503 of the concurrency limit quotes nothing
+    of the request (tests/http/test_limits.py)."""
     exchange(
         service,
         b"GET /?" + CANARY.encode() + b" HTTP/1.1\r\nX-A: " + CANARY.encode() * 5000 + b"\r\n\r\n",
@@ -246,8 +249,9 @@ def _hit_every_limit(service: Service) -> None:
     slow_head.sendall(b"GET /?" + CANARY.encode() + b" HTTP/1.1\r\nX-A: " + CANARY.encode())
     held.append(slow_head)
     time.sleep(0.3)
-    busy = httpx.get(f"{service.url}/healthz", headers={"X-Note": CANARY}, timeout=10)
-    assert busy.status_code == 503, busy.text
+    # Slow bodies hold no concurrency slot, and health never counts: served.
+    idle = httpx.get(f"{service.url}/healthz", headers={"X-Note": CANARY}, timeout=10)
+    assert idle.status_code == 200, idle.text
     answers = [_read_until_closed(sock) for sock in held]
     for sock in held:
         sock.close()
@@ -280,7 +284,68 @@ def test_server_log_holds_no_canary(tmp_path: Path) -> None:
     text = service.log.read_text(encoding="utf-8", errors="replace")
     assert '"GET /v1/sessions/{session_id}/tool-calls/find" 200' in text
     assert '"POST /v1/sessions/{session_id}/messages" 201' in text
-    for status in (400, 404, 408, 412, 422, 429, 503):
+    for status in (400, 404, 408, 412, 422, 429):
         assert f'" {status} ' in text, status
     assert "answered 431" in text and "answered 408" in text
     assert CANARY not in text.lower()
+
+
+def test_websocket_handshake_is_a_plain_404_problem(tmp_path: Path) -> None:
+    """``serve`` runs without WebSocket support: a handshake to a path and query string
+    holding a canary is an ordinary unknown path (404 problem+json, not uvicorn's
+    text/plain 403), and the log holds no canary."""
+    with running_service(tmp_path) as service:
+        raw = exchange(
+            service,
+            b"GET /ws/" + CANARY.encode() + b"?" + CANARY.encode() + b"=1 HTTP/1.1\r\n"
+            b"Host: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+            b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"Origin: http://" + CANARY.encode() + b"\r\n\r\n",
+        )
+    status, headers, body = parse(raw)
+    assert status == 404 and headers["content-type"] == "application/problem+json"
+    assert body["type"] == "https://agentsession.dev/problems/not-found"
+    assert CANARY not in service.log.read_text(encoding="utf-8", errors="replace").lower()
+
+
+def _serve_fails(env_update: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AGENTSESSION_URL": f"sqlite:///{tmp_path / 'sessions.db'}"}
+    env.pop("AGENTSESSION_TOMBSTONE_KEY", None)
+    env.update(env_update)
+    agentsession("db", "upgrade", env=env)
+    return subprocess.run(
+        [str(EXE), "serve", "--host", "127.0.0.1", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_serve_with_a_short_tombstone_key_prints_one_error_line(tmp_path: Path) -> None:
+    """A tombstone key under 16 bytes: one ``error:`` line, no traceback, exit code 5."""
+    out = _serve_fails({"AGENTSESSION_TOMBSTONE_KEY": "short"}, tmp_path)
+    assert out.returncode == 5
+    assert out.stderr.strip().splitlines() == ["error: tombstone_key must be at least 16 bytes"]
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_serve_in_an_unsafe_directory_prints_one_error_line(tmp_path: Path) -> None:
+    """A database directory every user may write to: one ``error:`` line, exit 1."""
+    unsafe = tmp_path / "open"
+    unsafe.mkdir()
+    unsafe.chmod(0o777)
+    env = {**os.environ, "AGENTSESSION_URL": f"sqlite:///{unsafe / 'sessions.db'}"}
+    out = subprocess.run(
+        [str(EXE), "serve", "--host", "127.0.0.1", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: the directory "), out.stderr
+    assert "Traceback" not in out.stdout + out.stderr

@@ -7,6 +7,7 @@ the app, in uvicorn's protocol, are tested on a real server (tests/test_server_l
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -134,12 +135,61 @@ def test_body_arriving_in_pieces_within_the_timeout_is_read() -> None:
 # -- 503: requests in flight -------------------------------------------------------------
 
 
-def test_request_over_the_concurrency_limit_503() -> None:
-    """max_concurrent_requests=1: while one request waits for its body, the next is
-    answered 503 problem+json with Retry-After at once; the first then completes."""
+def _held_in_the_store(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Make ``create_session`` wait (in its worker thread) until the event is set."""
+    release = threading.Event()
+    create = SessionManager.create_session
+
+    def held(self: SessionManager, *args: Any, **kwargs: Any) -> Any:
+        release.wait(10)
+        return create(self, *args, **kwargs)
+
+    monkeypatch.setattr(SessionManager, "create_session", held)
+    return release
+
+
+def test_request_over_the_concurrency_limit_503(monkeypatch: pytest.MonkeyPatch) -> None:
+    """max_concurrent_requests=1: while one request is being served (its body read), a
+    request without a body and one whose body has arrived are answered 503
+    problem+json with Retry-After at once; health, readiness and the OpenAPI document
+    still answer 200 (they were 503: a busy service got restarted); the first then
+    completes."""
+    app = App(max_concurrent_requests=1)
+    release = _held_in_the_store(monkeypatch)
+
+    async def go() -> tuple[httpx.Response, list[httpx.Response], list[int]]:
+        async with app.client() as c:
+            first = asyncio.create_task(
+                c.post("/v1/sessions", json={"agent": "held"}, headers=app.auth())
+            )
+            try:
+                await asyncio.sleep(0.2)  # the first request is in flight, in the store
+                refused = [
+                    await c.get("/v1/sessions", headers=app.auth()),
+                    await c.post("/v1/sessions", json={"agent": "b"}, headers=app.auth()),
+                ]
+                probes = [(await c.get(p)).status_code for p in ("/healthz", "/readyz")]
+                probes.append((await c.get("/openapi.json")).status_code)
+            finally:
+                release.set()
+            return await first, refused, probes
+
+    first, refused, probes = run(go())
+    for answer in refused:
+        body = assert_problem(answer, 503, "overloaded")
+        assert body["limit_requests"] == 1
+        assert answer.headers["retry-after"] == "1"
+    assert probes == [200, 200, 200]
+    assert first.status_code == 201
+
+
+def test_requests_waiting_for_their_body_hold_no_slot() -> None:
+    """max_concurrent_requests=1: a client that sent part of its body and waits holds
+    no slot (slow bodies locked every client out until their 408): another client's
+    requests are served; the held one completes once its body arrives."""
     app = App(max_concurrent_requests=1)
 
-    async def go() -> tuple[httpx.Response, httpx.Response]:
+    async def go() -> tuple[httpx.Response, list[int]]:
         gate = asyncio.Event()
 
         async def held() -> AsyncIterator[bytes]:
@@ -151,15 +201,16 @@ def test_request_over_the_concurrency_limit_503() -> None:
             first = asyncio.create_task(
                 c.post("/v1/sessions", content=held(), headers=app.auth(**JSON))
             )
-            await asyncio.sleep(0.1)  # the first request is in flight, waiting for its body
-            second = await c.get("/healthz")
+            await asyncio.sleep(0.1)  # the first request waits for the rest of its body
+            others = [
+                (await c.get("/v1/sessions", headers=app.auth())).status_code,
+                (await c.post("/v1/sessions", json={"agent": "b"}, headers=app.auth())).status_code,
+            ]
             gate.set()
-            return await first, second
+            return await first, others
 
-    first, second = run(go())
-    body = assert_problem(second, 503, "overloaded")
-    assert body["limit_requests"] == 1
-    assert second.headers["retry-after"] == "1"
+    first, others = run(go())
+    assert others == [200, 201]
     assert first.status_code == 201
 
 

@@ -5,6 +5,7 @@ checked in tests/test_server_limits.py."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -110,3 +111,50 @@ def test_chained_causes_are_logged_by_type(
     assert "agentsession.errors.StoreError" in caplog.text
     assert "caused by builtins.KeyError" in caplog.text
     assert CANARY not in caplog.text
+
+
+def test_client_hanging_up_mid_body_is_not_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    """``Content-Length: 100``, ``{``, then the client closes: nothing is sent, no ERROR
+    line (it was ``unhandled error ... ClientDisconnect`` with a stack), and the access
+    line says 499, not 500."""
+    keys = MemoryKeyStore()
+    token = keys.create(user_id="alice")[1]
+    app = create_app(SessionManager(MemoryStore()), Settings(url="memory://"), keys=keys)
+    incoming = [
+        {"type": "http.request", "body": b"{", "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+    sent: list[Any] = []
+
+    async def receive() -> Any:
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/sessions",
+        "raw_path": b"/v1/sessions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"test"),
+            (b"content-type", b"application/json"),
+            (b"content-length", b"100"),
+            (b"authorization", f"Bearer {token}".encode()),
+        ],
+        "client": ("127.0.0.1", 40000),
+        "server": ("test", 80),
+        "app": app,
+    }
+    with caplog.at_level(logging.INFO):
+        asyncio.run(app(scope, receive, send))
+    assert sent == []
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    lines = [r.getMessage() for r in caplog.records if r.name == "agentsession.access"]
+    assert len(lines) == 1 and '"POST /v1/sessions" 499 ' in lines[0], lines

@@ -417,3 +417,27 @@ def test_usage_counts_outside_0_to_2_53_are_422(api: Api, count: str) -> None:
     errors = assert_problem(r, 422, "request-validation")["errors"]
     assert errors[0]["field"] == "body.usage.tokens", errors
     assert api.http.get(url, headers=api.alice).json()["status"] == "RUNNING"
+
+
+# ------------------------------------------------------------------ 422 answer size
+
+
+def test_a_one_megabyte_unknown_key_is_not_echoed(api: Api) -> None:
+    """An unknown key of 1 MB: the 422 quotes at most 200 characters of it (the answer
+    was 2 MB: the key in ``detail`` and in ``errors``)."""
+    key = "k" * (1 << 20)
+    r = _post(api, "/v1/sessions", json.dumps({"agent": "a", key: 1}).encode())
+    body = assert_problem(r, 422, "request-validation")
+    assert len(r.content) < 2000
+    assert len(body["errors"]) == 1 and len(body["errors"][0]["field"]) == 200
+    assert body["errors"][0]["field"].endswith("...")
+
+
+def test_a_hundred_thousand_unknown_fields_list_twenty(api: Api) -> None:
+    """100,000 unknown fields: 20 errors listed and ``errors_omitted`` counting the rest
+    (the answer was 6.7 MB)."""
+    fields = {f"f{i}": 1 for i in range(100_000)}
+    r = _post(api, "/v1/sessions", json.dumps({"agent": "a", **fields}).encode())
+    body = assert_problem(r, 422, "request-validation")
+    assert len(body["errors"]) == 20 and body["errors_omitted"] == 100_000 - 20
+    assert len(r.content) < 5000

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..settings import Settings
-from .common import Options
+from .common import Options, cli_errors
 
 if TYPE_CHECKING:
     from ..http.keys import FileKeyStore
@@ -92,6 +92,22 @@ def keys_list(
         typer.echo(f"{key.key_id}\t{key.user_id}\t{role}\t{key.created_at}\t{state}")
 
 
+def _preflight(settings: Settings) -> None:
+    """Open the store and the key file once, as each worker will, so that a bad setting
+    (a short tombstone key, an unsafe database directory, a schema out of date) is one
+    ``error:`` line and an exit code here, not a traceback from every worker.
+
+    Raises:
+        AgentSessionError: as :meth:`SessionManager.from_url` raises it.
+    """
+    from ..http.keys import open_key_store
+    from ..service import SessionManager
+
+    open_key_store(settings)
+    SessionManager.from_url(settings.url, **settings.manager_options()).close()
+
+
+@cli_errors
 def serve(
     host: str | None = typer.Option(None, "--host", help="Default AGENTSESSION_HOST."),
     port: int | None = typer.Option(None, "--port", help="Default AGENTSESSION_PORT."),
@@ -113,6 +129,7 @@ def serve(
     from ..http.wire import PROTOCOL
 
     settings = Settings()
+    _preflight(settings)
     uvicorn.run(
         "agentsession.http.app:create_app",
         factory=True,
@@ -124,6 +141,9 @@ def serve(
         proxy_headers=False,
         # Invalid HTTP and oversized header sections answered as problem+json.
         http=PROTOCOL,
+        # No WebSocket routes: an upgrade request is plain HTTP (a 404 problem), never
+        # uvicorn's text/plain handshake refusal, which logs the path and query string.
+        ws="none",
         # Our access log (agentsession.access) prints no path or query string.
         access_log=False,
         log_config=uvicorn_log_config(),

@@ -25,6 +25,7 @@ from .guards import (
     ConcurrencyLimitMiddleware,
     HeaderLimitMiddleware,
     HeaderLimits,
+    RepeatedHeaderMiddleware,
 )
 from .keys import KeyStore, open_key_store
 from .logs import AccessLogMiddleware
@@ -107,6 +108,7 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(BodyTimeoutMiddleware, seconds=config.body_timeout_seconds)
     app.add_middleware(ConcurrencyLimitMiddleware, limit=config.max_concurrent_requests)
+    app.add_middleware(RepeatedHeaderMiddleware)
     app.add_middleware(HeaderLimitMiddleware, limits=HeaderLimits.of(config))
     app.add_middleware(CatchAllMiddleware)
     app.add_middleware(AccessLogMiddleware)

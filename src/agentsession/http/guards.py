@@ -7,8 +7,13 @@
   any other ASGI server.
 * :class:`BodyTimeoutMiddleware`: the whole body must arrive within
   ``body_timeout_seconds`` of the request's start -> else 408, connection closed.
+* :class:`RepeatedHeaderMiddleware`: a single-value header sent twice (two
+  ``Authorization``, ``Content-Type``...) -> 400 naming it, rather than the first
+  winning; repeated ``If-Match`` (a list field) are joined into one. A
+  ``Content-Encoding`` other than ``identity`` -> 415: bodies are never decoded.
 * :class:`ConcurrencyLimitMiddleware`: at most ``max_concurrent_requests`` requests in
-  flight in this worker process -> else 503 with ``Retry-After``.
+  flight in this worker process -> else 503 with ``Retry-After``; a request counts
+  once its body has arrived, and health, readiness and OpenAPI never count.
 
 Every refusal is a problem+json answer.
 """
@@ -23,18 +28,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..settings import Settings
 from .middleware import send_problem
-from .problems import BodyTimeout, plain_body
+from .problems import BodyTimeout, Overloaded, overloaded, plain_body
 
 __all__ = [
     "BodyTimeoutMiddleware",
     "ConcurrencyLimitMiddleware",
     "HeaderLimitMiddleware",
     "HeaderLimits",
+    "RepeatedHeaderMiddleware",
 ]
-
-#: Seconds a client refused for concurrency is told to wait.
-BUSY_RETRY_AFTER_SECONDS = 1
-
 
 @dataclass(frozen=True, slots=True)
 class HeaderLimits:
@@ -71,8 +73,7 @@ class HeaderLimits:
             408,
             "request-timeout",
             "Request Timeout",
-            f"the request's header section did not arrive within {self.timeout_seconds:g} "
-            "seconds",
+            f"the request's header section did not arrive within {self.timeout_seconds:g} seconds",
             limit_seconds=self.timeout_seconds,
         )
 
@@ -146,12 +147,94 @@ class BodyTimeoutMiddleware:
         await self.app(scope, timed, send)
 
 
+#: Fields the service reads that take one value: RFC 9110 5.3 lets only list-valued
+#: fields repeat, and "the first wins" would let a proxy and the app disagree.
+SINGLE_VALUE_FIELDS = frozenset(
+    {
+        b"authorization",
+        b"content-length",
+        b"content-type",
+        b"host",
+        b"idempotency-key",
+        b"x-request-id",
+    }
+)
+#: List-valued fields the service reads; repeats are joined with ", " (RFC 9110 5.3).
+_LIST_FIELDS = frozenset({b"if-match"})
+
+
+class RepeatedHeaderMiddleware:
+    """Refuse a repeated single-value field (400) and an encoded body (415); join
+    repeated list fields into one so the app reads every value."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers: list[tuple[bytes, bytes]] = list(scope.get("headers", ()))
+        seen: dict[bytes, int] = {}
+        for name, _ in headers:
+            seen[name] = seen.get(name, 0) + 1
+        repeated = sorted(n for n, count in seen.items() if count > 1 and n in SINGLE_VALUE_FIELDS)
+        if repeated:
+            field = repeated[0].decode("latin-1")
+            body = plain_body(
+                400,
+                "repeated-header",
+                "Bad Request",
+                f"the {field} header is sent more than once; it takes one value",
+                header=field,
+            )
+            await send_problem(send, 400, body)
+            return
+        encodings = {
+            part.strip().lower()
+            for name, value in headers
+            if name == b"content-encoding"
+            for part in value.split(b",")
+        }
+        if encodings - {b"identity", b""}:
+            body = plain_body(
+                415,
+                "unsupported-media-type",
+                "Unsupported Media Type",
+                "the request body must not be encoded: send it without Content-Encoding",
+                header="content-encoding",
+            )
+            await send_problem(send, 415, body)
+            return
+        if any(seen.get(name, 0) > 1 for name in _LIST_FIELDS):
+            scope = {**scope, "headers": _joined(headers)}
+        await self.app(scope, receive, send)
+
+
+def _joined(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """``headers`` with the values of each repeated list field joined into its first."""
+    out: list[tuple[bytes, bytes]] = []
+    where: dict[bytes, int] = {}
+    for name, value in headers:
+        if name in _LIST_FIELDS and name in where:
+            first = where[name]
+            out[first] = (name, out[first][1] + b", " + value)
+            continue
+        where[name] = len(out)
+        out.append((name, value))
+    return out
+
+
 class ConcurrencyLimitMiddleware:
     """Answer 503 with ``Retry-After`` when ``limit`` requests are already in flight.
 
     Counts the requests of this app instance, that is of one worker process (uvicorn
     builds the app in each worker); every request runs on the worker's one event loop
-    thread, so a plain counter suffices.
+    thread, so a plain counter suffices. A request counts from the moment its whole
+    body has arrived (at once when it has none): a client dripping a body, or never
+    sending it, holds no slot (the body timeout bounds how long it waits), so slow
+    bodies cannot lock other clients out. One whose body completes while the worker is
+    full is answered 503 then. :data:`UNLIMITED_PATHS` never count nor are refused.
     """
 
     def __init__(self, app: ASGIApp, *, limit: int) -> None:
@@ -160,22 +243,48 @@ class ConcurrencyLimitMiddleware:
         self.active = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"] in UNLIMITED_PATHS:
             await self.app(scope, receive, send)
             return
-        if self.active >= self.limit:
-            body = plain_body(
-                503,
-                "overloaded",
-                "Service Unavailable",
-                f"this worker is serving its limit of {self.limit} requests; retry shortly",
-                limit_requests=self.limit,
-            )
-            retry = (b"retry-after", str(BUSY_RETRY_AFTER_SECONDS).encode())
-            await send_problem(send, 503, body, [retry])
-            return
-        self.active += 1
+        counted = False
+
+        def count() -> None:
+            nonlocal counted
+            if self.active >= self.limit:
+                raise Overloaded(self.limit)
+            self.active += 1
+            counted = True
+
+        async def body_then_count() -> Message:
+            message = await receive()
+            complete = message["type"] == "http.request" and not message.get("more_body")
+            if complete and not counted:
+                count()
+            return message
+
+        has_body = _has_body(scope)
+        if not has_body:
+            if self.active >= self.limit:
+                await overloaded(self.limit)(scope, receive, send)
+                return
+            count()
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, body_then_count if has_body else receive, send)
         finally:
-            self.active -= 1
+            if counted:
+                self.active -= 1
+
+
+#: Paths the concurrency limit never counts nor refuses: an orchestrator's health and
+#: readiness probes (a refused probe gets a busy service restarted) and the API
+#: description; all are cheap.
+UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs"})
+
+
+def _has_body(scope: Scope) -> bool:
+    """Whether the request announces a body (a non-zero ``Content-Length``, or a
+    ``Transfer-Encoding``)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
+            return True
+    return False

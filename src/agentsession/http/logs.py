@@ -2,7 +2,8 @@
 
 * :class:`AccessLogMiddleware`: one line per request on ``agentsession.access``:
   client address, method, the route's template (``/v1/sessions/{session_id}``, never
-  the path as sent, nor its query string), status, duration and request id. No body,
+  the path as sent, nor its query string), status (:data:`CLIENT_CLOSED` when nothing
+  was answered: the client hung up first), duration and request id. No body,
   no header (but ``X-Request-ID``, which a client sends to be logged).
 * :func:`log_failure`: an exception as its type and the code locations it passed
   through (chained causes too), never its message: a message may quote a value (a
@@ -22,6 +23,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
+    "CLIENT_CLOSED",
     "AccessLogMiddleware",
     "failure_summary",
     "log_failure",
@@ -31,6 +33,10 @@ __all__ = [
 ]
 
 access_log = logging.getLogger("agentsession.access")
+
+#: The status logged for a request never answered because the client closed its
+#: connection first (nginx's "client closed request").
+CLIENT_CLOSED = 499
 
 #: Methods logged by name; any other is logged as OTHER (a method is client text too).
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -77,7 +83,7 @@ class AccessLogMiddleware:
                 client[0] if client else "-",
                 method_of(scope),
                 route_of(scope),
-                status,
+                status or CLIENT_CLOSED,
                 (time.perf_counter() - started) * 1000,
                 scope.get("state", {}).get("request_id", "-"),
             )

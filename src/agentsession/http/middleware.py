@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..fieldlimits import REQUEST_ID_CHARS
@@ -67,7 +68,9 @@ class RequestIdMiddleware:
 
 class CatchAllMiddleware:
     """Answer any exception no handler took with a bare 500 problem; the log gets its
-    type and code locations, never its message (:func:`.logs.log_failure`)."""
+    type and code locations, never its message (:func:`.logs.log_failure`). A client
+    that hung up before its body was read (``ClientDisconnect``) is not an error: no
+    answer, no log line but the access line."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -86,6 +89,10 @@ class CatchAllMiddleware:
 
         try:
             await self.app(scope, receive, track)
+        except ClientDisconnect:
+            # The client hung up mid-body: no one to answer, nothing failed on our side;
+            # the access line shows it as 499 (an answer never sent).
+            return
         except Exception as exc:
             log_failure(log, f"unhandled error in {method_of(scope)} {route_of(scope)}", exc)
             # Once the answer has started, returning (not re-raising) lets the server

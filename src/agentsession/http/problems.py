@@ -66,6 +66,7 @@ __all__ = [
     "WRITE_ERRORS",
     "BodyTimeout",
     "BodyTooLarge",
+    "Overloaded",
     "ProblemDetails",
     "install_handlers",
     "problem_response",
@@ -192,6 +193,15 @@ class BodyTimeout(StarletteHTTPException):
         self.seconds = seconds
 
 
+class Overloaded(StarletteHTTPException):
+    """The worker already serves its ``limit`` requests (raised once a request's body
+    has arrived, when it would start to count)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(status_code=503)
+        self.limit = limit
+
+
 def _problem_of(cls: type[AgentSessionError]) -> Problem:
     for klass in cls.__mro__:
         if klass in PROBLEMS:
@@ -263,13 +273,33 @@ async def _on_request_validation(request: Request, exc: Exception) -> Response:
     blocked = await gate(request)
     if blocked is not None:
         return problem_response(blocked)
+    found = exc.errors()
     errors = [
-        {"field": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
-        for e in exc.errors()
+        {
+            "field": _clip(".".join(str(p) for p in e.get("loc", ()))),
+            "message": _clip(str(e.get("msg", ""))),
+        }
+        for e in found[:MAX_VALIDATION_ERRORS]
     ]
     first = errors[0] if errors else {"field": "", "message": "invalid request"}
     detail = f"{first['field']}: {first['message']}" if first["field"] else first["message"]
-    return problem_response(RequestInvalid(detail, errors=errors))
+    invalid = RequestInvalid(detail, errors=errors)
+    if len(found) == len(errors):
+        return problem_response(invalid)
+    body = {**problem_body(invalid), "errors_omitted": len(found) - len(errors)}
+    return JSONResponse(body, status_code=422, media_type=PROBLEM_CONTENT_TYPE)
+
+
+#: The most entries a 422 ``request-validation`` answer lists; ``errors_omitted``
+#: counts the rest (100,000 unknown fields must not make a 6 MB answer).
+MAX_VALIDATION_ERRORS = 20
+#: The most characters of a field path or message quoted back (a 1 MB unknown key).
+MAX_ECHO_CHARS = 200
+
+
+def _clip(text: str) -> str:
+    """``text`` cut to :data:`MAX_ECHO_CHARS`, ending in ``...`` when cut."""
+    return text if len(text) <= MAX_ECHO_CHARS else text[: MAX_ECHO_CHARS - 3] + "..."
 
 
 async def _on_http_exception(request: Request, exc: Exception) -> Response:
@@ -278,6 +308,8 @@ async def _on_http_exception(request: Request, exc: Exception) -> Response:
         return too_large(exc.limit)
     if isinstance(exc, BodyTimeout):
         return body_timeout(exc.seconds)
+    if isinstance(exc, Overloaded):
+        return overloaded(exc.limit)
     if exc.status_code == 404:
         return problem_response(NotFound("not found"))
     if exc.status_code == 405:
@@ -319,6 +351,23 @@ def body_timeout(seconds: float) -> Response:
         limit_seconds=seconds,
     )
     response.headers["Connection"] = "close"
+    return response
+
+
+#: Seconds a client refused for concurrency is told to wait.
+BUSY_RETRY_AFTER_SECONDS = 1
+
+
+def overloaded(limit: int) -> Response:
+    """The 503 answer (with ``Retry-After``) when the worker serves ``limit`` requests."""
+    response = plain_problem(
+        503,
+        "overloaded",
+        "Service Unavailable",
+        f"this worker is serving its limit of {limit} requests; retry shortly",
+        limit_requests=limit,
+    )
+    response.headers["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
     return response
 
 
