@@ -21,6 +21,7 @@ from ..ids import check_id, check_name
 from ..models import AuditEvent, Page, Session
 from ..principal import Principal
 from ..stores.base import ScrubReport, StoreTransaction
+from .context import request_id_context
 from .core import ServiceCore
 from .paging import Listing, read_forward
 from .pipeline import WritePipeline, check_version
@@ -227,7 +228,8 @@ class ErasureUseCases(ServiceCore):
 
     def _delete(self, tx: StoreTransaction, s: Session, principal: Principal) -> None:
         """Delete ``s`` and leave its tombstone audit event: the owner as its keyed hash,
-        the actor too when it is the owner (else the admin's id), counts only."""
+        the actor too when it is the owner (else the admin's id), counts only, and no
+        request id (the client chooses it: it could name the user)."""
         tx.delete_session(s.session_id)
         owner = tombstone_id(self._tombstone_key, s.user_id)
         actor = owner if principal.user_id == s.user_id else principal.user_id
@@ -236,15 +238,16 @@ class ErasureUseCases(ServiceCore):
             "run_count": s.run_count,
             "tool_call_count": s.tool_call_count,
         }
-        WritePipeline.audit(
-            tx,
-            s.model_copy(update={"user_id": owner}),
-            Principal(actor, principal.admin),
-            "session.deleted",
-            (s.version, None),
-            details,
-            self._uow.now(),
-        )
+        with request_id_context(None):
+            WritePipeline.audit(
+                tx,
+                s.model_copy(update={"user_id": owner}),
+                Principal(actor, principal.admin),
+                "session.deleted",
+                (s.version, None),
+                details,
+                self._uow.now(),
+            )
 
     def _scrub(self, *, compact: bool) -> ScrubReport:
         """The store's disk step after a committed erasure; a failure is logged and
