@@ -215,6 +215,21 @@ class FileKeyStore:
         """See :meth:`KeyStore.list`."""
         return self._read()
 
+    def remove_user(self, user_id: str) -> int:
+        """Remove every key of ``user_id``, revoked ones too (erasure: not even their
+        hashes stay). An absent key file is left absent.
+
+        Returns:
+            How many keys were removed.
+        """
+        if not self.path.exists():
+            return 0
+        with self._locked() as keys:
+            kept = [k for k in keys if k.user_id != user_id]
+            removed = len(keys) - len(kept)
+            keys[:] = kept
+        return removed
+
     # ------------------------------------------------------------------ internals
 
     def _check(self) -> None:
