@@ -43,6 +43,7 @@ def test_erase_prints_what_was_done_and_what_is_left(url: str) -> None:
     assert "erased alice: 2 session(s) deleted, 0 idempotency key(s) purged" in out
     assert "WAL checkpoint (TRUNCATE)" in out and "secure_delete" in out
     assert "still to do by the operator:" in out and "backups" in out and "replicas" in out
+    assert "after an HTTP erasure, and in other key files, revoke them" in out
     assert (_count(url, "alice"), _count(url, "bob")) == (0, 1)
 
 

@@ -40,6 +40,9 @@ OPERATOR_STEPS = (
     "hold the erased data: expire them, or erase it from each restored copy",
     "replicas and standby servers hold their own copies and logs: run the store's "
     "steps there too",
+    "API keys of the user: `agentsession erase` removes them from the one key file it "
+    "finds; after an HTTP erasure, and in other key files, revoke them "
+    "(`agentsession keys revoke`)",
     "the file system and the disk may keep the old blocks of rewritten, truncated or "
     "deleted files (copy-on-write file systems, SSD wear levelling) until they are "
     "reused: keep the store on encrypted storage to be sure",
