@@ -43,6 +43,7 @@ def test_erase_prints_what_was_done_and_what_is_left(url: str) -> None:
     assert "erased alice: 2 session(s) deleted, 0 idempotency key(s) purged" in out
     assert "WAL checkpoint (TRUNCATE)" in out and "secure_delete" in out
     assert "still to do by the operator:" in out and "backups" in out and "replicas" in out
+    assert "after an HTTP erasure, and in other key files, revoke them" in out
     assert (_count(url, "alice"), _count(url, "bob")) == (0, 1)
 
 
@@ -58,14 +59,46 @@ def test_erase_json_lists_the_store_report_and_the_operator_steps(url: str) -> N
     assert data["operator_steps"] == list(OPERATOR_STEPS)
 
 
-def test_erase_asks_first_and_a_no_erases_nothing(url: str) -> None:
-    result = runner.invoke(build_app(), ["erase", "--url", url, "--user", "alice"], input="n\n")
-    assert result.exit_code == 2
+@pytest.mark.parametrize("answer", ["n\n", ""])  # "" is end of input
+def test_erase_asks_first_and_a_no_erases_nothing(url: str, answer: str) -> None:
+    """A no and no answer both exit 1."""
+    result = runner.invoke(build_app(), ["erase", "--url", url, "--user", "alice"], input=answer)
+    assert result.exit_code == 1
     assert "erase every session of alice, for good?" in result.output
     assert "not confirmed (pass --yes)" in result.output
     assert _count(url, "alice") == 2
     result = runner.invoke(build_app(), ["erase", "--url", url, "--user", "alice"], input="y\n")
     assert result.exit_code == 0 and _count(url, "alice") == 0
+
+
+def test_erase_has_no_admin_option(url: str) -> None:
+    result = runner.invoke(build_app(), ["erase", "--help"])
+    assert result.exit_code == 0 and "--admin" not in result.output
+
+
+def test_erase_removes_the_users_api_keys_from_the_serve_key_file(url: str) -> None:
+    """The key file next to the --url database (where `serve --url` reads it)."""
+    for user in ("alice", "alice", "bob"):
+        assert runner.invoke(build_app(), ["--url", url, "keys", "create", "--user", user]
+                             ).exit_code == 0  # fmt: skip
+    keys_file = Path(url.removeprefix("sqlite:///") + ".keys.json")
+    result = runner.invoke(build_app(), ["--url", url, "erase", "--user", "alice", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "2 API key(s) of alice removed from" in " ".join(result.output.split())
+    text = keys_file.read_text()
+    assert "alice" not in text and "bob" in text
+
+
+def test_erase_json_counts_keys_in_the_given_key_file(url: str, tmp_path: Path) -> None:
+    keys_file = tmp_path / "elsewhere.json"
+    runner.invoke(build_app(), ["keys", "create", "--user", "alice", "--keys-file", str(keys_file)])
+    result = runner.invoke(build_app(), ["erase", "--url", url, "--user", "alice", "--yes",
+                                         "--json", "--keys-file", str(keys_file)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["api_keys_removed"] == {
+        "count": 1, "keys_file": str(keys_file)
+    }
+    assert "alice" not in keys_file.read_text()
 
 
 def test_erase_needs_a_user(url: str) -> None:

@@ -5,7 +5,10 @@ PostgreSQL dump and, after ``compact`` (VACUUM FULL), its table files."""
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -76,6 +79,42 @@ def test_sqlite_delete_session_leaves_no_canary_on_disk(tmp_path: Path) -> None:
         # Erasing by session leaves the user's session-less idempotency keys (none here).
         assert found == []
         sm.store.close()
+
+
+def test_sqlite_delete_with_a_reader_holding_a_snapshot_does_not_stall_writers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The -wal checkpoint holds the writer lock while it waits for readers: it waits
+    about a second, not the 30 s busy timeout, and says the -wal may keep erased rows."""
+    db = tmp_path / "r.db"
+    with SessionManager(SQLStore(f"sqlite:///{db}", auto_migrate=True)) as sm:
+        gone = sm.create_session(user_id="alice")
+        other = sm.create_session(user_id="bob")
+        sm.append_message(session_id=gone.session_id, user_id="alice",
+                          message={"role": "user", "content": "x"})  # fmt: skip
+        reader = sqlite3.connect(db, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM sessions").fetchone()  # holds its snapshot
+        took: list[float] = []
+
+        def delete() -> None:
+            start = time.monotonic()
+            sm.delete_session(session_id=gone.session_id, user_id="alice")
+            took.append(time.monotonic() - start)
+
+        try:
+            with caplog.at_level(logging.WARNING):
+                deleting = threading.Thread(target=delete)
+                deleting.start()
+                start = time.monotonic()
+                sm.append_message(session_id=other.session_id, user_id="bob",
+                                  message={"role": "user", "content": "y"})  # fmt: skip
+                writer_took = time.monotonic() - start
+                deleting.join()
+        finally:
+            reader.close()
+        assert took and took[0] < 10 and writer_took < 10
+        assert "erased rows may remain in the -wal" in caplog.text
 
 
 # -- Redis ------------------------------------------------------------------------------

@@ -118,3 +118,100 @@ def test_a_wide_keys_lock_is_tightened(tmp_path: Path) -> None:
     os.chmod(lock, 0o644)
     FileKeyStore(tmp_path / "keys.json").create(user_id="u")
     assert _mode(lock) == 0o600
+
+
+# -- the API key file: trusted only if nobody else could have written it ----------------
+
+
+def _planted_admin_key(path: Path, mode: int) -> str:
+    """A key file with an admin key whose token the planter knows; return the token."""
+    store = FileKeyStore(path)
+    _key, token = store.create(user_id="mallory", admin=True)
+    os.chmod(path, mode)
+    return token
+
+
+def test_a_keys_file_others_may_write_is_refused_not_tightened(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    _planted_admin_key(path, 0o666)
+    with pytest.raises(StoreError, match=r"writable by other users.*chmod 600"):
+        FileKeyStore(path)
+    assert _mode(path) == 0o666  # not silently tightened and trusted
+
+
+def test_keys_create_does_not_copy_keys_from_a_planted_file(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from agentsession.cli.app import build_app
+
+    path = tmp_path / "keys.json"
+    _planted_admin_key(path, 0o666)
+    before = path.read_text()
+    for args in (["create", "--user", "alice"], ["list"], ["revoke", "key_x"]):
+        result = CliRunner().invoke(build_app(), ["keys", *args, "--keys-file", str(path)])
+        assert result.exit_code == 2 and "writable by other users" in result.output
+    assert path.read_text() == before
+
+
+def test_a_keys_file_made_writable_later_accepts_no_key(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Checked at every reload: the running service fails closed and logs why."""
+    path = tmp_path / "keys.json"
+    store = FileKeyStore(path, reload_interval=0)
+    _key, token = store.create(user_id="alice")
+    assert store.authenticate(token) is not None
+    os.chmod(path, 0o646)
+    with caplog.at_level(logging.ERROR):
+        assert store.authenticate(token) is None
+    assert "writable by other users" in caplog.text
+
+
+@pytest.mark.usefixtures("wide_umask")
+def test_a_keys_file_only_readable_by_others_is_tightened_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "keys.json"
+    token = _planted_admin_key(path, 0o644)
+    with caplog.at_level(logging.WARNING):
+        assert FileKeyStore(path).authenticate(token) is not None
+    assert _mode(path) == 0o600 and "changed to 0600" in caplog.text
+
+
+def test_keys_in_a_directory_every_user_may_write_are_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    with pytest.raises(StoreError, match="writable by every user"):
+        FileKeyStore(shared / "keys.json")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="planting another user's file needs root")
+@pytest.mark.parametrize("planted", ["keys.json", "keys.json.lock"])
+def test_a_keys_file_or_lock_of_another_user_is_refused(tmp_path: Path, planted: str) -> None:
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    _planted_admin_key(sticky / "keys.json", 0o600)
+    os.chown(sticky / planted, 65534, 65534)
+    with pytest.raises(StoreError, match="belongs to another user"):
+        FileKeyStore(sticky / "keys.json")
+
+
+@pytest.mark.parametrize("target", ["real.json", "missing.json"])
+def test_a_symlink_in_place_of_the_keys_file_is_refused(tmp_path: Path, target: str) -> None:
+    """A link (dangling too) could point at another user's file; never followed."""
+    if target == "real.json":
+        _planted_admin_key(tmp_path / target, 0o600)
+    (tmp_path / "keys.json").symlink_to(tmp_path / target)
+    with pytest.raises(StoreError, match="symbolic link"):
+        FileKeyStore(tmp_path / "keys.json")
+
+
+@pytest.mark.parametrize("name", ["s.db", "s.db-wal", "s.db-shm"])
+def test_a_symlink_in_place_of_a_database_file_is_refused(tmp_path: Path, name: str) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    (tmp_path / name).symlink_to(elsewhere)  # dangling: not created through it either
+    with pytest.raises(StoreError, match="symbolic link"):
+        SQLStore(f"sqlite:///{tmp_path / 's.db'}", auto_migrate=True)
+    assert not elsewhere.exists()

@@ -13,7 +13,7 @@ from contract_support import ADMIN, USER, Ctx, dump, every
 
 from agentsession import SessionManager, ValidationError
 from agentsession.errors import SessionNotFound, StoreError
-from agentsession.service import Policy
+from agentsession.service import Policy, request_id_context
 from agentsession.service.erasure import OPERATOR_STEPS, tombstone_id
 from agentsession.stores.base import ScrubReport, SessionStore, StoreTransaction
 from canaries import write_canaries
@@ -67,6 +67,16 @@ def test_tombstone_names_the_owner_by_keyed_hash_only(manager: SessionManager) -
     assert by_admin.user_id == own.user_id and by_admin.actor == ADMIN
     assert own.details == {"message_count": 2, "run_count": 1, "tool_call_count": 1}
     assert USER not in _text([own, by_admin]) and "default" not in _text([own, by_admin])
+
+
+def test_tombstone_keeps_no_request_id(manager: SessionManager) -> None:
+    """The deleting request's id is the client's to choose (it could carry the user's
+    name): the tombstone does not keep it."""
+    ctx = Ctx(manager, running=False)
+    with request_id_context("req-for-alice@example.com"):
+        manager.delete_session(session_id=ctx.sid, user_id=USER)
+    [tomb] = _audit(manager, ctx.sid)
+    assert tomb.action == "session.deleted" and tomb.request_id is None
 
 
 @pytest.mark.store_independent

@@ -11,7 +11,9 @@ not given as an option.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import typer
@@ -39,6 +41,18 @@ def _key_store(ctx: typer.Context, keys_file: str | None) -> FileKeyStore:
     return FileKeyStore(keys_file or default_keys_file(settings))
 
 
+@contextlib.contextmanager
+def _key_errors() -> Iterator[None]:
+    """Print an error of the key file (an untrusted file, an OS error) and exit 2."""
+    from ..errors import AgentSessionError
+
+    try:
+        yield
+    except AgentSessionError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(2) from None
+
+
 @keys_app.command("create")
 def keys_create(
     ctx: typer.Context,
@@ -47,15 +61,11 @@ def keys_create(
     name: str | None = typer.Option(None, "--name", help="A label, e.g. the machine."),
     keys_file: str | None = typer.Option(None, "--keys-file", help="The key file."),
 ) -> None:
-    """Create a key and print its token once (only its SHA-256 hash is stored)."""
-    from ..errors import AgentSessionError
-
-    store = _key_store(ctx, keys_file)
-    try:
+    """Create a key and print its token once (only its SHA-256 hash is stored); exit 2
+    if the key file could have been written by another user."""
+    with _key_errors():
+        store = _key_store(ctx, keys_file)
         key, token = store.create(user_id=user, admin=admin, name=name)
-    except AgentSessionError as exc:
-        typer.echo(f"error: {exc.message}", err=True)
-        raise typer.Exit(2) from None
     typer.echo(token)
     role = "admin" if admin else "user"
     typer.echo(
@@ -71,9 +81,12 @@ def keys_revoke(
     key_id: str = typer.Argument(..., help="The key id (the token's part before the dot)."),
     keys_file: str | None = typer.Option(None, "--keys-file", help="The key file."),
 ) -> None:
-    """Revoke a key; requests with it are refused within about a second."""
-    store = _key_store(ctx, keys_file)
-    if not store.revoke(key_id.split(".", 1)[0]):
+    """Revoke a key; requests with it are refused within about a second. Exit 1 if
+    there is no such active key, 2 if the key file is not trusted."""
+    with _key_errors():
+        store = _key_store(ctx, keys_file)
+        revoked = store.revoke(key_id.split(".", 1)[0])
+    if not revoked:
         typer.echo(f"no active key {key_id!r} in {store.path}", err=True)
         raise typer.Exit(1)
     typer.echo(f"revoked {key_id.split('.', 1)[0]}")
@@ -84,9 +97,12 @@ def keys_list(
     ctx: typer.Context,
     keys_file: str | None = typer.Option(None, "--keys-file", help="The key file."),
 ) -> None:
-    """List keys (ids, users, roles; never tokens)."""
-    store = _key_store(ctx, keys_file)
-    for key in store.list():
+    """List keys (ids, users, roles; never tokens); exit 2 if the key file is not
+    trusted."""
+    with _key_errors():
+        store = _key_store(ctx, keys_file)
+        keys = store.list()
+    for key in keys:
         state = f"revoked {key.revoked_at}" if key.revoked_at else "active"
         role = "admin" if key.admin else "user"
         typer.echo(f"{key.key_id}\t{key.user_id}\t{role}\t{key.created_at}\t{state}")

@@ -8,7 +8,11 @@ creation, and cannot be recovered.
 Two stores:
 
 * :class:`FileKeyStore`: a JSON file and its ``.lock`` (both mode 0600, tightened if
-  found wider: :mod:`agentsession.privatefiles`), by default next to an SQLite
+  found only readable by others: :mod:`agentsession.privatefiles`), trusted only if
+  nobody else could have written it: a key file or lock that is a symbolic link or
+  belongs to another user (not root), a key file the group or others may write to,
+  or a directory every user may write to without the sticky bit is refused
+  (``StoreError``) at every (re)load, by default next to an SQLite
   database (``<db>.keys.json``), else ``agentsession-keys.json`` in the working
   directory; set ``AGENTSESSION_KEYS_FILE`` to choose. Writes take an exclusive
   ``fcntl`` lock and replace the file atomically; every worker process re-reads it
@@ -24,6 +28,7 @@ import builtins
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import secrets
 import threading
@@ -34,9 +39,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..errors import StoreError
 from ..ids import check_name, new_id
 from ..principal import Principal
-from ..privatefiles import open_private
+from ..privatefiles import check_directory, check_secret_file, open_private
 from ..settings import Settings
 
 __all__ = [
@@ -49,6 +55,8 @@ __all__ = [
     "hash_token",
     "open_key_store",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,15 +164,22 @@ class FileKeyStore:
     Args:
         path: the JSON file; created (mode 0600) by the first :meth:`create`.
         reload_interval: seconds between checks whether the file changed.
+
+    Raises:
+        StoreError: (here and from :meth:`create`, :meth:`revoke`, :meth:`list`) the
+            file, its lock or its directory could have been written by another user.
+            :meth:`authenticate` instead logs it and accepts no key until it is fixed.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, reload_interval: float = 1.0) -> None:
         self.path = Path(path)
+        self._lock_path = self.path.with_name(self.path.name + ".lock")
         self._interval = reload_interval
         self._lock = threading.Lock()
         self._keys: dict[str, ApiKey] = {}
         self._stamp: tuple[int, int, int] | None = None
         self._checked = float("-inf")
+        self._check()
 
     def authenticate(self, token: str) -> Principal | None:
         """See :meth:`KeyStore.authenticate`. At most once per ``reload_interval`` it
@@ -200,13 +215,48 @@ class FileKeyStore:
         """See :meth:`KeyStore.list`."""
         return self._read()
 
+    def remove_user(self, user_id: str) -> int:
+        """Remove every key of ``user_id``, revoked ones too (erasure: not even their
+        hashes stay). An absent key file is left absent.
+
+        Returns:
+            How many keys were removed.
+        """
+        if not self.path.exists():
+            return 0
+        with self._locked() as keys:
+            kept = [k for k in keys if k.user_id != user_id]
+            removed = len(keys) - len(kept)
+            keys[:] = kept
+        return removed
+
     # ------------------------------------------------------------------ internals
+
+    def _check(self) -> None:
+        """Refuse a key file another user could have written (see the module docstring).
+
+        Raises:
+            StoreError: it could have been, or it cannot be checked.
+        """
+        try:
+            check_directory(self.path.parent, (self.path, self._lock_path))
+            check_secret_file(self.path)
+        except FileNotFoundError:
+            return  # no directory yet: no keys
+        except OSError as exc:
+            raise StoreError(f"cannot check the key file {self.path}: {exc}") from exc
 
     def _reload(self) -> None:
         self._checked = time.monotonic()
         try:
+            self._check()
             st = self.path.stat()
         except FileNotFoundError:
+            self._keys, self._stamp = {}, None
+            return
+        except StoreError as exc:
+            # Fail closed: no key is accepted until the file is trustworthy again.
+            logger.error("API keys refused: %s", exc.message)
             self._keys, self._stamp = {}, None
             return
         stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
@@ -216,6 +266,7 @@ class FileKeyStore:
 
     # builtins.list: in this class, after its method `list`, plain `list` names the method.
     def _read(self) -> builtins.list[ApiKey]:
+        self._check()
         try:
             raw = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -228,13 +279,19 @@ class FileKeyStore:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        with os.fdopen(open_private(lock_path, os.O_WRONLY | os.O_APPEND), "a") as lock:
+        self._check()
+        try:
+            lock_fd = open_private(self._lock_path, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            raise StoreError(f"cannot open the key file lock {self._lock_path}: {exc}") from exc
+        with os.fdopen(lock_fd, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             keys = self._read()
             yield keys
             tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-            fd = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
+            # A fresh file: never one left (or planted) under this name.
+            tmp.unlink(missing_ok=True)
+            fd = open_private(tmp, os.O_WRONLY | os.O_EXCL)
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 json.dump({"version": 1, "keys": [asdict(k) for k in keys]}, out, indent=1)
                 out.flush()

@@ -21,6 +21,7 @@ from ..ids import check_id, check_name
 from ..models import AuditEvent, Page, Session
 from ..principal import Principal
 from ..stores.base import ScrubReport, StoreTransaction
+from .context import request_id_context
 from .core import ServiceCore
 from .paging import Listing, read_forward
 from .pipeline import WritePipeline, check_version
@@ -39,6 +40,9 @@ OPERATOR_STEPS = (
     "hold the erased data: expire them, or erase it from each restored copy",
     "replicas and standby servers hold their own copies and logs: run the store's "
     "steps there too",
+    "API keys of the user: `agentsession erase` removes them from the one key file it "
+    "finds; after an HTTP erasure, and in other key files, revoke them "
+    "(`agentsession keys revoke`)",
     "the file system and the disk may keep the old blocks of rewritten, truncated or "
     "deleted files (copy-on-write file systems, SSD wear levelling) until they are "
     "reused: keep the store on encrypted storage to be sure",
@@ -227,7 +231,8 @@ class ErasureUseCases(ServiceCore):
 
     def _delete(self, tx: StoreTransaction, s: Session, principal: Principal) -> None:
         """Delete ``s`` and leave its tombstone audit event: the owner as its keyed hash,
-        the actor too when it is the owner (else the admin's id), counts only."""
+        the actor too when it is the owner (else the admin's id), counts only, and no
+        request id (the client chooses it: it could name the user)."""
         tx.delete_session(s.session_id)
         owner = tombstone_id(self._tombstone_key, s.user_id)
         actor = owner if principal.user_id == s.user_id else principal.user_id
@@ -236,15 +241,16 @@ class ErasureUseCases(ServiceCore):
             "run_count": s.run_count,
             "tool_call_count": s.tool_call_count,
         }
-        WritePipeline.audit(
-            tx,
-            s.model_copy(update={"user_id": owner}),
-            Principal(actor, principal.admin),
-            "session.deleted",
-            (s.version, None),
-            details,
-            self._uow.now(),
-        )
+        with request_id_context(None):
+            WritePipeline.audit(
+                tx,
+                s.model_copy(update={"user_id": owner}),
+                Principal(actor, principal.admin),
+                "session.deleted",
+                (s.version, None),
+                details,
+                self._uow.now(),
+            )
 
     def _scrub(self, *, compact: bool) -> ScrubReport:
         """The store's disk step after a committed erasure; a failure is logged and

@@ -209,7 +209,8 @@ def _private_sqlite_files(db: Path) -> None:
     a wider umask made before (:mod:`agentsession.privatefiles`).
 
     Raises:
-        StoreError: an unsafe directory, a file planted by another user, or an OS error.
+        StoreError: an unsafe directory, a file planted by another user or a symbolic
+            link in place of one, or an OS error.
     """
     files = (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"))
     try:

@@ -4,7 +4,12 @@
   delete overwrites the rows with zeros in the pages it changes; but the WAL still
   holds the older page images that carried them. ``PRAGMA wal_checkpoint(TRUNCATE)``
   copies the newest pages into the database file and truncates the ``-wal`` file to
-  zero bytes. ``compact`` runs ``VACUUM`` first (rebuilds the file without free pages).
+  zero bytes. It holds the writer lock while it waits for readers to finish, so it
+  waits at most ``_CHECKPOINT_WAIT_MS`` (not the connection's busy timeout): every
+  writer waits that long at most; if a reader still holds its snapshot, the erased
+  rows stay in the ``-wal`` until the next full checkpoint, reported as pending and
+  logged as a warning. ``compact`` runs ``VACUUM`` first (rebuilds the file without
+  free pages).
 * PostgreSQL: a delete leaves dead row versions in the table, TOAST and index files;
   a plain VACUUM marks their space free without overwriting it. ``compact`` runs
   ``VACUUM FULL`` on every table of the store: each is rewritten into new files and the
@@ -18,6 +23,9 @@ redo and undo logs) is reported as pending, with the step that reaches it.
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from sqlalchemy.engine import Engine
 
 from ..errors import StoreError
@@ -25,6 +33,15 @@ from .base import ScrubReport
 from .schema import metadata
 
 __all__ = ["scrub_database"]
+
+logger = logging.getLogger(__name__)
+
+#: The longest the -wal checkpoint waits for readers, holding the writer lock (ms).
+_CHECKPOINT_WAIT_MS = 1000
+_SQLITE_WAL_LEFT = (
+    "the WAL checkpoint could not finish (another connection was reading): erased rows "
+    "may remain in the -wal until the next full checkpoint; run `agentsession erase` again"
+)
 
 _SQLITE_ZEROED = "secure_delete: the erased rows were overwritten with zeros in the database"
 _PG_WAL = (
@@ -86,21 +103,31 @@ def _sqlite(engine: Engine, compact: bool) -> ScrubReport:
         if compact:
             db.execute("VACUUM")
             done.append("VACUUM: the database file was rebuilt without free pages")
-        busy, frames, copied = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        busy = _checkpoint(db)
     finally:
         raw.close()
     if busy:
-        pending.append(
-            "the WAL checkpoint could not finish (another connection was reading): the "
-            "-wal file may hold erased rows until the next checkpoint; run "
-            "`agentsession erase` again"
-        )
+        logger.warning("%s", _SQLITE_WAL_LEFT)
+        pending.append(_SQLITE_WAL_LEFT)
     else:
         done.append(
-            f"WAL checkpoint (TRUNCATE): {copied} of {frames} frames copied into the "
-            "database, the -wal file truncated to 0 bytes"
+            "WAL checkpoint (TRUNCATE): the -wal file's pages copied into the database, "
+            "the -wal file truncated to 0 bytes"
         )
     return ScrubReport(tuple(done), tuple(pending))
+
+
+def _checkpoint(db: Any) -> bool:
+    """Run ``wal_checkpoint(TRUNCATE)`` on the sqlite3 connection ``db`` waiting at most
+    ``_CHECKPOINT_WAIT_MS`` for readers; return whether it could not finish."""
+    (saved,) = db.execute("PRAGMA busy_timeout").fetchone()
+    db.execute(f"PRAGMA busy_timeout = {_CHECKPOINT_WAIT_MS}")
+    try:
+        # The frame counts are -1 or 0 once the -wal is truncated: not reported.
+        busy, _frames, _copied = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(saved)}")
+    return bool(busy)
 
 
 def _postgres(engine: Engine, compact: bool) -> ScrubReport:
