@@ -21,11 +21,11 @@ demo: $(STAMP)
 
 # Durations measured on the project's 2-core machine (README, Development).
 test: $(STAMP)
-	@echo "running the fast suite (about 5 minutes on 2 cores; make test-all adds the slow tests, about 15 minutes)"
+	@echo "running the fast suite (about 5 minutes on 2 cores; make test-all adds the slow tests, about 20 minutes)"
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-all: $(STAMP)
-	@echo "running every test, the slow ones too (about 15 minutes on 2 cores)"
+	@echo "running every test, the slow ones too (about 20 minutes on 2 cores)"
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Its own environment (benchmarks/.venv: agentsession + the peers), not $(STAMP)'s.

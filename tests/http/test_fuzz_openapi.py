@@ -79,8 +79,10 @@ DOCUMENTED: dict[tuple[int, str], tuple[Callable[[Any, Any], bool], str]] = {
         "which the schema states only as an object",
     ),
     (422, "request-validation"): (
-        _cross_field,
-        "exactly one of `message` and `messages`, checked by the body model",
+        lambda r, c: _cross_field(r, c) or "query.arguments" in r.text,
+        "exactly one of `message` and `messages`, checked by the body model; the "
+        "deprecated GET lookup's `arguments` must hold a JSON object (a string to the "
+        "schema)",
     ),
     (413, "payload-too-large"): (
         lambda r, c: True,
