@@ -151,9 +151,11 @@ _IDEM_BY_TIME = "as:idem:by_time"
 #: Expiry of a session's write lock (ms): far above a transaction's usual few ms; a
 #: holder that died frees the session after this long.
 _LOCK_TTL_MS = 500
-#: Longest wait for the lock (s) before StoreBusy: several expiries, so a waiter behind
-#: a dead holder gets the lock rather than giving up as it frees.
-_LOCK_WAIT_S = 2.0
+#: Longest wait for the lock (s) before StoreBusy: many expiries, so a waiter behind a
+#: dead holder gets the lock rather than giving up as it frees, and 16 writers queued on
+#: one session on a loaded 2-core machine (the polling is not a fair queue) all get
+#: their turn (2 s was not enough there: StoreBusy, then a 503).
+_LOCK_WAIT_S = 10.0
 #: Sessions whose indexes one commit of the rebuild at open writes.
 _REINDEX_BATCH = 50
 #: Delete the lock only if it is still ours (it may have expired and been re-taken).
