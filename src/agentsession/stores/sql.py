@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-import threading
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -30,7 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..errors import StoreBusy, StoreError
+from ..errors import StoreError
 from ..models import (
     AuditEvent,
     Message,
@@ -43,6 +41,7 @@ from ..models import (
     WorkingMemory,
 )
 from .base import IdempotencyRecord, ScrubReport, StoreConflict
+from .groupcommit import MAX_BATCH, GroupCommit
 from .listing import merge_newest
 from .migrate import ensure_schema
 from .schema import (
@@ -70,10 +69,13 @@ class SQLStore:
     absolute; parent directories are created), ``postgresql+psycopg://user:pw@host/db``,
     ``mysql+pymysql://user:pw@host/db``.
 
-    Thread-safe: each transaction takes its own pooled connection. On SQLite, write
-    transactions of one store are also queued in-process before ``BEGIN IMMEDIATE``, so
-    threads wait their turn instead of polling the file lock; other processes are
-    waited for up to ``busy_timeout_seconds``.
+    Thread-safe: each read transaction takes its own pooled connection. On SQLite the
+    write transactions of one store take turns, first come first served, on one writer
+    connection, and concurrent writes share one COMMIT (group commit,
+    :mod:`.groupcommit`): threads wait their turn instead of polling the file lock, and
+    many writers pay for one fsync. Other processes are waited for up to
+    ``busy_timeout_seconds``. On PostgreSQL and MySQL/MariaDB every transaction has its
+    own connection; the server itself flushes concurrent commits together.
 
     Attributes:
         url: the URL, with any password masked as ``***``.
@@ -86,6 +88,7 @@ class SQLStore:
         auto_migrate: bool = False,
         sqlite_synchronous: str = "FULL",
         busy_timeout_seconds: float = 30.0,
+        group_commit: bool = True,
         engine_options: dict[str, Any] | None = None,
     ) -> None:
         """Connect and check that the schema is current.
@@ -101,6 +104,9 @@ class SQLStore:
                 acknowledged transactions. ``OFF`` / ``EXTRA`` as in the SQLite docs.
             busy_timeout_seconds: how long a transaction waits for locks held by other
                 connections before failing with :class:`~agentsession.errors.StoreBusy`.
+            group_commit: on SQLite, let concurrent writes of this store share one
+                COMMIT (default). False commits each write on its own (the same rules
+                and durability, one fsync per write); other databases ignore it.
             engine_options: extra :func:`sqlalchemy.create_engine` keyword arguments.
 
         Raises:
@@ -128,7 +134,14 @@ class SQLStore:
             raise
         self._engine: Engine | None = engine
         self._errors = (SQLAlchemyError, sqlite3.Error, engine.dialect.loaded_dbapi.Error)
-        self._sqlite_writer = _FifoLock() if engine.dialect.name == "sqlite" else None
+        self._writes: GroupCommit | None = None
+        if engine.dialect.name == "sqlite":
+            self._writes = GroupCommit(
+                lambda: connection_mode(engine.connect(), write=True),
+                translate_error,
+                self._errors,
+                max_batch=MAX_BATCH if group_commit else 1,
+            )
         self._sql = _Statements(engine.dialect)
 
     @property
@@ -164,23 +177,24 @@ class SQLStore:
             StoreError: the store is closed, or the database failed.
         """
         engine = self.engine
-        writer = self._sqlite_writer if write else None
-        if writer is not None and not writer.acquire(timeout=self._busy_timeout):
-            raise StoreBusy(f"no write turn within {self._busy_timeout} s")
         try:
+            if write and self._writes is not None:
+                with self._writes.write(self._busy_timeout) as conn:
+                    yield from self._run(conn, write=True)
+                return
             with engine.connect() as conn:
                 connection_mode(conn, write=write)
                 with conn.begin():
-                    tx = _SQLTransaction(conn, self._sql, self._errors, write=write)
-                    try:
-                        yield tx
-                    finally:
-                        tx.close()
+                    yield from self._run(conn, write=write)
         except self._errors as exc:
             raise translate_error(exc) from exc
+
+    def _run(self, conn: Connection, *, write: bool) -> Iterator[_SQLTransaction]:
+        tx = _SQLTransaction(conn, self._sql, self._errors, write=write)
+        try:
+            yield tx
         finally:
-            if writer is not None:
-                writer.release()
+            tx.close()
 
     def scrub(self, *, compact: bool = False) -> ScrubReport:
         """Get erased rows off the disk (see :mod:`.sqlscrub`): on SQLite a WAL
@@ -195,57 +209,22 @@ class SQLStore:
             StoreError: the store is closed, or the database failed.
         """
         engine = self.engine
-        writer = self._sqlite_writer
-        if writer is not None and not writer.acquire(timeout=self._busy_timeout):
-            raise StoreBusy(f"no write turn within {self._busy_timeout} s")
         try:
-            return scrub_database(engine, compact=compact)
+            if self._writes is None:
+                return scrub_database(engine, compact=compact)
+            # In a write turn with no transaction open: nothing of ours holds the WAL.
+            with self._writes.exclusive(self._busy_timeout):
+                return scrub_database(engine, compact=compact)
         except self._errors as exc:
             raise translate_error(exc) from exc
-        finally:
-            if writer is not None:
-                writer.release()
 
     def close(self) -> None:
         """Close the connection pool. Idempotent; further transactions raise StoreError."""
         engine, self._engine = self._engine, None
         if engine is not None:
+            if self._writes is not None:
+                self._writes.close(self._busy_timeout)
             engine.dispose()
-
-
-class _FifoLock:
-    """A lock granted in arrival order (``threading.Lock`` lets the releasing thread win
-    again at once, which starves the other writers of a busy process)."""
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._waiters: deque[threading.Lock] = deque()
-        self._held = False
-
-    def acquire(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the lock; return whether it was granted."""
-        with self._mutex:
-            if not self._held:
-                self._held = True
-                return True
-            waiter = threading.Lock()
-            waiter.acquire()
-            self._waiters.append(waiter)
-        if waiter.acquire(timeout=timeout):
-            return True
-        with self._mutex:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
-                return False
-        return True  # handed over just as the wait timed out
-
-    def release(self) -> None:
-        """Hand the lock to the longest waiter, or free it."""
-        with self._mutex:
-            if self._waiters:
-                self._waiters.popleft().release()
-            else:
-                self._held = False
 
 
 def _translated(

@@ -185,6 +185,11 @@ def create_store_engine(
         except OSError as exc:
             raise StoreError(f"cannot create the directory of {url.database!r}: {exc}") from exc
         _private_sqlite_files(Path(url.database))
+        # Readers each take a pooled connection (writes have their own, see
+        # .groupcommit); an SQLite connection is a file handle, so every thread of a
+        # busy service (100 by default) may hold one instead of waiting in the pool.
+        options["pool_size"] = 10
+        options["max_overflow"] = 100
     elif backend == "postgresql":
         options["connect_args"] = {"options": f"-c lock_timeout={timeout_ms}"}
     else:
