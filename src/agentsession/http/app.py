@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -62,6 +63,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        use_worker_threads(config.max_concurrent_requests)
         if manager is not None:
             yield
             return
@@ -114,3 +116,19 @@ def create_app(
     app.add_middleware(AccessLogMiddleware)
     app.add_middleware(RequestIdMiddleware)
     return app
+
+
+def use_worker_threads(count: int) -> None:
+    """Give the running event loop a default executor of ``count`` threads.
+
+    Every store call of a request runs in the loop's default executor
+    (``asyncio.to_thread``), whose own size is ``min(32, cores + 4)``: 6 threads on 2
+    cores, so a 7th concurrent write would wait for a thread rather than share the
+    store's commit. With ``count`` = ``max_concurrent_requests`` every admitted
+    request can be in its store call at once; threads start only when needed.
+
+    Args:
+        count: the most worker threads (>= 1).
+    """
+    executor = ThreadPoolExecutor(max_workers=count, thread_name_prefix="agentsession-http")
+    asyncio.get_running_loop().set_default_executor(executor)

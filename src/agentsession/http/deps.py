@@ -13,6 +13,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
+import orjson
 from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
@@ -34,6 +35,7 @@ from .schemas import IDEMPOTENCY_KEY, id_pattern
 __all__ = [
     "Auth",
     "Ctx",
+    "FastJSONResponse",
     "IdempotencyKey",
     "ReadCtx",
     "RunId",
@@ -330,6 +332,20 @@ def dump(value: Any) -> Any:
     return value
 
 
+class FastJSONResponse(JSONResponse):
+    """A ``JSONResponse`` encoded by orjson: the same compact UTF-8 JSON, several times
+    faster. A value orjson refuses (an int beyond 64 bits) is encoded by the standard
+    library instead. Floats keep their value; their text may differ (``0.00001`` for
+    ``1e-05``)."""
+
+    def render(self, content: Any) -> bytes:
+        """``content`` as compact UTF-8 JSON bytes."""
+        try:
+            return orjson.dumps(content)
+        except orjson.JSONEncodeError:
+            return super().render(content)
+
+
 def reply(
     value: Any,
     *,
@@ -338,7 +354,7 @@ def reply(
     etag: tuple[str, int] | None = None,
     replayed: bool = False,
     location: str | None = None,
-) -> JSONResponse:
+) -> FastJSONResponse:
     """A JSON response; ``session`` (or ``etag``) adds the strong ETag of its version."""
     headers: dict[str, str] = {}
     if session is not None:
@@ -349,7 +365,7 @@ def reply(
         headers["Idempotent-Replayed"] = "true"
     if location is not None:
         headers["Location"] = location
-    return JSONResponse(dump(value), status_code=status, headers=headers)
+    return FastJSONResponse(dump(value), status_code=status, headers=headers)
 
 
 def version_etag(session_id: str, session_version: int | None) -> tuple[str, int] | None:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import random
 import re
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,11 +23,28 @@ from .logs import log_failure, method_of, route_of
 from .problems import BodyTooLarge, internal_error_body, too_large
 from .protocol import PROBLEM_CONTENT_TYPE
 
-__all__ = ["BodyLimitMiddleware", "CatchAllMiddleware", "RequestIdMiddleware", "send_problem"]
+__all__ = [
+    "BodyLimitMiddleware",
+    "CatchAllMiddleware",
+    "RequestIdMiddleware",
+    "new_request_id",
+    "send_problem",
+]
 
 log = logging.getLogger("agentsession.http")
 
 _REQUEST_ID = re.compile(rf"[A-Za-z0-9._:@+\-/=]{{1,{REQUEST_ID_CHARS}}}")
+
+# Request ids are labels, not secrets: a generator seeded from os.urandom (again in a
+# forked child) makes them unique without a getrandom() call per request, which
+# releases the GIL and leaves the event loop waiting to take it back.
+_ids = random.Random()
+os.register_at_fork(after_in_child=_ids.seed)
+
+
+def new_request_id() -> str:
+    """A fresh request id: 32 lowercase hex characters (128 random bits)."""
+    return f"{_ids.getrandbits(128):032x}"
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -52,7 +70,7 @@ class RequestIdMiddleware:
             return
         given = _header(scope, b"x-request-id")
         request_id = given if given is not None and _REQUEST_ID.fullmatch(given) else None
-        request_id = request_id or uuid.uuid4().hex
+        request_id = request_id or new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
 
         async def send_with_id(message: Message) -> None:
