@@ -29,8 +29,7 @@ from .guards import (
     RepeatedHeaderMiddleware,
 )
 from .keys import KeyStore, open_key_store
-from .logs import AccessLogMiddleware
-from .middleware import BodyLimitMiddleware, CatchAllMiddleware, RequestIdMiddleware
+from .middleware import BodyLimitMiddleware, EdgeMiddleware
 from .openapi import install_openapi
 from .problems import install_handlers
 from .routes import routers
@@ -105,16 +104,15 @@ def create_app(
     install_openapi(app)
     for router in routers():
         app.include_router(router)
-    # Added innermost first: RequestId wraps everything, so even a 500 carries the id,
-    # and the access log sees every answer, the refusals of the limits too.
+    # Added innermost first: the edge (request id, access line, catch-all 500) wraps
+    # everything, so even a 500 carries the id, and the access log sees every answer,
+    # the refusals of the limits too.
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(BodyTimeoutMiddleware, seconds=config.body_timeout_seconds)
     app.add_middleware(ConcurrencyLimitMiddleware, limit=config.max_concurrent_requests)
     app.add_middleware(RepeatedHeaderMiddleware)
     app.add_middleware(HeaderLimitMiddleware, limits=HeaderLimits.of(config))
-    app.add_middleware(CatchAllMiddleware)
-    app.add_middleware(AccessLogMiddleware)
-    app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(EdgeMiddleware)
     return app
 
 
