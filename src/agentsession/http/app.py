@@ -34,7 +34,7 @@ from .openapi import install_openapi
 from .problems import install_handlers
 from .routes import routers
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "use_worker_threads"]
 
 
 def create_app(
