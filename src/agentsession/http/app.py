@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -28,13 +29,12 @@ from .guards import (
     RepeatedHeaderMiddleware,
 )
 from .keys import KeyStore, open_key_store
-from .logs import AccessLogMiddleware
-from .middleware import BodyLimitMiddleware, CatchAllMiddleware, RequestIdMiddleware
+from .middleware import BodyLimitMiddleware, EdgeMiddleware
 from .openapi import install_openapi
 from .problems import install_handlers
 from .routes import routers
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "use_worker_threads"]
 
 
 def create_app(
@@ -62,6 +62,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        use_worker_threads(config.max_concurrent_requests)
         if manager is not None:
             yield
             return
@@ -103,14 +104,29 @@ def create_app(
     install_openapi(app)
     for router in routers():
         app.include_router(router)
-    # Added innermost first: RequestId wraps everything, so even a 500 carries the id,
-    # and the access log sees every answer, the refusals of the limits too.
+    # Added innermost first: the edge (request id, access line, catch-all 500) wraps
+    # everything, so even a 500 carries the id, and the access log sees every answer,
+    # the refusals of the limits too.
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(BodyTimeoutMiddleware, seconds=config.body_timeout_seconds)
     app.add_middleware(ConcurrencyLimitMiddleware, limit=config.max_concurrent_requests)
     app.add_middleware(RepeatedHeaderMiddleware)
     app.add_middleware(HeaderLimitMiddleware, limits=HeaderLimits.of(config))
-    app.add_middleware(CatchAllMiddleware)
-    app.add_middleware(AccessLogMiddleware)
-    app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(EdgeMiddleware)
     return app
+
+
+def use_worker_threads(count: int) -> None:
+    """Give the running event loop a default executor of ``count`` threads.
+
+    Every store call of a request runs in the loop's default executor
+    (``asyncio.to_thread``), whose own size is ``min(32, cores + 4)``: 6 threads on 2
+    cores, so a 7th concurrent write would wait for a thread rather than share the
+    store's commit. With ``count`` = ``max_concurrent_requests`` every admitted
+    request can be in its store call at once; threads start only when needed.
+
+    Args:
+        count: the most worker threads (>= 1).
+    """
+    executor = ThreadPoolExecutor(max_workers=count, thread_name_prefix="agentsession-http")
+    asyncio.get_running_loop().set_default_executor(executor)

@@ -1,6 +1,6 @@
 """What the service writes to its log, and nothing a client sent as content.
 
-* :class:`AccessLogMiddleware`: one line per request on ``agentsession.access``:
+* :func:`log_access`: one line per request on ``agentsession.access``:
   client address, method, the route's template (``/v1/sessions/{session_id}``, never
   the path as sent, nor its query string), status (:data:`CLIENT_CLOSED` when nothing
   was answered: the client hung up first), duration and request id. No body,
@@ -20,12 +20,12 @@ import time
 import traceback
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 __all__ = [
     "CLIENT_CLOSED",
-    "AccessLogMiddleware",
     "failure_summary",
+    "log_access",
     "log_failure",
     "method_of",
     "route_of",
@@ -55,38 +55,24 @@ def method_of(scope: Scope) -> str:
     return method if method in _METHODS else "OTHER"
 
 
-class AccessLogMiddleware:
-    """Log one line per HTTP request once it is answered (see the module docstring)."""
+def log_access(scope: Scope, status: int, started: float) -> None:
+    """Log the access line of the request of ``scope`` (see the module docstring).
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 0
-
-        async def watch(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, watch)
-        finally:
-            client = scope.get("client")
-            access_log.info(
-                '%s - "%s %s" %d %.1fms %s',
-                client[0] if client else "-",
-                method_of(scope),
-                route_of(scope),
-                status or CLIENT_CLOSED,
-                (time.perf_counter() - started) * 1000,
-                scope.get("state", {}).get("request_id", "-"),
-            )
+    Args:
+        scope: the request's ASGI scope (its route, client and request id are read).
+        status: the answer's status; 0 when nothing was answered (logged as 499).
+        started: ``time.perf_counter()`` when the request reached the app.
+    """
+    client = scope.get("client")
+    access_log.info(
+        '%s - "%s %s" %d %.1fms %s',
+        client[0] if client else "-",
+        method_of(scope),
+        route_of(scope),
+        status or CLIENT_CLOSED,
+        (time.perf_counter() - started) * 1000,
+        scope.get("state", {}).get("request_id", "-"),
+    )
 
 
 def failure_summary(exc: BaseException) -> str:

@@ -1,4 +1,5 @@
-"""Pure ASGI middleware: request ids, unexpected errors, the body size limit.
+"""Pure ASGI middleware: the edge (request ids, access lines, unexpected errors) and
+the body size limit.
 
 Pure ASGI (not ``BaseHTTPMiddleware``) so the request id set here is the one the
 endpoint, its worker threads and so the audit log see (``request_id_context``).
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import random
 import re
-import uuid
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from starlette.requests import ClientDisconnect
@@ -18,15 +21,31 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..fieldlimits import REQUEST_ID_CHARS
 from ..service import request_id_context
-from .logs import log_failure, method_of, route_of
+from .logs import log_access, log_failure, method_of, route_of
 from .problems import BodyTooLarge, internal_error_body, too_large
 from .protocol import PROBLEM_CONTENT_TYPE
 
-__all__ = ["BodyLimitMiddleware", "CatchAllMiddleware", "RequestIdMiddleware", "send_problem"]
+__all__ = [
+    "BodyLimitMiddleware",
+    "EdgeMiddleware",
+    "new_request_id",
+    "send_problem",
+]
 
 log = logging.getLogger("agentsession.http")
 
 _REQUEST_ID = re.compile(rf"[A-Za-z0-9._:@+\-/=]{{1,{REQUEST_ID_CHARS}}}")
+
+# Request ids are labels, not secrets: a generator seeded from os.urandom (again in a
+# forked child) makes them unique without a getrandom() call per request, which
+# releases the GIL and leaves the event loop waiting to take it back.
+_ids = random.Random()
+os.register_at_fork(after_in_child=_ids.seed)
+
+
+def new_request_id() -> str:
+    """A fresh request id: 32 lowercase hex characters (128 random bits)."""
+    return f"{_ids.getrandbits(128):032x}"
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -36,11 +55,19 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-class RequestIdMiddleware:
-    """Use the client's ``X-Request-ID`` (if well formed) or a new one; echo it back.
+class EdgeMiddleware:
+    """The outermost layer: request id, access line, and the catch-all 500, in one
+    pure-ASGI layer (one wrapper around ``send``, not three).
 
-    The id is in ``scope["state"]["request_id"]`` and in ``request_id_context`` while
-    the request runs, so every audit event written for the request carries it.
+    * Request id: the client's ``X-Request-ID`` (if well formed) or
+      :func:`new_request_id`, echoed on the answer; it is in
+      ``scope["state"]["request_id"]`` and in ``request_id_context`` while the request
+      runs, so every audit event written for the request carries it.
+    * Access line: :func:`.logs.log_access` once the request is over, whatever happened.
+    * Catch-all: any exception no handler took is answered with a bare 500 problem; the
+      log gets its type and code locations, never its message
+      (:func:`.logs.log_failure`). A client that hung up before its body was read
+      (``ClientDisconnect``) is not an error: no answer, no log line but the access line.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -50,45 +77,34 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = time.perf_counter()
         given = _header(scope, b"x-request-id")
         request_id = given if given is not None and _REQUEST_ID.fullmatch(given) else None
-        request_id = request_id or uuid.uuid4().hex
+        request_id = request_id or new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
+        id_field = (b"x-request-id", request_id.encode("latin-1"))
+        status = 0
 
-        async def send_with_id(message: Message) -> None:
+        async def edge_send(message: Message) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
+                status = message["status"]
                 headers = [h for h in message.get("headers", []) if h[0] != b"x-request-id"]
-                headers.append((b"x-request-id", request_id.encode("latin-1")))
+                headers.append(id_field)
                 message = {**message, "headers": headers}
             await send(message)
 
-        with request_id_context(request_id):
-            await self.app(scope, receive, send_with_id)
-
-
-class CatchAllMiddleware:
-    """Answer any exception no handler took with a bare 500 problem; the log gets its
-    type and code locations, never its message (:func:`.logs.log_failure`). A client
-    that hung up before its body was read (``ClientDisconnect``) is not an error: no
-    answer, no log line but the access line."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def track(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
         try:
-            await self.app(scope, receive, track)
+            with request_id_context(request_id):
+                await self._answer(scope, receive, edge_send, lambda: status != 0)
+        finally:
+            log_access(scope, status, started)
+
+    async def _answer(
+        self, scope: Scope, receive: Receive, send: Send, started: Callable[[], bool]
+    ) -> None:
+        try:
+            await self.app(scope, receive, send)
         except ClientDisconnect:
             # The client hung up mid-body: no one to answer, nothing failed on our side;
             # the access line shows it as 499 (an answer never sent).
@@ -97,7 +113,7 @@ class CatchAllMiddleware:
             log_failure(log, f"unhandled error in {method_of(scope)} {route_of(scope)}", exc)
             # Once the answer has started, returning (not re-raising) lets the server
             # close the connection without logging the exception's message itself.
-            if not started:
+            if not started():
                 await send_problem(send, 500, internal_error_body())
 
 

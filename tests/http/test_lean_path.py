@@ -1,0 +1,51 @@
+"""The lean HTTP path: worker threads enough for every admitted request, orjson
+answers with the standard library's fallback, cheap request ids."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+from agentsession import SessionManager
+from agentsession.http.app import create_app
+from agentsession.http.deps import FastJSONResponse
+from agentsession.http.keys import MemoryKeyStore
+from agentsession.http.middleware import new_request_id
+from agentsession.settings import Settings
+from agentsession.stores.memory import MemoryStore
+
+
+def test_every_admitted_request_can_hold_a_worker_thread() -> None:
+    """In the app's lifespan, max_concurrent_requests (40) store calls run at once: the
+    loop's own default executor stops at min(32, cores + 4) threads, so 40 parties
+    would never all meet at the barrier."""
+    parties = 40
+    app = create_app(
+        SessionManager(MemoryStore()),
+        Settings(url="memory://", max_concurrent_requests=parties),
+        keys=MemoryKeyStore(),
+    )
+    barrier = threading.Barrier(parties, timeout=30)
+
+    async def main() -> list[int]:
+        async with app.router.lifespan_context(app):
+            return await asyncio.gather(*(asyncio.to_thread(barrier.wait) for _ in range(parties)))
+
+    assert sorted(asyncio.run(main())) == list(range(parties))
+
+
+def test_answers_are_the_standard_librarys_json() -> None:
+    """orjson writes what json.dumps (compact, UTF-8) writes; an int beyond 64 bits,
+    which orjson refuses, falls back to the standard library."""
+    value = {"text": "é你\u2028\x00\x1f\x7f", "n": [0, -1, 2**63, True, None], "f": 1.5}
+    body = FastJSONResponse(value).body
+    assert body == json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    assert FastJSONResponse({"big": 2**70}).body == b'{"big":1180591620717411303424}'
+
+
+def test_request_ids_are_32_hex_and_distinct() -> None:
+    """Generated ids keep the shape of the uuid4 hex they replace."""
+    ids = {new_request_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(len(i) == 32 and int(i, 16) >= 0 and i == i.lower() for i in ids)
