@@ -232,4 +232,4 @@ def test_fuzz_every_check_every_phase() -> None:
 @pytest.mark.slow
 def test_fuzz_every_check_every_phase_at_length() -> None:
     """>= 10,000 requests, every check: 0 failures (``make test-all``)."""
-    _fuzz(examples=300, minimum=10_000)
+    _fuzz(examples=400, minimum=10_000)
