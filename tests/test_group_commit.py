@@ -283,12 +283,14 @@ def _kill_library_writer(tmp_path: Path, cycles: int) -> None:
             stdout=subprocess.PIPE,
             text=True,
         )
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "started"
-        time.sleep(rng.uniform(0.2, 0.6))
-        os.kill(proc.pid, signal.SIGKILL)
-        lines = proc.stdout.read().splitlines()
-        proc.wait()
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "started"
+            time.sleep(rng.uniform(0.2, 0.6))
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)  # also when the test fails: no orphan
+            lines = proc.stdout.read().splitlines() if proc.stdout else []
+            proc.wait()
         acked = _acknowledged(lines)
         assert acked, "nothing was acknowledged before the kill"
         sm = _manager(db)
@@ -367,7 +369,9 @@ def _serve(env: dict[str, str], url: str) -> subprocess.Popen[bytes]:
                 return proc
         except httpx.TransportError:
             pass
-        assert proc.poll() is None and time.monotonic() < deadline, "serve did not start"
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("serve did not start")
         time.sleep(0.05)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import types
 
 import pytest
@@ -95,3 +96,20 @@ def test_async_manager_works_under_asyncio(manager: SessionManager) -> None:
         await am.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.store_independent
+def test_async_manager_runs_max_threads_calls_at_once(manager: SessionManager) -> None:
+    """The async facade's own pool: 40 calls are in the manager at once (asyncio's
+    default executor stops at min(32, cores + 4), so they would never all meet)."""
+    parties = 40
+    barrier = threading.Barrier(parties, timeout=30)
+    am = AsyncSessionManager(manager, max_threads=parties)
+    manager.get_session = lambda **kw: barrier.wait()  # type: ignore[method-assign,assignment]
+
+    async def main() -> list[int]:
+        return await asyncio.gather(
+            *(am.get_session(session_id="x", user_id=USER) for _ in range(parties))
+        )
+
+    assert sorted(asyncio.run(main())) == list(range(parties))

@@ -17,20 +17,24 @@ from agentsession.stores.memory import MemoryStore
 
 
 def test_every_admitted_request_can_hold_a_worker_thread() -> None:
-    """In the app's lifespan, max_concurrent_requests (40) store calls run at once: the
-    loop's own default executor stops at min(32, cores + 4) threads, so 40 parties
-    would never all meet at the barrier."""
+    """max_concurrent_requests (40) store calls of the app run at once: asyncio's
+    default executor stops at min(32, cores + 4) threads, so 40 parties would never all
+    meet at the barrier."""
     parties = 40
+    manager = SessionManager(MemoryStore())
     app = create_app(
-        SessionManager(MemoryStore()),
+        manager,
         Settings(url="memory://", max_concurrent_requests=parties),
         keys=MemoryKeyStore(),
     )
     barrier = threading.Barrier(parties, timeout=30)
+    manager.get_session = lambda **kw: barrier.wait()  # type: ignore[method-assign,assignment]
 
     async def main() -> list[int]:
-        async with app.router.lifespan_context(app):
-            return await asyncio.gather(*(asyncio.to_thread(barrier.wait) for _ in range(parties)))
+        calls = app.state.services.manager
+        return await asyncio.gather(
+            *(calls.get_session(session_id="x", user_id="u") for _ in range(parties))
+        )
 
     assert sorted(asyncio.run(main())) == list(range(parties))
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -34,7 +33,7 @@ from .openapi import install_openapi
 from .problems import install_handlers
 from .routes import routers
 
-__all__ = ["create_app", "use_worker_threads"]
+__all__ = ["create_app"]
 
 
 def create_app(
@@ -62,7 +61,6 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        use_worker_threads(config.max_concurrent_requests)
         if manager is not None:
             yield
             return
@@ -70,7 +68,7 @@ def create_app(
             functools.partial(SessionManager.from_url, config.url, **config.manager_options())
         )
         app.state.services = Services(
-            AsyncSessionManager(opened), key_store, config, auth_limiter
+            _threaded(opened, config), key_store, config, auth_limiter
         )
         try:
             yield
@@ -98,7 +96,7 @@ def create_app(
     )
     if manager is not None:
         app.state.services = Services(
-            AsyncSessionManager(manager), key_store, config, auth_limiter
+            _threaded(manager, config), key_store, config, auth_limiter
         )
     install_handlers(app)
     install_openapi(app)
@@ -116,17 +114,8 @@ def create_app(
     return app
 
 
-def use_worker_threads(count: int) -> None:
-    """Give the running event loop a default executor of ``count`` threads.
-
-    Every store call of a request runs in the loop's default executor
-    (``asyncio.to_thread``), whose own size is ``min(32, cores + 4)``: 6 threads on 2
-    cores, so a 7th concurrent write would wait for a thread rather than share the
-    store's commit. With ``count`` = ``max_concurrent_requests`` every admitted
-    request can be in its store call at once; threads start only when needed.
-
-    Args:
-        count: the most worker threads (>= 1).
-    """
-    executor = ThreadPoolExecutor(max_workers=count, thread_name_prefix="agentsession-http")
-    asyncio.get_running_loop().set_default_executor(executor)
+def _threaded(manager: SessionManager, config: Settings) -> AsyncSessionManager:
+    """The async manager the routes call, with a thread for every request the
+    concurrency limit admits: all of them can be in the store at once (and, on SQLite,
+    share one commit) rather than wait for one of the loop's default 6 threads."""
+    return AsyncSessionManager(manager, max_threads=config.max_concurrent_requests)
