@@ -74,6 +74,12 @@ class CompiledStatement:
                 default = bind.effective_value
             proc = bind.type.dialect_impl(dialect).bind_processor(dialect)
             self._binds.append((bind.key, escaped.get(name, name), proc, default))
+        # The common case, precomputed: every value comes from the caller, and only the
+        # binds at ``_processed`` positions need a processor.
+        self._keys = tuple(b[0] for b in self._binds)
+        self._names = tuple(b[1] for b in self._binds)
+        self._processed = tuple((i, b[2]) for i, b in enumerate(self._binds) if b[2] is not None)
+        self._all_given = all(b[3] is _REQUIRED for b in self._binds)
         columns = list(getattr(stmt, "exported_columns", ()) or ())
         self.columns: tuple[str, ...] = tuple(c.key for c in columns)
         self._column_types = [c.type.dialect_impl(dialect) for c in columns]
@@ -82,16 +88,30 @@ class CompiledStatement:
         self._results: list[tuple[int, Processor]] | None = None
 
     def parameters(self, params: Mapping[str, Any]) -> Sequence[Any] | dict[str, Any]:
-        """The DBAPI parameters for one execution: bound, processed, in driver order."""
-        values = []
-        for key, _name, proc, default in self._binds:
-            value = params.get(key, default)
-            if value is _REQUIRED:
-                raise sa.exc.ArgumentError(f"a value is required for bind parameter {key!r}")
-            values.append(value if proc is None else proc(value))
+        """The DBAPI parameters for one execution: bound, processed, in driver order.
+
+        Raises:
+            ArgumentError: ``params`` lacks a bind that has no default value.
+        """
+        values: list[Any]
+        try:
+            if not self._all_given:
+                raise KeyError
+            values = [params[key] for key in self._keys]
+        except KeyError:
+            values = []
+            for key, _name, _proc, default in self._binds:
+                value = params.get(key, default)
+                if value is _REQUIRED:
+                    raise sa.exc.ArgumentError(
+                        f"a value is required for bind parameter {key!r}"
+                    ) from None
+                values.append(value)
+        for i, proc in self._processed:
+            values[i] = proc(values[i])
         if self._positional:
             return values
-        return {name: v for (_k, name, _p, _d), v in zip(self._binds, values, strict=True)}
+        return dict(zip(self._names, values, strict=True))
 
     def execute(self, conn: Connection, cursor: Any, params: Mapping[str, Any]) -> Any:
         """Execute once on ``cursor`` (of ``conn``'s DBAPI connection), or through
