@@ -13,26 +13,32 @@ Each sample runs every (participant, operation) pair once, in a shuffled order; 
 report is the median of each pair over all samples and the ratio ours / raw. Medians
 of many interleaved samples keep the ratio fair on a loaded machine.
 
-``--against DIR`` compares two versions of agentsession in one run: ``DIR`` is the
-``src`` directory of the other version (e.g. ``git archive <rev> src | tar -x -C DIR/..``);
-the benchmark then runs itself alternately on that source and on the installed one,
-``--rounds`` times each, and prints the median ratios of each version.
+``--against DIR`` also times another version of agentsession in the same run, as a
+third participant interleaved with the other two: ``DIR`` is that version's ``src``
+directory (e.g. ``git archive <rev> src | tar -x -C /tmp/before``, then
+``--against /tmp/before/src``). Its package is copied under the name
+``agentsession_before`` (the package imports itself relatively), so both versions live
+in one process. The table then shows both ratios, before and after.
 
 Run from ``benchmarks/`` with the project's environment::
 
-    ../.venv/bin/python hotpath.py [--samples 2000] [--against /tmp/base/src --rounds 3]
+    ../.venv/bin/python hotpath.py [--samples 2000] [--against /tmp/before/src]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
+import itertools
 import json
 import random
+import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,31 +47,58 @@ OPS = ("append FULL", "append NORMAL", "last-20")
 HISTORY = 200
 
 
-def measure(samples: int, seed: int = 1) -> dict[str, dict[str, float]]:
-    """Median seconds per call of raw and ours for each of :data:`OPS`.
+def before_participant(src: str) -> type[Any]:
+    """An :class:`peers.AgentSessionSync` running the agentsession found in ``src``
+    (copied as ``agentsession_before``, importable next to the installed one)."""
+    from peers import AgentSessionSync
+
+    home = Path(tempfile.mkdtemp(prefix="hotpath-before-"))
+    shutil.copytree(Path(src) / "agentsession", home / "agentsession_before")
+    sys.path.insert(0, str(home))
+    module = importlib.import_module("agentsession_before")
+
+    class Before(AgentSessionSync):
+        key = "before"
+
+        def open(self) -> None:
+            self.sm = module.SessionManager.from_url(f"sqlite:///{self.path}", **self._options())
+            self._read_back(self.sm)
+
+    return Before
+
+
+def _append(participant: Any, handle: Any, counter: Iterator[int]) -> None:
+    participant.append(handle, next(counter))
+
+
+def measure(samples: int, seed: int = 1, against: str | None = None) -> dict[str, Any]:
+    """Median seconds per call of each participant for each of :data:`OPS`.
 
     Returns:
-        ``{op: {"raw": s, "ours": s, "ratio": ours / raw}}``.
+        ``{op: {"raw": s, "ours": s, "ratio": ours / raw}}``, plus ``"before"`` and
+        ``"before_ratio"`` with ``against``.
     """
     from peers import WAL_FULL, WAL_NORMAL, AgentSessionSync, RawSQLite
 
+    sides: list[tuple[str, type[Any]]] = [("raw", RawSQLite), ("ours", AgentSessionSync)]
+    if against is not None:
+        sides.append(("before", before_participant(against)))
     tmp = Path(tempfile.mkdtemp(prefix="hotpath-"))
     opened: list[Any] = []
     calls: dict[tuple[str, str], Any] = {}
     for setting, op in ((WAL_FULL, "append FULL"), (WAL_NORMAL, "append NORMAL")):
-        for side, cls in (("raw", RawSQLite), ("ours", AgentSessionSync)):
+        for side, cls in sides:
             directory = tmp / f"{side}-{setting.name}"
             directory.mkdir()
             p = cls(directory, setting)
             p.open()
             opened.append(p)
             handle = p.new_session()
-            counter = iter(range(10**9))
-            calls[(op, side)] = (lambda p, h, c: lambda: p.append(h, next(c)))(p, handle, counter)
+            calls[(op, side)] = functools.partial(_append, p, handle, itertools.count())
             if setting is WAL_NORMAL:
                 reader = p.new_session()
                 p.append_batch(reader, 0, HISTORY)
-                calls[("last-20", side)] = (lambda p, h: lambda: p.load_last(h, 20))(p, reader)
+                calls[("last-20", side)] = functools.partial(p.load_last, reader, 20)
     try:
         keys = list(calls)
         for key in keys:  # warm-up: compile statements, fill caches
@@ -84,40 +117,34 @@ def measure(samples: int, seed: int = 1) -> dict[str, dict[str, float]]:
     finally:
         for p in opened:
             p.close()
-    out = {}
+    out: dict[str, Any] = {}
     for op in OPS:
-        raw = statistics.median(times[(op, "raw")])
-        ours = statistics.median(times[(op, "ours")])
-        out[op] = {"raw": raw, "ours": ours, "ratio": ours / raw}
+        med = {side: statistics.median(times[(op, side)]) for side, _cls in sides}
+        out[op] = {**med, "ratio": med["ours"] / med["raw"]}
+        if against is not None:
+            out[op]["before_ratio"] = med["before"] / med["raw"]
     return out
 
 
-def table(results: dict[str, dict[str, float]]) -> str:
+def table(results: dict[str, Any]) -> str:
     """A plain-text table of one :func:`measure` result (microseconds and ratios)."""
-    lines = [f"{'operation':<15}{'raw us':>10}{'ours us':>10}{'ratio':>8}"]
+    if "before" not in results[OPS[0]]:
+        lines = [f"{'operation':<15}{'raw us':>10}{'ours us':>10}{'ratio':>8}"]
+        for op, r in results.items():
+            lines.append(
+                f"{op:<15}{r['raw'] * 1e6:>10.1f}{r['ours'] * 1e6:>10.1f}{r['ratio']:>8.2f}"
+            )
+        return "\n".join(lines)
+    lines = [
+        f"{'operation':<15}{'raw us':>9}{'before us':>11}{'after us':>10}"
+        f"{'before/raw':>12}{'after/raw':>11}"
+    ]
     for op, r in results.items():
-        lines.append(f"{op:<15}{r['raw'] * 1e6:>10.1f}{r['ours'] * 1e6:>10.1f}{r['ratio']:>8.2f}")
+        lines.append(
+            f"{op:<15}{r['raw'] * 1e6:>9.1f}{r['before'] * 1e6:>11.1f}{r['ours'] * 1e6:>10.1f}"
+            f"{r['before_ratio']:>12.2f}{r['ratio']:>11.2f}"
+        )
     return "\n".join(lines)
-
-
-def compare(against: str, rounds: int, samples: int) -> None:
-    """Alternate runs on ``against`` (before) and the installed source (after); print
-    the median over rounds of each version's ratios."""
-    runs: dict[str, list[dict[str, dict[str, float]]]] = {"before": [], "after": []}
-    for i in range(rounds):
-        for label, src in (("before", against), ("after", None)):
-            argv = [sys.executable, __file__, "--samples", str(samples), "--json"]
-            argv += ["--seed", str(i + 1)]
-            if src is not None:
-                argv += ["--src", src]
-            done = subprocess.run(argv, check=True, capture_output=True, text=True)
-            runs[label].append(json.loads(done.stdout))
-            print(f"round {i + 1} {label}:", file=sys.stderr)
-            print(table(runs[label][-1]), file=sys.stderr)
-    print(f"{'operation':<15}{'before':>9}{'after':>9}   (median ratio ours/raw)")
-    for op in OPS:
-        med = {k: statistics.median(r[op]["ratio"] for r in v) for k, v in runs.items()}
-        print(f"{op:<15}{med['before']:>9.2f}{med['after']:>9.2f}")
 
 
 def main() -> None:
@@ -125,17 +152,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--src", help="import agentsession from this src directory")
-    parser.add_argument("--against", help="src directory of the version to compare with")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--against", help="src directory of a version to time as well")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
-    if args.against:
-        compare(args.against, args.rounds, args.samples)
-        return
-    if args.src:
-        sys.path.insert(0, args.src)
-    results = measure(args.samples, args.seed)
+    results = measure(args.samples, args.seed, args.against)
     print(json.dumps(results) if args.json else table(results))
 
 

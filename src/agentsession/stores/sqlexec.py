@@ -40,10 +40,33 @@ Processor = Callable[[Any], Any]
 
 def observed(conn: Connection) -> bool:
     """Whether statements on ``conn`` must be visible to events or ``echo`` logging."""
+    engine = conn.engine
+    if engine.echo:
+        return True
+    # Asking a connection's joined dispatch builds a joined listener per event name per
+    # connection, which costs more than a BEGIN: read the engine's long-lived dispatch
+    # (where tracing tools and tests listen; class-level listeners included), the
+    # connection's local one, and only such joined listeners as exist already (one is
+    # made when someone listens on the connection itself).
     dispatch = conn.dispatch
-    return bool(
-        dispatch.before_cursor_execute or dispatch.after_cursor_execute or conn.engine.echo
-    )
+    local = getattr(dispatch, "local", None)
+    if local is None:  # not joined to the engine's: the dispatch is the whole answer
+        return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
+    for part in (engine.dispatch, local):
+        if part.before_cursor_execute or part.after_cursor_execute:
+            return True
+    for name in _CURSOR_EVENTS:
+        try:
+            joined = object.__getattribute__(dispatch, name)
+        except AttributeError:  # never built: nobody listened on this connection
+            continue
+        if joined:
+            return True
+    return False
+
+
+#: The events that see every statement as the driver receives it.
+_CURSOR_EVENTS = ("before_cursor_execute", "after_cursor_execute")
 
 
 class CompiledStatement:
@@ -120,7 +143,11 @@ class CompiledStatement:
         args = self.parameters(params)
         if cursor is None:
             return conn.exec_driver_sql(self.sql, _driver_args(args))
-        return self._run(conn, cursor, lambda: cursor.execute(self.sql, args))
+        try:
+            cursor.execute(self.sql, args)
+        except self._driver_error as exc:
+            raise self._wrapped(conn, cursor, exc) from exc
+        return cursor
 
     def executemany(
         self, conn: Connection, cursor: Any, params: Iterable[Mapping[str, Any]]
@@ -129,7 +156,11 @@ class CompiledStatement:
         args = [self.parameters(p) for p in params]
         if cursor is None:
             return conn.exec_driver_sql(self.sql, [_driver_args(a) for a in args])
-        return self._run(conn, cursor, lambda: cursor.executemany(self.sql, args))
+        try:
+            cursor.executemany(self.sql, args)
+        except self._driver_error as exc:
+            raise self._wrapped(conn, cursor, exc) from exc
+        return cursor
 
     def rows(self, cursor: Any) -> list[tuple[Any, ...]]:
         """Fetch every remaining row of a cursor or result, result processors applied."""
@@ -161,30 +192,31 @@ class CompiledStatement:
         """One row from :meth:`rows` as a dict keyed by column name."""
         return dict(zip(self.columns, row, strict=True))
 
-    def _run(self, conn: Connection, cursor: Any, call: Callable[[], Any]) -> Any:
-        dbapi = self._dialect.loaded_dbapi
+    @property
+    def _driver_error(self) -> type[Exception]:
+        """The driver's base exception class (read only when something was raised)."""
+        error: type[Exception] = self._dialect.loaded_dbapi.Error
+        return error
+
+    def _wrapped(self, conn: Connection, cursor: Any, exc: Any) -> sa.exc.StatementError:
+        """``exc`` of the driver as Core wraps it; a disconnect invalidates ``conn``."""
+        invalidated = False
         try:
-            call()
-        except dbapi.Error as exc:
+            invalidated = self._dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor)
+        except Exception:  # pragma: no cover - a dialect's check must not mask exc
             invalidated = False
-            try:
-                invalidated = self._dialect.is_disconnect(
-                    exc, conn.connection.dbapi_connection, cursor
-                )
-            except Exception:  # pragma: no cover - a dialect's check must not mask exc
-                invalidated = False
-            if invalidated:
-                conn.invalidate(exc)
-            raise sa.exc.DBAPIError.instance(
-                self.sql,
-                None,
-                exc,
-                dbapi.Error,
-                hide_parameters=True,
-                connection_invalidated=invalidated,
-                dialect=self._dialect,
-            ) from exc
-        return cursor
+        if invalidated:
+            conn.invalidate(exc)
+        wrapped: sa.exc.StatementError = sa.exc.DBAPIError.instance(
+            self.sql,
+            None,
+            exc,
+            self._driver_error,
+            hide_parameters=True,
+            connection_invalidated=invalidated,
+            dialect=self._dialect,
+        )
+        return wrapped
 
 
 def _driver_args(args: Sequence[Any] | dict[str, Any]) -> Any:
