@@ -129,9 +129,12 @@ def dumps(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
+_DECODER = json.JSONDecoder()
+
+
 def loads(text: str) -> Any:
     """Decode JSON text written by :func:`dumps`."""
-    return json.loads(text)
+    return _DECODER.decode(text)
 
 
 def canonical_hash(value: Any) -> str:

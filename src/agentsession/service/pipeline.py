@@ -191,15 +191,7 @@ class WritePipeline:
         outcome = req.change(tx, s, now)
         if isinstance(outcome, Session):
             return cast(R, outcome)
-        if req.touch:
-            touched = outcome.session.model_copy(
-                update={
-                    "last_active_at": now,
-                    "expires_at": expires_at(now, outcome.session.ttl_seconds),
-                }
-            )
-            outcome = Change(touched, outcome.action, outcome.details, outcome.result)
-        stored = self.store_change(tx, s, outcome, req.principal, now)
+        stored = self.store_change(tx, s, outcome, req.principal, now, touch=req.touch)
         if req.returns_session:
             return cast(R, stored)
         return cast(R, _with_session_version(outcome.result, stored.version))
@@ -240,11 +232,19 @@ class WritePipeline:
         change: Change,
         actor: Principal,
         now: datetime,
+        *,
+        touch: bool = False,
     ) -> Session:
         """Write the session row at the next version (compare-and-set against
-        ``before.version``) and its audit event; return the stored row."""
+        ``before.version``) and its audit event; return the stored row. With ``touch``
+        the write counts as activity: ``last_active_at`` is ``now`` and the TTL deadline
+        restarts from it."""
         target = next_version(before)
-        new = change.session.model_copy(update={"version": target, "updated_at": now})
+        update: dict[str, Any] = {"version": target, "updated_at": now}
+        if touch:
+            update["last_active_at"] = now
+            update["expires_at"] = expires_at(now, change.session.ttl_seconds)
+        new = change.session.model_copy(update=update)
         tx.update_session(new, expected_version=before.version)
         self.audit(tx, new, actor, change.action, (before.version, target), change.details, now)
         return new

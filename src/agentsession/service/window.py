@@ -76,7 +76,9 @@ def _missing(rows: list[Message]) -> tuple[Counter[str], Counter[str]]:
                 pending[call] -= 1
             else:
                 needed[call] += 1
-        pending.update(opened_calls(m))
+        opened = opened_calls(m)
+        if opened:  # most messages open none; Counter.update costs even when empty
+            pending.update(opened)
     return +needed, +pending
 
 

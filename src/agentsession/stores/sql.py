@@ -759,7 +759,8 @@ class _SQLTransaction:
     @_translated
     def insert_audit(self, event: AuditEvent) -> int:
         self._writing()
-        row = event.model_dump(exclude={"seq"})
+        row = dict(event.__dict__)  # the field values as they are (see _session_row)
+        del row["seq"]
         stmt = self._sql.insert_audit
         cursor = self._execute(stmt, row)
         if self._sql.audit_lastrowid:
@@ -830,7 +831,8 @@ class _SQLTransaction:
 
 
 def _session_row(session: Session) -> dict[str, Any]:
-    row = session.model_dump()
+    # The field values as they are (a model_dump would copy each, to be encoded anyway).
+    row = dict(session.__dict__)
     row["status"] = session.status.value
     return row
 

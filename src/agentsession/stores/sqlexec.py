@@ -40,10 +40,33 @@ Processor = Callable[[Any], Any]
 
 def observed(conn: Connection) -> bool:
     """Whether statements on ``conn`` must be visible to events or ``echo`` logging."""
+    engine = conn.engine
+    if engine.echo:
+        return True
+    # Asking a connection's joined dispatch builds a joined listener per event name per
+    # connection, which costs more than a BEGIN: read the engine's long-lived dispatch
+    # (where tracing tools and tests listen; class-level listeners included), the
+    # connection's local one, and only such joined listeners as exist already (one is
+    # made when someone listens on the connection itself).
     dispatch = conn.dispatch
-    return bool(
-        dispatch.before_cursor_execute or dispatch.after_cursor_execute or conn.engine.echo
-    )
+    local = getattr(dispatch, "local", None)
+    if local is None:  # not joined to the engine's: the dispatch is the whole answer
+        return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
+    for part in (engine.dispatch, local):
+        if part.before_cursor_execute or part.after_cursor_execute:
+            return True
+    for name in _CURSOR_EVENTS:
+        try:
+            joined = object.__getattribute__(dispatch, name)
+        except AttributeError:  # never built: nobody listened on this connection
+            continue
+        if joined:
+            return True
+    return False
+
+
+#: The events that see every statement as the driver receives it.
+_CURSOR_EVENTS = ("before_cursor_execute", "after_cursor_execute")
 
 
 class CompiledStatement:
@@ -74,6 +97,12 @@ class CompiledStatement:
                 default = bind.effective_value
             proc = bind.type.dialect_impl(dialect).bind_processor(dialect)
             self._binds.append((bind.key, escaped.get(name, name), proc, default))
+        # The common case, precomputed: every value comes from the caller, and only the
+        # binds at ``_processed`` positions need a processor.
+        self._keys = tuple(b[0] for b in self._binds)
+        self._names = tuple(b[1] for b in self._binds)
+        self._processed = tuple((i, b[2]) for i, b in enumerate(self._binds) if b[2] is not None)
+        self._all_given = all(b[3] is _REQUIRED for b in self._binds)
         columns = list(getattr(stmt, "exported_columns", ()) or ())
         self.columns: tuple[str, ...] = tuple(c.key for c in columns)
         self._column_types = [c.type.dialect_impl(dialect) for c in columns]
@@ -82,16 +111,30 @@ class CompiledStatement:
         self._results: list[tuple[int, Processor]] | None = None
 
     def parameters(self, params: Mapping[str, Any]) -> Sequence[Any] | dict[str, Any]:
-        """The DBAPI parameters for one execution: bound, processed, in driver order."""
-        values = []
-        for key, _name, proc, default in self._binds:
-            value = params.get(key, default)
-            if value is _REQUIRED:
-                raise sa.exc.ArgumentError(f"a value is required for bind parameter {key!r}")
-            values.append(value if proc is None else proc(value))
+        """The DBAPI parameters for one execution: bound, processed, in driver order.
+
+        Raises:
+            ArgumentError: ``params`` lacks a bind that has no default value.
+        """
+        values: list[Any]
+        try:
+            if not self._all_given:
+                raise KeyError
+            values = [params[key] for key in self._keys]
+        except KeyError:
+            values = []
+            for key, _name, _proc, default in self._binds:
+                value = params.get(key, default)
+                if value is _REQUIRED:
+                    raise sa.exc.ArgumentError(
+                        f"a value is required for bind parameter {key!r}"
+                    ) from None
+                values.append(value)
+        for i, proc in self._processed:
+            values[i] = proc(values[i])
         if self._positional:
             return values
-        return {name: v for (_k, name, _p, _d), v in zip(self._binds, values, strict=True)}
+        return dict(zip(self._names, values, strict=True))
 
     def execute(self, conn: Connection, cursor: Any, params: Mapping[str, Any]) -> Any:
         """Execute once on ``cursor`` (of ``conn``'s DBAPI connection), or through
@@ -100,7 +143,11 @@ class CompiledStatement:
         args = self.parameters(params)
         if cursor is None:
             return conn.exec_driver_sql(self.sql, _driver_args(args))
-        return self._run(conn, cursor, lambda: cursor.execute(self.sql, args))
+        try:
+            cursor.execute(self.sql, args)
+        except self._driver_error as exc:
+            raise self._wrapped(conn, cursor, exc) from exc
+        return cursor
 
     def executemany(
         self, conn: Connection, cursor: Any, params: Iterable[Mapping[str, Any]]
@@ -109,7 +156,11 @@ class CompiledStatement:
         args = [self.parameters(p) for p in params]
         if cursor is None:
             return conn.exec_driver_sql(self.sql, [_driver_args(a) for a in args])
-        return self._run(conn, cursor, lambda: cursor.executemany(self.sql, args))
+        try:
+            cursor.executemany(self.sql, args)
+        except self._driver_error as exc:
+            raise self._wrapped(conn, cursor, exc) from exc
+        return cursor
 
     def rows(self, cursor: Any) -> list[tuple[Any, ...]]:
         """Fetch every remaining row of a cursor or result, result processors applied."""
@@ -141,30 +192,31 @@ class CompiledStatement:
         """One row from :meth:`rows` as a dict keyed by column name."""
         return dict(zip(self.columns, row, strict=True))
 
-    def _run(self, conn: Connection, cursor: Any, call: Callable[[], Any]) -> Any:
-        dbapi = self._dialect.loaded_dbapi
+    @property
+    def _driver_error(self) -> type[Exception]:
+        """The driver's base exception class (read only when something was raised)."""
+        error: type[Exception] = self._dialect.loaded_dbapi.Error
+        return error
+
+    def _wrapped(self, conn: Connection, cursor: Any, exc: Any) -> sa.exc.StatementError:
+        """``exc`` of the driver as Core wraps it; a disconnect invalidates ``conn``."""
+        invalidated = False
         try:
-            call()
-        except dbapi.Error as exc:
+            invalidated = self._dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor)
+        except Exception:  # pragma: no cover - a dialect's check must not mask exc
             invalidated = False
-            try:
-                invalidated = self._dialect.is_disconnect(
-                    exc, conn.connection.dbapi_connection, cursor
-                )
-            except Exception:  # pragma: no cover - a dialect's check must not mask exc
-                invalidated = False
-            if invalidated:
-                conn.invalidate(exc)
-            raise sa.exc.DBAPIError.instance(
-                self.sql,
-                None,
-                exc,
-                dbapi.Error,
-                hide_parameters=True,
-                connection_invalidated=invalidated,
-                dialect=self._dialect,
-            ) from exc
-        return cursor
+        if invalidated:
+            conn.invalidate(exc)
+        wrapped: sa.exc.StatementError = sa.exc.DBAPIError.instance(
+            self.sql,
+            None,
+            exc,
+            self._driver_error,
+            hide_parameters=True,
+            connection_invalidated=invalidated,
+            dialect=self._dialect,
+        )
+        return wrapped
 
 
 def _driver_args(args: Sequence[Any] | dict[str, Any]) -> Any:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +22,8 @@ from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Dialect
 
 from ..jsonvalues import dumps, loads
+
+Processor = Callable[[Any], Any]
 
 __all__ = ["LONG_TEXT", "JSONText", "UTCDateTime"]
 
@@ -71,6 +74,54 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
             return moment.replace(tzinfo=UTC)
         return moment.astimezone(UTC)
 
+    # The two processors below are the methods above as one plain function on SQLite
+    # (whose String has no processor of its own to chain): a value costs one call.
+    def bind_processor(self, dialect: Dialect) -> Processor | None:
+        if dialect.name == "sqlite" and not _impl_processes(self, dialect):
+            return _sqlite_datetime_bind
+        return super().bind_processor(dialect)
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Processor | None:
+        if dialect.name == "sqlite" and not _impl_processes(self, dialect, coltype):
+            return _sqlite_datetime_result
+        return super().result_processor(dialect, coltype)
+
+
+def _sqlite_datetime_bind(value: datetime | None) -> str | None:
+    """:meth:`UTCDateTime.process_bind_param` on SQLite."""
+    if value is None:
+        return None
+    zone = value.tzinfo
+    if zone is not UTC:
+        if zone is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value!r}: timestamps must be timezone-aware")
+        value = value.astimezone(UTC)
+    return value.isoformat(timespec="microseconds")
+
+
+def _sqlite_datetime_result(value: Any) -> datetime | None:
+    """:meth:`UTCDateTime.process_result_value` on SQLite (ISO text, or None)."""
+    if value is None:
+        return None
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    zone = moment.tzinfo
+    if zone is UTC:
+        return moment
+    if zone is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def _impl_processes(
+    decorator: sa.types.TypeDecorator[Any], dialect: Dialect, coltype: Any = None
+) -> bool:
+    """Whether the dialect's own type under ``decorator`` converts values itself (bind
+    or result), so a processor of ours must chain to it (TypeDecorator's own does)."""
+    impl = decorator.load_dialect_impl(dialect).dialect_impl(dialect)
+    return impl.bind_processor(dialect) is not None or (
+        impl.result_processor(dialect, coltype) is not None
+    )
+
 
 class JSONText(sa.types.TypeDecorator[Any]):
     """A JSON value kept as compact UTF-8 JSON text (see the module docstring).
@@ -92,6 +143,22 @@ class JSONText(sa.types.TypeDecorator[Any]):
 
     def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
         return None if value is None else loads(value)
+
+    # As UTCDateTime's: the methods above as one plain function, where nothing chains.
+    def bind_processor(self, dialect: Dialect) -> Processor | None:
+        if not _impl_processes(self, dialect):
+            return dumps
+        return super().bind_processor(dialect)
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Processor | None:
+        if not _impl_processes(self, dialect, coltype):
+            return _json_result
+        return super().result_processor(dialect, coltype)
+
+
+def _json_result(value: str | None) -> Any:
+    """:meth:`JSONText.process_result_value`."""
+    return None if value is None else loads(value)
 
 
 _PG_ESCAPED = re.compile(r"\\([\\0])")
@@ -136,3 +203,14 @@ class PlainText(sa.types.TypeDecorator[str]):
         if value is None or dialect.name != "postgresql" or "\\" not in value:
             return value
         return _PG_ESCAPED.sub(lambda m: "\x00" if m.group(1) == "0" else "\\", value)
+
+    # Off PostgreSQL both methods above return the value as it is: no processor at all.
+    def bind_processor(self, dialect: Dialect) -> Processor | None:
+        if dialect.name != "postgresql" and not _impl_processes(self, dialect):
+            return None
+        return super().bind_processor(dialect)
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Processor | None:
+        if dialect.name != "postgresql" and not _impl_processes(self, dialect, coltype):
+            return None
+        return super().result_processor(dialect, coltype)

@@ -1,0 +1,157 @@
+"""The fast forms of the hot paths give exactly what the general forms give.
+
+The SQL store's column types hand SQLite plain-function processors, a compiled
+statement precomputes its binds, ids are encoded two digits at a time, and "is anyone
+watching statements?" reads long-lived dispatch objects: each is checked here against
+the slower form it replaces, on the values and cases where they could differ.
+"""
+
+from __future__ import annotations
+
+import base64
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Connection, Engine
+
+from agentsession import ids
+from agentsession.stores.sql import SQLStore
+from agentsession.stores.sqlexec import CompiledStatement, observed
+from agentsession.stores.sqltypes import JSONText, PlainText, UTCDateTime
+
+SQLITE = sqlite.dialect()
+IST = timezone(timedelta(hours=5, minutes=30))
+
+
+def _generic_bind(decorator: sa.types.TypeDecorator[Any], value: Any) -> Any:
+    return decorator.process_bind_param(value, SQLITE)
+
+
+def _generic_result(decorator: sa.types.TypeDecorator[Any], value: Any) -> Any:
+    return decorator.process_result_value(value, SQLITE)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        datetime(2026, 1, 1, 12, 0, tzinfo=UTC),
+        datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=IST),
+        datetime(1999, 12, 31, 23, 59, 59, tzinfo=timezone(timedelta(hours=-8))),
+    ],
+)
+def test_sqlite_datetime_processors_match_the_type_methods(value: datetime | None) -> None:
+    column = UTCDateTime()
+    bind = column.dialect_impl(SQLITE).bind_processor(SQLITE)
+    result = column.dialect_impl(SQLITE).result_processor(SQLITE, None)
+    assert bind is not None and result is not None
+    stored = bind(value)
+    assert stored == _generic_bind(column, value)
+    back = result(stored)
+    assert back == _generic_result(column, stored)
+    if back is not None:
+        assert back.tzinfo is UTC
+
+
+def test_sqlite_datetime_processor_refuses_naive_values() -> None:
+    bind = UTCDateTime().dialect_impl(SQLITE).bind_processor(SQLITE)
+    assert bind is not None
+    with pytest.raises(ValueError, match="naive datetime"):
+        bind(datetime(2026, 1, 1, 12, 0))
+
+
+def test_sqlite_datetime_result_of_zone_less_text_is_utc() -> None:
+    result = UTCDateTime().dialect_impl(SQLITE).result_processor(SQLITE, None)
+    assert result is not None
+    assert result("2026-01-01T12:00:00") == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert result("2026-01-01T17:30:00+05:30") == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("value", [None, {"a": [1, 2.5, "\x00é"]}, "text", [], 3])
+def test_json_processors_match_the_type_methods(value: Any) -> None:
+    column = JSONText()
+    bind = column.dialect_impl(SQLITE).bind_processor(SQLITE)
+    result = column.dialect_impl(SQLITE).result_processor(SQLITE, None)
+    assert bind is not None and result is not None
+    stored = bind(value)
+    assert stored == _generic_bind(column, value)
+    assert result(stored) == _generic_result(column, stored) == value
+    assert result(None) is None
+
+
+def test_plain_text_needs_no_processor_off_postgresql() -> None:
+    column = PlainText()
+    assert column.dialect_impl(SQLITE).bind_processor(SQLITE) is None
+    assert column.dialect_impl(SQLITE).result_processor(SQLITE, None) is None
+    assert _generic_bind(column, "a\x00b\\") == "a\x00b\\"
+
+
+def test_compiled_statement_binds_defaults_and_refuses_missing_values() -> None:
+    table = sa.table("t", sa.column("a", UTCDateTime()), sa.column("b", sa.Integer()))
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    insert = CompiledStatement(
+        sa.insert(table).values(a=sa.bindparam("a", type_=UTCDateTime()), b=7), SQLITE
+    )
+    assert insert.parameters({"a": at}) == ["2026-01-01T00:00:00.000000+00:00", 7]
+    plain = CompiledStatement(sa.select(table).where(table.c.b == sa.bindparam("b")), SQLITE)
+    assert plain.parameters({"b": 1, "extra": 2}) == [1]
+    with pytest.raises(sa.exc.ArgumentError, match="'b'"):
+        plain.parameters({})
+
+
+def test_new_id_is_the_base32_of_its_random_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    for raw in (bytes(16), b"\xff" * 16, bytes(range(16)), bytes(range(200, 216))):
+        monkeypatch.setattr(ids.secrets, "token_bytes", lambda n, raw=raw: raw)
+        expected = base64.b32encode(raw).decode("ascii").rstrip("=").lower()
+        assert ids.new_id("msg") == f"msg_{expected}"
+        assert ids.is_id(ids.new_id("msg"), "msg")
+
+
+@pytest.fixture
+def engine() -> Iterator[Engine]:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLStore(f"sqlite:///{Path(tmp) / 'a.db'}", auto_migrate=True)
+        try:
+            yield store.engine
+        finally:
+            store.close()
+
+
+def _seen(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        return observed(conn)
+
+
+def _listener(*_args: Any) -> None:
+    return None
+
+
+@pytest.mark.parametrize("event", ["before_cursor_execute", "after_cursor_execute"])
+@pytest.mark.parametrize("where", ["engine", "Engine", "Connection"])
+def test_observed_sees_listeners_wherever_they_are(engine: Engine, event: str, where: str) -> None:
+    target: Any = {"engine": engine, "Engine": Engine, "Connection": Connection}[where]
+    assert not _seen(engine)
+    sa.event.listen(target, event, _listener)
+    try:
+        assert _seen(engine)
+    finally:
+        sa.event.remove(target, event, _listener)
+    assert not _seen(engine)
+
+
+def test_observed_sees_a_listener_on_the_connection_and_echo(engine: Engine) -> None:
+    with engine.connect() as conn:
+        assert not observed(conn)
+        sa.event.listen(conn, "before_cursor_execute", _listener)
+        assert observed(conn)
+    engine.echo = True
+    try:
+        assert _seen(engine)
+    finally:
+        engine.echo = False
