@@ -1,9 +1,14 @@
-"""Workload (f) of issue #5: the HTTP service under a real load generator.
+"""Workload (f) of issues #5 and #14: the HTTP service under a real load generator.
 
 What is measured: requests/s and latency (p50, p99) of ``agentsession serve`` with
-``--workers`` 1, 2 and 4, each on its own file-backed SQLite database (WAL; the
-default ``synchronous=FULL``, then ``NORMAL`` through ``AGENTSESSION_SQLITE_SYNCHRONOUS``),
-for four operations:
+``--workers`` 1 (more with ``--workers``), on its own file-backed SQLite database (WAL;
+the default ``synchronous=FULL``, then ``NORMAL`` through
+``AGENTSESSION_SQLITE_SYNCHRONOUS``), and of the baseline, ``minimal_app.py`` (a
+minimal FastAPI + sqlite3 app: one INSERT per append request, the same WAL and
+synchronous setting, one connection per worker thread, uvicorn with ``serve``'s options,
+1 worker), side by side. Every figure of ``serve`` is reported as a ratio to the
+baseline's at the same operation, setting and connection count. Appends run with 1, 8
+and 32 connections (the concurrency workload over HTTP), reads with 8. The operations:
 
 - ``append, 1 session``: ``POST /v1/sessions/{id}/messages`` with
   ``{"message": {"role": "user", "content": ...}}`` (200 bytes of UTF-8 content, some
@@ -115,19 +120,30 @@ SOCKET_ERRORS = ("connect", "read", "write", "timeout")
 class Config:
     """What one run does. Durations in seconds (wrk takes whole seconds)."""
 
-    duration: int = 10
-    warmup: int = 2
-    workers: tuple[int, ...] = (1, 2, 4)
+    duration: int = 5
+    warmup: int = 1
+    workers: tuple[int, ...] = (1,)
     synchronous: tuple[str, ...] = ("FULL", "NORMAL")
     operations: tuple[str, ...] = tuple(OPERATIONS)
-    connections: int = 16
+    #: connection counts of the append cells (reads use ``read_connections``).
+    connections: tuple[int, ...] = (1, 8, 32)
+    read_connections: int = 8
+    #: wrk threads (at most the connection count).
     threads: int = 2
+    #: run the minimal app (the baseline) beside ``serve``.
+    baseline: bool = True
     #: sessions the ``append-many`` operation rotates over.
     sessions: int = 64
     #: messages in the session the reads read.
     history: int = 1000
     #: wrk's per-request timeout; a slower answer counts as a timeout error.
     timeout: int = 30
+
+
+#: ``make bench BENCH_ARGS=--quick``: one second per cell, no warm-up.
+QUICK = Config(duration=1, warmup=0)
+MINIMAL = HERE / "minimal_app.py"
+MINIMAL_TOKEN = "minimal-bench-token"
 
 
 # ============================================================================ set-up
@@ -241,6 +257,8 @@ class Service:
     synchronous: str
     db: Path
     log: Path
+    #: "agentsession" (``serve``) or "minimal" (the baseline app).
+    kind: str = "agentsession"
     hot: str = ""
     many: list[str] = field(default_factory=list)
     read: str = ""
@@ -291,6 +309,45 @@ def running_service(tmp: Path, exe: Path, *, workers: int, synchronous: str) -> 
                 if ready < needed:
                     time.sleep(0.1)
             yield Service(base, token, workers, synchronous, db, log_path)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+@contextlib.contextmanager
+def running_minimal(tmp: Path, python: Path, *, synchronous: str) -> Iterator[Service]:
+    """Start the baseline app (``minimal_app.py``) in ``tmp``; stop it on exit."""
+    port = _free_port()
+    db = tmp / "minimal.db"
+    env = {
+        **os.environ,
+        "MINIMAL_DB": str(db),
+        "MINIMAL_SYNCHRONOUS": synchronous,
+        "MINIMAL_TOKEN": MINIMAL_TOKEN,
+        "MINIMAL_PORT": str(port),
+    }
+    log_path = tmp / "minimal.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [str(python), str(MINIMAL)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while _request("GET", f"{base}/readyz", None, None, timeout=2)[0] != 200:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"minimal app did not start:\n{log_path.read_text()}")
+                time.sleep(0.1)
+            yield Service(base, MINIMAL_TOKEN, 1, synchronous, db, log_path, kind="minimal")
         finally:
             proc.terminate()
             try:
@@ -394,13 +451,17 @@ def _targets(service: Service, operation: str) -> tuple[str, list[str], str]:
     return "GET", [f"/v1/sessions/{service.read}"], "-"
 
 
-def wrk_run(wrk: str, service: Service, operation: str, seconds: int, config: Config) -> dict:
-    """One wrk run; its JSON line parsed (latencies still in microseconds)."""
+def wrk_run(
+    wrk: str, service: Service, operation: str, seconds: int, config: Config, connections: int
+) -> dict:
+    """One wrk run with ``connections`` connections; its JSON line parsed (latencies
+    still in microseconds)."""
     method, paths, body = _targets(service, operation)
+    threads = min(config.threads, connections)
     cmd = [
         wrk,
-        f"--threads={config.threads}",
-        f"--connections={config.connections}",
+        f"--threads={threads}",
+        f"--connections={connections}",
         f"--duration={seconds}s",
         f"--timeout={config.timeout}s",
         f"--script={LUA}",
@@ -409,7 +470,7 @@ def wrk_run(wrk: str, service: Service, operation: str, seconds: int, config: Co
         method,
         service.token,
         body,
-        str(config.threads),
+        str(threads),
         *paths,
     ]
     out = subprocess.run(
@@ -427,13 +488,19 @@ def _errors(raw: dict[str, Any]) -> int:
     return raw["requests"] - ok + sum(raw["errors"][k] for k in SOCKET_ERRORS)
 
 
-def run_cell(wrk: str, service: Service, operation: str, config: Config) -> dict[str, Any]:
+def run_cell(
+    wrk: str, service: Service, operation: str, config: Config, connections: int
+) -> dict[str, Any]:
     """Warm up, then measure one operation on one service; the cell's figures."""
     sessions = {"append-one": [service.hot], "append-many": service.many}.get(operation, [])
     load_before = os.getloadavg()[0]
-    warm = wrk_run(wrk, service, operation, config.warmup, config) if config.warmup else None
+    warm = (
+        wrk_run(wrk, service, operation, config.warmup, config, connections)
+        if config.warmup
+        else None
+    )
     before = _message_count(service, sessions) if sessions else 0
-    raw = wrk_run(wrk, service, operation, config.duration, config)
+    raw = wrk_run(wrk, service, operation, config.duration, config, connections)
     stored = _message_count(service, sessions) - before if sessions else None
     statuses = {int(k): v for k, v in raw["statuses"].items()}
     ok = sum(n for code, n in statuses.items() if 200 <= code < 300)
@@ -443,6 +510,8 @@ def run_cell(wrk: str, service: Service, operation: str, config: Config) -> dict
     cell: dict[str, Any] = {
         "operation": operation,
         "label": OPERATIONS[operation][0],
+        "service": service.kind,
+        "connections": connections,
         "workers": service.workers,
         "synchronous": service.synchronous,
         "sessions": len(sessions) if sessions else 1,
@@ -466,7 +535,7 @@ def run_cell(wrk: str, service: Service, operation: str, config: Config) -> dict
     if stored is not None:
         # Requests in flight when wrk stops are not counted by wrk but may be stored.
         cell["stored"] = stored
-        cell["stored_ok"] = 0 <= stored - ok <= 2 * config.connections
+        cell["stored_ok"] = 0 <= stored - ok <= 2 * connections
     problems = []
     if cell["non_2xx"]:
         problems.append(f"{cell['non_2xx']} non-2xx")
@@ -478,6 +547,34 @@ def run_cell(wrk: str, service: Service, operation: str, config: Config) -> dict
         problems.append("no 2xx response")
     cell["problems"] = problems
     return cell
+
+
+def _name(service: Service) -> str:
+    """How a service is named in tables: ``serve, 1 worker`` or ``minimal app``."""
+    if service.kind == "minimal":
+        return "minimal app"
+    return f"serve, {service.workers} worker{'s' if service.workers > 1 else ''}"
+
+
+def _start(
+    stack: contextlib.ExitStack, tmp: Path, exe: Path, python: Path, sync: str, config: Config
+) -> list[Service]:
+    """Start ``serve`` for each worker count and, with ``config.baseline``, the minimal
+    app, each prepared (sessions made, answers checked); ``stack`` stops them."""
+    services = []
+    for workers in config.workers:
+        where = tmp / f"{sync.lower()}-w{workers}"
+        where.mkdir()
+        services.append(
+            stack.enter_context(running_service(where, exe, workers=workers, synchronous=sync))
+        )
+    if config.baseline:
+        where = tmp / f"{sync.lower()}-minimal"
+        where.mkdir()
+        services.append(stack.enter_context(running_minimal(where, python, synchronous=sync)))
+    for service in services:
+        prepare(service, config)
+    return services
 
 
 def run_http_load(
@@ -531,32 +628,27 @@ def run_http_load(
             if not ops:
                 continue
             with contextlib.ExitStack() as stack:
-                services = []
-                for workers in config.workers:
-                    where = Path(tmp) / f"{sync.lower()}-w{workers}"
-                    where.mkdir()
-                    service = stack.enter_context(
-                        running_service(where, exe, workers=workers, synchronous=sync)
-                    )
-                    prepare(service, config)
-                    checks[f"{sync} workers={workers}"] = service.checks
-                    services.append(service)
+                services = _start(stack, Path(tmp), exe, Path(server["python"]), sync, config)
+                checks.update({f"{sync} {_name(s)}": s.checks for s in services})
                 log(
-                    f"http: synchronous={sync}: services up ({', '.join(map(str, config.workers))}"
-                    " workers), checks passed"
+                    f"http: synchronous={sync}: {', '.join(map(_name, services))} up, checks passed"
                 )
                 for op in ops:
-                    for service in services:
-                        cell = run_cell(wrk, service, op, config)
-                        cells.append(cell)
-                        flag = (
-                            f"  PROBLEMS: {'; '.join(cell['problems'])}" if cell["problems"] else ""
-                        )
-                        log(
-                            f"http: {sync} {cell['label']}, {service.workers} worker(s): "
-                            f"{cell['rps']:.0f} req/s, p50 {cell['p50_ms']:.2f} ms, "
-                            f"p99 {cell['p99_ms']:.2f} ms{flag}"
-                        )
+                    conns = config.connections if op in APPENDS else (config.read_connections,)
+                    for n in conns:
+                        for service in services:
+                            cell = run_cell(wrk, service, op, config, n)
+                            cells.append(cell)
+                            flag = (
+                                f"  PROBLEMS: {'; '.join(cell['problems'])}"
+                                if cell["problems"]
+                                else ""
+                            )
+                            log(
+                                f"http: {sync} {cell['label']}, {_name(service)}, {n} conn: "
+                                f"{cell['rps']:.0f} req/s, p50 {cell['p50_ms']:.2f} ms, "
+                                f"p99 {cell['p99_ms']:.2f} ms{flag}"
+                            )
     result["checks"] = checks
     result["cells"] = cells
     result["problems"] = sum(1 for c in cells if c["problems"])
@@ -567,46 +659,139 @@ def run_http_load(
 # ============================================================================ output
 
 
+def baseline_of(cells: list[dict[str, Any]], cell: dict[str, Any]) -> dict[str, Any] | None:
+    """The minimal app's cell at ``cell``'s operation, setting and connection count."""
+    for other in cells:
+        if other.get("service") == "minimal" and all(
+            other.get(k) == cell.get(k) for k in ("operation", "synchronous", "connections")
+        ):
+            return other
+    return None
+
+
+def targets(results: dict[str, Any]) -> list[Any]:
+    """The issue's HTTP targets for ``serve`` with 1 worker (appends on distinct
+    sessions): 1 connection >= 0.6x the minimal app at FULL and NORMAL; 32 connections at
+    FULL >= 2x the minimal app, and p99 under 100 ms."""
+    import report
+
+    cells = results.get("cells", [])
+    out = []
+
+    def find(sync: str, conns: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        for c in cells:
+            if (
+                c.get("service"),
+                c["operation"],
+                c["synchronous"],
+                c.get("connections"),
+                c["workers"],
+            ) == ("agentsession", "append-many", sync, conns, 1):
+                return c, baseline_of(cells, c) or {}
+        return {}, {}
+
+    def detail(ours: dict[str, Any], base: dict[str, Any]) -> str:
+        return (
+            f"{ours.get('rps', 0):,.0f} vs {base.get('rps', 0):,.0f} req/s; p99 "
+            f"{ours.get('p99_ms', 0):.1f} vs {base.get('p99_ms', 0):.1f} ms"
+        )
+
+    for sync in ("FULL", "NORMAL"):
+        ours, base = find(sync, 1)
+        r = report.ratio(ours.get("rps"), base.get("rps"))
+        out.append(
+            report._target(
+                f"wal-{sync.lower()}",
+                "serve, 1 worker",
+                "HTTP append, 1 connection, vs the minimal app",
+                r,
+                at_least=0.6,
+                detail=detail(ours, base),
+            )
+        )
+    ours, base = find("FULL", 32)
+    r = report.ratio(ours.get("rps"), base.get("rps"))
+    out.append(
+        report._target(
+            "wal-full",
+            "serve, 1 worker",
+            "HTTP append, 32 connections, vs the minimal app",
+            r,
+            at_least=2.0,
+            detail=detail(ours, base),
+        )
+    )
+    p99 = ours.get("p99_ms")
+    out.append(
+        report.Target(
+            "wal-full",
+            "serve, 1 worker",
+            "HTTP append, 32 connections, p99 (ms, not a ratio)",
+            "< 100 ms",
+            p99,
+            None if p99 is None else p99 < 100,
+            detail(ours, base),
+        )
+    )
+    return out
+
+
 def markdown(results: dict[str, Any]) -> str:
-    """The results as a markdown table with a short header."""
+    """The results as a markdown table with a short header: each ``serve`` figure with
+    its ratio to the minimal app's, then the HTTP targets."""
     if "skipped" in results:
         return f"Workload (f), HTTP: skipped: {results['skipped']}\n"
+    import report
+
     cfg = results["config"]
     server = results["server"]
     lines = [
-        f"Workload (f), HTTP: `agentsession serve --workers N` on SQLite (WAL), "
-        f"{results['wrk']['version']}, {cfg['connections']} connections, "
-        f"{cfg['threads']} threads, {cfg['duration']} s per cell after {cfg['warmup']} s "
-        f"warm-up. {results['machine']['note']}; other work may have been running. "
-        f"uvicorn {server['uvicorn']}"
+        "### (f) HTTP: `agentsession serve` against the minimal FastAPI + sqlite3 app",
+        "",
+        f"{results['wrk']['version']}, {cfg['duration']} s per cell after {cfg['warmup']} s "
+        f"warm-up; at most {cfg['threads']} wrk threads. {results['machine']['note']}; other "
+        "work may have been running. uvicorn "
+        f"{server['uvicorn']}"
         + (
             f", uvloop {server['uvloop']}, httptools {server['httptools']}"
             if server.get("uvloop") and server.get("httptools")
             else f" ({server.get('note')})"
         )
-        + ". req/s: 2xx responses per second; latency in ms; load 1 min: the machine's "
-        "load average before and after the cell. "
-        f"`append, N sessions` rotates over {cfg['sessions']} sessions; last-20 reads a "
-        f"session of {cfg['history']} messages.",
+        + ". Baseline: `benchmarks/minimal_app.py` (one INSERT per append request, same "
+        "WAL and synchronous, one connection per worker thread, 1 worker). req/s: 2xx "
+        "responses per second (ratio to the minimal app's at the same operation, setting "
+        "and connections; for p50/p99 the ratio is ours / its, lower is better). "
+        f"`append, N sessions` rotates over {cfg['sessions']} sessions (concurrent requests "
+        f"almost never share one); last-20 reads a session of {cfg['history']} messages.",
         "",
-        "| operation | synchronous | workers | req/s | p50 ms | p99 ms | non-2xx "
-        "| socket errors | check | load 1 min |",
-        "|---|---|--:|--:|--:|--:|--:|--:|---|---|",
+        "| operation | synchronous | connections | server | req/s | p50 ms | p99 ms | errors "
+        "| check | load 1 min |",
+        "|---|---|--:|---|--:|--:|--:|--:|---|---|",
     ]
-    for c in results["cells"]:
+    cells = results["cells"]
+    for c in cells:
         if "stored" in c:
             check = f"stored {c['stored']} / {c['ok_2xx']} 2xx"
             check += "" if c["stored_ok"] else " MISMATCH"
         else:
             check = "ok" if not c["problems"] else "; ".join(c["problems"])
+        base = baseline_of(cells, c) if c.get("service") != "minimal" else None
+        server_name = "minimal app" if c.get("service") == "minimal" else f"serve, {c['workers']} w"
+
+        def rel(key: str, c: dict[str, Any] = c, base: dict[str, Any] | None = base) -> str:
+            if base is None:
+                return ""
+            return f" ({report.fmt_ratio(report.ratio(c[key], base[key]))})"
+
         lines.append(
-            f"| {c['label']} | {c['synchronous']} | {c['workers']} | {c['rps']:,.0f} "
-            f"| {c['p50_ms']:.2f} | {c['p99_ms']:.2f} | {c['non_2xx']} "
-            f"| {c['socket_errors_total']} | {check} "
-            f"| {c['loadavg_1min'][0]:.1f} -> {c['loadavg_1min'][1]:.1f} |"
+            f"| {c['label']} | {c['synchronous']} | {c.get('connections', '?')} | {server_name} "
+            f"| {c['rps']:,.0f}{rel('rps')} | {c['p50_ms']:.2f}{rel('p50_ms')} "
+            f"| {c['p99_ms']:.1f}{rel('p99_ms')} | {c['non_2xx'] + c['socket_errors_total']} "
+            f"| {check} | {c['loadavg_1min'][0]:.1f} -> {c['loadavg_1min'][1]:.1f} |"
         )
     if results.get("problems"):
         lines += ["", f"**{results['problems']} cell(s) had errors: their figures are not valid.**"]
+    lines += ["", *report.target_lines(targets(results))]
     return "\n".join(lines) + "\n"
 
 
@@ -637,15 +822,15 @@ def main(argv: list[str] | None = None) -> int:
         default=Config.operations,
         help=f"a subset of {','.join(OPERATIONS)}",
     )
-    parser.add_argument("--connections", type=int, default=Config.connections)
+    parser.add_argument("--connections", type=_ints, default=Config.connections, help="e.g. 1,8,32")
     parser.add_argument("--threads", type=int, default=Config.threads)
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     unknown = set(args.operations) - set(OPERATIONS)
     if unknown:
         parser.error(f"unknown operations {sorted(unknown)}; known: {', '.join(OPERATIONS)}")
-    if args.duration < 1 or args.warmup < 0 or args.threads < 1 or args.connections < args.threads:
-        parser.error("--duration >= 1, --warmup >= 0, --connections >= --threads >= 1")
+    if args.duration < 1 or args.warmup < 0 or args.threads < 1 or min(args.connections) < 1:
+        parser.error("--duration >= 1, --warmup >= 0, --connections >= 1, --threads >= 1")
     config = Config(
         duration=args.duration,
         warmup=args.warmup,

@@ -35,6 +35,7 @@ without them (the unit tests run it in the project's own environment).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import Awaitable, Callable
@@ -44,6 +45,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agentsession.ids import new_id
+
 #: ~200 bytes of UTF-8 (Chinese characters are 3 bytes each), as the first benchmark used.
 CONTENT = "请检查 requirements.txt 是否缺少 requests — mixed text for a ~200 byte message. " * 2
 #: Roles cycle user, assistant, user, assistant, system... (mixed, mostly a dialogue).
@@ -52,6 +55,10 @@ USER = "bench-user"
 #: The one user of (d)'s 1,000 sessions (so the sessions of (a) and (c) are not listed).
 OWNER = "bench-owner"
 APP = "bench"
+#: What (e)'s restored session holds besides its messages, for every participant that
+#: records runs and tool calls: this many finished runs, each with ``RESTORE_CALLS`` calls.
+RESTORE_RUNS = 10
+RESTORE_CALLS = 2
 #: The working-memory document (e) writes, with ``step`` changed on every update.
 MEMORY = {
     "goal": "make the app start",
@@ -148,6 +155,8 @@ class Participant:
         history_cost: how building history scales: ``"constant"`` per message, or
             ``"linear"`` when each append costs O(history) (the runner projects with it).
         slow_history_reason: why building a long history is slow, for the report.
+        asynchronous: True for an asyncio API; its ratios are to the async baseline
+            (raw sqlite3 through ``asyncio.to_thread``), a sync API's to raw sqlite3.
     """
 
     key: ClassVar[str]
@@ -158,6 +167,7 @@ class Participant:
     caveats: ClassVar[dict[str, str]] = {}
     history_cost: ClassVar[str] = "constant"
     slow_history_reason: ClassVar[str] = "its batch call is slow"
+    asynchronous: ClassVar[bool] = False
 
     def __init__(self, directory: Path, setting: Setting) -> None:
         self.path = directory / f"{self.key}.db"
@@ -214,6 +224,11 @@ class Participant:
 
     def update_memory(self, handle: Any, step: int) -> Any:
         raise NotImplementedError
+
+    def prepare_restore(self, handle: Any) -> Any:
+        """Untimed: give the session ``RESTORE_RUNS`` finished runs of ``RESTORE_CALLS``
+        tool calls each (nothing for a library without runs or tool calls)."""
+        return None
 
     def restore(self, handle: Any) -> Any:
         raise NotImplementedError
@@ -297,19 +312,26 @@ class RawSQLite(Participant):
     api = "sqlite3: the SQL store's statements, one BEGIN IMMEDIATE transaction per write"
 
     def open(self) -> None:
-        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        apply_pragmas(self.db, self.setting)
-        self.db.execute("PRAGMA foreign_keys = ON")  # agentsession sets it too
+        self.db = self.connect()
         self.db.executescript(_RAW_SCHEMA)
         self._observe(self.db)
-        self._ids = 0
+
+    def connect(self) -> sqlite3.Connection:
+        """A new connection to this participant's file at its setting (autocommit mode,
+        30 s busy timeout: concurrent writers wait for the write lock as the store does)."""
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        apply_pragmas(db, self.setting)
+        db.execute("PRAGMA foreign_keys = ON")  # agentsession sets it too
+        return db
 
     def close(self) -> None:
         self.db.close()
 
-    def _id(self, prefix: str) -> str:
-        self._ids += 1
-        return f"{prefix}_{self._ids:026d}"
+    @staticmethod
+    def _id(prefix: str) -> str:
+        """An id as agentsession makes it (128 random bits): random keys land anywhere
+        in the primary-key B-tree, as ours do, not at its right edge."""
+        return new_id(prefix)
 
     def _session(self, sid: str) -> tuple[Any, ...]:
         row = self.db.execute(
@@ -353,8 +375,10 @@ class RawSQLite(Participant):
         self.db.execute("COMMIT")
         return sid
 
+    # Internal calls name RawSQLite's methods: RawSQLiteAsync overrides them with
+    # coroutines and runs these bodies in a worker thread.
     def append(self, handle: str, i: int) -> None:
-        self.append_batch(handle, i, 1)
+        RawSQLite.append_batch(self, handle, i, 1)
 
     def append_batch(self, handle: str, start: int, k: int) -> None:
         now = _now()
@@ -410,8 +434,8 @@ class RawSQLite(Participant):
         return len(self._read_messages(handle, n))
 
     def create_with(self, k: int) -> str:
-        sid = self.new_session(OWNER)
-        self.append_batch(sid, 0, k)
+        sid = RawSQLite.new_session(self, OWNER)
+        RawSQLite.append_batch(self, sid, 0, k)
         return sid
 
     def list_sessions(self) -> int:
@@ -460,25 +484,54 @@ class RawSQLite(Participant):
         self._audit(handle, row[1], "memory.updated", after - 1, after, {"mode": "replace"})
         self.db.execute("COMMIT")
 
+    def prepare_restore(self, handle: str) -> None:
+        """The runs and tool calls agentsession's ``prepare_restore`` records, as rows."""
+        self.db.execute("BEGIN IMMEDIATE")
+        for r in range(RESTORE_RUNS):
+            run_id = self._id("run")
+            self.db.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
+                (handle, run_id, r + 1, "SUCCEEDED", json.dumps({"answer": f"done {r}"})),
+            )
+            for c in range(RESTORE_CALLS):
+                seq = r * RESTORE_CALLS + c + 1
+                result = json.dumps({"arguments": {"q": f"step {r}.{c}"}, "hits": [1, 2, 3]})
+                self.db.execute(
+                    "INSERT INTO tool_calls VALUES (?, ?, ?, ?, ?)",
+                    (handle, self._id("call"), seq, "search", result),
+                )
+        self.db.execute("COMMIT")
+
     def restore(self, handle: str) -> int:
+        """Session, working memory and the newest 50 messages, 50 tool calls and 20 runs
+        (agentsession's restore windows), every row fetched and decoded."""
         self.db.execute("BEGIN IMMEDIATE")  # the take-over: any run left RUNNING?
         self._session(handle)
         self.db.execute(
             "SELECT * FROM runs WHERE session_id = ? AND status = ? ORDER BY seq",
-            (handle, "running"),
+            (handle, "RUNNING"),
         ).fetchall()
         self.db.execute("COMMIT")
         messages = self._read_messages(handle, 50)
         self.db.execute("BEGIN")
-        memory = self.db.execute(
-            "SELECT data FROM working_memory WHERE session_id = ?", (handle,)
-        ).fetchone()
+        try:
+            memory = self.db.execute(
+                "SELECT version, updated_at, data FROM working_memory WHERE session_id = ?",
+                (handle,),
+            ).fetchone()
+            calls = self.db.execute(
+                "SELECT * FROM tool_calls WHERE session_id = ? ORDER BY seq DESC LIMIT 50",
+                (handle,),
+            ).fetchall()
+            runs = self.db.execute(
+                "SELECT * FROM runs WHERE session_id = ? ORDER BY seq DESC LIMIT 20", (handle,)
+            ).fetchall()
+        finally:
+            self.db.execute("COMMIT")
         if memory is not None:
-            json.loads(memory[0])
-        self.db.execute("SELECT * FROM tool_calls WHERE session_id = ? ORDER BY seq", (handle,))
-        self.db.execute("SELECT * FROM runs WHERE session_id = ? ORDER BY seq", (handle,))
-        self.db.execute("COMMIT")
-        return len(messages)
+            (memory[0], datetime.fromisoformat(memory[1]), json.loads(memory[2]))
+        decoded = [(*row[:4], json.loads(row[4])) for row in calls + runs]
+        return len(messages) + len(decoded)
 
 
 # ===================================================================== agentsession
@@ -577,6 +630,22 @@ class AgentSessionSync(Participant):
         )
         handle.version = memory.version
 
+    def prepare_restore(self, handle: _OurSession) -> None:
+        kw = {"session_id": handle.session_id, "user_id": handle.user_id}
+        for r in range(RESTORE_RUNS):
+            run_id = self.sm.start_run(**kw, input={"task": f"task {r}"}).run_id
+            for c in range(RESTORE_CALLS):
+                self.sm.record_tool_call(
+                    **kw,
+                    tool="search",
+                    arguments={"q": f"step {r}.{c}"},
+                    result={"hits": [1, 2, 3]},
+                    run_id=run_id,
+                )
+            self.sm.finish_run(
+                **kw, run_id=run_id, status="SUCCEEDED", output={"answer": f"done {r}"}
+            )
+
     def restore(self, handle: _OurSession) -> int:
         state = self.sm.restore_session(session_id=handle.session_id, user_id=handle.user_id)
         return len(state.messages)
@@ -588,6 +657,7 @@ class AgentSessionAsync(AgentSessionSync):
     key = "agentsession_async"
     label = "agentsession (async)"
     api = "AsyncSessionManager.from_url(…): the same calls, awaited (asyncio.to_thread)"
+    asynchronous = True
 
     def open(self) -> None:
         from agentsession import AsyncSessionManager
@@ -652,6 +722,14 @@ class AgentSessionAsync(AgentSessionSync):
         )
         handle.version = memory.version
 
+    async def prepare_restore(self, handle: _OurSession) -> None:
+        await asyncio.to_thread(AgentSessionSync.prepare_restore, self._sync_view(), handle)
+
+    def _sync_view(self) -> AgentSessionSync:
+        view = AgentSessionSync(self.path.parent, self.setting)
+        view.sm = self.am.manager
+        return view
+
     async def restore(self, handle: _OurSession) -> int:
         state = await self.am.restore_session(session_id=handle.session_id, user_id=handle.user_id)
         return len(state.messages)
@@ -670,6 +748,7 @@ class OpenAIAgents(Participant):
         "get_items(), get_items(limit=n); items {'role', 'content'}"
     )
     packages = ("openai-agents",)
+    asynchronous = True
     unsupported: ClassVar[dict[str, str]] = {
         "list_sessions": "no API lists sessions, and sessions have no owner (user) to list by",
         "update_memory": "stores conversation items only: no state document, no version",
@@ -760,6 +839,7 @@ class _ADKBase(Participant):
     """What both ADK session services share: the BaseSessionService calls."""
 
     packages = ("google-adk", "google-genai")
+    asynchronous = True
     caveats: ClassVar[dict[str, str]] = {
         "update_memory": "state_delta on an appended Event (EventActions); the stale-session "
         "check (last_update_time of the Session object held) is ADK's optimistic lock",
@@ -1032,10 +1112,51 @@ class LangGraph(Participant):
         return len(state.values.get("messages", []))
 
 
+class RawSQLiteAsync(RawSQLite):
+    """raw sqlite3 behind asyncio: each call of :class:`RawSQLite` in a worker thread
+    (``asyncio.to_thread``), the baseline of the async APIs (they pay the same hop)."""
+
+    key = "raw_async"
+    label = "raw sqlite3 (async)"
+    api = "RawSQLite's calls, each awaited through asyncio.to_thread"
+    asynchronous = True
+
+    async def new_session(self, user: str = USER) -> str:  # type: ignore[override]
+        return await asyncio.to_thread(RawSQLite.new_session, self, user)
+
+    async def append(self, handle: str, i: int) -> None:  # type: ignore[override]
+        await asyncio.to_thread(RawSQLite.append, self, handle, i)
+
+    async def append_batch(self, handle: str, start: int, k: int) -> None:  # type: ignore[override]
+        await asyncio.to_thread(RawSQLite.append_batch, self, handle, start, k)
+
+    async def load_all(self, handle: str) -> int:  # type: ignore[override]
+        return await asyncio.to_thread(RawSQLite.load_all, self, handle)
+
+    async def load_last(self, handle: str, n: int) -> int:  # type: ignore[override]
+        return await asyncio.to_thread(RawSQLite.load_last, self, handle, n)
+
+    async def create_with(self, k: int) -> str:  # type: ignore[override]
+        return await asyncio.to_thread(RawSQLite.create_with, self, k)
+
+    async def list_sessions(self) -> int:  # type: ignore[override]
+        return await asyncio.to_thread(RawSQLite.list_sessions, self)
+
+    async def update_memory(self, handle: str, step: int) -> None:  # type: ignore[override]
+        await asyncio.to_thread(RawSQLite.update_memory, self, handle, step)
+
+    async def prepare_restore(self, handle: str) -> None:  # type: ignore[override]
+        await asyncio.to_thread(RawSQLite.prepare_restore, self, handle)
+
+    async def restore(self, handle: str) -> int:  # type: ignore[override]
+        return await asyncio.to_thread(RawSQLite.restore, self, handle)
+
+
 #: Every participant, in table order. A new one (e.g. agentsession over HTTP) is a
 #: subclass of Participant added here.
 PARTICIPANTS: tuple[type[Participant], ...] = (
     RawSQLite,
+    RawSQLiteAsync,
     AgentSessionSync,
     AgentSessionAsync,
     OpenAIAgents,

@@ -1,12 +1,14 @@
 """agentsession against raw sqlite3 and the session stores people use today, in one run.
 
 Participants (``peers.py``, one thin adapter each): raw sqlite3 executing the statements
-agentsession's SQL store executes (the physical limit), agentsession's sync and async
-APIs in-process, openai-agents ``SQLiteSession``, google-adk ``SqliteSessionService`` and
+agentsession's SQL store executes, with ids made as agentsession makes them (the physical
+limit; the baseline of every sync API), the same through ``asyncio.to_thread`` (the
+baseline of every async API), agentsession's sync and async APIs in-process,
+openai-agents ``SQLiteSession``, google-adk ``SqliteSessionService`` and
 ``DatabaseSessionService`` (sqlite+aiosqlite), and LangGraph ``SqliteSaver``. Each uses
 a file-backed SQLite database of its own in a temporary directory.
 
-Workloads (issue #5), all durations in milliseconds:
+Workloads (issues #5 and #14), all durations in milliseconds:
 
 (a) append 2,000 messages (~200 bytes, mixed roles, some Chinese) one at a time to one
     session: mean, p50, p99, and the mean of messages 1-100 against 1,901-2,000;
@@ -14,19 +16,28 @@ Workloads (issue #5), all durations in milliseconds:
 (c) cost versus history length: append and last-20 read at 100, 1k, 10k and 50k
     messages (history built with each library's batch call where it has one);
 (d) 1,000 sessions x 5 messages for one user: create time (session + its 5 messages)
-    and list time;
-(e) working-memory update with an expected version, and a restore.
-(f) over HTTP: ``agentsession serve --workers`` 1, 2 and 4 under the ``wrk`` load
-    generator for a fixed time (``http_load.py``; runs after (a)-(e), on its own SQLite
-    files at FULL and NORMAL; skipped with the reason when wrk cannot be installed).
+    and list time; when one participant reaches the create budget, all stop after that
+    round, so every participant lists the same count (stated in the table);
+(e) working-memory update with an expected version, and a restore of (a)'s session
+    after it was given 10 finished runs of 2 tool calls each (for every participant
+    that records runs and tool calls; raw fetches and decodes every row it reads).
+(f) over HTTP: ``agentsession serve`` (1 worker) beside the minimal FastAPI + sqlite3
+    app (``minimal_app.py``), appends with 1, 8 and 32 connections under the ``wrk``
+    load generator, every figure a ratio to the minimal app's (``http_load.py``; at
+    FULL and NORMAL; skipped with the reason when wrk cannot be installed).
 (g) cost versus size, agentsession alone (``growth.py``, also ``make bench-growth``):
     add_run_step, finish_run, get_run, restore_session, tool-call lookups and session
     listings at 10, 1,000 and 20,000 rows, each the per-call median and the factor
     20,000 vs 10 (goal: at most 2x); and the TTL sweep of 1,000 due sessions, one
     transaction per session against batched. Runs last, once, on SQLite WAL + FULL.
+(h) concurrent writers in-process (``concurrency.py``): 1, 8 and 32 writers appending,
+    each on its own session and all on one, at FULL and NORMAL; appends/s and p50/p99,
+    each a ratio to its baseline.
 
-Method: operations are interleaved round-robin across participants (a, b, c, d, e...;
-a, b, c...), so a busy machine slows every column alike and moves ratios little.
+Method: operations are interleaved round-robin across participants, in a new order every
+round (shuffled by ``random.Random(f"{seed}-{setting}")``, ``--seed``, recorded in
+results.json), so a busy machine slows every column alike and no participant always runs
+right after another's fsync.
 Samples are single operations timed with ``time.perf_counter``; the garbage collector
 stays on, with the objects alive before each phase frozen (``gc.freeze``), so no
 participant pays for scanning another's heap. Targets are judged on medians. A participant that
@@ -41,8 +52,11 @@ a shared setting is not run a third time: its default figures are that run's.
 
 Output in ``--out`` (default ``benchmarks/results/``): ``results.json`` (every figure,
 machine, versions, settings read back, targets), ``results.md`` (tables: each figure as
-a ratio to raw sqlite3 and to each peer; the targets met or missed; (f)'s and (g)'s
-tables), ``history.png`` ((c), log-log). The markdown is printed at the end.
+a ratio to its baseline (sync APIs to raw sqlite3, async APIs to raw sqlite3 through
+``asyncio.to_thread``; the "default" block to the baseline at WAL + FULL, the durability
+agentsession's default gives) and to each peer; the targets met or missed; (f)'s, (g)'s
+and (h)'s tables), ``history.png`` ((c), log-log), ``concurrency.png`` ((h)). The
+markdown is printed at the end.
 
 Run: ``sh benchmarks/bench.sh [--quick]`` (creates ``benchmarks/.venv`` with the peers),
 or ``benchmarks/.venv/bin/python benchmarks/run.py --help``.
@@ -57,6 +71,7 @@ import gc
 import json
 import os
 import platform
+import random
 import sqlite3
 import sys
 import tempfile
@@ -69,6 +84,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import concurrency
 import growth
 import http_load
 import peers
@@ -104,9 +120,9 @@ class Counts:
     history_samples: int = 100
     sessions: int = 1000
     per_session: int = 5
-    list_reads: int = 20
+    list_reads: int = 50
     memory_updates: int = 100
-    restores: int = 20
+    restores: int = 50
     batch: int = 1000
     append_budget_s: float = 75.0
     budget_s: float = 15.0
@@ -123,7 +139,7 @@ QUICK = Counts(
     history=(100, 1_000),
     history_samples=20,
     sessions=50,
-    list_reads=3,
+    list_reads=5,
     memory_updates=20,
     restores=5,
     append_budget_s=10.0,
@@ -149,6 +165,10 @@ class Phase:
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)
     history: dict[str, dict[str, Any]] = field(default_factory=dict)
     handles: dict[str, Any] = field(default_factory=dict)
+    #: Shuffles the participants' order in every round (seeded: ``--seed``).
+    rng: random.Random = field(default_factory=random.Random)
+    #: Sessions each participant listed in (d) (equal for all; see workload_d).
+    listed: int | None = None
 
     def record(self, key: str, figure: str, entry: dict[str, Any]) -> None:
         self.figures.setdefault(key, {})[figure] = entry
@@ -196,12 +216,18 @@ async def round_robin(
     *,
     budget_s: float,
     after: Callable[[Participant, Any], Any] | None = None,
+    rng: random.Random | None = None,
+    together: bool = False,
 ) -> dict[str, Series]:
     """Time ``n`` calls of ``op`` per participant, interleaved one by one.
 
     ``op(p, i)`` makes the call (a plain result or an awaitable); ``after(p, result)``
     runs untimed. A participant stops after ``budget_s`` seconds of timed calls once it
-    has ``MIN_SAMPLES``, or at its first error.
+    has ``MIN_SAMPLES``, or at its first error. With ``rng`` the participants' order is
+    shuffled in every round (no one always runs first, right after another's fsync);
+    without, it is ``parts``' order. ``together``: when one participant reaches its
+    budget, every participant stops after that round, so all made the same number of
+    calls (an error still stops only the failing one).
     """
     series = {p.key: Series() for p in parts}
     active = list(parts)
@@ -211,7 +237,10 @@ async def round_robin(
         for i in range(n):
             if not active:
                 break
-            for p in list(active):
+            order = list(active)
+            if rng is not None:
+                rng.shuffle(order)
+            for p in order:
                 s = series[p.key]
                 try:
                     start = clock()
@@ -232,8 +261,15 @@ async def round_robin(
                     s.note = (
                         f"time budget of {budget_s:g} s reached after {len(s.samples):,} of {n:,}"
                     )
-                    active.remove(p)
+                    if not together:
+                        active.remove(p)
                     log(f"  {p.key}: {s.note}")
+            if together and any(series[p.key].note for p in active):
+                for p in active:
+                    series[p.key].note = series[p.key].note or (
+                        f"stopped with the others after {len(series[p.key].samples):,} of {n:,}"
+                    )
+                break
     return series
 
 
@@ -271,6 +307,7 @@ async def workload_a(phase: Phase) -> None:
         c.messages,
         lambda p, i: p.append(handles[p.key], i),
         budget_s=c.append_budget_s,
+        rng=phase.rng,
     )
     for p in phase.parts:
         s = series[p.key]
@@ -291,7 +328,11 @@ async def workload_b(phase: Phase) -> None:
     """(b) load all messages of (a)'s session, and the last 20."""
     c, handles = phase.counts, phase.handles
     series = await round_robin(
-        phase.parts, c.full_loads, lambda p, i: p.load_all(handles[p.key]), budget_s=c.budget_s
+        phase.parts,
+        c.full_loads,
+        lambda p, i: p.load_all(handles[p.key]),
+        budget_s=c.budget_s,
+        rng=phase.rng,
     )
     for p in phase.parts:
         phase.record(p.key, "load_all", series[p.key].entry())
@@ -300,6 +341,7 @@ async def workload_b(phase: Phase) -> None:
         c.last_reads,
         lambda p, i: p.load_last(handles[p.key], c.last_n),
         budget_s=c.budget_s,
+        rng=phase.rng,
     )
     for p in phase.parts:
         phase.record(p.key, "load_last", series[p.key].entry())
@@ -316,13 +358,20 @@ async def workload_e(phase: Phase) -> None:
         c.memory_updates,
         lambda p, i: p.update_memory(handles[p.key], i),
         budget_s=c.budget_s,
+        rng=phase.rng,
     )
     for p in parts:
         phase.record(p.key, "update_memory", series[p.key].entry())
     record_na(phase, "update_memory", "update_memory")
     parts = supporting(phase, "restore")
+    for p in parts:
+        await call(p.prepare_restore, handles[p.key])
     series = await round_robin(
-        parts, c.restores, lambda p, i: p.restore(handles[p.key]), budget_s=c.budget_s
+        parts,
+        c.restores,
+        lambda p, i: p.restore(handles[p.key]),
+        budget_s=c.budget_s,
+        rng=phase.rng,
     )
     for p in parts:
         phase.record(p.key, "restore", series[p.key].entry())
@@ -392,6 +441,7 @@ async def workload_c(phase: Phase) -> None:
             c.history_samples,
             lambda p, i: p.append(growth[p.key].handle, growth[p.key].have + i),
             budget_s=c.history_budget_s,
+            rng=phase.rng,
         )
         for p in active:
             growth[p.key].have += len(appends[p.key].samples)
@@ -400,6 +450,7 @@ async def workload_c(phase: Phase) -> None:
             c.history_samples,
             lambda p, i: p.load_last(growth[p.key].handle, c.last_n),
             budget_s=c.history_budget_s,
+            rng=phase.rng,
         )
         for p in active:
             phase.history.setdefault(p.key, {})[str(size)] = {
@@ -409,7 +460,11 @@ async def workload_c(phase: Phase) -> None:
 
 
 async def workload_d(phase: Phase) -> None:
-    """(d) 1,000 sessions of 5 messages for one user, then list them."""
+    """(d) 1,000 sessions of 5 messages for one user, then list them.
+
+    Every participant creates the same number of sessions (when one reaches the time
+    budget all stop after that round), so every list reads the same count.
+    """
     c = phase.counts
     series = await round_robin(
         phase.parts,
@@ -417,7 +472,10 @@ async def workload_d(phase: Phase) -> None:
         lambda p, i: p.create_with(c.per_session),
         budget_s=c.create_budget_s,
         after=lambda p, handle: p.forget(handle),
+        rng=phase.rng,
+        together=True,
     )
+    phase.listed = max((len(s.samples) for s in series.values() if s.error is None), default=0)
     for p in phase.parts:
         phase.record(p.key, "create", series[p.key].entry())
     parts = supporting(phase, "list_sessions")
@@ -436,8 +494,8 @@ async def workload_d(phase: Phase) -> None:
     for p in parts:
         entry = series[p.key].entry()
         listed = counts.get(p.key)
-        if listed is not None and listed != c.sessions and "na" not in entry:
-            entry["note"] = f"listed {listed:,} sessions, not {c.sessions:,}"
+        if listed is not None and listed != phase.listed and "na" not in entry:
+            entry["note"] = f"listed {listed:,} sessions, not {phase.listed:,}"
         phase.record(p.key, "list", entry)
     record_na(phase, "list_sessions", "list")
 
@@ -462,11 +520,12 @@ async def run_setting(
     classes: list[type[Participant]],
     counts: Counts,
     workloads: list[str],
+    seed: int = 0,
 ) -> Phase:
     """Run the workloads at one setting, in a fresh temporary directory."""
     with tempfile.TemporaryDirectory(prefix=f"agentsession-bench-{setting.name}-") as tmp:
         parts = [cls(Path(tmp), setting) for cls in classes]
-        phase = Phase(setting, parts, counts)
+        phase = Phase(setting, parts, counts, rng=random.Random(f"{seed}-{setting.name}"))
         try:
             for p in parts:
                 await call(p.open)
@@ -515,6 +574,7 @@ def _block(phase: Phase) -> dict[str, Any]:
         "pragmas": {p.key: p.observed() for p in phase.parts},
         "figures": phase.figures,
         "history": phase.history,
+        "listed": phase.listed,
     }
 
 
@@ -575,6 +635,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "started": datetime.now(UTC).isoformat(timespec="seconds"),
             "argv": sys.argv[1:],
             "quick": args.quick,
+            "seed": args.seed,
+            "order": "participants shuffled in every round by random.Random(f'{seed}-{setting}')",
             "counts": asdict(counts),
             "workloads": workloads,
             "machine": machine_info(tempfile.gettempdir()),
@@ -588,6 +650,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             cls.key: {
                 "label": cls.label,
                 "api": cls.api,
+                "asynchronous": cls.asynchronous,
                 "unsupported": dict(cls.unsupported),
                 "caveats": dict(cls.caveats),
             }
@@ -601,13 +664,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if name == "default":
             continue
         log(f"=== setting {name}")
-        blocks[name] = _block(await run_setting(settings[name], classes, counts, workloads))
+        blocks[name] = _block(
+            await run_setting(settings[name], classes, counts, workloads, args.seed)
+        )
     if "default" in names:
         log("=== setting default: probing each participant's defaults")
         observed = await probe_defaults(classes)
         same = {k: s for k, o in observed.items() if (s := _same_as(o, shared)) in blocks}
         rest = [c for c in classes if c.key not in same]
-        block = _block(await run_setting(DEFAULT, rest, counts, workloads)) if rest else {}
+        block = (
+            _block(await run_setting(DEFAULT, rest, counts, workloads, args.seed)) if rest else {}
+        )
         block.setdefault("title", TITLES["default"])
         block["same_as"] = same
         for key, other in same.items():
@@ -619,9 +686,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 block.setdefault("history", {})[key] = copy.deepcopy(blocks[other]["history"][key])
         blocks = {"default": block, **blocks}
     results["settings"] = blocks
+    if "h" in args.workloads:
+        log("=== workload (h): concurrent writers in-process")
+        config = concurrency.QUICK if args.quick else concurrency.Config()
+        results["concurrency"] = await concurrency.run_concurrency(config, args.seed, log=log)
     if "f" in args.workloads:
-        log("=== workload (f): HTTP under wrk")
-        config = http_load.Config(duration=3, warmup=1) if args.quick else http_load.Config()
+        log("=== workload (f): HTTP under wrk, agentsession serve vs the minimal app")
+        config = http_load.QUICK if args.quick else http_load.Config()
         results["http"] = await asyncio.to_thread(http_load.run_http_load, config, log=log)
     if "g" in args.workloads:
         log("=== workload (g): cost versus size (growth.py)")
@@ -641,12 +712,18 @@ def write_outputs(results: dict[str, Any], out: Path) -> str:
     targets = report.check_targets(results)
     results["targets"] = report.targets_json(targets)
     markdown = report.render_markdown(results, targets)
+    if "concurrency" in results:
+        markdown += "\n" + concurrency.markdown(results["concurrency"])
     if "http" in results:
         markdown += "\n" + http_load.markdown(results["http"])
     if "growth" in results:
         markdown += "\n" + growth.render(results["growth"]) + "\n"
     if report.plot_history(results, out / "history.png"):
         markdown += "\n![cost versus history length](history.png)\n"
+    if "concurrency" in results and concurrency.plot(
+        results["concurrency"], out / "concurrency.png"
+    ):
+        markdown += "\n![concurrent writers](concurrency.png)\n"
     (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     (out / "results.md").write_text(markdown)
     return markdown
@@ -673,8 +750,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--workloads",
-        default="abcdefg",
-        help="letters of the workloads to run (default: abcdefg)",
+        default="abcdefgh",
+        help="letters of the workloads to run (default: abcdefgh)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=14, help="seed of the participants' order per round"
     )
     return parser.parse_args(argv)
 

@@ -338,3 +338,162 @@ def test_make_bench_runs_the_growth_section(bench: Any, growth: ModuleType) -> N
     document = {"settings": {"journal_mode": "wal", "synchronous": "FULL"}, "samples": 2,
                 "goal": 2.0, "results": [], "sweep": None}  # fmt: skip
     assert growth.render(document).startswith("Cost versus size, SQLite (journal_mode=wal")
+
+
+def test_raw_ids_are_random_128_bit_ids_as_agentsession_makes_them(bench: Any) -> None:
+    """Raw sqlite3 keys rows with ids of agentsession's shape and randomness, not a counter."""
+    from agentsession.ids import is_id
+
+    _, peers, _ = bench
+    ids = [peers.RawSQLite._id("msg") for _ in range(100)]
+    assert all(is_id(i, "msg") for i in ids)
+    assert len(set(ids)) == 100 and ids != sorted(ids)
+
+
+def test_raw_restore_reads_runs_and_tool_calls(bench: Any, tmp_path: Path) -> None:
+    """The restored session holds runs and tool calls; raw fetches and decodes them all
+    (50 messages + RESTORE_RUNS runs + their calls)."""
+    _, peers, _ = bench
+    raw = peers.RawSQLite(tmp_path, peers.WAL_FULL)
+    raw.open()
+    try:
+        sid = raw.new_session()
+        raw.append_batch(sid, 0, 60)
+        assert raw.restore(sid) == 50
+        raw.prepare_restore(sid)
+        runs, calls = peers.RESTORE_RUNS, peers.RESTORE_RUNS * peers.RESTORE_CALLS
+        assert raw.restore(sid) == 50 + runs + calls
+    finally:
+        raw.close()
+
+
+def test_round_robin_shuffles_the_order_per_round_with_a_seed(bench: Any) -> None:
+    """With an rng, each round's order is shuffled, and the same seed gives the same order."""
+    import random
+
+    _, _, run = bench
+
+    def order(seed: int) -> list[str]:
+        log: list[str] = []
+        fakes = [_Fake(k, log) for k in "abcd"]
+        asyncio.run(run.round_robin(fakes, 8, lambda p, i: p.op(i), budget_s=60,
+                                    rng=random.Random(seed)))  # fmt: skip
+        return log
+
+    first = order(1)
+    assert first == order(1)
+    rounds = [tuple(x[0] for x in first[i : i + 4]) for i in range(0, 32, 4)]
+    assert len(set(rounds)) > 1 and all(sorted(r) == list("abcd") for r in rounds)
+
+
+def test_round_robin_together_stops_everyone_at_the_same_count(
+    bench: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(d)'s creates: when one participant reaches its budget, all stop after that round,
+    so every participant lists the same number of sessions. (A fake clock: the slow
+    participant's calls take 10 "seconds", the fast one's none.)"""
+    _, _, run = bench
+    log: list[str] = []
+    slow, fast = _Fake("slow", log), _Fake("fast", log)
+    now = [0.0]
+    monkeypatch.setattr(run.time, "perf_counter", lambda: now[0])
+
+    def op(p: Any, i: int) -> None:
+        p.op(i)
+        now[0] += 10.0 if p.key == "slow" else 0.0
+
+    series = asyncio.run(run.round_robin([slow, fast], 50, op, budget_s=25.0, together=True))
+    assert len(series["slow"].samples) == len(series["fast"].samples) == run.MIN_SAMPLES
+    assert "time budget" in series["slow"].note
+    assert "stopped with the others" in series["fast"].note
+
+
+def test_async_apis_divide_by_the_async_baseline_and_default_by_wal_full(bench: Any) -> None:
+    """An async participant's ratio is to raw_async; the default block divides by the
+    baseline at WAL + FULL, not raw at its own default."""
+    report, _, _ = bench
+    results = _results()
+    results["participants"]["raw_async"] = {"label": "raw sqlite3 (async)", "asynchronous": True}
+    results["participants"]["agentsession_async"] = {"label": "ours async", "asynchronous": True}
+    figures = results["settings"]["wal-full"]["figures"]
+    figures["raw_async"] = {"append": _stats(2.0), "load_last": _stats(0.2)}
+    figures["agentsession_async"] = {"append": _stats(3.0), "load_last": _stats(0.3)}
+    assert report.baseline_key(results, "agentsession_async") == "raw_async"
+    assert report.baseline_key(results, "agentsession") == "raw"
+    targets = [t for t in report.check_targets(results) if t.participant == "ours async"]
+    append = next(t for t in targets if t.name.startswith("append vs"))
+    assert append.name == "append vs raw sqlite3 (async)" and append.value == pytest.approx(1.5)
+    assert append.limit == "<= 1.6x"
+    results["settings"]["default"] = {
+        "figures": {"raw": {"append": _stats(10.0)}, "agentsession": {"append": _stats(2.0)}}
+    }
+    assert report.divisor(results, "default", "agentsession")["append"]["mean"] == 1.0
+    md = report.render_markdown(results)
+    assert "not raw at its own default" in md
+
+
+def test_concurrency_ratios_and_targets(bench: Any) -> None:
+    """(h): each cell is divided by its baseline (sync: raw, async: raw_async); the
+    32-writer targets compare with openai-agents (>= 5x) and raw (>= 3x)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import concurrency
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    def cell(who: str, aps: float) -> dict[str, Any]:
+        return {"participant": who, "synchronous": "FULL", "mode": "distinct", "writers": 32,
+                "appends": 10, "aps": aps, "p50_ms": 1.0, "p99_ms": 2.0, "errors": 0}  # fmt: skip
+
+    cells = [cell("raw", 100), cell("agentsession", 400), cell("raw_async", 50),
+             cell("agentsession_async", 200), cell("openai_agents", 100)]  # fmt: skip
+    assert concurrency.baseline_ratio(cells, cells[1]) == pytest.approx(4.0)
+    assert concurrency.baseline_ratio(cells, cells[3]) == pytest.approx(4.0)
+    results = {"cells": cells, "config": {}, "seed": 1}
+    met = {(t.participant, t.name.split(" vs ")[1]): t for t in concurrency.targets(results)}
+    sync = concurrency.PARTICIPANTS["agentsession"][0]
+    assert met[(sync, concurrency.PARTICIPANTS["openai_agents"][0])].met is False  # 4x < 5x
+    assert met[(sync, concurrency.PARTICIPANTS["raw"][0])].met is True  # 4x >= 3x
+    assert "| FULL | each its own | 32 |" in concurrency.markdown(results)
+
+
+def test_http_figures_are_ratios_to_the_minimal_app(bench: Any) -> None:
+    """(f): serve's cells are divided by the minimal app's at the same operation,
+    setting and connections; the 32-connection target needs 2x and p99 < 100 ms."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import http_load
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    def cell(service: str, conns: int, rps: float, p99: float) -> dict[str, Any]:
+        return {"service": service, "operation": "append-many", "synchronous": "FULL",
+                "connections": conns, "workers": 1, "rps": rps, "p99_ms": p99}  # fmt: skip
+
+    cells = [cell("agentsession", 1, 70, 5), cell("minimal", 1, 100, 4),
+             cell("agentsession", 32, 900, 120), cell("minimal", 32, 400, 200)]  # fmt: skip
+    assert http_load.baseline_of(cells, cells[0]) is cells[1]
+    targets = {t.name: t for t in http_load.targets({"cells": cells}) if t.setting == "wal-full"}
+    assert targets["HTTP append, 1 connection, vs the minimal app"].met is True  # 0.7x
+    assert targets["HTTP append, 32 connections, vs the minimal app"].met is True  # 2.25x
+    assert targets["HTTP append, 32 connections, p99 (ms, not a ratio)"].met is False
+
+
+def test_raw_async_baseline_does_the_raw_work(bench: Any, tmp_path: Path) -> None:
+    """raw_async's awaited calls really write (its bodies call RawSQLite's, not its own
+    coroutines, which would be created and never awaited)."""
+    _, peers, _ = bench
+
+    async def scenario() -> tuple[int, int]:
+        raw = peers.RawSQLiteAsync(tmp_path, peers.WAL_NORMAL)
+        raw.open()
+        try:
+            sid = await raw.new_session()
+            await raw.append(sid, 0)
+            await raw.append(sid, 1)
+            created = await raw.create_with(5)
+            return await raw.load_all(sid), await raw.load_all(created)
+        finally:
+            raw.close()
+
+    assert asyncio.run(scenario()) == (2, 5)
