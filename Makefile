@@ -28,7 +28,7 @@ test: $(STAMP)
 # long single processes (the fuzz run, kill -9 cycles), so two of them keep both cores busy.
 test-all: $(STAMP)
 	@echo "running every test, the slow ones too, in 2 processes (about 15 minutes on 2 cores)"
-	$(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --durations=20 $(PYTEST_ARGS)
 
 # Its own environment (benchmarks/.venv: agentsession + the peers), not $(STAMP)'s.
 # Ends with the cost-versus-size section (g), the workloads of bench-growth.

@@ -46,6 +46,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(servers, "agentsession_test_servers")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first (the longest-first rule of scheduling): with ``make test-all``'s
+    two xdist workers, the minutes-long ones (the long fuzz run, kill -9 cycles,
+    scale-out) start at once and the short ones fill the gaps, instead of one long test
+    starting last and running alone. Order within each group is kept."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 # -- migrated SQL databases, set up once per session -------------------------------------
 
 

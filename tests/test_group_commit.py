@@ -28,7 +28,7 @@ from agentsession.stores.sql import SQLStore
 from service import EXE, running_service
 
 WRITERS = 8
-KILL_CYCLES = 10
+KILL_CYCLES = 8
 
 
 def _manager(path: Path, **options: Any) -> SessionManager:
@@ -307,7 +307,7 @@ def test_kill_9_of_a_writer_loses_no_acknowledged_write(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_kill_9_of_a_writer_many_times(tmp_path: Path) -> None:
-    _kill_library_writer(tmp_path, cycles=25)
+    _kill_library_writer(tmp_path, cycles=20)
 
 
 def _load_and_kill(

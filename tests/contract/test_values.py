@@ -332,7 +332,7 @@ def test_c15_timestamps_are_aware_utc_in_any_local_timezone(
 
 
 def _near(model: Any, now: datetime) -> None:
-    """expires_at lies ttl ahead; every other timestamp is within a second of now."""
+    """expires_at lies ttl ahead; every other timestamp is near now (UTC, not local)."""
     dumped = model.model_dump()
     if isinstance(dumped, dict) and dumped.get("expires_at") is not None:
         model = model.model_copy(update={"expires_at": None})
