@@ -8,11 +8,13 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -216,6 +218,124 @@ def test_a_failed_commit_fails_every_writer_of_the_batch(
     # The store goes on working after the failed COMMIT.
     m = sm.append_message(session_id=sids[0], user_id="u", message={"role": "user", "content": "x"})
     assert m.seq == 1
+
+
+def test_a_commit_that_fails_at_the_driver_leaves_the_store_working(
+    sm: SessionManager,
+) -> None:
+    """SQLITE_BUSY on COMMIT leaves SQLite's transaction open: the writer connection is
+    dropped (rolling it back, freeing the write lock), the write runs again (StoreBusy)
+    and it and the next writes succeed."""
+    sid = sm.create_session(user_id="u").session_id
+    dialect = _store(sm).engine.dialect
+    real = dialect.do_commit
+    failed: list[int] = []
+
+    def do_commit(dbapi_connection: Any) -> None:
+        if not failed:
+            failed.append(1)
+            raise sqlite3.OperationalError("database is locked")  # no COMMIT sent
+        real(dbapi_connection)
+
+    dialect.do_commit = do_commit  # type: ignore[method-assign]
+    seqs = [
+        sm.append_message(
+            session_id=sid, user_id="u", message={"role": "user", "content": f"m{i}"}
+        ).seq
+        for i in range(4)
+    ]
+    assert failed == [1] and seqs == [1, 2, 3, 4]
+    stored = sm.get_messages(session_id=sid, user_id="u").items
+    assert [m.content for m in stored] == ["m0", "m1", "m2", "m3"]
+
+
+def test_a_failed_write_waits_for_the_writes_it_read(sm: SessionManager) -> None:
+    """An append refused (session not found) because of a delete earlier in its batch is
+    not answered until that batch commits; the batch's COMMIT fails, so the append runs
+    again on the session that still exists, and succeeds."""
+    sid = sm.create_session(user_id="u").session_id
+    real_commit = sa.engine.RootTransaction.commit
+    failed: list[int] = []
+
+    def failing_commit(self: Any) -> None:
+        if not failed:
+            failed.append(1)
+            raise sa.exc.OperationalError("COMMIT", None, Exception("disk I/O error"))
+        real_commit(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sa.engine.RootTransaction, "commit", failing_commit)
+        outcomes = _queued_behind_turn(
+            sm,
+            [
+                lambda: sm.delete_session(session_id=sid, user_id="u"),
+                _appender(sm, sid, "after"),
+            ],
+        )
+    assert isinstance(outcomes[0], StoreError) and not isinstance(outcomes[0], StoreBusy)
+    assert outcomes[1].seq == 1
+    assert [m.content for m in sm.get_messages(session_id=sid, user_id="u").items] == ["after"]
+
+
+def test_a_writer_interrupted_in_the_queue_hands_the_turn_on(tmp_path: Path) -> None:
+    """KeyboardInterrupt while queued for the turn: the queue forgets the waiter, so the
+    batch before it still commits and later writes get their turn (no hang)."""
+    sm = _manager(tmp_path / "sessions.db", busy_timeout_seconds=5)
+    store = _store(sm)
+    sid = sm.create_session(user_id="u").session_id
+    outcome: dict[str, str] = {}
+
+    def slow_writer() -> None:
+        with store.transaction(write=True) as tx:
+            time.sleep(0.6)  # holds the turn while the main thread queues
+            tx.delete_session(sid)
+        outcome["slow"] = "committed"
+
+    def interrupt(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    thread = threading.Thread(target=slow_writer)
+    thread.start()
+    time.sleep(0.2)
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(KeyboardInterrupt):
+            sm.append_message(session_id=sid, user_id="u", message={"role": "user", "content": "x"})
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    thread.join(timeout=10)
+    assert outcome == {"slow": "committed"}
+    assert store._writes._turn._waiters == deque()  # type: ignore[union-attr]
+    s2 = sm.create_session(user_id="u")
+    assert sm.get_session(session_id=s2.session_id, user_id="u").version == 1
+    sm.close()
+
+
+def test_close_while_a_writer_holds_the_turn_keeps_its_write_whole(tmp_path: Path) -> None:
+    """close() gives up waiting for a long write: that write still commits whole (never
+    half), and the store is closed afterwards."""
+    sm = _manager(tmp_path / "sessions.db", busy_timeout_seconds=0.3)
+    store = _store(sm)
+    sids = [sm.create_session(user_id="u").session_id for _ in range(2)]
+    done: list[str] = []
+
+    def writer() -> None:
+        with store.transaction(write=True) as tx:
+            tx.delete_session(sids[0])
+            time.sleep(0.8)  # close() stops waiting after 0.3 s
+            tx.delete_session(sids[1])
+        done.append("ok")
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    time.sleep(0.1)
+    store.close()
+    thread.join(timeout=10)
+    assert done == ["ok"]
+    with sqlite3.connect(tmp_path / "sessions.db") as db:
+        assert db.execute("SELECT count(*) FROM sessions").fetchone() == (0,)
 
 
 # -- kill -9 -----------------------------------------------------------------------

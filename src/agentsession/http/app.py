@@ -62,19 +62,21 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if manager is not None:
-            yield
+            try:
+                yield
+            finally:  # the caller's manager stays open; our threads end
+                app.state.services.manager.stop_threads()
             return
         opened = await asyncio.to_thread(
             functools.partial(SessionManager.from_url, config.url, **config.manager_options())
         )
-        app.state.services = Services(
-            _threaded(opened, config), key_store, config, auth_limiter
-        )
+        calls = _threaded(opened, config)
+        app.state.services = Services(calls, key_store, config, auth_limiter)
         try:
             yield
         finally:
             app.state.services = None
-            await asyncio.to_thread(opened.close)
+            await calls.close()
 
     app = FastAPI(
         title="agentsession",

@@ -54,7 +54,8 @@ class AsyncSessionManager:
 
     def __init__(self, manager: SessionManager, *, max_threads: int = 64) -> None:
         self.manager = manager
-        self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="agentsession-async")
+        self._max_threads = max_threads
+        self._pool: ThreadPoolExecutor | None = None
 
     @classmethod
     def from_url(cls, url: str, *, max_threads: int = 64, **options: Any) -> Self:
@@ -62,15 +63,26 @@ class AsyncSessionManager:
         return cls(SessionManager.from_url(url, **options), max_threads=max_threads)
 
     async def _in_thread(self, call: Callable[[], R]) -> R:
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = ThreadPoolExecutor(
+                self._max_threads, thread_name_prefix="agentsession-async"
+            )
         context = contextvars.copy_context()
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, context.run, call)
+        return await asyncio.get_running_loop().run_in_executor(pool, context.run, call)
+
+    def stop_threads(self) -> None:
+        """Let the worker threads end once idle (calls running now finish); the manager
+        stays open, and a later call starts threads again."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
 
     async def close(self) -> None:
         """Close the underlying manager (and its store, if it opened it), then stop the
         threads."""
         await self._in_thread(self.manager.close)
-        self._pool.shutdown(wait=False)
+        self.stop_threads()
 
     async def __aenter__(self) -> Self:
         return self

@@ -29,13 +29,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Connection, RootTransaction
 
-from ..errors import StoreBusy
+from ..errors import StoreBusy, StoreError
 
 __all__ = ["MAX_BATCH", "FifoLock", "GroupCommit"]
 
@@ -55,8 +55,15 @@ class FifoLock:
         self._waiters: deque[threading.Lock] = deque()
         self._held = False
 
-    def acquire(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the lock; return whether it was granted."""
+    def acquire(
+        self, timeout: float, *, on_interrupted_grant: Callable[[], None] | None = None
+    ) -> bool:
+        """Wait up to ``timeout`` seconds for the lock; return whether it was granted.
+
+        A wait interrupted by an exception (``KeyboardInterrupt``) leaves the queue; if
+        the lock was handed over just then, ``on_interrupted_grant`` (default
+        :meth:`release`) gives it up before the exception goes on.
+        """
         with self._mutex:
             if not self._held:
                 self._held = True
@@ -64,7 +71,17 @@ class FifoLock:
             waiter = threading.Lock()
             waiter.acquire()
             self._waiters.append(waiter)
-        if waiter.acquire(timeout=timeout):
+        try:
+            granted = waiter.acquire(timeout=timeout)
+        except BaseException:
+            with self._mutex:
+                queued = waiter in self._waiters
+                if queued:
+                    self._waiters.remove(waiter)
+            if not queued:
+                (on_interrupted_grant or self.release)()
+            raise
+        if granted:
             return True
         with self._mutex:
             if waiter in self._waiters:
@@ -129,26 +146,34 @@ class GroupCommit:
         self._turn = FifoLock()
         self._conn: Connection | None = None
         self._batch: _Batch | None = None
+        self._closed = False
 
     @contextmanager
     def write(self, timeout: float) -> Iterator[Connection]:
         """Take a write turn and yield the connection to write on, inside the batch's
         transaction. Returns (leaves the block) once the batch holding this write has
-        committed; a block that raises is undone alone and re-raises.
+        committed; a block that raises is undone alone and re-raises, once the batch
+        it was part of has committed (its checks may have read the uncommitted writes
+        before it in the batch).
 
         Args:
             timeout: seconds to wait for the turn.
 
         Raises:
             StoreBusy: no turn within ``timeout``; or a write sharing this one's
-                transaction broke it (nothing of this write is stored; run it again).
+                transaction broke it, or the batch a failed block had read from did
+                not commit (nothing of this write is stored; run it again).
+            StoreError: the store was closed while this write waited.
             The translated COMMIT error (see ``translate``); the driver's error when
                 ``BEGIN`` fails; whatever the block raises.
         """
-        if not self._turn.acquire(timeout=timeout):
-            raise StoreBusy(f"no write turn within {timeout} s")
         joined: _Batch | None = None
+        failed_in: _Batch | None = None
+        if not self._turn.acquire(timeout, on_interrupted_grant=self._end_turn):
+            raise StoreBusy(f"no write turn within {timeout} s")
         try:
+            if self._closed:
+                raise StoreError("the SQL store is closed")
             batch = self._open_batch()
             nested = batch.members > 0
             if nested:
@@ -157,6 +182,10 @@ class GroupCommit:
                 yield batch.conn
                 if nested:
                     self._driver(batch).execute(f"RELEASE {_SAVEPOINT}")
+            except Exception:
+                if self._undo(batch, nested):
+                    failed_in = batch
+                raise
             except BaseException:
                 self._undo(batch, nested)
                 raise
@@ -164,6 +193,10 @@ class GroupCommit:
             joined = batch
         finally:
             self._end_turn()
+            if failed_in is not None:
+                failed_in.done.wait()
+                if failed_in.error is not None:
+                    raise StoreBusy("the writes before this one in its commit failed")
         joined.done.wait()
         error = joined.error
         if isinstance(error, StoreBusy):  # a broken batch: a new one for each writer
@@ -179,9 +212,11 @@ class GroupCommit:
         Raises:
             StoreBusy: no turn within ``timeout``.
         """
-        if not self._turn.acquire(timeout=timeout):
+        if not self._turn.acquire(timeout, on_interrupted_grant=self._end_turn):
             raise StoreBusy(f"no write turn within {timeout} s")
         try:
+            if self._closed:
+                raise StoreError("the SQL store is closed")
             if self._batch is not None:
                 self._finish(self._batch)
             yield self._connection()
@@ -189,18 +224,16 @@ class GroupCommit:
             self._turn.release()
 
     def close(self, timeout: float) -> None:
-        """Commit any open batch and close the writer connection (waits for the turn up
-        to ``timeout`` seconds; closes regardless after that)."""
-        granted = self._turn.acquire(timeout=timeout)
+        """Commit any open batch and close the writer connection; writes that wait for
+        a turn then fail with StoreError. Waits for the turn up to ``timeout`` seconds;
+        if a write still holds it then, that write's turn ends the closing."""
+        self._closed = True
+        if not self._turn.acquire(timeout, on_interrupted_grant=self._end_turn):
+            return  # the holder's _end_turn closes the connection
         try:
-            if self._batch is not None:
-                self._finish(self._batch)
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                conn.close()
+            self._end_turn_closing()
         finally:
-            if granted:
-                self._turn.release()
+            self._turn.release()
 
     # -- inside a turn --------------------------------------------------------------
     def _connection(self) -> Connection:
@@ -225,42 +258,71 @@ class GroupCommit:
         assert dbapi_connection is not None
         return dbapi_connection
 
-    def _undo(self, batch: _Batch, nested: bool) -> None:
+    def _undo(self, batch: _Batch, nested: bool) -> bool:
         """Roll back what the failed block wrote: to its savepoint, or (first writer of
         the batch) the whole transaction. A transaction that did not survive fails the
-        batch's other writers with StoreBusy (they run again)."""
+        batch's other writers with StoreBusy (they run again). Returns whether the
+        batch goes on with other writers in it."""
         if nested:
             driver = self._driver(batch)
             try:
                 driver.execute(f"ROLLBACK TO {_SAVEPOINT}")
                 driver.execute(f"RELEASE {_SAVEPOINT}")
                 if driver.in_transaction:
-                    return
+                    return True
             except self._errors:
                 pass
             broken = StoreBusy("a write sharing this one's commit failed the transaction")
             self._abandon(batch, broken)
-            return
+            return False
         self._abandon(batch, None)
+        return False
 
     def _abandon(self, batch: _Batch, error: BaseException | None) -> None:
         """Roll back the batch's transaction and fail its writers with ``error``."""
         self._batch = None
-        try:
+        with suppress(*self._errors):
             batch.trans.rollback()
-        except self._errors:
-            batch.conn.invalidate()
+        self._drop_if_in_transaction(batch)
         batch.error = error
         batch.done.set()
+
+    def _drop_if_in_transaction(self, batch: _Batch) -> None:
+        """Close the writer connection if a transaction is still open on it (a COMMIT
+        or ROLLBACK that failed at the driver): SQLite then rolls it back and frees its
+        write lock, and the next turn opens a fresh connection."""
+        driver = batch.conn.connection.dbapi_connection if not batch.conn.invalidated else None
+        if driver is not None and not driver.in_transaction:
+            return
+        batch.conn.invalidate()
+        if self._conn is batch.conn:
+            self._conn = None
+            batch.conn.close()
 
     def _end_turn(self) -> None:
         """Pass the open batch to the next writer, or commit it and free the turn."""
         batch = self._batch
+        if self._closed:
+            try:
+                self._end_turn_closing()
+            finally:
+                self._turn.release()
+            return
         if batch is not None and batch.members < self._max_batch and self._turn.hand_over():
             return
-        if batch is not None:
-            self._finish(batch)
-        self._turn.release()
+        try:
+            if batch is not None:
+                self._finish(batch)
+        finally:
+            self._turn.release()
+
+    def _end_turn_closing(self) -> None:
+        """Commit the open batch, if any, and close the writer connection."""
+        if self._batch is not None:
+            self._finish(self._batch)
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
     def _finish(self, batch: _Batch) -> None:
         """COMMIT the batch and wake its writers (with the error, if it failed)."""
@@ -269,9 +331,10 @@ class GroupCommit:
             batch.trans.commit()
         except BaseException as exc:  # every writer of the batch must hear of it
             batch.error = exc
-            try:
+            with suppress(*self._errors):
                 batch.trans.rollback()
-            except self._errors:
-                batch.conn.invalidate()
+            self._drop_if_in_transaction(batch)
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt and the like go on, after the writers hear
         finally:
             batch.done.set()
