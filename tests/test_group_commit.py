@@ -76,6 +76,22 @@ def _queued_behind_turn(sm: SessionManager, jobs: list[Callable[[], Any]]) -> li
     return outcomes
 
 
+def _first_commit_fails(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make the next COMMIT fail (a disk I/O error); returns a list that gets one item
+    when it did."""
+    real_commit = sa.engine.RootTransaction.commit
+    failed: list[int] = []
+
+    def failing_commit(self: Any) -> None:
+        if not failed:
+            failed.append(1)
+            raise sa.exc.OperationalError("COMMIT", None, Exception("disk I/O error"))
+        real_commit(self)
+
+    monkeypatch.setattr(sa.engine.RootTransaction, "commit", failing_commit)
+    return failed
+
+
 @pytest.fixture
 def sm(tmp_path: Path) -> Iterator[SessionManager]:
     manager = _manager(tmp_path / "sessions.db")
@@ -199,16 +215,7 @@ def test_a_failed_commit_fails_every_writer_of_the_batch(
 ) -> None:
     """Nobody is told "stored" for a batch whose COMMIT failed."""
     sids = [sm.create_session(user_id="u").session_id for _ in range(3)]
-    real_commit = sa.engine.RootTransaction.commit
-    failed: list[int] = []
-
-    def failing_commit(self: Any) -> None:
-        if not failed:
-            failed.append(1)
-            raise sa.exc.OperationalError("COMMIT", None, Exception("disk I/O error"))
-        real_commit(self)
-
-    monkeypatch.setattr(sa.engine.RootTransaction, "commit", failing_commit)
+    failed = _first_commit_fails(monkeypatch)
     outcomes = _queued_behind_turn(sm, [_appender(sm, s, s) for s in sids])
     assert [type(o) for o in outcomes] == [StoreError] * 3, outcomes
     assert failed == [1]
@@ -249,29 +256,19 @@ def test_a_commit_that_fails_at_the_driver_leaves_the_store_working(
     assert [m.content for m in stored] == ["m0", "m1", "m2", "m3"]
 
 
-def test_a_failed_write_waits_for_the_writes_it_read(sm: SessionManager) -> None:
+def test_a_failed_write_waits_for_the_writes_it_read(
+    sm: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An append refused (session not found) because of a delete earlier in its batch is
     not answered until that batch commits; the batch's COMMIT fails, so the append runs
     again on the session that still exists, and succeeds."""
     sid = sm.create_session(user_id="u").session_id
-    real_commit = sa.engine.RootTransaction.commit
-    failed: list[int] = []
-
-    def failing_commit(self: Any) -> None:
-        if not failed:
-            failed.append(1)
-            raise sa.exc.OperationalError("COMMIT", None, Exception("disk I/O error"))
-        real_commit(self)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sa.engine.RootTransaction, "commit", failing_commit)
-        outcomes = _queued_behind_turn(
-            sm,
-            [
-                lambda: sm.delete_session(session_id=sid, user_id="u"),
-                _appender(sm, sid, "after"),
-            ],
-        )
+    failed = _first_commit_fails(monkeypatch)
+    outcomes = _queued_behind_turn(
+        sm,
+        [lambda: sm.delete_session(session_id=sid, user_id="u"), _appender(sm, sid, "after")],
+    )
+    assert failed == [1]
     assert isinstance(outcomes[0], StoreError) and not isinstance(outcomes[0], StoreBusy)
     assert outcomes[1].seq == 1
     assert [m.content for m in sm.get_messages(session_id=sid, user_id="u").items] == ["after"]
