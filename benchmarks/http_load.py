@@ -265,6 +265,18 @@ class Service:
     checks: dict[str, Any] = field(default_factory=dict)
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a server started in its own process group: SIGTERM, then SIGKILL to the
+    group after 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 @contextlib.contextmanager
 def running_service(tmp: Path, exe: Path, *, workers: int, synchronous: str) -> Iterator[Service]:
     """Set up and start the service in ``tmp`` the README way; stop it on exit."""
@@ -310,13 +322,7 @@ def running_service(tmp: Path, exe: Path, *, workers: int, synchronous: str) -> 
                     time.sleep(0.1)
             yield Service(base, token, workers, synchronous, db, log_path)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            _stop(proc)
 
 
 @contextlib.contextmanager
@@ -349,13 +355,7 @@ def running_minimal(tmp: Path, python: Path, *, synchronous: str) -> Iterator[Se
                 time.sleep(0.1)
             yield Service(base, MINIMAL_TOKEN, 1, synchronous, db, log_path, kind="minimal")
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            _stop(proc)
 
 
 def _request(
