@@ -21,13 +21,13 @@ demo: $(STAMP)
 
 # Durations measured on the project's 2-core machine (README, Development).
 test: $(STAMP)
-	@echo "running the fast suite (about 5 minutes on 2 cores; make test-all adds the slow tests, about 15 minutes)"
+	@echo "running the fast suite (about 5 minutes on 2 cores; make test-all adds the slow tests, about 25 minutes)"
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 # Two pytest-xdist workers (each starts its own database servers): the slow tests are
 # long single processes (the fuzz run, kill -9 cycles), so two of them keep both cores busy.
 test-all: $(STAMP)
-	@echo "running every test, the slow ones too, in 2 processes (about 15 minutes on 2 cores)"
+	@echo "running every test, the slow ones too, in 2 processes (about 25 minutes on 2 cores)"
 	$(BIN)/python -m pytest -q -n 2 --durations=20 $(PYTEST_ARGS)
 
 # Its own environment (benchmarks/.venv: agentsession + the peers), not $(STAMP)'s.
