@@ -37,6 +37,14 @@ def _generic_result(decorator: sa.types.TypeDecorator[Any], value: Any) -> Any:
     return decorator.process_result_value(value, SQLITE)
 
 
+def _sqlite_processors(column: Any) -> tuple[Any, Any]:
+    """The SQLite bind and result processors of a column type (both must exist)."""
+    impl = column.dialect_impl(SQLITE)
+    bind, result = impl.bind_processor(SQLITE), impl.result_processor(SQLITE, None)
+    assert bind is not None and result is not None
+    return bind, result
+
+
 @pytest.mark.parametrize(
     "value",
     [
@@ -48,9 +56,7 @@ def _generic_result(decorator: sa.types.TypeDecorator[Any], value: Any) -> Any:
 )
 def test_sqlite_datetime_processors_match_the_type_methods(value: datetime | None) -> None:
     column = UTCDateTime()
-    bind = column.dialect_impl(SQLITE).bind_processor(SQLITE)
-    result = column.dialect_impl(SQLITE).result_processor(SQLITE, None)
-    assert bind is not None and result is not None
+    bind, result = _sqlite_processors(column)
     stored = bind(value)
     assert stored == _generic_bind(column, value)
     back = result(stored)
@@ -76,9 +82,7 @@ def test_sqlite_datetime_result_of_zone_less_text_is_utc() -> None:
 @pytest.mark.parametrize("value", [None, {"a": [1, 2.5, "\x00é"]}, "text", [], 3])
 def test_json_processors_match_the_type_methods(value: Any) -> None:
     column = JSONText()
-    bind = column.dialect_impl(SQLITE).bind_processor(SQLITE)
-    result = column.dialect_impl(SQLITE).result_processor(SQLITE, None)
-    assert bind is not None and result is not None
+    bind, result = _sqlite_processors(column)
     stored = bind(value)
     assert stored == _generic_bind(column, value)
     assert result(stored) == _generic_result(column, stored) == value
