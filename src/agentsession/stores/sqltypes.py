@@ -54,25 +54,18 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         return sa.DateTime(timezone=True)
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if dialect.name == "sqlite":
+            return _sqlite_datetime_bind(value)
         if value is None:
             return None
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(f"naive datetime {value!r}: timestamps must be timezone-aware")
-        utc = value.astimezone(UTC)
-        if dialect.name == "sqlite":
-            return utc.isoformat(timespec="microseconds")
+        utc = _utc(value)
         if dialect.name in _MYSQL:
             return utc.replace(tzinfo=None)
         return utc
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        moment: datetime = datetime.fromisoformat(value) if isinstance(value, str) else value
-        if moment.tzinfo is None:
-            # MySQL DATETIME has no zone; we only ever write UTC into it.
-            return moment.replace(tzinfo=UTC)
-        return moment.astimezone(UTC)
+        # A zone-less value (MySQL DATETIME) is UTC: we only ever write UTC into it.
+        return _sqlite_datetime_result(value)
 
     # The two processors below are the methods above as one plain function on SQLite
     # (whose String has no processor of its own to chain): a value costs one call.
@@ -87,20 +80,24 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         return super().result_processor(dialect, coltype)
 
 
-def _sqlite_datetime_bind(value: datetime | None) -> str | None:
-    """:meth:`UTCDateTime.process_bind_param` on SQLite."""
-    if value is None:
-        return None
+def _utc(value: datetime) -> datetime:
+    """``value`` in UTC. Raises ValueError for a naive datetime."""
     zone = value.tzinfo
-    if zone is not UTC:
-        if zone is None or value.utcoffset() is None:
-            raise ValueError(f"naive datetime {value!r}: timestamps must be timezone-aware")
-        value = value.astimezone(UTC)
-    return value.isoformat(timespec="microseconds")
+    if zone is UTC:
+        return value
+    if zone is None or value.utcoffset() is None:
+        raise ValueError(f"naive datetime {value!r}: timestamps must be timezone-aware")
+    return value.astimezone(UTC)
+
+
+def _sqlite_datetime_bind(value: datetime | None) -> str | None:
+    """:meth:`UTCDateTime.process_bind_param` on SQLite: ISO text in UTC, or None."""
+    return None if value is None else _utc(value).isoformat(timespec="microseconds")
 
 
 def _sqlite_datetime_result(value: Any) -> datetime | None:
-    """:meth:`UTCDateTime.process_result_value` on SQLite (ISO text, or None)."""
+    """:meth:`UTCDateTime.process_result_value` (ISO text or a datetime, or None);
+    zone-less values are UTC."""
     if value is None:
         return None
     moment = datetime.fromisoformat(value) if isinstance(value, str) else value
@@ -142,7 +139,7 @@ class JSONText(sa.types.TypeDecorator[Any]):
         return dumps(value)
 
     def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
-        return None if value is None else loads(value)
+        return _json_result(value)
 
     # As UTCDateTime's: the methods above as one plain function, where nothing chains.
     def bind_processor(self, dialect: Dialect) -> Processor | None:
