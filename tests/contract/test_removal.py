@@ -6,6 +6,8 @@ and closed sessions are covered for both by the operation tables of contract_sup
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -288,3 +290,14 @@ def test_store_reuses_seqs_freed_in_the_same_transaction(store: SessionStore) ->
         after = [m.content for m in tx.get_messages("ses_cut")]
         newest = [m.content for m in tx.get_messages("ses_cut", limit=1)]
     assert inside == after == ["old1", "new2", "new3"] and newest == ["new3"]
+
+
+@pytest.mark.store_independent
+def test_cursor_issued_before_anchors_still_pages(manager: SessionManager, sid: str) -> None:
+    """A cursor of the earlier format (no anchor) goes on where it pointed."""
+    _append(manager, sid, 5)
+    digest = hashlib.sha256(b"true").hexdigest()[:12]  # of align_tool_calls=True
+    raw = json.dumps(["messages", sid, digest, True, 4])
+    old = base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    page = manager.get_messages(session_id=sid, user_id=USER, cursor=old, limit=2)
+    assert [m.seq for m in page.items] == [2, 3]

@@ -126,10 +126,12 @@ class Listing:
             if type(cursor) is not str or not 0 < len(cursor) <= CURSOR_MAX_CHARS:
                 raise ValueError
             value = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-            if not isinstance(value, list) or len(value) != 6:
+            if not isinstance(value, list) or len(value) not in (5, 6):
                 raise ValueError
         except (ValueError, binascii.Error):
             raise ValidationError("cursor is not one this service issued", field="cursor") from None
+        if len(value) == 5:  # issued before cursors had an anchor: none to check
+            value.append(None)
         *head, older, seq, anchor = value
         if (
             head != self._head
