@@ -96,8 +96,7 @@ class SessionUseCases(ServiceCore):
         """
         check_name(user_id, field="user_id")
         check_name(agent, field="agent")
-        key = check_external_key(external_key, optional=False)
-        assert key is not None
+        key = check_external_key(external_key)
         found = self._uow.run(lambda tx: tx.find_session_by_key(user_id, agent, key), write=False)
         if found is None:
             raise SessionNotFound("no session has this external_key", session_id="")
@@ -135,8 +134,7 @@ class SessionUseCases(ServiceCore):
             StoreBusy: the key's session was deleted and re-created under this call more
                 times than ``policy.max_retries``.
         """
-        key = check_external_key(external_key, optional=False)
-        assert key is not None
+        key = check_external_key(external_key)
         _, build = self._builder(user_id, agent, title, metadata, ttl_seconds, working_memory, key)
 
         def find(tx: StoreTransaction) -> str | None:
@@ -181,7 +179,7 @@ class SessionUseCases(ServiceCore):
         """
         check_name(user_id, field="user_id")
         check_name(agent, field="agent")
-        key = check_external_key(external_key)
+        key = None if external_key is None else check_external_key(external_key)
         title = check_title(title, self.limits)
         meta = check_metadata(metadata, "metadata", self.limits)
         ttl = check_ttl(ttl_seconds)

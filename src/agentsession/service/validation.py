@@ -63,19 +63,16 @@ def check_key(key: str | None) -> str | None:
     return key
 
 
-def check_external_key(key: Any, *, optional: bool = True) -> str | None:
+def check_external_key(key: Any) -> str:
     """A session's caller-chosen ``external_key``, returned exactly as given.
 
     Any Unicode text of 1 to ``EXTERNAL_KEY_CHARS`` (256) characters (so at most 1024
     bytes of UTF-8), without control characters (C0, DEL, C1) or lone surrogates.
-    Nothing is trimmed or case-folded: keys compare exactly. None passes when
-    ``optional``.
+    Nothing is trimmed or case-folded: keys compare exactly.
 
     Raises:
         ValidationError: anything else (``field="external_key"``).
     """
-    if key is None and optional:
-        return None
     if (
         type(key) is not str
         or not 1 <= len(key) <= EXTERNAL_KEY_CHARS
