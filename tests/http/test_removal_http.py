@@ -66,7 +66,16 @@ def test_pop_returns_the_newest_message_then_null(api: Api) -> None:
     assert r.headers["etag"] == f'"{sid}@{popped["session_version"]}"'
     empty = api.http.post(f"/v1/sessions/{sid}/messages/pop", headers=api.alice)
     assert empty.status_code == 200 and empty.json() == {"message": None}
-    assert "etag" not in empty.headers
+    assert empty.headers["etag"] == r.headers["etag"]  # nothing changed: the current one
+
+
+def test_pop_answer_has_its_own_schema(api: Api) -> None:
+    spec = api.http.get("/openapi.json").json()
+    answer = spec["paths"]["/v1/sessions/{session_id}/messages/pop"]["post"]["responses"]
+    ref = answer["200"]["content"]["application/json"]["schema"]["$ref"]
+    assert ref == "#/components/schemas/PopResult"
+    message = spec["components"]["schemas"]["PopResult"]["properties"]["message"]
+    assert {"$ref": "#/components/schemas/Message"} in message["anyOf"]
 
 
 def test_pop_with_a_stale_if_match_is_412_and_removes_nothing(api: Api) -> None:
