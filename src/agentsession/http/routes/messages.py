@@ -101,4 +101,5 @@ async def pop_message(ctx: WriteCtx) -> Response:
     )
     version = report.session_version if message is None else message.session_version
     etag = version_etag(ctx.session_id, version)
-    return reply(PopResult(message=message), etag=etag, replayed=report.replayed)
+    # A dict, not PopResult: dump() keeps the message's absent fields absent.
+    return reply({"message": message}, etag=etag, replayed=report.replayed)
