@@ -82,21 +82,23 @@ def test_sqlite_delete_session_leaves_no_canary_on_disk(tmp_path: Path) -> None:
         sm.store.close()
 
 
-def test_sqlite_removed_messages_leave_no_trace_on_disk(tmp_path: Path) -> None:
-    """Messages removed by truncate_messages and pop_message are gone from the
-    database file, -wal and -shm; the messages kept are still there."""
-    db = tmp_path / "t.db"
-    files = [db, tmp_path / "t.db-wal", tmp_path / "t.db-shm"]
+def test_sqlite_removed_messages_are_erased_with_their_session(tmp_path: Path) -> None:
+    """Removing messages is no erasure: their content stays in the idempotency records
+    of the appends and pops; deleting the session erases it from the database file,
+    -wal and -shm."""
+    db = tmp_path / "r.db"
+    files = [db, tmp_path / "r.db-wal", tmp_path / "r.db-shm"]
     with SessionManager(SQLStore(f"sqlite:///{db}", auto_migrate=True)) as sm:
         sid = sm.create_session(user_id="alice").session_id
         kw: dict[str, Any] = {"session_id": sid, "user_id": "alice"}
-        texts = [f"CANARY-removal-{i}-{secrets.token_hex(6)}" for i in range(4)]
-        sm.append_messages(**kw, messages=[{"role": "user", "content": t} for t in texts])
+        texts = [f"CANARY-removal-{i}-{secrets.token_hex(6)}" for i in range(3)]
+        messages = [{"role": "user", "content": t} for t in texts]
+        sm.append_messages(**kw, messages=messages, idempotency_key="add")
+        sm.pop_message(**kw, idempotency_key="pop")
+        sm.truncate_messages(**kw, after_seq=0, idempotency_key="cut")
         assert all(t.encode() in _bytes_of(files) for t in texts)  # the scan does see them
-        sm.pop_message(**kw)
-        sm.truncate_messages(**kw, after_seq=1)
-        on_disk = _bytes_of(files)
-        assert [t for t in texts if t.encode() in on_disk] == texts[:1]
+        sm.delete_session(**kw)
+        assert [t for t in texts if t.encode() in _bytes_of(files)] == []
         sm.store.close()
 
 

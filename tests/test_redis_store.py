@@ -23,6 +23,7 @@ import pytest
 from agentsession import Policy, SessionManager
 from agentsession.errors import StoreError, ValidationError
 from agentsession.models import SessionStatus
+from agentsession.stores.base import StoreConflict
 from agentsession.stores.registry import open_store
 from frozen_clock import FrozenClock
 from servers import Server, redis_command
@@ -389,3 +390,21 @@ def test_indexes_are_built_for_data_of_an_older_version(redis_store: RedisStore)
     grep = reopened.get_tool_history(session_id=due, user_id=USER, tool="grep").items
     assert [c.seq for c in grep] == [1, 3]
 
+
+
+def test_a_removal_of_nothing_keeps_the_seq_checks_of_later_appends(
+    redis_store: RedisStore,
+) -> None:
+    """delete_messages that removed nothing leaves no cut behind: a later append in the
+    same transaction still checks that its seq is free, so a row that appeared there
+    meanwhile is a conflict, not a second message at that seq."""
+    m = SessionManager(redis_store)
+    sid = m.create_session(user_id=USER).session_id
+    first = m.append_message(session_id=sid, user_id=USER, message={"role": "user", "content": "a"})
+    key = f"as:{{{sid}}}:msgs"
+    intruder = first.model_copy(update={"message_id": "msg_intruder", "seq": 2})
+    with pytest.raises(StoreConflict), redis_store.transaction(write=True) as tx:
+        assert tx.delete_messages(sid, after_seq=1) == 0
+        redis_store.client.zadd(key, {'{"id":"msg_intruder","seq":2}': 2})
+        tx.insert_messages([intruder.model_copy(update={"message_id": "msg_mine"})])
+    assert redis_store.client.zcount(key, 2, 2) == 1

@@ -8,9 +8,10 @@ keyword arguments, return the same pydantic models and raise the same typed erro
 
 Retries: connection errors, timeouts and 500/502/503/504 answers are retried with
 bounded exponential backoff (``Retry-After`` honoured up to ``max_backoff``). Every
-POST, PUT and PATCH carries an ``Idempotency-Key`` (a uuid4 unless you pass
-``idempotency_key``), the same one on each retry, so a retried write is stored once.
-A DELETE retried after a lost answer may report the session as not found.
+POST, PUT and PATCH, and a message truncate (a DELETE), carries an ``Idempotency-Key``
+(a uuid4 unless you pass ``idempotency_key``), the same one on each retry, so a retried
+write is stored once. A session DELETE retried after a lost answer may report the
+session as not found.
 
 Example::
 
@@ -262,12 +263,14 @@ class _Exchange:
         idempotency_key: str | None = None,
         content_type: str = "application/json",
         params: dict[str, Any] | None = None,
+        keyed: bool = False,
     ) -> _Flow[T]:
+        # ``keyed``: a key is sent whatever the method (a DELETE the service replays).
         headers = {}
         if expected_version is not None and session_id is not None:
             headers["If-Match"] = format_etag(session_id, expected_version)
         key = idempotency_key
-        if key is None and method in ("POST", "PUT", "PATCH"):
+        if key is None and (keyed or method in ("POST", "PUT", "PATCH")):
             key = str(uuid.uuid4())
         if key is not None:
             headers["Idempotency-Key"] = key
@@ -630,7 +633,8 @@ class _HistoryRequests(_Exchange):
             session_id=session_id,
             params={"after_seq": after_seq},
             expected_version=expected_version,
-            idempotency_key=idempotency_key or str(uuid.uuid4()),
+            idempotency_key=idempotency_key,
+            keyed=True,
         )
 
     def pop_message(

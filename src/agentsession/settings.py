@@ -54,8 +54,8 @@ class Settings(BaseSettings):
             part before the dot) within the window; past it a wrong secret with that key
             id is answered 429 (the key's own token still works).
         auth_failure_window_seconds: the moving window of both counts, in seconds.
-        require_if_match: PUT/PATCH/DELETE and lifecycle actions without ``If-Match``
-            are answered 428 Precondition Required.
+        require_if_match: PUT/PATCH/DELETE, message pops and lifecycle actions
+            without ``If-Match`` are answered 428 Precondition Required.
         idempotency_retention_seconds: how long an idempotency key is remembered
             (default: ``Policy``'s, 24 h); ``agentsession sweep`` purges older ones.
         expired_restore_window_seconds: how long an EXPIRED session may be restored

@@ -9,6 +9,8 @@ import asyncio
 import base64
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,8 +37,9 @@ from agentsession import (
     TruncateResult,
     ValidationError,
 )
+from agentsession.errors import StoreError
 from agentsession.service import Policy
-from agentsession.stores.base import SessionStore
+from agentsession.stores.base import SessionStore, StoreTransaction
 from frozen_clock import FrozenClock
 
 
@@ -301,3 +304,141 @@ def test_cursor_issued_before_anchors_still_pages(manager: SessionManager, sid: 
     old = base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
     page = manager.get_messages(session_id=sid, user_id=USER, cursor=old, limit=2)
     assert [m.seq for m in page.items] == [2, 3]
+
+
+def _cursor_parts(cursor: str | None) -> list[Any]:
+    assert cursor is not None
+    decoded = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    assert isinstance(decoded, list)
+    return decoded
+
+
+@pytest.mark.store_independent
+def test_listings_without_an_anchor_issue_five_part_cursors(
+    manager: SessionManager, sid: str
+) -> None:
+    """Rolling upgrades: a cursor without an anchor keeps the form older versions read;
+    message cursors carry the anchor as a sixth part."""
+    _append(manager, sid, 3)
+    audit = manager.get_audit_log(session_id=sid, user_id=USER, limit=1)
+    assert len(_cursor_parts(audit.next_cursor)) == 5
+    page = manager.get_messages(session_id=sid, user_id=USER, limit=1)
+    assert _cursor_parts(page.next_cursor)[5] == [3, page.items[0].message_id]
+
+
+def test_stale_cursor_is_refused_even_with_limit_zero(manager: SessionManager, sid: str) -> None:
+    _append(manager, sid, 4)
+    page = manager.get_messages(session_id=sid, user_id=USER, after=0, limit=2)
+    manager.truncate_messages(session_id=sid, user_id=USER, after_seq=1)
+    with pytest.raises(ValidationError, match="stale"):
+        manager.get_messages(session_id=sid, user_id=USER, cursor=page.next_cursor, limit=0)
+
+
+class _ReadCommitted:
+    """A read transaction that sees ``old`` (the session and its messages before a
+    removal) until its first page read (a ``get_messages`` with a limit), and the store
+    as it is from then on: the removal committed between two statements, as READ
+    COMMITTED allows. Everything else goes to the real transaction."""
+
+    def __init__(self, tx: StoreTransaction, old: Session, old_messages: list[Message]) -> None:
+        self._tx, self._old, self._old_messages = tx, old, old_messages
+        self._committed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tx, name)
+
+    def get_session(self, session_id: str) -> Session | None:
+        return self._old if session_id == self._old.session_id else self._tx.get_session(session_id)
+
+    def get_messages(self, session_id: str, **kw: Any) -> list[Message]:
+        self._committed = self._committed or kw.get("limit") is not None
+        if self._committed:
+            return self._tx.get_messages(session_id, **kw)
+        low, high = kw.get("after_seq"), kw.get("before_seq")
+        return [
+            m
+            for m in self._old_messages
+            if (low is None or m.seq > low) and (high is None or m.seq < high)
+        ]
+
+
+def _reads_before(
+    monkeypatch: pytest.MonkeyPatch, manager: SessionManager, sid: str
+) -> Any:
+    """Freeze ``sid`` as it is now; returns a function that, called after a removal,
+    makes every later read see that removal only from its first page read on."""
+    old = manager.store.transaction
+    with old(write=False) as tx:
+        session = tx.get_session(sid)
+        messages = tx.get_messages(sid)
+    assert session is not None
+
+    def install() -> None:
+        @contextmanager
+        def transaction(*, write: bool) -> Iterator[Any]:
+            with old(write=write) as real:
+                yield real if write else _ReadCommitted(real, session, messages)
+
+        monkeypatch.setattr(manager.store, "transaction", transaction)
+
+    return install
+
+
+@pytest.mark.store_independent
+def test_a_removal_between_anchor_check_and_page_read_is_refused(
+    manager: SessionManager, sid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A truncate and re-append that commit after the cursor's anchor was first seen
+    but before the page's rows were read: the page would be other messages at the old
+    seqs, so the cursor is refused instead."""
+    _append(manager, sid, 4)
+    page = manager.get_messages(session_id=sid, user_id=USER, after=0, limit=2)  # 1..2
+    install = _reads_before(monkeypatch, manager, sid)
+    manager.truncate_messages(session_id=sid, user_id=USER, after_seq=1)
+    _append(manager, sid, 3, prefix="new")  # seqs 2..4, other messages
+    install()
+    with pytest.raises(ValidationError, match="stale"):
+        manager.get_messages(session_id=sid, user_id=USER, cursor=page.next_cursor, limit=2)
+
+
+@pytest.mark.store_independent
+def test_a_removal_after_the_count_was_read_gives_no_cursor_to_an_empty_page(
+    manager: SessionManager, sid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session said four messages, but the two after the page went before its rows
+    were read: the page is the last one (no cursor leading to an empty page)."""
+    _append(manager, sid, 4)
+    install = _reads_before(monkeypatch, manager, sid)
+    manager.truncate_messages(session_id=sid, user_id=USER, after_seq=2)
+    install()
+    page = manager.get_messages(session_id=sid, user_id=USER, after=0, limit=2)
+    assert ([m.seq for m in page.items], page.next_cursor) == ([1, 2], None)
+
+
+@pytest.mark.store_independent
+def test_pop_of_a_store_missing_the_newest_message_is_a_store_error(
+    manager: SessionManager, sid: str
+) -> None:
+    """The session counts a message the store does not hold: a StoreError, and the
+    session is left as it was."""
+    _append(manager, sid, 2)
+    with manager.store.transaction(write=True) as tx:
+        assert tx.delete_messages(sid, after_seq=1) == 1
+    before = _version(manager, sid)
+    with pytest.raises(StoreError, match="seq 2"):
+        manager.pop_message(session_id=sid, user_id=USER)
+    assert _version(manager, sid) == before
+
+
+@pytest.mark.store_independent
+def test_removal_is_no_erasure_and_leaves_the_store_disk_alone(
+    manager: SessionManager, sid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removing messages edits the conversation; it runs no scrub (a WAL checkpoint or
+    AOF rewrite per pop). Erasure is delete_session or the scrub itself."""
+    scrubs: list[Any] = []
+    monkeypatch.setattr(manager.store, "scrub", lambda **kw: scrubs.append(kw))
+    _append(manager, sid, 3)
+    manager.pop_message(session_id=sid, user_id=USER)
+    manager.truncate_messages(session_id=sid, user_id=USER, after_seq=0)
+    assert scrubs == []

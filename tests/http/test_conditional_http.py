@@ -21,6 +21,8 @@ GUARDED: list[tuple[str, str, Any]] = [
     ("POST", "/close", {}),
     ("POST", "/expire", {}),
     ("POST", "/restore", {}),
+    ("DELETE", "/messages?after_seq=0", None),
+    ("POST", "/messages/pop", {}),
 ]
 
 

@@ -24,7 +24,7 @@ from ..fieldlimits import IDEMPOTENCY_KEY_CHARS
 from ..ids import is_id
 from ..models import Message, Page, RestoredSession, Session
 from ..principal import Principal
-from ..service import AsyncSessionManager, write_report
+from ..service import AsyncSessionManager, WriteReport, write_report
 from ..service.validation import check_key
 from ..settings import Settings
 from .authlimit import AuthFailureLimiter, key_id_of
@@ -207,7 +207,7 @@ class Ctx:
 
         Args:
             required: the request is one ``require_if_match`` applies to (PUT, PATCH,
-                DELETE, lifecycle actions).
+                DELETE, a message pop, lifecycle actions).
 
         Raises:
             PreconditionRequired: no header, and the settings require one (428).
@@ -236,9 +236,16 @@ class Ctx:
 async def write(call: Awaitable[T]) -> tuple[T, bool]:
     """Await a manager write; return its result and whether the write pipeline
     answered it as a replay of its idempotency key's first result."""
+    result, report = await write_reported(call)
+    return result, report.replayed
+
+
+async def write_reported(call: Awaitable[T]) -> tuple[T, WriteReport]:
+    """Await a manager write; return its result and the write pipeline's report of it
+    (whether it replayed, the session's version when it finished)."""
     with write_report() as report:
         result = await call
-    return result, report.replayed
+    return result, report
 
 
 def unmatched(session_id: str, current_version: int) -> VersionConflict:

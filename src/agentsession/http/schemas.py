@@ -30,7 +30,7 @@ from ..fieldlimits import (
     TITLE_CHARS,
     TOOL_NAME_CHARS,
 )
-from ..models import ToolCallStatus
+from ..models import Message, ToolCallStatus
 from ..service.paging import CURSOR_MAX_CHARS
 from ..service.policy import Limits
 from ..service.validation import MAX_COUNT, MAX_TTL_SECONDS
@@ -130,6 +130,13 @@ class Items(BaseModel, Generic[T]):
     """The answer to a batch append: the stored ``items`` in seq order."""
 
     items: list[T]
+
+
+class PopResult(BaseModel):
+    """The answer to a pop: the removed ``message``, or null when the history was
+    empty (nothing changed)."""
+
+    message: Message | None
 
 
 class _Body(BaseModel):

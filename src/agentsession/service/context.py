@@ -65,10 +65,14 @@ class WriteReport:
         replayed: the last write answered with the stored first result of its
             idempotency key (nothing was written), rather than writing.
         writes: how many pipeline writes finished in the block (replays included).
+        session_version: the session's version when the last write finished: after its
+            change, or the current one when it changed nothing or was a replay (None: a
+            session creation, or no write yet).
     """
 
     replayed: bool = False
     writes: int = 0
+    session_version: int | None = None
 
 
 @contextmanager
@@ -89,9 +93,10 @@ def write_report() -> Iterator[WriteReport]:
         _report.reset(token)
 
 
-def report_write(*, replayed: bool) -> None:
+def report_write(*, replayed: bool, session_version: int | None = None) -> None:
     """Record one finished write in the open report, if any (the pipeline calls this)."""
     report = _report.get()
     if report is not None:
         report.replayed = replayed
         report.writes += 1
+        report.session_version = session_version

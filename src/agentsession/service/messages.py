@@ -205,45 +205,68 @@ def message_page(
     whole tool-call groups), with the cursor of the next one in the same direction.
 
     Seqs are gapless from 1 to ``s.message_count``, so more exist backwards when the
-    page starts above seq 1 and forwards when it ends below the count. Alignment widens
+    page starts above seq 1, and forwards when a message above its end was read.
+    Alignment widens
     a page only away from its bound, never across it: the next page starts right where
     this one ended, so cursors visit every message exactly once, even around a tool
     result that does not follow its call. A cursor is anchored on the message at its
     bound and refused once that message is removed (:func:`_check_anchor`).
     """
     if size == 0:
+        _check_anchor(tx, s.session_id, start.anchor)  # a stale cursor is refused here too
         return Page(items=[])
-    if start.anchor is not None:
-        _check_anchor(tx, s.session_id, start.anchor)
-    rows = tx.get_messages(
+    read = tx.get_messages(
         s.session_id,
         after_seq=None if start.older else start.seq,
         before_seq=start.seq if start.older else None,
-        limit=size,
+        limit=size if start.older else size + 1,  # forwards, one more tells if more exist
         newest=start.older,
     )
+    rows = read[:size]
     if align and rows:
         rows = align_window(tx, s.session_id, rows, s.message_count)
         if start.seq is not None:
             bound = start.seq
             rows = [m for m in rows if (m.seq < bound if start.older else m.seq > bound)]
+    # Checked after the read: message ids are never reused, so the anchor still there
+    # now proves no removal (nor a re-append at its seqs) reached it before the read.
+    _check_anchor(tx, s.session_id, start.anchor)
     if not rows:
         return Page(items=[])
     edge = rows[0] if start.older else rows[-1]
-    more = edge.seq > 1 if start.older else edge.seq < s.message_count
+    # Backwards, seqs are gapless down to 1 and removals only cut the top. Forwards,
+    # ``message_count`` was read before the rows and a removal since may have cut all
+    # after them: only a row read above the edge means the next page is not empty.
+    more = edge.seq > 1 if start.older else _exists_after(tx, s.session_id, edge.seq, read)
     position = Position(older=start.older, seq=edge.seq, anchor=(edge.seq, edge.message_id))
     return Page(items=rows, next_cursor=listing.cursor(position) if more else None)
 
 
-def _check_anchor(tx: StoreTransaction, session_id: str, anchor: tuple[int, str]) -> None:
+def _exists_after(
+    tx: StoreTransaction, session_id: str, seq: int, read: list[Message]
+) -> bool:
+    """Whether the history holds a message above ``seq``: seen in ``read`` (the rows
+    read for the page, oldest first), else asked of the store (an aligned page that
+    widened past them)."""
+    if read and read[-1].seq > seq:
+        return True
+    return bool(tx.get_messages(session_id, after_seq=seq, limit=1))
+
+
+def _check_anchor(
+    tx: StoreTransaction, session_id: str, anchor: tuple[int, str] | None
+) -> None:
     """A messages cursor is valid while the message it was anchored on is still there:
-    removals only cut the newest messages, so then every message up to it is too.
+    removals only cut the newest messages, so then every message up to it is too. No
+    anchor (a caller's seq bound, a cursor issued before anchors): nothing to check.
 
     Raises:
         ValidationError: the message is gone (the history was truncated or popped past
             it since the cursor was issued; context ``stale=True``): read again without
             the cursor.
     """
+    if anchor is None:
+        return
     seq, message_id = anchor
     found = tx.get_messages(session_id, after_seq=seq - 1, before_seq=seq + 1)
     if not found or found[0].message_id != message_id:

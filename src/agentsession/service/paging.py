@@ -84,10 +84,10 @@ class Listing:
 
     def cursor(self, position: Position) -> str:
         """The opaque cursor of ``position`` in this listing."""
-        anchor = None if position.anchor is None else list(position.anchor)
-        raw = json.dumps(
-            [*self._head, position.older, position.seq, anchor], separators=(",", ":")
-        )
+        parts = [*self._head, position.older, position.seq]
+        if position.anchor is not None:  # without one, the five parts older versions read
+            parts.append(list(position.anchor))
+        raw = json.dumps(parts, separators=(",", ":"))
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     def start(
@@ -130,7 +130,7 @@ class Listing:
                 raise ValueError
         except (ValueError, binascii.Error):
             raise ValidationError("cursor is not one this service issued", field="cursor") from None
-        if len(value) == 5:  # issued before cursors had an anchor: none to check
+        if len(value) == 5:  # no anchor: another listing, or issued before anchors
             value.append(None)
         *head, older, seq, anchor = value
         if (

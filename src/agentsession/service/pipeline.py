@@ -137,11 +137,14 @@ class WriteRequest(Generic[R]):
 
 @dataclass(frozen=True, slots=True)
 class Written(Generic[R]):
-    """What a write answered: its result, and whether that is a replay of the first
-    result of its idempotency key (nothing was written)."""
+    """What a write answered: its result, whether that is a replay of the first
+    result of its idempotency key (nothing was written), and the session's version
+    when it finished (after the change; the current one for a no-op or a replay;
+    None for a session creation, which reports its session)."""
 
     value: R
     replayed: bool
+    session_version: int | None = None
 
 
 class DueForExpiry(AgentSessionError):
@@ -179,16 +182,17 @@ class WritePipeline:
             s = self._uow.load(tx, req.session_id, req.principal)
             replay = self._replay(tx, req.principal, req.scope, key, fingerprint)
             if replay is not _NO_RECORD:
-                return Written(req.result_type.validate_python(replay), replayed=True)
+                value = req.result_type.validate_python(replay)
+                return Written(value, replayed=True, session_version=s.version)
             now = self._uow.now()
             if is_due(s, now):
                 raise DueForExpiry("session is due for expiry")
             if req.require_active and s.status != SessionStatus.ACTIVE:
                 raise SessionNotActive(session_id=s.session_id, status=s.status.value)
             check_version(s, req.expected_version)
-            result = self._apply(tx, req, s, now)
+            result, version = self._apply(tx, req, s, now)
             self._remember(tx, req.principal, req.scope, key, fingerprint, s, result)
-            return Written(result, replayed=False)
+            return Written(result, replayed=False, session_version=version)
 
         try:
             written = self._uow.run(body, write=True)
@@ -197,19 +201,22 @@ class WritePipeline:
             # EXPIRED session (a write fails, close is illegal, restore re-opens).
             self.expire_if_due(req.session_id)
             written = self._uow.run(body, write=True)
-        report_write(replayed=written.replayed)
+        report_write(replayed=written.replayed, session_version=written.session_version)
         return written
 
-    def _apply(self, tx: StoreTransaction, req: WriteRequest[R], s: Session, now: datetime) -> R:
+    def _apply(
+        self, tx: StoreTransaction, req: WriteRequest[R], s: Session, now: datetime
+    ) -> tuple[R, int]:
+        """Run ``req``'s change on ``s``: its result, and the session's version after it."""
         outcome = req.change(tx, s, now)
         if isinstance(outcome, Session):
-            return cast(R, outcome)
+            return cast(R, outcome), outcome.version
         if isinstance(outcome, Unchanged):
-            return cast(R, outcome.result)
+            return cast(R, outcome.result), s.version
         stored = self.store_change(tx, s, outcome, req.principal, now, touch=req.touch)
         if req.returns_session:
-            return cast(R, stored)
-        return cast(R, _with_session_version(outcome.result, stored.version))
+            return cast(R, stored), stored.version
+        return cast(R, _with_session_version(outcome.result, stored.version)), stored.version
 
     def create(
         self,

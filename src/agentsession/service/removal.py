@@ -3,13 +3,13 @@
 Only the newest messages are ever removed, so seqs stay gapless (1..``message_count``)
 and a later append reuses the freed seqs: a seq names a position in the current history
 (docs/architecture.md, "Removing messages"). Tool calls and runs stay: they record what
-really ran, not the conversation. Once a removal has committed, the store's ``scrub``
-gets the removed rows off its disk as after an erasure (docs/security.md, "Erasure").
+really ran, not the conversation. A removal edits the conversation; it is not an
+erasure (docs/security.md, "Erasure"): the removed content can stay in idempotency
+records and on the store's disk until their retention or a scrub.
 """
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 from typing import Any
 
@@ -24,8 +24,6 @@ from .pipeline import Change, Unchanged, WriteRequest
 from .validation import check_cursor_seq
 
 __all__ = ["RemovalUseCases"]
-
-logger = logging.getLogger(__name__)
 
 _TRUNCATED: TypeAdapter[TruncateResult] = TypeAdapter(TruncateResult)
 _POPPED: TypeAdapter[Message | None] = TypeAdapter(Message | None)
@@ -52,9 +50,10 @@ class RemovalUseCases(ServiceCore):
         step (``message_count``, ``updated_at`` and the TTL clock move as for an
         append) and one audit event ``message.truncated`` with counts and the seq range
         only. Removing nothing (``after_seq >= message_count``) changes nothing and
-        answers ``removed=0`` at the current version. Once committed, the store's
-        ``scrub`` gets the removed rows off its disk (on SQLite a WAL checkpoint; a
-        failure there is logged, the removal stays). ``user_id`` names the caller.
+        answers ``removed=0`` at the current version. Not an erasure: the removed
+        content can remain in idempotency records (until ``purge_idempotency``
+        retention) and in the store's free pages, WAL or AOF until a scrub; to erase it,
+        delete the session or run the scrub. ``user_id`` names the caller.
 
         Returns:
             ``TruncateResult(removed, session_version)``; a retry with the same
@@ -86,10 +85,7 @@ class RemovalUseCases(ServiceCore):
             idempotency_key=idempotency_key,
             touch=True,
         )
-        written = self._pipeline.write(request)
-        if written.value.removed and not written.replayed:
-            self._scrub_removed()
-        return written.value
+        return self._pipeline.write(request).value
 
     def pop_message(
         self,
@@ -111,13 +107,21 @@ class RemovalUseCases(ServiceCore):
 
         Raises:
             SessionNotFound, SessionNotActive, VersionConflict, IdempotencyKeyReused.
+            StoreError: the store's messages disagree with the session's
+                ``message_count`` (nothing is removed).
         """
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change | Unchanged:
             if s.message_count == 0:
                 return Unchanged(None)
-            newest = tx.get_messages(s.session_id, after_seq=s.message_count - 1)
-            return _removal(tx, s, s.message_count - 1, "message.popped", newest[-1])
+            count = s.message_count
+            newest = tx.get_messages(s.session_id, after_seq=count - 1, before_seq=count + 1)
+            if [m.seq for m in newest] != [count]:
+                raise StoreError(
+                    f"the store holds no message at seq {count} (the session's message_count)",
+                    session_id=s.session_id,
+                )
+            return _removal(tx, s, count - 1, "message.popped", newest[0])
 
         request = WriteRequest(
             scope="pop_message",
@@ -129,18 +133,7 @@ class RemovalUseCases(ServiceCore):
             idempotency_key=idempotency_key,
             touch=True,
         )
-        written = self._pipeline.write(request)
-        if written.value is not None and not written.replayed:
-            self._scrub_removed()
-        return written.value
-
-    def _scrub_removed(self) -> None:
-        """The store's disk step after a committed removal; a failure is logged, never
-        raised (the removal is done)."""
-        try:
-            self._uow.store.scrub(compact=False)
-        except StoreError as exc:
-            logger.warning("the store's disk step after removing messages failed: %s", exc.message)
+        return self._pipeline.write(request).value
 
 
 def _removal(

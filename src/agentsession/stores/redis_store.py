@@ -983,9 +983,9 @@ class _RedisTransaction:
         removed = len(pending) - len(self._messages[session_id])
         cut, key = self._cut.get(session_id), _prefix(session_id) + "msgs"
         if self._stored(session_id) and (cut is None or after_seq < cut):
-            high = "+inf" if cut is None else str(cut)
-            removed += _integer(self._r.zcount(key, f"({after_seq}", high))
-            self._cut[session_id] = after_seq
+            stored = _integer(self._r.zcount(key, f"({after_seq}", cut or "+inf"))
+            if stored:  # a cut hides stored rows above it and skips their seq checks
+                removed, self._cut[session_id] = removed + stored, after_seq
         if removed:  # after the buffered ZADDs too, so it also drops those above the cut
             self._do("ZCUT", key, after_seq)
         return removed

@@ -7,10 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Response
 
 from ...models import Message, Page, TruncateResult
-from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
+from ..deps import ReadCtx, WriteCtx, reply, version_etag, write, write_reported
 from ..problems import ERRORS, WRITE_ERRORS
 from ..routing import StrictRoute
-from ..schemas import AppendMessages, CursorQuery, Items, LimitQuery, seq_query
+from ..schemas import AppendMessages, CursorQuery, Items, LimitQuery, PopResult, seq_query
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/messages",
@@ -72,13 +72,13 @@ async def truncate_messages(
     """Remove every message with ``seq > after_seq`` in one version step:
     ``{"removed", "session_version"}``, the ETag the session's version after it (the
     current one when nothing was removed). Tool calls, runs and working memory stay.
-    ``If-Match`` is optional; an ``Idempotency-Key`` makes a retry answer the first
-    result."""
+    ``If-Match`` is required when the service requires it for destructive requests;
+    an ``Idempotency-Key`` makes a retry answer the first result."""
     result, replayed = await write(
         ctx.manager.truncate_messages(
             **ctx.who,
             after_seq=after_seq,
-            expected_version=await ctx.expected_version(),
+            expected_version=await ctx.expected_version(required=True),
             idempotency_key=ctx.idempotency_key,
         )
     )
@@ -86,17 +86,20 @@ async def truncate_messages(
     return reply(result, etag=etag, replayed=replayed)
 
 
-@router.post("/pop", response_model=dict[str, Message | None], responses=WRITE_ERRORS)
+@router.post("/pop", response_model=PopResult, responses=WRITE_ERRORS)
 async def pop_message(ctx: WriteCtx) -> Response:
     """Remove and return the newest message: ``{"message": message-or-null}`` (null:
-    the history is empty and nothing changed). The message carries
-    ``session_version``, also the ETag. ``If-Match`` is optional."""
-    message, replayed = await write(
+    the history is empty and nothing changed). The ETag is the session's version
+    after the call (the current one when nothing was removed). ``If-Match`` is
+    required when the service requires it for destructive requests."""
+    message, report = await write_reported(
         ctx.manager.pop_message(
             **ctx.who,
-            expected_version=await ctx.expected_version(),
+            expected_version=await ctx.expected_version(required=True),
             idempotency_key=ctx.idempotency_key,
         )
     )
-    etag = None if message is None else version_etag(ctx.session_id, message.session_version)
-    return reply({"message": message}, etag=etag, replayed=replayed)
+    version = report.session_version if message is None else message.session_version
+    etag = version_etag(ctx.session_id, version)
+    # A dict, not PopResult: dump() keeps the message's absent fields absent.
+    return reply({"message": message}, etag=etag, replayed=report.replayed)
