@@ -6,6 +6,7 @@ PostgreSQL dump and, after ``compact`` (VACUUM FULL), its table files."""
 from __future__ import annotations
 
 import logging
+import secrets
 import sqlite3
 import subprocess
 import threading
@@ -78,6 +79,24 @@ def test_sqlite_delete_session_leaves_no_canary_on_disk(tmp_path: Path) -> None:
         found = c.found_in(_bytes_of(files))
         # Erasing by session leaves the user's session-less idempotency keys (none here).
         assert found == []
+        sm.store.close()
+
+
+def test_sqlite_removed_messages_leave_no_trace_on_disk(tmp_path: Path) -> None:
+    """Messages removed by truncate_messages and pop_message are gone from the
+    database file, -wal and -shm; the messages kept are still there."""
+    db = tmp_path / "t.db"
+    files = [db, tmp_path / "t.db-wal", tmp_path / "t.db-shm"]
+    with SessionManager(SQLStore(f"sqlite:///{db}", auto_migrate=True)) as sm:
+        sid = sm.create_session(user_id="alice").session_id
+        kw: dict[str, Any] = {"session_id": sid, "user_id": "alice"}
+        texts = [f"CANARY-removal-{i}-{secrets.token_hex(6)}" for i in range(4)]
+        sm.append_messages(**kw, messages=[{"role": "user", "content": t} for t in texts])
+        assert all(t.encode() in _bytes_of(files) for t in texts)  # the scan does see them
+        sm.pop_message(**kw)
+        sm.truncate_messages(**kw, after_seq=1)
+        on_disk = _bytes_of(files)
+        assert [t for t in texts if t.encode() in on_disk] == texts[:1]
         sm.store.close()
 
 

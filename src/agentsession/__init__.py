@@ -46,6 +46,7 @@ from .models import (
     SessionStatus,
     ToolCall,
     ToolCallStatus,
+    TruncateResult,
     WorkingMemory,
 )
 from .principal import Principal
@@ -97,6 +98,7 @@ __all__ = [
     "ToolCall",
     "ToolCallExists",
     "ToolCallStatus",
+    "TruncateResult",
     "UnsupportedValue",
     "ValidationError",
     "VersionConflict",

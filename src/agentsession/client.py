@@ -67,6 +67,7 @@ from .models import (
     SessionStatus,
     ToolCall,
     ToolCallStatus,
+    TruncateResult,
     WorkingMemory,
 )
 from .service import UNSET
@@ -260,6 +261,7 @@ class _Exchange:
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         content_type: str = "application/json",
+        params: dict[str, Any] | None = None,
     ) -> _Flow[T]:
         headers = {}
         if expected_version is not None and session_id is not None:
@@ -275,6 +277,7 @@ class _Exchange:
                 path,
                 parse,
                 body=body,
+                params=params or {},
                 headers=headers,
                 content_type=content_type,
                 session_id=session_id,
@@ -566,6 +569,53 @@ class _HistoryRequests(_Exchange):
             after=after,
             cursor=cursor,
             align_tool_calls="true" if align_tool_calls else "false",
+        )
+
+    def truncate_messages(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        after_seq: int,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[TruncateResult]:
+        """See :meth:`SessionManager.truncate_messages` (``DELETE .../messages``). It
+        carries an ``Idempotency-Key`` too (a uuid4 unless given), so a retried
+        truncate answers the first result."""
+        return self._write(
+            "DELETE",
+            f"/v1/sessions/{_sid(session_id)}/messages",
+            _model(TruncateResult),
+            session_id=session_id,
+            params={"after_seq": after_seq},
+            expected_version=expected_version,
+            idempotency_key=idempotency_key or str(uuid.uuid4()),
+        )
+
+    def pop_message(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Message | None]:
+        """See :meth:`SessionManager.pop_message` (``POST .../messages/pop``)."""
+
+        def parse(r: httpx.Response) -> Message | None:
+            message = r.json()["message"]
+            return None if message is None else Message.model_validate(message)
+
+        return self._write(
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/messages/pop",
+            parse,
+            session_id=session_id,
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
         )
 
     def get_working_memory(
@@ -1024,6 +1074,8 @@ class SessionClient:
     append_message = _sync(_Requests.append_message)
     append_messages = _sync(_Requests.append_messages)
     get_messages = _sync(_Requests.get_messages)
+    truncate_messages = _sync(_Requests.truncate_messages)
+    pop_message = _sync(_Requests.pop_message)
     get_working_memory = _sync(_Requests.get_working_memory)
     update_working_memory = _sync(_Requests.update_working_memory)
     modify_working_memory = _sync(_Requests.modify_working_memory)
@@ -1096,6 +1148,8 @@ class AsyncSessionClient:
     append_message = _async(_Requests.append_message)
     append_messages = _async(_Requests.append_messages)
     get_messages = _async(_Requests.get_messages)
+    truncate_messages = _async(_Requests.truncate_messages)
+    pop_message = _async(_Requests.pop_message)
     get_working_memory = _async(_Requests.get_working_memory)
     update_working_memory = _async(_Requests.update_working_memory)
     modify_working_memory = _async(_Requests.modify_working_memory)

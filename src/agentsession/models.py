@@ -35,6 +35,7 @@ __all__ = [
     "SessionStatus",
     "ToolCall",
     "ToolCallStatus",
+    "TruncateResult",
     "WorkingMemory",
 ]
 
@@ -297,6 +298,20 @@ class Run(_Snapshot):
     step_count: int = 0
     steps: list[RunStep] = Field(default_factory=list)
     session_version: int | None = None
+
+
+class TruncateResult(_Snapshot):
+    """What ``truncate_messages`` removed.
+
+    Attributes:
+        removed: how many messages went (0 when the history already ended at or before
+            ``after_seq``: then nothing changed).
+        session_version: the session's version after the call (unchanged when
+            ``removed`` is 0); pass it as the next ``expected_version``.
+    """
+
+    removed: int
+    session_version: int
 
 
 class AuditEvent(_Snapshot):

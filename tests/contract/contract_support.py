@@ -302,6 +302,10 @@ VERSIONED_WRITES: dict[str, Any] = {
         messages=[user_msg("q"), assistant_msg("a")],
         working_memory_patch={"counter": 2},
     ),
+    "truncate_messages": lambda m, c, u=None, **kw: m.truncate_messages(
+        **_kw(c, u, kw), after_seq=1
+    ),
+    "pop_message": lambda m, c, u=None, **kw: m.pop_message(**_kw(c, u, kw)),
     "update_working_memory.data": lambda m, c, u=None, **kw: m.update_working_memory(
         **_kw(c, u, kw), data={"goal": "replaced"}
     ),

@@ -58,7 +58,7 @@ def test_delete_with_current_expected_version_deletes(manager: SessionManager) -
 
 
 RACES = ["append_message", "update_working_memory.patch", "record_tool_call", "update_session",
-         "start_run", "close_session"]
+         "start_run", "close_session", "pop_message"]
 
 
 @pytest.mark.parametrize("op", RACES)

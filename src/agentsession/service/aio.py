@@ -97,6 +97,8 @@ class AsyncSessionManager:
     append_message = _mirror(SessionManager.append_message)
     append_messages = _mirror(SessionManager.append_messages)
     get_messages = _mirror(SessionManager.get_messages)
+    truncate_messages = _mirror(SessionManager.truncate_messages)
+    pop_message = _mirror(SessionManager.pop_message)
     get_working_memory = _mirror(SessionManager.get_working_memory)
     update_working_memory = _mirror(SessionManager.update_working_memory)
     modify_working_memory = _mirror(SessionManager.modify_working_memory)

@@ -341,7 +341,9 @@ def _restored(
     messages_cursor = messages.next_cursor
     if message_limit == 0 and s.message_count:
         # An empty window still says that history exists, and where to read it.
-        messages_cursor = history.cursor(Position(older=True, seq=s.message_count + 1))
+        [top] = tx.get_messages(s.session_id, limit=1)
+        top_end = Position(older=True, seq=top.seq + 1, anchor=(top.seq, top.message_id))
+        messages_cursor = history.cursor(top_end)
     calls = read_gapless(
         lambda after_seq, n: tx.list_tool_calls(s.session_id, after_seq=after_seq, limit=n),
         newest,

@@ -12,6 +12,7 @@ from .erasure import ErasureUseCases
 from .lifecycle import LifecycleUseCases
 from .memory import MemoryUseCases
 from .messages import MessageUseCases
+from .removal import RemovalUseCases
 from .runs import RunUseCases
 from .sessions import SessionUseCases
 from .tools import ToolCallUseCases
@@ -22,6 +23,7 @@ __all__ = ["SessionManager"]
 class SessionManager(
     SessionUseCases,
     MessageUseCases,
+    RemovalUseCases,
     MemoryUseCases,
     ToolCallUseCases,
     RunUseCases,

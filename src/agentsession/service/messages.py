@@ -208,10 +208,13 @@ def message_page(
     page starts above seq 1 and forwards when it ends below the count. Alignment widens
     a page only away from its bound, never across it: the next page starts right where
     this one ended, so cursors visit every message exactly once, even around a tool
-    result that does not follow its call.
+    result that does not follow its call. A cursor is anchored on the message at its
+    bound and refused once that message is removed (:func:`_check_anchor`).
     """
     if size == 0:
         return Page(items=[])
+    if start.anchor is not None:
+        _check_anchor(tx, s.session_id, start.anchor)
     rows = tx.get_messages(
         s.session_id,
         after_seq=None if start.older else start.seq,
@@ -222,16 +225,34 @@ def message_page(
     if align and rows:
         rows = align_window(tx, s.session_id, rows, s.message_count)
         if start.seq is not None:
-            edge = start.seq
-            rows = [m for m in rows if (m.seq < edge if start.older else m.seq > edge)]
+            bound = start.seq
+            rows = [m for m in rows if (m.seq < bound if start.older else m.seq > bound)]
     if not rows:
         return Page(items=[])
-    if start.older:
-        more, bound = rows[0].seq > 1, rows[0].seq
-    else:
-        more, bound = rows[-1].seq < s.message_count, rows[-1].seq
-    cursor = listing.cursor(Position(older=start.older, seq=bound)) if more else None
-    return Page(items=rows, next_cursor=cursor)
+    edge = rows[0] if start.older else rows[-1]
+    more = edge.seq > 1 if start.older else edge.seq < s.message_count
+    position = Position(older=start.older, seq=edge.seq, anchor=(edge.seq, edge.message_id))
+    return Page(items=rows, next_cursor=listing.cursor(position) if more else None)
+
+
+def _check_anchor(tx: StoreTransaction, session_id: str, anchor: tuple[int, str]) -> None:
+    """A messages cursor is valid while the message it was anchored on is still there:
+    removals only cut the newest messages, so then every message up to it is too.
+
+    Raises:
+        ValidationError: the message is gone (the history was truncated or popped past
+            it since the cursor was issued; context ``stale=True``): read again without
+            the cursor.
+    """
+    seq, message_id = anchor
+    found = tx.get_messages(session_id, after_seq=seq - 1, before_seq=seq + 1)
+    if not found or found[0].message_id != message_id:
+        raise ValidationError(
+            "cursor is stale: messages were removed since it was issued; read again "
+            "without it",
+            field="cursor",
+            stale=True,
+        )
 
 
 

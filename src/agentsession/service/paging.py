@@ -50,10 +50,15 @@ class Position:
         older: the page is the newest items below ``seq`` and the next one goes further
             back; else the oldest items above ``seq`` and the next one goes forward.
         seq: the exclusive bound; None = from the newest (older) or the first (forward).
+        anchor: ``(seq, message_id)`` of a message the page before this one held,
+            for message listings: a cursor is stale once that message is gone (the
+            history was cut back past it), because its seq bound may then name other
+            messages. None for other listings and for caller-given bounds.
     """
 
     older: bool
     seq: int | None
+    anchor: tuple[int, str] | None = None
 
 
 class Listing:
@@ -79,7 +84,10 @@ class Listing:
 
     def cursor(self, position: Position) -> str:
         """The opaque cursor of ``position`` in this listing."""
-        raw = json.dumps([*self._head, position.older, position.seq], separators=(",", ":"))
+        anchor = None if position.anchor is None else list(position.anchor)
+        raw = json.dumps(
+            [*self._head, position.older, position.seq, anchor], separators=(",", ":")
+        )
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     def start(
@@ -118,22 +126,36 @@ class Listing:
             if type(cursor) is not str or not 0 < len(cursor) <= CURSOR_MAX_CHARS:
                 raise ValueError
             value = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-            if not isinstance(value, list) or len(value) != 5:
+            if not isinstance(value, list) or len(value) not in (5, 6):
                 raise ValueError
         except (ValueError, binascii.Error):
             raise ValidationError("cursor is not one this service issued", field="cursor") from None
-        *head, older, seq = value
+        if len(value) == 5:  # issued before cursors had an anchor: none to check
+            value.append(None)
+        *head, older, seq, anchor = value
         if (
             head != self._head
             or type(older) is not bool
             or (older and not self._older_ok)
             or type(seq) is not int
             or not 0 <= seq <= MAX_COUNT
+            or not (anchor is None or _is_anchor(anchor))
         ):
             raise ValidationError(
                 "cursor belongs to another listing (session, list or filter)", field="cursor"
             )
-        return Position(older=older, seq=seq)
+        return Position(older=older, seq=seq, anchor=None if anchor is None else tuple(anchor))
+
+
+def _is_anchor(value: Any) -> bool:
+    """Whether a decoded cursor part is a ``[seq, message_id]`` pair."""
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and type(value[0]) is int
+        and 0 < value[0] <= MAX_COUNT
+        and type(value[1]) is str
+    )
 
 
 def read_forward(fetch: Fetch[S], after: int | None, size: int, listing: Listing) -> Page[S]:

@@ -51,6 +51,7 @@ __all__ = [
     "Change",
     "ChangeFn",
     "DueForExpiry",
+    "Unchanged",
     "WritePipeline",
     "WriteRequest",
     "Written",
@@ -64,6 +65,9 @@ R = TypeVar("R")
 SYSTEM = Principal("system", admin=True)
 
 SESSION: TypeAdapter[Session] = TypeAdapter(Session)
+
+#: What :meth:`WritePipeline._replay` answers when there is no first result to replay.
+_NO_RECORD: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +88,18 @@ class Change:
     result: Any = None
 
 
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """A change that found nothing to do and wrote nothing (popping an empty history):
+    no version step, no audit event; the call answers ``result``."""
+
+    result: Any
+
+
 #: ``change(tx, session, now)``: writes its rows and returns a Change, or returns the
-#: session unchanged for a no-op (closing a CLOSED session): no version step, no audit.
-ChangeFn = Callable[[StoreTransaction, Session, datetime], Change | Session]
+#: session unchanged for a no-op (closing a CLOSED session), or an :class:`Unchanged`
+#: for a no-op that answers something else: no version step, no audit.
+ChangeFn = Callable[[StoreTransaction, Session, datetime], Change | Session | Unchanged]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +178,7 @@ class WritePipeline:
             # waits here and finds the first one's record, instead of racing it.
             s = self._uow.load(tx, req.session_id, req.principal)
             replay = self._replay(tx, req.principal, req.scope, key, fingerprint)
-            if replay is not None:
+            if replay is not _NO_RECORD:
                 return Written(req.result_type.validate_python(replay), replayed=True)
             now = self._uow.now()
             if is_due(s, now):
@@ -191,6 +204,8 @@ class WritePipeline:
         outcome = req.change(tx, s, now)
         if isinstance(outcome, Session):
             return cast(R, outcome)
+        if isinstance(outcome, Unchanged):
+            return cast(R, outcome.result)
         stored = self.store_change(tx, s, outcome, req.principal, now, touch=req.touch)
         if req.returns_session:
             return cast(R, stored)
@@ -215,7 +230,7 @@ class WritePipeline:
 
         def body(tx: StoreTransaction) -> Written[Session]:
             replay = self._replay(tx, principal, scope, key, fingerprint)
-            if replay is not None:
+            if replay is not _NO_RECORD:
                 return Written(SESSION.validate_python(replay), replayed=True)
             session = build(tx, self._uow.now())
             self._remember(tx, principal, scope, key, fingerprint, session, session)
@@ -322,16 +337,17 @@ class WritePipeline:
         key: str | None,
         fingerprint: str,
     ) -> Any:
-        """The stored first result of ``key`` as JSON, or None (no key, no record, or a
-        record older than the retention, which is dropped: the key counts as new)."""
+        """The stored first result of ``key`` as JSON (which may be ``null``: a pop of an
+        empty history), or ``_NO_RECORD`` (no key, no record, or a record older than
+        the retention, which is dropped: the key counts as new)."""
         if key is None:
-            return None
+            return _NO_RECORD
         record = tx.get_idempotency(principal.user_id, scope, key)
         if record is None:
-            return None
+            return _NO_RECORD
         if self._uow.now() - record.created_at > self._retention:
             tx.delete_idempotency(principal.user_id, scope, key)
-            return None
+            return _NO_RECORD
         if record.fingerprint != fingerprint:
             raise IdempotencyKeyReused(idempotency_key=key, operation=scope)
         return json.loads(record.result)

@@ -184,6 +184,16 @@ class StoreTransaction(Protocol):
         ``newest=False`` the first ``limit``. Costs O(returned rows), not O(history).
         """
 
+    def delete_messages(self, session_id: str, *, after_seq: int) -> int:
+        """Delete the session's messages with ``seq > after_seq`` (``after_seq >= 0``);
+        return how many went.
+
+        Only the newest messages are ever removed, so the seqs left stay gapless and the
+        manager appends after them again (a later insert reuses the freed seqs, even in
+        the same transaction). Costs O(removed rows), independent of how long the rest
+        of the history is. Tool calls and runs stay.
+        """
+
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:
         """Return the session's working memory, or None if never written."""

@@ -227,6 +227,16 @@ class _MemoryTransaction:
                 hi = lo + limit
         return [_copy(m) for m in rows[lo:hi]]
 
+    def delete_messages(self, session_id: str, *, after_seq: int) -> int:
+        self._writing()
+        rows = self._data(session_id).messages
+        removed = rows[after_seq:]
+        if not removed:
+            return 0
+        del rows[after_seq:]
+        self._undo.append(lambda: rows.extend(removed))
+        return len(removed)
+
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:
         data = self._s._sessions.get(session_id)

@@ -7,7 +7,8 @@ transaction also writes store-wide keys (indexes, the audit counter) in other sl
 Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster slot)::
 
     as:{sid}:session        string  the Session as JSON
-    as:{sid}:msgs           zset    score = seq, member = {"id","seq","at","p": payload} JSON
+    as:{sid}:msgs           zset    score = seq, member = {"id","seq","at","p": payload} JSON;
+                                    removing messages cuts the top (ZREMRANGEBYSCORE)
     as:{sid}:memory         string  the WorkingMemory as JSON
     as:{sid}:calls          hash    call_id -> ToolCall JSON
     as:{sid}:calls:seq      zset    score = seq, member = call_id
@@ -235,6 +236,9 @@ while i <= #ARGV do
     elseif op == 'ZREM' then
       local m = arg()
       redis.call('ZREM', k, m)
+    elseif op == 'ZCUT' then
+      local s = arg()
+      redis.call('ZREMRANGEBYSCORE', k, '(' .. s, '+inf')
     elseif op == 'SADD' then
       local m = arg()
       redis.call('SADD', k, m)
@@ -314,7 +318,7 @@ def _maybe_texts(reply: ResponseT) -> list[str | None]:
 
 
 def _integer(reply: ResponseT) -> int:
-    """INCR: the new value."""
+    """INCR: the new value; ZCOUNT: the count."""
     assert not inspect.isawaitable(reply), _SYNC_ONLY
     return int(reply)
 
@@ -327,6 +331,28 @@ def _enc_message(m: Message) -> str:
     return dumps(
         {"id": m.message_id, "seq": m.seq, "at": m.created_at.isoformat(), "p": m.payload()}
     )
+
+
+def _stored_messages(
+    client: redis.Redis,
+    sid: str,
+    after_seq: int | None,
+    before_seq: int | None,
+    limit: int | None,
+    newest: bool,
+) -> list[Message]:
+    """The committed messages of ``sid`` with ``after_seq < seq < before_seq``, oldest
+    first; with ``limit``, the newest or the first ``limit`` of them."""
+    key = _prefix(sid) + "msgs"
+    low = "-inf" if after_seq is None else f"({after_seq}"
+    high = "+inf" if before_seq is None else f"({before_seq}"
+    if limit is None:
+        raw = _texts(client.zrangebyscore(key, low, high))
+    elif newest:
+        raw = _texts(client.zrevrangebyscore(key, high, low, start=0, num=limit))[::-1]
+    else:
+        raw = _texts(client.zrangebyscore(key, low, high, start=0, num=limit))
+    return [_dec_message(sid, text) for text in raw]
 
 
 def _dec_message(sid: str, text: str) -> Message:
@@ -725,6 +751,8 @@ class _RedisTransaction:
         self._fresh: set[str] = set()  # deleted here: stored children are gone
         self._memory: dict[str, WorkingMemory] = {}
         self._messages: dict[str, list[Message]] = {}
+        # session id -> seq: stored messages above it are deleted at commit.
+        self._cut: dict[str, int] = {}
         self._calls: dict[str, list[ToolCall]] = {}
         self._runs: dict[str, dict[str, Run]] = {}
         self._new_runs: set[tuple[str, str]] = set()
@@ -903,7 +931,7 @@ class _RedisTransaction:
             if any(p.seq == m.seq for p in pending):
                 raise StoreConflict(f"message seq {m.seq} exists in {sid!r}")
             key = _prefix(sid) + "msgs"
-            if self._stored(sid):
+            if self._stored(sid) and m.seq <= self._cut.get(sid, m.seq):
                 self._check("ZFREE", key, str(m.seq))
             self._do("ZADD", key, m.seq, _enc_message(m))
             pending.append(_copy(m))
@@ -922,16 +950,10 @@ class _RedisTransaction:
             return []
         rows: list[Message] = []
         if self._stored(session_id):
-            key = _prefix(session_id) + "msgs"
-            low = "-inf" if after_seq is None else f"({after_seq}"
-            high = "+inf" if before_seq is None else f"({before_seq}"
-            if limit is None:
-                raw = _texts(self._r.zrangebyscore(key, low, high))
-            elif newest:
-                raw = _texts(self._r.zrevrangebyscore(key, high, low, start=0, num=limit))[::-1]
-            else:
-                raw = _texts(self._r.zrangebyscore(key, low, high, start=0, num=limit))
-            rows = [_dec_message(session_id, text) for text in raw]
+            top, cut = before_seq, self._cut.get(session_id)
+            if cut is not None:  # stored messages above the cut go at commit
+                top = cut + 1 if top is None else min(top, cut + 1)
+            rows = _stored_messages(self._r, session_id, after_seq, top, limit, newest)
         rows += [
             _copy(m)
             for m in self._messages.get(session_id, [])
@@ -941,6 +963,22 @@ class _RedisTransaction:
         if limit is not None and len(rows) > limit:
             rows = rows[-limit:] if newest else rows[:limit]
         return rows
+
+    @_translated
+    def delete_messages(self, session_id: str, *, after_seq: int) -> int:
+        self._writing()
+        self._require_session(session_id)
+        pending = self._messages.pop(session_id, [])
+        self._messages[session_id] = [m for m in pending if m.seq <= after_seq]
+        removed = len(pending) - len(self._messages[session_id])
+        cut, key = self._cut.get(session_id), _prefix(session_id) + "msgs"
+        if self._stored(session_id) and (cut is None or after_seq < cut):
+            high = "+inf" if cut is None else str(cut)
+            removed += _integer(self._r.zcount(key, f"({after_seq}", high))
+            self._cut[session_id] = after_seq
+        if removed:  # after the buffered ZADDs too, so it also drops those above the cut
+            self._do("ZCUT", key, after_seq)
+        return removed
 
     # -- working memory --------------------------------------------------------------
     @_translated

@@ -263,6 +263,12 @@ class _Statements:
             .values({c.key: sa.bindparam(c.key) for c in sessions.c if c.key != "session_id"})
         )
         self.insert_messages = compiled(sa.insert(messages))
+        self.delete_messages = compiled(
+            sa.delete(messages).where(
+                messages.c.session_id == sa.bindparam("session_id"),
+                messages.c.seq > sa.bindparam("after_seq"),
+            )
+        )
         # The audit seq comes back as the cursor's lastrowid where the dialect reads
         # generated keys that way (SQLite, MySQL), else by RETURNING (PostgreSQL). The flag
         # is DefaultDialect's (every dialect's base), not the Dialect interface's.
@@ -579,6 +585,12 @@ class _SQLTransaction:
             )
             for message_id, sid, seq, created_at, payload in rows
         ]
+
+    @_translated
+    def delete_messages(self, session_id: str, *, after_seq: int) -> int:
+        self._writing()
+        params = {"session_id": session_id, "after_seq": after_seq}
+        return int(self._execute(self._sql.delete_messages, params).rowcount)
 
     # -- working memory --------------------------------------------------------------
     @_translated

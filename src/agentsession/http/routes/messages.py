@@ -1,4 +1,4 @@
-"""Messages: append one or a batch, read a window of history."""
+"""Messages: append one or a batch, read a window of history, remove the newest."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Response
 
-from ...models import Message, Page
+from ...models import Message, Page, TruncateResult
 from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
 from ..routing import StrictRoute
@@ -62,3 +62,41 @@ async def get_messages(
         align_tool_calls=align_tool_calls,
     )
     return reply(page)
+
+
+@router.delete("", response_model=TruncateResult, responses=WRITE_ERRORS)
+async def truncate_messages(
+    ctx: WriteCtx,
+    after_seq: Annotated[int, seq_query("Remove every message above this seq (0 = all).")],
+) -> Response:
+    """Remove every message with ``seq > after_seq`` in one version step:
+    ``{"removed", "session_version"}``, the ETag the session's version after it (the
+    current one when nothing was removed). Tool calls, runs and working memory stay.
+    ``If-Match`` is optional; an ``Idempotency-Key`` makes a retry answer the first
+    result."""
+    result, replayed = await write(
+        ctx.manager.truncate_messages(
+            **ctx.who,
+            after_seq=after_seq,
+            expected_version=await ctx.expected_version(),
+            idempotency_key=ctx.idempotency_key,
+        )
+    )
+    etag = (ctx.session_id, result.session_version)
+    return reply(result, etag=etag, replayed=replayed)
+
+
+@router.post("/pop", response_model=dict[str, Message | None], responses=WRITE_ERRORS)
+async def pop_message(ctx: WriteCtx) -> Response:
+    """Remove and return the newest message: ``{"message": message-or-null}`` (null:
+    the history is empty and nothing changed). The message carries
+    ``session_version``, also the ETag. ``If-Match`` is optional."""
+    message, replayed = await write(
+        ctx.manager.pop_message(
+            **ctx.who,
+            expected_version=await ctx.expected_version(),
+            idempotency_key=ctx.idempotency_key,
+        )
+    )
+    etag = None if message is None else version_etag(ctx.session_id, message.session_version)
+    return reply({"message": message}, etag=etag, replayed=replayed)
