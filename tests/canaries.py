@@ -17,6 +17,7 @@ from agentsession import SessionManager
 #: Kinds of free text: never in the audit log.
 FREE_TEXT = (
     "title",
+    "external_key",
     "new_title",
     "session_metadata",
     "initial_memory",
@@ -95,6 +96,7 @@ def write_canaries(m: SessionManager) -> Canaries:
         title=v["title"],
         metadata={"note": v["session_metadata"]},
         working_memory={"seed": v["initial_memory"]},
+        external_key=v["external_key"],
         idempotency_key=v["idempotency_key"],
     )
     kw: dict[str, Any] = {"session_id": s.session_id, "user_id": user}

@@ -266,3 +266,19 @@ def test_tools_table_names_the_run_of_each_call(url: str) -> None:
     result = invoke("sessions", "tools", _sid(url), "--url", url, "--user", "alice")
     assert result.exit_code == 0, result.output
     assert call.run_id[:8] in result.stdout
+
+
+def test_list_and_show_display_the_external_key_as_text(tmp_path: Path) -> None:
+    """A session's external key shows in the listing and in show, literally: a key that
+    looks like rich markup is printed as typed, not interpreted."""
+    url = f"sqlite:///{tmp_path / 'keys.db'}"
+    key = "[bold]thread[/bold]-1"
+    with SessionManager.from_url(url, auto_migrate=True) as sm:
+        sid = sm.create_session(user_id="alice", agent="coding", external_key=key).session_id
+    wide = {"COLUMNS": "250"}  # one line per row, so the cells are read whole
+    for args in (["list"], ["show", sid]):
+        result = runner.invoke(
+            build_app(), ["sessions", *args, "--url", url, "--user", "alice"], env=wide
+        )
+        assert result.exit_code == 0, result.output
+        assert key in result.output

@@ -17,6 +17,7 @@ from agentsession.stores.sqltypes import PlainText
 FIELD_OF_COLUMN = {
     ("sessions", "user_id"): fl.NAME_CHARS,
     ("sessions", "agent"): fl.NAME_CHARS,
+    ("sessions", "external_key"): fl.EXTERNAL_KEY_CHARS,
     ("audit_events", "user_id"): fl.NAME_CHARS,
     ("audit_events", "actor"): fl.NAME_CHARS,
     ("audit_events", "request_id"): fl.REQUEST_ID_CHARS,
@@ -30,7 +31,15 @@ FIELD_OF_COLUMN = {
     ("tool_calls", "provider_call_id"): fl.CALL_ID_CHARS,
 }
 ID_COLUMNS = {"session_id", "message_id", "run_id"}
-LIBRARY_VOCABULARY = {"status", "role", "action", "scope", "fingerprint", "arguments_hash"}
+LIBRARY_VOCABULARY = {
+    "status",
+    "role",
+    "action",
+    "scope",
+    "fingerprint",
+    "arguments_hash",
+    "external_key_hash",
+}
 INNODB_KEY_BYTES = 3072
 UTF8MB4_BYTES = 4
 

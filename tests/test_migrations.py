@@ -19,7 +19,7 @@ from alembic.runtime.migration import MigrationContext
 
 import servers
 from agentsession import SessionManager
-from agentsession.errors import SchemaOutOfDate
+from agentsession.errors import SchemaOutOfDate, SessionExists
 from agentsession.ids import new_id
 from agentsession.models import AuditEvent, Message, Session
 from agentsession.stores.migrate import current_revision, head_revision, upgrade
@@ -119,7 +119,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0005_field_widths"
+    assert head_revision() == "0006_external_keys"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -540,3 +540,31 @@ def test_c05_sqlite_locked_two_processes(tmp_path: Path) -> None:
                 assert len(tx.list_audit(sid)) == seq
     finally:
         store.close()
+
+
+def test_external_keys_upgrade_keeps_keyless_rows(db_url: str) -> None:
+    """0006 adds the external key: sessions written at 0005 have none and do not collide
+    (their hash is NULL); new sessions then take keys, unique per user and agent
+    (SQLite, PostgreSQL, MariaDB)."""
+    url = db_url
+    upgrade(url, revision="0005_field_widths")
+    now = datetime.now(UTC)
+    old = [new_id("ses"), new_id("ses")]
+    engine = sa.create_engine(url)
+    try:
+        sessions = sa.Table("sessions", sa.MetaData(), autoload_with=engine)
+        assert "external_key" not in sessions.c
+        with engine.begin() as conn:
+            for sid in old:
+                row = _old_session_row(sid, now, runs=0)
+                conn.execute(sa.insert(sessions), {k: v for k, v in row.items() if k in sessions.c})
+    finally:
+        engine.dispose()
+    assert upgrade(url) == head_revision()
+    with SessionManager.from_url(url) as sm:
+        keys = [sm.get_session(session_id=sid, user_id="alice").external_key for sid in old]
+        assert keys == [None, None]
+        keyed = sm.create_session(user_id="alice", agent="a", external_key="k")
+        with pytest.raises(SessionExists):
+            sm.create_session(user_id="alice", agent="a", external_key="k")
+        assert sm.open_session(user_id="alice", agent="a", external_key="k") == (keyed, False)

@@ -53,6 +53,11 @@ QUERIES: list[tuple[str, Call, list[str]]] = [
         lambda tx: tx.find_tool_call_by_provider_id(SID, "p3"),
         ["ix_tool_calls_session_id_provider_call_id_seq"],
     ),
+    (
+        "session by external key",
+        lambda tx: tx.find_session_by_key("user2", "agent1", "k7"),  # session 7
+        ["ix_sessions_user_id_agent_external_key_hash"],
+    ),
 ]
 for user, prefix in (("user1", "ix_sessions_user_id_"), (None, "ix_sessions_")):
     for after in (None, CURSOR):
@@ -93,6 +98,7 @@ def _session(n: int) -> Session:
         session_id=SID if n == 0 else f"ses_{n:026d}",
         user_id=USERS[n % len(USERS)],
         agent=AGENTS[n // 5 % len(AGENTS)],
+        external_key=f"k{n}" if n % 2 else None,  # half keyed, half not (NULL)
         status=status,
         created_at=at,
         updated_at=at,
@@ -196,9 +202,10 @@ def filled_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQL
 
 
 def test_lookups_and_listings_use_their_indexes(filled_store: SQLStore) -> None:
-    """find_tool_call, one tool's history, the provider id lookup and the session
-    listings by (user,) status / agent, with and without a cursor: each statement uses
-    its index, scans no table and sorts nothing (SQLite, PostgreSQL, MariaDB)."""
+    """find_tool_call, one tool's history, the provider id and external key lookups,
+    the session listings by (user,) status / agent, with and without a cursor: each
+    statement uses its index, scans no table and sorts nothing (SQLite, PostgreSQL,
+    MariaDB)."""
     explain, check = PLANS[filled_store.engine.dialect.name]
     for what, call, indexes in QUERIES:
         with captured_sql(filled_store) as seen, filled_store.transaction(write=False) as tx:

@@ -310,6 +310,7 @@ class _SessionRequests(_Exchange):
         metadata: Mapping[str, Any] | None = None,
         ttl_seconds: float | None = None,
         working_memory: Mapping[str, Any] | None = None,
+        external_key: str | None = None,
         idempotency_key: str | None = None,
     ) -> _Flow[Session]:
         """See :meth:`SessionManager.create_session`; the owner is the key's user."""
@@ -320,6 +321,8 @@ class _SessionRequests(_Exchange):
             "ttl_seconds": ttl_seconds,
             "working_memory": None if working_memory is None else dict(working_memory),
         }
+        if external_key is not None:  # sent only when given: older servers refuse it
+            body["external_key"] = external_key
         return self._write(
             "POST",
             "/v1/sessions",
@@ -336,6 +339,42 @@ class _SessionRequests(_Exchange):
         return self._read(
             f"/v1/sessions/{_sid(session_id)}", _model(Session), session_id=session_id
         )
+
+    def get_session_by_key(
+        self, *, user_id: str | None = None, agent: str, external_key: str, admin: bool = False
+    ) -> _Flow[Session]:
+        """See :meth:`SessionManager.get_session_by_key`; the owner is the key's user.
+        The key travels query-encoded (``GET /v1/sessions-by-key``)."""
+        # session_id "" makes a 404 the SessionNotFound the manager raises.
+        params = {"agent": agent, "external_key": external_key}
+        return self._read("/v1/sessions-by-key", _model(Session), session_id="", **params)
+
+    def open_session(
+        self,
+        *,
+        user_id: str | None = None,
+        agent: str,
+        external_key: str,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_seconds: float | None = None,
+        working_memory: Mapping[str, Any] | None = None,
+    ) -> _Flow[tuple[Session, bool]]:
+        """See :meth:`SessionManager.open_session`; the owner is the key's user
+        (``PUT /v1/sessions-by-key``: 201 created, 200 found). A retry after a lost
+        answer finds the session the first attempt created, and reports created=False."""
+        body = {
+            "title": title,
+            "metadata": _opt_dict(metadata),
+            "ttl_seconds": ttl_seconds,
+            "working_memory": _opt_dict(working_memory),
+        }
+
+        def parse(r: httpx.Response) -> tuple[Session, bool]:
+            return Session.model_validate(r.json()), r.status_code == 201
+
+        params = {"agent": agent, "external_key": external_key}
+        return self._exchange(_Call("PUT", "/v1/sessions-by-key", parse, params, body))
 
     def list_sessions(
         self,
@@ -1063,6 +1102,8 @@ class SessionClient:
 
     create_session = _sync(_Requests.create_session)
     get_session = _sync(_Requests.get_session)
+    get_session_by_key = _sync(_Requests.get_session_by_key)
+    open_session = _sync(_Requests.open_session)
     list_sessions = _sync(_Requests.list_sessions)
     update_session = _sync(_Requests.update_session)
     close_session = _sync(_Requests.close_session)
@@ -1137,6 +1178,8 @@ class AsyncSessionClient:
 
     create_session = _async(_Requests.create_session)
     get_session = _async(_Requests.get_session)
+    get_session_by_key = _async(_Requests.get_session_by_key)
+    open_session = _async(_Requests.open_session)
     list_sessions = _async(_Requests.list_sessions)
     update_session = _async(_Requests.update_session)
     close_session = _async(_Requests.close_session)

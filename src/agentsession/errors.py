@@ -23,6 +23,7 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     │   ├── IllegalTransition        409  e.g. restoring an expired session past its grace window
     │   ├── RunAlreadyRunning        409  at most one RUNNING run per session
     │   ├── ToolCallExists           409  a caller-chosen call_id already recorded
+    │   ├── SessionExists            409  a session with this external key exists
     │   ├── RunNotRunning            409  a step, finish, message or tool call tagged with a
     │   │                                 run that is not RUNNING
     │   └── VersionConflict          412  stale ``expected_version`` (optimistic locking)
@@ -48,6 +49,7 @@ __all__ = [
     "RunNotFound",
     "RunNotRunning",
     "SchemaOutOfDate",
+    "SessionExists",
     "SessionNotActive",
     "SessionNotFound",
     "StoreBusy",
@@ -291,6 +293,26 @@ class ToolCallExists(Conflict):
         return (
             f"tool call {self.call_id!r} is already recorded in session {self.session_id!r}; "
             "send a new call_id, or an idempotency key to make retries safe"
+        )
+
+
+class SessionExists(Conflict):
+    """A session with this ``external_key`` already exists for the owner and agent.
+
+    Attributes:
+        session_id: the existing session (open it by its key, or by this id).
+    """
+
+    code = "session-exists"
+
+    def __init__(self, message: str | None = None, *, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(message, session_id=session_id)
+
+    def _default_message(self) -> str:
+        return (
+            f"a session with this external_key exists: {self.session_id!r}; "
+            "use open_session to get it or create it"
         )
 
 

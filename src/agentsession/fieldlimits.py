@@ -17,6 +17,7 @@ from typing import Final
 
 __all__ = [
     "CALL_ID_CHARS",
+    "EXTERNAL_KEY_CHARS",
     "IDEMPOTENCY_KEY_CHARS",
     "ID_CHARS",
     "NAME_CHARS",
@@ -34,6 +35,9 @@ __all__ = [
 ID_CHARS: Final = 40
 #: User ids (so also audit actors), agent names: ``A-Za-z0-9._:@+-`` (``ids.NAME_PATTERN``).
 NAME_CHARS: Final = 128
+#: A session's caller-chosen ``external_key``: any Unicode text but control characters
+#: (at most 4 bytes of UTF-8 a character, so at most 1024 bytes).
+EXTERNAL_KEY_CHARS: Final = 256
 #: A run step's ``kind`` and ``status``: names like ``NAME_CHARS``.
 STEP_KIND_CHARS: Final = NAME_CHARS
 STEP_STATUS_CHARS: Final = NAME_CHARS

@@ -1,11 +1,30 @@
-"""Identifiers: prefixed, 128 random bits, and a strict pattern to check them by.
+"""Identifiers: prefixed, 128 random bits, and a strict pattern to check them by; and
+the reversible mapping of any text onto a name.
 
 An id is ``<prefix>_<26 chars of lowercase base32>`` (16 random bytes from
 :mod:`secrets`), e.g. ``ses_5x3k...``. The prefix tells what an id names in logs.
+
+Names (user ids, agents) are ``NAME_PATTERN``. Frameworks name users and apps with any
+string, so :func:`encode_name` maps any non-empty text to a name, and
+:func:`decode_name` maps it back. The rule, in the order tried:
+
+1. **Plain**: a valid name that does not start with ``+`` is itself (``alice``,
+   ``bob@example.com``, ``app:coding``).
+2. **Escaped**: ``+`` then the text with every character other than
+   ``A-Za-z0-9._:@-`` written as ``+XX`` per byte of its UTF-8 (uppercase hex):
+   ``John Smith`` is ``+John+20Smith``, ``+49 30`` is ``++2B49+2030``. Used when it
+   fits in 128 characters.
+3. **Hashed**: ``++h`` then the hex SHA-256 of the text's UTF-8 (67 characters), for
+   texts whose escaped form is longer. It is not reversible: whoever encodes keeps the
+   original beside it (an adapter, in the session's metadata).
+
+The forms cannot be confused: only escaped and hashed names start with ``+``, and in an
+escaped name a ``+`` is always followed by two uppercase hex digits, never by ``h``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from typing import TypeGuard
@@ -18,6 +37,8 @@ __all__ = [
     "NAME_PATTERN",
     "check_id",
     "check_name",
+    "decode_name",
+    "encode_name",
     "is_id",
     "is_label",
     "new_id",
@@ -95,3 +116,79 @@ def check_name(value: object, *, field: str) -> str:
             field=field,
         )
     return value
+
+
+#: The first character of an escaped or hashed name (:func:`encode_name`).
+_ESCAPE = "+"
+#: Characters an escaped name keeps as they are: the name characters but the escape.
+_KEPT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@-")
+_HASHED = "++h"
+_ESCAPED_BYTE = re.compile(r"\+([0-9A-F]{2})")
+
+
+def encode_name(text: str) -> str:
+    """Map any non-empty text to a valid name (see the module docstring for the rule).
+
+    Args:
+        text: any string of 1 or more characters (lone surrogates included).
+
+    Returns:
+        A string matching ``NAME_PATTERN``: ``text`` itself when it is a name not
+        starting with ``+``, else its escaped form, else (over 128 characters) its
+        hashed form. Distinct texts give distinct names.
+
+    Raises:
+        ValidationError: ``text`` is not a str or is empty.
+    """
+    if type(text) is not str or not text:
+        raise ValidationError("a name to encode must be a non-empty string", field="name")
+    if NAME_PATTERN.fullmatch(text) and not text.startswith(_ESCAPE):
+        return text
+    parts = [_ESCAPE]
+    for char in text:
+        if char in _KEPT:
+            parts.append(char)
+        else:
+            parts += [f"+{b:02X}" for b in char.encode("utf-8", "surrogatepass")]
+    escaped = "".join(parts)
+    if len(escaped) <= NAME_CHARS:
+        return escaped
+    return _HASHED + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def decode_name(name: str) -> str:
+    """The text :func:`encode_name` mapped to ``name``.
+
+    Args:
+        name: a plain or escaped name.
+
+    Returns:
+        The original text (a plain name is returned as it is).
+
+    Raises:
+        ValidationError: ``name`` is not a valid name, is a hashed name (its text is
+            not in it), or is not an escaped form :func:`encode_name` makes.
+    """
+    check_name(name, field="name")
+    if not name.startswith(_ESCAPE):
+        return name
+    if name.startswith(_HASHED):
+        raise ValidationError(
+            "a hashed name cannot be decoded: its text was kept where it was encoded",
+            field="name",
+        )
+    body = name[len(_ESCAPE) :]
+    data = bytearray()
+    at = 0
+    for match in _ESCAPED_BYTE.finditer(body):
+        data += body[at : match.start()].encode("ascii")
+        data.append(int(match.group(1), 16))
+        at = match.end()
+    data += body[at:].encode("ascii")
+    try:
+        text = data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        text = ""
+    if not text or encode_name(text) != name:  # one name per text: no other spelling
+        raise ValidationError(f"{name[:60]!r} is not an encoded name", field="name")
+    return text

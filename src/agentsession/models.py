@@ -97,11 +97,14 @@ class Session(_Snapshot):
     token (``expected_version``) and the HTTP ETag. ``expires_at`` is
     ``last_active_at + ttl_seconds`` while ACTIVE with a TTL, else None.
     ``status_reason`` says why a session left ACTIVE (``"closed by user"``, ``"ttl"``...).
+    ``external_key`` is the caller's own name for the session (a framework's session or
+    thread id), unique per ``(user_id, agent)`` among existing sessions; None if not given.
     """
 
     session_id: str
     user_id: str
     agent: str
+    external_key: str | None = None
     title: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     status: SessionStatus = SessionStatus.ACTIVE

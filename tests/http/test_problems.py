@@ -46,6 +46,7 @@ def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:
             session_id="ses_x", expected_version=1, current_version=2
         ),
         errors.ToolCallExists: lambda: errors.ToolCallExists(session_id="ses_x", call_id="c1"),
+        errors.SessionExists: lambda: errors.SessionExists(session_id="ses_x"),
         errors.IdempotencyKeyReused: lambda: errors.IdempotencyKeyReused(
             idempotency_key="K", operation="append"
         ),

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.table import Table
+from rich.text import Text
 
 from ..models import AuditEvent, Message, Run, RunStep, Session, ToolCall, WorkingMemory
 
@@ -80,11 +81,13 @@ def _status(value: Any) -> str:
 
 
 def sessions_table(sessions: Iterable[Session]) -> Table:
-    """A row per session: id, user, agent, status, counts, last activity, title."""
+    """A row per session: id, user, agent, external key, status, counts, last
+    activity, title."""
     table = Table(title="sessions")
     table.add_column("session_id", no_wrap=True)
     table.add_column("user")
     table.add_column("agent")
+    table.add_column("external key")
     table.add_column("status", no_wrap=True)
     table.add_column("msgs/runs/tools")
     table.add_column("last active (UTC)")
@@ -92,7 +95,8 @@ def sessions_table(sessions: Iterable[Session]) -> Table:
     for s in sessions:
         counts = f"{s.message_count}/{s.run_count}/{s.tool_call_count}"
         table.add_row(
-            s.session_id, s.user_id, s.agent, _status(s.status), counts,
+            s.session_id, s.user_id, s.agent, Text(short(s.external_key or "", 30)),
+            _status(s.status), counts,
             _when(s.last_active_at), short(s.title or "", 30),
         )  # fmt: skip
     return table
@@ -104,12 +108,15 @@ def session_table(s: Session) -> Table:
     table.add_column("field", style="bold")
     table.add_column("value")
     for key, value in s.model_dump().items():
+        shown: str | Text
         if key == "status":
             shown = _status(value)
         elif isinstance(value, datetime):
             shown = value.isoformat()
         elif value is None:
             shown = ""
+        elif key == "external_key":  # any text: shown as it is, never as markup
+            shown = Text(short(value, 80))
         else:
             shown = short(value, 80)
         table.add_row(key, shown)

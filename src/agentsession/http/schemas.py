@@ -19,6 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from ..fieldlimits import (
     CALL_ID_CHARS,
+    EXTERNAL_KEY_CHARS,
     IDEMPOTENCY_KEY_CHARS,
     NAME_CHARS,
     REASON_CHARS,
@@ -36,6 +37,7 @@ from ..service.validation import MAX_COUNT, MAX_TTL_SECONDS
 
 __all__ = [
     "CALL_ID",
+    "EXTERNAL_KEY",
     "IDEMPOTENCY_KEY",
     "NAME",
     "PAGE_MAX",
@@ -47,6 +49,7 @@ __all__ = [
     "FinishRun",
     "Items",
     "LimitQuery",
+    "OpenSession",
     "Reason",
     "RecordToolCall",
     "RestoreSession",
@@ -67,6 +70,8 @@ NAME = rf"^[A-Za-z0-9._:@+\-]{{1,{NAME_CHARS}}}$"
 TOOL = rf"^[A-Za-z0-9._:\-]{{1,{TOOL_NAME_CHARS}}}$"
 #: Caller-chosen and provider tool-call ids (``ids.is_label``).
 CALL_ID = rf"^[A-Za-z0-9._:\-]{{1,{CALL_ID_CHARS}}}$"
+#: A session's external key (``validation.check_external_key``): no control characters.
+EXTERNAL_KEY = rf"^[^\x00-\x1f\x7f-\x9f]{{1,{EXTERNAL_KEY_CHARS}}}$"
 #: Printable ASCII; no space at either end, which HTTP would strip from a header.
 IDEMPOTENCY_KEY = rf"^[!-~]([ -~]{{0,{IDEMPOTENCY_KEY_CHARS - 2}}}[!-~])?$"
 
@@ -131,10 +136,10 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class CreateSession(_Body):
-    """``POST /v1/sessions``."""
+class OpenSession(_Body):
+    """``PUT /v1/sessions-by-key``: the fields of a session it creates (ignored when
+    the key's session exists)."""
 
-    agent: str = Field(default="default", max_length=NAME_CHARS, pattern=NAME)
     title: str | None = Field(default=None, max_length=TITLE_CHARS)
     metadata: dict[str, Any] | None = None
     ttl_seconds: float | None = Field(
@@ -144,6 +149,20 @@ class CreateSession(_Body):
         json_schema_extra=_TTL,
     )
     working_memory: dict[str, Any] | None = None
+
+
+class CreateSession(OpenSession):
+    """``POST /v1/sessions``."""
+
+    agent: str = Field(default="default", max_length=NAME_CHARS, pattern=NAME)
+    external_key: str | None = Field(
+        default=None,
+        max_length=EXTERNAL_KEY_CHARS,
+        pattern=EXTERNAL_KEY,
+        description="The caller's own name for the session, unique per user and agent "
+        "(1-256 characters, so at most 1024 bytes of UTF-8, no control characters; compared "
+        "exactly). A key in use is a 409 `session-exists` naming the session.",
+    )
 
 
 class UpdateSession(_Body):

@@ -92,6 +92,8 @@ class AsyncSessionManager:
 
     create_session = _mirror(SessionManager.create_session)
     get_session = _mirror(SessionManager.get_session)
+    get_session_by_key = _mirror(SessionManager.get_session_by_key)
+    open_session = _mirror(SessionManager.open_session)
     list_sessions = _mirror(SessionManager.list_sessions)
     update_session = _mirror(SessionManager.update_session)
     append_message = _mirror(SessionManager.append_message)

@@ -1,12 +1,12 @@
-"""Use cases on the session itself: create, read, list, update."""
+"""Use cases on the session itself: create, read, list, update; open by external key."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from ..errors import Forbidden
+from ..errors import Forbidden, SessionExists, SessionNotFound, StoreBusy
 from ..ids import check_name, new_id
 from ..models import Page, Session, SessionStatus, WorkingMemory
 from ..principal import Principal
@@ -16,6 +16,7 @@ from .pipeline import SESSION, Change, WritePipeline, WriteRequest
 from .transitions import as_of, expires_at, next_version
 from .validation import (
     check_enum,
+    check_external_key,
     check_memory,
     check_metadata,
     check_title,
@@ -39,6 +40,7 @@ class SessionUseCases(ServiceCore):
         metadata: Mapping[str, Any] | None = None,
         ttl_seconds: float | None = None,
         working_memory: Mapping[str, Any] | None = None,
+        external_key: str | None = None,
         idempotency_key: str | None = None,
     ) -> Session:
         """Create an ACTIVE session owned by the caller ``user_id``.
@@ -50,6 +52,10 @@ class SessionUseCases(ServiceCore):
             metadata: a JSON object of at most ``limits.max_metadata_bytes``.
             ttl_seconds: idle timeout in seconds (None = never expires).
             working_memory: the initial working-memory document, if any.
+            external_key: the caller's own name for the session (a framework's session
+                or thread id): 1-256 characters of any text but control characters (so
+                at most 1024 bytes of UTF-8), compared exactly (nothing trimmed or folded).
+                Unique per ``(user_id, agent)`` among existing sessions.
             idempotency_key: makes a retried create return the same session.
 
         Returns:
@@ -57,9 +63,123 @@ class SessionUseCases(ServiceCore):
 
         Raises:
             ValidationError, IdempotencyKeyReused.
+            SessionExists: a session of this user and agent has ``external_key``
+                (its ``session_id`` is in the error).
+        """
+        request, build = self._builder(
+            user_id, agent, title, metadata, ttl_seconds, working_memory, external_key
+        )
+
+        def build_new(tx: StoreTransaction, now: datetime) -> Session:
+            if external_key is not None:
+                found = tx.find_session_by_key(user_id, agent, external_key)
+                if found is not None:
+                    raise SessionExists(session_id=found)
+            return build(tx, now)
+
+        return self._pipeline.create(Principal(user_id), idempotency_key, request, build_new).value
+
+    def get_session_by_key(
+        self, *, user_id: str, agent: str, external_key: str, admin: bool = False
+    ) -> Session:
+        """Return ``user_id``'s session of ``agent`` whose ``external_key`` is this one.
+
+        Args:
+            user_id: the owner whose keys are searched, and the caller.
+            agent: the agent the session belongs to.
+            external_key: compared exactly (see :meth:`create_session`).
+            admin: as for :meth:`get_session`.
+
+        Raises:
+            SessionNotFound: no such session (never created, or deleted).
+            ValidationError: a malformed user id, agent or key.
         """
         check_name(user_id, field="user_id")
         check_name(agent, field="agent")
+        key = check_external_key(external_key)
+        found = self._uow.run(lambda tx: tx.find_session_by_key(user_id, agent, key), write=False)
+        if found is None:
+            raise SessionNotFound("no session has this external_key", session_id="")
+        return self._reads.read(found, Principal(user_id, admin), lambda tx, s: s)
+
+    def open_session(
+        self,
+        *,
+        user_id: str,
+        agent: str,
+        external_key: str,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_seconds: float | None = None,
+        working_memory: Mapping[str, Any] | None = None,
+    ) -> tuple[Session, bool]:
+        """Get ``user_id``'s session of ``agent`` with this ``external_key``, or create it.
+
+        Race-safe: of any number of concurrent calls for one key, exactly one creates
+        the session and every call returns that session. A found session is returned in
+        whatever status it has (CLOSED, EXPIRED): nothing is restored or re-activated,
+        and ``title``, ``metadata``, ``ttl_seconds`` and ``working_memory`` (used only
+        to create it) are ignored.
+
+        Args:
+            user_id, agent, external_key: as for :meth:`create_session`; the key is
+                required.
+            title, metadata, ttl_seconds, working_memory: of a session created here.
+
+        Returns:
+            ``(session, created)``: ``created`` is True only for the call that created it.
+
+        Raises:
+            ValidationError: a malformed argument (checked even when the session exists).
+            StoreBusy: the key's session was deleted and re-created under this call more
+                times than ``policy.max_retries``.
+        """
+        key = check_external_key(external_key)
+        _, build = self._builder(user_id, agent, title, metadata, ttl_seconds, working_memory, key)
+
+        def find(tx: StoreTransaction) -> str | None:
+            return tx.find_session_by_key(user_id, agent, key)
+
+        def get_or_create(tx: StoreTransaction) -> tuple[str, Session | None]:
+            found = find(tx)
+            if found is not None:
+                return found, None
+            # A racing create of the key makes this insert a StoreConflict; the unit of
+            # work runs it again, and then the lookup finds the winner.
+            new = build(tx, self._uow.now())
+            return new.session_id, new
+
+        for _ in range(self.policy.max_retries):
+            found = self._uow.run(find, write=False)
+            if found is None:
+                found, new = self._uow.run(get_or_create, write=True)
+                if new is not None:
+                    return new, True
+            try:
+                return self._reads.read(found, Principal(user_id), lambda tx, s: s), False
+            except SessionNotFound:
+                continue  # deleted since the lookup: look the key up again
+        raise StoreBusy("the session of this external_key kept being deleted; retry")
+
+    def _builder(
+        self,
+        user_id: str,
+        agent: str,
+        title: str | None,
+        metadata: Mapping[str, Any] | None,
+        ttl_seconds: float | None,
+        working_memory: Mapping[str, Any] | None,
+        external_key: str | None,
+    ) -> tuple[tuple[Any, ...], Callable[[StoreTransaction, datetime], Session]]:
+        """Check a new session's arguments; return its idempotency request parts and
+        ``build(tx, now)``, which inserts it (audited, with its initial memory).
+
+        Raises:
+            ValidationError: a malformed argument.
+        """
+        check_name(user_id, field="user_id")
+        check_name(agent, field="agent")
+        key = None if external_key is None else check_external_key(external_key)
         title = check_title(title, self.limits)
         meta = check_metadata(metadata, "metadata", self.limits)
         ttl = check_ttl(ttl_seconds)
@@ -74,6 +194,7 @@ class SessionUseCases(ServiceCore):
                 session_id=new_id("ses"),
                 user_id=user_id,
                 agent=agent,
+                external_key=key,
                 title=title,
                 metadata=meta,
                 version=1,
@@ -84,14 +205,17 @@ class SessionUseCases(ServiceCore):
                 expires_at=expires_at(now, ttl),
             )
             tx.insert_session(session)
-            details = {"agent": agent}
+            details: dict[str, Any] = {"agent": agent}
+            if key is not None:
+                details["external_key"] = True  # that one was given; the text stays out
             pipeline.audit(tx, session, principal, "session.created", (None, 1), details, now)
             if memory is None:
                 return session
             return _with_memory(tx, pipeline, session, principal, memory, now)
 
-        request = (agent, title, meta, ttl, memory)
-        return self._pipeline.create(principal, idempotency_key, request, build).value
+        # The key joins the request only when given: older fingerprints stay valid.
+        request = (agent, title, meta, ttl, memory) + (() if key is None else (key,))
+        return request, build
 
     def get_session(self, *, session_id: str, user_id: str, admin: bool = False) -> Session:
         """Return the session; ``user_id`` names the caller (the principal).

@@ -11,6 +11,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +20,7 @@ from ..callgroups import CALL_ITEMS, ITEM_ROLES, OUTPUT_ITEMS, item_role
 from ..errors import ValidationError
 from ..fieldlimits import (
     CALL_ID_CHARS,
+    EXTERNAL_KEY_CHARS,
     IDEMPOTENCY_KEY_CHARS,
     REASON_CHARS,
     TEXT_CHARS,
@@ -34,6 +36,9 @@ from .policy import Limits
 MAX_COUNT = 2**53 - 1
 #: The longest idle timeout, in seconds: 10 years.
 MAX_TTL_SECONDS = 10 * 365 * 86400
+#: What an external key must not hold: C0 and C1 control characters (with DEL) and lone
+#: surrogates (not encodable as UTF-8).
+_KEY_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _MESSAGE_SYSTEM_FIELDS = frozenset(
     {"message_id", "session_id", "seq", "created_at", "session_version"}
 )
@@ -54,6 +59,29 @@ def check_key(key: str | None) -> str | None:
             f"idempotency_key must be 1-{IDEMPOTENCY_KEY_CHARS} printable ASCII characters, "
             "no space at either end",
             field="idempotency_key",
+        )
+    return key
+
+
+def check_external_key(key: Any) -> str:
+    """A session's caller-chosen ``external_key``, returned exactly as given.
+
+    Any Unicode text of 1 to ``EXTERNAL_KEY_CHARS`` (256) characters (so at most 1024
+    bytes of UTF-8), without control characters (C0, DEL, C1) or lone surrogates.
+    Nothing is trimmed or case-folded: keys compare exactly.
+
+    Raises:
+        ValidationError: anything else (``field="external_key"``).
+    """
+    if (
+        type(key) is not str
+        or not 1 <= len(key) <= EXTERNAL_KEY_CHARS
+        or _KEY_FORBIDDEN.search(key) is not None
+    ):
+        raise ValidationError(
+            f"external_key must be 1-{EXTERNAL_KEY_CHARS} characters without control "
+            "characters or lone surrogates",
+            field="external_key",
         )
     return key
 

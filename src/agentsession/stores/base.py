@@ -110,7 +110,15 @@ class StoreTransaction(Protocol):
         """Return the session, or None. Locks its row in a write transaction."""
 
     def insert_session(self, session: Session) -> None:
-        """Insert a new session. Raises StoreConflict if the id exists."""
+        """Insert a new session. Raises StoreConflict if the id exists, or if its
+        ``external_key`` is not None and an existing session of the same ``(user_id,
+        agent)`` has it: a unique index (or an atomic check at commit), so of two
+        racing inserts of one key exactly one commits."""
+
+    def find_session_by_key(self, user_id: str, agent: str, external_key: str) -> str | None:
+        """The id of the session of ``(user_id, agent)`` with this ``external_key``
+        (compared exactly), or None. Served by an index, never a scan; a deleted
+        session's key is free again."""
 
     def update_session(self, session: Session, *, expected_version: int) -> None:
         """Replace the session row if its stored version is ``expected_version``.

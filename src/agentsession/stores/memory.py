@@ -1,7 +1,8 @@
 """In-memory store: the whole contract, in one process, gone at exit.
 
 A real adapter, not a mock: it passes the same conformance suite as every other store.
-Lookups scan Python lists (no indexes): it is meant for tests and small agents.
+Lookups scan Python lists (only the external key has an index, a dict): it is meant for tests
+and small agents.
 Models are immutable and every JSON-bearing field is deep-copied in and out, so nothing
 a caller holds aliases stored state. Transactions are serialised by one lock
 and made atomic by an undo log: a failure anywhere inside the block rolls every change
@@ -44,6 +45,13 @@ def _copy(model: M) -> M:
     return model.model_copy(deep=True)
 
 
+def _key_of(session: Session) -> tuple[str, str, str] | None:
+    """The session's entry in the external key index, or None without a key."""
+    if session.external_key is None:
+        return None
+    return (session.user_id, session.agent, session.external_key)
+
+
 @dataclass
 class _SessionData:
     session: Session
@@ -66,6 +74,8 @@ class MemoryStore:
         self.url = "memory://"
         self._lock = threading.RLock()
         self._sessions: dict[str, _SessionData] = {}
+        # (user_id, agent, external_key) -> session_id: the unique key index.
+        self._keys: dict[tuple[str, str, str], str] = {}
         self._tombstones: list[AuditEvent] = []
         self._idempotency: dict[tuple[str, str, str], IdempotencyRecord] = {}
         self._audit_seq = 0
@@ -97,6 +107,7 @@ class MemoryStore:
         with self._lock:
             self._closed = True
             self._sessions.clear()
+            self._keys.clear()
             self._idempotency.clear()
 
 
@@ -139,8 +150,17 @@ class _MemoryTransaction:
         self._writing()
         if session.session_id in self._s._sessions:
             raise StoreConflict(f"session {session.session_id!r} exists")
+        key = _key_of(session)
+        if key is not None:
+            if key in self._s._keys:
+                raise StoreConflict("a session with this external key exists")
+            self._s._keys[key] = session.session_id
+            self._undo.append(lambda: self._s._keys.pop(key))
         self._s._sessions[session.session_id] = _SessionData(_copy(session))
         self._undo.append(lambda: self._s._sessions.pop(session.session_id))
+
+    def find_session_by_key(self, user_id: str, agent: str, external_key: str) -> str | None:
+        return self._s._keys.get((user_id, agent, external_key))
 
     def update_session(self, session: Session, *, expected_version: int) -> None:
         self._writing()
@@ -155,6 +175,10 @@ class _MemoryTransaction:
         if data is None:
             return
         self._undo.append(lambda: self._s._sessions.__setitem__(session_id, data))
+        key = _key_of(data.session)
+        if key is not None:
+            del self._s._keys[key]
+            self._undo.append(lambda: self._s._keys.__setitem__(key, session_id))
         doomed = {k: r for k, r in self._s._idempotency.items() if r.session_id == session_id}
         for k in doomed:
             del self._s._idempotency[k]

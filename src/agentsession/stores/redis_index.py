@@ -10,12 +10,15 @@ Every listing reads one sorted set, never every session of a user::
     as:user:{uid}:agent:<agent>   zset  the same, of one user
     as:due                        zset  ACTIVE sessions with a TTL; score = expires_at in us
     as:user:{uid}:due             zset  the same, of one user
+    as:user:{uid}:key:<hash>      string  session id of the session with an external key;
+                                  <hash> = hex SHA-256 of "<agent>\x1f<external_key>"
     as:index_version              string  the layout above is complete (see below)
 
 Members of the lexicographic sets are fixed width, so their order is the listing order
 ``(updated_at, session_id)``. A listing by status reads the status set (ACTIVE: skipping
 the due sessions); EXPIRED adds the due set (:mod:`.listing`). The store writes these
-entries in the same Lua script as the session (:func:`index_writes`); a store written by
+entries in the same Lua script as the session (:func:`index_writes`); the script's
+check that an external key's entry is still absent makes the key unique; a store written by
 a version without the status, agent and per-user due sets gets them built when it is
 opened (``as:index_version`` below :data:`INDEX_VERSION`), from the sessions themselves.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from ..models import Session, SessionStatus
+from .keyhash import external_key_hash
 
 __all__ = [
     "ALL_SESSIONS",
@@ -35,6 +39,7 @@ __all__ = [
     "index_for",
     "index_member",
     "index_writes",
+    "key_index",
     "us",
     "user_due",
     "user_index",
@@ -50,7 +55,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Keeps pre-1970 times positive in the fixed-width members.
 _MEMBER_OFFSET = 62_135_596_800_000_000
 
-#: One index write: ("ZADD", key, score, member) or ("ZREM", key, member).
+#: One index write: ("ZADD", key, score, member), ("ZREM", key, member), ("SET", key,
+#: value) or ("DEL", key).
 IndexWrite = tuple[str, ...]
 
 
@@ -79,6 +85,18 @@ def user_index(user_id: str) -> str:
 def user_due(user_id: str) -> str:
     """The due set of ``user_id``'s sessions (score ``expires_at`` in us)."""
     return f"as:user:{{{user_id}}}:due"
+
+
+def key_index(user_id: str, agent: str, external_key: str) -> str:
+    """The string key holding the id of ``user_id``'s session of ``agent`` with this
+    external key."""
+    return f"as:user:{{{user_id}}}:key:{external_key_hash(agent, external_key)}"
+
+
+def _key_entry(s: Session | None) -> dict[str, str]:
+    if s is None or s.external_key is None:
+        return {}
+    return {key_index(s.user_id, s.agent, s.external_key): s.session_id}
 
 
 def _by(field: str, value: str, user_id: str | None) -> str:
@@ -115,7 +133,8 @@ def _due_entries(s: Session | None) -> dict[str, int]:
 
 def index_writes(old: Session | None, new: Session | None) -> list[IndexWrite]:
     """The index writes that move a session from ``old`` to ``new`` (None: absent,
-    i.e. inserted or deleted): removals first, then additions."""
+    i.e. inserted or deleted): removals first, then additions. ``("SET", key, sid)``
+    and ``("DEL", key)`` write an external key's entry."""
     subject = new or old
     if subject is None:
         return []
@@ -126,4 +145,7 @@ def index_writes(old: Session | None, new: Session | None) -> list[IndexWrite]:
     writes += [("ZREM", k, sid) for k in sorted(old_due.keys() - new_due.keys())]
     writes += [("ZADD", k, "0", m) for k, m in sorted(new_lex - old_lex)]
     writes += [("ZADD", k, str(score), sid) for k, score in sorted(new_due.items())]
+    old_key, new_key = _key_entry(old), _key_entry(new)
+    writes[:0] = [("DEL", k) for k in sorted(old_key.keys() - new_key.keys())]
+    writes += [("SET", k, v) for k, v in sorted(new_key.items()) if k not in old_key]
     return writes

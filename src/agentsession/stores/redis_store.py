@@ -118,6 +118,7 @@ from .redis_index import (
     cursor_member,
     index_for,
     index_writes,
+    key_index,
     us,
     user_due,
     user_index,
@@ -857,7 +858,16 @@ class _RedisTransaction:
         self._writing()
         if self._session_known(session.session_id) is not None:
             raise StoreConflict(f"session {session.session_id!r} exists")
+        key = session.external_key
+        # Read as a guard: the commit checks the entry is still absent, so of two racing
+        # inserts of one key exactly one commits.
+        if key is not None and self._read(key_index(session.user_id, session.agent, key)):
+            raise StoreConflict("a session with this external key exists")
         self._put_session(None, session)
+
+    @_translated
+    def find_session_by_key(self, user_id: str, agent: str, external_key: str) -> str | None:
+        return self._read(key_index(user_id, agent, external_key))
 
     @_translated
     def update_session(self, session: Session, *, expected_version: int) -> None:

@@ -23,7 +23,13 @@ from typing import Final, TypedDict
 
 import sqlalchemy as sa
 
-from ..fieldlimits import IDEMPOTENCY_KEY_CHARS, NAME_CHARS, STEP_KIND_CHARS, STEP_STATUS_CHARS
+from ..fieldlimits import (
+    EXTERNAL_KEY_CHARS,
+    IDEMPOTENCY_KEY_CHARS,
+    NAME_CHARS,
+    STEP_KIND_CHARS,
+    STEP_STATUS_CHARS,
+)
 from .sqltypes import LONG_TEXT, JSONText, PlainText, UTCDateTime
 
 __all__ = [
@@ -93,6 +99,11 @@ sessions = sa.Table(
     sa.Column("message_count", sa.Integer, nullable=False),
     sa.Column("run_count", sa.Integer, nullable=False),
     sa.Column("tool_call_count", sa.Integer, nullable=False),
+    # The caller's key, and its hex SHA-256 that the unique index holds (exact compare
+    # on every dialect; MariaDB's VARCHAR compare ignores trailing spaces).
+    sa.Column("external_key", sa.String(EXTERNAL_KEY_CHARS), nullable=True),
+    sa.Column("external_key_hash", sa.String(64), nullable=True),
+    sa.Index(None, "user_id", "agent", "external_key_hash", unique=True),
     # Listings, newest first: one index per filter, so none scans or sorts.
     sa.Index(None, "user_id", "updated_at", "session_id"),
     sa.Index(None, "user_id", "status", "updated_at", "session_id"),

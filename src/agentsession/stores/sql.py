@@ -42,6 +42,7 @@ from ..models import (
 )
 from .base import IdempotencyRecord, ScrubReport, StoreConflict
 from .groupcommit import MAX_BATCH, GroupCommit
+from .keyhash import external_key_hash
 from .listing import merge_newest
 from .migrate import ensure_schema
 from .schema import (
@@ -254,6 +255,13 @@ class _Statements:
         get_session = sa.select(sessions).where(by_id)
         self.get_session = compiled(get_session)
         self.get_session_for_update = compiled(get_session.with_for_update())
+        self.find_session_by_key = compiled(
+            sa.select(sessions.c.session_id).where(
+                sessions.c.user_id == sa.bindparam("user_id"),
+                sessions.c.agent == sa.bindparam("agent"),
+                sessions.c.external_key_hash == sa.bindparam("key_hash"),
+            )
+        )
         self.update_session = compiled(
             sa.update(sessions)
             .where(
@@ -447,6 +455,13 @@ class _SQLTransaction:
     def insert_session(self, session: Session) -> None:
         self._writing()
         self._conn.execute(sa.insert(sessions), _session_row(session))
+
+    @_translated
+    def find_session_by_key(self, user_id: str, agent: str, external_key: str) -> str | None:
+        stmt = self._sql.find_session_by_key
+        params = {"user_id": user_id, "agent": agent, "key_hash": external_key_hash(external_key)}
+        rows = stmt.rows(self._execute(stmt, params))
+        return str(stmt.record(rows[0])["session_id"]) if rows else None
 
     @_translated
     def update_session(self, session: Session, *, expected_version: int) -> None:
@@ -846,6 +861,8 @@ def _session_row(session: Session) -> dict[str, Any]:
     # The field values as they are (a model_dump would copy each, to be encoded anyway).
     row = dict(session.__dict__)
     row["status"] = session.status.value
+    key = session.external_key
+    row["external_key_hash"] = None if key is None else external_key_hash(key)
     return row
 
 

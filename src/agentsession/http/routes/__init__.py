@@ -14,6 +14,7 @@ def routers() -> list[APIRouter]:
     return [
         health.router,
         sessions.router,
+        sessions.keyed,
         messages.router,
         memory.router,
         tools.router,

@@ -1,4 +1,5 @@
-"""Sessions: create, read, list, update, lifecycle actions, delete."""
+"""Sessions: create, read (by id or external key), open by key, list, update,
+lifecycle actions, delete."""
 
 from __future__ import annotations
 
@@ -6,16 +7,18 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from ...fieldlimits import NAME_CHARS
+from ...fieldlimits import EXTERNAL_KEY_CHARS, NAME_CHARS
 from ...models import Page, RestoredSession, Session, SessionStatus
 from ..deps import Auth, IdempotencyKey, ReadCtx, WriteCtx, reply, services, write
 from ..problems import ERRORS, WRITE_ERRORS, problem_responses
 from ..routing import StrictRoute
 from ..schemas import (
+    EXTERNAL_KEY,
     NAME,
     CreateSession,
     CursorQuery,
     LimitQuery,
+    OpenSession,
     Reason,
     RestoreSession,
     UpdateSession,
@@ -27,8 +30,27 @@ router = APIRouter(
 
 _ONE = "/{session_id}"
 
+#: Sessions by external key. The key travels query-encoded, never as a path segment;
+#: the resource is not under ``/v1/sessions/``, where ``{session_id}`` routes would
+#: also match its path.
+keyed = APIRouter(
+    prefix="/v1/sessions-by-key", tags=["sessions"], responses=ERRORS, route_class=StrictRoute
+)
 
-@router.post("", status_code=201, response_model=Session)
+AgentQuery = Annotated[
+    str, Query(max_length=NAME_CHARS, pattern=NAME, description="The session's agent.")
+]
+KeyQuery = Annotated[
+    str,
+    Query(
+        max_length=EXTERNAL_KEY_CHARS,
+        pattern=EXTERNAL_KEY,
+        description="The session's external key, exactly (query-encoded).",
+    ),
+]
+
+
+@router.post("", status_code=201, response_model=Session, responses=problem_responses(409))
 async def create_session(
     request: Request,
     principal: Auth,
@@ -44,6 +66,7 @@ async def create_session(
             metadata=body.metadata,
             ttl_seconds=body.ttl_seconds,
             working_memory=body.working_memory,
+            external_key=body.external_key,
             idempotency_key=idempotency_key,
         )
     )
@@ -77,6 +100,48 @@ async def list_sessions(
         admin=principal.admin,
     )
     return reply(page)
+
+
+@keyed.get("", response_model=Session)
+async def get_session_by_key(
+    request: Request, principal: Auth, agent: AgentQuery, external_key: KeyQuery
+) -> Response:
+    """The caller's session of ``agent`` with this external key; 404 if none."""
+    session = await services(request).manager.get_session_by_key(
+        user_id=principal.user_id, agent=agent, external_key=external_key, admin=principal.admin
+    )
+    return reply(session, session=session)
+
+
+@keyed.put(
+    "",
+    response_model=Session,
+    responses={201: {"model": Session, "description": "Created by this request."}},
+)
+async def open_session(
+    request: Request,
+    principal: Auth,
+    agent: AgentQuery,
+    external_key: KeyQuery,
+    body: OpenSession | None = None,
+) -> Response:
+    """Get or create the caller's session of ``agent`` with this external key: 201
+    when this request created it (from the body's fields), 200 when it existed (in
+    whatever status it is; nothing is restored)."""
+    fields = body or OpenSession()
+    session, created = await services(request).manager.open_session(
+        user_id=principal.user_id,
+        agent=agent,
+        external_key=external_key,
+        title=fields.title,
+        metadata=fields.metadata,
+        ttl_seconds=fields.ttl_seconds,
+        working_memory=fields.working_memory,
+    )
+    if not created:
+        return reply(session, session=session)
+    location = f"/v1/sessions/{session.session_id}"
+    return reply(session, status=201, session=session, location=location)
 
 
 @router.get(_ONE, response_model=Session)
