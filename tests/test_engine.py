@@ -7,7 +7,6 @@ import shlex
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agentsession import RunStatus, SessionManager
@@ -23,6 +22,7 @@ from agentsession.engine import (
 )
 from agentsession.engine.model import default_install_command, missing_module
 from agentsession.stores.memory import MemoryStore
+from inprocess import InProcess
 
 MODULE = "some_missing_module_xyz"
 START = shlex.join([sys.executable, "-c", f"import {MODULE}"])
@@ -99,25 +99,11 @@ def test_continue_in_new_process_reuses_diagnosis_then_fixes_and_verifies(
     assert memory.facts["app_starts"] is True and memory.next_action is None
 
 
-class _InProcess(httpx.BaseTransport):
-    """A sync httpx transport into an ASGI app, through FastAPI's test client."""
-
-    def __init__(self, app: object) -> None:
-        from fastapi.testclient import TestClient
-
-        self.http = TestClient(app)  # type: ignore[arg-type]
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        sent = self.http.send(request)
-        return httpx.Response(sent.status_code, headers=sent.headers, content=sent.content)
-
-    def close(self) -> None:
-        self.http.close()
-
-
 def test_engine_over_session_client(project: Path) -> None:
     """The same engine with a SessionClient of the HTTP service (in-process app): two
     clients play the two processes; the state is in the service's store."""
+    from fastapi.testclient import TestClient
+
     from agentsession.client import SessionClient
     from agentsession.http.app import create_app
     from agentsession.http.keys import MemoryKeyStore
@@ -127,12 +113,12 @@ def test_engine_over_session_client(project: Path) -> None:
     token = keys.create(user_id=USER)[1]
     store = SessionManager(MemoryStore())
     app = create_app(store, Settings(url="memory://"), keys=keys)
-    with SessionClient("http://service", token, transport=_InProcess(app)) as client:
+    with SessionClient("http://service", token, transport=InProcess(TestClient(app))) as client:
         assert client.whoami() == {"user_id": USER, "admin": False}
         sid = client.create_session(user_id=USER, agent="coding").session_id
         first = _engine(client, project).handle(sid, "fix the start-up failure")
         client.close_session(session_id=sid, user_id=USER)
-    with SessionClient("http://service", token, transport=_InProcess(app)) as client:
+    with SessionClient("http://service", token, transport=InProcess(TestClient(app))) as client:
         client.restore_session(session_id=sid, user_id=USER)
         reply = _engine(client, project).handle(sid, "continue")
     diagnosis = _start_calls(store, sid)[0]
@@ -277,6 +263,8 @@ def test_c36_engine_model_repeats_call_id(project: Path, via: str) -> None:
     stored, each tool ran exactly once per turn, no run FAILED; the calls carry
     ``call_0`` as their provider id and lookup by it gives the newest (directly, and
     through the HTTP client)."""
+    from fastapi.testclient import TestClient
+
     from agentsession.client import SessionClient
     from agentsession.http.app import create_app
     from agentsession.http.keys import MemoryKeyStore
@@ -289,7 +277,7 @@ def test_c36_engine_model_repeats_call_id(project: Path, via: str) -> None:
         keys = MemoryKeyStore()
         app = create_app(sm, Settings(url="memory://"), keys=keys)
         token = keys.create(user_id=USER)[1]
-        api = SessionClient("http://service", token, transport=_InProcess(app))
+        api = SessionClient("http://service", token, transport=InProcess(TestClient(app)))
     engine = AgentEngine(api, _RepeatsCallZero(), ProjectTools(project), user_id=USER)
     replies = [engine.handle(sid, f"turn {n}") for n in (1, 2, 3)]
 

@@ -19,6 +19,7 @@ from agentsession.http.keys import MemoryKeyStore
 from agentsession.http.protocol import RequestInvalid
 from agentsession.settings import Settings
 from agentsession.stores.memory import MemoryStore
+from inprocess import InProcess
 
 pytestmark = pytest.mark.store_independent
 
@@ -93,7 +94,7 @@ def test_sync_client_methods_match_the_manager() -> None:
         assert list(got)[1:] == [p for p in want if p != "self"], name
     app, token = _app()
     with TestClient(app) as http:
-        client = SessionClient("http://testserver", token, transport=http._transport)
+        client = SessionClient("http://testserver", token, transport=InProcess(http))
         s = client.create_session(agent="coding", external_key=ODD_KEY)
         with pytest.raises(SessionExists) as exc_info:
             client.create_session(agent="coding", external_key=ODD_KEY)

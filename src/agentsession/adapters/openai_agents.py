@@ -1,0 +1,443 @@
+"""The openai-agents ``Session`` protocol over agentsession: :class:`AgentSessionSession`.
+
+A drop-in for ``agents.SQLiteSession``; the switch is the import and the constructor::
+
+    from agentsession.adapters.openai_agents import AgentSessionSession
+    session = AgentSessionSession("conversation_123", backend=manager, user_id="alice")
+    result = await Runner.run(agent, "What city is the Golden Gate Bridge in?", session=session)
+
+The backend is a :class:`~agentsession.SessionManager` (wrapped into an
+:class:`~agentsession.AsyncSessionManager`, so store I/O stays off the event loop), an
+``AsyncSessionManager``, or the HTTP client (:class:`~agentsession.client.SessionClient`,
+its calls run in worker threads, or :class:`~agentsession.client.AsyncSessionClient`).
+
+Mapping (docs/adapters.md has the table and the pitfalls):
+
+* The openai-agents ``session_id`` (any string) is the session's external key under
+  ``(user_id, agent)``. The session is created by the first ``add_items``
+  (``open_session``, safe against a concurrent first write); reading, popping or
+  clearing a session never written answers like an empty one.
+* Each item is one message: the item whole under ``item``, returned unchanged (the
+  Runner fingerprints items to match a session's tail), beside fields derived for
+  agentsession's viewer and windows: ``role``, ``content`` (the item's text),
+  ``tool_calls`` of a ``function_call`` / ``custom_tool_call``, ``tool_call_id`` of an
+  output item.
+* ``get_items(limit)`` answers exactly the newest ``limit`` items (no widening to whole
+  tool-call groups); ``pop_item`` is ``pop_message``; ``clear_session`` truncates the
+  history and keeps the session, its working memory and its audit log.
+* ``run_hooks()`` gives ``RunHooks`` that record each function tool call of a run in
+  the session's tool history (:mod:`agentsession.adapters.openai_agents_hooks`).
+* A CLOSED or EXPIRED session is not restored behind the caller's back: a write raises
+  :class:`~agentsession.SessionNotActive`, which the Runner passes on.
+
+``agents`` is imported only under ``TYPE_CHECKING`` or inside the methods that need it,
+so this module imports without openai-agents installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+
+from ..client import AsyncSessionClient, SessionClient
+from ..errors import SessionNotFound, ValidationError
+from ..models import Message, Page, Session
+from ..service import AsyncSessionManager, Limits, SessionManager
+
+if TYPE_CHECKING:
+    from agents import RunHooks
+    from agents.items import TResponseInputItem
+    from agents.memory.session_settings import SessionSettings
+
+__all__ = ["AgentSessionSession", "item_of", "message_of_item"]
+
+T = TypeVar("T")
+
+#: Item roles kept as the message's role; any other item is filed under ``assistant``.
+_ROLES = frozenset({"system", "developer", "user", "assistant"})
+
+
+class _Backend(Protocol):
+    """The calls the adapter makes: the async API of a manager or of the HTTP client."""
+
+    async def open_session(
+        self,
+        *,
+        user_id: str,
+        agent: str,
+        external_key: str,
+        title: str | None = None,
+        ttl_seconds: float | None = None,
+    ) -> tuple[Session, bool]: ...
+
+    async def get_session_by_key(
+        self, *, user_id: str, agent: str, external_key: str
+    ) -> Session: ...
+
+    async def append_messages(
+        self, *, session_id: str, user_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> list[Message]: ...
+
+    async def get_messages(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        limit: int | None = None,
+        cursor: str | None = None,
+        align_tool_calls: bool = True,
+    ) -> Page[Message]: ...
+
+    async def pop_message(self, *, session_id: str, user_id: str) -> Message | None: ...
+
+    async def truncate_messages(
+        self, *, session_id: str, user_id: str, after_seq: int
+    ) -> object: ...
+
+    async def record_tool_call(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        result: Any = None,
+        started_at: datetime | None = None,
+        ended_at: datetime | None = None,
+        provider_call_id: str | None = None,
+    ) -> object: ...
+
+
+class _ThreadedClient:
+    """A :class:`SessionClient` as a backend: each blocking HTTP call runs in a worker
+    thread (``asyncio.to_thread``), never on the event loop."""
+
+    def __init__(self, client: SessionClient) -> None:
+        self._client = client
+
+    async def _run(self, call: Callable[..., T], kwargs: dict[str, Any]) -> T:
+        return await asyncio.to_thread(functools.partial(call, **kwargs))
+
+    async def open_session(self, **kwargs: Any) -> tuple[Session, bool]:
+        return await self._run(self._client.open_session, kwargs)
+
+    async def get_session_by_key(self, **kwargs: Any) -> Session:
+        return await self._run(self._client.get_session_by_key, kwargs)
+
+    async def append_messages(self, **kwargs: Any) -> list[Message]:
+        return await self._run(self._client.append_messages, kwargs)
+
+    async def get_messages(self, **kwargs: Any) -> Page[Message]:
+        return await self._run(self._client.get_messages, kwargs)
+
+    async def pop_message(self, **kwargs: Any) -> Message | None:
+        return await self._run(self._client.pop_message, kwargs)
+
+    async def truncate_messages(self, **kwargs: Any) -> object:
+        return await self._run(self._client.truncate_messages, kwargs)
+
+    async def record_tool_call(self, **kwargs: Any) -> object:
+        return await self._run(self._client.record_tool_call, kwargs)
+
+
+Backend = SessionManager | AsyncSessionManager | SessionClient | AsyncSessionClient
+
+
+class AgentSessionSession:
+    """An openai-agents ``Session`` stored in agentsession (see the module docstring).
+
+    Args:
+        session_id: the openai-agents session id, any string; the session's external
+            key under ``(user_id, agent)``.
+        backend: a SessionManager, AsyncSessionManager, SessionClient or
+            AsyncSessionClient. The caller owns it (and closes it).
+        user_id: the owner of the session (with a client: the API key's user).
+        agent: the agent name sessions are filed under.
+        session_settings: openai-agents ``SessionSettings`` (or a dict of its fields);
+            its ``limit`` is the default of :meth:`get_items`.
+        title, ttl_seconds: given to the session when the first ``add_items`` creates it.
+        limits: the backend's :class:`~agentsession.Limits` (batch and page sizes). A
+            manager's own by default; the server defaults for a client.
+
+    Raises:
+        ValidationError: ``session_id`` is not a string.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        backend: Backend,
+        user_id: str,
+        agent: str = "openai-agents",
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        title: str | None = None,
+        ttl_seconds: float | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        from agents.memory.session_settings import SessionSettings, coerce_session_settings
+
+        if not isinstance(session_id, str):
+            raise ValidationError("session_id must be a string", field="session_id")
+        self.session_id = session_id
+        self.session_settings: SessionSettings | None = (
+            coerce_session_settings(
+                dict(session_settings)
+                if isinstance(session_settings, Mapping)
+                else session_settings
+            )
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self.user_id, self.agent = user_id, agent
+        self._title, self._ttl_seconds = title, ttl_seconds
+        self._owned: AsyncSessionManager | None = None
+        if isinstance(backend, SessionManager):
+            backend = self._owned = AsyncSessionManager(backend)
+        self._backend: _Backend = (
+            _ThreadedClient(backend) if isinstance(backend, SessionClient) else backend
+        )
+        if limits is None:
+            limits = (
+                backend.manager.limits if isinstance(backend, AsyncSessionManager) else Limits()
+            )
+        self._limits = limits
+        self._sid: str | None = None  # our session id once known
+
+    # -- the Session protocol ------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The newest ``limit`` items, oldest first, exactly as added.
+
+        Args:
+            limit: how many; None = ``session_settings.limit``, and None there = all. 0
+                gives ``[]``; a negative limit gives all (as ``SQLiteSession``).
+
+        Returns:
+            The items; ``[]`` for a session never written.
+        """
+        from agents.memory.session_settings import resolve_session_limit
+
+        wanted = resolve_session_limit(limit, self.session_settings)
+        if wanted == 0:
+            return []
+        if wanted is not None and wanted < 0:
+            wanted = None
+        messages = await self._with_session(functools.partial(self._newest, count=wanted))
+        return [cast("TResponseInputItem", item_of(m)) for m in messages or []]
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append ``items`` in order, creating the session on its first write.
+
+        One ``append_messages`` call (atomic: all or none) per ``limits.max_batch_messages``
+        items; a longer list is split, and a failure part-way leaves the earlier parts
+        stored. ``[]`` writes nothing.
+
+        Raises:
+            ValidationError / PayloadTooLarge / UnsupportedValue: an item that is not a
+                JSON object, or too big (nothing of its part is stored).
+            SessionNotActive: the session is CLOSED or EXPIRED (restore it first).
+        """
+        if not items:
+            return
+        messages = [message_of_item(item, f"items[{i}]") for i, item in enumerate(items)]
+        size = self._limits.max_batch_messages
+
+        async def append(sid: str) -> None:
+            for start in range(0, len(messages), size):
+                await self._backend.append_messages(
+                    session_id=sid, user_id=self.user_id, messages=messages[start : start + size]
+                )
+
+        await self._with_session(append, create=True)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove the newest item and return it; None when there is none.
+
+        Raises:
+            SessionNotActive: the session is CLOSED or EXPIRED.
+        """
+
+        async def pop(sid: str) -> Message | None:
+            return await self._backend.pop_message(session_id=sid, user_id=self.user_id)
+
+        popped = await self._with_session(pop)
+        return None if popped is None else cast("TResponseInputItem", item_of(popped))
+
+    async def clear_session(self) -> None:
+        """Remove every item. The session stays (with its working memory, tool history
+        and audit log), so its next items go on in the same session.
+
+        Raises:
+            SessionNotActive: the session is CLOSED or EXPIRED.
+        """
+
+        async def clear(sid: str) -> None:
+            await self._backend.truncate_messages(session_id=sid, user_id=self.user_id, after_seq=0)
+
+        await self._with_session(clear)
+
+    def run_hooks(self) -> RunHooks[Any]:
+        """``RunHooks`` for ``Runner.run(..., hooks=session.run_hooks())`` that record each
+        function tool call of the run in this session's tool history
+        (:class:`~agentsession.adapters.openai_agents_hooks.ToolHistoryHooks`)."""
+        from .openai_agents_hooks import ToolHistoryHooks
+
+        return ToolHistoryHooks(self)
+
+    async def record_tool_call(
+        self,
+        *,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        result: Any = None,
+        started_at: datetime | None = None,
+        ended_at: datetime | None = None,
+        provider_call_id: str | None = None,
+    ) -> None:
+        """Record a tool call that ran in this session (created if it does not exist
+        yet); the arguments are :meth:`SessionManager.record_tool_call`'s.
+
+        Raises:
+            ValidationError, PayloadTooLarge, UnsupportedValue, SessionNotActive.
+        """
+
+        async def record(sid: str) -> None:
+            await self._backend.record_tool_call(
+                session_id=sid, user_id=self.user_id, tool=tool, arguments=arguments,
+                result=result, started_at=started_at, ended_at=ended_at,
+                provider_call_id=provider_call_id,
+            )  # fmt: skip
+
+        await self._with_session(record, create=True)
+
+    def close(self) -> None:
+        """Let go of the worker threads the adapter started around a sync manager. The
+        backend stays open: its caller owns it. The adapter stays usable."""
+        if self._owned is not None:
+            self._owned.stop_threads()
+
+    # -- helpers --------------------------------------------------------------------------
+
+    async def _with_session(
+        self, op: Callable[[str], Awaitable[T]], *, create: bool = False
+    ) -> T | None:
+        """``op(session id)``, or None when the session does not exist and ``create`` is
+        False. The id is remembered; if its session is gone (deleted, maybe created
+        again under the same key elsewhere), the key is looked up once more."""
+        while True:
+            known = self._sid
+            sid = known if known is not None else await self._lookup(create=create)
+            if sid is None:
+                return None
+            try:
+                return await op(sid)
+            except SessionNotFound:
+                self._sid = None
+                if known is None:
+                    if create:
+                        raise
+                    return None
+
+    async def _lookup(self, *, create: bool) -> str | None:
+        """Our id of the session keyed ``session_id``, opened if ``create``; None if
+        there is none and ``create`` is False."""
+        key = {"user_id": self.user_id, "agent": self.agent, "external_key": self.session_id}
+        if create:
+            session, _ = await self._backend.open_session(
+                **key, title=self._title, ttl_seconds=self._ttl_seconds
+            )
+        else:
+            try:
+                session = await self._backend.get_session_by_key(**key)
+            except SessionNotFound:
+                return None
+        self._sid = session.session_id
+        return self._sid
+
+    async def _newest(self, sid: str, *, count: int | None) -> list[Message]:
+        """The newest ``count`` messages (all if None), oldest first: pages of at most
+        ``limits.max_page_size`` walked backwards, never widened to tool-call groups."""
+        newest_first: list[list[Message]] = []
+        cursor: str | None = None
+        left = count
+        while left is None or left > 0:
+            size = (
+                self._limits.max_page_size
+                if left is None
+                else min(left, self._limits.max_page_size)
+            )
+            page = await self._backend.get_messages(
+                session_id=sid, user_id=self.user_id, limit=size, cursor=cursor,
+                align_tool_calls=False,
+            )  # fmt: skip
+            newest_first.append(page.items)
+            if left is not None:
+                left -= len(page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return [m for page_items in reversed(newest_first) for m in page_items]
+
+
+def message_of_item(item: Any, field: str = "item") -> dict[str, Any]:
+    """The message that stores one openai-agents item: ``{"role", "item": item}`` plus
+    ``content`` (the item's text, when it has any), ``tool_calls`` (a call item) or
+    ``tool_call_id`` (an output item).
+
+    Args:
+        item: a ``TResponseInputItem`` (a dict).
+        field: the argument's name in errors.
+
+    Raises:
+        ValidationError: ``item`` is not a JSON object.
+    """
+    if not isinstance(item, Mapping):
+        raise ValidationError(f"{field} must be an object (a response input item)", field=field)
+    kind = item.get("type")
+    call_id = item.get("call_id")
+    role = item.get("role")
+    message: dict[str, Any] = {"role": role if role in _ROLES else "assistant"}
+    text = _text(
+        item.get("output")
+        if isinstance(kind, str) and kind.endswith("_output")
+        else item.get("content")
+    )
+    if text is not None:
+        message["content"] = text
+    if isinstance(call_id, str) and isinstance(kind, str):
+        if kind == "function_call":
+            function = {"name": item.get("name"), "arguments": item.get("arguments")}
+            message["tool_calls"] = [{"id": call_id, "type": "function", "function": function}]
+        elif kind == "custom_tool_call":
+            custom = {"name": item.get("name"), "input": item.get("input")}
+            message["tool_calls"] = [{"id": call_id, "type": "custom", "custom": custom}]
+        elif kind.endswith("_output"):
+            message.update(role="tool", tool_call_id=call_id)
+    message["item"] = dict(item)
+    return message
+
+
+def item_of(message: Message) -> dict[str, Any]:
+    """The item a message stores (:func:`message_of_item`), unchanged. A message
+    appended by other means than this adapter has no ``item``: its payload, as
+    appended, stands for it."""
+    payload = message.payload()
+    item = payload.get("item")
+    return item if isinstance(item, dict) else payload
+
+
+def _text(value: Any) -> str | None:
+    """The text of an item's ``content`` or ``output``: a string as is, or the ``text``
+    of its parts joined by newlines; None when it has no text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = [
+            p["text"] for p in value if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        ]
+        return "\n".join(texts) if texts else None
+    return None

@@ -1,0 +1,450 @@
+"""The openai-agents adapter on every store and over HTTP: the behaviours each
+openai-agents session backend re-tests (isolation, limits, pop, clear, settings), items
+coming back byte-exact, exact windows across a tool call, a Runner with a function tool,
+and a session continued in another process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+agents = pytest.importorskip(
+    "agents", reason="openai-agents not installed: pip install -e '.[dev]'"
+)
+
+from agents import Agent, RunConfig, Runner, SessionSettings, function_tool  # noqa: E402
+from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+
+from agentsession import (  # noqa: E402
+    Limits,
+    SessionManager,
+    SessionNotActive,
+    ValidationError,
+)
+from agentsession.adapters.openai_agents import AgentSessionSession  # noqa: E402
+from agentsession.client import SessionClient  # noqa: E402
+from agentsession.http.app import create_app  # noqa: E402
+from agentsession.http.keys import MemoryKeyStore  # noqa: E402
+from agentsession.settings import Settings  # noqa: E402
+from agentsession.stores.base import SessionStore  # noqa: E402
+from inprocess import InProcess  # noqa: E402
+
+NO_TRACES = RunConfig(tracing_disabled=True)
+
+#: One item of each kind a Runner stores, with details a re-encoding would change
+#: (key order, absent vs null vs "", unicode, nested parts).
+ITEMS: list[dict[str, Any]] = [
+    {"content": "You answer in one word.", "role": "developer"},
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Wetter in Zürich? 🌧", "type": "message"},
+    {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "look up"}],
+     "encrypted_content": None},
+    {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+     "arguments": "{\"city\":\"Zürich\"}", "id": "fc_1", "status": "completed"},
+    {"type": "function_call_output", "call_id": "call_1", "output": "rain, 7°C"},
+    {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+     "content": [{"type": "output_text", "text": "Rain.", "annotations": [], "logprobs": []}]},
+    {"type": "web_search_call", "id": "ws_1", "status": "completed",
+     "action": {"type": "search", "query": ""}},
+]  # fmt: skip
+
+
+class Harness:
+    """An adapter factory over one backend, and the manager underneath for checks."""
+
+    def __init__(self, manager: SessionManager, backend: Any) -> None:
+        self.manager, self.backend = manager, backend
+
+    def session(self, session_id: str = "conversation_123", **options: Any) -> AgentSessionSession:
+        """An adapter session owned by ``alice``."""
+        return AgentSessionSession(session_id, backend=self.backend, user_id="alice", **options)
+
+    def messages(
+        self, session_id: str = "conversation_123", agent: str = "openai-agents"
+    ) -> list[Any]:
+        """The stored messages of the session keyed ``session_id``, oldest first."""
+        s = self.manager.get_session_by_key(user_id="alice", agent=agent, external_key=session_id)
+        return self.manager.get_messages(
+            session_id=s.session_id, user_id="alice", limit=1000, align_tool_calls=False
+        ).items
+
+
+@pytest.fixture(params=["manager", "http"])
+def harness(request: pytest.FixtureRequest, store: SessionStore) -> Iterator[Harness]:
+    """The adapter over a SessionManager of each store, and over the HTTP client."""
+    manager = SessionManager(store)
+    if request.param == "manager":
+        yield Harness(manager, manager)
+        return
+    keys = MemoryKeyStore()
+    token = keys.create(user_id="alice")[1]
+    app = create_app(manager, Settings(url="memory://"), keys=keys)
+    with TestClient(app) as http:
+        client = SessionClient("http://testserver", token, transport=InProcess(http))
+        yield Harness(manager, client)
+        client.close()
+
+
+def run(coro: Any) -> Any:
+    """Run a coroutine to its end on a new event loop."""
+    return asyncio.run(coro)
+
+
+def test_items_come_back_byte_exact_with_derived_fields(harness: Harness) -> None:
+    """Every kind of item returns exactly as added (same JSON text), and the stored
+    message carries role, text and tool-call fields for agentsession's own tools."""
+    session = harness.session()
+    run(session.add_items(ITEMS))
+    got = run(session.get_items())
+    assert [json.dumps(i, ensure_ascii=False) for i in got] == [
+        json.dumps(i, ensure_ascii=False) for i in ITEMS
+    ]
+    stored = harness.messages()
+    assert [m.role.value for m in stored] == [
+        "developer", "system", "user", "assistant", "assistant", "tool", "assistant", "assistant",
+    ]  # fmt: skip
+    assert stored[2].content == "Wetter in Zürich? 🌧" and stored[6].content == "Rain."
+    assert stored[4].tool_calls == [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\":\"Zürich\"}"}},
+    ]  # fmt: skip
+    assert stored[5].tool_call_id == "call_1" and stored[5].content == "rain, 7°C"
+    assert all(m.payload()["item"] == i for m, i in zip(stored, ITEMS, strict=True))
+
+
+def test_limit_is_exact_even_inside_a_tool_call(harness: Harness) -> None:
+    """``get_items(limit)`` gives exactly the newest ``limit`` items: a window that
+    starts at a tool result is not widened to its call."""
+    session = harness.session()
+    run(session.add_items(ITEMS))
+    assert run(session.get_items(limit=3)) == ITEMS[-3:]  # output, message, search
+    assert run(session.get_items(limit=1)) == ITEMS[-1:]
+    assert run(session.get_items(limit=0)) == []
+    assert run(session.get_items(limit=100)) == ITEMS
+    assert run(session.get_items(limit=-1)) == ITEMS  # as SQLiteSession: no limit
+
+
+def test_settings_limit_is_the_default_and_an_explicit_limit_wins(harness: Harness) -> None:
+    """``session_settings.limit`` applies when no limit is given; a dict is coerced."""
+    plain = harness.session()
+    assert plain.session_settings == SessionSettings()
+    run(plain.add_items(ITEMS))
+    limited = harness.session(session_settings={"limit": 2})
+    assert limited.session_settings == SessionSettings(limit=2)
+    assert run(limited.get_items()) == ITEMS[-2:]
+    assert run(limited.get_items(limit=4)) == ITEMS[-4:]
+
+
+def test_sessions_are_isolated_by_id_and_agent(harness: Harness) -> None:
+    """Two session ids, and one id under two agent names, are three histories."""
+    a, b = harness.session("a"), harness.session("b")
+    other_agent = harness.session("a", agent="triage")
+    run(a.add_items([{"role": "user", "content": "for a"}]))
+    run(b.add_items([{"role": "user", "content": "for b"}]))
+    run(other_agent.add_items([{"role": "user", "content": "for triage a"}]))
+    assert run(a.get_items()) == [{"role": "user", "content": "for a"}]
+    assert run(b.get_items()) == [{"role": "user", "content": "for b"}]
+    assert run(other_agent.get_items()) == [{"role": "user", "content": "for triage a"}]
+    assert run(b.pop_item()) == {"role": "user", "content": "for b"}
+    assert run(a.get_items()) == [{"role": "user", "content": "for a"}]
+
+
+def test_an_unwritten_session_reads_empty_and_is_created_by_the_first_item(
+    harness: Harness,
+) -> None:
+    """Reading, popping, clearing or adding ``[]`` creates nothing; the first item
+    creates the session, keyed by the openai-agents id."""
+    session = harness.session("fresh")
+    assert run(session.get_items()) == []
+    assert run(session.pop_item()) is None
+    run(session.clear_session())
+    run(session.add_items([]))
+    assert harness.manager.list_sessions(user_id="alice").items == []
+    run(session.add_items([{"role": "user", "content": "hi"}]))
+    [created] = harness.manager.list_sessions(user_id="alice").items
+    assert created.external_key == "fresh" and created.agent == "openai-agents"
+
+
+def test_pop_returns_the_newest_item_until_empty(harness: Harness) -> None:
+    """pop_item removes and returns the newest item, then None once empty."""
+    session = harness.session()
+    run(session.add_items(ITEMS[:3]))
+    assert run(session.pop_item()) == ITEMS[2]
+    assert run(session.get_items()) == ITEMS[:2]
+    assert run(session.pop_item()) == ITEMS[1]
+    assert run(session.pop_item()) == ITEMS[0]
+    assert run(session.pop_item()) is None
+
+
+def test_clear_keeps_the_session_and_its_working_memory(harness: Harness) -> None:
+    """clear_session empties the history; the session, its id and memory stay."""
+    session = harness.session()
+    run(session.add_items(ITEMS))
+    s = harness.manager.get_session_by_key(
+        user_id="alice", agent="openai-agents", external_key="conversation_123"
+    )
+    harness.manager.update_working_memory(
+        session_id=s.session_id, user_id="alice", patch={"goal": "g"}
+    )
+    run(session.clear_session())
+    assert run(session.get_items()) == []
+    run(session.add_items(ITEMS[:1]))
+    assert run(session.get_items()) == ITEMS[:1]
+    again = harness.manager.get_session(session_id=s.session_id, user_id="alice")
+    assert again.message_count == 1
+    memory = harness.manager.get_working_memory(session_id=s.session_id, user_id="alice")
+    assert memory.goal == "g"
+
+
+def test_a_closed_session_refuses_writes_and_stays_readable(harness: Harness) -> None:
+    """No silent restore: writes to a CLOSED session raise SessionNotActive."""
+    session = harness.session()
+    run(session.add_items(ITEMS[:2]))
+    s = harness.manager.get_session_by_key(
+        user_id="alice", agent="openai-agents", external_key="conversation_123"
+    )
+    harness.manager.close_session(session_id=s.session_id, user_id="alice")
+    with pytest.raises(SessionNotActive):
+        run(session.add_items(ITEMS[2:3]))
+    with pytest.raises(SessionNotActive):
+        run(session.pop_item())
+    with pytest.raises(SessionNotActive):
+        run(session.clear_session())
+    assert run(session.get_items()) == ITEMS[:2]
+
+
+def test_a_bad_item_is_refused_and_nothing_of_its_batch_is_stored(harness: Harness) -> None:
+    """An item that is not a JSON object raises ValidationError before any write."""
+    session = harness.session()
+    run(session.add_items(ITEMS[:1]))
+    with pytest.raises(ValidationError) as bad:
+        run(session.add_items([ITEMS[1], "not an item"]))  # type: ignore[list-item]
+    assert bad.value.field == "items[1]"
+    assert run(session.get_items()) == ITEMS[:1]
+
+
+def test_a_runner_with_a_function_tool_stores_its_turn(harness: Harness) -> None:
+    """Runner.run with a scripted model that calls a function tool: the turn is stored
+    as user / call / result / answer, and the next turn's model input holds it all."""
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in ``city``."""
+        return f"rain in {city}"
+
+    model = ScriptedModel(
+        [
+            [function_call("get_weather", {"city": "Zürich"}, call_id="call_1")],
+            [assistant_message("Rain.")],
+            [assistant_message("Take an umbrella.")],
+        ]
+    )
+    agent = Agent(name="weather", model=model, tools=[get_weather])
+    session = harness.session()
+    first = run(Runner.run(agent, "Weather in Zürich?", session=session, run_config=NO_TRACES))
+    assert first.final_output == "Rain."
+    stored = harness.messages()
+    assert [m.role.value for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[1].tool_calls[0]["function"]["name"] == "get_weather"
+    assert stored[2].tool_call_id == "call_1" and stored[2].content == "rain in Zürich"
+    second = run(Runner.run(agent, "So?", session=session, run_config=NO_TRACES))
+    assert second.final_output == "Take an umbrella."
+    assert model.calls[-1].input[:4] == run(session.get_items(limit=6))[:4]
+    assert len(model.calls[-1].input) == 5
+
+
+def test_batches_over_the_limit_are_split(store: SessionStore) -> None:
+    """More items than ``limits.max_batch_messages`` go in several appends (one version
+    step each), all stored in order."""
+    manager = SessionManager(store, limits=Limits(max_batch_messages=3))
+    session = AgentSessionSession("big", backend=manager, user_id="alice")
+    items = [{"role": "user", "content": str(i)} for i in range(7)]
+    run(session.add_items(items))
+    assert run(session.get_items()) == items
+    s = manager.get_session_by_key(user_id="alice", agent="openai-agents", external_key="big")
+    assert s.message_count == 7 and s.version == 4  # created at 1, then three appends
+
+
+SECOND_PROCESS = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from agents import Agent, RunConfig, Runner
+    from agents.testing import ScriptedModel, assistant_message
+    from agentsession import SessionManager
+    from agentsession.adapters.openai_agents import AgentSessionSession
+
+    async def main():
+        with SessionManager.from_url(sys.argv[1]) as manager:
+            session = AgentSessionSession("trip", backend=manager, user_id="alice")
+            model = ScriptedModel([[assistant_message("Yes: you asked about Zürich.")]])
+            agent = Agent(name="weather", model=model)
+            result = await Runner.run(agent, "Did I ask about a city?", session=session,
+                                      run_config=RunConfig(tracing_disabled=True))
+            print(json.dumps({"answer": result.final_output,
+                              "model_input": model.calls[0].input}))
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_a_session_continues_in_another_process(tmp_path: Path) -> None:
+    """A Runner turn with a tool call stored in SQLite; a second process opens the same
+    session id and runs again: its model gets the whole first turn back, unchanged."""
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in ``city``."""
+        return f"rain in {city}"
+
+    model = ScriptedModel(
+        [
+            [function_call("get_weather", {"city": "Zürich"}, call_id="call_1")],
+            [assistant_message("Rain.")],
+        ]
+    )
+    agent = Agent(name="weather", model=model, tools=[get_weather])
+    with SessionManager.from_url(url, auto_migrate=True) as manager:
+        session = AgentSessionSession("trip", backend=manager, user_id="alice")
+        run(Runner.run(agent, "Weather in Zürich?", session=session, run_config=NO_TRACES))
+        first_turn = run(session.get_items())
+        session.close()
+    done = subprocess.run(
+        [sys.executable, "-c", SECOND_PROCESS, url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["answer"] == "Yes: you asked about Zürich."
+    assert len(first_turn) == 4
+    assert out["model_input"][:4] == first_turn
+    assert out["model_input"][4] == {"content": "Did I ask about a city?", "role": "user"}
+
+
+def test_the_adapter_imports_without_openai_agents() -> None:
+    """``import agentsession`` and the adapter module need no openai-agents."""
+    code = (
+        "import sys; sys.modules['agents'] = None\n"
+        "import agentsession, agentsession.adapters.openai_agents as m\n"
+        "print(m.AgentSessionSession.__name__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "AgentSessionSession"
+
+
+def test_async_manager_and_async_client_backends(store: SessionStore) -> None:
+    """The same adapter over an AsyncSessionManager and an AsyncSessionClient."""
+    from agentsession import AsyncSessionManager
+    from agentsession.client import AsyncSessionClient
+
+    manager = SessionManager(store)
+    keys = MemoryKeyStore()
+    token = keys.create(user_id="alice")[1]
+    app = create_app(manager, Settings(url="memory://"), keys=keys)
+
+    async def flow(backend: Any, session_id: str) -> list[Any]:
+        session = AgentSessionSession(session_id, backend=backend, user_id="alice")
+        await session.add_items(ITEMS)
+        popped = await session.pop_item()
+        return [popped, await session.get_items(limit=2)]
+
+    async def main() -> list[Any]:
+        async with AsyncSessionClient(
+            "http://t", token, transport=httpx.ASGITransport(app=app)
+        ) as client:
+            over_http = await flow(client, "async-http")
+        return [await flow(AsyncSessionManager(manager), "async-manager"), over_http]
+
+    expected = [ITEMS[-1], ITEMS[-3:-1]]
+    assert run(main()) == [expected, expected]
+
+
+def test_the_readme_example_runs_and_the_cli_shows_its_session(tmp_path: Path) -> None:
+    """examples/openai_agents_session.py runs offline; ``agentsession sessions messages``
+    shows its turn (the question, the tool call, its result, the answer) and ``sessions
+    tools`` the call its hooks recorded."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "openai_agents_session.py"
+    done = subprocess.run(
+        [sys.executable, str(example)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["Rain in Zürich: take an umbrella.", "You asked about Zürich."]
+    session_id = lines[2].split()[1].rstrip(":")
+    assert lines[2] == f"session {session_id}: 6 messages"
+    shown = subprocess.run(
+        [sys.executable, "-m", "agentsession", "--url", "sqlite:///agents.db", "sessions",
+         "messages", session_id, "--user", "alice"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    for text in ("Weather in Zürich?", "get_weather()", "rain, 7°C in Zürich", "umbrella"):
+        assert text in shown.stdout
+    tools = subprocess.run(
+        [sys.executable, "-m", "agentsession", "--url", "sqlite:///agents.db", "sessions",
+         "tools", session_id, "--user", "alice", "--json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert tools.returncode == 0, tools.stderr
+    [call] = json.loads(tools.stdout)["items"]
+    assert (call["tool"], call["provider_call_id"]) == ("get_weather", "call_1")
+
+
+def test_a_deleted_session_starts_over_under_the_same_id(harness: Harness) -> None:
+    """Once the session is deleted, the adapter (which remembered its id) reads it as
+    empty, and its next items start a new session under the same key."""
+    session = harness.session()
+    run(session.add_items(ITEMS[:2]))
+    old = harness.manager.get_session_by_key(
+        user_id="alice", agent="openai-agents", external_key="conversation_123"
+    )
+    harness.manager.delete_session(session_id=old.session_id, user_id="alice")
+    assert run(session.get_items()) == []
+    run(session.add_items(ITEMS[2:3]))
+    assert run(session.get_items()) == ITEMS[2:3]
+    new = harness.manager.get_session_by_key(
+        user_id="alice", agent="openai-agents", external_key="conversation_123"
+    )
+    assert new.session_id != old.session_id
+
+
+def test_run_hooks_keep_the_function_tool_calls_in_tool_history(harness: Harness) -> None:
+    """With ``hooks=session.run_hooks()``, each function tool call of the run is recorded:
+    tool, arguments, result, and the model's call id as ``provider_call_id``."""
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in ``city``."""
+        return f"rain in {city}"
+
+    model = ScriptedModel(
+        [
+            [function_call("get_weather", {"city": "Zürich"}, call_id="call_1")],
+            [function_call("get_weather", {"city": "Bern"}, call_id="call_2")],
+            [assistant_message("Rain in both.")],
+        ]
+    )
+    agent = Agent(name="weather", model=model, tools=[get_weather])
+    session = harness.session()
+    hooks = session.run_hooks()
+    run(Runner.run(agent, "Zürich, Bern?", session=session, hooks=hooks, run_config=NO_TRACES))
+    s = harness.manager.get_session_by_key(
+        user_id="alice", agent="openai-agents", external_key="conversation_123"
+    )
+    calls = harness.manager.get_tool_history(session_id=s.session_id, user_id="alice").items
+    assert [(c.tool, c.arguments, c.result, c.provider_call_id) for c in calls] == [
+        ("get_weather", {"city": "Zürich"}, "rain in Zürich", "call_1"),
+        ("get_weather", {"city": "Bern"}, "rain in Bern", "call_2"),
+    ]
+    assert all(c.started_at <= c.ended_at for c in calls)
