@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 
+import agentsession
 import servers
 from agentsession import SessionManager
 from agentsession.errors import SchemaOutOfDate, SessionExists
@@ -25,6 +28,7 @@ from agentsession.models import AuditEvent, Message, Session
 from agentsession.stores.migrate import current_revision, head_revision, upgrade
 from agentsession.stores.schema import metadata
 from agentsession.stores.sql import SQLStore
+from agentsession.stores.sqldialect import create_store_engine, migration_lock, parse_url
 from agentsession.stores.sqltypes import UTCDateTime
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -568,3 +572,58 @@ def test_external_keys_upgrade_keeps_keyless_rows(db_url: str) -> None:
         with pytest.raises(SessionExists):
             sm.create_session(user_id="alice", agent="a", external_key="k")
         assert sm.open_session(user_id="alice", agent="a", external_key="k") == (keyed, False)
+
+
+def _downgrade(url: str, revision: str) -> None:
+    """Migrate down to ``revision`` on an engine configured as the store's (on SQLite:
+    ``PRAGMA foreign_keys=ON``, so a dropped parent table would cascade)."""
+    engine = create_store_engine(parse_url(url))
+    try:
+        with engine.connect() as conn, migration_lock(conn, timeout_seconds=30):
+            config = Config()
+            config.set_main_option(
+                "script_location", str(Path(agentsession.__file__).parent / "migrations")
+            )
+            config.attributes["connection"] = conn
+            command.downgrade(config, revision)
+    finally:
+        engine.dispose()
+
+
+def _row_counts(url: str) -> dict[str, int]:
+    """Rows per table (but ``alembic_version``)."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {
+                t: conn.execute(sa.select(sa.func.count()).select_from(sa.table(t))).scalar_one()
+                for t in metadata.tables
+            }
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("target", ["0005_field_widths", "0002_expiry_columns"])
+def test_downgrade_keeps_every_child_row(db_url: str, target: str) -> None:
+    """Downgrading drops columns in place: no table with children is rebuilt, so no
+    cascade deletes a session's messages, memory, tool calls, runs or steps (SQLite with
+    foreign keys on, PostgreSQL, MariaDB)."""
+    upgrade(db_url)
+    with SessionManager.from_url(db_url) as sm:
+        sid = sm.create_session(
+            user_id="alice", agent="a", external_key="k", working_memory={"goal": "g"}
+        ).session_id
+        sm.append_messages(
+            session_id=sid,
+            user_id="alice",
+            messages=[{"role": "user", "content": "m1"}, {"role": "assistant", "content": "m2"}],
+        )
+        run = sm.start_run(session_id=sid, user_id="alice")
+        for kind in ("plan", "act"):
+            sm.add_run_step(session_id=sid, user_id="alice", run_id=run.run_id, kind=kind)
+        sm.record_tool_call(session_id=sid, user_id="alice", tool="search")
+    before = _row_counts(db_url)
+    assert all(before[t] > 0 for t in ("messages", "working_memory", "tool_calls", "run_steps"))
+    _downgrade(db_url, target)
+    assert _versions_at(db_url) == [target]
+    assert _row_counts(db_url) == before

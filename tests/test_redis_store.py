@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 
 from agentsession import Policy, SessionManager
-from agentsession.errors import StoreError, ValidationError
+from agentsession.errors import SessionNotFound, StoreError, ValidationError
 from agentsession.models import SessionStatus
 from agentsession.stores.base import StoreConflict
+from agentsession.stores.redis_index import key_index
 from agentsession.stores.registry import open_store
 from frozen_clock import FrozenClock
 from servers import Server, redis_command
@@ -408,3 +409,25 @@ def test_a_removal_of_nothing_keeps_the_seq_checks_of_later_appends(
         redis_store.client.zadd(key, {'{"id":"msg_intruder","seq":2}': 2})
         tx.insert_messages([intruder.model_copy(update={"message_id": "msg_mine"})])
     assert redis_store.client.zcount(key, 2, 2) == 1
+
+
+@pytest.mark.parametrize("stale", ["missing", "other_key"])
+def test_a_stale_key_entry_does_not_block_its_key(redis_store: RedisStore, stale: str) -> None:
+    """A key entry naming a missing session, or a session with another key, counts as
+    absent: the key reads as unused, opens and creates a session, and the entry is
+    overwritten with the new session's id in the same commit."""
+    m = SessionManager(redis_store)
+    ghost = "ses_ghost"
+    if stale == "other_key":
+        ghost = m.create_session(user_id=USER, agent="a", external_key="other").session_id
+    entry = key_index(USER, "a", "k")
+    redis_store.client.set(entry, ghost)
+    with pytest.raises(SessionNotFound):
+        m.get_session_by_key(user_id=USER, agent="a", external_key="k")
+    session, created = m.open_session(user_id=USER, agent="a", external_key="k")
+    assert created and redis_store.client.get(entry) == session.session_id
+    assert m.get_session_by_key(user_id=USER, agent="a", external_key="k") == session
+    m.delete_session(session_id=session.session_id, user_id=USER)
+    redis_store.client.set(entry, ghost)
+    again = m.create_session(user_id=USER, agent="a", external_key="k")
+    assert redis_store.client.get(entry) == again.session_id

@@ -344,7 +344,7 @@ class _SessionRequests(_Exchange):
         )
 
     def get_session_by_key(
-        self, *, user_id: str | None = None, agent: str, external_key: str, admin: bool = False
+        self, *, user_id: str | None = None, agent: str, external_key: str
     ) -> _Flow[Session]:
         """See :meth:`SessionManager.get_session_by_key`; the owner is the key's user.
         The key travels query-encoded (``GET /v1/sessions-by-key``)."""
@@ -362,10 +362,12 @@ class _SessionRequests(_Exchange):
         metadata: Mapping[str, Any] | None = None,
         ttl_seconds: float | None = None,
         working_memory: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> _Flow[tuple[Session, bool]]:
         """See :meth:`SessionManager.open_session`; the owner is the key's user
-        (``PUT /v1/sessions-by-key``: 201 created, 200 found). A retry after a lost
-        answer finds the session the first attempt created, and reports created=False."""
+        (``PUT /v1/sessions-by-key``: 201 created, 200 found). Sends an idempotency key
+        (generated if not given), so a retry after a lost answer reports created=True
+        when the first attempt created the session."""
         body = {
             "title": title,
             "metadata": _opt_dict(metadata),
@@ -377,7 +379,15 @@ class _SessionRequests(_Exchange):
             return Session.model_validate(r.json()), r.status_code == 201
 
         params = {"agent": agent, "external_key": external_key}
-        return self._exchange(_Call("PUT", "/v1/sessions-by-key", parse, params, body))
+        return self._write(
+            "PUT",
+            "/v1/sessions-by-key",
+            parse,
+            session_id=None,
+            body=body,
+            idempotency_key=idempotency_key,
+            params=params,
+        )
 
     def list_sessions(
         self,

@@ -1,5 +1,5 @@
 """Identifiers: prefixed, 128 random bits, and a strict pattern to check them by; and
-the reversible mapping of any text onto a name.
+the mapping of any text onto a name (reversible but for the hashed long form).
 
 An id is ``<prefix>_<26 chars of lowercase base32>`` (16 random bytes from
 :mod:`secrets`), e.g. ``ses_5x3k...``. The prefix tells what an id names in logs.
@@ -20,6 +20,9 @@ string, so :func:`encode_name` maps any non-empty text to a name, and
 
 The forms cannot be confused: only escaped and hashed names start with ``+``, and in an
 escaped name a ``+`` is always followed by two uppercase hex digits, never by ``h``.
+So a valid name that starts with ``+`` is escaped, not kept: ``+alice`` is
+``++2Balice``. Whoever encodes must do it from the first name stored on: a name stored
+as it was and encoded later is another name (another user, another agent).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import pytest
 from contract_support import OTHER, USER, run_threads, user_msg
 
 from agentsession import (
+    IdempotencyKeyReused,
     SessionExists,
     SessionManager,
     SessionNotFound,
@@ -148,6 +149,42 @@ def test_open_session_creates_once_then_finds(manager: SessionManager) -> None:
     assert not created_again
     assert again == manager.get_session(session_id=s.session_id, user_id=USER)
     assert again.title == "first"
+
+
+def test_open_session_retried_with_its_idempotency_key_reports_created(
+    manager: SessionManager,
+) -> None:
+    """A retry of the call that created the session, with its idempotency key, answers
+    ``(first session, True)`` again; other calls find it (``False``); the key with other
+    arguments is refused."""
+    kw: dict[str, Any] = {"user_id": USER, "agent": AGENT, "external_key": "t-1"}
+    first = manager.open_session(**kw, title="t", idempotency_key="open-1")
+    assert first[1]
+    assert manager.open_session(**kw, title="t", idempotency_key="open-1") == first
+    assert manager.open_session(**kw) == (first[0], False)
+    assert manager.open_session(**kw, idempotency_key="open-2") == (first[0], False)
+    assert manager.open_session(**kw, idempotency_key="open-2") == (first[0], False)
+    with pytest.raises(IdempotencyKeyReused):
+        manager.open_session(**kw, title="other", idempotency_key="open-1")
+
+
+def test_get_by_key_finds_and_reads_in_one_transaction(
+    manager: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key's lookup and the session's read share one read transaction, so a key
+    deleted and re-created between them cannot make the lookup a 404."""
+    s = manager.create_session(user_id=USER, agent=AGENT, external_key="k")
+    store = manager.store
+    opened: list[bool] = []
+    transaction = store.transaction
+
+    def counted(*, write: bool) -> Any:
+        opened.append(write)
+        return transaction(write=write)
+
+    monkeypatch.setattr(store, "transaction", counted)
+    assert manager.get_session_by_key(user_id=USER, agent=AGENT, external_key="k") == s
+    assert opened == [False]
 
 
 def test_open_session_returns_a_closed_session_as_it_is(manager: SessionManager) -> None:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 from http_support import Api, assert_problem
+from test_client_flows import FlakyASGI
 
 from agentsession import SessionExists, SessionManager, SessionNotFound
 from agentsession.client import AsyncSessionClient, SessionClient
@@ -125,3 +126,30 @@ def test_async_client_open_session() -> None:
             assert found.session_id == results[0][0].session_id
 
     asyncio.run(main())
+
+
+def test_async_client_open_session_after_a_lost_answer_reports_created() -> None:
+    """The first PUT creates the session but its answer is lost; the retry carries the
+    same Idempotency-Key and answers 201 created=True, not a find."""
+    app, token = _app()
+
+    async def main() -> None:
+        flaky = FlakyASGI(httpx.ASGITransport(app=app), drops=1)  # type: ignore[arg-type]
+        async with AsyncSessionClient("http://t", token, transport=flaky, backoff=0.001) as c:
+            session, created = await c.open_session(agent="a", external_key="k", title="t")
+            assert created and session.title == "t"
+            puts = [key for method, key in flaky.seen if method == "PUT"]
+            assert len(puts) == 2 and puts[0] is not None and len(set(puts)) == 1
+            assert await c.open_session(agent="a", external_key="k") == (session, False)
+
+    asyncio.run(main())
+
+
+def test_openapi_describes_the_session_exists_409_of_create(api: Api) -> None:
+    """POST /v1/sessions documents its own 409 (the key exists), not the shared one;
+    other writes keep the shared description."""
+    paths = api.http.get("/openapi.json").json()["paths"]
+    create = paths["/v1/sessions"]["post"]["responses"]["409"]["description"]
+    assert "external_key" in create and "session-exists" in create
+    close = paths["/v1/sessions/{session_id}/close"]["post"]["responses"]["409"]["description"]
+    assert "external_key" not in close

@@ -16,6 +16,7 @@ client may see. The status is the class's ``http_status`` and the ``type`` is
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,12 +161,16 @@ _STATUS_TEXT = {
 }
 
 
-def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` declaring ``statuses`` as problem+json answers."""
+def problem_responses(
+    *statuses: int, descriptions: Mapping[int, str] | None = None
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` declaring ``statuses`` as problem+json answers, each with
+    the shared description of its status unless ``descriptions`` gives the route's own."""
     schema = ProblemDetails.model_json_schema()
+    own = descriptions or {}
     return {
         status: {
-            "description": _STATUS_TEXT[status],
+            "description": own.get(status, _STATUS_TEXT[status]),
             "content": {PROBLEM_CONTENT_TYPE: {"schema": schema}},
         }
         for status in statuses

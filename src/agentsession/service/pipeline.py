@@ -224,14 +224,17 @@ class WritePipeline:
         idempotency_key: str | None,
         request: tuple[Any, ...],
         build: Callable[[StoreTransaction, datetime], Session],
+        *,
+        scope: str = "create_session",
     ) -> Written[Session]:
         """Run a session creation: ``build(tx, now)`` inserts the session (and audits
-        it); a retried idempotency key answers the first session instead.
+        it); a retried idempotency key of ``scope`` answers the first session instead.
+        Nothing is recorded when ``build`` raises.
 
         Raises:
-            ValidationError: a malformed key. IdempotencyKeyReused, StoreBusy.
+            ValidationError: a malformed key. IdempotencyKeyReused, StoreBusy, and
+            whatever ``build`` raises.
         """
-        scope = "create_session"
         key = check_key(idempotency_key)
         fingerprint = self.fingerprint(scope, None, request)
 

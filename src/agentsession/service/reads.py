@@ -42,17 +42,34 @@ class ReadPath:
             ValidationError: a malformed id. SessionNotFound: missing, deleted, or not
             the principal's (unless admin). Whatever ``fn`` raises.
         """
+        return self.read_found(lambda tx: session_id, principal, fn)
+
+    def read_found(
+        self,
+        find: Callable[[StoreTransaction], str],
+        principal: Principal,
+        fn: Callable[[StoreTransaction, Session], T],
+    ) -> T:
+        """As :meth:`read`, for the session whose id ``find(tx)`` answers in the same
+        read transaction (so nothing can delete or replace it in between).
+
+        Raises:
+            Whatever ``find`` raises (e.g. SessionNotFound), and what :meth:`read` raises.
+        """
+        due: list[str] = []
 
         def body(tx: StoreTransaction) -> T:
+            session_id = find(tx)
             s = self._uow.load(tx, session_id, principal)
             if is_due(s, self._uow.now()):
+                due.append(session_id)
                 raise DueForExpiry("session is due for expiry")
             return fn(tx, s)
 
         try:
             return self._uow.run(body, write=False)
         except DueForExpiry:
-            self._pipeline.expire_if_due(session_id)
+            self._pipeline.expire_if_due(due[-1])
             return self._uow.run(body, write=False)
 
 

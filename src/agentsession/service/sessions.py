@@ -79,16 +79,17 @@ class SessionUseCases(ServiceCore):
 
         return self._pipeline.create(Principal(user_id), idempotency_key, request, build_new).value
 
-    def get_session_by_key(
-        self, *, user_id: str, agent: str, external_key: str, admin: bool = False
-    ) -> Session:
+    def get_session_by_key(self, *, user_id: str, agent: str, external_key: str) -> Session:
         """Return ``user_id``'s session of ``agent`` whose ``external_key`` is this one.
+
+        The key is looked up and the session read in one read transaction. Keys are
+        looked up among the caller's own sessions only (there is no ``admin``): an admin
+        reads another user's session by its id (:meth:`get_session`).
 
         Args:
             user_id: the owner whose keys are searched, and the caller.
             agent: the agent the session belongs to.
             external_key: compared exactly (see :meth:`create_session`).
-            admin: as for :meth:`get_session`.
 
         Raises:
             SessionNotFound: no such session (never created, or deleted).
@@ -96,11 +97,22 @@ class SessionUseCases(ServiceCore):
         """
         check_name(user_id, field="user_id")
         check_name(agent, field="agent")
-        key = check_external_key(external_key)
-        found = self._uow.run(lambda tx: tx.find_session_by_key(user_id, agent, key), write=False)
-        if found is None:
-            raise SessionNotFound("no session has this external_key", session_id="")
-        return self._reads.read(found, Principal(user_id, admin), lambda tx, s: s)
+        return self._by_key(user_id, agent, check_external_key(external_key))
+
+    def _by_key(self, user_id: str, agent: str, key: str) -> Session:
+        """The session of a checked key, found and read in one read transaction.
+
+        Raises:
+            SessionNotFound: no session has the key.
+        """
+
+        def find(tx: StoreTransaction) -> str:
+            found = tx.find_session_by_key(user_id, agent, key)
+            if found is None:
+                raise SessionNotFound("no session has this external_key", session_id="")
+            return found
+
+        return self._reads.read_found(find, Principal(user_id), lambda tx, s: s)
 
     def open_session(
         self,
@@ -112,6 +124,7 @@ class SessionUseCases(ServiceCore):
         metadata: Mapping[str, Any] | None = None,
         ttl_seconds: float | None = None,
         working_memory: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> tuple[Session, bool]:
         """Get ``user_id``'s session of ``agent`` with this ``external_key``, or create it.
 
@@ -125,41 +138,56 @@ class SessionUseCases(ServiceCore):
             user_id, agent, external_key: as for :meth:`create_session`; the key is
                 required.
             title, metadata, ttl_seconds, working_memory: of a session created here.
+            idempotency_key: makes a retry of a call that created the session answer
+                ``(first session, True)`` again, not ``created=False``. Only a creating
+                call records it (a call that found the session answers the same on a
+                retry anyway). With a key the call starts with a write transaction, to
+                check the key's record before looking the session up.
 
         Returns:
-            ``(session, created)``: ``created`` is True only for the call that created it.
+            ``(session, created)``: ``created`` is True only for the call that created it
+            (and its retries with the same ``idempotency_key``).
 
         Raises:
             ValidationError: a malformed argument (checked even when the session exists).
-            StoreBusy: the key's session was deleted and re-created under this call more
-                times than ``policy.max_retries``.
+            IdempotencyKeyReused: the key's first call created a session from other
+                arguments.
+            StoreBusy: the key's session was created or deleted concurrently on each of
+                ``policy.max_retries`` attempts.
         """
         key = check_external_key(external_key)
-        _, build = self._builder(user_id, agent, title, metadata, ttl_seconds, working_memory, key)
+        request, build = self._builder(
+            user_id, agent, title, metadata, ttl_seconds, working_memory, key
+        )
 
-        def find(tx: StoreTransaction) -> str | None:
-            return tx.find_session_by_key(user_id, agent, key)
-
-        def get_or_create(tx: StoreTransaction) -> tuple[str, Session | None]:
-            found = find(tx)
+        def build_unless_taken(tx: StoreTransaction, now: datetime) -> Session:
+            found = tx.find_session_by_key(user_id, agent, key)
             if found is not None:
-                return found, None
+                raise SessionExists(session_id=found)  # nothing written, nothing recorded
             # A racing create of the key makes this insert a StoreConflict; the unit of
             # work runs it again, and then the lookup finds the winner.
-            new = build(tx, self._uow.now())
-            return new.session_id, new
+            return build(tx, now)
 
+        create_first = idempotency_key is not None
         for _ in range(self.policy.max_retries):
-            found = self._uow.run(find, write=False)
-            if found is None:
-                found, new = self._uow.run(get_or_create, write=True)
-                if new is not None:
-                    return new, True
+            if not create_first:
+                try:
+                    return self._by_key(user_id, agent, key), False
+                except SessionNotFound:
+                    pass  # absent, or deleted since: create it
+            create_first = False
             try:
-                return self._reads.read(found, Principal(user_id), lambda tx, s: s), False
-            except SessionNotFound:
-                continue  # deleted since the lookup: look the key up again
-        raise StoreBusy("the session of this external_key kept being deleted; retry")
+                written = self._pipeline.create(
+                    Principal(user_id), idempotency_key, request, build_unless_taken,
+                    scope="open_session",
+                )  # fmt: skip
+                return written.value, True
+            except SessionExists:
+                continue  # created since the lookup: read it
+        raise StoreBusy(
+            "the session of this external_key was created or deleted concurrently on "
+            f"each of {self.policy.max_retries} attempts; retry"
+        )
 
     def _builder(
         self,

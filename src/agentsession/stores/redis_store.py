@@ -734,6 +734,30 @@ class _SessionLock:
             logger.warning("could not release %s (it expires in %d ms): %s", key, _LOCK_TTL_MS, exc)
 
 
+def _key_owner(tx: _RedisTransaction, user_id: str, agent: str, external_key: str) -> str | None:
+    """The id in the key's entry if that session exists and has this key, else None.
+
+    An entry naming a missing session, or one of another key (left by an interrupted
+    or older writer), counts as absent: it must not block the key for good. The
+    session row is read as a guard too, so the answer holds at commit.
+    """
+    sid = tx._read(key_index(user_id, agent, external_key))
+    if sid is None:
+        return None
+    if sid in tx._sessions:
+        owner = tx._sessions[sid]
+    else:
+        raw = tx._read(_prefix(sid) + "session")
+        owner = None if raw is None else _dec(Session, raw)
+    if owner is None or (owner.user_id, owner.agent, owner.external_key) != (
+        user_id,
+        agent,
+        external_key,
+    ):
+        return None
+    return sid
+
+
 class _RedisTransaction:
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`."""
@@ -859,15 +883,15 @@ class _RedisTransaction:
         if self._session_known(session.session_id) is not None:
             raise StoreConflict(f"session {session.session_id!r} exists")
         key = session.external_key
-        # Read as a guard: the commit checks the entry is still absent, so of two racing
-        # inserts of one key exactly one commits.
-        if key is not None and self._read(key_index(session.user_id, session.agent, key)):
+        # The entry is read as a guard: the commit checks it is still what was read (absent,
+        # or stale and then overwritten), so of two racing inserts of one key one commits.
+        if key is not None and _key_owner(self, session.user_id, session.agent, key):
             raise StoreConflict("a session with this external key exists")
         self._put_session(None, session)
 
     @_translated
     def find_session_by_key(self, user_id: str, agent: str, external_key: str) -> str | None:
-        return self._read(key_index(user_id, agent, external_key))
+        return _key_owner(self, user_id, agent, external_key)
 
     @_translated
     def update_session(self, session: Session, *, expected_version: int) -> None:

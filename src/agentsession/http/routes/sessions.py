@@ -50,7 +50,18 @@ KeyQuery = Annotated[
 ]
 
 
-@router.post("", status_code=201, response_model=Session, responses=problem_responses(409))
+_SESSION_EXISTS = (
+    "A session of the caller and `agent` has this `external_key` (`session-exists`; "
+    "the problem's `session_id` names it)"
+)
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=Session,
+    responses=problem_responses(409, descriptions={409: _SESSION_EXISTS}),
+)
 async def create_session(
     request: Request,
     principal: Auth,
@@ -108,7 +119,7 @@ async def get_session_by_key(
 ) -> Response:
     """The caller's session of ``agent`` with this external key; 404 if none."""
     session = await services(request).manager.get_session_by_key(
-        user_id=principal.user_id, agent=agent, external_key=external_key, admin=principal.admin
+        user_id=principal.user_id, agent=agent, external_key=external_key
     )
     return reply(session, session=session)
 
@@ -124,24 +135,29 @@ async def open_session(
     agent: AgentQuery,
     external_key: KeyQuery,
     body: OpenSession | None = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Get or create the caller's session of ``agent`` with this external key: 201
     when this request created it (from the body's fields), 200 when it existed (in
-    whatever status it is; nothing is restored)."""
+    whatever status it is; nothing is restored). A retry with the ``Idempotency-Key``
+    of a request that created the session answers that 201 again."""
     fields = body or OpenSession()
-    session, created = await services(request).manager.open_session(
-        user_id=principal.user_id,
-        agent=agent,
-        external_key=external_key,
-        title=fields.title,
-        metadata=fields.metadata,
-        ttl_seconds=fields.ttl_seconds,
-        working_memory=fields.working_memory,
+    (session, created), replayed = await write(
+        services(request).manager.open_session(
+            user_id=principal.user_id,
+            agent=agent,
+            external_key=external_key,
+            title=fields.title,
+            metadata=fields.metadata,
+            ttl_seconds=fields.ttl_seconds,
+            working_memory=fields.working_memory,
+            idempotency_key=idempotency_key,
+        )
     )
     if not created:
         return reply(session, session=session)
     location = f"/v1/sessions/{session.session_id}"
-    return reply(session, status=201, session=session, location=location)
+    return reply(session, status=201, session=session, replayed=replayed, location=location)
 
 
 @router.get(_ONE, response_model=Session)

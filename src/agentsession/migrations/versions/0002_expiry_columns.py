@@ -77,6 +77,7 @@ def _backfill_expires_at(conn: sa.Connection) -> None:
 def downgrade() -> None:
     """Drop the index and the two columns."""
     op.drop_index(op.f("ix_sessions_status_expires_at"), table_name="sessions")
-    with op.batch_alter_table("sessions") as batch:
-        batch.drop_column("expires_at")
-        batch.drop_column("status_reason")
+    # In place (SQLite 3.35+ ALTER TABLE DROP COLUMN), never a batch rebuild: with
+    # foreign keys on, dropping the old sessions table would cascade to every child row.
+    op.drop_column("sessions", "expires_at")
+    op.drop_column("sessions", "status_reason")

@@ -49,5 +49,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Drop ``runs.step_count``."""
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("step_count")
+    # In place (SQLite 3.35+ ALTER TABLE DROP COLUMN), never a batch rebuild: with
+    # foreign keys on, dropping the old runs table would cascade to run_steps.
+    op.drop_column("runs", "step_count")

@@ -44,6 +44,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Drop the index and the columns (the keys are lost)."""
     op.drop_index(_name(), table_name="sessions")
-    with op.batch_alter_table("sessions") as batch:
-        batch.drop_column("external_key_hash")
-        batch.drop_column("external_key")
+    # In place (SQLite 3.35+ ALTER TABLE DROP COLUMN), never a batch rebuild: with
+    # foreign keys on, dropping the old sessions table would cascade to every child row.
+    op.drop_column("sessions", "external_key_hash")
+    op.drop_column("sessions", "external_key")
