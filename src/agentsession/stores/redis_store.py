@@ -334,6 +334,25 @@ def _enc_message(m: Message) -> str:
     )
 
 
+def _stored_audit(
+    r: redis.Redis, session_id: str, after_seq: int | None, limit: int | None
+) -> list[AuditEvent]:
+    """The committed audit events of a stored session after ``after_seq``, oldest first,
+    at most ``limit`` (None = all)."""
+    low = "-inf" if after_seq is None else f"({after_seq}"
+    start = None if limit is None else 0
+    raw = _texts(
+        r.zrangebyscore(_prefix(session_id) + "audit", low, "+inf", start=start, num=limit)
+    )
+    return [_dec(AuditEvent, text) for text in raw]
+
+
+def _tombstone_audit(r: redis.Redis, session_id: str) -> list[AuditEvent]:
+    """The audit trail kept in a deleted session's tombstone ([] when there is none)."""
+    text = _text(r.hget(_TOMBSTONES, session_id))
+    return [AuditEvent.model_validate(e) for e in loads(text)] if text else []
+
+
 def _stored_messages(
     client: redis.Redis,
     sid: str,
@@ -1278,22 +1297,12 @@ class _RedisTransaction:
             exists = self._session_known(session_id) is not None
         else:
             exists = bool(self._r.exists(_prefix(session_id) + "session"))
-        rows: list[AuditEvent]
-        if exists:
-            rows = []
-            if self._stored(session_id):
-                low = "-inf" if after_seq is None else f"({after_seq}"
-                start = None if limit is None else 0
-                raw = _texts(
-                    self._r.zrangebyscore(
-                        _prefix(session_id) + "audit", low, "+inf", start=start, num=limit
-                    )
-                )
-                rows = [_dec(AuditEvent, text) for text in raw]
-            rows += [_copy(e) for e in self._audit.get(session_id, [])]
+        if not exists:
+            rows = _tombstone_audit(self._r, session_id)
         else:
-            text = _text(self._r.hget(_TOMBSTONES, session_id))
-            rows = [AuditEvent.model_validate(e) for e in loads(text)] if text else []
+            stored = self._stored(session_id)
+            rows = _stored_audit(self._r, session_id, after_seq, limit) if stored else []
+            rows += [_copy(e) for e in self._audit.get(session_id, [])]
         rows = [e for e in rows if after_seq is None or e.seq > after_seq]
         return rows if limit is None else rows[:limit]
 
