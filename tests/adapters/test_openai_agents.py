@@ -6,6 +6,7 @@ and a session continued in another process."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import subprocess
@@ -578,6 +579,26 @@ def test_run_hooks_stop_the_run_when_the_session_was_closed(harness: Harness) ->
             )
         )
     assert isinstance(stopped.value.__cause__, SessionNotActive)
+
+
+def test_run_hooks_keep_no_start_time_of_a_call_that_raised(harness: Harness) -> None:
+    """A tool whose exception ends the run never reaches ``on_tool_end``: its start time
+    goes with the call, so a later call under the same model id cannot inherit it."""
+
+    @function_tool(failure_error_function=None)
+    def broken() -> str:
+        """Fails."""
+        raise RuntimeError("down")
+
+    model = ScriptedModel([[function_call("broken", {}, call_id="call_1")]])
+    agent = Agent(name="broken", model=model, tools=[broken])
+    session = harness.session()
+    hooks = session.run_hooks()
+    with pytest.raises(Exception, match="down"):
+        run(Runner.run(agent, "go", session=session, hooks=hooks, run_config=NO_TRACES))
+    gc.collect()
+    assert len(hooks._started) == 0  # type: ignore[attr-defined]
+    assert tool_history(harness) == []
 
 
 def test_get_items_reads_past_the_largest_page(store: SessionStore) -> None:

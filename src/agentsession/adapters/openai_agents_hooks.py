@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,11 @@ class ToolHistoryHooks(RunHooks[Any]):
     ``call_id``; an id the store cannot hold, outside 1-128 chars of ``A-Za-z0-9._:-``,
     is left out). Other kinds of tools (hosted, computer, shell) are not recorded.
 
+    A tool that raised is answered to the model by openai-agents' failure handler,
+    whose error text reaches ``on_tool_end`` as the result: hooks get no signal that
+    tells it from an ordinary result, so such a call is recorded with status ``ok`` and
+    that text. A tool whose exception ends the run is not recorded.
+
     Tool history is an extra beside the conversation: a call that cannot be recorded is
     logged (logger ``agentsession.adapters.openai_agents_hooks``, WARNING) and the run
     goes on; only :class:`~agentsession.SessionNotActive` stops it.
@@ -47,14 +53,18 @@ class ToolHistoryHooks(RunHooks[Any]):
 
     def __init__(self, session: AgentSessionSession) -> None:
         self._session = session
-        self._started: dict[str, datetime] = {}
+        # Keyed by the call's own context, not the model's call id (models reuse ids):
+        # the start of a call that raised goes with its context, never to a later call.
+        self._started: weakref.WeakKeyDictionary[ToolContext[Any], datetime] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def on_tool_start(
         self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool
     ) -> None:
         """Note when the call started."""
         if isinstance(context, ToolContext):
-            self._started[context.tool_call_id] = datetime.now(UTC)
+            self._started[context] = datetime.now(UTC)
 
     async def on_tool_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
@@ -74,7 +84,7 @@ class ToolHistoryHooks(RunHooks[Any]):
                 tool=context.tool_name,
                 arguments=_arguments(context.tool_arguments),
                 result=_result(result),
-                started_at=self._started.pop(call_id, None),
+                started_at=self._started.pop(context, None),
                 ended_at=datetime.now(UTC),
                 provider_call_id=call_id if is_label(call_id, CALL_ID_CHARS) else None,
             )
