@@ -601,6 +601,51 @@ def test_run_hooks_keep_no_start_time_of_a_call_that_raised(harness: Harness) ->
     assert tool_history(harness) == []
 
 
+def test_messages_from_other_writers_come_back_as_response_items(harness: Harness) -> None:
+    """Messages appended without an ``item`` (chat-completions shape, as the library,
+    HTTP or restore's synthetic tool results write them) come back as items the Runner
+    can send: role/content, one ``function_call`` per tool call, a
+    ``function_call_output``; a limit still counts items; a Runner run continues them."""
+    session = harness.session()
+    run(session.add_items(ITEMS[1:2]))
+    s = harness.manager.get_session_by_key(
+        user_id="alice", agent="openai-agents", external_key="conversation_123"
+    )
+    call = {"id": "call_9", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    harness.manager.append_messages(
+        session_id=s.session_id,
+        user_id="alice",
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "Hi"}], "name": "al"},
+            {"role": "assistant", "content": "Looking.", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_9", "content": "tool call interrupted"},
+        ],
+    )
+    converted = [
+        ITEMS[1],
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Looking."},
+        {"type": "function_call", "call_id": "call_9", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_9", "output": "tool call interrupted"},
+    ]
+    assert run(session.get_items()) == converted
+    assert run(session.get_items(limit=2)) == converted[-2:]
+    model = ScriptedModel([[assistant_message("Go on.")]])
+    agent = Agent(name="a", model=model)
+    run(Runner.run(agent, "And?", session=session, run_config=NO_TRACES))
+    assert model.calls[0].input[: len(converted)] == converted
+    run(session.pop_item())  # the answer
+    run(session.pop_item())  # the question
+    assert run(session.pop_item()) == converted[-1]
+
+
+def test_an_unsupported_backend_is_refused_at_once(store: SessionStore) -> None:
+    """A backend of another type (here a store, a common slip) raises TypeError in the
+    constructor, not an AttributeError at the first call."""
+    with pytest.raises(TypeError, match="backend must be a SessionManager"):
+        AgentSessionSession("s", backend=store, user_id="alice")  # type: ignore[arg-type]
+
+
 def test_get_items_reads_past_the_largest_page(store: SessionStore) -> None:
     """With pages of at most 3, all 8 items, the newest 5, and all again (limit -1)
     come back: the adapter walks the pages."""
