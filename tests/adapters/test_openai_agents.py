@@ -6,16 +6,20 @@ and a session continued in another process."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import logging
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel
 
 agents = pytest.importorskip(
     "agents", reason="openai-agents not installed: pip install -e '.[dev]'"
@@ -373,18 +377,26 @@ def test_async_manager_and_async_client_backends(store: SessionStore) -> None:
 def test_the_readme_example_runs_and_the_cli_shows_its_session(tmp_path: Path) -> None:
     """examples/openai_agents_session.py runs offline; ``agentsession sessions messages``
     shows its turn (the question, the tool call, its result, the answer) and ``sessions
-    tools`` the call its hooks recorded."""
+    tools`` the calls its hooks recorded; a second run prints the same."""
     example = Path(__file__).resolve().parents[2] / "examples" / "openai_agents_session.py"
-    done = subprocess.run(
-        [sys.executable, str(example)], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    runs = [
+        subprocess.run(
+            [sys.executable, str(example)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        for _ in range(2)
+    ]
+    assert all(done.returncode == 0 for done in runs), runs[-1].stderr
+    assert runs[0].stdout == runs[1].stdout  # a second run starts over: same output
+    lines = runs[1].stdout.splitlines()
     assert lines[:2] == ["Rain in Zürich: take an umbrella.", "You asked about Zürich."]
     session_id = lines[2].split()[1].rstrip(":")
     assert lines[2] == f"session {session_id}: 6 messages"
     shown = subprocess.run(
-        [sys.executable, "-m", "agentsession", "--url", "sqlite:///agents.db", "sessions",
+        [sys.executable, "-m", "agentsession", "--url", "sqlite:///sessions.db", "sessions",
          "messages", session_id, "--user", "alice"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -392,13 +404,13 @@ def test_the_readme_example_runs_and_the_cli_shows_its_session(tmp_path: Path) -
     for text in ("Weather in Zürich?", "get_weather()", "rain, 7°C in Zürich", "umbrella"):
         assert text in shown.stdout
     tools = subprocess.run(
-        [sys.executable, "-m", "agentsession", "--url", "sqlite:///agents.db", "sessions",
+        [sys.executable, "-m", "agentsession", "--url", "sqlite:///sessions.db", "sessions",
          "tools", session_id, "--user", "alice", "--json"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert tools.returncode == 0, tools.stderr
-    [call] = json.loads(tools.stdout)["items"]
-    assert (call["tool"], call["provider_call_id"]) == ("get_weather", "call_1")
+    calls = json.loads(tools.stdout)["items"]  # one per run of the example
+    assert [(c["tool"], c["provider_call_id"]) for c in calls] == [("get_weather", "call_1")] * 2
 
 
 def test_a_deleted_session_starts_over_under_the_same_id(harness: Harness) -> None:
@@ -447,4 +459,210 @@ def test_run_hooks_keep_the_function_tool_calls_in_tool_history(harness: Harness
         ("get_weather", {"city": "Zürich"}, "rain in Zürich", "call_1"),
         ("get_weather", {"city": "Bern"}, "rain in Bern", "call_2"),
     ]
-    assert all(c.started_at <= c.ended_at for c in calls)
+
+
+def test_run_hooks_time_each_call_from_its_start(harness: Harness) -> None:
+    """The recorded start is the time ``on_tool_start`` saw, not the end: a tool that
+    sleeps 20 ms is recorded with a duration of at least 15 ms."""
+
+    @function_tool
+    def slow() -> str:
+        """Sleeps 20 ms."""
+        time.sleep(0.02)
+        return "done"
+
+    model = ScriptedModel(
+        [[function_call("slow", {}, call_id="call_1")], [assistant_message("ok")]]
+    )
+    agent = Agent(name="slow", model=model, tools=[slow])
+    session = harness.session()
+    run(Runner.run(agent, "go", session=session, hooks=session.run_hooks(), run_config=NO_TRACES))
+    [call] = tool_history(harness)
+    assert call.duration_ms >= 15
+
+
+class Forecast(BaseModel):
+    """A structured tool result."""
+
+    city: str
+    celsius: float
+
+
+@pytest.mark.parametrize("call_id", ["call/1", "call 1", "c" * 129])
+def test_run_hooks_record_a_call_whose_id_or_result_the_store_cannot_hold(
+    harness: Harness, call_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A model call id outside ``A-Za-z0-9._:-``/1-128 is left out of the record; a
+    result that is not JSON (NaN) is stored as its text, a pydantic model as its JSON
+    form; the run ends normally."""
+
+    @function_tool
+    def nan() -> float:
+        """Not a number."""
+        return float("nan")
+
+    @function_tool
+    def forecast() -> Forecast:
+        """A forecast."""
+        return Forecast(city="Zürich", celsius=7.5)
+
+    model = ScriptedModel(
+        [
+            [function_call("nan", {}, call_id=call_id)],
+            [function_call("forecast", {}, call_id="call_2")],
+            [assistant_message("Done.")],
+        ]
+    )
+    agent = Agent(name="odd", model=model, tools=[nan, forecast])
+    session = harness.session()
+    hooks = session.run_hooks()
+    done = run(Runner.run(agent, "go", session=session, hooks=hooks, run_config=NO_TRACES))
+    assert done.final_output == "Done."
+    assert [(c.tool, c.result, c.provider_call_id) for c in tool_history(harness)] == [
+        ("nan", "nan", None),
+        ("forecast", {"city": "Zürich", "celsius": 7.5}, "call_2"),
+    ]
+    assert "not recorded" not in caplog.text
+
+
+def test_run_hooks_log_a_call_they_cannot_record_and_the_run_goes_on(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A call the store refuses (a tool name outside ``A-Za-z0-9._:-``) is logged as not
+    recorded; the run still ends with its answer."""
+
+    @function_tool(name_override="get weather")
+    def get_weather() -> str:
+        """Rain."""
+        return "rain"
+
+    model = ScriptedModel(
+        [[function_call("get weather", {}, call_id="call_1")], [assistant_message("Rain.")]]
+    )
+    agent = Agent(name="weather", model=model, tools=[get_weather])
+    session = harness.session()
+    with caplog.at_level(logging.WARNING, "agentsession.adapters.openai_agents_hooks"):
+        done = run(
+            Runner.run(
+                agent, "go", session=session, hooks=session.run_hooks(), run_config=NO_TRACES
+            )
+        )
+    assert done.final_output == "Rain."
+    assert tool_history(harness) == []
+    assert "tool call 'get weather' ('call_1') not recorded" in caplog.text
+
+
+def test_run_hooks_stop_the_run_when_the_session_was_closed(harness: Harness) -> None:
+    """A session closed while its tool runs: recording the call raises SessionNotActive,
+    which the Runner wraps in ``UserError``."""
+    from agents.exceptions import UserError
+
+    session = harness.session()
+
+    @function_tool
+    def close() -> str:
+        """Closes the session."""
+        s = harness.manager.get_session_by_key(
+            user_id="alice", agent="openai-agents", external_key="conversation_123"
+        )
+        harness.manager.close_session(session_id=s.session_id, user_id="alice")
+        return "closed"
+
+    model = ScriptedModel(
+        [[function_call("close", {}, call_id="call_1")], [assistant_message("x")]]
+    )
+    agent = Agent(name="closer", model=model, tools=[close])
+    with pytest.raises(UserError) as stopped:
+        run(
+            Runner.run(
+                agent, "go", session=session, hooks=session.run_hooks(), run_config=NO_TRACES
+            )
+        )
+    assert isinstance(stopped.value.__cause__, SessionNotActive)
+
+
+def test_run_hooks_keep_no_start_time_of_a_call_that_raised(harness: Harness) -> None:
+    """A tool whose exception ends the run never reaches ``on_tool_end``: its start time
+    goes with the call, so a later call under the same model id cannot inherit it."""
+
+    @function_tool(failure_error_function=None)
+    def broken() -> str:
+        """Fails."""
+        raise RuntimeError("down")
+
+    model = ScriptedModel([[function_call("broken", {}, call_id="call_1")]])
+    agent = Agent(name="broken", model=model, tools=[broken])
+    session = harness.session()
+    hooks = session.run_hooks()
+    with pytest.raises(Exception, match="down"):
+        run(Runner.run(agent, "go", session=session, hooks=hooks, run_config=NO_TRACES))
+    gc.collect()
+    assert len(hooks._started) == 0  # type: ignore[attr-defined]
+    assert tool_history(harness) == []
+
+
+def test_messages_from_other_writers_come_back_as_response_items(harness: Harness) -> None:
+    """Messages appended without an ``item`` (chat-completions shape, as the library,
+    HTTP or restore's synthetic tool results write them) come back as items the Runner
+    can send: role/content, one ``function_call`` per tool call, a
+    ``function_call_output``; a limit still counts items; a Runner run continues them."""
+    session = harness.session()
+    run(session.add_items(ITEMS[1:2]))
+    s = harness.manager.get_session_by_key(
+        user_id="alice", agent="openai-agents", external_key="conversation_123"
+    )
+    call = {"id": "call_9", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    harness.manager.append_messages(
+        session_id=s.session_id,
+        user_id="alice",
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "Hi"}], "name": "al"},
+            {"role": "assistant", "content": "Looking.", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_9", "content": "tool call interrupted"},
+        ],
+    )
+    converted = [
+        ITEMS[1],
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Looking."},
+        {"type": "function_call", "call_id": "call_9", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_9", "output": "tool call interrupted"},
+    ]
+    assert run(session.get_items()) == converted
+    assert run(session.get_items(limit=2)) == converted[-2:]
+    model = ScriptedModel([[assistant_message("Go on.")]])
+    agent = Agent(name="a", model=model)
+    run(Runner.run(agent, "And?", session=session, run_config=NO_TRACES))
+    assert model.calls[0].input[: len(converted)] == converted
+    run(session.pop_item())  # the answer
+    run(session.pop_item())  # the question
+    assert run(session.pop_item()) == converted[-1]
+
+
+def test_an_unsupported_backend_is_refused_at_once(store: SessionStore) -> None:
+    """A backend of another type (here a store, a common slip) raises TypeError in the
+    constructor, not an AttributeError at the first call."""
+    with pytest.raises(TypeError, match="backend must be a SessionManager"):
+        AgentSessionSession("s", backend=store, user_id="alice")  # type: ignore[arg-type]
+
+
+def test_get_items_reads_past_the_largest_page(store: SessionStore) -> None:
+    """With pages of at most 3, all 8 items, the newest 5, and all again (limit -1)
+    come back: the adapter walks the pages."""
+    limits = Limits(max_page_size=3, default_page_size=3)
+    session = AgentSessionSession(
+        "paged", backend=SessionManager(store, limits=limits), user_id="alice"
+    )
+    items = [{"role": "user", "content": str(i)} for i in range(8)]
+    run(session.add_items(items))
+    assert run(session.get_items()) == items
+    assert run(session.get_items(5)) == items[3:]
+    assert run(session.get_items(-1)) == items
+
+
+def tool_history(harness: Harness, session_id: str = "conversation_123") -> list[Any]:
+    """The recorded tool calls of the session keyed ``session_id``, oldest first."""
+    s = harness.manager.get_session_by_key(
+        user_id="alice", agent="openai-agents", external_key=session_id
+    )
+    return harness.manager.get_tool_history(session_id=s.session_id, user_id="alice").items

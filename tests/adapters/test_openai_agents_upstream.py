@@ -2,21 +2,25 @@
 
 The tests come from the PyPI source distribution of the installed openai-agents version
 (downloaded by pip at test time into ``.cache/upstream/``, kept there for the next run,
-never copied into this repository). A pytest run inside the unpacked sdist loads the
-plugin ``openai_agents_shim``, which makes every ``SQLiteSession`` the tests build an
-``AgentSessionSession`` on agentsession's SQLite store. Tests that reach into
+never copied into this repository; without network the tests are skipped). A pytest
+run inside the unpacked sdist loads the plugin ``openai_agents_shim``, which makes
+every ``SQLiteSession`` the tests build an ``AgentSessionSession`` on agentsession's
+SQLite store. Tests that reach into
 SQLiteSession's own internals are deselected, each with its reason (``INTERNALS``).
 Both tests are slow (about 30 and 60 s): ``make test-all`` runs them.
 """
 
 from __future__ import annotations
 
+import fcntl
 import importlib.metadata
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -77,22 +81,62 @@ INTERNALS: dict[str, str] = {
 
 
 def upstream_sdist() -> Path:
-    """The unpacked sdist of the installed openai-agents version (downloaded by pip and
-    unpacked on first use, then reused)."""
+    """The unpacked sdist of the installed openai-agents version: downloaded by pip and
+    unpacked on first use, then reused. Parallel test processes take turns under a file
+    lock; the sdist is unpacked into a temporary directory and moved into place whole,
+    and a marker file written last proves it complete. Without network (the download
+    fails) the test is skipped."""
     version = importlib.metadata.version("openai-agents")
     root = CACHE / f"openai_agents-{version}"
-    if (root / "tests").is_dir():
-        return root
+    marker = CACHE / f"openai_agents-{version}.complete"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            _unpack(version, root)
+            marker.write_text("unpacked\n")
+    return root
+
+
+def _unpack(version: str, root: Path) -> None:
+    """Download the sdist (if not there yet) and unpack it to ``root``, replacing what
+    an interrupted earlier run left there."""
     archive = CACHE / f"openai_agents-{version}.tar.gz"
     if not archive.exists():
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-             "--no-binary", ":all:", "-d", str(CACHE), f"openai-agents=={version}"],
-            check=True, timeout=300,
-        )  # fmt: skip
-    with tarfile.open(archive) as tar:
-        tar.extractall(CACHE, filter="data")
-    return root
+        with tempfile.TemporaryDirectory(dir=CACHE) as download:
+            done = subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                 "--no-binary", ":all:", "-d", download, f"openai-agents=={version}"],
+                capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            if done.returncode != 0:
+                pytest.skip(f"cannot download the openai-agents {version} sdist: {done.stderr}")
+            os.replace(Path(download) / archive.name, archive)
+    with tempfile.TemporaryDirectory(dir=CACHE) as scratch:
+        with tarfile.open(archive) as tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(scratch, filter="data")
+            else:  # Python < 3.11.4 has no extraction filters: plain files, no escapes
+                tar.extractall(scratch, members=_plain_members(tar))
+        shutil.rmtree(root, ignore_errors=True)
+        os.replace(Path(scratch) / root.name, root)
+
+
+def _plain_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """The archive's files and folders whose paths stay inside the target.
+
+    Raises:
+        ValueError: a member with an absolute path, a ``..`` part, or a link.
+    """
+    for member in tar.getmembers():
+        parts = Path(member.name).parts
+        if (
+            Path(member.name).is_absolute()
+            or ".." in parts
+            or not (member.isfile() or member.isdir())
+        ):
+            raise ValueError(f"unsafe member in the openai-agents sdist: {member.name!r}")
+    return tar.getmembers()
 
 
 class Outcome:
@@ -127,10 +171,9 @@ def run_upstream(paths: list[str], *options: str) -> Outcome:
     for node in INTERNALS:
         if node.split("::")[0] in paths:
             args += ["--deselect", node]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
+    # No empty entry: it would put the sdist root (the cwd) on sys.path.
+    paths_before = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *paths_before])}
     done = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     return Outcome(done.stdout + done.stderr)
 

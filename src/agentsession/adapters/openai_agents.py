@@ -22,6 +22,8 @@ Mapping (docs/adapters.md has the table and the pitfalls):
   agentsession's viewer and windows: ``role``, ``content`` (the item's text),
   ``tool_calls`` of a ``function_call`` / ``custom_tool_call``, ``tool_call_id`` of an
   output item.
+  A message another writer appended (no ``item``) is converted to items
+  (:func:`items_of`).
 * ``get_items(limit)`` answers exactly the newest ``limit`` items (no widening to whole
   tool-call groups); ``pop_item`` is ``pop_message``; ``clear_session`` truncates the
   history and keeps the session, its working memory and its audit log.
@@ -38,13 +40,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from ..client import AsyncSessionClient, SessionClient
 from ..errors import SessionNotFound, ValidationError
-from ..models import Message, Page, Session
+from ..models import Message, Page, Role, Session
 from ..service import AsyncSessionManager, Limits, SessionManager
 
 if TYPE_CHECKING:
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
     from agents.items import TResponseInputItem
     from agents.memory.session_settings import SessionSettings
 
-__all__ = ["AgentSessionSession", "item_of", "message_of_item"]
+__all__ = ["AgentSessionSession", "items_of", "message_of_item"]
 
 T = TypeVar("T")
 
@@ -152,7 +155,9 @@ class AgentSessionSession:
     Args:
         session_id: the openai-agents session id, any string; the session's external
             key under ``(user_id, agent)``.
-        backend: a SessionManager, AsyncSessionManager, SessionClient or
+        backend: an AsyncSessionManager (share one per process among all adapter
+            sessions), a SessionManager (wrapped into an AsyncSessionManager of this
+            adapter's own, with its own worker threads), a SessionClient or an
             AsyncSessionClient. The caller owns it (and closes it).
         user_id: the owner of the session (with a client: the API key's user).
         agent: the agent name sessions are filed under.
@@ -164,6 +169,7 @@ class AgentSessionSession:
 
     Raises:
         ValidationError: ``session_id`` is not a string.
+        TypeError: ``backend`` is none of the four.
     """
 
     def __init__(
@@ -182,6 +188,11 @@ class AgentSessionSession:
 
         if not isinstance(session_id, str):
             raise ValidationError("session_id must be a string", field="session_id")
+        if not isinstance(backend, Backend):
+            raise TypeError(
+                "backend must be a SessionManager, AsyncSessionManager, SessionClient or "
+                f"AsyncSessionClient, not {type(backend).__name__}"
+            )
         self.session_id = session_id
         self.session_settings: SessionSettings | None = (
             coerce_session_settings(
@@ -217,7 +228,7 @@ class AgentSessionSession:
                 gives ``[]``; a negative limit gives all (as ``SQLiteSession``).
 
         Returns:
-            The items; ``[]`` for a session never written.
+            The items (:func:`items_of`); ``[]`` for a session never written.
         """
         from agents.memory.session_settings import resolve_session_limit
 
@@ -227,7 +238,9 @@ class AgentSessionSession:
         if wanted is not None and wanted < 0:
             wanted = None
         messages = await self._with_session(functools.partial(self._newest, count=wanted))
-        return [cast("TResponseInputItem", item_of(m)) for m in messages or []]
+        items = [item for m in messages or [] for item in items_of(m)]
+        # A message from another writer may stand for several items: still exactly `wanted`.
+        return cast("list[TResponseInputItem]", items if wanted is None else items[-wanted:])
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` in order, creating the session on its first write.
@@ -255,7 +268,9 @@ class AgentSessionSession:
         await self._with_session(append, create=True)
 
     async def pop_item(self) -> TResponseInputItem | None:
-        """Remove the newest item and return it; None when there is none.
+        """Remove the newest message and return its item; None when there is none. A
+        message from another writer that stands for several items (:func:`items_of`)
+        is removed whole, and its last item returned.
 
         Raises:
             SessionNotActive: the session is CLOSED or EXPIRED.
@@ -265,7 +280,7 @@ class AgentSessionSession:
             return await self._backend.pop_message(session_id=sid, user_id=self.user_id)
 
         popped = await self._with_session(pop)
-        return None if popped is None else cast("TResponseInputItem", item_of(popped))
+        return None if popped is None else cast("TResponseInputItem", items_of(popped)[-1])
 
     async def clear_session(self) -> None:
         """Remove every item. The session stays (with its working memory, tool history
@@ -421,13 +436,48 @@ def message_of_item(item: Any, field: str = "item") -> dict[str, Any]:
     return message
 
 
-def item_of(message: Message) -> dict[str, Any]:
-    """The item a message stores (:func:`message_of_item`), unchanged. A message
-    appended by other means than this adapter has no ``item``: its payload, as
-    appended, stands for it."""
+def items_of(message: Message) -> list[dict[str, Any]]:
+    """The items a message stands for: the one it stores (:func:`message_of_item`),
+    unchanged. A message appended by other means than this adapter has no ``item`` and
+    is converted, so the Runner is never handed something it cannot send:
+
+    * a payload with a ``type`` (a Responses item appended directly): as appended;
+    * role ``tool``: ``{"type": "function_call_output", "call_id": tool_call_id,
+      "output": its text}``;
+    * any other role: ``{"role", "content": its text}`` when it has text (or no tool
+      calls), then one ``{"type": "function_call", "call_id", "name", "arguments"}``
+      per function entry of ``tool_calls`` (arguments as JSON text).
+
+    Returns:
+        One item, or for an assistant message with text and/or several tool calls, its
+        items in order.
+    """
     payload = message.payload()
     item = payload.get("item")
-    return item if isinstance(item, dict) else payload
+    if isinstance(item, dict):
+        return [item]
+    if "type" in payload:
+        return [payload]
+    text = _text(message.content) or ""
+    if message.role is Role.TOOL:
+        return [{"type": "function_call_output", "call_id": message.tool_call_id or "",
+                 "output": text}]  # fmt: skip
+    calls = [_function_call(c) for c in message.tool_calls or []]
+    said = [{"role": message.role.value, "content": text}] if text or not calls else []
+    return said + [c for c in calls if c is not None]
+
+
+def _function_call(call: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``function_call`` item of one chat-completions tool call; None for another
+    kind of call."""
+    function = call.get("function")
+    if not isinstance(function, Mapping):
+        return None
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+    return {"type": "function_call", "call_id": str(call.get("id") or ""),
+            "name": str(function.get("name") or ""), "arguments": arguments}  # fmt: skip
 
 
 def _text(value: Any) -> str | None:
