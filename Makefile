@@ -1,6 +1,6 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both set up
 # their own virtual environment in .venv on first use. `make test-all` (CI) adds the
-# slow tests; PYTEST_ARGS passes options through (e.g. PYTEST_ARGS="-n 2" for xdist).
+# slow tests; PYTEST_ARGS passes options through (e.g. PYTEST_ARGS="-x -k keys").
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -19,15 +19,16 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/agentsession demo
 
-# Durations measured on the project's 2-core machine (README, Development).
+# Durations measured on the project's 2-core machine (README, Development). Both run on
+# two pytest-xdist workers (each starts its own database servers).
 test: $(STAMP)
-	@echo "running the fast suite (about 5 minutes on 2 cores; make test-all adds the slow tests, about 25 minutes)"
-	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	@echo "running the fast suite in 2 processes (about 6 minutes on 2 cores; make test-all adds the slow tests, about 28 minutes)"
+	$(BIN)/python -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
 
 # Two pytest-xdist workers (each starts its own database servers): the slow tests are
 # long single processes (the fuzz run, kill -9 cycles), so two of them keep both cores busy.
 test-all: $(STAMP)
-	@echo "running every test, the slow ones too, in 2 processes (about 25 minutes on 2 cores)"
+	@echo "running every test, the slow ones too, in 2 processes (about 28 minutes on 2 cores)"
 	$(BIN)/python -m pytest -q -n 2 --durations=20 $(PYTEST_ARGS)
 
 # Its own environment (benchmarks/.venv: agentsession + the peers), not $(STAMP)'s.
