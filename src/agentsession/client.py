@@ -82,6 +82,7 @@ P = ParamSpec("P")
 #: Answers worth retrying: the request may not have been processed, or is safe to repeat.
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 _MESSAGES = TypeAdapter(list[Message])
 
@@ -207,6 +208,12 @@ def _enum(value: Any) -> Any:
 
 def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if value is None else dict(value)
+
+
+def _ops_member(ops: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
+    """``{"working_memory_ops": [...]}``, or nothing when there are none (so a server
+    without JSON Patch still takes the body)."""
+    return {} if ops is None else {"working_memory_ops": [dict(op) for op in ops]}
 
 
 def _items(adapter: TypeAdapter[list[M]]) -> Callable[[httpx.Response], list[M]]:
@@ -557,11 +564,13 @@ class _HistoryRequests(_Exchange):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
     ) -> _Flow[Message]:
         """See :meth:`SessionManager.append_message`."""
         body = {
             "message": dict(message),
             "working_memory_patch": _opt_dict(working_memory_patch),
+            **_ops_member(working_memory_ops),
         }
         return self._write(
             "POST",
@@ -583,11 +592,13 @@ class _HistoryRequests(_Exchange):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
     ) -> _Flow[list[Message]]:
         """See :meth:`SessionManager.append_messages`."""
         body = {
             "messages": [dict(m) for m in messages],
             "working_memory_patch": _opt_dict(working_memory_patch),
+            **_ops_member(working_memory_ops),
         }
         return self._write(
             "POST",
@@ -691,19 +702,28 @@ class _HistoryRequests(_Exchange):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        ops: Sequence[Mapping[str, Any]] | None = None,
     ) -> _Flow[WorkingMemory]:
-        """See :meth:`SessionManager.update_working_memory` (PUT ``data``, PATCH ``patch``)."""
-        if (data is None) == (patch is None):
-            raise ValueError("pass exactly one of data and patch")
+        """See :meth:`SessionManager.update_working_memory` (PUT ``data``, PATCH
+        ``patch`` as a merge patch, PATCH ``ops`` as ``application/json-patch+json``)."""
+        if sum(arg is not None for arg in (data, patch, ops)) != 1:
+            raise ValueError("pass exactly one of data, patch and ops")
+        body: Any
+        if data is not None:
+            body, content_type = dict(data), "application/json"
+        elif patch is not None:
+            body, content_type = dict(patch), MERGE_PATCH
+        else:
+            body, content_type = [dict(op) for op in ops or ()], JSON_PATCH
         return self._write(
             "PUT" if data is not None else "PATCH",
             f"/v1/sessions/{_sid(session_id)}/memory",
             _model(WorkingMemory),
             session_id=session_id,
-            body=dict(data if data is not None else patch or {}),
+            body=body,
             expected_version=expected_version,
             idempotency_key=idempotency_key,
-            content_type="application/json" if data is not None else MERGE_PATCH,
+            content_type=content_type,
         )
 
     def modify_working_memory(

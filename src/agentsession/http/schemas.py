@@ -211,6 +211,11 @@ class AppendMessages(_Body):
     working_memory_patch: dict[str, Any] | None = Field(
         default=None, description="An RFC 7396 merge patch applied in the same transaction."
     )
+    working_memory_ops: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="RFC 6902 JSON Patch ops applied to the working memory in the same "
+        "transaction (instead of `working_memory_patch`).",
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> AppendMessages:

@@ -16,7 +16,9 @@ from ..stores.base import StoreTransaction
 from .core import ServiceCore
 from .memory import apply_memory
 from .paging import Listing, Position
+from .patchops import check_ops
 from .pipeline import Change, WriteRequest
+from .policy import Limits
 from .transitions import running_run
 from .validation import check_cursor_seq, check_message, check_patch
 from .window import align_window
@@ -25,6 +27,8 @@ __all__ = ["MessageUseCases", "insert_messages", "message_page"]
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+#: The argument of ``append_messages`` that carries JSON Patch ops, as errors name it.
+_OPS_FIELD = "working_memory_ops"
 
 
 class MessageUseCases(ServiceCore):
@@ -40,6 +44,7 @@ class MessageUseCases(ServiceCore):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
     ) -> Message:
         """Append one message; see :meth:`append_messages` for every rule.
 
@@ -54,6 +59,7 @@ class MessageUseCases(ServiceCore):
             expected_version=expected_version,
             idempotency_key=idempotency_key,
             admin=admin,
+            working_memory_ops=working_memory_ops,
         )[0]
 
     def append_messages(
@@ -66,6 +72,7 @@ class MessageUseCases(ServiceCore):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[Message]:
         """Append messages atomically: all get consecutive seqs, or none is stored.
 
@@ -78,7 +85,9 @@ class MessageUseCases(ServiceCore):
         ``custom_tool_call_output`` (with a ``call_id``) as ``tool``; the stored
         payload stays without a role (:mod:`agentsession.callgroups`). The whole batch is
         one version step. With ``working_memory_patch`` (RFC 7396) the working memory
-        changes in the same transaction, so an agent turn is stored whole or not at all.
+        changes in the same transaction, so an agent turn is stored whole or not at all;
+        ``working_memory_ops`` (RFC 6902 JSON Patch, see
+        :meth:`update_working_memory`) does the same instead (not both).
         ``user_id`` names the caller (the principal).
 
         Returns:
@@ -89,6 +98,7 @@ class MessageUseCases(ServiceCore):
                 ``limits.max_message_bytes``, or more than ``limits.max_batch_messages``.
             RunNotFound / RunNotRunning: a ``run_id`` that is not a RUNNING run of the
                 session (nothing is stored).
+            PatchConflict: a ``working_memory_ops`` op does not apply (nothing stored).
             SessionNotFound, SessionNotActive, VersionConflict, IdempotencyKeyReused.
         """
         if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
@@ -101,9 +111,7 @@ class MessageUseCases(ServiceCore):
                 field="messages",
             )
         payloads = [check_message(m, f"messages[{i}]", self.limits) for i, m in enumerate(messages)]
-        patch = None
-        if working_memory_patch is not None:
-            patch = check_patch(working_memory_patch, self.limits)
+        patch, ops = _memory_change(working_memory_patch, working_memory_ops, self.limits)
         limits = self.limits
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
@@ -115,9 +123,9 @@ class MessageUseCases(ServiceCore):
                 "first_seq": stored[0].seq,
                 "last_seq": stored[-1].seq,
             }
-            if patch is not None:
-                apply_memory(tx, s, now, limits, patch=patch)
-                details["memory"] = "merge"
+            if patch is not None or ops is not None:
+                apply_memory(tx, s, now, limits, patch=patch, ops=ops, ops_field=_OPS_FIELD)
+                details["memory"] = "merge" if patch is not None else "ops"
             return Change(new, "message.appended", details, stored)
 
         request = WriteRequest(
@@ -126,7 +134,8 @@ class MessageUseCases(ServiceCore):
             principal=Principal(user_id, admin),
             change=change,
             result_type=_MESSAGES,
-            request=(payloads, patch),
+            # The ops join the fingerprint only when sent (keys recorded before stay valid).
+            request=(payloads, patch) if ops is None else (payloads, patch, ops),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
             touch=True,
@@ -310,3 +319,25 @@ def insert_messages(
     ]
     tx.insert_messages(stored)
     return stored
+
+
+def _memory_change(
+    patch: Mapping[str, Any] | None,
+    ops: Sequence[Mapping[str, Any]] | None,
+    limits: Limits,
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+    """The checked working-memory change of an append: a merge patch or JSON Patch ops
+    (at most one of them).
+
+    Raises:
+        ValidationError: both given, or a malformed one.
+    """
+    if patch is not None and ops is not None:
+        raise ValidationError(
+            "pass at most one of working_memory_patch and working_memory_ops", field=_OPS_FIELD
+        )
+    if patch is not None:
+        return check_patch(patch, limits), None
+    if ops is not None:
+        return None, check_ops(ops, field=_OPS_FIELD, limit_bytes=limits.max_working_memory_bytes)
+    return None, None

@@ -33,6 +33,7 @@ async def append_messages(ctx: WriteCtx, body: AppendMessages) -> Response:
             **ctx.who,
             messages=batch,
             working_memory_patch=body.working_memory_patch,
+            working_memory_ops=body.working_memory_ops,
             expected_version=await ctx.expected_version(),
             idempotency_key=ctx.idempotency_key,
         )
