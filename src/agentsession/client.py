@@ -66,6 +66,7 @@ from .models import (
     RunStep,
     Session,
     SessionStatus,
+    SharedMemory,
     ToolCall,
     ToolCallStatus,
     TruncateResult,
@@ -216,6 +217,17 @@ def _ops_member(ops: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
     return {} if ops is None else {"working_memory_ops": [dict(op) for op in ops]}
 
 
+def _shared_path(scope: str, agent: str) -> str:
+    return f"/v1/shared-memory/{quote(scope, safe='')}/{quote(agent, safe='')}"
+
+
+def _shared_member(ops: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> dict[str, Any]:
+    """``{"shared_memory_ops": {...}}``, or nothing when there are none."""
+    if ops is None:
+        return {}
+    return {"shared_memory_ops": {scope: [dict(op) for op in v] for scope, v in ops.items()}}
+
+
 def _items(adapter: TypeAdapter[list[M]]) -> Callable[[httpx.Response], list[M]]:
     return lambda r: adapter.validate_python(r.json()["items"])
 
@@ -322,8 +334,11 @@ class _SessionRequests(_Exchange):
         working_memory: Mapping[str, Any] | None = None,
         external_key: str | None = None,
         idempotency_key: str | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        admin: bool = False,
     ) -> _Flow[Session]:
-        """See :meth:`SessionManager.create_session`; the owner is the key's user."""
+        """See :meth:`SessionManager.create_session`; the owner is the key's user (an
+        admin key may send ``app`` shared-memory ops)."""
         body = {
             "agent": agent,
             "title": title,
@@ -333,6 +348,7 @@ class _SessionRequests(_Exchange):
         }
         if external_key is not None:  # sent only when given: older servers refuse it
             body["external_key"] = external_key
+        body.update(_shared_member(shared_memory_ops))
         return self._write(
             "POST",
             "/v1/sessions",
@@ -565,12 +581,14 @@ class _HistoryRequests(_Exchange):
         idempotency_key: str | None = None,
         admin: bool = False,
         working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> _Flow[Message]:
         """See :meth:`SessionManager.append_message`."""
         body = {
             "message": dict(message),
             "working_memory_patch": _opt_dict(working_memory_patch),
             **_ops_member(working_memory_ops),
+            **_shared_member(shared_memory_ops),
         }
         return self._write(
             "POST",
@@ -593,12 +611,14 @@ class _HistoryRequests(_Exchange):
         idempotency_key: str | None = None,
         admin: bool = False,
         working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> _Flow[list[Message]]:
         """See :meth:`SessionManager.append_messages`."""
         body = {
             "messages": [dict(m) for m in messages],
             "working_memory_patch": _opt_dict(working_memory_patch),
             **_ops_member(working_memory_ops),
+            **_shared_member(shared_memory_ops),
         }
         return self._write(
             "POST",
@@ -1029,7 +1049,47 @@ class _RecordRequests(_Exchange):
         )
 
 
-class _Requests(_SessionRequests, _HistoryRequests, _RecordRequests):
+class _SharedRequests(_Exchange):
+    """Shared-memory requests."""
+
+    def get_shared_memory(
+        self, *, scope: str, agent: str, user_id: str | None = None, admin: bool = False
+    ) -> _Flow[SharedMemory]:
+        """See :meth:`SessionManager.get_shared_memory` (``app`` needs an admin key)."""
+        return self._read(_shared_path(scope, agent), _model(SharedMemory))
+
+    def update_shared_memory(
+        self,
+        *,
+        scope: str,
+        agent: str,
+        user_id: str | None = None,
+        ops: Sequence[Mapping[str, Any]] | None = None,
+        data: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[SharedMemory]:
+        """See :meth:`SessionManager.update_shared_memory`; over HTTP only ``ops``
+        (``PATCH`` as ``application/json-patch+json``) without ``expected_version``.
+
+        Raises:
+            ValueError: ``data`` or ``expected_version`` given, or no ``ops``.
+        """
+        if ops is None or data is not None or expected_version is not None:
+            raise ValueError("over HTTP, shared memory takes ops only, without expected_version")
+        return self._write(
+            "PATCH",
+            _shared_path(scope, agent),
+            _model(SharedMemory),
+            session_id=None,
+            body=[dict(op) for op in ops],
+            idempotency_key=idempotency_key,
+            content_type=JSON_PATCH,
+        )
+
+
+class _Requests(_SessionRequests, _HistoryRequests, _RecordRequests, _SharedRequests):
     """The SessionManager methods as flows over HTTP; the clients expose each one
     (see :func:`_sync` and :func:`_async`) under the same name and docstring."""
 
@@ -1154,6 +1214,8 @@ class SessionClient:
     get_working_memory = _sync(_Requests.get_working_memory)
     update_working_memory = _sync(_Requests.update_working_memory)
     modify_working_memory = _sync(_Requests.modify_working_memory)
+    get_shared_memory = _sync(_Requests.get_shared_memory)
+    update_shared_memory = _sync(_Requests.update_shared_memory)
     record_tool_call = _sync(_Requests.record_tool_call)
     get_tool_history = _sync(_Requests.get_tool_history)
     find_tool_call = _sync(_Requests.find_tool_call)
@@ -1230,6 +1292,8 @@ class AsyncSessionClient:
     get_working_memory = _async(_Requests.get_working_memory)
     update_working_memory = _async(_Requests.update_working_memory)
     modify_working_memory = _async(_Requests.modify_working_memory)
+    get_shared_memory = _async(_Requests.get_shared_memory)
+    update_shared_memory = _async(_Requests.update_shared_memory)
     record_tool_call = _async(_Requests.record_tool_call)
     get_tool_history = _async(_Requests.get_tool_history)
     find_tool_call = _async(_Requests.find_tool_call)

@@ -2,7 +2,7 @@
 
 Callers (the agent engine, the CLI, the HTTP service) never touch a store. Each use-case
 module contributes one area (sessions, messages, working memory, tool calls, runs,
-lifecycle, erasure and audit); every mutation goes through the write pipeline
+shared memory, lifecycle, erasure and audit); every mutation goes through the write pipeline
 (:mod:`.pipeline`), every read through the read path (:mod:`.reads`).
 """
 
@@ -15,6 +15,7 @@ from .messages import MessageUseCases
 from .removal import RemovalUseCases
 from .runs import RunUseCases
 from .sessions import SessionUseCases
+from .shared import SharedMemoryUseCases
 from .tools import ToolCallUseCases
 
 __all__ = ["SessionManager"]
@@ -25,6 +26,7 @@ class SessionManager(
     MessageUseCases,
     RemovalUseCases,
     MemoryUseCases,
+    SharedMemoryUseCases,
     ToolCallUseCases,
     RunUseCases,
     LifecycleUseCases,

@@ -18,9 +18,10 @@ from ..stores.base import StoreTransaction
 from .core import ServiceCore
 from .mergepatch import merge_patch
 from .patchops import apply_ops, check_ops
-from .pipeline import Change, WriteRequest
+from .pipeline import Change, WriteRequest, request_parts
 from .policy import Limits
 from .reads import memory_of
+from .shared import apply_shared_ops, check_shared_ops
 from .transitions import next_version
 from .validation import check_memory, check_patch
 
@@ -55,6 +56,7 @@ class MemoryUseCases(ServiceCore):
         idempotency_key: str | None = None,
         admin: bool = False,
         ops: Sequence[Mapping[str, Any]] | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> WorkingMemory:
         """Replace the working memory (``data``), merge-patch it (``patch``, RFC 7396) or
         apply JSON Patch ``ops`` to it (RFC 6902: ``add``, ``remove``, ``replace``,
@@ -62,7 +64,9 @@ class MemoryUseCases(ServiceCore):
 
         Exactly one of ``data``, ``patch`` and ``ops``. ``ops`` can store ``null`` and
         replace a whole object, which a merge patch cannot; they apply all or none
-        (a failed ``test`` writes nothing). Standard keys are type-checked: ``goal``
+        (a failed ``test`` writes nothing). ``shared_memory_ops`` changes shared memory
+        in the same transaction (see :meth:`append_messages`). Standard keys are
+        type-checked: ``goal``
         and ``next_action`` str or null, ``completed`` and ``errors`` lists, ``facts`` an
         object. The result is at most ``limits.max_working_memory_bytes``. ``user_id``
         names the caller (the principal).
@@ -74,6 +78,7 @@ class MemoryUseCases(ServiceCore):
             ValidationError: a malformed argument; for ``ops``, ``field`` names the
                 op's index (``ops[2]``).
             PatchConflict: an op does not apply to the stored document (nothing written).
+            Forbidden: ``shared_memory_ops["app"]`` without admin.
             PayloadTooLarge, UnsupportedValue, SessionNotFound, SessionNotActive,
             VersionConflict, IdempotencyKeyReused.
         """
@@ -85,11 +90,17 @@ class MemoryUseCases(ServiceCore):
         checked_ops = None
         if ops is not None:
             checked_ops = check_ops(ops, field="ops", limit_bytes=limits.max_working_memory_bytes)
+        shared = None
+        if shared_memory_ops is not None:
+            shared = check_shared_ops(shared_memory_ops, limits, admin=admin)
         mode = "replace" if full is not None else "merge" if merge is not None else "ops"
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
             memory = apply_memory(tx, s, now, limits, data=full, patch=merge, ops=checked_ops)
-            return Change(s, "memory.updated", {"mode": mode}, memory)
+            details: dict[str, Any] = {"mode": mode}
+            if shared:
+                details["shared"] = apply_shared_ops(tx, s, now, limits, shared)
+            return Change(s, "memory.updated", details, memory)
 
         request = WriteRequest(
             scope="update_working_memory",
@@ -97,9 +108,7 @@ class MemoryUseCases(ServiceCore):
             principal=Principal(user_id, admin),
             change=change,
             result_type=_MEMORY,
-            # The ops join the fingerprint only when sent, so keys recorded before ops
-            # existed keep their fingerprints.
-            request=(full, merge) if checked_ops is None else (full, merge, checked_ops),
+            request=request_parts(full, merge, checked_ops, shared, required=2),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
             touch=True,

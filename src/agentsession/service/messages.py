@@ -14,21 +14,17 @@ from ..models import Message, Page, Session
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
-from .memory import apply_memory
 from .paging import Listing, Position
-from .patchops import check_ops
 from .pipeline import Change, WriteRequest
-from .policy import Limits
+from .statechange import StateChange
 from .transitions import running_run
-from .validation import check_cursor_seq, check_message, check_patch
+from .validation import check_cursor_seq, check_message
 from .window import align_window
 
 __all__ = ["MessageUseCases", "insert_messages", "message_page"]
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
-#: The argument of ``append_messages`` that carries JSON Patch ops, as errors name it.
-_OPS_FIELD = "working_memory_ops"
 
 
 class MessageUseCases(ServiceCore):
@@ -45,6 +41,7 @@ class MessageUseCases(ServiceCore):
         idempotency_key: str | None = None,
         admin: bool = False,
         working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> Message:
         """Append one message; see :meth:`append_messages` for every rule.
 
@@ -60,6 +57,7 @@ class MessageUseCases(ServiceCore):
             idempotency_key=idempotency_key,
             admin=admin,
             working_memory_ops=working_memory_ops,
+            shared_memory_ops=shared_memory_ops,
         )[0]
 
     def append_messages(
@@ -73,6 +71,7 @@ class MessageUseCases(ServiceCore):
         idempotency_key: str | None = None,
         admin: bool = False,
         working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> list[Message]:
         """Append messages atomically: all get consecutive seqs, or none is stored.
 
@@ -86,9 +85,9 @@ class MessageUseCases(ServiceCore):
         payload stays without a role (:mod:`agentsession.callgroups`). The whole batch is
         one version step. With ``working_memory_patch`` (RFC 7396) the working memory
         changes in the same transaction, so an agent turn is stored whole or not at all;
-        ``working_memory_ops`` (RFC 6902 JSON Patch, see
-        :meth:`update_working_memory`) does the same instead (not both).
-        ``user_id`` names the caller (the principal).
+        ``working_memory_ops`` (RFC 6902 JSON Patch) does so instead (not both), and
+        ``shared_memory_ops`` (``{"app": [ops], "user": [ops]}``) changes the session's
+        shared memory too (:meth:`update_shared_memory`). ``user_id`` names the caller.
 
         Returns:
             The stored messages in seq order.
@@ -98,7 +97,8 @@ class MessageUseCases(ServiceCore):
                 ``limits.max_message_bytes``, or more than ``limits.max_batch_messages``.
             RunNotFound / RunNotRunning: a ``run_id`` that is not a RUNNING run of the
                 session (nothing is stored).
-            PatchConflict: a ``working_memory_ops`` op does not apply (nothing stored).
+            PatchConflict: an op does not apply (nothing stored).
+            Forbidden: ``shared_memory_ops["app"]`` without admin.
             SessionNotFound, SessionNotActive, VersionConflict, IdempotencyKeyReused.
         """
         if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
@@ -111,7 +111,9 @@ class MessageUseCases(ServiceCore):
                 field="messages",
             )
         payloads = [check_message(m, f"messages[{i}]", self.limits) for i, m in enumerate(messages)]
-        patch, ops = _memory_change(working_memory_patch, working_memory_ops, self.limits)
+        state = StateChange.check(
+            working_memory_patch, working_memory_ops, shared_memory_ops, self.limits, admin=admin
+        )
         limits = self.limits
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
@@ -123,9 +125,7 @@ class MessageUseCases(ServiceCore):
                 "first_seq": stored[0].seq,
                 "last_seq": stored[-1].seq,
             }
-            if patch is not None or ops is not None:
-                apply_memory(tx, s, now, limits, patch=patch, ops=ops, ops_field=_OPS_FIELD)
-                details["memory"] = "merge" if patch is not None else "ops"
+            state.apply(tx, s, now, limits, details)
             return Change(new, "message.appended", details, stored)
 
         request = WriteRequest(
@@ -134,8 +134,7 @@ class MessageUseCases(ServiceCore):
             principal=Principal(user_id, admin),
             change=change,
             result_type=_MESSAGES,
-            # The ops join the fingerprint only when sent (keys recorded before stay valid).
-            request=(payloads, patch) if ops is None else (payloads, patch, ops),
+            request=(payloads, *state.request()),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
             touch=True,
@@ -319,25 +318,3 @@ def insert_messages(
     ]
     tx.insert_messages(stored)
     return stored
-
-
-def _memory_change(
-    patch: Mapping[str, Any] | None,
-    ops: Sequence[Mapping[str, Any]] | None,
-    limits: Limits,
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
-    """The checked working-memory change of an append: a merge patch or JSON Patch ops
-    (at most one of them).
-
-    Raises:
-        ValidationError: both given, or a malformed one.
-    """
-    if patch is not None and ops is not None:
-        raise ValidationError(
-            "pass at most one of working_memory_patch and working_memory_ops", field=_OPS_FIELD
-        )
-    if patch is not None:
-        return check_patch(patch, limits), None
-    if ops is not None:
-        return None, check_ops(ops, field=_OPS_FIELD, limit_bytes=limits.max_working_memory_bytes)
-    return None, None
