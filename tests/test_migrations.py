@@ -21,7 +21,7 @@ from alembic.runtime.migration import MigrationContext
 
 import agentsession
 import servers
-from agentsession import SessionManager
+from agentsession import RecordWrite, SessionManager
 from agentsession.errors import SchemaOutOfDate, SessionExists
 from agentsession.ids import new_id
 from agentsession.models import AuditEvent, Message, Session
@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0007_shared_memory"
+    assert head_revision() == "0008_shared_memory"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -591,7 +591,8 @@ def _downgrade(url: str, revision: str) -> None:
 
 
 def _row_counts(url: str) -> dict[str, int]:
-    """Rows per table of the schema that exists (but ``alembic_version``)."""
+    """Rows per table of the current schema that the database has (a downgrade drops
+    the newer ones)."""
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
@@ -630,4 +631,28 @@ def test_downgrade_keeps_every_child_row(db_url: str, target: str) -> None:
     assert _versions_at(db_url) == [target]
     after = _row_counts(db_url)  # tables a later revision created are gone, empty here
     assert after == {t: n for t, n in before.items() if t in after}
-    assert set(before) - set(after) <= {"shared_memory"}
+    assert set(before) - set(after) <= {"session_records", "shared_memory"}
+
+
+def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
+    """Downgrading past the records revision drops ``session_records`` and nothing
+    else (SQLite with foreign keys on, PostgreSQL, MariaDB); upgrading again gives an
+    empty records table that takes writes, and ``"k"`` and ``"k "`` stay two keys."""
+    upgrade(db_url)
+    with SessionManager.from_url(db_url) as sm:
+        sid = sm.create_session(user_id="alice", agent="a").session_id
+        sm.append_message(session_id=sid, user_id="alice", message={"role": "user", "content": "m"})
+        sm.put_records(session_id=sid, user_id="alice", records=[RecordWrite("ns", "k", b"\x00")])
+    before = _row_counts(db_url)
+    assert before["session_records"] == 1
+    _downgrade(db_url, "0006_external_keys")
+    assert _versions_at(db_url) == ["0006_external_keys"]
+    newer = ("session_records", "shared_memory")
+    assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in newer}
+    assert upgrade(db_url) == head_revision()
+    with SessionManager.from_url(db_url) as sm:
+        assert sm.list_records(session_id=sid, user_id="alice") == []
+        keys = [RecordWrite("ns", "k"), RecordWrite("ns", "k ")]
+        assert sm.put_records(session_id=sid, user_id="alice", records=keys).written == 2
+        got = sm.list_records(session_id=sid, user_id="alice")
+        assert [r.key for r in got] == ["k", "k "]

@@ -38,17 +38,15 @@ so this module imports without openai-agents installed.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from ..client import AsyncSessionClient, SessionClient
-from ..errors import SessionNotFound, ValidationError
-from ..models import Message, Page, Role, Session
-from ..service import AsyncSessionManager, Limits, SessionManager
+from ..errors import ValidationError
+from ..models import Message, Role
+from ..service import Limits
+from .backend import Backend, KeyedSession
 
 if TYPE_CHECKING:
     from agents import RunHooks
@@ -57,96 +55,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentSessionSession", "items_of", "message_of_item"]
 
-T = TypeVar("T")
-
 #: Item roles kept as the message's role; any other item is filed under ``assistant``.
 _ROLES = frozenset({"system", "developer", "user", "assistant"})
-
-
-class _Backend(Protocol):
-    """The calls the adapter makes: the async API of a manager or of the HTTP client."""
-
-    async def open_session(
-        self,
-        *,
-        user_id: str,
-        agent: str,
-        external_key: str,
-        title: str | None = None,
-        ttl_seconds: float | None = None,
-    ) -> tuple[Session, bool]: ...
-
-    async def get_session_by_key(
-        self, *, user_id: str, agent: str, external_key: str
-    ) -> Session: ...
-
-    async def append_messages(
-        self, *, session_id: str, user_id: str, messages: Sequence[Mapping[str, Any]]
-    ) -> list[Message]: ...
-
-    async def get_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str,
-        limit: int | None = None,
-        cursor: str | None = None,
-        align_tool_calls: bool = True,
-    ) -> Page[Message]: ...
-
-    async def pop_message(self, *, session_id: str, user_id: str) -> Message | None: ...
-
-    async def truncate_messages(
-        self, *, session_id: str, user_id: str, after_seq: int
-    ) -> object: ...
-
-    async def record_tool_call(
-        self,
-        *,
-        session_id: str,
-        user_id: str,
-        tool: str,
-        arguments: Mapping[str, Any] | None = None,
-        result: Any = None,
-        started_at: datetime | None = None,
-        ended_at: datetime | None = None,
-        provider_call_id: str | None = None,
-    ) -> object: ...
-
-
-class _ThreadedClient:
-    """A :class:`SessionClient` as a backend: each blocking HTTP call runs in a worker
-    thread (``asyncio.to_thread``), never on the event loop."""
-
-    def __init__(self, client: SessionClient) -> None:
-        self._client = client
-
-    async def _run(self, call: Callable[..., T], kwargs: dict[str, Any]) -> T:
-        return await asyncio.to_thread(functools.partial(call, **kwargs))
-
-    async def open_session(self, **kwargs: Any) -> tuple[Session, bool]:
-        return await self._run(self._client.open_session, kwargs)
-
-    async def get_session_by_key(self, **kwargs: Any) -> Session:
-        return await self._run(self._client.get_session_by_key, kwargs)
-
-    async def append_messages(self, **kwargs: Any) -> list[Message]:
-        return await self._run(self._client.append_messages, kwargs)
-
-    async def get_messages(self, **kwargs: Any) -> Page[Message]:
-        return await self._run(self._client.get_messages, kwargs)
-
-    async def pop_message(self, **kwargs: Any) -> Message | None:
-        return await self._run(self._client.pop_message, kwargs)
-
-    async def truncate_messages(self, **kwargs: Any) -> object:
-        return await self._run(self._client.truncate_messages, kwargs)
-
-    async def record_tool_call(self, **kwargs: Any) -> object:
-        return await self._run(self._client.record_tool_call, kwargs)
-
-
-Backend = SessionManager | AsyncSessionManager | SessionClient | AsyncSessionClient
 
 
 class AgentSessionSession:
@@ -188,11 +98,10 @@ class AgentSessionSession:
 
         if not isinstance(session_id, str):
             raise ValidationError("session_id must be a string", field="session_id")
-        if not isinstance(backend, Backend):
-            raise TypeError(
-                "backend must be a SessionManager, AsyncSessionManager, SessionClient or "
-                f"AsyncSessionClient, not {type(backend).__name__}"
-            )
+        self._keyed = KeyedSession(
+            backend, user_id=user_id, agent=agent, external_key=session_id, title=title,
+            ttl_seconds=ttl_seconds, limits=limits,
+        )  # fmt: skip
         self.session_id = session_id
         self.session_settings: SessionSettings | None = (
             coerce_session_settings(
@@ -204,19 +113,6 @@ class AgentSessionSession:
             else SessionSettings()
         )
         self.user_id, self.agent = user_id, agent
-        self._title, self._ttl_seconds = title, ttl_seconds
-        self._owned: AsyncSessionManager | None = None
-        if isinstance(backend, SessionManager):
-            backend = self._owned = AsyncSessionManager(backend)
-        self._backend: _Backend = (
-            _ThreadedClient(backend) if isinstance(backend, SessionClient) else backend
-        )
-        if limits is None:
-            limits = (
-                backend.manager.limits if isinstance(backend, AsyncSessionManager) else Limits()
-            )
-        self._limits = limits
-        self._sid: str | None = None  # our session id once known
 
     # -- the Session protocol ------------------------------------------------------------
 
@@ -237,8 +133,8 @@ class AgentSessionSession:
             return []
         if wanted is not None and wanted < 0:
             wanted = None
-        messages = await self._with_session(functools.partial(self._newest, count=wanted))
-        items = [item for m in messages or [] for item in items_of(m)]
+        messages = await self._keyed.newest(wanted)
+        items = [item for m in messages for item in items_of(m)]
         # A message from another writer may stand for several items: still exactly `wanted`.
         return cast("list[TResponseInputItem]", items if wanted is None else items[-wanted:])
 
@@ -257,15 +153,15 @@ class AgentSessionSession:
         if not items:
             return
         messages = [message_of_item(item, f"items[{i}]") for i, item in enumerate(items)]
-        size = self._limits.max_batch_messages
+        size = self._keyed.limits.max_batch_messages
 
         async def append(sid: str) -> None:
             for start in range(0, len(messages), size):
-                await self._backend.append_messages(
+                await self._keyed.backend.append_messages(
                     session_id=sid, user_id=self.user_id, messages=messages[start : start + size]
                 )
 
-        await self._with_session(append, create=True)
+        await self._keyed.with_session(append, create=True)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the newest message and return its item; None when there is none. A
@@ -277,9 +173,9 @@ class AgentSessionSession:
         """
 
         async def pop(sid: str) -> Message | None:
-            return await self._backend.pop_message(session_id=sid, user_id=self.user_id)
+            return await self._keyed.backend.pop_message(session_id=sid, user_id=self.user_id)
 
-        popped = await self._with_session(pop)
+        popped = await self._keyed.with_session(pop)
         return None if popped is None else cast("TResponseInputItem", items_of(popped)[-1])
 
     async def clear_session(self) -> None:
@@ -291,9 +187,11 @@ class AgentSessionSession:
         """
 
         async def clear(sid: str) -> None:
-            await self._backend.truncate_messages(session_id=sid, user_id=self.user_id, after_seq=0)
+            await self._keyed.backend.truncate_messages(
+                session_id=sid, user_id=self.user_id, after_seq=0
+            )
 
-        await self._with_session(clear)
+        await self._keyed.with_session(clear)
 
     def run_hooks(self) -> RunHooks[Any]:
         """``RunHooks`` for ``Runner.run(..., hooks=session.run_hooks())`` that record each
@@ -321,81 +219,18 @@ class AgentSessionSession:
         """
 
         async def record(sid: str) -> None:
-            await self._backend.record_tool_call(
+            await self._keyed.backend.record_tool_call(
                 session_id=sid, user_id=self.user_id, tool=tool, arguments=arguments,
                 result=result, started_at=started_at, ended_at=ended_at,
                 provider_call_id=provider_call_id,
             )  # fmt: skip
 
-        await self._with_session(record, create=True)
+        await self._keyed.with_session(record, create=True)
 
     def close(self) -> None:
         """Let go of the worker threads the adapter started around a sync manager. The
         backend stays open: its caller owns it. The adapter stays usable."""
-        if self._owned is not None:
-            self._owned.stop_threads()
-
-    # -- helpers --------------------------------------------------------------------------
-
-    async def _with_session(
-        self, op: Callable[[str], Awaitable[T]], *, create: bool = False
-    ) -> T | None:
-        """``op(session id)``, or None when the session does not exist and ``create`` is
-        False. The id is remembered; if its session is gone (deleted, maybe created
-        again under the same key elsewhere), the key is looked up once more."""
-        while True:
-            known = self._sid
-            sid = known if known is not None else await self._lookup(create=create)
-            if sid is None:
-                return None
-            try:
-                return await op(sid)
-            except SessionNotFound:
-                self._sid = None
-                if known is None:
-                    if create:
-                        raise
-                    return None
-
-    async def _lookup(self, *, create: bool) -> str | None:
-        """Our id of the session keyed ``session_id``, opened if ``create``; None if
-        there is none and ``create`` is False."""
-        key = {"user_id": self.user_id, "agent": self.agent, "external_key": self.session_id}
-        if create:
-            session, _ = await self._backend.open_session(
-                **key, title=self._title, ttl_seconds=self._ttl_seconds
-            )
-        else:
-            try:
-                session = await self._backend.get_session_by_key(**key)
-            except SessionNotFound:
-                return None
-        self._sid = session.session_id
-        return self._sid
-
-    async def _newest(self, sid: str, *, count: int | None) -> list[Message]:
-        """The newest ``count`` messages (all if None), oldest first: pages of at most
-        ``limits.max_page_size`` walked backwards, never widened to tool-call groups."""
-        newest_first: list[list[Message]] = []
-        cursor: str | None = None
-        left = count
-        while left is None or left > 0:
-            size = (
-                self._limits.max_page_size
-                if left is None
-                else min(left, self._limits.max_page_size)
-            )
-            page = await self._backend.get_messages(
-                session_id=sid, user_id=self.user_id, limit=size, cursor=cursor,
-                align_tool_calls=False,
-            )  # fmt: skip
-            newest_first.append(page.items)
-            if left is not None:
-                left -= len(page.items)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return [m for page_items in reversed(newest_first) for m in page_items]
+        self._keyed.close()
 
 
 def message_of_item(item: Any, field: str = "item") -> dict[str, Any]:

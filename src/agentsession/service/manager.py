@@ -12,6 +12,7 @@ from .erasure import ErasureUseCases
 from .lifecycle import LifecycleUseCases
 from .memory import MemoryUseCases
 from .messages import MessageUseCases
+from .records import RecordUseCases
 from .removal import RemovalUseCases
 from .runs import RunUseCases
 from .sessions import SessionUseCases
@@ -25,6 +26,7 @@ class SessionManager(
     SessionUseCases,
     MessageUseCases,
     RemovalUseCases,
+    RecordUseCases,
     MemoryUseCases,
     SharedMemoryUseCases,
     ToolCallUseCases,

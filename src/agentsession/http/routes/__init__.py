@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import audit, health, memory, messages, runs, sessions, shared, tools, users
+from . import audit, health, memory, messages, records, runs, sessions, shared, tools, users
 
 __all__ = ["routers"]
 
@@ -18,6 +18,7 @@ def routers() -> list[APIRouter]:
         messages.router,
         memory.router,
         shared.router,
+        records.router,
         tools.router,
         runs.router,
         audit.router,

@@ -1,7 +1,7 @@
 """Shared memory: JSON documents shared by the sessions of an agent or of a user.
 
-Revision ID: 0007_shared_memory
-Revises: 0006_external_keys
+Revision ID: 0008_shared_memory
+Revises: 0007_records
 
 * ``shared_memory(agent, user_id, version, updated_at, data)``, primary key
   ``(agent, user_id)``: ``user_id`` is ``''`` for the app scope (every user of the
@@ -17,8 +17,8 @@ from alembic import op
 
 from agentsession.stores.sqltypes import JSONText, UTCDateTime
 
-revision = "0007_shared_memory"
-down_revision = "0006_external_keys"
+revision = "0008_shared_memory"
+down_revision = "0007_records"
 branch_labels = None
 depends_on = None
 
