@@ -18,6 +18,8 @@ FIELD_OF_COLUMN = {
     ("sessions", "user_id"): fl.NAME_CHARS,
     ("sessions", "agent"): fl.NAME_CHARS,
     ("sessions", "external_key"): fl.EXTERNAL_KEY_CHARS,
+    ("shared_memory", "agent"): fl.NAME_CHARS,
+    ("shared_memory", "user_id"): fl.NAME_CHARS,
     ("audit_events", "user_id"): fl.NAME_CHARS,
     ("audit_events", "actor"): fl.NAME_CHARS,
     ("audit_events", "request_id"): fl.REQUEST_ID_CHARS,

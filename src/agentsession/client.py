@@ -71,6 +71,7 @@ from .models import (
     RunStep,
     Session,
     SessionStatus,
+    SharedMemory,
     ToolCall,
     ToolCallStatus,
     TruncateResult,
@@ -87,6 +88,7 @@ P = ParamSpec("P")
 #: Answers worth retrying: the request may not have been processed, or is safe to repeat.
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 _MESSAGES = TypeAdapter(list[Message])
 
@@ -214,6 +216,23 @@ def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if value is None else dict(value)
 
 
+def _ops_member(ops: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
+    """``{"working_memory_ops": [...]}``, or nothing when there are none (so a server
+    without JSON Patch still takes the body)."""
+    return {} if ops is None else {"working_memory_ops": [dict(op) for op in ops]}
+
+
+def _shared_path(scope: str, agent: str) -> str:
+    return f"/v1/shared-memory/{quote(scope, safe='')}/{quote(agent, safe='')}"
+
+
+def _shared_member(ops: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> dict[str, Any]:
+    """``{"shared_memory_ops": {...}}``, or nothing when there are none."""
+    if ops is None:
+        return {}
+    return {"shared_memory_ops": {scope: [dict(op) for op in v] for scope, v in ops.items()}}
+
+
 def _items(adapter: TypeAdapter[list[M]]) -> Callable[[httpx.Response], list[M]]:
     return lambda r: adapter.validate_python(r.json()["items"])
 
@@ -320,8 +339,11 @@ class _SessionRequests(_Exchange):
         working_memory: Mapping[str, Any] | None = None,
         external_key: str | None = None,
         idempotency_key: str | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        admin: bool = False,
     ) -> _Flow[Session]:
-        """See :meth:`SessionManager.create_session`; the owner is the key's user."""
+        """See :meth:`SessionManager.create_session`; the owner is the key's user (an
+        admin key may send ``app`` shared-memory ops)."""
         body = {
             "agent": agent,
             "title": title,
@@ -331,6 +353,7 @@ class _SessionRequests(_Exchange):
         }
         if external_key is not None:  # sent only when given: older servers refuse it
             body["external_key"] = external_key
+        body.update(_shared_member(shared_memory_ops))
         return self._write(
             "POST",
             "/v1/sessions",
@@ -562,11 +585,15 @@ class _HistoryRequests(_Exchange):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> _Flow[Message]:
         """See :meth:`SessionManager.append_message`."""
         body = {
             "message": dict(message),
             "working_memory_patch": _opt_dict(working_memory_patch),
+            **_ops_member(working_memory_ops),
+            **_shared_member(shared_memory_ops),
         }
         return self._write(
             "POST",
@@ -588,11 +615,15 @@ class _HistoryRequests(_Exchange):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> _Flow[list[Message]]:
         """See :meth:`SessionManager.append_messages`."""
         body = {
             "messages": [dict(m) for m in messages],
             "working_memory_patch": _opt_dict(working_memory_patch),
+            **_ops_member(working_memory_ops),
+            **_shared_member(shared_memory_ops),
         }
         return self._write(
             "POST",
@@ -696,19 +727,28 @@ class _HistoryRequests(_Exchange):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        ops: Sequence[Mapping[str, Any]] | None = None,
     ) -> _Flow[WorkingMemory]:
-        """See :meth:`SessionManager.update_working_memory` (PUT ``data``, PATCH ``patch``)."""
-        if (data is None) == (patch is None):
-            raise ValueError("pass exactly one of data and patch")
+        """See :meth:`SessionManager.update_working_memory` (PUT ``data``, PATCH
+        ``patch`` as a merge patch, PATCH ``ops`` as ``application/json-patch+json``)."""
+        if sum(arg is not None for arg in (data, patch, ops)) != 1:
+            raise ValueError("pass exactly one of data, patch and ops")
+        body: Any
+        if data is not None:
+            body, content_type = dict(data), "application/json"
+        elif patch is not None:
+            body, content_type = dict(patch), MERGE_PATCH
+        else:
+            body, content_type = [dict(op) for op in ops or ()], JSON_PATCH
         return self._write(
             "PUT" if data is not None else "PATCH",
             f"/v1/sessions/{_sid(session_id)}/memory",
             _model(WorkingMemory),
             session_id=session_id,
-            body=dict(data if data is not None else patch or {}),
+            body=body,
             expected_version=expected_version,
             idempotency_key=idempotency_key,
-            content_type="application/json" if data is not None else MERGE_PATCH,
+            content_type=content_type,
         )
 
     def modify_working_memory(
@@ -1014,6 +1054,46 @@ class _RecordRequests(_Exchange):
         )
 
 
+class _SharedRequests(_Exchange):
+    """Shared-memory requests."""
+
+    def get_shared_memory(
+        self, *, scope: str, agent: str, user_id: str | None = None, admin: bool = False
+    ) -> _Flow[SharedMemory]:
+        """See :meth:`SessionManager.get_shared_memory` (``app`` needs an admin key)."""
+        return self._read(_shared_path(scope, agent), _model(SharedMemory))
+
+    def update_shared_memory(
+        self,
+        *,
+        scope: str,
+        agent: str,
+        user_id: str | None = None,
+        ops: Sequence[Mapping[str, Any]] | None = None,
+        data: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[SharedMemory]:
+        """See :meth:`SessionManager.update_shared_memory`; over HTTP only ``ops``
+        (``PATCH`` as ``application/json-patch+json``) without ``expected_version``.
+
+        Raises:
+            ValueError: ``data`` or ``expected_version`` given, or no ``ops``.
+        """
+        if ops is None or data is not None or expected_version is not None:
+            raise ValueError("over HTTP, shared memory takes ops only, without expected_version")
+        return self._write(
+            "PATCH",
+            _shared_path(scope, agent),
+            _model(SharedMemory),
+            session_id=None,
+            body=[dict(op) for op in ops],
+            idempotency_key=idempotency_key,
+            content_type=JSON_PATCH,
+        )
+
+
 class _SessionRecordRequests(_Exchange):
     """Session records over HTTP; ``data`` travels as base64."""
 
@@ -1136,7 +1216,9 @@ def _record(r: httpx.Response) -> Record:
     return _record_of(r.json())
 
 
-class _Requests(_SessionRequests, _HistoryRequests, _RecordRequests, _SessionRecordRequests):
+class _Requests(
+    _SessionRequests, _HistoryRequests, _RecordRequests, _SessionRecordRequests, _SharedRequests
+):
     """The SessionManager methods as flows over HTTP; the clients expose each one
     (see :func:`_sync` and :func:`_async`) under the same name and docstring."""
 
@@ -1265,6 +1347,8 @@ class SessionClient:
     get_working_memory = _sync(_Requests.get_working_memory)
     update_working_memory = _sync(_Requests.update_working_memory)
     modify_working_memory = _sync(_Requests.modify_working_memory)
+    get_shared_memory = _sync(_Requests.get_shared_memory)
+    update_shared_memory = _sync(_Requests.update_shared_memory)
     record_tool_call = _sync(_Requests.record_tool_call)
     get_tool_history = _sync(_Requests.get_tool_history)
     find_tool_call = _sync(_Requests.find_tool_call)
@@ -1345,6 +1429,8 @@ class AsyncSessionClient:
     get_working_memory = _async(_Requests.get_working_memory)
     update_working_memory = _async(_Requests.update_working_memory)
     modify_working_memory = _async(_Requests.modify_working_memory)
+    get_shared_memory = _async(_Requests.get_shared_memory)
+    update_shared_memory = _async(_Requests.update_shared_memory)
     record_tool_call = _async(_Requests.record_tool_call)
     get_tool_history = _async(_Requests.get_tool_history)
     find_tool_call = _async(_Requests.find_tool_call)

@@ -25,6 +25,7 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     │   ├── RunAlreadyRunning        409  at most one RUNNING run per session
     │   ├── ToolCallExists           409  a caller-chosen call_id already recorded
     │   ├── SessionExists            409  a session with this external key exists
+    │   ├── PatchConflict            409  a JSON Patch op that cannot apply to the document
     │   ├── RunNotRunning            409  a step, finish, message or tool call tagged with a
     │   │                                 run that is not RUNNING
     │   └── VersionConflict          412  stale ``expected_version`` (optimistic locking)
@@ -45,6 +46,7 @@ __all__ = [
     "IdempotencyKeyReused",
     "IllegalTransition",
     "NotFound",
+    "PatchConflict",
     "PayloadTooLarge",
     "RecordNotFound",
     "RunAlreadyRunning",
@@ -334,6 +336,31 @@ class SessionExists(Conflict):
             f"a session with this external_key exists: {self.session_id!r}; "
             "use open_session to get it or create it"
         )
+
+
+class PatchConflict(Conflict):
+    """A JSON Patch (RFC 6902) op cannot apply to the current document: ``remove`` or
+    ``replace`` of a missing path, an ``add`` under a missing parent, an array index out
+    of range, or a failed ``test``: "conflicting state" (RFC 5789, section 2.2). Nothing
+    was written.
+
+    Attributes:
+        field: the op list's argument and the op's index, e.g. ``ops[2]``.
+        op: the op's name; path: its JSON Pointer (RFC 6901).
+    """
+
+    code = "patch-conflict"
+
+    def __init__(
+        self, message: str | None = None, *, field: str, op: str, path: str
+    ) -> None:
+        self.field = field
+        self.op = op
+        self.path = path
+        super().__init__(message, field=field, op=op, path=path)
+
+    def _default_message(self) -> str:
+        return f"{self.field} ({self.op} {self.path!r}) does not apply to the document"
 
 
 class RunNotRunning(Conflict):

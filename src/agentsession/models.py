@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -39,6 +39,7 @@ __all__ = [
     "RunStep",
     "Session",
     "SessionStatus",
+    "SharedMemory",
     "ToolCall",
     "ToolCallStatus",
     "TruncateResult",
@@ -227,6 +228,24 @@ class WorkingMemory(_Snapshot):
     def facts(self) -> dict[str, Any]:
         """Things learned about the world (``{"missing_module": "requests"}``)."""
         return dict(self.data.get("facts") or {})
+
+
+class SharedMemory(_Snapshot):
+    """A JSON object shared by sessions: per agent (``scope="app"``, every user of the
+    agent, ``user_id`` None) or per user and agent (``scope="user"``, that user's
+    sessions of the agent).
+
+    ``version`` counts the writes (0 = never written: it reads as an empty object);
+    ``updated_at`` is the last write's time (None before the first). Optimistic
+    locking of the document uses this version, not a session's.
+    """
+
+    scope: Literal["app", "user"]
+    agent: str
+    user_id: str | None = None
+    version: int = 0
+    updated_at: datetime | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
 
 
 class ToolCall(_Snapshot):

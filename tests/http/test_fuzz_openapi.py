@@ -59,6 +59,9 @@ def _cross_field(response: Any, case: Any) -> bool:
     )
 
 
+#: The ``field`` prefixes of JSON Patch and working-memory rules (see DOCUMENTED).
+_PATCH_FIELDS = ("ops", "working_memory", "shared_memory_ops", "body", "data")
+
 #: Answers to a schema-valid request that are right although the schema cannot say
 #: so: (status, problem type) -> (when it applies, why).
 DOCUMENTED: dict[tuple[int, str], tuple[Callable[[Any, Any], bool], str]] = {
@@ -76,10 +79,13 @@ DOCUMENTED: dict[tuple[int, str], tuple[Callable[[Any, Any], bool], str]] = {
             (_problem(r).get("field") == "cursor" and "issued" in r.text)
             or _cross_field(r, c)
             or str(_problem(r).get("field", "")).startswith("message")
+            or str(_problem(r).get("field", "")).startswith(_PATCH_FIELDS)
         ),
         "a cursor the server did not issue (it is opaque); a rule between fields; a "
         "message's own rules (a role, or a Responses item type; content, tool_calls), "
-        "which the schema states only as an object",
+        "which the schema states only as an object; a JSON Patch op's own rules (its "
+        "`op`, a JSON Pointer, `value` or `from` by op) and what its result must be (an "
+        "object, typed standard keys), and a PATCH body whose form its media type sets",
     ),
     (422, "request-validation"): (
         lambda r, c: _cross_field(r, c) or "query.arguments" in r.text,

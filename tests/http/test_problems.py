@@ -47,6 +47,7 @@ def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:
         ),
         errors.ToolCallExists: lambda: errors.ToolCallExists(session_id="ses_x", call_id="c1"),
         errors.SessionExists: lambda: errors.SessionExists(session_id="ses_x"),
+        errors.PatchConflict: lambda: errors.PatchConflict(field="ops[1]", op="test", path="/a"),
         errors.IdempotencyKeyReused: lambda: errors.IdempotencyKeyReused(
             idempotency_key="K", operation="append"
         ),
@@ -82,6 +83,8 @@ def test_every_error_class_has_a_problem_and_round_trips(cls: type) -> None:
         assert back.current_version == 2  # type: ignore[attr-defined]
     if cls is errors.SessionNotActive:
         assert back.status == "CLOSED"  # type: ignore[attr-defined]
+    if cls is errors.PatchConflict:
+        assert (back.field, back.op, back.path) == ("ops[1]", "test", "/a")  # type: ignore[attr-defined]
     if cls is errors.RecordNotFound:
         assert (back.namespace, back.key) == ("ns", "k")  # type: ignore[attr-defined]
 

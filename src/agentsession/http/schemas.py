@@ -68,6 +68,7 @@ __all__ = [
     "RecordOut",
     "RecordToolCall",
     "RestoreSession",
+    "SharedMemoryOps",
     "StartRun",
     "StepIn",
     "UpdateSession",
@@ -162,6 +163,18 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class SharedMemoryOps(_Body):
+    """JSON Patch ops (RFC 6902) by shared-memory scope; a scope left out is untouched."""
+
+    app: list[dict[str, Any]] | None = None
+    user: list[dict[str, Any]] | None = None
+
+    @staticmethod
+    def by_scope_of(ops: SharedMemoryOps | None) -> dict[str, list[dict[str, Any]]] | None:
+        """The scopes sent, as ``shared_memory_ops`` of a manager call (None: none)."""
+        return None if ops is None else ops.model_dump(exclude_none=True)
+
+
 class OpenSession(_Body):
     """``PUT /v1/sessions-by-key``: the fields of a session it creates (ignored when
     the key's session exists)."""
@@ -188,6 +201,12 @@ class CreateSession(OpenSession):
         description="The caller's own name for the session, unique per user and agent "
         "(1-256 characters, so at most 1024 bytes of UTF-8, no control characters; compared "
         "exactly). A key in use is a 409 `session-exists` naming the session.",
+    )
+    shared_memory_ops: SharedMemoryOps | None = Field(
+        default=None,
+        description="RFC 6902 JSON Patch ops by scope for the shared memory of the "
+        "session's agent (`app`, admin keys only) and of its owner and agent (`user`), "
+        "applied in the same transaction.",
     )
 
 
@@ -229,6 +248,17 @@ class AppendMessages(_Body):
     )
     working_memory_patch: dict[str, Any] | None = Field(
         default=None, description="An RFC 7396 merge patch applied in the same transaction."
+    )
+    working_memory_ops: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="RFC 6902 JSON Patch ops applied to the working memory in the same "
+        "transaction (instead of `working_memory_patch`).",
+    )
+    shared_memory_ops: SharedMemoryOps | None = Field(
+        default=None,
+        description="RFC 6902 JSON Patch ops by scope for the shared memory of the "
+        "session's agent (`app`, admin keys only) and of its owner and agent (`user`), "
+        "applied in the same transaction.",
     )
 
     @model_validator(mode="after")

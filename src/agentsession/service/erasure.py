@@ -145,8 +145,9 @@ class ErasureUseCases(ServiceCore):
         admin: bool = False,
         compact: bool = False,
     ) -> Erasure:
-        """Erase every session of a user and their idempotency keys in one transaction,
-        then have the store get the deleted rows off its disk (its ``scrub``).
+        """Erase every session of a user, their ``user``-scope shared-memory documents
+        and their idempotency keys in one transaction, then have the store get the
+        deleted rows off its disk (its ``scrub``).
 
         Args:
             user_id: the caller (the principal). target_user_id: the owner whose data to
@@ -176,6 +177,7 @@ class ErasureUseCases(ServiceCore):
                 s = tx.get_session(sid)
                 if s is not None:
                     self._delete(tx, s, principal)
+            tx.delete_user_shared_memory(target)
             horizon = self._uow.now() + _FOREVER
             return len(ids), tx.purge_idempotency(created_before=horizon, user_id=target)
 

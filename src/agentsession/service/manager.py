@@ -2,7 +2,7 @@
 
 Callers (the agent engine, the CLI, the HTTP service) never touch a store. Each use-case
 module contributes one area (sessions, messages, working memory, tool calls, runs,
-lifecycle, erasure and audit); every mutation goes through the write pipeline
+shared memory, lifecycle, erasure and audit); every mutation goes through the write pipeline
 (:mod:`.pipeline`), every read through the read path (:mod:`.reads`).
 """
 
@@ -16,6 +16,7 @@ from .records import RecordUseCases
 from .removal import RemovalUseCases
 from .runs import RunUseCases
 from .sessions import SessionUseCases
+from .shared import SharedMemoryUseCases
 from .tools import ToolCallUseCases
 
 __all__ = ["SessionManager"]
@@ -27,6 +28,7 @@ class SessionManager(
     RemovalUseCases,
     RecordUseCases,
     MemoryUseCases,
+    SharedMemoryUseCases,
     ToolCallUseCases,
     RunUseCases,
     LifecycleUseCases,

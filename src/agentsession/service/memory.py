@@ -1,10 +1,11 @@
-"""Use cases on the working memory: read, replace, merge-patch, read-modify-write."""
+"""Use cases on the working memory: read, replace, merge-patch, JSON Patch ops,
+read-modify-write."""
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,9 +17,11 @@ from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
 from .mergepatch import merge_patch
-from .pipeline import Change, WriteRequest
+from .patchops import apply_ops, check_ops
+from .pipeline import Change, WriteRequest, request_parts
 from .policy import Limits
 from .reads import memory_of
+from .shared import apply_shared_ops, check_shared_ops
 from .transitions import next_version
 from .validation import check_memory, check_patch
 
@@ -52,10 +55,18 @@ class MemoryUseCases(ServiceCore):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        ops: Sequence[Mapping[str, Any]] | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> WorkingMemory:
-        """Replace the working memory (``data``) or merge-patch it (``patch``, RFC 7396).
+        """Replace the working memory (``data``), merge-patch it (``patch``, RFC 7396) or
+        apply JSON Patch ``ops`` to it (RFC 6902: ``add``, ``remove``, ``replace``,
+        ``move``, ``copy``, ``test``; paths are JSON Pointers, RFC 6901).
 
-        Exactly one of ``data`` and ``patch``. Standard keys are type-checked: ``goal``
+        Exactly one of ``data``, ``patch`` and ``ops``. ``ops`` can store ``null`` and
+        replace a whole object, which a merge patch cannot; they apply all or none
+        (a failed ``test`` writes nothing). ``shared_memory_ops`` changes shared memory
+        in the same transaction (see :meth:`append_messages`). Standard keys are
+        type-checked: ``goal``
         and ``next_action`` str or null, ``completed`` and ``errors`` lists, ``facts`` an
         object. The result is at most ``limits.max_working_memory_bytes``. ``user_id``
         names the caller (the principal).
@@ -64,19 +75,32 @@ class MemoryUseCases(ServiceCore):
             The new working memory; its ``version`` is the session's new version.
 
         Raises:
-            ValidationError, PayloadTooLarge, UnsupportedValue, SessionNotFound,
-            SessionNotActive, VersionConflict, IdempotencyKeyReused.
+            ValidationError: a malformed argument; for ``ops``, ``field`` names the
+                op's index (``ops[2]``).
+            PatchConflict: an op does not apply to the stored document (nothing written).
+            Forbidden: ``shared_memory_ops["app"]`` without admin.
+            PayloadTooLarge, UnsupportedValue, SessionNotFound, SessionNotActive,
+            VersionConflict, IdempotencyKeyReused.
         """
-        if (data is None) == (patch is None):
-            raise ValidationError("pass exactly one of data and patch", field="data")
-        full = check_memory(data, self.limits) if data is not None else None
-        merge = check_patch(patch, self.limits) if patch is not None else None
+        if sum(arg is not None for arg in (data, patch, ops)) != 1:
+            raise ValidationError("pass exactly one of data, patch and ops", field="data")
         limits = self.limits
+        full = check_memory(data, limits) if data is not None else None
+        merge = check_patch(patch, limits) if patch is not None else None
+        checked_ops = None
+        if ops is not None:
+            checked_ops = check_ops(ops, field="ops", limit_bytes=limits.max_working_memory_bytes)
+        shared = None
+        if shared_memory_ops is not None:
+            shared = check_shared_ops(shared_memory_ops, limits, admin=admin)
+        mode = "replace" if full is not None else "merge" if merge is not None else "ops"
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
-            memory = apply_memory(tx, s, now, limits, data=full, patch=merge)
-            mode = "replace" if full is not None else "merge"
-            return Change(s, "memory.updated", {"mode": mode}, memory)
+            memory = apply_memory(tx, s, now, limits, data=full, patch=merge, ops=checked_ops)
+            details: dict[str, Any] = {"mode": mode}
+            if shared:
+                details["shared"] = apply_shared_ops(tx, s, now, limits, shared)
+            return Change(s, "memory.updated", details, memory)
 
         request = WriteRequest(
             scope="update_working_memory",
@@ -84,7 +108,7 @@ class MemoryUseCases(ServiceCore):
             principal=Principal(user_id, admin),
             change=change,
             result_type=_MEMORY,
-            request=(full, merge),
+            request=request_parts(full, merge, checked_ops, shared, required=2),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
             touch=True,
@@ -140,17 +164,27 @@ def apply_memory(
     *,
     data: dict[str, Any] | None = None,
     patch: dict[str, Any] | None = None,
+    ops: list[dict[str, Any]] | None = None,
+    ops_field: str = "ops",
 ) -> WorkingMemory:
     """Write the working memory (``data``, or the current one merge-patched with
-    ``patch``) at the version ``s`` (the session before this change) will have once the
-    change is stored; the write pipeline sets ``session_version`` on the answer.
+    ``patch`` or changed by the checked JSON Patch ``ops``) at the version ``s`` (the
+    session before this change) will have once the change is stored; the write
+    pipeline sets ``session_version`` on the answer. ``ops_field`` names the ops'
+    argument in errors.
 
     Raises:
-        PayloadTooLarge, ValidationError: the patched document breaks ``limits``.
+        PatchConflict: an op does not apply to the current document.
+        PayloadTooLarge, ValidationError: the new document breaks ``limits``.
     """
-    if patch is not None:
+    if patch is not None or ops is not None:
         current = tx.get_working_memory(s.session_id)
-        data = check_memory(merge_patch(current.data if current else {}, patch), limits)
+        base = current.data if current else {}
+        if patch is not None:
+            new = merge_patch(base, patch)
+        else:
+            new = apply_ops(base, ops or [], field=ops_field)
+        data = check_memory(new, limits)
     memory = WorkingMemory(
         session_id=s.session_id, version=next_version(s), updated_at=now, data=data or {}
     )

@@ -14,11 +14,11 @@ from ..models import Message, Page, Session
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
-from .memory import apply_memory
 from .paging import Listing, Position
 from .pipeline import Change, WriteRequest
+from .statechange import StateChange
 from .transitions import running_run
-from .validation import check_cursor_seq, check_message, check_patch
+from .validation import check_cursor_seq, check_message
 from .window import align_window
 
 __all__ = ["MessageUseCases", "insert_messages", "message_page"]
@@ -40,6 +40,8 @@ class MessageUseCases(ServiceCore):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> Message:
         """Append one message; see :meth:`append_messages` for every rule.
 
@@ -54,6 +56,8 @@ class MessageUseCases(ServiceCore):
             expected_version=expected_version,
             idempotency_key=idempotency_key,
             admin=admin,
+            working_memory_ops=working_memory_ops,
+            shared_memory_ops=shared_memory_ops,
         )[0]
 
     def append_messages(
@@ -66,6 +70,8 @@ class MessageUseCases(ServiceCore):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> list[Message]:
         """Append messages atomically: all get consecutive seqs, or none is stored.
 
@@ -78,8 +84,10 @@ class MessageUseCases(ServiceCore):
         ``custom_tool_call_output`` (with a ``call_id``) as ``tool``; the stored
         payload stays without a role (:mod:`agentsession.callgroups`). The whole batch is
         one version step. With ``working_memory_patch`` (RFC 7396) the working memory
-        changes in the same transaction, so an agent turn is stored whole or not at all.
-        ``user_id`` names the caller (the principal).
+        changes in the same transaction, so an agent turn is stored whole or not at all;
+        ``working_memory_ops`` (RFC 6902 JSON Patch) does so instead (not both), and
+        ``shared_memory_ops`` (``{"app": [ops], "user": [ops]}``) changes the session's
+        shared memory too (:meth:`update_shared_memory`). ``user_id`` names the caller.
 
         Returns:
             The stored messages in seq order.
@@ -89,6 +97,8 @@ class MessageUseCases(ServiceCore):
                 ``limits.max_message_bytes``, or more than ``limits.max_batch_messages``.
             RunNotFound / RunNotRunning: a ``run_id`` that is not a RUNNING run of the
                 session (nothing is stored).
+            PatchConflict: an op does not apply (nothing stored).
+            Forbidden: ``shared_memory_ops["app"]`` without admin.
             SessionNotFound, SessionNotActive, VersionConflict, IdempotencyKeyReused.
         """
         if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
@@ -101,9 +111,9 @@ class MessageUseCases(ServiceCore):
                 field="messages",
             )
         payloads = [check_message(m, f"messages[{i}]", self.limits) for i, m in enumerate(messages)]
-        patch = None
-        if working_memory_patch is not None:
-            patch = check_patch(working_memory_patch, self.limits)
+        state = StateChange.check(
+            working_memory_patch, working_memory_ops, shared_memory_ops, self.limits, admin=admin
+        )
         limits = self.limits
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
@@ -115,9 +125,7 @@ class MessageUseCases(ServiceCore):
                 "first_seq": stored[0].seq,
                 "last_seq": stored[-1].seq,
             }
-            if patch is not None:
-                apply_memory(tx, s, now, limits, patch=patch)
-                details["memory"] = "merge"
+            state.apply(tx, s, now, limits, details)
             return Change(new, "message.appended", details, stored)
 
         request = WriteRequest(
@@ -126,7 +134,7 @@ class MessageUseCases(ServiceCore):
             principal=Principal(user_id, admin),
             change=change,
             result_type=_MESSAGES,
-            request=(payloads, patch),
+            request=(payloads, *state.request()),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
             touch=True,

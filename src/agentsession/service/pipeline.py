@@ -57,6 +57,7 @@ __all__ = [
     "Written",
     "check_version",
     "expiry_change",
+    "request_parts",
 ]
 
 R = TypeVar("R")
@@ -191,7 +192,7 @@ class WritePipeline:
                 raise SessionNotActive(session_id=s.session_id, status=s.status.value)
             check_version(s, req.expected_version)
             result, version = self._apply(tx, req, s, now)
-            self._remember(tx, req.principal, req.scope, key, fingerprint, s, result)
+            self._remember(tx, req.principal, req.scope, key, fingerprint, s.session_id, result)
             return Written(result, replayed=False, session_version=version)
 
         try:
@@ -243,8 +244,41 @@ class WritePipeline:
             if replay is not _NO_RECORD:
                 return Written(SESSION.validate_python(replay), replayed=True)
             session = build(tx, self._uow.now())
-            self._remember(tx, principal, scope, key, fingerprint, session, session)
+            self._remember(tx, principal, scope, key, fingerprint, session.session_id, session)
             return Written(session, replayed=False)
+
+        written = self._uow.run(body, write=True)
+        report_write(replayed=written.replayed)
+        return written
+
+    def write_sessionless(
+        self,
+        principal: Principal,
+        scope: str,
+        idempotency_key: str | None,
+        request: tuple[Any, ...],
+        result_type: TypeAdapter[R],
+        change: Callable[[StoreTransaction, datetime], R],
+    ) -> Written[R]:
+        """Run a write that belongs to no session (a shared-memory document):
+        ``change(tx, now)`` writes and returns the result; a retried idempotency key of
+        ``scope`` answers the first result instead (its record names no session). No
+        session version step and no audit event.
+
+        Raises:
+            ValidationError: a malformed key. IdempotencyKeyReused, StoreBusy, and
+            whatever ``change`` raises.
+        """
+        key = check_key(idempotency_key)
+        fingerprint = self.fingerprint(scope, None, request) if key else ""
+
+        def body(tx: StoreTransaction) -> Written[R]:
+            replay = self._replay(tx, principal, scope, key, fingerprint)
+            if replay is not _NO_RECORD:
+                return Written(result_type.validate_python(replay), replayed=True)
+            result = change(tx, self._uow.now())
+            self._remember(tx, principal, scope, key, fingerprint, None, result)
+            return Written(result, replayed=False)
 
         written = self._uow.run(body, write=True)
         report_write(replayed=written.replayed)
@@ -369,7 +403,7 @@ class WritePipeline:
         scope: str,
         key: str | None,
         fingerprint: str,
-        s: Session,
+        session_id: str | None,
         result: Any,
     ) -> None:
         if key is None:
@@ -381,12 +415,22 @@ class WritePipeline:
                 scope=scope,
                 key=key,
                 fingerprint=fingerprint,
-                session_id=s.session_id,
+                session_id=session_id,
                 result=dumps(_to_json(result)),
                 created_at=now,
                 expires_at=now + self._retention,
             )
         )
+
+
+def request_parts(*parts: Any, required: int) -> tuple[Any, ...]:
+    """A write's request parts for its idempotency fingerprint, without the trailing
+    ones not sent (None) past the first ``required``: a request that leaves out an
+    argument added later keeps the fingerprint older versions recorded for its key."""
+    kept = list(parts)
+    while len(kept) > required and kept[-1] is None:
+        kept.pop()
+    return tuple(kept)
 
 
 def check_version(s: Session, expected_version: int | None) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +12,8 @@ from ..models import Page, Session, SessionStatus, WorkingMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import UNSET, ServiceCore
-from .pipeline import SESSION, Change, WritePipeline, WriteRequest
+from .pipeline import SESSION, Change, WritePipeline, WriteRequest, request_parts
+from .shared import Scope, apply_shared_ops, check_shared_ops
 from .transitions import as_of, expires_at, next_version
 from .validation import (
     check_enum,
@@ -42,6 +43,8 @@ class SessionUseCases(ServiceCore):
         working_memory: Mapping[str, Any] | None = None,
         external_key: str | None = None,
         idempotency_key: str | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        admin: bool = False,
     ) -> Session:
         """Create an ACTIVE session owned by the caller ``user_id``.
 
@@ -57,17 +60,26 @@ class SessionUseCases(ServiceCore):
                 at most 1024 bytes of UTF-8), compared exactly (nothing trimmed or folded).
                 Unique per ``(user_id, agent)`` among existing sessions.
             idempotency_key: makes a retried create return the same session.
+            shared_memory_ops: JSON Patch ops by scope for the shared memory of the
+                agent (``app``, needs ``admin``) and of the user and agent (``user``),
+                applied in the creating transaction (see
+                :meth:`~SessionManager.update_shared_memory`).
+            admin: the caller is trusted; needed only for the ``app`` scope.
 
         Returns:
             The new session at version 1 (2 if ``working_memory`` was given).
 
         Raises:
-            ValidationError, IdempotencyKeyReused.
+            ValidationError, IdempotencyKeyReused. Forbidden: ``app`` ops without admin.
+            PatchConflict: a shared-memory op does not apply (nothing is created).
             SessionExists: a session of this user and agent has ``external_key``
                 (its ``session_id`` is in the error).
         """
+        shared = None
+        if shared_memory_ops is not None:
+            shared = check_shared_ops(shared_memory_ops, self.limits, admin=admin)
         request, build = self._builder(
-            user_id, agent, title, metadata, ttl_seconds, working_memory, external_key
+            user_id, agent, title, metadata, ttl_seconds, working_memory, external_key, shared
         )
 
         def build_new(tx: StoreTransaction, now: datetime) -> Session:
@@ -198,9 +210,11 @@ class SessionUseCases(ServiceCore):
         ttl_seconds: float | None,
         working_memory: Mapping[str, Any] | None,
         external_key: str | None,
+        shared: dict[Scope, list[dict[str, Any]]] | None = None,
     ) -> tuple[tuple[Any, ...], Callable[[StoreTransaction, datetime], Session]]:
         """Check a new session's arguments; return its idempotency request parts and
-        ``build(tx, now)``, which inserts it (audited, with its initial memory).
+        ``build(tx, now)``, which inserts it (audited, with its initial memory and
+        its checked ``shared`` memory ops).
 
         Raises:
             ValidationError: a malformed argument.
@@ -216,6 +230,7 @@ class SessionUseCases(ServiceCore):
             memory = check_memory(working_memory, self.limits)
         principal = Principal(user_id)
         pipeline = self._pipeline
+        limits = self.limits
 
         def build(tx: StoreTransaction, now: datetime) -> Session:
             session = Session(
@@ -236,13 +251,16 @@ class SessionUseCases(ServiceCore):
             details: dict[str, Any] = {"agent": agent}
             if key is not None:
                 details["external_key"] = True  # that one was given; the text stays out
+            if shared:
+                details["shared"] = apply_shared_ops(tx, session, now, limits, shared)
             pipeline.audit(tx, session, principal, "session.created", (None, 1), details, now)
             if memory is None:
                 return session
             return _with_memory(tx, pipeline, session, principal, memory, now)
 
-        # The key joins the request only when given: older fingerprints stay valid.
-        request = (agent, title, meta, ttl, memory) + (() if key is None else (key,))
+        # The key and shared ops join the request only when given: older fingerprints
+        # stay valid.
+        request = request_parts(agent, title, meta, ttl, memory, key, shared, required=5)
         return request, build
 
     def get_session(self, *, session_id: str, user_id: str, admin: bool = False) -> Session:

@@ -38,6 +38,7 @@ from ..models import (
     RunStep,
     Session,
     SessionStatus,
+    SharedMemory,
     ToolCall,
     WorkingMemory,
 )
@@ -242,6 +243,25 @@ class StoreTransaction(Protocol):
 
     def put_working_memory(self, memory: WorkingMemory) -> None:
         """Insert or replace the session's working memory."""
+
+    # -- shared memory ---------------------------------------------------------------
+    def get_shared_memory(self, agent: str, user_id: str | None) -> SharedMemory | None:
+        """Return the shared document of ``agent`` (``user_id`` None: the app scope) or
+        of ``user_id`` and ``agent``, or None if never written. In a write transaction
+        the read is the base of a compare-and-set by :meth:`put_shared_memory`."""
+
+    def put_shared_memory(self, doc: SharedMemory, *, expected_version: int) -> None:
+        """Insert or replace a shared document (keyed by ``doc.agent`` and
+        ``doc.user_id``) if its stored version is still ``expected_version`` (0 =
+        absent); else raise StoreConflict, so the manager re-runs the transaction
+        and no concurrent update is lost."""
+
+    def delete_shared_memory(self, agent: str, user_id: str | None) -> bool:
+        """Delete one shared document; return whether it existed."""
+
+    def delete_user_shared_memory(self, user_id: str) -> int:
+        """Delete every ``user``-scope document of ``user_id`` (all agents; erasure);
+        return how many there were."""
 
     # -- tool calls ------------------------------------------------------------------
     def insert_tool_call(self, call: ToolCall) -> None:

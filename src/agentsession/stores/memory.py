@@ -32,6 +32,7 @@ from ..models import (
     RunStep,
     Session,
     SessionStatus,
+    SharedMemory,
     ToolCall,
     WorkingMemory,
 )
@@ -82,6 +83,8 @@ class MemoryStore:
         self._keys: dict[tuple[str, str, str], str] = {}
         self._tombstones: list[AuditEvent] = []
         self._idempotency: dict[tuple[str, str, str], IdempotencyRecord] = {}
+        # (agent, user_id or "" for the app scope) -> the shared document.
+        self._shared: dict[tuple[str, str], SharedMemory] = {}
         self._audit_seq = 0
         self._closed = False
 
@@ -113,6 +116,7 @@ class MemoryStore:
             self._sessions.clear()
             self._keys.clear()
             self._idempotency.clear()
+            self._shared.clear()
 
 
 class _MemoryTransaction:
@@ -332,6 +336,43 @@ class _MemoryTransaction:
     def put_working_memory(self, memory: WorkingMemory) -> None:
         self._writing()
         self._set_attr(self._data(memory.session_id), "memory", _copy(memory))
+
+    # -- shared memory ---------------------------------------------------------------
+    def get_shared_memory(self, agent: str, user_id: str | None) -> SharedMemory | None:
+        doc = self._s._shared.get((agent, user_id or ""))
+        return None if doc is None else _copy(doc)
+
+    def put_shared_memory(self, doc: SharedMemory, *, expected_version: int) -> None:
+        self._writing()
+        key = (doc.agent, doc.user_id or "")
+        old = self._s._shared.get(key)
+        if (0 if old is None else old.version) != expected_version:
+            raise StoreConflict(f"shared memory {key!r} changed during the transaction")
+        self._s._shared[key] = _copy(doc)
+        self._undo.append(lambda: self._restore_shared(key, old))
+
+    def delete_shared_memory(self, agent: str, user_id: str | None) -> bool:
+        self._writing()
+        key = (agent, user_id or "")
+        old = self._s._shared.pop(key, None)
+        if old is not None:
+            self._undo.append(lambda: self._restore_shared(key, old))
+        return old is not None
+
+    def delete_user_shared_memory(self, user_id: str) -> int:
+        self._writing()
+        if not user_id:
+            return 0
+        keys = [k for k in self._s._shared if k[1] == user_id]
+        for agent, _ in keys:
+            self.delete_shared_memory(agent, user_id)
+        return len(keys)
+
+    def _restore_shared(self, key: tuple[str, str], doc: SharedMemory | None) -> None:
+        if doc is None:
+            self._s._shared.pop(key, None)
+        else:
+            self._s._shared[key] = doc
 
     # -- tool calls ------------------------------------------------------------------
     def insert_tool_call(self, call: ToolCall) -> None:

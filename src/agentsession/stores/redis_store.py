@@ -26,6 +26,9 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:{sid}:lock           string  the write lock: a writer's random token, PX expiry
     as:sessions, as:user:{uid}:..., as:status:..., as:agent:..., as:due
                                     the session indexes (:mod:`.redis_index`)
+    as:shared:app:<agent>   string  the app-scope SharedMemory of an agent as JSON
+    as:shared:user:{uid}:<agent>  string  a user-scope SharedMemory as JSON
+    as:shared:user:{uid}    set     the agents with a user-scope document of the user
     as:audit_seq            string  INCR counter of audit seqs, store-wide
     as:tombstones           hash    sid -> JSON list of the audit events of a deleted session
     as:idem:{uid}:<scope>:<key>  string  IdempotencyRecord JSON, with a Redis expiry
@@ -106,6 +109,7 @@ from ..models import (
     RunStep,
     Session,
     SessionStatus,
+    SharedMemory,
     ToolCall,
     WorkingMemory,
 )
@@ -147,6 +151,7 @@ logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")  # the transaction class a method of which _translated wraps
 M = TypeVar("M", bound=BaseModel)
 
 _AUDIT_SEQ = "as:audit_seq"
@@ -280,6 +285,16 @@ def _idem_key(user_id: str, scope: str, key: str) -> str:
 
 def _idem_user_index(user_id: str) -> str:
     return f"as:idem:user:{{{user_id}}}"
+
+
+def _shared_key(agent: str, user_id: str | None) -> str:
+    if user_id is None:
+        return f"as:shared:app:{agent}"
+    return f"{_shared_index(user_id)}:{agent}"
+
+
+def _shared_index(user_id: str) -> str:
+    return f"as:shared:user:{{{user_id}}}"
 
 
 def _enc(model: BaseModel) -> str:
@@ -704,12 +719,12 @@ class RedisStore:
 
 
 def _translated(
-    method: Callable[Concatenate[_RedisTransaction, P], R],
-) -> Callable[Concatenate[_RedisTransaction, P], R]:
+    method: Callable[Concatenate[T, P], R],
+) -> Callable[Concatenate[T, P], R]:
     """Raise redis-py errors (and undecodable stored data) as store errors."""
 
     @functools.wraps(method)
-    def wrapper(self: _RedisTransaction, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(self: T, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(self, *args, **kwargs)
         except (redis.RedisError, ValueError, KeyError) as exc:
@@ -783,7 +798,66 @@ def _key_owner(tx: _RedisTransaction, user_id: str, agent: str, external_key: st
     return sid
 
 
-class _RedisTransaction(RecordOps):
+class _SharedMemoryWrites:
+    """The shared-memory methods of :class:`_RedisTransaction` (its own class to keep
+    the transaction class readable); they use its guarded reads and buffered writes."""
+
+    _shared: dict[str, SharedMemory | None]
+    _r: redis.Redis
+
+    def _writing(self) -> None:
+        raise NotImplementedError  # pragma: no cover  (the transaction's)
+
+    def _read(self, key: str) -> str | None:
+        raise NotImplementedError  # pragma: no cover  (the transaction's)
+
+    def _do(self, op: str, key: str, *args: str | int) -> None:
+        raise NotImplementedError  # pragma: no cover  (the transaction's)
+
+    @_translated
+    def get_shared_memory(self, agent: str, user_id: str | None) -> SharedMemory | None:
+        key = _shared_key(agent, user_id)
+        if key in self._shared:
+            doc = self._shared[key]
+            return None if doc is None else _copy(doc)
+        # Guarded: a commit requires the document unchanged, so a concurrent writer of
+        # it turns this transaction's write into StoreConflict and a re-run.
+        raw = self._read(key)
+        return None if raw is None else _dec(SharedMemory, raw)
+
+    @_translated
+    def put_shared_memory(self, doc: SharedMemory, *, expected_version: int) -> None:
+        self._writing()
+        current = self.get_shared_memory(doc.agent, doc.user_id)
+        if (0 if current is None else current.version) != expected_version:
+            raise StoreConflict(f"shared memory of {doc.agent!r} changed concurrently")
+        key = _shared_key(doc.agent, doc.user_id)
+        self._shared[key] = _copy(doc)
+        self._do("SET", key, _enc(doc))
+        if doc.user_id is not None:
+            self._do("SADD", _shared_index(doc.user_id), doc.agent)
+
+    @_translated
+    def delete_shared_memory(self, agent: str, user_id: str | None) -> bool:
+        self._writing()
+        if self.get_shared_memory(agent, user_id) is None:
+            return False
+        key = _shared_key(agent, user_id)
+        self._shared[key] = None
+        self._do("DEL", key)
+        if user_id is not None:
+            self._do("SREM", _shared_index(user_id), agent)
+        return True
+
+    @_translated
+    def delete_user_shared_memory(self, user_id: str) -> int:
+        self._writing()
+        agents = sorted(_texts(self._r.smembers(_shared_index(user_id))))
+        return sum(self.delete_shared_memory(agent, user_id) for agent in agents)
+
+
+
+class _RedisTransaction(_SharedMemoryWrites, RecordOps):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`."""
 
@@ -800,6 +874,7 @@ class _RedisTransaction(RecordOps):
         self._sessions: dict[str, Session | None] = {}
         self._fresh: set[str] = set()  # deleted here: stored children are gone
         self._memory: dict[str, WorkingMemory] = {}
+        self._shared: dict[str, SharedMemory | None] = {}  # None: deleted here
         self._messages: dict[str, list[Message]] = {}
         # session id -> seq: stored messages above it are deleted at commit.
         self._cut: dict[str, int] = {}

@@ -43,6 +43,7 @@ __all__ = [
     "runs",
     "session_records",
     "sessions",
+    "shared_memory",
     "tool_calls",
     "working_memory",
 ]
@@ -142,6 +143,20 @@ working_memory = sa.Table(
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=True),
     sa.Column("data", JSONText, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+# Documents shared by sessions: per agent (user_id '' = the app scope) or per user and
+# agent. No foreign key: they outlive every session; erasure deletes a user's rows.
+shared_memory = sa.Table(
+    "shared_memory",
+    metadata,
+    sa.Column("agent", sa.String(NAME_CHARS), primary_key=True),
+    sa.Column("user_id", sa.String(NAME_CHARS), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=True),
+    sa.Column("data", JSONText, nullable=False),
+    sa.Index(None, "user_id"),
     **TABLE_OPTIONS,
 )
 

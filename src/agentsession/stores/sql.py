@@ -38,6 +38,7 @@ from ..models import (
     RunStep,
     Session,
     SessionStatus,
+    SharedMemory,
     ToolCall,
     WorkingMemory,
 )
@@ -54,6 +55,7 @@ from .schema import (
     run_steps,
     runs,
     sessions,
+    shared_memory,
     tool_calls,
     working_memory,
 )
@@ -669,6 +671,63 @@ class _SQLTransaction:
             self._conn.execute(
                 sa.insert(working_memory), {**values, "session_id": memory.session_id}
             )
+
+    # -- shared memory ---------------------------------------------------------------
+    @_translated
+    def get_shared_memory(self, agent: str, user_id: str | None) -> SharedMemory | None:
+        stmt = sa.select(shared_memory).where(
+            shared_memory.c.agent == agent, shared_memory.c.user_id == (user_id or "")
+        )
+        row = self._conn.execute(stmt).mappings().first()
+        if row is None:
+            return None
+        return SharedMemory(
+            scope="user" if row["user_id"] else "app",
+            agent=row["agent"],
+            user_id=row["user_id"] or None,
+            version=row["version"],
+            updated_at=row["updated_at"],
+            data=row["data"],
+        )
+
+    @_translated
+    def put_shared_memory(self, doc: SharedMemory, *, expected_version: int) -> None:
+        self._writing()
+        key = {"agent": doc.agent, "user_id": doc.user_id or ""}
+        values = {"version": doc.version, "updated_at": doc.updated_at, "data": doc.data}
+        if expected_version == 0:
+            # A concurrent first write makes this a duplicate key: StoreConflict.
+            self._conn.execute(sa.insert(shared_memory), {**key, **values})
+            return
+        # Compare-and-set: a writer that committed since our read moved the version,
+        # so nothing matches (the row lock makes the second writer wait, then re-check).
+        updated = self._conn.execute(
+            sa.update(shared_memory)
+            .where(
+                shared_memory.c.agent == key["agent"],
+                shared_memory.c.user_id == key["user_id"],
+                shared_memory.c.version == expected_version,
+            )
+            .values(values)
+        )
+        if updated.rowcount != 1:
+            raise StoreConflict(f"shared memory of {doc.agent!r} changed concurrently")
+
+    @_translated
+    def delete_shared_memory(self, agent: str, user_id: str | None) -> bool:
+        self._writing()
+        stmt = sa.delete(shared_memory).where(
+            shared_memory.c.agent == agent, shared_memory.c.user_id == (user_id or "")
+        )
+        return bool(self._conn.execute(stmt).rowcount)
+
+    @_translated
+    def delete_user_shared_memory(self, user_id: str) -> int:
+        self._writing()
+        if not user_id:
+            return 0
+        stmt = sa.delete(shared_memory).where(shared_memory.c.user_id == user_id)
+        return int(self._conn.execute(stmt).rowcount)
 
     # -- tool calls ------------------------------------------------------------------
     @_translated

@@ -1,4 +1,5 @@
-"""Working memory: read, replace (PUT), merge-patch (PATCH, RFC 7396)."""
+"""Working memory: read, replace (PUT), merge-patch (PATCH, RFC 7396) or JSON Patch
+(PATCH, RFC 6902)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Response
 
+from ...errors import ValidationError
 from ...models import WorkingMemory
 from ..deps import ReadCtx, WriteCtx, reply, write
 from ..problems import ERRORS, WRITE_ERRORS
 from ..routing import StrictRoute
+
+#: The media type of an RFC 6902 op list (RFC 6902, section 6).
+JSON_PATCH = "application/json-patch+json"
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/memory",
@@ -50,15 +55,33 @@ async def replace_working_memory(ctx: WriteCtx, data: dict[str, Any] = Body()) -
     response_model=WorkingMemory,
     responses=WRITE_ERRORS,
     openapi_extra={
-        "requestBody": {"content": {"application/merge-patch+json": {"schema": {"type": "object"}}}}
+        "requestBody": {
+            "content": {
+                "application/merge-patch+json": {"schema": {"type": "object"}},
+                JSON_PATCH: {"schema": {"type": "array", "items": {"type": "object"}}},
+            }
+        }
     },
 )
-async def patch_working_memory(ctx: WriteCtx, patch: dict[str, Any] = Body()) -> Response:
-    """Apply an RFC 7396 merge patch (``application/merge-patch+json`` or JSON)."""
+async def patch_working_memory(
+    ctx: WriteCtx, patch: dict[str, Any] | list[Any] = Body()
+) -> Response:
+    """Apply JSON Patch ops (RFC 6902) when the body is ``application/json-patch+json``,
+    else an RFC 7396 merge patch (``application/merge-patch+json`` or JSON). An op that
+    does not apply to the stored document is 409 ``patch-conflict``."""
+    media = ctx.request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    ops = media == JSON_PATCH
+    if ops != isinstance(patch, list):
+        raise ValidationError(
+            f"a {JSON_PATCH} body is a list of ops; any other PATCH body is a merge-patch "
+            "object",
+            field="body",
+        )
     memory, replayed = await write(
         ctx.manager.update_working_memory(
             **ctx.who,
-            patch=patch,
+            patch=patch if isinstance(patch, dict) else None,
+            ops=patch if isinstance(patch, list) else None,
             expected_version=await ctx.expected_version(required=True),
             idempotency_key=ctx.idempotency_key,
         )

@@ -8,9 +8,17 @@ from fastapi import APIRouter, Response
 
 from ...models import Message, Page, TruncateResult
 from ..deps import ReadCtx, WriteCtx, reply, version_etag, write, write_reported
-from ..problems import ERRORS, WRITE_ERRORS
+from ..problems import ERRORS, WRITE_ERRORS, problem_responses
 from ..routing import StrictRoute
-from ..schemas import AppendMessages, CursorQuery, Items, LimitQuery, PopResult, seq_query
+from ..schemas import (
+    AppendMessages,
+    CursorQuery,
+    Items,
+    LimitQuery,
+    PopResult,
+    SharedMemoryOps,
+    seq_query,
+)
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/messages",
@@ -20,7 +28,12 @@ router = APIRouter(
 )
 
 
-@router.post("", status_code=201, response_model=Message | Items[Message], responses=WRITE_ERRORS)
+@router.post(
+    "",
+    status_code=201,
+    response_model=Message | Items[Message],
+    responses={**WRITE_ERRORS, **problem_responses(403)},
+)
 async def append_messages(ctx: WriteCtx, body: AppendMessages) -> Response:
     """Append ``message`` (answer: the message) or ``messages`` (answer: ``{"items"}``).
 
@@ -33,6 +46,8 @@ async def append_messages(ctx: WriteCtx, body: AppendMessages) -> Response:
             **ctx.who,
             messages=batch,
             working_memory_patch=body.working_memory_patch,
+            working_memory_ops=body.working_memory_ops,
+            shared_memory_ops=SharedMemoryOps.by_scope_of(body.shared_memory_ops),
             expected_version=await ctx.expected_version(),
             idempotency_key=ctx.idempotency_key,
         )

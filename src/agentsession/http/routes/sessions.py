@@ -21,6 +21,7 @@ from ..schemas import (
     OpenSession,
     Reason,
     RestoreSession,
+    SharedMemoryOps,
     UpdateSession,
 )
 
@@ -60,7 +61,7 @@ _SESSION_EXISTS = (
     "",
     status_code=201,
     response_model=Session,
-    responses=problem_responses(409, descriptions={409: _SESSION_EXISTS}),
+    responses=problem_responses(403, 409, descriptions={409: _SESSION_EXISTS}),
 )
 async def create_session(
     request: Request,
@@ -79,6 +80,8 @@ async def create_session(
             working_memory=body.working_memory,
             external_key=body.external_key,
             idempotency_key=idempotency_key,
+            shared_memory_ops=SharedMemoryOps.by_scope_of(body.shared_memory_ops),
+            admin=principal.admin,
         )
     )
     return reply(

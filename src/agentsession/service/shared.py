@@ -1,0 +1,246 @@
+"""Shared memory: JSON documents shared by sessions, per agent (the ``app`` scope, every
+user of the agent) or per user and agent (the ``user`` scope, one user's sessions).
+
+A document has its own version (the number of writes), is written alone
+(:meth:`SharedMemoryUseCases.update_shared_memory`) or by a session write in that
+write's transaction (``shared_memory_ops`` of ``append_messages``,
+``update_working_memory`` and ``create_session``: :func:`apply_shared_ops`). The app
+scope crosses users, so it needs an admin principal (a trusted adapter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Literal, cast
+
+from pydantic import TypeAdapter
+
+from ..errors import Forbidden, ValidationError, VersionConflict
+from ..ids import check_name
+from ..jsonvalues import check_json
+from ..models import Session, SharedMemory
+from ..principal import Principal
+from ..stores.base import StoreTransaction
+from .core import ServiceCore
+from .patchops import apply_ops, check_ops
+from .policy import Limits
+from .validation import check_expected_version
+
+__all__ = [
+    "SCOPES",
+    "Scope",
+    "SharedMemoryUseCases",
+    "apply_shared_ops",
+    "check_shared_ops",
+]
+
+Scope = Literal["app", "user"]
+#: The scopes, in the order a session write applies them.
+SCOPES: tuple[Scope, ...] = ("app", "user")
+
+_SHARED: TypeAdapter[SharedMemory] = TypeAdapter(SharedMemory)
+
+
+class SharedMemoryUseCases(ServiceCore):
+    """Shared-memory use cases (part of :class:`SessionManager`)."""
+
+    def get_shared_memory(
+        self, *, scope: Scope, agent: str, user_id: str, admin: bool = False
+    ) -> SharedMemory:
+        """Read a shared document: ``scope="user"`` is the caller's own (``user_id``,
+        ``agent``); ``scope="app"`` is the agent's, shared by all its users, and needs
+        ``admin=True``. A document never written reads as ``{}`` at version 0.
+
+        Raises:
+            ValidationError: a bad scope, agent or user id. Forbidden: the app scope
+                without admin.
+        """
+        owner = _owner(scope, agent, user_id, admin)
+        doc = self._uow.run(lambda tx: tx.get_shared_memory(agent, owner), write=False)
+        return doc if doc is not None else SharedMemory(scope=scope, agent=agent, user_id=owner)
+
+    def update_shared_memory(
+        self,
+        *,
+        scope: Scope,
+        agent: str,
+        user_id: str,
+        ops: Sequence[Mapping[str, Any]] | None = None,
+        data: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> SharedMemory:
+        """Replace a shared document (``data``, a JSON object) or apply RFC 6902 JSON
+        Patch ``ops`` to it, exactly one of them; the scope rules are
+        :meth:`get_shared_memory`'s. The document is at most
+        ``limits.max_working_memory_bytes``. Concurrent writers never lose an update:
+        each write is a compare-and-set on the document's version, re-run when
+        another writer got there first.
+
+        Args:
+            expected_version: optimistic locking on the document's own version (0 =
+                never written); None = no precondition.
+            idempotency_key: a retry with the same request answers the first result.
+
+        Returns:
+            The document as written; ``version`` one above the one it replaced.
+
+        Raises:
+            ValidationError, PayloadTooLarge, UnsupportedValue: bad arguments or result.
+            Forbidden: the app scope without admin. PatchConflict: an op does not apply.
+            VersionConflict: ``expected_version`` is stale (its ``session_id`` names the
+            document as ``shared:<scope>:<agent>``). IdempotencyKeyReused.
+        """
+        owner = _owner(scope, agent, user_id, admin)
+        check_expected_version(expected_version)
+        if (ops is None) == (data is None):
+            raise ValidationError("pass exactly one of ops and data", field="ops")
+        limits = self.limits
+        checked: list[dict[str, Any]] | dict[str, Any]
+        if ops is not None:
+            checked = check_ops(ops, field="ops", limit_bytes=limits.max_working_memory_bytes)
+        else:
+            checked = _check_document(data, limits, field="data")
+
+        def change(tx: StoreTransaction, now: datetime) -> SharedMemory:
+            current = _current(tx, scope, agent, owner)
+            if expected_version is not None and expected_version != current.version:
+                raise VersionConflict(
+                    session_id=f"shared:{scope}:{agent}",
+                    current_version=current.version,
+                    expected_version=expected_version,
+                )
+            if isinstance(checked, list):
+                return _write(tx, current, now, limits, ops=checked, field="ops")
+            return _write(tx, current, now, limits, data=checked)
+
+        return self._pipeline.write_sessionless(
+            Principal(user_id, admin),
+            "update_shared_memory",
+            idempotency_key,
+            (scope, agent, owner, checked, expected_version),
+            _SHARED,
+            change,
+        ).value
+
+    def delete_shared_memory(
+        self, *, scope: Scope, agent: str, user_id: str, target_user_id: str | None = None,
+        admin: bool = False,
+    ) -> bool:
+        """Delete one shared document (admin only): the agent's app document, or the
+        user document of ``target_user_id`` (default: the caller) and ``agent``.
+
+        Returns:
+            Whether it existed.
+
+        Raises:
+            Forbidden: without admin. ValidationError: a bad scope, agent or user id.
+        """
+        if not admin:
+            raise Forbidden("deleting a shared-memory document needs admin=True")
+        owner = _owner(scope, agent, target_user_id or user_id, admin)
+        return self._uow.run(lambda tx: tx.delete_shared_memory(agent, owner), write=True)
+
+
+def _owner(scope: Any, agent: Any, user_id: Any, admin: bool) -> str | None:
+    """The document's ``user_id`` key (None for the app scope), after the checks."""
+    check_name(user_id, field="user_id")
+    check_name(agent, field="agent")
+    if scope == "user":
+        return cast(str, user_id)
+    if scope != "app":
+        raise ValidationError("scope must be 'app' or 'user'", field="scope")
+    if not admin:
+        raise Forbidden("the app scope of shared memory is shared by every user: needs admin=True")
+    return None
+
+
+def _check_document(data: Any, limits: Limits, *, field: str) -> dict[str, Any]:
+    """A whole shared document: a JSON object within the memory size limit."""
+    if not isinstance(data, Mapping):
+        raise ValidationError(f"{field} must be a JSON object", field=field)
+    document = dict(data)
+    check_json(document, field=field, limit_bytes=limits.max_working_memory_bytes)
+    return document
+
+
+def _current(tx: StoreTransaction, scope: Scope, agent: str, owner: str | None) -> SharedMemory:
+    doc = tx.get_shared_memory(agent, owner)
+    return doc if doc is not None else SharedMemory(scope=scope, agent=agent, user_id=owner)
+
+
+def _write(
+    tx: StoreTransaction,
+    current: SharedMemory,
+    now: datetime,
+    limits: Limits,
+    *,
+    data: dict[str, Any] | None = None,
+    ops: list[dict[str, Any]] | None = None,
+    field: str = "ops",
+) -> SharedMemory:
+    """Store ``data`` (or ``current`` changed by ``ops``) one version above ``current``,
+    compare-and-set against its version."""
+    if ops is not None:
+        data = _check_document(apply_ops(current.data, ops, field=field), limits, field=field)
+    doc = current.model_copy(
+        update={"version": current.version + 1, "updated_at": now, "data": data or {}}
+    )
+    tx.put_shared_memory(doc, expected_version=current.version)
+    return doc
+
+
+def check_shared_ops(
+    value: Any, limits: Limits, *, admin: bool, field: str = "shared_memory_ops"
+) -> dict[Scope, list[dict[str, Any]]]:
+    """``{"app": [...ops], "user": [...ops]}`` (either key may be left out) checked:
+    each list as :func:`~.patchops.check_ops`; the ``app`` key needs ``admin``.
+
+    Raises:
+        ValidationError: not an object, an unknown scope, malformed ops
+            (``field`` e.g. ``shared_memory_ops.user[1].path``). Forbidden: ``app``
+            without admin.
+    """
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"{field} must be an object of op lists by scope", field=field)
+    unknown = sorted(str(k) for k in value if k not in SCOPES)
+    if unknown:
+        raise ValidationError(
+            f"{field} takes the scopes 'app' and 'user', not {unknown[0][:40]!r}", field=field
+        )
+    if "app" in value and not admin:
+        raise Forbidden("the app scope of shared memory is shared by every user: needs admin=True")
+    limit = limits.max_working_memory_bytes
+    return {
+        scope: check_ops(value[scope], field=f"{field}.{scope}", limit_bytes=limit)
+        for scope in SCOPES
+        if scope in value
+    }
+
+
+def apply_shared_ops(
+    tx: StoreTransaction,
+    s: Session,
+    now: datetime,
+    limits: Limits,
+    ops: Mapping[Scope, list[dict[str, Any]]],
+    *,
+    field: str = "shared_memory_ops",
+) -> list[str]:
+    """Apply checked ``ops`` to the documents of ``s``'s agent (``app``) and of its
+    owner and agent (``user``), in the session write's transaction.
+
+    Returns:
+        The scopes written, for the session's audit event (no values).
+
+    Raises:
+        PatchConflict, ValidationError, PayloadTooLarge: an op does not apply, or the
+            result is not an object within the limit.
+    """
+    for scope, scope_ops in ops.items():
+        owner = None if scope == "app" else s.user_id
+        current = _current(tx, scope, s.agent, owner)
+        _write(tx, current, now, limits, ops=scope_ops, field=f"{field}.{scope}")
+    return list(ops)

@@ -1,0 +1,105 @@
+"""Shared memory over HTTP: ``GET``/``PATCH /v1/shared-memory/{app|user}/{agent}``,
+``shared_memory_ops`` in the create and append bodies, and the clients' mirror."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from http_support import Api, assert_problem
+
+from agentsession import AsyncSessionManager, Forbidden, PatchConflict, SessionManager
+from agentsession.client import AsyncSessionClient, SessionClient
+from agentsession.http.app import create_app
+from agentsession.http.keys import MemoryKeyStore
+from agentsession.settings import Settings
+from agentsession.stores.memory import MemoryStore
+from inprocess import InProcess
+
+pytestmark = pytest.mark.store_independent
+
+JSON_PATCH = "application/json-patch+json"
+
+
+def _patch(api: Api, path: str, ops: Any, who: dict[str, str], media: str = JSON_PATCH) -> Any:
+    return api.http.patch(
+        f"/v1/shared-memory/{path}", content=json.dumps(ops).encode(),
+        headers={**who, "Content-Type": media},
+    )
+
+
+def test_user_scope_is_the_callers(api: Api) -> None:
+    got = api.http.get("/v1/shared-memory/user/coding", headers=api.alice)
+    assert got.status_code == 200 and got.json()["version"] == 0 and got.json()["data"] == {}
+    r = _patch(api, "user/coding", [{"op": "add", "path": "/flag", "value": None}], api.alice)
+    assert r.status_code == 200, r.text
+    assert (r.json()["user_id"], r.json()["version"], r.json()["data"]) == (
+        "alice", 1, {"flag": None})
+    assert api.http.get("/v1/shared-memory/user/coding", headers=api.bob).json()["version"] == 0
+    conflict = _patch(api, "user/coding", [{"op": "remove", "path": "/x"}], api.alice)
+    assert assert_problem(conflict, 409, "patch-conflict")["field"] == "ops[0]"
+    plain = _patch(api, "user/coding", [{"op": "test", "path": "/flag", "value": None}],
+                   api.alice, "application/json")
+    assert plain.status_code == 200 and plain.json()["version"] == 2
+    assert_problem(api.http.get("/v1/shared-memory/team/coding", headers=api.alice), 422)
+
+
+def test_app_scope_needs_an_admin_key(api: Api) -> None:
+    ops = [{"op": "add", "path": "/model", "value": "m"}]
+    assert_problem(api.http.get("/v1/shared-memory/app/coding", headers=api.alice), 403)
+    assert_problem(_patch(api, "app/coding", ops, api.alice), 403, "forbidden")
+    assert _patch(api, "app/coding", ops, api.admin).json()["data"] == {"model": "m"}
+    assert api.http.get("/v1/shared-memory/app/coding", headers=api.admin).json()["version"] == 1
+
+
+def test_create_and_append_bodies_carry_shared_memory_ops(api: Api) -> None:
+    sid = api.create(agent="coding", shared_memory_ops={
+        "user": [{"op": "add", "path": "/n", "value": 1}]})["session_id"]
+    r = api.http.post(f"/v1/sessions/{sid}/messages", headers=api.alice, json={
+        "message": {"role": "user"},
+        "shared_memory_ops": {"user": [{"op": "replace", "path": "/n", "value": 2}]},
+    })
+    assert r.status_code == 201, r.text
+    doc = api.manager.get_shared_memory(scope="user", agent="coding", user_id="alice")
+    assert (doc.version, doc.data) == (2, {"n": 2})
+    denied = api.http.post(f"/v1/sessions/{sid}/messages", headers=api.alice, json={
+        "message": {"role": "user"}, "shared_memory_ops": {"app": []}})
+    assert_problem(denied, 403)
+
+
+def test_clients_mirror_the_manager() -> None:
+    for name in ("get_shared_memory", "update_shared_memory", "create_session",
+                 "append_messages"):
+        want = list(inspect.signature(getattr(SessionManager, name)).parameters)
+        assert list(inspect.signature(getattr(SessionClient, name)).parameters) == want, name
+        assert list(inspect.signature(getattr(AsyncSessionManager, name)).parameters) == want
+    keys = MemoryKeyStore()
+    token = keys.create(user_id="alice")[1]
+    app = create_app(SessionManager(MemoryStore()), Settings(url="memory://"), keys=keys)
+    ops = [{"op": "add", "path": "/a", "value": {"b": None}}]
+    with TestClient(app) as http:
+        client = SessionClient("http://testserver", token, transport=InProcess(http))
+        assert client.update_shared_memory(scope="user", agent="x", ops=ops).version == 1
+        assert client.get_shared_memory(scope="user", agent="x").data == {"a": {"b": None}}
+        with pytest.raises(PatchConflict):
+            client.update_shared_memory(scope="user", agent="x", ops=[
+                {"op": "test", "path": "/a", "value": 1}])
+        with pytest.raises(Forbidden):
+            client.get_shared_memory(scope="app", agent="x")
+        client.close()
+
+    async def main() -> Any:
+        async with AsyncSessionClient(
+            "http://t", token, transport=httpx.ASGITransport(app=app)
+        ) as c:
+            s = await c.create_session(agent="x")
+            await c.append_messages(session_id=s.session_id, messages=[{"role": "user"}],
+                                    shared_memory_ops={"user": [{"op": "remove", "path": "/a"}]})
+            return await c.get_shared_memory(scope="user", agent="x")
+
+    assert asyncio.run(main()).version == 2
