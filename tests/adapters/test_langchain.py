@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from agentsession import (
     Limits,
     SessionManager,
     SessionNotActive,
+    UnsupportedValue,
     ValidationError,
 )
 from agentsession.adapters.langchain import AgentSessionChatMessageHistory
@@ -219,6 +221,18 @@ def test_a_bad_message_is_refused_and_nothing_of_its_batch_is_stored(harness: Ha
     with pytest.raises(ValidationError) as bad:
         history.add_messages([MESSAGES[1], {"role": "user"}])  # type: ignore[list-item]
     assert bad.value.field == "messages[1]"
+    assert dumped(history.messages) == dumped(MESSAGES[:1])
+
+
+def test_tool_call_args_json_cannot_carry_are_refused(harness: Harness) -> None:
+    """An AI message whose tool call args hold a datetime raises UnsupportedValue
+    naming the message; nothing of its batch is stored."""
+    history = harness.history()
+    history.add_messages(MESSAGES[:1])
+    odd = AIMessage("", tool_calls=[{"name": "f", "args": {"at": datetime.now(UTC)}, "id": "c"}])
+    with pytest.raises(UnsupportedValue) as bad:
+        history.add_messages([MESSAGES[1], odd])
+    assert bad.value.field == "messages[1].tool_calls"
     assert dumped(history.messages) == dumped(MESSAGES[:1])
 
 

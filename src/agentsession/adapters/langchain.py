@@ -49,7 +49,7 @@ from langchain_core.messages import (
 )
 
 from ..client import AsyncSessionClient
-from ..errors import ValidationError
+from ..errors import UnsupportedValue, ValidationError
 from ..models import Message, Role
 from ..service import Limits
 from .backend import Backend, KeyedSession
@@ -216,6 +216,7 @@ def message_of_lc(message: Any, field: str = "message") -> dict[str, Any]:
 
     Raises:
         ValidationError: ``message`` is not a ``BaseMessage``.
+        UnsupportedValue: an AI message's tool call ``args`` JSON cannot carry.
     """
     if not isinstance(message, BaseMessage):
         raise ValidationError(f"{field} must be a LangChain message (BaseMessage)", field=field)
@@ -227,13 +228,27 @@ def message_of_lc(message: Any, field: str = "message") -> dict[str, Any]:
     if isinstance(message, AIMessage) and message.tool_calls:
         stored["tool_calls"] = [
             {"id": call.get("id"), "type": "function",
-             "function": {"name": call["name"], "arguments": json.dumps(call["args"])}}
+             "function": {"name": call["name"], "arguments": _arguments(call["args"], field)}}
             for call in message.tool_calls
         ]  # fmt: skip
     if isinstance(message, ToolMessage):
         stored["tool_call_id"] = message.tool_call_id
     stored["lc"] = message_to_dict(message)
     return stored
+
+
+def _arguments(args: Any, field: str) -> str:
+    """A tool call's ``args`` as JSON text (the chat-completions ``arguments``).
+
+    Raises:
+        UnsupportedValue: ``args`` holds a value JSON cannot carry.
+    """
+    try:
+        return json.dumps(args)
+    except (TypeError, ValueError):
+        raise UnsupportedValue(
+            f"{field}.tool_calls: args hold a value JSON cannot carry", field=f"{field}.tool_calls"
+        ) from None
 
 
 def lc_message_of(message: Message) -> BaseMessage:
