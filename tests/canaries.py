@@ -8,11 +8,12 @@ heap files).
 
 from __future__ import annotations
 
+import base64
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsession import SessionManager
+from agentsession import RecordWrite, SessionManager
 
 #: Kinds of free text: never in the audit log.
 FREE_TEXT = (
@@ -39,6 +40,9 @@ FREE_TEXT = (
     "step_error",
     "close_reason",
     "expire_reason",
+    "record_key",
+    "record_data",
+    "record_meta",
 )
 
 #: Kinds of identifiers (restricted to A-Z a-z 0-9 . _ : @ + -): they may stand in the
@@ -52,7 +56,12 @@ IDENTIFIERS = (
     "step_kind",
     "step_status",
     "idempotency_key",
+    "record_namespace",
 )
+
+#: Kinds stored as bytes: a store may hold them as they are, in base64 (Redis) or in
+#: hex (a PostgreSQL dump of ``bytea``), so each form counts as found.
+BYTES = ("record_data",)
 
 
 @dataclass
@@ -77,14 +86,21 @@ class Canaries:
         """The kinds whose canary occurs in ``blob`` (text, or raw bytes as UTF-8)."""
         data = blob.encode("utf-8") if isinstance(blob, str) else blob
         wanted = self.values if kinds is None else kinds
-        return sorted(k for k, v in wanted.items() if v.encode("utf-8") in data)
+        return sorted(k for k, v in wanted.items() if any(f in data for f in _forms(k, v)))
+
+
+def _forms(kind: str, value: str) -> list[bytes]:
+    raw = value.encode("utf-8")
+    if kind not in BYTES:
+        return [raw]
+    return [raw, base64.b64encode(raw), raw.hex().encode("ascii")]
 
 
 def write_canaries(m: SessionManager) -> Canaries:
     """Store a canary of every kind, through every write that takes user content, in
     two sessions of a new user: one closed with a reason, one expired with a reason
     and restored. Audited actions covered: created, updated, message appended, memory
-    updated, tool call recorded, run started, step added, run finished, closed,
+    updated, records put, tool call recorded, run started, step added, run finished, closed,
     expired, restored."""
     tag = secrets.token_hex(6)
     v = {kind: f"CANARY-{kind.replace('_', '-')}-{tag}" for kind in FREE_TEXT + IDENTIFIERS}
@@ -111,6 +127,10 @@ def write_canaries(m: SessionManager) -> Canaries:
         working_memory_patch={"patched": v["memory_patch"]},
     )  # fmt: skip
     m.update_working_memory(**kw, patch={"goal": v["memory"]})
+    record = RecordWrite(
+        v["record_namespace"], v["record_key"], v["record_data"].encode(), {"m": v["record_meta"]}
+    )
+    m.put_records(**kw, records=[record])
     run = m.start_run(**kw, input={"task": v["run_input"]}, metadata={"r": v["run_metadata"]})
     m.record_tool_call(
         **kw, tool=v["tool"], arguments={"q": v["tool_arguments"]},

@@ -29,6 +29,8 @@ FIELD_OF_COLUMN = {
     ("tool_calls", "tool"): fl.TOOL_NAME_CHARS,
     ("tool_calls", "call_id"): fl.CALL_ID_CHARS,
     ("tool_calls", "provider_call_id"): fl.CALL_ID_CHARS,
+    ("session_records", "namespace"): fl.RECORD_NAMESPACE_CHARS,
+    ("session_records", "key"): fl.RECORD_KEY_CHARS,
 }
 ID_COLUMNS = {"session_id", "message_id", "run_id"}
 LIBRARY_VOCABULARY = {

@@ -21,7 +21,7 @@ from alembic.runtime.migration import MigrationContext
 
 import agentsession
 import servers
-from agentsession import SessionManager
+from agentsession import RecordWrite, SessionManager
 from agentsession.errors import SchemaOutOfDate, SessionExists
 from agentsession.ids import new_id
 from agentsession.models import AuditEvent, Message, Session
@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0006_external_keys"
+    assert head_revision() == "0007_records"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -591,13 +591,16 @@ def _downgrade(url: str, revision: str) -> None:
 
 
 def _row_counts(url: str) -> dict[str, int]:
-    """Rows per table (but ``alembic_version``)."""
+    """Rows per table of the current schema that the database has (a downgrade drops
+    the newer ones)."""
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
+            present = set(sa.inspect(conn).get_table_names())
             return {
                 t: conn.execute(sa.select(sa.func.count()).select_from(sa.table(t))).scalar_one()
                 for t in metadata.tables
+                if t in present
             }
     finally:
         engine.dispose()
@@ -626,4 +629,27 @@ def test_downgrade_keeps_every_child_row(db_url: str, target: str) -> None:
     assert all(before[t] > 0 for t in ("messages", "working_memory", "tool_calls", "run_steps"))
     _downgrade(db_url, target)
     assert _versions_at(db_url) == [target]
-    assert _row_counts(db_url) == before
+    assert _row_counts(db_url) == {t: n for t, n in before.items() if t != "session_records"}
+
+
+def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
+    """Downgrading past the records revision drops ``session_records`` and nothing
+    else (SQLite with foreign keys on, PostgreSQL, MariaDB); upgrading again gives an
+    empty records table that takes writes, and ``"k"`` and ``"k "`` stay two keys."""
+    upgrade(db_url)
+    with SessionManager.from_url(db_url) as sm:
+        sid = sm.create_session(user_id="alice", agent="a").session_id
+        sm.append_message(session_id=sid, user_id="alice", message={"role": "user", "content": "m"})
+        sm.put_records(session_id=sid, user_id="alice", records=[RecordWrite("ns", "k", b"\x00")])
+    before = _row_counts(db_url)
+    assert before["session_records"] == 1
+    _downgrade(db_url, "0006_external_keys")
+    assert _versions_at(db_url) == ["0006_external_keys"]
+    assert _row_counts(db_url) == {t: n for t, n in before.items() if t != "session_records"}
+    assert upgrade(db_url) == head_revision()
+    with SessionManager.from_url(db_url) as sm:
+        assert sm.list_records(session_id=sid, user_id="alice") == []
+        keys = [RecordWrite("ns", "k"), RecordWrite("ns", "k ")]
+        assert sm.put_records(session_id=sid, user_id="alice", records=keys).written == 2
+        got = sm.list_records(session_id=sid, user_id="alice")
+        assert [r.key for r in got] == ["k", "k "]

@@ -35,6 +35,7 @@ The two clients only run flows: ``SessionClient`` with ``httpx.Client`` and
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import json
 import random
@@ -49,7 +50,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from .errors import AgentSessionError, VersionConflict
+from .errors import AgentSessionError, RecordNotFound, VersionConflict
 from .http.protocol import (
     PROBLEM_CONTENT_TYPE,
     ServerError,
@@ -58,8 +59,12 @@ from .http.protocol import (
 )
 from .models import (
     AuditEvent,
+    DeleteRecordsResult,
     Message,
     Page,
+    PutRecordsResult,
+    Record,
+    RecordWrite,
     RestoredSession,
     Run,
     RunStatus,
@@ -1009,7 +1014,129 @@ class _RecordRequests(_Exchange):
         )
 
 
-class _Requests(_SessionRequests, _HistoryRequests, _RecordRequests):
+class _SessionRecordRequests(_Exchange):
+    """Session records over HTTP; ``data`` travels as base64."""
+
+    def put_records(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        records: Sequence[RecordWrite],
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[PutRecordsResult]:
+        """See :meth:`SessionManager.put_records` (``PUT .../records``)."""
+        body = {
+            "records": [
+                {
+                    "namespace": r.namespace,
+                    "key": r.key,
+                    "data": base64.b64encode(r.data).decode("ascii"),
+                    "meta": dict(r.meta),
+                    "if_absent": r.if_absent,
+                }
+                for r in records
+            ]
+        }
+        return self._write(
+            "PUT",
+            f"/v1/sessions/{_sid(session_id)}/records",
+            _model(PutRecordsResult),
+            session_id=session_id,
+            body=body,
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    def get_record(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        namespace: str,
+        key: str,
+        admin: bool = False,
+    ) -> _Flow[Record | None]:
+        """See :meth:`SessionManager.get_record` (``GET .../records/one``; its 404
+        naming the record is None here)."""
+        try:
+            return (
+                yield from self._read(
+                    f"/v1/sessions/{_sid(session_id)}/records/one",
+                    _record,
+                    session_id=session_id,
+                    namespace=namespace,
+                    key=key,
+                )
+            )
+        except RecordNotFound:
+            return None
+
+    def list_records(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        namespace: str | None = None,
+        prefix: str | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+        descending: bool = False,
+        admin: bool = False,
+    ) -> _Flow[list[Record]]:
+        """See :meth:`SessionManager.list_records` (``GET .../records``)."""
+        return self._read(
+            f"/v1/sessions/{_sid(session_id)}/records",
+            lambda r: [_record_of(item) for item in r.json()["items"]],
+            session_id=session_id,
+            namespace=namespace,
+            prefix=prefix,
+            after=after,
+            before=before,
+            limit=limit,
+            order="desc" if descending else "asc",
+        )
+
+    def delete_records(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        namespace: str | None = None,
+        prefix: str | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[DeleteRecordsResult]:
+        """See :meth:`SessionManager.delete_records` (``DELETE .../records``). It
+        carries an ``Idempotency-Key`` too (a uuid4 unless given), so a retried delete
+        answers the first result."""
+        params = {k: v for k, v in (("namespace", namespace), ("prefix", prefix)) if v is not None}
+        return self._write(
+            "DELETE",
+            f"/v1/sessions/{_sid(session_id)}/records",
+            _model(DeleteRecordsResult),
+            session_id=session_id,
+            params=params,
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            keyed=True,
+        )
+
+
+def _record_of(item: dict[str, Any]) -> Record:
+    """A record from its JSON answer (``data`` in base64)."""
+    return Record.model_validate({**item, "data": base64.b64decode(item["data"], validate=True)})
+
+
+def _record(r: httpx.Response) -> Record:
+    return _record_of(r.json())
+
+
+class _Requests(_SessionRequests, _HistoryRequests, _RecordRequests, _SessionRecordRequests):
     """The SessionManager methods as flows over HTTP; the clients expose each one
     (see :func:`_sync` and :func:`_async`) under the same name and docstring."""
 
@@ -1131,6 +1258,10 @@ class SessionClient:
     get_messages = _sync(_Requests.get_messages)
     truncate_messages = _sync(_Requests.truncate_messages)
     pop_message = _sync(_Requests.pop_message)
+    put_records = _sync(_Requests.put_records)
+    get_record = _sync(_Requests.get_record)
+    list_records = _sync(_Requests.list_records)
+    delete_records = _sync(_Requests.delete_records)
     get_working_memory = _sync(_Requests.get_working_memory)
     update_working_memory = _sync(_Requests.update_working_memory)
     modify_working_memory = _sync(_Requests.modify_working_memory)
@@ -1207,6 +1338,10 @@ class AsyncSessionClient:
     get_messages = _async(_Requests.get_messages)
     truncate_messages = _async(_Requests.truncate_messages)
     pop_message = _async(_Requests.pop_message)
+    put_records = _async(_Requests.put_records)
+    get_record = _async(_Requests.get_record)
+    list_records = _async(_Requests.list_records)
+    delete_records = _async(_Requests.delete_records)
     get_working_memory = _async(_Requests.get_working_memory)
     update_working_memory = _async(_Requests.update_working_memory)
     modify_working_memory = _async(_Requests.modify_working_memory)

@@ -17,7 +17,8 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     ├── Forbidden                    403  needs an admin principal
     ├── NotFound                     404  missing, deleted, or owned by another user
     │   ├── SessionNotFound
-    │   └── RunNotFound
+    │   ├── RunNotFound
+    │   └── RecordNotFound           (HTTP only: the manager answers None)
     ├── Conflict                     409
     │   ├── SessionNotActive         409  a write to a CLOSED or EXPIRED session
     │   ├── IllegalTransition        409  e.g. restoring an expired session past its grace window
@@ -45,6 +46,7 @@ __all__ = [
     "IllegalTransition",
     "NotFound",
     "PayloadTooLarge",
+    "RecordNotFound",
     "RunAlreadyRunning",
     "RunNotFound",
     "RunNotRunning",
@@ -193,6 +195,24 @@ class RunNotFound(NotFound):
 
     def _default_message(self) -> str:
         return f"run {self.run_id!r} not found in session {self.session_id!r}"
+
+
+class RecordNotFound(NotFound):
+    """No record of this namespace and key in the session: how the HTTP service says
+    ``get_record`` answered None (a 404 with the standard not-found problem, naming
+    the record), so the client can answer None too.
+
+    Attributes:
+        namespace, key: what was asked for.
+    """
+
+    def __init__(self, message: str | None = None, *, namespace: str, key: str) -> None:
+        self.namespace = namespace
+        self.key = key
+        super().__init__(message, namespace=namespace, key=key)
+
+    def _default_message(self) -> str:
+        return "record not found"
 
 
 class Conflict(AgentSessionError):

@@ -22,6 +22,8 @@ __all__ = [
     "ID_CHARS",
     "NAME_CHARS",
     "REASON_CHARS",
+    "RECORD_KEY_CHARS",
+    "RECORD_NAMESPACE_CHARS",
     "REQUEST_ID_CHARS",
     "STEP_KIND_CHARS",
     "STEP_NAME_CHARS",
@@ -60,3 +62,8 @@ REASON_CHARS: Final = 500
 REQUEST_ID_CHARS: Final = 128
 #: Free texts such as error messages of runs, steps and tool calls (TEXT columns).
 TEXT_CHARS: Final = 100_000
+#: A session record's namespace and key (any text but control characters). Their
+#: primary key with the session id must fit MariaDB's 3072-byte InnoDB key limit at 4
+#: bytes a character: 64 + 128 + 512 characters = 2816 bytes.
+RECORD_NAMESPACE_CHARS: Final = 128
+RECORD_KEY_CHARS: Final = 512

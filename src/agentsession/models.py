@@ -7,6 +7,8 @@ All timestamps are timezone-aware UTC ``datetime`` objects.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -24,8 +26,12 @@ from .callgroups import item_role
 
 __all__ = [
     "AuditEvent",
+    "DeleteRecordsResult",
     "Message",
     "Page",
+    "PutRecordsResult",
+    "Record",
+    "RecordWrite",
     "RestoredSession",
     "Role",
     "Run",
@@ -311,6 +317,78 @@ class TruncateResult(_Snapshot):
             ``after_seq``: then nothing changed).
         session_version: the session's version after the call (unchanged when
             ``removed`` is 0); pass it as the next ``expected_version``.
+    """
+
+    removed: int
+    session_version: int
+
+
+class Record(_Snapshot):
+    """An opaque record of a session: ``(namespace, key) -> (data, meta)``.
+
+    The store keeps ``data`` as bytes and never interprets it; ``meta`` is a small JSON
+    object beside it (e.g. the type tag of a serializer). Records go with the session
+    on delete and erasure.
+
+    Attributes:
+        session_id: the session holding it.
+        namespace: 0-128 characters (``""`` is a namespace too).
+        key: 1-512 characters, unique within ``(session_id, namespace)``.
+        data: the bytes as written.
+        meta: the JSON object as written.
+        version: the session version written by the write that stored this record.
+        updated_at: when that write committed (UTC).
+    """
+
+    session_id: str
+    namespace: str
+    key: str
+    data: bytes = b""
+    meta: dict[str, Any] = Field(default_factory=dict)
+    version: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RecordWrite:
+    """One record to store with ``SessionManager.put_records``.
+
+    Attributes:
+        namespace: 0-128 characters, no control characters.
+        key: 1-512 characters, no control characters.
+        data: the bytes to keep (at most ``Limits.max_record_bytes``).
+        meta: a JSON object (at most 64 KiB as JSON).
+        if_absent: keep an existing record of this ``(namespace, key)`` untouched
+            instead of replacing it (insert-if-absent).
+    """
+
+    namespace: str
+    key: str
+    data: bytes = b""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    if_absent: bool = False
+
+
+class PutRecordsResult(_Snapshot):
+    """What ``put_records`` did.
+
+    Attributes:
+        written: how many records were inserted or replaced (an ``if_absent`` write
+            that found its record is not counted).
+        session_version: the session's version after the call (unchanged for ``[]``).
+    """
+
+    written: int
+    session_version: int
+
+
+class DeleteRecordsResult(_Snapshot):
+    """What ``delete_records`` removed.
+
+    Attributes:
+        removed: how many records went (0: nothing changed).
+        session_version: the session's version after the call (unchanged when
+            ``removed`` is 0).
     """
 
     removed: int

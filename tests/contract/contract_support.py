@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from agentsession import Message, Page, Session, SessionManager
+from agentsession import Message, Page, RecordWrite, Session, SessionManager
 from agentsession.ids import new_id
 from agentsession.stores.base import ScrubReport, SessionStore, StoreTransaction
 
@@ -90,6 +90,10 @@ def snapshot(m: SessionManager, session_id: str) -> dict[str, Any]:
         "tools": dump(every(m.get_tool_history, **kw)),
         "runs": dump(every(m.list_runs, **kw)),
         "audit": dump(every(m.get_audit_log, **kw)),
+        "records": [
+            (r.namespace, r.key, r.data, r.meta, r.version)
+            for r in m.list_records(**kw, limit=m.limits.max_page_size)
+        ],
     }
 
 
@@ -306,6 +310,9 @@ VERSIONED_WRITES: dict[str, Any] = {
         **_kw(c, u, kw), after_seq=1
     ),
     "pop_message": lambda m, c, u=None, **kw: m.pop_message(**_kw(c, u, kw)),
+    "put_records": lambda m, c, u=None, **kw: m.put_records(
+        **_kw(c, u, kw), records=[RecordWrite("ns", "k", b"\x00data")]
+    ),
     "update_working_memory.data": lambda m, c, u=None, **kw: m.update_working_memory(
         **_kw(c, u, kw), data={"goal": "replaced"}
     ),
@@ -352,6 +359,8 @@ READS: dict[str, Any] = {
     "get_run": lambda m, c, u=None, **kw: m.get_run(**_kw(c, u, kw), run_id=c.run_id),
     "list_runs": lambda m, c, u=None, **kw: m.list_runs(**_kw(c, u, kw)).items,
     "get_audit_log": lambda m, c, u=None, **kw: m.get_audit_log(**_kw(c, u, kw)).items,
+    "get_record": lambda m, c, u=None, **kw: m.get_record(**_kw(c, u, kw), namespace="", key="k"),
+    "list_records": lambda m, c, u=None, **kw: m.list_records(**_kw(c, u, kw)),
 }
 
 #: Every public method that takes a session id.

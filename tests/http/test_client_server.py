@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from agentsession import (
+    RecordWrite,
     SessionManager,
     SessionNotActive,
     SessionNotFound,
@@ -27,6 +28,7 @@ from agentsession.client import AsyncSessionClient, SessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import FileKeyStore, MemoryKeyStore
 from agentsession.http.protocol import ServerError, Unauthenticated
+from agentsession.ids import new_id
 from agentsession.settings import Settings
 from agentsession.stores.memory import MemoryStore
 from service import free_port
@@ -274,3 +276,22 @@ def test_keys_cli(tmp_path: Path) -> None:
     revoked = CliRunner().invoke(keys_app, ["revoke", token.split(".")[0], "--keys-file", path])
     assert revoked.exit_code == 0
     assert FileKeyStore(path).authenticate(token) is None
+
+
+def test_client_records_round_trip(server: Server) -> None:
+    """The blocking client's record methods, over a real server and SQLite: bytes
+    round-trip through base64, an absent record is None, a missing session raises."""
+    data = bytes(range(256))
+    with SessionClient(server.url, server.alice) as c:
+        sid = c.create_session(agent="records").session_id
+        put = c.put_records(session_id=sid, records=[RecordWrite("ns", "k", data, {"t": "x"})])
+        assert put.written == 1
+        got = c.get_record(session_id=sid, namespace="ns", key="k")
+        assert got is not None and (got.data, got.meta, got.version) == (
+            data, {"t": "x"}, put.session_version
+        )
+        assert c.get_record(session_id=sid, namespace="ns", key="absent") is None
+        assert [r.key for r in c.list_records(session_id=sid, namespace="ns")] == ["k"]
+        assert c.delete_records(session_id=sid, prefix="k").removed == 1
+        with pytest.raises(SessionNotFound):
+            c.list_records(session_id=new_id("ses"))

@@ -54,6 +54,7 @@ def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:
             "too big", field="f", limit_bytes=1, size_bytes=2
         ),
         errors.SchemaOutOfDate: lambda: errors.SchemaOutOfDate(expected_revision="0002"),
+        errors.RecordNotFound: lambda: errors.RecordNotFound(namespace="ns", key="k"),
     }
     factory = samples.get(cls)
     return factory() if factory is not None else cls("msg")
@@ -81,6 +82,8 @@ def test_every_error_class_has_a_problem_and_round_trips(cls: type) -> None:
         assert back.current_version == 2  # type: ignore[attr-defined]
     if cls is errors.SessionNotActive:
         assert back.status == "CLOSED"  # type: ignore[attr-defined]
+    if cls is errors.RecordNotFound:
+        assert (back.namespace, back.key) == ("ns", "k")  # type: ignore[attr-defined]
 
 
 def test_not_found_bodies_do_not_echo_the_id() -> None:

@@ -173,8 +173,9 @@ def error_from_problem(
     """Rebuild the typed error a problem+json body stands for (the client's half).
 
     The class is chosen by the ``type`` suffix (the error ``code``); ``not-found`` is a
-    RunNotFound when the body names a ``run_id``, else a SessionNotFound when the
-    request named a session. Context members become constructor keywords again.
+    RunNotFound when the body names a ``run_id``, a RecordNotFound when it names a
+    ``namespace`` and ``key``, else a SessionNotFound when the request named a session.
+    Context members become constructor keywords again.
     """
     code = str(body.get("type", "")).removeprefix(PROBLEM_BASE)
     detail = str(body.get("detail") or body.get("title") or f"HTTP {status}")
@@ -182,12 +183,14 @@ def error_from_problem(
     back = {v: k for k, v in RENAMED_FIELDS.items()}
     context = {back.get(k, k): v for k, v in body.items() if k not in reserved}
     candidates = _error_classes().get(code, [])
-    from ..errors import NotFound, RunNotFound, SessionNotFound
+    from ..errors import NotFound, RecordNotFound, RunNotFound, SessionNotFound
 
     cls: type[AgentSessionError]
     if code == "not-found":
         if "run_id" in context and session_id is not None:
             cls = RunNotFound
+        elif "key" in context and "namespace" in context:
+            cls = RecordNotFound
         elif session_id is not None:
             cls = SessionNotFound
         else:

@@ -11,11 +11,19 @@ fields a client leaves out are told apart from explicit nulls via ``model_fields
 
 from __future__ import annotations
 
+import binascii
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from fastapi import Query
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_validator,
+)
 
 from ..fieldlimits import (
     CALL_ID_CHARS,
@@ -23,6 +31,8 @@ from ..fieldlimits import (
     IDEMPOTENCY_KEY_CHARS,
     NAME_CHARS,
     REASON_CHARS,
+    RECORD_KEY_CHARS,
+    RECORD_NAMESPACE_CHARS,
     STEP_KIND_CHARS,
     STEP_NAME_CHARS,
     STEP_STATUS_CHARS,
@@ -41,6 +51,8 @@ __all__ = [
     "IDEMPOTENCY_KEY",
     "NAME",
     "PAGE_MAX",
+    "RECORD_KEY",
+    "RECORD_NAMESPACE",
     "TOOL",
     "AppendMessages",
     "CreateSession",
@@ -50,12 +62,16 @@ __all__ = [
     "Items",
     "LimitQuery",
     "OpenSession",
+    "PutRecords",
     "Reason",
+    "RecordIn",
+    "RecordOut",
     "RecordToolCall",
     "RestoreSession",
     "StartRun",
     "StepIn",
     "UpdateSession",
+    "decode_base64",
     "seq_query",
 ]
 
@@ -72,6 +88,9 @@ TOOL = rf"^[A-Za-z0-9._:\-]{{1,{TOOL_NAME_CHARS}}}$"
 CALL_ID = rf"^[A-Za-z0-9._:\-]{{1,{CALL_ID_CHARS}}}$"
 #: A session's external key (``validation.check_external_key``): no control characters.
 EXTERNAL_KEY = rf"^[^\x00-\x1f\x7f-\x9f]{{1,{EXTERNAL_KEY_CHARS}}}$"
+#: A session record's namespace and key (``validation.check_record_name``).
+RECORD_NAMESPACE = rf"^[^\x00-\x1f\x7f-\x9f]{{0,{RECORD_NAMESPACE_CHARS}}}$"
+RECORD_KEY = rf"^[^\x00-\x1f\x7f-\x9f]{{1,{RECORD_KEY_CHARS}}}$"
 #: Printable ASCII; no space at either end, which HTTP would strip from a header.
 IDEMPOTENCY_KEY = rf"^[!-~]([ -~]{{0,{IDEMPOTENCY_KEY_CHARS - 2}}}[!-~])?$"
 
@@ -270,3 +289,62 @@ class FinishRun(_Body):
     error: str | None = Field(default=None, max_length=TEXT_CHARS)
     output: Any = None
     usage: dict[str, Count] | None = None
+
+
+_BASE64 = "RFC 4648 base64 (standard alphabet, padded)"
+
+
+def decode_base64(text: str) -> bytes:
+    """Strict base64: the standard alphabet, padded, nothing after the padding.
+
+    Raises:
+        ValueError: anything else (in a request body: a 422).
+    """
+    try:
+        if len(text) % 4:
+            raise ValueError("base64 must be padded to a multiple of 4 characters")
+        return binascii.a2b_base64(text.encode("ascii"), strict_mode=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise ValueError(f"not {_BASE64}") from None
+
+
+def _base64(text: str) -> str:
+    decode_base64(text)
+    return text
+
+
+class RecordIn(_Body):
+    """One record of ``PUT .../records``."""
+
+    namespace: str = Field(default="", max_length=RECORD_NAMESPACE_CHARS, pattern=RECORD_NAMESPACE)
+    key: str = Field(max_length=RECORD_KEY_CHARS, pattern=RECORD_KEY)
+    data: Annotated[str, AfterValidator(_base64)] = Field(
+        default="",
+        description=f"The bytes, {_BASE64}; at most `Limits.max_record_bytes` decoded.",
+        json_schema_extra={"contentEncoding": "base64"},
+    )
+    meta: dict[str, Any] | None = Field(default=None, description="A JSON object, at most 64 KiB.")
+    if_absent: bool = Field(
+        default=False, strict=True, description="Keep an existing record untouched."
+    )
+
+
+class PutRecords(_Body):
+    """``PUT .../records``: the records to insert or replace, in one version step."""
+
+    records: list[RecordIn] = Field(
+        description=f"At most {Limits().max_batch_messages} records, no (namespace, key) twice.",
+        json_schema_extra={"maxItems": Limits().max_batch_messages},
+    )
+
+
+class RecordOut(BaseModel):
+    """A stored record; ``data`` is its bytes in base64."""
+
+    session_id: str
+    namespace: str
+    key: str
+    data: str = Field(description=_BASE64, json_schema_extra={"contentEncoding": "base64"})
+    meta: dict[str, Any]
+    version: int
+    updated_at: datetime

@@ -12,6 +12,7 @@ from .erasure import ErasureUseCases
 from .lifecycle import LifecycleUseCases
 from .memory import MemoryUseCases
 from .messages import MessageUseCases
+from .records import RecordUseCases
 from .removal import RemovalUseCases
 from .runs import RunUseCases
 from .sessions import SessionUseCases
@@ -24,6 +25,7 @@ class SessionManager(
     SessionUseCases,
     MessageUseCases,
     RemovalUseCases,
+    RecordUseCases,
     MemoryUseCases,
     ToolCallUseCases,
     RunUseCases,

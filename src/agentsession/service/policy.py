@@ -29,6 +29,7 @@ class Limits:
         max_metadata_bytes: a session's or message's ``metadata`` object.
         max_title_chars: a session title, in characters.
         max_page_size: the largest ``limit`` a listing accepts.
+        max_record_bytes: the ``data`` of one session record, in bytes.
         default_page_size: how many rows a listing gives when no ``limit`` is passed
             (at most ``max_page_size``), e.g. the steps ``get_run`` returns.
     """
@@ -42,6 +43,7 @@ class Limits:
     max_title_chars: int = TITLE_CHARS
     max_page_size: int = 1000
     default_page_size: int = 100
+    max_record_bytes: int = 8 * MiB
 
 
 @dataclass(frozen=True, slots=True)

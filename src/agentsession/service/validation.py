@@ -85,6 +85,25 @@ def check_external_key(key: Any) -> str:
         )
     return key
 
+def check_record_name(value: Any, field: str, *, min_chars: int, max_chars: int) -> str:
+    """A record namespace, key or key bound: text of ``min_chars`` to ``max_chars``
+    characters without control characters (C0, DEL, C1) or lone surrogates.
+
+    Raises:
+        ValidationError: anything else (``field`` names the argument).
+    """
+    if (
+        type(value) is not str
+        or not min_chars <= len(value) <= max_chars
+        or _KEY_FORBIDDEN.search(value) is not None
+    ):
+        raise ValidationError(
+            f"{field} must be {min_chars}-{max_chars} characters without control "
+            "characters or lone surrogates",
+            field=field,
+        )
+    return value
+
 def check_expected_version(expected_version: int | None) -> None:
     """``expected_version`` must be None or an integer >= 1."""
     if expected_version is not None and (

@@ -32,6 +32,7 @@ from ..errors import StoreBusy
 from ..models import (
     AuditEvent,
     Message,
+    Record,
     Run,
     RunStatus,
     RunStep,
@@ -130,8 +131,8 @@ class StoreTransaction(Protocol):
     def delete_session(self, session_id: str) -> None:
         """Delete the session and every row that belongs to it.
 
-        Messages, working memory, tool calls, runs and their steps, audit events and
-        idempotency records with this ``session_id`` all go. Absent: no-op.
+        Messages, working memory, records, tool calls, runs and their steps, audit
+        events and idempotency records with this ``session_id`` all go. Absent: no-op.
         """
 
     def list_sessions(
@@ -201,6 +202,39 @@ class StoreTransaction(Protocol):
         the same transaction). Costs O(removed rows), independent of how long the rest
         of the history is. Tool calls and runs stay.
         """
+
+    # -- records ---------------------------------------------------------------------
+    # Opaque per-session records, ordered by ``(namespace, key)`` in Unicode code-point
+    # order on every store (binary collation on SQL servers, Redis ZRANGEBYLEX).
+
+    def put_records(self, records: Sequence[Record]) -> None:
+        """Insert or replace each record by ``(session_id, namespace, key)``; the manager
+        passes no two with the same key. Costs O(len(records)), not O(records held)."""
+
+    def get_record(self, session_id: str, namespace: str, key: str) -> Record | None:
+        """Return one record, or None."""
+
+    def list_records(
+        self,
+        session_id: str,
+        *,
+        namespace: str | None = None,
+        prefix: str | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+        descending: bool = False,
+    ) -> list[Record]:
+        """Records ordered by ``(namespace, key)`` (``descending`` reverses it), of one
+        namespace or of all (``namespace=None``), whose key starts with ``prefix`` and
+        lies strictly between ``after`` and ``before`` (None = unbounded); at most
+        ``limit``. With a namespace, served by the primary key's order (no sort)."""
+
+    def delete_records(
+        self, session_id: str, *, namespace: str | None = None, prefix: str | None = None
+    ) -> int:
+        """Delete the session's records of ``namespace`` (None = every namespace) whose
+        key starts with ``prefix`` (None = any); return how many went."""
 
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:

@@ -11,6 +11,7 @@ back in reverse order, so a transaction is stored whole or not at all.
 
 from __future__ import annotations
 
+import functools
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
@@ -25,6 +26,7 @@ from ..errors import StoreError
 from ..models import (
     AuditEvent,
     Message,
+    Record,
     Run,
     RunStatus,
     RunStep,
@@ -35,6 +37,7 @@ from ..models import (
 )
 from .base import IdempotencyRecord, ScrubReport, StoreConflict
 from .listing import status_as_of
+from .recordkeys import select_keys
 
 __all__ = ["MemoryStore"]
 
@@ -57,6 +60,7 @@ class _SessionData:
     session: Session
     messages: list[Message] = field(default_factory=list)  # index i holds seq i + 1
     memory: WorkingMemory | None = None
+    records: dict[tuple[str, str], Record] = field(default_factory=dict)
     tool_calls: list[ToolCall] = field(default_factory=list)  # by seq
     runs: dict[str, Run] = field(default_factory=dict)  # insertion order = seq order
     steps: dict[str, list[RunStep]] = field(default_factory=dict)
@@ -261,6 +265,63 @@ class _MemoryTransaction:
         self._undo.append(lambda: rows.extend(removed))
         return len(removed)
 
+    # -- records ---------------------------------------------------------------------
+    def put_records(self, records: Sequence[Record]) -> None:
+        self._writing()
+        for record in records:
+            rows = self._data(record.session_id).records
+            k = (record.namespace, record.key)
+            self._undo.append(functools.partial(_restore, rows, k, rows.get(k)))
+            rows[k] = _copy(record)
+
+    def get_record(self, session_id: str, namespace: str, key: str) -> Record | None:
+        data = self._s._sessions.get(session_id)
+        record = None if data is None else data.records.get((namespace, key))
+        return None if record is None else _copy(record)
+
+    def list_records(
+        self,
+        session_id: str,
+        *,
+        namespace: str | None = None,
+        prefix: str | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+        descending: bool = False,
+    ) -> list[Record]:
+        data = self._s._sessions.get(session_id)
+        if data is None:
+            return []
+        keys = select_keys(
+            data.records,
+            namespace=namespace,
+            prefix=prefix,
+            after=after,
+            before=before,
+            limit=limit,
+            descending=descending,
+        )
+        return [_copy(data.records[k]) for k in keys]
+
+    def delete_records(
+        self, session_id: str, *, namespace: str | None = None, prefix: str | None = None
+    ) -> int:
+        self._writing()
+        rows = self._data(session_id).records
+        keys = select_keys(
+            rows,
+            namespace=namespace,
+            prefix=prefix,
+            after=None,
+            before=None,
+            limit=None,
+            descending=False,
+        )
+        doomed = {k: rows.pop(k) for k in keys}
+        self._undo.append(lambda: rows.update(doomed))
+        return len(doomed)
+
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:
         data = self._s._sessions.get(session_id)
@@ -454,6 +515,14 @@ class _MemoryTransaction:
             del self._s._idempotency[k]
         self._undo.append(lambda: self._s._idempotency.update(doomed))
         return len(doomed)
+
+
+def _restore(rows: dict[tuple[str, str], Record], k: tuple[str, str], old: Record | None) -> None:
+    """Undo a record write: put back ``old``, or drop the key if there was none."""
+    if old is None:
+        rows.pop(k, None)
+    else:
+        rows[k] = old
 
 
 def _seq(row: Any) -> int:

@@ -10,6 +10,7 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:{sid}:msgs           zset    score = seq, member = {"id","seq","at","p": payload} JSON;
                                     removing messages cuts the top (ZREMRANGEBYSCORE)
     as:{sid}:memory         string  the WorkingMemory as JSON
+    as:{sid}:records, as:{sid}:records:idx  the session's records (:mod:`.redis_records`)
     as:{sid}:calls          hash    call_id -> ToolCall JSON
     as:{sid}:calls:seq      zset    score = seq, member = call_id
     as:{sid}:calls:find     hash    "<tool>\\x1f<arguments_hash>" -> call_id of the newest
@@ -123,6 +124,7 @@ from .redis_index import (
     user_due,
     user_index,
 )
+from .redis_records import RecordOps
 
 try:
     import redis
@@ -214,7 +216,8 @@ while i <= #ARGV do
     end
     redis.call('DEL', p .. 'session', p .. 'msgs', p .. 'memory', p .. 'calls',
       p .. 'calls:seq', p .. 'calls:find', p .. 'calls:provider', p .. 'calls:tools',
-      p .. 'runs', p .. 'runs:seq', p .. 'audit', p .. 'idem')
+      p .. 'runs', p .. 'runs:seq', p .. 'audit', p .. 'idem', p .. 'records',
+      p .. 'records:idx')
   else
     local k = key()
     if op == 'SET' then
@@ -230,6 +233,9 @@ while i <= #ARGV do
       local f = arg()
       local v = arg()
       redis.call('HSET', k, f, v)
+    elseif op == 'HDEL' then
+      local f = arg()
+      redis.call('HDEL', k, f)
     elseif op == 'ZADD' then
       local s = arg()
       local m = arg()
@@ -777,7 +783,7 @@ def _key_owner(tx: _RedisTransaction, user_id: str, agent: str, external_key: st
     return sid
 
 
-class _RedisTransaction:
+class _RedisTransaction(RecordOps):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`."""
 

@@ -27,10 +27,12 @@ from ..fieldlimits import (
     EXTERNAL_KEY_CHARS,
     IDEMPOTENCY_KEY_CHARS,
     NAME_CHARS,
+    RECORD_KEY_CHARS,
+    RECORD_NAMESPACE_CHARS,
     STEP_KIND_CHARS,
     STEP_STATUS_CHARS,
 )
-from .sqltypes import LONG_TEXT, JSONText, PlainText, UTCDateTime
+from .sqltypes import BLOB, LONG_TEXT, JSONText, PlainText, UTCDateTime, binary_text
 
 __all__ = [
     "audit_events",
@@ -39,6 +41,7 @@ __all__ = [
     "metadata",
     "run_steps",
     "runs",
+    "session_records",
     "sessions",
     "tool_calls",
     "working_memory",
@@ -139,6 +142,20 @@ working_memory = sa.Table(
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=True),
     sa.Column("data", JSONText, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+session_records = sa.Table(
+    "session_records",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    # Code-point order and exact compare on every dialect (binary_text).
+    sa.Column("namespace", binary_text(RECORD_NAMESPACE_CHARS), primary_key=True),
+    sa.Column("key", binary_text(RECORD_KEY_CHARS), primary_key=True),
+    sa.Column("data", BLOB, nullable=False),
+    sa.Column("meta", JSONText, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
     **TABLE_OPTIONS,
 )
 

@@ -32,6 +32,7 @@ from ..errors import StoreError
 from ..models import (
     AuditEvent,
     Message,
+    Record,
     Run,
     RunStatus,
     RunStep,
@@ -40,6 +41,7 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
+from . import sqlrecords
 from .base import IdempotencyRecord, ScrubReport, StoreConflict
 from .groupcommit import MAX_BATCH, GroupCommit
 from .keyhash import external_key_hash
@@ -606,6 +608,46 @@ class _SQLTransaction:
         self._writing()
         params = {"session_id": session_id, "after_seq": after_seq}
         return int(self._execute(self._sql.delete_messages, params).rowcount)
+
+    # -- records (:mod:`.sqlrecords`) ----------------------------------------------------
+    @_translated
+    def put_records(self, records: Sequence[Record]) -> None:
+        self._writing()
+        sqlrecords.put_records(self._conn, records)
+
+    @_translated
+    def get_record(self, session_id: str, namespace: str, key: str) -> Record | None:
+        return sqlrecords.get_record(self._conn, session_id, namespace, key)
+
+    @_translated
+    def list_records(
+        self,
+        session_id: str,
+        *,
+        namespace: str | None = None,
+        prefix: str | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+        descending: bool = False,
+    ) -> list[Record]:
+        return sqlrecords.list_records(
+            self._conn,
+            session_id,
+            namespace=namespace,
+            prefix=prefix,
+            after=after,
+            before=before,
+            limit=limit,
+            descending=descending,
+        )
+
+    @_translated
+    def delete_records(
+        self, session_id: str, *, namespace: str | None = None, prefix: str | None = None
+    ) -> int:
+        self._writing()
+        return sqlrecords.delete_records(self._conn, session_id, namespace=namespace, prefix=prefix)
 
     # -- working memory --------------------------------------------------------------
     @_translated

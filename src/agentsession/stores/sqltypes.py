@@ -8,6 +8,8 @@
   makes: real UTF-8, NUL kept as the escape ``\\u0000``. Deliberately
   not ``jsonb``, which cannot hold ``\\u0000``.
 * :data:`LONG_TEXT`: text without a practical size limit (MySQL ``TEXT`` stops at 64 KB).
+* :data:`BLOB`: bytes without a practical size limit (``BLOB``, ``BYTEA``, ``LONGBLOB``).
+* :func:`binary_text`: text that sorts by code point and compares exactly everywhere.
 """
 
 from __future__ import annotations
@@ -25,12 +27,27 @@ from ..jsonvalues import dumps, loads
 
 Processor = Callable[[Any], Any]
 
-__all__ = ["LONG_TEXT", "JSONText", "UTCDateTime"]
+__all__ = ["BLOB", "LONG_TEXT", "JSONText", "UTCDateTime", "binary_text"]
 
 #: Text of any length: ``TEXT`` on SQLite and PostgreSQL, ``LONGTEXT`` (4 GB) on MySQL.
 LONG_TEXT = sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 
+#: Bytes of any length: ``BLOB`` (SQLite), ``BYTEA`` (PostgreSQL), ``LONGBLOB`` (MySQL).
+BLOB = sa.LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
+
 _MYSQL = ("mysql", "mariadb")
+
+
+def binary_text(length: int) -> sa.types.TypeEngine[str]:
+    """``VARCHAR(length)`` ordered by Unicode code point and compared exactly: SQLite's
+    default BINARY collation, ``COLLATE "C"`` on PostgreSQL (UTF-8 byte order), and
+    ``utf8mb4_nopad_bin`` on MariaDB (``utf8mb4_bin`` would ignore trailing spaces,
+    so ``"k"`` and ``"k "`` would be one key)."""
+    return (
+        sa.String(length)
+        .with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
+        .with_variant(mysql.VARCHAR(length, collation="utf8mb4_nopad_bin"), "mysql", "mariadb")
+    )
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import audit, health, memory, messages, runs, sessions, tools, users
+from . import audit, health, memory, messages, records, runs, sessions, tools, users
 
 __all__ = ["routers"]
 
@@ -17,6 +17,7 @@ def routers() -> list[APIRouter]:
         sessions.keyed,
         messages.router,
         memory.router,
+        records.router,
         tools.router,
         runs.router,
         audit.router,

@@ -1,0 +1,438 @@
+"""LangGraph checkpointer over agentsession: :class:`AgentSessionSaver`.
+
+A LangGraph thread is one session of ``(user_id, agent="langgraph")`` named by the
+thread id (its external key, :meth:`SessionManager.open_session`). Checkpoints and
+pending writes are session records (:meth:`SessionManager.put_records`):
+
+* namespace ``langgraph.checkpoint``, key ``<checkpoint_ns>/<checkpoint_id>``: the
+  whole checkpoint as the saver's ``serde`` dumps it, ``meta`` holding its type, the
+  metadata (serialised the same way, base64) and the parent checkpoint id;
+* namespace ``langgraph.writes``, key ``<checkpoint_ns>/<checkpoint_id>/<task_id>/
+  <idx>``: one pending write, ``meta`` holding its type, channel, task and index.
+  Regular writes (``idx >= 0``) are insert-if-absent, special ones
+  (``WRITES_IDX_MAP``: errors, interrupts...) replace, as the upstream savers do.
+
+``checkpoint_ns`` and ``task_id`` are percent-encoded in keys (so ``/`` only separates);
+checkpoint ids are time-ordered uuid6 text, so the key order of one namespace is the
+checkpoint order. A checkpoint is stored whole, channel values included, rather than
+as one blob per channel and version as the upstream SQL savers do: one record read per
+``get_tuple`` and one write per ``put``, at the price of repeating unchanged channels
+in every checkpoint (and a checkpoint is limited to ``Limits.max_record_bytes``).
+
+Serialisation is the saver's ``serde``: ``JsonPlusSerializer()`` by default, whose
+pickle fallback is off; nothing is ever unpickled by the store. The async methods run
+the sync ones in a worker thread. Backend: a :class:`SessionManager`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import random
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+from urllib.parse import quote, unquote
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from ..errors import SessionNotFound
+from ..models import Record, RecordWrite
+from ..service import SessionManager
+
+__all__ = ["AGENT", "CHECKPOINTS", "WRITES", "AgentSessionSaver"]
+
+#: The agent name of every LangGraph thread's session.
+AGENT = "langgraph"
+#: Record namespaces of checkpoints and of pending writes.
+CHECKPOINTS = "langgraph.checkpoint"
+WRITES = "langgraph.writes"
+#: Added to a write's index so negative (special) indexes sort as digits.
+_IDX_OFFSET = 2**31
+
+
+def _q(text: str) -> str:
+    return quote(text, safe="")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+class AgentSessionSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer keeping each thread in an agentsession session.
+
+    Args:
+        manager: the SessionManager (any store).
+        user_id: the owner of every thread's session.
+        serde: the serializer (default ``JsonPlusSerializer()``, no pickle fallback).
+    """
+
+    def __init__(
+        self,
+        manager: SessionManager,
+        *,
+        user_id: str,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(serde=serde or JsonPlusSerializer())
+        self._m = manager
+        self._user = user_id
+
+    # -- threads -------------------------------------------------------------------
+    def _open(self, thread_id: str) -> str:
+        s, _ = self._m.open_session(user_id=self._user, agent=AGENT, external_key=thread_id)
+        return s.session_id
+
+    def _find(self, thread_id: str) -> str | None:
+        try:
+            return self._m.get_session_by_key(
+                user_id=self._user, agent=AGENT, external_key=thread_id
+            ).session_id
+        except SessionNotFound:
+            return None
+
+    def _threads(self) -> Iterator[tuple[str, str]]:
+        """``(thread_id, session_id)`` of every thread of this saver's user."""
+        cursor = None
+        while True:
+            page = self._m.list_sessions(user_id=self._user, agent=AGENT, cursor=cursor)
+            for s in page.items:
+                if s.external_key is not None:
+                    yield s.external_key, s.session_id
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def _records(self, session_id: str, namespace: str, prefix: str) -> list[Record]:
+        """Every record of ``namespace`` whose key starts with ``prefix``, in key order."""
+        size = self._m.limits.max_page_size
+        found: list[Record] = []
+        after = None
+        while True:
+            page = self._m.list_records(
+                session_id=session_id,
+                user_id=self._user,
+                namespace=namespace,
+                prefix=prefix,
+                after=after,
+                limit=size,
+            )
+            found += page
+            if len(page) < size:
+                return found
+            after = page[-1].key
+
+    # -- reads -----------------------------------------------------------------------
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names (its ``checkpoint_id``, else the newest of its
+        thread and ``checkpoint_ns``), with its pending writes; None if absent."""
+        thread_id = str(config["configurable"]["thread_id"])
+        ns = config["configurable"].get("checkpoint_ns", "")
+        sid = self._find(thread_id)
+        if sid is None:
+            return None
+        if checkpoint_id := get_checkpoint_id(config):
+            record = self._m.get_record(
+                session_id=sid,
+                user_id=self._user,
+                namespace=CHECKPOINTS,
+                key=f"{_q(ns)}/{checkpoint_id}",
+            )
+        else:
+            newest = self._m.list_records(
+                session_id=sid,
+                user_id=self._user,
+                namespace=CHECKPOINTS,
+                prefix=f"{_q(ns)}/",
+                descending=True,
+                limit=1,
+            )
+            record = newest[0] if newest else None
+        return None if record is None else self._tuple(thread_id, sid, record)
+
+    def _tuple(self, thread_id: str, session_id: str, record: Record) -> CheckpointTuple:
+        quoted_ns, _, checkpoint_id = record.key.rpartition("/")
+        ns = unquote(quoted_ns)
+        meta = record.meta
+        checkpoint: Checkpoint = self.serde.loads_typed((meta["type"], record.data))
+        metadata: CheckpointMetadata = self.serde.loads_typed(
+            (meta["metadata_type"], base64.b64decode(meta["metadata"]))
+        )
+        writes = self._records(session_id, WRITES, f"{quoted_ns}/{checkpoint_id}/")
+        # The upstream savers' order of pending writes: task path, task id, index.
+        writes.sort(
+            key=lambda w: writes_sort_key(w.meta["task_path"], w.meta["task_id"], w.meta["idx"])
+        )
+        parent = meta.get("parent")
+        return CheckpointTuple(
+            config=_config(thread_id, ns, checkpoint_id),
+            checkpoint=checkpoint,
+            metadata=metadata,
+            parent_config=_config(thread_id, ns, parent) if parent else None,
+            pending_writes=[
+                (w.meta["task_id"], w.meta["channel"], self._loads(w.meta["type"], w.data))
+                for w in writes
+            ],
+        )
+
+    def _loads(self, kind: str, data: bytes) -> Any:
+        return self.serde.loads_typed((kind, data))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first (by checkpoint id): of ``config``'s thread (and its
+        ``checkpoint_ns`` / ``checkpoint_id`` if given), or of every thread of this
+        saver's user when ``config`` is None; ``filter`` matches metadata keys exactly,
+        ``before`` keeps older checkpoints, ``limit`` caps the count."""
+        if config is not None:
+            thread_id = str(config["configurable"]["thread_id"])
+            sid = self._find(thread_id)
+            threads = [] if sid is None else [(thread_id, sid)]
+        else:
+            threads = list(self._threads())
+        configurable = config["configurable"] if config else {}
+        ns = configurable.get("checkpoint_ns")
+        wanted_id = get_checkpoint_id(config) if config else None
+        before_id = get_checkpoint_id(before) if before else None
+        count = 0
+        for thread_id, sid in threads:
+            prefix = "" if ns is None else f"{_q(ns)}/"
+            records = self._records(sid, CHECKPOINTS, prefix)
+            records.sort(key=lambda r: r.key.rpartition("/")[2], reverse=True)
+            for record in records:
+                checkpoint_id = record.key.rpartition("/")[2]
+                if wanted_id and checkpoint_id != wanted_id:
+                    continue
+                if before_id and checkpoint_id >= before_id:
+                    continue
+                if limit is not None and count >= limit:
+                    return
+                found = self._tuple(thread_id, sid, record)
+                if filter and not all(found.metadata.get(k) == v for k, v in filter.items()):
+                    continue
+                count += 1
+                yield found
+
+    # -- writes ----------------------------------------------------------------------
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store ``checkpoint`` whole (one record) under its thread and namespace, its
+        parent the ``checkpoint_id`` of ``config``; return the config naming it."""
+        thread_id = str(config["configurable"]["thread_id"])
+        ns = config["configurable"].get("checkpoint_ns", "")
+        kind, data = self.serde.dumps_typed(checkpoint)
+        meta_kind, meta_data = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))
+        meta = {
+            "type": kind,
+            "metadata_type": meta_kind,
+            "metadata": _b64(meta_data),
+            "parent": config["configurable"].get("checkpoint_id"),
+        }
+        self._m.put_records(
+            session_id=self._open(thread_id),
+            user_id=self._user,
+            records=[RecordWrite(CHECKPOINTS, f"{_q(ns)}/{checkpoint['id']}", data, meta)],
+        )
+        return _config(thread_id, ns, checkpoint["id"])
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes for the checkpoint ``config`` names, in one call:
+        regular writes only if absent, special ones (``WRITES_IDX_MAP``) replacing."""
+        thread_id = str(config["configurable"]["thread_id"])
+        ns = config["configurable"].get("checkpoint_ns", "")
+        checkpoint_id = config["configurable"]["checkpoint_id"]
+        records = []
+        for i, (channel, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(channel, i)
+            kind, data = self.serde.dumps_typed(value)
+            key = f"{_q(ns)}/{checkpoint_id}/{_q(task_id)}/{idx + _IDX_OFFSET:010d}"
+            meta = {
+                "type": kind,
+                "channel": channel,
+                "task_id": task_id,
+                "task_path": task_path,
+                "idx": idx,
+            }
+            records.append(RecordWrite(WRITES, key, data, meta, if_absent=idx >= 0))
+        self._m.put_records(
+            session_id=self._open(thread_id), user_id=self._user, records=records
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread's session: every checkpoint and write of it goes."""
+        sid = self._find(str(thread_id))
+        if sid is not None:
+            self._m.delete_session(session_id=sid, user_id=self._user)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of the source thread into the target thread
+        (created if need be; records of the same keys are replaced). A source that
+        does not exist copies nothing."""
+        source = self._find(str(source_thread_id))
+        if source is None:
+            return
+        copied = [
+            RecordWrite(r.namespace, r.key, r.data, r.meta)
+            for namespace in (CHECKPOINTS, WRITES)
+            for r in self._records(source, namespace, "")
+        ]
+        target = self._open(str(target_thread_id))
+        batch = self._m.limits.max_batch_messages
+        for start in range(0, len(copied), batch):
+            self._m.put_records(
+                session_id=target, user_id=self._user, records=copied[start : start + batch]
+            )
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete, in every thread of this saver's user, the checkpoints whose metadata
+        ``run_id`` is one of ``run_ids``, with their writes."""
+        wanted = set(run_ids)
+        if not wanted:
+            return
+        for _, sid in list(self._threads()):
+            for record in self._records(sid, CHECKPOINTS, ""):
+                metadata = self._loads(
+                    record.meta["metadata_type"], base64.b64decode(record.meta["metadata"])
+                )
+                if metadata.get("run_id") in wanted:
+                    self._drop(sid, record.key)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep only the newest checkpoint of each namespace of each
+        thread (with its writes); ``delete``: remove every checkpoint and write.
+
+        Raises:
+            ValueError: another strategy.
+        """
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}")
+        for thread_id in thread_ids:
+            sid = self._find(str(thread_id))
+            if sid is None:
+                continue
+            if strategy == "delete":
+                for namespace in (CHECKPOINTS, WRITES):
+                    self._m.delete_records(session_id=sid, user_id=self._user, namespace=namespace)
+                continue
+            newest: dict[str, str] = {}
+            records = self._records(sid, CHECKPOINTS, "")
+            for record in records:  # key order: the last of a namespace is its newest
+                newest[record.key.rpartition("/")[0]] = record.key
+            for record in records:
+                if newest[record.key.rpartition("/")[0]] != record.key:
+                    self._drop(sid, record.key)
+
+    def _drop(self, session_id: str, key: str) -> None:
+        """Delete one checkpoint (its key: ``<ns>/<id>``, ids of one length) and its
+        writes (keys under ``<ns>/<id>/``)."""
+        for namespace, prefix in ((WRITES, f"{key}/"), (CHECKPOINTS, key)):
+            self._m.delete_records(
+                session_id=session_id, user_id=self._user, namespace=namespace, prefix=prefix
+            )
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Versions as the upstream savers make them: a zero-padded counter and a
+        random fraction, so they sort as text."""
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(current.split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+    # -- async -----------------------------------------------------------------------
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """:meth:`get_tuple` in a worker thread."""
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """:meth:`list` in a worker thread."""
+        found = await asyncio.to_thread(
+            lambda: [*self.list(config, filter=filter, before=before, limit=limit)]
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """:meth:`put` in a worker thread."""
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """:meth:`put_writes` in a worker thread."""
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """:meth:`delete_thread` in a worker thread."""
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """:meth:`copy_thread` in a worker thread."""
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """:meth:`delete_for_runs` in a worker thread."""
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """:meth:`prune` in a worker thread."""
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }

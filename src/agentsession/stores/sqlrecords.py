@@ -1,0 +1,92 @@
+"""Session records on the SQL store: the ``session_records`` table.
+
+Kept apart from :mod:`.sql` so each module stays one job; the store's transaction calls
+these with its connection. Rows are keyed ``(session_id, namespace, key)``, and that
+primary key serves every lookup and listing of one session in ``(namespace, key)``
+order (code-point order on every dialect: :func:`.sqltypes.binary_text`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..models import Record
+from .schema import session_records as t
+
+__all__ = ["delete_records", "get_record", "list_records", "put_records"]
+
+
+def put_records(conn: Connection, records: Sequence[Record]) -> None:
+    """Insert or replace each record: delete the old rows of these keys, then insert,
+    one executemany each (the manager holds the session row lock, so nobody races)."""
+    if not records:
+        return
+    keys = [
+        {"b_session_id": r.session_id, "b_namespace": r.namespace, "b_key": r.key} for r in records
+    ]
+    conn.execute(
+        sa.delete(t).where(
+            t.c.session_id == sa.bindparam("b_session_id"),
+            t.c.namespace == sa.bindparam("b_namespace"),
+            t.c.key == sa.bindparam("b_key"),
+        ),
+        keys,
+    )
+    conn.execute(sa.insert(t), [r.model_dump() for r in records])
+
+
+def get_record(conn: Connection, session_id: str, namespace: str, key: str) -> Record | None:
+    """The record, or None."""
+    stmt = sa.select(t).where(
+        t.c.session_id == session_id, t.c.namespace == namespace, t.c.key == key
+    )
+    row = conn.execute(stmt).first()
+    return None if row is None else Record.model_validate(row._asdict())
+
+
+def list_records(
+    conn: Connection,
+    session_id: str,
+    *,
+    namespace: str | None,
+    prefix: str | None,
+    after: str | None,
+    before: str | None,
+    limit: int | None,
+    descending: bool,
+) -> list[Record]:
+    """Records in ``(namespace, key)`` order (see the store protocol)."""
+    if limit is not None and limit <= 0:
+        return []
+    stmt = sa.select(t).where(*_where(session_id, namespace, prefix))
+    if after is not None:
+        stmt = stmt.where(t.c.key > after)
+    if before is not None:
+        stmt = stmt.where(t.c.key < before)
+    order = (t.c.namespace.desc(), t.c.key.desc()) if descending else (t.c.namespace, t.c.key)
+    stmt = stmt.order_by(*order).limit(limit)
+    return [Record.model_validate(row._asdict()) for row in conn.execute(stmt)]
+
+
+def delete_records(
+    conn: Connection, session_id: str, *, namespace: str | None, prefix: str | None
+) -> int:
+    """Delete the matching records; return how many went."""
+    stmt = sa.delete(t).where(*_where(session_id, namespace, prefix))
+    return int(conn.execute(stmt).rowcount)
+
+
+def _where(session_id: str, namespace: str | None, prefix: str | None) -> list[Any]:
+    """Conditions of one session, an optional namespace and a key prefix. The prefix is
+    a range start (for the index) plus an exact compare of the key's first characters
+    (no LIKE: its wildcards would need escaping)."""
+    where: list[Any] = [t.c.session_id == session_id]
+    if namespace is not None:
+        where.append(t.c.namespace == namespace)
+    if prefix:
+        where += [t.c.key >= prefix, sa.func.substr(t.c.key, 1, len(prefix)) == prefix]
+    return where

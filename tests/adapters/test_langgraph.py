@@ -1,0 +1,183 @@
+"""The LangGraph checkpointer: LangGraph's own conformance suite
+(``langgraph-checkpoint-conformance``) on the memory and SQLite stores, the sync API on
+every store, and a graph interrupted by ``interrupt()`` and resumed in a new process
+from the same SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph", reason="langgraph not installed: pip install -e '.[dev]'")
+
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.test_utils import (
+    generate_checkpoint,
+    generate_config,
+    generate_metadata,
+)
+
+from agentsession import SessionManager
+from agentsession.adapters.langgraph import (
+    AGENT,
+    CHECKPOINTS,
+    WRITES,
+    AgentSessionSaver,
+)
+from agentsession.stores.base import SessionStore
+
+#: The capabilities of the conformance suite 0.0.2 and how many tests each has: the
+#: base ones, and the extended ones the saver implements (all three).
+SUITE_TESTS = {
+    "put": 17,
+    "put_writes": 10,
+    "get_tuple": 10,
+    "list": 16,
+    "delete_thread": 5,
+    "delete_for_runs": 7,
+    "copy_thread": 8,
+    "prune": 8,
+}
+
+
+def _conformance(make_manager: Any) -> dict[str, Any]:
+    @checkpointer_test(name="agentsession")
+    async def saver() -> AsyncIterator[AgentSessionSaver]:
+        manager = make_manager()
+        try:
+            yield AgentSessionSaver(manager, user_id="alice")
+        finally:
+            manager.close()
+
+    report = asyncio.run(validate(saver))
+    assert report.passed_all_base() and report.passed_all(), report.to_dict()
+    return {
+        cap: (r.tests_passed, r.tests_failed)
+        for cap, r in report.results.items()
+        if r.detected
+    }
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_langgraph_conformance_suite_passes_every_test(kind: str, tmp_path: Path) -> None:
+    files = iter(range(1000))
+
+    def make_manager() -> SessionManager:
+        if kind == "memory":
+            return SessionManager.from_url("memory://")
+        return SessionManager.from_url(
+            f"sqlite:///{tmp_path / f'lg{next(files)}.db'}", auto_migrate=True
+        )
+
+    counts = _conformance(make_manager)
+    assert counts == {cap: (n, 0) for cap, n in SUITE_TESTS.items()}
+
+
+def _put(saver: AgentSessionSaver, thread: str, ns: str = "", **kw: Any) -> dict[str, Any]:
+    config = generate_config(thread, checkpoint_ns=ns)
+    if "parent" in kw:
+        config["configurable"]["checkpoint_id"] = kw.pop("parent")
+    cp = generate_checkpoint(**kw)
+    return dict(saver.put(config, cp, generate_metadata(**{"source": "loop"}), {}))
+
+
+def test_sync_api_on_every_store(store: SessionStore) -> None:
+    """put, put_writes, get_tuple, list and delete_thread on each store: bytes and
+    order survive, regular writes are insert-if-absent and special ones replace, and
+    everything lives in records of the thread's session."""
+    m = SessionManager(store)
+    saver = AgentSessionSaver(m, user_id="alice")
+    first = _put(saver, "t1", channel_values={"msg": "one", "raw": b"\x00\xff"})
+    second = _put(saver, "t1", parent=first["configurable"]["checkpoint_id"],
+                  channel_values={"msg": "two"})  # fmt: skip
+    child = _put(saver, "t1", ns="sub:1|x/y", channel_values={"msg": "child"})
+    saver.put_writes(second, [("a", 1), ("b", {"k": [1]})], task_id="task/1")
+    saver.put_writes(second, [("a", "ignored"), ("__error__", "e1")], task_id="task/1")
+    saver.put_writes(second, [("__error__", "e2")], task_id="task/1")
+    latest = saver.get_tuple(generate_config("t1"))
+    assert isinstance(latest, CheckpointTuple)
+    assert latest.checkpoint["channel_values"] == {"msg": "two"}
+    assert latest.parent_config is not None
+    assert latest.parent_config["configurable"]["checkpoint_id"] == first["configurable"][
+        "checkpoint_id"
+    ]
+    assert sorted((c, v) for _, c, v in latest.pending_writes or []) == [
+        ("__error__", "e2"), ("a", 1), ("b", {"k": [1]})
+    ]  # fmt: skip
+    old = saver.get_tuple(first)
+    assert old is not None and old.checkpoint["channel_values"]["raw"] == b"\x00\xff"
+    sub = saver.get_tuple(generate_config("t1", checkpoint_ns="sub:1|x/y"))
+    assert sub is not None and sub.config == child
+    listed = [t.config["configurable"]["checkpoint_id"] for t in saver.list(generate_config("t1"))]
+    assert listed == [second["configurable"]["checkpoint_id"], first["configurable"][
+        "checkpoint_id"]]  # fmt: skip
+    assert len(list(saver.list(None))) == 3  # every thread, every namespace
+    s = m.get_session_by_key(user_id="alice", agent=AGENT, external_key="t1")
+    namespaces = {r.namespace for r in m.list_records(session_id=s.session_id, user_id="alice")}
+    assert namespaces == {CHECKPOINTS, WRITES}
+    saver.delete_thread("t1")
+    assert saver.get_tuple(generate_config("t1")) is None
+    assert list(saver.list(None)) == []
+
+
+_GRAPH = textwrap.dedent(
+    """
+    import sys
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Command, interrupt
+
+    from agentsession import SessionManager
+    from agentsession.adapters.langgraph import AgentSessionSaver
+
+
+    class State(TypedDict):
+        question: str
+        answer: str
+
+
+    def ask(state: State) -> dict[str, str]:
+        return {"answer": interrupt({"question": state["question"]})}
+
+
+    builder = StateGraph(State)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    url, step = sys.argv[1], sys.argv[2]
+    with SessionManager.from_url(url, auto_migrate=True) as sm:
+        graph = builder.compile(checkpointer=AgentSessionSaver(sm, user_id="alice"))
+        config = {"configurable": {"thread_id": "thread-1"}}
+        if step == "start":
+            out = graph.invoke({"question": "name?", "answer": ""}, config)
+            print(repr(out["__interrupt__"][0].value))
+        else:
+            print(repr(graph.invoke(Command(resume="Ada"), config)))
+    """
+)
+
+
+def test_interrupted_graph_resumes_in_a_new_process(tmp_path: Path) -> None:
+    script = tmp_path / "graph.py"
+    script.write_text(_GRAPH)
+    url = f"sqlite:///{tmp_path / 'lg.db'}"
+
+    def run(step: str) -> str:
+        done = subprocess.run(
+            [sys.executable, str(script), url, step],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert run("start") == "{'question': 'name?'}"
+    assert run("resume") == "{'question': 'name?', 'answer': 'Ada'}"
