@@ -7,7 +7,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -324,3 +329,85 @@ def test_a_missing_or_foreign_database_and_other_sources_are_refused(tmp_path: P
     for source in ("google-adk", "langgraph"):
         later = invoke("import", source, "x.db")
         assert later.exit_code == 2 and "not supported yet" in later.output
+
+
+def as_other_user() -> list[str]:
+    """The command prefix that runs a process as a user bound by file permissions: none
+    when we are not root, ``setpriv`` to nobody when we are (root ignores them)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root and setpriv is not available")
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_a_read_only_database_in_a_read_only_folder_is_imported_and_left_as_it_is(
+    tmp_path: Path,
+) -> None:
+    """A chmod 444 database in a chmod 555 folder, imported by a user who cannot write
+    either: with and without a write-ahead log beside it, every item arrives (the log's
+    too), and the folder holds the same bytes and no new file after; an unreadable file
+    is refused as such (exit 2), not as a foreign database."""
+    prefix = as_other_user()
+    made = tmp_path / "made.db"
+    peer_database(made)
+    base = Path(tempfile.mkdtemp(prefix="agentsession-ro-"))  # tmp_path is root's only
+    try:
+        base.chmod(0o755)
+        out = base / "out"
+        out.mkdir()
+        url = f"sqlite:///{out / 'sessions.db'}"
+        SessionManager.from_url(url, auto_migrate=True).close()
+        for f in (out, *out.iterdir()):
+            if prefix:
+                os.chown(f, 65534, 65534)
+        plain, logged = base / "plain", base / "logged"
+        for folder in (plain, logged):
+            folder.mkdir()
+        shutil.copyfile(made, plain / "agents.db")
+        writer = sqlite3.connect(made)
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        writer.execute("INSERT INTO agent_sessions (session_id) VALUES ('late')")
+        writer.execute(
+            "INSERT INTO agent_messages (session_id, message_data) VALUES ('late', ?)",
+            (json.dumps({"role": "user", "content": "only in the log"}),),
+        )
+        writer.commit()
+        shutil.copyfile(made, logged / "agents.db")
+        shutil.copyfile(f"{made}-wal", logged / "agents.db-wal")
+        writer.close()
+        (plain / "locked.db").write_bytes(made.read_bytes())
+        (plain / "locked.db").chmod(0o000 if prefix else 0o200)
+        for folder in (plain, logged):
+            for f in folder.iterdir():
+                if f.name != "locked.db":
+                    f.chmod(0o444)
+            folder.chmod(0o555)
+        before = {f: f.read_bytes() for folder in (plain, logged) for f in folder.iterdir()
+                  if f.name != "locked.db"}  # fmt: skip
+        env = {**os.environ, "HOME": str(out)}
+
+        def run(db: Path) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*prefix, sys.executable, "-m", "agentsession", "import", "openai-agents",
+                 str(db), "--url", url, "--user", "alice", "--json", "--quiet"],
+                capture_output=True, text=True, env=env, check=False,
+            )  # fmt: skip
+
+        first = run(plain / "agents.db")
+        assert first.returncode == 0, first.stderr
+        assert json.loads(first.stdout)["messages"] == 8
+        second = run(logged / "agents.db")
+        assert second.returncode == 0, second.stderr
+        report = json.loads(second.stdout)
+        assert (report["sessions"], report["created"], report["messages"]) == (3, 1, 1)
+        after = {f: f.read_bytes() for folder in (plain, logged) for f in folder.iterdir()
+                 if f.name != "locked.db"}  # fmt: skip
+        assert after == before
+        locked = run(plain / "locked.db")
+        assert locked.returncode == 2 and "not readable" in locked.stderr, locked.stderr
+    finally:
+        for folder in base.iterdir():
+            folder.chmod(0o755)
+        shutil.rmtree(base)

@@ -1,7 +1,8 @@
 """Import an openai-agents ``SQLiteSession`` database: every openai-agents session becomes
 one session of ours, stored exactly as the openai-agents adapter stores it.
 
-The source is opened read-only (``mode=ro``): nothing is ever written to it. Each
+The source is only read: no write goes to it and no file is created beside it (see
+:func:`_open`). Each
 source session is the session keyed by its ``session_id`` under ``(user_id, agent)``
 (:meth:`~agentsession.SessionManager.open_session`); each item one message
 (:func:`~agentsession.adapters.openai_agents.message_of_item`), so the adapter reads
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -58,8 +61,9 @@ class OpenAIAgentsSource:
         sessions_table, messages_table: its table names (``SQLiteSession``'s defaults).
 
     Raises:
-        ValidationError: a table name that is not a plain identifier, a file that is
-            not there or not such a database.
+        ValidationError: a table name that is not a plain identifier; a file that is
+            not there or cannot be opened for reading ("cannot open ..."); a file that
+            is not such a database ("... is not an openai-agents ...").
     """
 
     def __init__(
@@ -76,17 +80,52 @@ class OpenAIAgentsSource:
         if not file.is_file():
             raise ValidationError(f"no such database file: {file}", field="path")
         self._sessions, self._messages = sessions_table, messages_table
-        self._db = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+        self._copy: tempfile.TemporaryDirectory[str] | None = None
+        try:
+            self._db = self._open(file)
+        except (sqlite3.OperationalError, OSError) as exc:
+            raise ValidationError(f"cannot open {file} for reading ({exc})", field="path") from None
+        except sqlite3.DatabaseError as exc:  # e.g. "file is not a database"
+            raise ValidationError(
+                f"{file} is not an openai-agents SQLiteSession database ({exc})", field="path"
+            ) from None
         try:
             self._db.execute(f"SELECT session_id FROM {sessions_table} LIMIT 1").fetchall()
             self._db.execute(
                 f"SELECT id, session_id, message_data, created_at FROM {messages_table} LIMIT 1"
             ).fetchall()
         except sqlite3.DatabaseError as exc:
-            self._db.close()
+            self.close()
             raise ValidationError(
                 f"{file} is not an openai-agents SQLiteSession database ({exc})", field="path"
             ) from None
+
+    def _open(self, file: Path) -> sqlite3.Connection:
+        """A connection that reads ``file`` and writes nothing beside it.
+
+        ``SQLiteSession`` uses WAL, and a ``mode=ro`` connection to a WAL database
+        creates ``-wal``/``-shm`` files (and fails where it cannot). Without a ``-wal``
+        file the database file holds everything: ``immutable=1`` reads it alone. With
+        one (a writer is open, or did not checkpoint), ``mode=ro`` reads it; where that
+        cannot open (no ``-shm`` and a folder this user cannot write), a private copy
+        of the file and its log is read instead.
+
+        Raises:
+            sqlite3.OperationalError, OSError: the file cannot be opened or read.
+            sqlite3.DatabaseError: the file is not a SQLite database.
+        """
+        uri = file.resolve().as_uri()
+        log = file.with_name(file.name + "-wal")
+        if not log.exists():
+            return _probed(sqlite3.connect(f"{uri}?immutable=1", uri=True))
+        try:
+            return _probed(sqlite3.connect(f"{uri}?mode=ro", uri=True))
+        except sqlite3.OperationalError:
+            self._copy = tempfile.TemporaryDirectory(prefix="agentsession-import-")
+            copy = Path(self._copy.name) / "source.db"
+            shutil.copyfile(file, copy)
+            shutil.copyfile(log, copy.with_name("source.db-wal"))
+            return _probed(sqlite3.connect(copy))
 
     def session_ids(self) -> list[str]:
         """Every source session id, in the order they were created."""
@@ -121,8 +160,10 @@ class OpenAIAgentsSource:
         return rows, bad
 
     def close(self) -> None:
-        """Close the read-only connection."""
+        """Close the connection (and remove the private copy, if one was read)."""
         self._db.close()
+        if self._copy is not None:
+            self._copy.cleanup()
 
 
 @dataclass
@@ -259,6 +300,20 @@ def _record_calls(
             provider_call_id=provider if _LABEL.fullmatch(str(provider)) else None,
         )  # fmt: skip
         report.tool_calls += 1
+
+
+def _probed(db: sqlite3.Connection) -> sqlite3.Connection:
+    """``db`` once it has read the schema (SQLite opens lazily).
+
+    Raises:
+        sqlite3.DatabaseError: as reading the schema raises (``db`` is closed).
+    """
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError:
+        db.close()
+        raise
+    return db
 
 
 def _arguments(text: Any) -> dict[str, Any]:
