@@ -126,7 +126,7 @@ def test_export_then_import_recreates_an_equal_session(store: SessionStore) -> N
     )
     assert [line["message"]["seq"] for line in lines[2:9]] == list(range(1, 8))
     for owner in ("bob", "alice"):
-        done = import_session(manager, lines, user_id=owner)
+        done = import_session(manager, enumerate(lines, start=1), user_id=owner)
         assert done.session.session_id != original.session_id
         assert (done.session.external_key, done.key_taken) == (
             ("trip 42/ü", False) if owner == "bob" else (None, True)
@@ -411,3 +411,123 @@ def test_a_read_only_database_in_a_read_only_folder_is_imported_and_left_as_it_i
         for folder in base.iterdir():
             folder.chmod(0o755)
         shutil.rmtree(base)
+
+
+def test_a_reused_call_id_pairs_each_call_with_its_own_output(tmp_path: Path) -> None:
+    """Two calls under one ``call_id``, each answered before the next: each tool call
+    gets the output that followed it, not the last one."""
+    pytest.importorskip("agents", reason="openai-agents not installed")
+    from agents.memory import SQLiteSession
+
+    source = tmp_path / "agents.db"
+    items = [
+        {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": '{"city":"Z"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "rain"},
+        {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": '{"city":"B"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "sun"},
+    ]
+    session = SQLiteSession("conv", str(source))
+    asyncio.run(session.add_items(items))  # type: ignore[arg-type]
+    session.close()
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    SessionManager.from_url(url, auto_migrate=True).close()
+    done = invoke("import", "openai-agents", str(source), "--url", url, "--user", "alice")
+    assert done.exit_code == 0, done.output
+    assert imported(url)["conv"]["calls"] == [
+        ("weather", {"city": "Z"}, "rain", "c1"),
+        ("weather", {"city": "B"}, "sun", "c1"),
+    ]
+
+
+def test_messages_of_a_session_missing_from_the_sessions_table_are_imported(
+    tmp_path: Path,
+) -> None:
+    """Rows whose session_id has no row in the sessions table (SQLiteSession reads
+    them) are imported as their own session, and the progress total matches."""
+    from agentsession.transfer.openai_agents import OpenAIAgentsSource, import_openai_agents
+
+    source = tmp_path / "agents.db"
+    peer_database(source)
+    with sqlite3.connect(source) as db:
+        db.executemany(
+            "INSERT INTO agent_messages (session_id, message_data) VALUES ('orphan', ?)",
+            [(json.dumps({"role": "user", "content": text}),) for text in ("a", "b")],
+        )
+    db.close()
+    done: list[int] = []
+    with SessionManager.from_url("memory://") as manager:
+        src = OpenAIAgentsSource(source)
+        report = import_openai_agents(manager, src, user_id="alice", advance=done.append)
+        assert sum(done) == src.item_count() == 10
+        src.close()
+        assert (report.sessions, report.messages) == (3, 10)
+        orphan = manager.get_session_by_key(
+            user_id="alice", agent="openai-agents", external_key="orphan"
+        )
+        assert orphan.message_count == 2
+
+
+def test_bad_files_and_records_are_an_error_line_and_an_exit_code(tmp_path: Path) -> None:
+    """A missing path, a folder, bytes that are not UTF-8, an unwritable ``--out``,
+    run steps that are not objects, an unknown session status: ``error: ...`` and
+    exit 5, no traceback; a bad session line writes nothing."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with SessionManager.from_url(url, auto_migrate=True) as manager:
+        s = manager.create_session(user_id="alice", agent="a")
+    session = {"type": "session", "format_version": 1, "session": {"agent": "a"}}
+    files = {
+        "ff.jsonl": b"\xff\xfe\n",
+        "steps.jsonl": (json.dumps(session) + "\n"
+                        + json.dumps({"type": "run", "run": {"steps": [1]}}) + "\n").encode(),
+        "status.jsonl": json.dumps(
+            {**session, "session": {"agent": "a", "status": "OPEN"}}).encode(),
+    }  # fmt: skip
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    cases = [
+        (["import", "jsonl", str(tmp_path / "no.jsonl")], "cannot read"),
+        (["import", "jsonl", str(tmp_path)], "cannot read"),
+        (["import", "jsonl", str(tmp_path / "ff.jsonl")], "line 1: not UTF-8"),
+        (["export", s.session_id, "--out", str(tmp_path / "no" / "x.jsonl")], "cannot write"),
+        (["import", "jsonl", str(tmp_path / "steps.jsonl")], "line 2: run.steps must be"),
+        (["import", "jsonl", str(tmp_path / "status.jsonl")], "line 1: session.status must"),
+    ]
+    for args, error in cases:
+        done = invoke(*args, "--url", url, "--user", "bob" if args[0] == "import" else "alice")
+        assert done.exit_code == 5, (args, done.output, done.exception)
+        assert f"error: {error}" in done.output, (args, done.output)
+    with SessionManager.from_url(url) as manager:
+        made = manager.list_sessions(user_id="bob").items
+        assert [x.run_count for x in made] == [0]  # the steps file's session, no run
+
+
+def test_import_errors_name_the_file_line_and_need_only_the_appended_fields(
+    tmp_path: Path,
+) -> None:
+    """Line numbers count blank lines; every refusal of the manager (a conflict too)
+    is prefixed ``line N:``; a tool call without a tool is refused, not stored as
+    "None"; a message record needs only the fields it was appended with, and a field
+    of the wrong shape is one line of error."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    SessionManager.from_url(url, auto_migrate=True).close()
+    head = json.dumps({"type": "session", "format_version": 1, "session": {"agent": "a"}})
+    call = {"type": "tool_call", "tool_call": {"tool": "t", "arguments": {}, "call_id": "c"}}
+    no_tool = {"type": "tool_call", "tool_call": {"arguments": {}}}
+    bare = {"type": "message", "message": {"role": "user", "content": "hi"}}
+    cases = [
+        ([head, "", json.dumps(bare), json.dumps(call), "", json.dumps(call)], 4, "line 6:"),
+        ([head, "", json.dumps(no_tool)], 5, "line 3: "),
+        ([head, json.dumps({"type": "message", "message": {"role": 5}})], 5, "line 2: "),
+    ]
+    for i, (lines, code, error) in enumerate(cases):
+        path = tmp_path / f"f{i}.jsonl"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        done = invoke("import", "jsonl", str(path), "--url", url, "--user", "bob")
+        assert done.exit_code == code, (lines, done.output, done.exception)
+        assert f"error: {error}" in done.output and "None" not in done.output, done.output
+        assert len(done.output.strip().splitlines()) == 1, done.output
+    with SessionManager.from_url(url) as manager:
+        made = manager.list_sessions(user_id="bob").items
+        assert sorted((x.message_count, x.tool_call_count) for x in made) == [
+            (0, 0), (0, 0), (1, 1)
+        ]

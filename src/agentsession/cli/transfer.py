@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ..errors import ValidationError
-from ..transfer.jsonl import export_session, import_session
+from ..transfer.jsonl import export_session, import_session, read_lines
 from ..transfer.openai_agents import OpenAIAgentsSource, import_openai_agents
 from . import render
 from .common import (
@@ -55,8 +55,12 @@ def export(
         if out is None:
             _write(sys.stdout, itertools.chain([first], lines))
             return
-        with out.open("w", encoding="utf-8") as f:
-            _write(f, itertools.chain([first], lines))
+        try:
+            with out.open("w", encoding="utf-8") as f:
+                _write(f, itertools.chain([first], lines))
+        except OSError as exc:
+            message = f"cannot write {out}: {exc.strerror or exc}"
+            raise ValidationError(message, field="out") from None
 
 
 def _write(f: TextIO, lines: Iterator[dict[str, Any]]) -> None:
@@ -77,10 +81,16 @@ def import_jsonl(
     opts = resolve_options(ctx, url, user, False, as_json)
     with open_manager(opts) as sm:
         if str(file) == "-":
-            done = import_session(sm, _parsed(sys.stdin), user_id=opts.principal)
+            done = import_session(sm, read_lines(sys.stdin.buffer), user_id=opts.principal)
         else:
-            with file.open(encoding="utf-8") as f:
-                done = import_session(sm, _parsed(f), user_id=opts.principal)
+            try:
+                f = file.open("rb")
+            except OSError as exc:
+                raise ValidationError(
+                    f"cannot read {file}: {exc.strerror or exc}", field="file"
+                ) from None
+            with f:
+                done = import_session(sm, read_lines(f), user_id=opts.principal)
     data = {
         "session_id": done.session.session_id,
         "external_key": done.session.external_key,
@@ -93,23 +103,6 @@ def import_jsonl(
     if done.key_taken:
         text += " (its external key is in use: imported without one)"
     _report(opts, data, text)
-
-
-def _parsed(f: TextIO) -> Iterator[Any]:
-    """The JSON value of each non-blank line.
-
-    Raises:
-        ValidationError: a line that is not JSON (naming it).
-    """
-    for number, text in enumerate(f, start=1):
-        if not text.strip():
-            continue
-        try:
-            yield json.loads(text)
-        except ValueError as exc:
-            raise ValidationError(
-                f"line {number}: not JSON ({exc})", field=f"line {number}"
-            ) from None
 
 
 @import_app.command("openai-agents")

@@ -10,23 +10,30 @@ such lines, through the manager's ordinary writes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from enum import Enum
+from typing import IO, Any, TypeVar
 
+import pydantic
 from pydantic import BaseModel
 
-from ..errors import SessionExists, ValidationError
-from ..models import Message, Run, RunStatus, Session, SessionStatus
+from ..errors import AgentSessionError, SessionExists, ValidationError
+from ..models import Run, RunStatus, Session, SessionStatus
 from ..service import SessionManager
 
-__all__ = ["FORMAT_VERSION", "ImportedSession", "export_session", "import_session"]
+__all__ = ["FORMAT_VERSION", "ImportedSession", "export_session", "import_session", "read_lines"]
 
 #: The version of the line format; an import refuses any other.
 FORMAT_VERSION = 1
 
 #: Run statuses ``finish_run`` sets; others are imported as noted in docs/export.md.
 _FINISHED = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+_E = TypeVar("_E", bound=Enum)
+#: A message record's fields the store sets, and its link to a run: not appended.
+_NOT_APPENDED = ("message_id", "session_id", "seq", "created_at", "session_version", "run_id")
 
 
 def export_session(
@@ -106,8 +113,33 @@ class ImportedSession:
         self.session, self.key_taken, self.counts = session, key_taken, counts
 
 
+def read_lines(f: IO[bytes]) -> Iterator[tuple[int, Any]]:
+    """The JSON value of each non-blank line of an export, with its line number in the
+    file (blank lines counted), ready for :func:`import_session`.
+
+    Args:
+        f: the file, opened in binary (it must be UTF-8).
+
+    Raises:
+        ValidationError: a line that is not UTF-8 or not JSON (``line N: ...``).
+    """
+    for number, raw in enumerate(f, start=1):
+        with _line(f"line {number}"):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValidationError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+            if not text.strip():
+                continue
+            try:
+                value = json.loads(text)
+            except ValueError as exc:
+                raise ValidationError(f"not JSON ({exc})") from None
+        yield number, value
+
+
 def import_session(
-    manager: SessionManager, lines: Iterable[Any], *, user_id: str
+    manager: SessionManager, lines: Iterable[tuple[int, Any]], *, user_id: str
 ) -> ImportedSession:
     """Create a new session, owned by ``user_id``, from the lines of an export.
 
@@ -119,61 +151,97 @@ def import_session(
     runs are dropped (runs get new ids, and a link needs a RUNNING run).
 
     Args:
-        lines: the export's lines as parsed JSON, in file order (``session`` first).
+        lines: ``(line number, parsed JSON value)`` pairs in file order, ``session``
+            first (:func:`read_lines`, or ``enumerate(values, start=1)``).
         user_id: the owner of the new session.
 
     Returns:
         The new session (after the import), whether its key was taken, and the counts.
 
     Raises:
-        ValidationError: a line out of place, of an unknown type or format version,
-            or a record the manager refuses (the session made so far stays; the error
-            names the line).
+        AgentSessionError: its message starts ``line N:`` (``lines N-M:`` for a batch of
+            messages): a line out of place, of an unknown type or format version, a
+            field of the wrong shape (ValidationError), or a write the manager refuses
+            (its own error: ValidationError, PayloadTooLarge, ToolCallExists, ...). A
+            bad session line (its status too) fails before any write; after it, the
+            session made so far stays.
     """
     it = iter(lines)
-    head = _record(next(it, None), "session", 1)
-    session, key_taken = _create(manager, head, user_id)
+    first_number, first = next(it, (1, None))
+    with _line(f"line {first_number}"):
+        head = _record(first, "session")
+        status = _enum(SessionStatus, head.get("status", "ACTIVE"), "session.status")
+        session, key_taken = _create(manager, head, user_id)
     writer = _Writer(manager, session.session_id, user_id)
-    for number, line in enumerate(it, start=2):
-        try:
+    for number, line in it:
+        with _line(f"line {number}"):
             writer.add(line, number)
-        except ValidationError as exc:
-            if exc.field is not None and exc.field.startswith("line "):
-                raise
-            raise ValidationError(f"line {number}: {exc.message}", field=f"line {number}") from exc
-        except ValueError as exc:  # a field of the wrong shape (pydantic, an enum)
-            raise ValidationError(f"line {number}: {exc}", field=f"line {number}") from exc
     writer.flush()
-    status = SessionStatus(head.get("status", "ACTIVE"))
     scope: dict[str, Any] = {"session_id": session.session_id, "user_id": user_id}
-    if status is SessionStatus.CLOSED:
-        manager.close_session(**scope, reason=head.get("status_reason"))
-    elif status is SessionStatus.EXPIRED:
-        manager.expire_session(**scope, reason=head.get("status_reason"))
+    with _line(f"line {first_number}"):
+        if status is SessionStatus.CLOSED:
+            manager.close_session(**scope, reason=head.get("status_reason"))
+        elif status is SessionStatus.EXPIRED:
+            manager.expire_session(**scope, reason=head.get("status_reason"))
     return ImportedSession(manager.get_session(**scope), key_taken, writer.counts)
 
 
-def _record(line: Any, kind: str, number: int) -> dict[str, Any]:
+@contextmanager
+def _line(label: str) -> Iterator[None]:
+    """Prefix the errors raised inside with ``label`` (``line N``), once: an
+    AgentSessionError keeps its class; a pydantic or enum error becomes one line of
+    ValidationError.
+
+    Raises:
+        AgentSessionError: as raised inside, its message prefixed.
+    """
+    try:
+        yield
+    except AgentSessionError as exc:
+        if "line" not in exc.context:
+            exc.context["line"] = label
+            exc.message = f"{label}: {exc.message}"
+            exc.args = (exc.message,)
+        raise
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ValidationError(
+            f"{label}: {where}: {first['msg']}{more}", field=label, line=label
+        ) from None
+
+
+def _enum(kind: type[_E], value: Any, name: str) -> _E:
+    """``value`` as a member of ``kind``.
+
+    Raises:
+        ValidationError: not one of its values (naming them).
+    """
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(m.value) for m in kind)
+        raise ValidationError(f"{name} must be one of {allowed}, not {value!r}") from None
+
+
+def _record(line: Any, kind: str) -> dict[str, Any]:
     """The record of a line of type ``kind`` (its object under the key ``kind``).
 
     Raises:
         ValidationError: the line is not ``{"type": kind, kind: {...}}``, or a session
             line of another format version.
     """
-    field = f"line {number}"
     if (
         not isinstance(line, dict)
         or line.get("type") != kind
         or not isinstance(line.get(kind), dict)
     ):
-        raise ValidationError(
-            f'{field}: expected {{"type": "{kind}", "{kind}": {{...}}}}', field=field
-        )
+        raise ValidationError(f'expected {{"type": "{kind}", "{kind}": {{...}}}}')
     if kind == "session" and line.get("format_version") != FORMAT_VERSION:
         raise ValidationError(
-            f"{field}: unsupported format_version {line.get('format_version')!r} (this "
-            f"version reads {FORMAT_VERSION})",
-            field=field,
+            f"unsupported format_version {line.get('format_version')!r} (this "
+            f"version reads {FORMAT_VERSION})"
         )
     record: dict[str, Any] = line[kind]
     return record
@@ -204,22 +272,22 @@ class _Writer:
         self._manager = manager
         self._scope: dict[str, Any] = {"session_id": session_id, "user_id": user_id}
         self._batch: list[dict[str, Any]] = []
+        self._batch_lines: list[int] = []
         self.counts: dict[str, int] = {}
 
     def add(self, line: Any, number: int) -> None:
         """Write line ``number`` (a message may wait for its batch).
 
         Raises:
-            ValidationError: a line that is not a record of a known type.
+            ValidationError: a line that is not a record of a known type, or of the
+                wrong shape; AgentSessionError: a write the manager refuses.
         """
         kind = line.get("type") if isinstance(line, dict) else None
         if kind not in ("working_memory", "message", "tool_call", "run"):
             raise ValidationError(
-                f"line {number}: the type must be working_memory, message, tool_call or "
-                f"run, not {kind!r}",
-                field=f"line {number}",
+                f"the type must be working_memory, message, tool_call or run, not {kind!r}"
             )
-        record = _record(line, kind, number)
+        record = _record(line, kind)
         if kind != "message":
             self.flush()
         if kind == "working_memory":
@@ -227,6 +295,7 @@ class _Writer:
                 self._manager.update_working_memory(**self._scope, data=record["data"])
         elif kind == "message":
             self._batch.append(_payload(record))
+            self._batch_lines.append(number)
             if len(self._batch) >= self._manager.limits.max_batch_messages:
                 self.flush()
         elif kind == "tool_call":
@@ -236,31 +305,43 @@ class _Writer:
         self.counts[kind] = self.counts.get(kind, 0) + 1
 
     def flush(self) -> None:
-        """Append the messages waiting for their batch."""
+        """Append the messages waiting for their batch.
+
+        Raises:
+            AgentSessionError: as the manager raises, prefixed ``lines N-M:``.
+        """
         if self._batch:
-            self._manager.append_messages(**self._scope, messages=self._batch)
-            self._batch = []
+            first, last = self._batch_lines[0], self._batch_lines[-1]
+            with _line(f"line {first}" if first == last else f"lines {first}-{last}"):
+                self._manager.append_messages(**self._scope, messages=self._batch)
+            self._batch, self._batch_lines = [], []
 
     def _tool_call(self, call: dict[str, Any]) -> None:
+        tool: Any = call.get("tool")  # None or a bad name: the manager refuses it
         self._manager.record_tool_call(
-            **self._scope, tool=str(call.get("tool")), arguments=call.get("arguments"),
+            **self._scope, tool=tool, arguments=call.get("arguments"),
             result=call.get("result"), status=call.get("status", "ok"), error=call.get("error"),
             started_at=_time(call.get("started_at")), ended_at=_time(call.get("ended_at")),
             call_id=call.get("call_id"), provider_call_id=call.get("provider_call_id"),
         )  # fmt: skip
 
     def _run(self, line: dict[str, Any]) -> None:
+        """Start, step and finish a run like the exported one; its status and steps
+        are checked before the run starts."""
+        steps = line.get("steps") or []
+        if not (isinstance(steps, list) and all(isinstance(step, dict) for step in steps)):
+            raise ValidationError("run.steps must be a list of objects")
+        status = _enum(RunStatus, line.get("status", "RUNNING"), "run.status")
         run = self._manager.start_run(
             **self._scope, input=line.get("input"), metadata=line.get("metadata") or None
         )
-        for step in line.get("steps") or []:
+        for step in steps:
             self._manager.add_run_step(
                 **self._scope, run_id=run.run_id, kind=step.get("kind"), name=step.get("name"),
                 input=step.get("input"), output=step.get("output"),
                 status=step.get("status", "ok"), error=step.get("error"),
                 started_at=_time(step.get("started_at")), ended_at=_time(step.get("ended_at")),
             )  # fmt: skip
-        status = RunStatus(line.get("status", "RUNNING"))
         if not status.is_final:
             return
         finished = status in _FINISHED
@@ -274,10 +355,8 @@ class _Writer:
 
 def _payload(record: dict[str, Any]) -> dict[str, Any]:
     """The message to append for a message record: as it was appended, without the
-    store's fields and without its link to a run."""
-    payload = Message.model_validate(record).payload()
-    payload.pop("run_id", None)
-    return payload
+    store's fields and without its link to a run (the manager checks the rest)."""
+    return {k: v for k, v in record.items() if k not in _NOT_APPENDED}
 
 
 def _time(value: Any) -> datetime | None:

@@ -26,6 +26,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -128,9 +129,14 @@ class OpenAIAgentsSource:
             return _probed(sqlite3.connect(copy))
 
     def session_ids(self) -> list[str]:
-        """Every source session id, in the order they were created."""
+        """Every source session id, in the order they were created: those of the
+        sessions table and those of messages without a row there (``SQLiteSession``
+        reads them all the same), the latter dated by their first message."""
         rows = self._db.execute(
-            f"SELECT session_id FROM {self._sessions} ORDER BY created_at, session_id"
+            f"SELECT session_id FROM (SELECT session_id, created_at FROM {self._sessions} "
+            f"UNION ALL SELECT session_id, MIN(created_at) FROM {self._messages} "
+            f"WHERE session_id NOT IN (SELECT session_id FROM {self._sessions}) "
+            "GROUP BY session_id) ORDER BY created_at, session_id"
         )
         return [str(r[0]) for r in rows]
 
@@ -278,16 +284,10 @@ def _record_calls(
         page = manager.get_tool_history(**scope, after=after, limit=manager.limits.max_page_size)
         known.update(c.call_id for c in page.items)
         after = page.items[-1].seq if page.items and page.next_cursor else None
-    outputs = {
-        r.item["call_id"]: r
-        for r in rows
-        if r.item.get("type") == "function_call_output" and isinstance(r.item.get("call_id"), str)
-    }
-    for row in rows:
+    for row, answer in _answered(rows):
         item = row.item
-        answer = outputs.get(item.get("call_id")) if item.get("type") == "function_call" else None
         call_id = f"openai-agents:{row.row_id}"
-        if answer is None or answer.row_id < row.row_id or call_id in known:
+        if call_id in known:
             continue
         name, provider = item.get("name"), item.get("call_id")
         if not (isinstance(name, str) and _LABEL.fullmatch(name)):
@@ -300,6 +300,23 @@ def _record_calls(
             provider_call_id=provider if _LABEL.fullmatch(str(provider)) else None,
         )  # fmt: skip
         report.tool_calls += 1
+
+
+def _answered(rows: list[Row]) -> list[tuple[Row, Row]]:
+    """Each ``function_call`` row with the ``function_call_output`` row answering it,
+    in call order. An output answers the oldest call of its ``call_id`` before it not
+    answered yet (a reused ``call_id`` pairs each call with its own output)."""
+    waiting: dict[str, deque[Row]] = {}
+    pairs: list[tuple[Row, Row]] = []
+    for row in rows:
+        kind, provider = row.item.get("type"), row.item.get("call_id")
+        if not isinstance(provider, str):
+            continue
+        if kind == "function_call":
+            waiting.setdefault(provider, deque()).append(row)
+        elif kind == "function_call_output" and waiting.get(provider):
+            pairs.append((waiting[provider].popleft(), row))
+    return sorted(pairs, key=lambda pair: pair[0].row_id)
 
 
 def _probed(db: sqlite3.Connection) -> sqlite3.Connection:
