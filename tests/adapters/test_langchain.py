@@ -173,8 +173,9 @@ def test_clear_keeps_the_session_and_its_working_memory(harness: Harness) -> Non
 
 
 def test_messages_from_other_writers_convert_by_role(harness: Harness) -> None:
-    """Messages appended without ``lc`` (library, HTTP, restore) read as LangChain
-    messages by role, assistant tool calls as LangChain tool calls."""
+    """Messages appended without ``lc`` (library, HTTP, restore), or with an ``lc``
+    that is no LangChain message, read as LangChain messages by role, assistant tool
+    calls as LangChain tool calls."""
     history = harness.history()
     history.add_messages(MESSAGES[:1])
     harness.manager.append_messages(
@@ -188,6 +189,8 @@ def test_messages_from_other_writers_convert_by_role(harness: Harness) -> None:
             ]},
             {"role": "tool", "tool_call_id": "c1", "content": "sun"},
             {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
+            {"role": "user", "content": "mine", "lc": {"lang": "de"}},
+            {"role": "user", "content": "too", "lc": {"type": "human", "data": {"content": 5}}},
         ],
     )  # fmt: skip
     got = history.messages
@@ -199,6 +202,7 @@ def test_messages_from_other_writers_convert_by_role(harness: Harness) -> None:
     ]  # fmt: skip
     assert got[3] == ToolMessage("sun", tool_call_id="c1")
     assert got[4] == SystemMessage([{"type": "text", "text": "Be brief."}])
+    assert got[5:] == [HumanMessage("mine"), HumanMessage("too")]  # a foreign ``lc``
 
 
 def test_a_closed_session_refuses_writes_and_stays_readable(harness: Harness) -> None:

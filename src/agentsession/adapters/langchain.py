@@ -253,17 +253,20 @@ def _arguments(args: Any, field: str) -> str:
 
 def lc_message_of(message: Message) -> BaseMessage:
     """The LangChain message a stored message stands for: its ``lc``, read back with
-    ``messages_from_dict``. A message appended by other means (no ``lc``) is converted
-    by role: ``user`` to ``HumanMessage``, ``assistant`` to ``AIMessage`` (its
-    function ``tool_calls`` as LangChain tool calls; arguments that are not a JSON
-    object as ``{}``), ``tool`` to ``ToolMessage`` (``tool_call_id``), ``system`` and
-    ``developer`` to ``SystemMessage``; content as stored when it is text or a list of
-    parts, else ``""``.
+    ``messages_from_dict``. A message appended by other means (no ``lc``, or an ``lc``
+    that is not a LangChain message dict) is converted by role: ``user`` to
+    ``HumanMessage``, ``assistant`` to ``AIMessage`` (its function ``tool_calls`` as
+    LangChain tool calls; arguments that are not a JSON object as ``{}``), ``tool`` to
+    ``ToolMessage`` (``tool_call_id``), ``system`` and ``developer`` to
+    ``SystemMessage``; content as stored when it is text or a list of parts, else ``""``.
     """
     payload = message.payload()
     lc = payload.get("lc")
     if isinstance(lc, Mapping):
-        return messages_from_dict([dict(lc)])[0]
+        try:
+            return messages_from_dict([dict(lc)])[0]
+        except (KeyError, TypeError, ValueError):  # another writer's unrelated ``lc``
+            pass
     content: Any = message.content if isinstance(message.content, (str, list)) else ""
     if message.role is Role.USER:
         return HumanMessage(content=content)
