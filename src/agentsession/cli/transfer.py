@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,6 +136,8 @@ def import_openai(
                 sm, source, user_id=opts.principal, agent=agent,
                 advance=lambda n: progress.advance(task, n),
             )  # fmt: skip
+    except sqlite3.DatabaseError as exc:
+        raise ValidationError(f"cannot read {db_path}: {exc}", field="path") from None
     finally:
         source.close()
     data = {

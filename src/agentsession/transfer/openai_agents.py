@@ -211,6 +211,15 @@ def import_openai_agents(
         user_id: the owner of the imported sessions; agent: the agent they are filed under.
         advance: called with the number of source items done after each session (for a
             progress bar; its total is ``source.item_count()``).
+
+    Returns:
+        The counts, and the sessions not imported with why. One source session's
+        items are held in memory at a time.
+
+    Raises:
+        sqlite3.DatabaseError: the source cannot be read part-way (changed or damaged
+            under the import). Every AgentSessionError (a refusal, StoreError,
+            StoreBusy) is one session's: it goes to ``failed`` and the others go on.
     """
     report = ImportReport()
     for source_id in source.session_ids():
