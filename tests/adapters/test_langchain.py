@@ -9,7 +9,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,6 @@ pytest.importorskip(
     "langchain_core", reason="langchain-core not installed: pip install -e '.[dev]'"
 )
 
-from fastapi.testclient import TestClient
 from langchain_core.language_models.fake_chat_models import (
     FakeMessagesListChatModel,
 )
@@ -47,12 +45,11 @@ from agentsession import (
     ValidationError,
 )
 from agentsession.adapters.langchain import AgentSessionChatMessageHistory
-from agentsession.client import AsyncSessionClient, SessionClient
+from agentsession.client import AsyncSessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.settings import Settings
 from agentsession.stores.base import SessionStore
-from inprocess import InProcess
 
 # LangChain deprecates chat histories and RunnableWithMessageHistory (removal in 2.0).
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -105,20 +102,10 @@ class Harness:
         ).items
 
 
-@pytest.fixture(params=["manager", "http"])
-def harness(request: pytest.FixtureRequest, store: SessionStore) -> Iterator[Harness]:
-    """The history over a SessionManager of each store, and over the HTTP client."""
-    manager = SessionManager(store)
-    if request.param == "manager":
-        yield Harness(manager, manager)
-        return
-    keys = MemoryKeyStore()
-    token = keys.create(user_id="alice")[1]
-    app = create_app(manager, Settings(url="memory://"), keys=keys)
-    with TestClient(app) as http:
-        client = SessionClient("http://testserver", token, transport=InProcess(http))
-        yield Harness(manager, client)
-        client.close()
+@pytest.fixture
+def make_harness() -> type[Harness]:
+    """The LangChain history's harness, for the shared ``harness`` fixture (conftest.py)."""
+    return Harness
 
 
 def test_every_message_type_comes_back_byte_exact(harness: Harness) -> None:
