@@ -531,3 +531,37 @@ def test_import_errors_name_the_file_line_and_need_only_the_appended_fields(
         assert sorted((x.message_count, x.tool_call_count) for x in made) == [
             (0, 0), (0, 0), (1, 1)
         ]
+
+
+def test_the_benchmarks_openai_agents_database_moves_into_ours(tmp_path: Path) -> None:
+    """The database ``make bench`` builds for openai-agents (its own participant,
+    benchmarks/peers.py ``OpenAIAgents``, with the benchmark's PRAGMAs) is imported
+    whole: every session, every message byte-exact, in order."""
+    pytest.importorskip("agents", reason="openai-agents not installed")
+    benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, benchmarks)
+    try:
+        import peers
+    finally:
+        sys.path.remove(benchmarks)
+    peer = peers.OpenAIAgents(tmp_path, peers.WAL_NORMAL)
+    peer.open()
+
+    async def fill() -> None:
+        for _ in range(3):
+            handle = peer.new_session()
+            await peer.append_batch(handle, 0, 30)
+            for i in range(30, 40):
+                await peer.append(handle, i)
+
+    asyncio.run(fill())
+    peer.close()
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    SessionManager.from_url(url, auto_migrate=True).close()
+    done = invoke("import", "openai-agents", str(peer.path), "--url", url, "--user", "alice",
+                  "--json")  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["messages"] == 120
+    source = source_rows(peer.path)
+    assert sorted(source) == ["conv-1", "conv-2", "conv-3"]
+    assert {key: v["items"] for key, v in imported(url).items()} == source
