@@ -136,8 +136,9 @@ def test_export_then_import_recreates_an_equal_session(store: SessionStore) -> N
 
 
 def test_the_cli_exports_to_a_file_and_imports_it(tmp_path: Path) -> None:
-    """``export --out`` writes JSON Lines; ``import jsonl`` makes the equal session and
-    prints its id; a missing session exits 3 and creates no file."""
+    """``export --out`` writes JSON Lines; ``import jsonl`` (from the file, or ``-``:
+    stdin) makes the equal session and prints its id; a missing session exits 3 and
+    creates no file."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     with SessionManager.from_url(url, auto_migrate=True) as manager:
         original = build_session(manager)
@@ -148,9 +149,15 @@ def test_the_cli_exports_to_a_file_and_imports_it(tmp_path: Path) -> None:
     imported = invoke("import", "jsonl", str(out), "--url", url, "--user", "bob", "--json")
     assert imported.exit_code == 0, imported.output
     new_id = json.loads(imported.output)["session_id"]
+    piped = runner.invoke(
+        build_app(), ["import", "jsonl", "-", "--url", url, "--user", "carol", "--json"],
+        input=out.read_bytes(),
+    )  # fmt: skip
+    assert piped.exit_code == 0, piped.output
     with SessionManager.from_url(url) as manager:
-        new = manager.get_session(session_id=new_id, user_id="bob")
-        assert content(manager, new) == content(manager, original)
+        for owner, sid in (("bob", new_id), ("carol", json.loads(piped.output)["session_id"])):
+            new = manager.get_session(session_id=sid, user_id=owner)
+            assert content(manager, new) == content(manager, original)
     missing = tmp_path / "missing.jsonl"
     gone = invoke(
         "export", "ses_" + "a" * 26, "--out", str(missing), "--url", url, "--user", "alice"
