@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ agents = pytest.importorskip(
 
 from agents import Agent, RunConfig, Runner, SessionSettings, function_tool  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
-from fastapi.testclient import TestClient  # noqa: E402
 
 from agentsession import (  # noqa: E402
     Limits,
@@ -36,12 +34,10 @@ from agentsession import (  # noqa: E402
     ValidationError,
 )
 from agentsession.adapters.openai_agents import AgentSessionSession  # noqa: E402
-from agentsession.client import SessionClient  # noqa: E402
 from agentsession.http.app import create_app  # noqa: E402
 from agentsession.http.keys import MemoryKeyStore  # noqa: E402
 from agentsession.settings import Settings  # noqa: E402
 from agentsession.stores.base import SessionStore  # noqa: E402
-from inprocess import InProcess  # noqa: E402
 
 NO_TRACES = RunConfig(tracing_disabled=True)
 
@@ -83,20 +79,10 @@ class Harness:
         ).items
 
 
-@pytest.fixture(params=["manager", "http"])
-def harness(request: pytest.FixtureRequest, store: SessionStore) -> Iterator[Harness]:
-    """The adapter over a SessionManager of each store, and over the HTTP client."""
-    manager = SessionManager(store)
-    if request.param == "manager":
-        yield Harness(manager, manager)
-        return
-    keys = MemoryKeyStore()
-    token = keys.create(user_id="alice")[1]
-    app = create_app(manager, Settings(url="memory://"), keys=keys)
-    with TestClient(app) as http:
-        client = SessionClient("http://testserver", token, transport=InProcess(http))
-        yield Harness(manager, client)
-        client.close()
+@pytest.fixture
+def make_harness() -> type[Harness]:
+    """The openai-agents adapter's harness, for the shared ``harness`` fixture (conftest.py)."""
+    return Harness
 
 
 def run(coro: Any) -> Any:

@@ -10,6 +10,8 @@ constructor. A framework is an optional extra (``pip install
 * :mod:`agentsession.adapters.openai_agents`: the openai-agents ``Session`` protocol
   (:class:`~agentsession.adapters.openai_agents.AgentSessionSession`), and its tool
   history hooks (:mod:`agentsession.adapters.openai_agents_hooks`).
+* :mod:`agentsession.adapters.langchain`: LangChain's ``BaseChatMessageHistory``
+  (:class:`~agentsession.adapters.langchain.AgentSessionChatMessageHistory`).
 * :mod:`agentsession.adapters.backend`: what the adapters share, the backend seen as
   one async interface and a framework's session id bound to a session
   (:class:`~agentsession.adapters.backend.KeyedSession`).

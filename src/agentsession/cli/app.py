@@ -16,6 +16,7 @@ from .erase import erase
 from .lifecycle import close, delete, expire, restore, sweep
 from .server import keys_app, serve
 from .sessions import sessions_app
+from .transfer import export, import_app
 
 __all__ = ["build_app", "main"]
 
@@ -51,6 +52,8 @@ def build_app() -> typer.Typer:
     app.command("demo-continue", hidden=True)(demo_continue)
     app.command("serve")(serve)
     app.add_typer(keys_app, name="keys")
+    app.command("export")(export)
+    app.add_typer(import_app, name="import")
     return app
 
 

@@ -1,0 +1,188 @@
+"""``agentsession export`` and ``agentsession import ...``: sessions out to JSON Lines,
+and in from such a file or from another framework's database (docs/export.md)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, TextIO
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from ..errors import ValidationError
+from ..transfer.jsonl import export_session, import_session, read_lines
+from ..transfer.openai_agents import OpenAIAgentsSource, import_openai_agents
+from . import render
+from .common import (
+    AdminOpt,
+    JsonOpt,
+    Options,
+    SessionArg,
+    UrlOpt,
+    UserOpt,
+    cli_errors,
+    open_manager,
+    resolve_options,
+)
+
+__all__ = ["export", "import_app"]
+
+import_app = typer.Typer(
+    help="Import sessions: an export (jsonl) or another framework's database.",
+    no_args_is_help=True,
+)
+
+
+@cli_errors
+def export(
+    ctx: typer.Context, session_id: SessionArg,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write here (default: stdout).")
+    ] = None,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False,
+) -> None:  # fmt: skip
+    """Export one session as JSON Lines: session, working memory, messages, tool calls,
+    runs with their steps (docs/export.md)."""
+    opts = resolve_options(ctx, url, user, admin, False)
+    with open_manager(opts) as sm:
+        lines = export_session(sm, session_id=session_id, user_id=opts.principal, admin=opts.admin)
+        first = next(lines)  # a missing session fails before the file is created
+        if out is None:
+            _write(sys.stdout, itertools.chain([first], lines))
+            return
+        try:
+            with out.open("w", encoding="utf-8") as f:
+                _write(f, itertools.chain([first], lines))
+        except OSError as exc:
+            message = f"cannot write {out}: {exc.strerror or exc}"
+            raise ValidationError(message, field="out") from None
+
+
+def _write(f: TextIO, lines: Iterator[dict[str, Any]]) -> None:
+    """One compact JSON object per line (UTF-8 as is)."""
+    for line in lines:
+        f.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+@import_app.command("jsonl")
+@cli_errors
+def import_jsonl(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="An export of `agentsession export` (- = stdin).")],
+    url: UrlOpt = None, user: UserOpt = None, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Create a new session from an export (new id; the same external key if it is
+    free); prints the new session id."""
+    opts = resolve_options(ctx, url, user, False, as_json)
+    with open_manager(opts) as sm:
+        if str(file) == "-":
+            done = import_session(sm, read_lines(sys.stdin.buffer), user_id=opts.principal)
+        else:
+            try:
+                f = file.open("rb")
+            except OSError as exc:
+                raise ValidationError(
+                    f"cannot read {file}: {exc.strerror or exc}", field="file"
+                ) from None
+            with f:
+                done = import_session(sm, read_lines(f), user_id=opts.principal)
+    data = {
+        "session_id": done.session.session_id,
+        "external_key": done.session.external_key,
+        "key_taken": done.key_taken,
+        "imported": done.counts,
+    }
+    text = f"imported {done.session.session_id}: " + ", ".join(
+        f"{n} {kind}" for kind, n in done.counts.items()
+    )
+    if done.key_taken:
+        text += " (its external key is in use: imported without one)"
+    _report(opts, data, text)
+
+
+@import_app.command("openai-agents")
+@cli_errors
+def import_openai(
+    ctx: typer.Context,
+    db_path: Annotated[Path, typer.Argument(help="The SQLiteSession database file.")],
+    agent: Annotated[str, typer.Option(help="Agent the sessions are filed under.")] = (
+        "openai-agents"
+    ),
+    sessions_table: Annotated[str, typer.Option(help="Its sessions table.")] = "agent_sessions",
+    messages_table: Annotated[str, typer.Option(help="Its messages table.")] = "agent_messages",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    url: UrlOpt = None, user: UserOpt = None, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Import every session of an openai-agents SQLiteSession database (read-only),
+    keyed by its session_id; re-running adds nothing (docs/export.md)."""
+    opts = resolve_options(ctx, url, user, False, as_json)
+    source = OpenAIAgentsSource(
+        db_path, sessions_table=sessions_table, messages_table=messages_table
+    )
+    progress = Progress(
+        TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TextColumn("items"),
+        console=Console(stderr=True), disable=quiet or not sys.stderr.isatty(), transient=True,
+    )  # fmt: skip
+    try:
+        with open_manager(opts) as sm, progress:
+            task = progress.add_task("import", total=source.item_count())
+            report = import_openai_agents(
+                sm, source, user_id=opts.principal, agent=agent,
+                advance=lambda n: progress.advance(task, n),
+            )  # fmt: skip
+    except sqlite3.DatabaseError as exc:
+        raise ValidationError(f"cannot read {db_path}: {exc}", field="path") from None
+    finally:
+        source.close()
+    data = {
+        "sessions": report.sessions, "created": report.created, "messages": report.messages,
+        "tool_calls": report.tool_calls, "bad_rows": report.bad_rows,
+        "skipped_calls": report.skipped_calls,
+        "failed": [{"session_id": s, "reason": r} for s, r in report.failed],
+    }  # fmt: skip
+    text = (
+        f"{report.sessions} session(s) ({report.created} new): {report.messages} message(s) "
+        f"and {report.tool_calls} tool call(s) imported"
+    )
+    if report.bad_rows or report.skipped_calls:
+        text += (
+            f"; skipped {report.bad_rows} row(s) that are not JSON objects and "
+            f"{report.skipped_calls} call(s) with a tool name the tool history cannot take"
+        )
+    for session_id, reason in report.failed:
+        text += f"\nnot imported: {session_id!r}: {reason}"
+    _report(opts, data, text)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+def _report(opts: Options, data: dict[str, Any], text: str) -> None:
+    """``data`` as JSON with ``--json``, else ``text`` as it is (no rich markup: a
+    session id or a reason may hold brackets)."""
+    typer.echo(render.to_json(data) if opts.json else text)
+
+
+def _not_yet(source: str) -> None:
+    typer.echo(
+        f"error: importing from {source} is not supported yet; sources: jsonl, openai-agents",
+        err=True,
+    )
+    raise typer.Exit(2)
+
+
+@import_app.command("google-adk", help="Not supported yet.")
+def import_adk(path: Annotated[str, typer.Argument()] = "") -> None:
+    """Not supported yet: exits 2 naming the supported sources."""
+    _not_yet("google-adk")
+
+
+@import_app.command("langgraph", help="Not supported yet.")
+def import_langgraph(path: Annotated[str, typer.Argument()] = "") -> None:
+    """Not supported yet: exits 2 naming the supported sources."""
+    _not_yet("langgraph")

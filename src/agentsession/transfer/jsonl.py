@@ -1,0 +1,373 @@
+"""agentsession's session export: one session as JSON Lines, and back (docs/export.md).
+
+:func:`export_session` yields one JSON object per line, each with a ``"type"``:
+``session`` (first, with ``format_version``), ``working_memory``, then every
+``message`` in seq order, every ``tool_call`` and every ``run`` (with its ``steps``),
+each read page by page, so memory stays constant however long the session is (but a
+run's steps, which come in one line). :func:`import_session` creates a new session from
+such lines, through the manager's ordinary writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from enum import Enum
+from typing import IO, Any, TypeVar
+
+import pydantic
+from pydantic import BaseModel
+
+from ..errors import AgentSessionError, SessionExists, ValidationError
+from ..models import Run, RunStatus, Session, SessionStatus
+from ..service import SessionManager
+
+__all__ = ["FORMAT_VERSION", "ImportedSession", "export_session", "import_session", "read_lines"]
+
+#: The version of the line format; an import refuses any other.
+FORMAT_VERSION = 1
+
+#: Run statuses ``finish_run`` sets; others are imported as noted in docs/export.md.
+_FINISHED = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+_E = TypeVar("_E", bound=Enum)
+#: A message record's fields the store sets, and its link to a run: not appended.
+_NOT_APPENDED = ("message_id", "session_id", "seq", "created_at", "session_version", "run_id")
+
+
+def export_session(
+    manager: SessionManager, *, session_id: str, user_id: str, admin: bool = False
+) -> Iterator[dict[str, Any]]:
+    """The lines of one session's export, in order (JSON-ready dicts).
+
+    Args:
+        session_id: the session to export; user_id, admin: the caller, as for reads.
+
+    Raises:
+        SessionNotFound: no such session of this user (raised before the first line).
+    """
+    session = manager.get_session(session_id=session_id, user_id=user_id, admin=admin)
+    yield {
+        "type": "session",
+        "format_version": FORMAT_VERSION,
+        "session": session.model_dump(mode="json"),
+    }
+    memory = manager.get_working_memory(session_id=session_id, user_id=user_id, admin=admin)
+    yield {"type": "working_memory", "working_memory": _dump(memory)}
+    scope: dict[str, Any] = {"session_id": session_id, "user_id": user_id, "admin": admin}
+    size = manager.limits.max_page_size
+    after: int | None = 0
+    while after is not None:
+        page = manager.get_messages(**scope, after=after, limit=size, align_tool_calls=False)
+        for message in page.items:
+            yield {"type": "message", "message": _dump(message, exclude_unset=True)}
+        after = page.items[-1].seq if page.items and page.next_cursor else None
+    after = 0
+    while after is not None:
+        calls = manager.get_tool_history(**scope, after=after, limit=size)
+        for call in calls.items:
+            yield {"type": "tool_call", "tool_call": _dump(call)}
+        after = calls.items[-1].seq if calls.items and calls.next_cursor else None
+    after = 0
+    while after is not None:
+        runs = manager.list_runs(**scope, after=after, limit=size)
+        for run in runs.items:
+            yield {"type": "run", "run": {**_dump(run), "steps": _steps(manager, scope, run)}}
+        after = runs.items[-1].seq if runs.items and runs.next_cursor else None
+
+
+def _steps(manager: SessionManager, scope: dict[str, Any], run: Run) -> list[dict[str, Any]]:
+    """Every step of ``run``, oldest first, as JSON-ready dicts."""
+    steps: list[dict[str, Any]] = []
+    after: int | None = None
+    while True:
+        page = manager.list_run_steps(
+            **scope, run_id=run.run_id, after=after, limit=manager.limits.max_page_size
+        )
+        steps.extend(_dump(step) for step in page.items)
+        if not page.items or page.next_cursor is None:
+            return steps
+        after = page.items[-1].index
+
+
+def _dump(record: BaseModel, *, exclude_unset: bool = False) -> dict[str, Any]:
+    """A record as JSON-ready dict, without the answer-only ``session_version`` (and a
+    run's ``steps``, which come from their own listing)."""
+    data: dict[str, Any] = record.model_dump(
+        mode="json", exclude={"session_version", "steps"}, exclude_unset=exclude_unset
+    )
+    return data
+
+
+class ImportedSession:
+    """What :func:`import_session` made.
+
+    Attributes:
+        session: the new session, as it stands after the import.
+        key_taken: the export's ``external_key`` was in use, so the new session has none.
+        counts: how many lines of each type were imported, e.g. ``{"message": 12}``.
+    """
+
+    def __init__(self, session: Session, key_taken: bool, counts: dict[str, int]) -> None:
+        self.session, self.key_taken, self.counts = session, key_taken, counts
+
+
+def read_lines(f: IO[bytes]) -> Iterator[tuple[int, Any]]:
+    """The JSON value of each non-blank line of an export, with its line number in the
+    file (blank lines counted), ready for :func:`import_session`.
+
+    Args:
+        f: the file, opened in binary (it must be UTF-8).
+
+    Raises:
+        ValidationError: a line that is not UTF-8 or not JSON (``line N: ...``).
+    """
+    for number, raw in enumerate(f, start=1):
+        with _line(f"line {number}"):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValidationError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+            if not text.strip():
+                continue
+            try:
+                value = json.loads(text)
+            except ValueError as exc:
+                raise ValidationError(f"not JSON ({exc})") from None
+        yield number, value
+
+
+def import_session(
+    manager: SessionManager, lines: Iterable[tuple[int, Any]], *, user_id: str
+) -> ImportedSession:
+    """Create a new session, owned by ``user_id``, from the lines of an export.
+
+    The session gets a new id, the export's agent, title, metadata, TTL, working memory
+    and external key (left out when another session of the user and agent has it);
+    messages are appended as they were appended (in batches), tool calls recorded with
+    their ids, times and results, runs replayed with their steps; last, a CLOSED or
+    EXPIRED session is closed or expired again. Links from messages and tool calls to
+    runs are dropped (runs get new ids, and a link needs a RUNNING run).
+
+    Args:
+        lines: ``(line number, parsed JSON value)`` pairs in file order, ``session``
+            first (:func:`read_lines`, or ``enumerate(values, start=1)``).
+        user_id: the owner of the new session.
+
+    Returns:
+        The new session (after the import), whether its key was taken, and the counts.
+
+    Raises:
+        AgentSessionError: its message starts ``line N:`` (``lines N-M:`` for a batch of
+            messages): a line out of place, of an unknown type or format version, a
+            field of the wrong shape (ValidationError), or a write the manager refuses
+            (its own error: ValidationError, PayloadTooLarge, ToolCallExists, ...). A
+            bad session line (its status too) fails before any write; after it, the
+            session made so far stays.
+    """
+    it = iter(lines)
+    first_number, first = next(it, (1, None))
+    with _line(f"line {first_number}"):
+        head = _record(first, "session")
+        status = _enum(SessionStatus, head.get("status", "ACTIVE"), "session.status")
+        session, key_taken = _create(manager, head, user_id)
+    writer = _Writer(manager, session.session_id, user_id)
+    for number, line in it:
+        with _line(f"line {number}"):
+            writer.add(line, number)
+    writer.flush()
+    scope: dict[str, Any] = {"session_id": session.session_id, "user_id": user_id}
+    with _line(f"line {first_number}"):
+        if status is SessionStatus.CLOSED:
+            manager.close_session(**scope, reason=head.get("status_reason"))
+        elif status is SessionStatus.EXPIRED:
+            manager.expire_session(**scope, reason=head.get("status_reason"))
+    return ImportedSession(manager.get_session(**scope), key_taken, writer.counts)
+
+
+@contextmanager
+def _line(label: str) -> Iterator[None]:
+    """Prefix the errors raised inside with ``label`` (``line N``), once: an
+    AgentSessionError keeps its class; a pydantic or enum error becomes one line of
+    ValidationError.
+
+    Raises:
+        AgentSessionError: as raised inside, its message prefixed.
+    """
+    try:
+        yield
+    except AgentSessionError as exc:
+        if "line" not in exc.context:
+            exc.context["line"] = label
+            exc.message = f"{label}: {exc.message}"
+            exc.args = (exc.message,)
+        raise
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ValidationError(
+            f"{label}: {where}: {first['msg']}{more}", field=label, line=label
+        ) from None
+
+
+def _enum(kind: type[_E], value: Any, name: str) -> _E:
+    """``value`` as a member of ``kind``.
+
+    Raises:
+        ValidationError: not one of its values (naming them).
+    """
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(m.value) for m in kind)
+        raise ValidationError(f"{name} must be one of {allowed}, not {value!r}") from None
+
+
+def _record(line: Any, kind: str) -> dict[str, Any]:
+    """The record of a line of type ``kind`` (its object under the key ``kind``).
+
+    Raises:
+        ValidationError: the line is not ``{"type": kind, kind: {...}}``, or a session
+            line of another format version.
+    """
+    if (
+        not isinstance(line, dict)
+        or line.get("type") != kind
+        or not isinstance(line.get(kind), dict)
+    ):
+        raise ValidationError(f'expected {{"type": "{kind}", "{kind}": {{...}}}}')
+    if kind == "session" and line.get("format_version") != FORMAT_VERSION:
+        raise ValidationError(
+            f"unsupported format_version {line.get('format_version')!r} (this "
+            f"version reads {FORMAT_VERSION})"
+        )
+    record: dict[str, Any] = line[kind]
+    return record
+
+
+def _create(manager: SessionManager, head: dict[str, Any], user_id: str) -> tuple[Session, bool]:
+    """The new session of an export's session record, and whether its key was taken."""
+    fields = {
+        "user_id": user_id,
+        "agent": head.get("agent", "default"),
+        "title": head.get("title"),
+        "metadata": head.get("metadata") or None,
+        "ttl_seconds": head.get("ttl_seconds"),
+    }
+    key = head.get("external_key")
+    if key is not None:
+        try:
+            return manager.create_session(**fields, external_key=key), False
+        except SessionExists:
+            pass
+    return manager.create_session(**fields), key is not None
+
+
+class _Writer:
+    """The lines after the session line, written in order; messages in batches."""
+
+    def __init__(self, manager: SessionManager, session_id: str, user_id: str) -> None:
+        self._manager = manager
+        self._scope: dict[str, Any] = {"session_id": session_id, "user_id": user_id}
+        self._batch: list[dict[str, Any]] = []
+        self._batch_lines: list[int] = []
+        self.counts: dict[str, int] = {}
+
+    def add(self, line: Any, number: int) -> None:
+        """Write line ``number`` (a message may wait for its batch).
+
+        Raises:
+            ValidationError: a line that is not a record of a known type, or of the
+                wrong shape; AgentSessionError: a write the manager refuses.
+        """
+        kind = line.get("type") if isinstance(line, dict) else None
+        if kind not in ("working_memory", "message", "tool_call", "run"):
+            raise ValidationError(
+                f"the type must be working_memory, message, tool_call or run, not {kind!r}"
+            )
+        record = _record(line, kind)
+        if kind != "message":
+            self.flush()
+        if kind == "working_memory":
+            if record.get("data"):
+                self._manager.update_working_memory(**self._scope, data=record["data"])
+        elif kind == "message":
+            self._batch.append(_payload(record))
+            self._batch_lines.append(number)
+            if len(self._batch) >= self._manager.limits.max_batch_messages:
+                self.flush()
+        elif kind == "tool_call":
+            self._tool_call(record)
+        else:
+            self._run(record)
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def flush(self) -> None:
+        """Append the messages waiting for their batch.
+
+        Raises:
+            AgentSessionError: as the manager raises, prefixed ``lines N-M:``.
+        """
+        if self._batch:
+            first, last = self._batch_lines[0], self._batch_lines[-1]
+            with _line(f"line {first}" if first == last else f"lines {first}-{last}"):
+                self._manager.append_messages(**self._scope, messages=self._batch)
+            self._batch, self._batch_lines = [], []
+
+    def _tool_call(self, call: dict[str, Any]) -> None:
+        tool: Any = call.get("tool")  # None or a bad name: the manager refuses it
+        self._manager.record_tool_call(
+            **self._scope, tool=tool, arguments=call.get("arguments"),
+            result=call.get("result"), status=call.get("status", "ok"), error=call.get("error"),
+            started_at=_time(call.get("started_at")), ended_at=_time(call.get("ended_at")),
+            call_id=call.get("call_id"), provider_call_id=call.get("provider_call_id"),
+        )  # fmt: skip
+
+    def _run(self, line: dict[str, Any]) -> None:
+        """Start, step and finish a run like the exported one; its status and steps
+        are checked before the run starts."""
+        steps = line.get("steps") or []
+        if not (isinstance(steps, list) and all(isinstance(step, dict) for step in steps)):
+            raise ValidationError("run.steps must be a list of objects")
+        status = _enum(RunStatus, line.get("status", "RUNNING"), "run.status")
+        run = self._manager.start_run(
+            **self._scope, input=line.get("input"), metadata=line.get("metadata") or None
+        )
+        for step in steps:
+            self._manager.add_run_step(
+                **self._scope, run_id=run.run_id, kind=step.get("kind"), name=step.get("name"),
+                input=step.get("input"), output=step.get("output"),
+                status=step.get("status", "ok"), error=step.get("error"),
+                started_at=_time(step.get("started_at")), ended_at=_time(step.get("ended_at")),
+            )  # fmt: skip
+        if not status.is_final:
+            return
+        finished = status in _FINISHED
+        self._manager.finish_run(
+            **self._scope, run_id=run.run_id,
+            status=status if finished else RunStatus.CANCELLED,
+            error=line.get("error") if finished else line.get("error") or "interrupted",
+            output=line.get("output"), usage=line.get("usage") or None,
+        )  # fmt: skip
+
+
+def _payload(record: dict[str, Any]) -> dict[str, Any]:
+    """The message to append for a message record: as it was appended, without the
+    store's fields and without its link to a run (the manager checks the rest)."""
+    return {k: v for k, v in record.items() if k not in _NOT_APPENDED}
+
+
+def _time(value: Any) -> datetime | None:
+    """An ISO 8601 time of a record, or None.
+
+    Raises:
+        ValidationError: not an ISO 8601 time.
+    """
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise ValidationError(f"not an ISO 8601 time: {value!r}", field="time") from None

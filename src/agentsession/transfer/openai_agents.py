@@ -1,0 +1,361 @@
+"""Import an openai-agents ``SQLiteSession`` database: every openai-agents session becomes
+one session of ours, stored exactly as the openai-agents adapter stores it.
+
+The source is only read: no write goes to it and no file is created beside it (see
+:func:`_open`). Each
+source session is the session keyed by its ``session_id`` under ``(user_id, agent)``
+(:meth:`~agentsession.SessionManager.open_session`); each item one message
+(:func:`~agentsession.adapters.openai_agents.message_of_item`), so the adapter reads
+the session on as if it had written it; each ``function_call`` answered by a
+``function_call_output`` one tool call in tool history (``provider_call_id`` = its
+``call_id``).
+
+Re-running an import adds nothing, and resumes one that stopped part-way, without
+relying on idempotency keys (they expire): a session's stored items must be a prefix of
+its source items, and only the source items past that prefix are appended (nothing,
+once it is complete, or once the adapter has added more); a tool call's own id is
+derived from the source row of its ``function_call`` (``openai-agents:<row id>``), and
+calls already recorded are skipped. A session whose stored items are not such a prefix
+(changed since) is left alone and reported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+import tempfile
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..adapters.openai_agents import message_of_item
+from ..errors import AgentSessionError, ValidationError
+from ..service import SessionManager
+
+__all__ = ["ImportReport", "OpenAIAgentsSource", "import_openai_agents"]
+
+#: A table name we put into SQL text: a plain identifier, nothing else.
+_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+#: Tool names and provider call ids the tool history takes.
+_LABEL = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One stored item of a source session: its row id, time and the item."""
+
+    row_id: int
+    created_at: datetime
+    item: dict[str, Any]
+
+
+class OpenAIAgentsSource:
+    """An openai-agents ``SQLiteSession`` database, opened read-only.
+
+    Args:
+        path: the database file.
+        sessions_table, messages_table: its table names (``SQLiteSession``'s defaults).
+
+    Raises:
+        ValidationError: a table name that is not a plain identifier; a file that is
+            not there or cannot be opened for reading ("cannot open ..."); a file that
+            is not such a database ("... is not an openai-agents ...").
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        sessions_table: str = "agent_sessions",
+        messages_table: str = "agent_messages",
+    ) -> None:
+        for name, value in (("sessions_table", sessions_table), ("messages_table", messages_table)):
+            if not _TABLE.fullmatch(value):
+                raise ValidationError(f"{name} must be a plain SQL identifier", field=name)
+        file = Path(path)
+        if not file.is_file():
+            raise ValidationError(f"no such database file: {file}", field="path")
+        self._sessions, self._messages = sessions_table, messages_table
+        self._copy: tempfile.TemporaryDirectory[str] | None = None
+        try:
+            self._db = self._open(file)
+        except (sqlite3.OperationalError, OSError) as exc:
+            raise ValidationError(f"cannot open {file} for reading ({exc})", field="path") from None
+        except sqlite3.DatabaseError as exc:  # e.g. "file is not a database"
+            raise ValidationError(
+                f"{file} is not an openai-agents SQLiteSession database ({exc})", field="path"
+            ) from None
+        try:
+            self._db.execute(f"SELECT session_id FROM {sessions_table} LIMIT 1").fetchall()
+            self._db.execute(
+                f"SELECT id, session_id, message_data, created_at FROM {messages_table} LIMIT 1"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise ValidationError(
+                f"{file} is not an openai-agents SQLiteSession database ({exc})", field="path"
+            ) from None
+
+    def _open(self, file: Path) -> sqlite3.Connection:
+        """A connection that reads ``file`` and writes nothing beside it.
+
+        ``SQLiteSession`` uses WAL, and a ``mode=ro`` connection to a WAL database
+        creates ``-wal``/``-shm`` files (and fails where it cannot). Without a ``-wal``
+        file the database file holds everything: ``immutable=1`` reads it alone. With
+        one (a writer is open, or did not checkpoint), ``mode=ro`` reads it; where that
+        cannot open (no ``-shm`` and a folder this user cannot write), a private copy
+        of the file and its log is read instead.
+
+        Raises:
+            sqlite3.OperationalError, OSError: the file cannot be opened or read.
+            sqlite3.DatabaseError: the file is not a SQLite database.
+        """
+        uri = file.resolve().as_uri()
+        log = file.with_name(file.name + "-wal")
+        if not log.exists():
+            return _probed(sqlite3.connect(f"{uri}?immutable=1", uri=True))
+        try:
+            return _probed(sqlite3.connect(f"{uri}?mode=ro", uri=True))
+        except sqlite3.OperationalError:
+            self._copy = tempfile.TemporaryDirectory(prefix="agentsession-import-")
+            copy = Path(self._copy.name) / "source.db"
+            shutil.copyfile(file, copy)
+            shutil.copyfile(log, copy.with_name("source.db-wal"))
+            return _probed(sqlite3.connect(copy))
+
+    def session_ids(self) -> list[str]:
+        """Every source session id, in the order they were created: those of the
+        sessions table and those of messages without a row there (``SQLiteSession``
+        reads them all the same), the latter dated by their first message."""
+        rows = self._db.execute(
+            f"SELECT session_id FROM (SELECT session_id, created_at FROM {self._sessions} "
+            f"UNION ALL SELECT session_id, MIN(created_at) FROM {self._messages} "
+            f"WHERE session_id NOT IN (SELECT session_id FROM {self._sessions}) "
+            "GROUP BY session_id) ORDER BY created_at, session_id"
+        )
+        return [str(r[0]) for r in rows]
+
+    def item_count(self) -> int:
+        """How many items the database holds, in all sessions."""
+        return int(self._db.execute(f"SELECT COUNT(*) FROM {self._messages}").fetchone()[0])
+
+    def rows(self, session_id: str) -> tuple[list[Row], int]:
+        """A session's items in order, and how many rows were not a JSON object
+        (skipped, as ``SQLiteSession`` skips them)."""
+        cursor = self._db.execute(
+            f"SELECT id, message_data, created_at FROM {self._messages} "
+            "WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        )
+        rows: list[Row] = []
+        bad = 0
+        for row_id, data, created in cursor:
+            try:
+                item = json.loads(data)
+            except (TypeError, ValueError):
+                item = None
+            if not isinstance(item, dict):
+                bad += 1
+                continue
+            rows.append(Row(int(row_id), _utc(created), item))
+        return rows, bad
+
+    def close(self) -> None:
+        """Close the connection (and remove the private copy, if one was read)."""
+        self._db.close()
+        if self._copy is not None:
+            self._copy.cleanup()
+
+
+@dataclass
+class ImportReport:
+    """What :func:`import_openai_agents` did.
+
+    Attributes:
+        sessions: source sessions seen; created: of them, sessions newly created here.
+        messages: items appended; tool_calls: tool calls recorded.
+        bad_rows: source rows skipped for not holding a JSON object.
+        skipped_calls: call/output pairs not recorded (a tool name the tool history
+            cannot take).
+        failed: ``(source session id, reason)`` of sessions not imported.
+    """
+
+    sessions: int = 0
+    created: int = 0
+    messages: int = 0
+    tool_calls: int = 0
+    bad_rows: int = 0
+    skipped_calls: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+
+def import_openai_agents(
+    manager: SessionManager,
+    source: OpenAIAgentsSource,
+    *,
+    user_id: str,
+    agent: str = "openai-agents",
+    advance: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import every session of ``source`` (see the module docstring); re-running adds
+    nothing. A session that fails (a session id the store refuses as external key, a
+    stored history that diverged, an item too large) is reported in ``failed`` and the
+    others go on.
+
+    Args:
+        user_id: the owner of the imported sessions; agent: the agent they are filed under.
+        advance: called with the number of source items done after each session (for a
+            progress bar; its total is ``source.item_count()``).
+
+    Returns:
+        The counts, and the sessions not imported with why. One source session's
+        items are held in memory at a time.
+
+    Raises:
+        sqlite3.DatabaseError: the source cannot be read part-way (changed or damaged
+            under the import). Every AgentSessionError (a refusal, StoreError,
+            StoreBusy) is one session's: it goes to ``failed`` and the others go on.
+    """
+    report = ImportReport()
+    for source_id in source.session_ids():
+        rows, bad = source.rows(source_id)
+        report.sessions += 1
+        report.bad_rows += bad
+        try:
+            _import_one(manager, source_id, rows, user_id, agent, report)
+        except AgentSessionError as exc:
+            report.failed.append((source_id, exc.message))
+        if advance is not None:
+            advance(len(rows) + bad)
+    return report
+
+
+def _import_one(
+    manager: SessionManager,
+    source_id: str,
+    rows: list[Row],
+    user_id: str,
+    agent: str,
+    report: ImportReport,
+) -> None:
+    """Bring one source session up to date (the module docstring has the rules).
+
+    Raises:
+        ValidationError: its stored items are not a prefix of the source's.
+        AgentSessionError: as the manager raises.
+    """
+    session, created = manager.open_session(user_id=user_id, agent=agent, external_key=source_id)
+    report.created += int(created)
+    scope: dict[str, Any] = {"session_id": session.session_id, "user_id": user_id}
+    stored = 0
+    for item in _stored_items(manager, scope):
+        if stored == len(rows):
+            break  # the adapter added items after the import: the source is a prefix
+        if item != rows[stored].item:
+            raise ValidationError(
+                f"its stored history differs from the source at item {stored + 1}; left "
+                "alone (delete the session to import it again)",
+                field="session_id",
+            )
+        stored += 1
+    new = [message_of_item(r.item, f"row {r.row_id}") for r in rows[stored:]]
+    size = manager.limits.max_batch_messages
+    for start in range(0, len(new), size):
+        manager.append_messages(**scope, messages=new[start : start + size])
+        report.messages += len(new[start : start + size])
+    _record_calls(manager, scope, rows, report)
+
+
+def _stored_items(manager: SessionManager, scope: dict[str, Any]) -> Iterator[Any]:
+    """The ``item`` of each stored message in seq order (None for a message without)."""
+    after: int | None = 0
+    while after is not None:
+        page = manager.get_messages(
+            **scope, after=after, limit=manager.limits.max_page_size, align_tool_calls=False
+        )
+        for message in page.items:
+            yield message.payload().get("item")
+        after = page.items[-1].seq if page.items and page.next_cursor else None
+
+
+def _record_calls(
+    manager: SessionManager, scope: dict[str, Any], rows: list[Row], report: ImportReport
+) -> None:
+    """Record each answered ``function_call`` of ``rows`` not recorded yet."""
+    known: set[str] = set()
+    after: int | None = 0
+    while after is not None:
+        page = manager.get_tool_history(**scope, after=after, limit=manager.limits.max_page_size)
+        known.update(c.call_id for c in page.items)
+        after = page.items[-1].seq if page.items and page.next_cursor else None
+    for row, answer in _answered(rows):
+        item = row.item
+        call_id = f"openai-agents:{row.row_id}"
+        if call_id in known:
+            continue
+        name, provider = item.get("name"), item.get("call_id")
+        if not (isinstance(name, str) and _LABEL.fullmatch(name)):
+            report.skipped_calls += 1
+            continue
+        manager.record_tool_call(
+            **scope, tool=name, arguments=_arguments(item.get("arguments")),
+            result=answer.item.get("output"), started_at=row.created_at,
+            ended_at=answer.created_at, call_id=call_id,
+            provider_call_id=provider if _LABEL.fullmatch(str(provider)) else None,
+        )  # fmt: skip
+        report.tool_calls += 1
+
+
+def _answered(rows: list[Row]) -> list[tuple[Row, Row]]:
+    """Each ``function_call`` row with the ``function_call_output`` row answering it,
+    in call order. An output answers the oldest call of its ``call_id`` before it not
+    answered yet (a reused ``call_id`` pairs each call with its own output)."""
+    waiting: dict[str, deque[Row]] = {}
+    pairs: list[tuple[Row, Row]] = []
+    for row in rows:
+        kind, provider = row.item.get("type"), row.item.get("call_id")
+        if not isinstance(provider, str):
+            continue
+        if kind == "function_call":
+            waiting.setdefault(provider, deque()).append(row)
+        elif kind == "function_call_output" and waiting.get(provider):
+            pairs.append((waiting[provider].popleft(), row))
+    return sorted(pairs, key=lambda pair: pair[0].row_id)
+
+
+def _probed(db: sqlite3.Connection) -> sqlite3.Connection:
+    """``db`` once it has read the schema (SQLite opens lazily).
+
+    Raises:
+        sqlite3.DatabaseError: as reading the schema raises (``db`` is closed).
+    """
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError:
+        db.close()
+        raise
+    return db
+
+
+def _arguments(text: Any) -> dict[str, Any]:
+    """A call's arguments as the JSON object they encode; anything else (not JSON, not
+    an object) under ``{"arguments": text}``."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        value = None
+    return value if isinstance(value, dict) else {"arguments": text}
+
+
+def _utc(text: Any) -> datetime:
+    """A ``CURRENT_TIMESTAMP`` text (UTC, ``YYYY-MM-DD HH:MM:SS``) as an aware time; now
+    when it is not one."""
+    try:
+        return datetime.fromisoformat(str(text)).replace(tzinfo=UTC)
+    except ValueError:
+        return datetime.now(UTC)
