@@ -128,6 +128,54 @@ def test_sync_api_on_every_store(store: SessionStore) -> None:
     assert list(saver.list(None)) == []
 
 
+def _counting(m: SessionManager) -> dict[str, int]:
+    """Count the records ``m.list_records``/``get_record`` return, per namespace."""
+    read = {CHECKPOINTS: 0, WRITES: 0}
+    list_records, get_record = m.list_records, m.get_record
+
+    def counted_list(**kw: Any) -> Any:
+        found = list_records(**kw)
+        for r in found:
+            read[r.namespace] += 1
+        return found
+
+    def counted_get(**kw: Any) -> Any:
+        found = get_record(**kw)
+        if found is not None:
+            read[found.namespace] += 1
+        return found
+
+    m.list_records, m.get_record = counted_list, counted_get  # type: ignore[method-assign]
+    return read
+
+
+def test_list_reads_only_what_it_yields() -> None:
+    """``list(limit=1)`` reads one checkpoint, not the thread; ``before`` bounds the
+    store listing; the metadata filter runs before any pending write is read; the
+    newest of every namespace merges in id order."""
+    m = SessionManager.from_url("memory://")
+    saver = AgentSessionSaver(m, user_id="alice")
+    ids = []
+    for i in range(30):
+        config = _put(saver, "t", channel_values={"i": i})
+        saver.put_writes(config, [("a", i)], task_id="t1")
+        ids.append(config["configurable"]["checkpoint_id"])
+    child = _put(saver, "t", ns="child", channel_values={"i": 99})
+    read = _counting(m)
+    [newest] = saver.list(generate_config("t", checkpoint_ns=""), limit=1)
+    assert newest.checkpoint["channel_values"] == {"i": 29}
+    assert read == {CHECKPOINTS: 1, WRITES: 1}
+    before = generate_config("t", checkpoint_ns="", checkpoint_id=ids[10])
+    got = [t.checkpoint["channel_values"]["i"] for t in saver.list(
+        generate_config("t", checkpoint_ns=""), before=before, limit=2)]  # fmt: skip
+    assert got == [9, 8] and read == {CHECKPOINTS: 3, WRITES: 3}
+    assert list(saver.list(generate_config("t"), filter={"source": "nope"})) == []
+    assert read[WRITES] == 3  # no pending write read for a checkpoint filtered out
+    merged = [t.config["configurable"]["checkpoint_id"] for t in saver.list(
+        {"configurable": {"thread_id": "t"}}, limit=2)]  # fmt: skip
+    assert merged == [child["configurable"]["checkpoint_id"], ids[29]]
+
+
 _GRAPH = textwrap.dedent(
     """
     import sys
