@@ -193,10 +193,10 @@ def test_audit_has_counts_and_namespaces_never_data(manager: SessionManager, sid
     manager.delete_records(session_id=sid, user_id=USER, namespace="w")
     put, deleted = audit_of(manager, sid)[-2:]
     assert (put.action, put.actor) == ("records.put", USER)
-    assert put.details == {"count": 2, "kept": 0, "namespaces": ["cp", "w"]}
+    assert put.details == {"count": 2, "kept": 0, "namespace_count": 2}
     assert put.version_after == put.version_before + 1
     assert deleted.action == "records.deleted"
-    assert deleted.details == {"count": 1, "namespace": "w", "prefix_given": False}
+    assert deleted.details == {"count": 1, "namespace_given": True, "prefix_given": False}
     text = repr([put.details, deleted.details])
     assert secret not in text and "key-one" not in text
 
