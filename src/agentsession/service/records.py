@@ -100,12 +100,10 @@ class RecordUseCases(ServiceCore):
             if not rows:
                 return Unchanged(PutRecordsResult(written=0, session_version=s.version))
             tx.put_records(rows)
-            details = {
-                "count": len(rows),
-                "kept": len(writes) - len(rows),
-                # Counts only: a namespace is caller-chosen text, kept out of the log.
-                "namespace_count": len({r.namespace for r in rows}),
-            }
+            # Counts only: a namespace is caller-chosen text, kept out of the log.
+            namespace_count = len({r.namespace for r in rows})
+            details = {"count": len(rows), "kept": len(writes) - len(rows),
+                       "namespace_count": namespace_count}  # fmt: skip
             result = PutRecordsResult(written=len(rows), session_version=s.version)
             return Change(s, "records.put", details, result)
 
