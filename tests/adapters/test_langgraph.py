@@ -25,7 +25,7 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_metadata,
 )
 
-from agentsession import SessionManager
+from agentsession import SessionManager, ValidationError
 from agentsession.adapters.langgraph import (
     AGENT,
     CHECKPOINTS,
@@ -126,6 +126,19 @@ def test_sync_api_on_every_store(store: SessionStore) -> None:
     saver.delete_thread("t1")
     assert saver.get_tuple(generate_config("t1")) is None
     assert list(saver.list(None)) == []
+
+
+@pytest.mark.parametrize("thread_id", ["", "a\x01b", "x" * 257])
+def test_unusable_thread_id_reads_nothing_and_put_says_why(thread_id: str) -> None:
+    saver = AgentSessionSaver(SessionManager.from_url("memory://"), user_id="alice")
+    config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    assert saver.get_tuple(config) is None
+    assert list(saver.list(config)) == []
+    saver.delete_thread(thread_id)
+    saver.prune([thread_id])
+    with pytest.raises(ValidationError) as e:
+        saver.put(config, generate_checkpoint(), generate_metadata(), {})
+    assert e.value.field == "thread_id" and "1-256 characters" in str(e.value)
 
 
 def _counting(m: SessionManager) -> dict[str, int]:

@@ -50,9 +50,10 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ..errors import SessionNotFound
+from ..errors import SessionNotFound, ValidationError
 from ..models import Record, RecordWrite
 from ..service import SessionManager
+from ..service.validation import check_external_key
 
 __all__ = ["AGENT", "CHECKPOINTS", "WRITES", "AgentSessionSaver"]
 
@@ -95,10 +96,30 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
 
     # -- threads -------------------------------------------------------------------
     def _open(self, thread_id: str) -> str:
+        """The session of the thread, created if need be.
+
+        Raises:
+            ValidationError: a ``thread_id`` no session can be named by (``field=
+                "thread_id"``: empty, over 256 characters, control characters).
+        """
+        try:
+            check_external_key(thread_id)
+        except ValidationError as e:
+            raise ValidationError(
+                f"thread_id {thread_id[:100]!r} is not usable: it must be 1-256 characters "
+                "without control characters or lone surrogates",
+                field="thread_id",
+            ) from e
         s, _ = self._m.open_session(user_id=self._user, agent=AGENT, external_key=thread_id)
         return s.session_id
 
     def _find(self, thread_id: str) -> str | None:
+        """The session of the thread, or None (also for a ``thread_id`` no session can
+        be named by: such a thread holds nothing)."""
+        try:
+            check_external_key(thread_id)
+        except ValidationError:
+            return None
         try:
             return self._m.get_session_by_key(
                 user_id=self._user, agent=AGENT, external_key=thread_id
