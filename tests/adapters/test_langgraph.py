@@ -9,11 +9,14 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+import servers
 
 pytest.importorskip("langgraph", reason="langgraph not installed: pip install -e '.[dev]'")
 
@@ -52,8 +55,8 @@ def _conformance(make_manager: Any) -> dict[str, Any]:
     @checkpointer_test(name="agentsession")
     async def saver() -> AsyncIterator[AgentSessionSaver]:
         manager = make_manager()
-        try:
-            yield AgentSessionSaver(manager, user_id="alice")
+        try:  # a user per saver: the server stores' databases outlive one test
+            yield AgentSessionSaver(manager, user_id=f"alice-{uuid.uuid4().hex}")
         finally:
             manager.close()
 
@@ -78,6 +81,23 @@ def test_langgraph_conformance_suite_passes_every_test(kind: str, tmp_path: Path
         )
 
     counts = _conformance(make_manager)
+    assert counts == {cap: (n, 0) for cap, n in SUITE_TESTS.items()}
+
+
+#: The fixture giving each server store's URL.
+_SERVER_URLS = {"postgres": "postgres_store_url", "mysql": "mysql_store_url", "redis": "redis_url"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(_SERVER_URLS))
+def test_langgraph_conformance_suite_on_server_stores(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """The same suite on PostgreSQL, MariaDB and Redis (slow: servers and network)."""
+    if not servers.server_stores_enabled():
+        pytest.skip("server stores disabled")
+    url = request.getfixturevalue(_SERVER_URLS[kind])
+    counts = _conformance(lambda: SessionManager.from_url(url))
     assert counts == {cap: (n, 0) for cap, n in SUITE_TESTS.items()}
 
 
