@@ -40,6 +40,7 @@ FREE_TEXT = (
     "step_error",
     "close_reason",
     "expire_reason",
+    "record_namespace",
     "record_key",
     "record_data",
     "record_meta",
@@ -56,7 +57,6 @@ IDENTIFIERS = (
     "step_kind",
     "step_status",
     "idempotency_key",
-    "record_namespace",
 )
 
 #: Kinds stored as bytes: a store may hold them as they are, in base64 (Redis) or in

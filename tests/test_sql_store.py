@@ -302,6 +302,22 @@ def test_hot_paths_cost_one_statement(sql_store: SQLStore) -> None:
     assert [s.split()[0] for s, _ in seen if not s.startswith("BEGIN")] == ["UPDATE", "INSERT"]
 
 
+def test_record_prefix_is_a_bounded_index_range(sql_store: SQLStore) -> None:
+    """A prefix listing reads only the prefix's keys: SQLite's plan bounds the primary
+    key range above as well as below (else it scans to the end of the namespace)."""
+    with sql_store.transaction(write=True) as tx:
+        tx.insert_session(_session())
+    with captured_sql(sql_store) as seen, sql_store.transaction(write=False) as tx:
+        tx.list_records(
+            "ses_a", namespace="w", prefix="b", after=None, before=None, limit=1,
+            descending=False,
+        )
+    [(sql, params)] = [(q, p) for q, p in seen if "session_records" in q]
+    with sql_store.engine.connect() as conn:
+        plan = [str(row[-1]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params)]
+    assert any("key>? AND key<?" in line for line in plan), plan
+
+
 def test_run_writes_never_read_run_steps(sql_store: SQLStore) -> None:
     """On a run with 30 steps, a step, a tagged tool call and message, and the finish
     touch run_steps only to insert the new step: no statement reads steps."""

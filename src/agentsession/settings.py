@@ -7,17 +7,21 @@ variable with the ``AGENTSESSION_`` prefix, e.g. ``AGENTSESSION_URL``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .service.policy import Policy
+from .service.policy import Limits, Policy
 
 __all__ = ["Settings"]
 
 #: The library's defaults; the settings only override them from the environment.
 _POLICY = Policy()
+#: The default body limit: one record of ``Limits.max_record_bytes`` in base64 (4 bytes
+#: per 3), plus room for its meta (64 KiB of JSON) and the JSON around it.
+_BODY_BYTES = 4 * math.ceil(Limits().max_record_bytes / 3) + 256 * 1024
 
 
 class Settings(BaseSettings):
@@ -35,6 +39,8 @@ class Settings(BaseSettings):
         keys_file: the JSON file of API keys (SHA-256 hashes only); default: next to
             an SQLite database (``<db>.keys.json``), else ``agentsession-keys.json``.
         max_body_bytes: the largest request body the service reads; larger -> 413.
+            Default: a put of one record of ``Limits.max_record_bytes`` fits (its data
+            in base64), 11,446,956 bytes with the default limits.
         max_header_bytes: the largest request header section (request line and every
             header field, in bytes); larger -> 431, the rest of it is not read.
         max_header_count: the most header fields a request may carry; more -> 431.
@@ -77,7 +83,7 @@ class Settings(BaseSettings):
     port: int = 8000
     workers: int = 1
     keys_file: str | None = None
-    max_body_bytes: int = 8 * 1024 * 1024
+    max_body_bytes: int = _BODY_BYTES
     max_header_bytes: int = Field(16 * 1024, ge=1024)
     max_header_count: int = Field(100, ge=10)
     header_timeout_seconds: float = Field(10.0, gt=0)

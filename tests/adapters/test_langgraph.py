@@ -9,11 +9,14 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+import servers
 
 pytest.importorskip("langgraph", reason="langgraph not installed: pip install -e '.[dev]'")
 
@@ -25,7 +28,7 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_metadata,
 )
 
-from agentsession import SessionManager
+from agentsession import SessionManager, ValidationError
 from agentsession.adapters.langgraph import (
     AGENT,
     CHECKPOINTS,
@@ -52,8 +55,8 @@ def _conformance(make_manager: Any) -> dict[str, Any]:
     @checkpointer_test(name="agentsession")
     async def saver() -> AsyncIterator[AgentSessionSaver]:
         manager = make_manager()
-        try:
-            yield AgentSessionSaver(manager, user_id="alice")
+        try:  # a user per saver: the server stores' databases outlive one test
+            yield AgentSessionSaver(manager, user_id=f"alice-{uuid.uuid4().hex}")
         finally:
             manager.close()
 
@@ -78,6 +81,23 @@ def test_langgraph_conformance_suite_passes_every_test(kind: str, tmp_path: Path
         )
 
     counts = _conformance(make_manager)
+    assert counts == {cap: (n, 0) for cap, n in SUITE_TESTS.items()}
+
+
+#: The fixture giving each server store's URL.
+_SERVER_URLS = {"postgres": "postgres_store_url", "mysql": "mysql_store_url", "redis": "redis_url"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(_SERVER_URLS))
+def test_langgraph_conformance_suite_on_server_stores(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """The same suite on PostgreSQL, MariaDB and Redis (slow: servers and network)."""
+    if not servers.server_stores_enabled():
+        pytest.skip("server stores disabled")
+    url = request.getfixturevalue(_SERVER_URLS[kind])
+    counts = _conformance(lambda: SessionManager.from_url(url))
     assert counts == {cap: (n, 0) for cap, n in SUITE_TESTS.items()}
 
 
@@ -126,6 +146,67 @@ def test_sync_api_on_every_store(store: SessionStore) -> None:
     saver.delete_thread("t1")
     assert saver.get_tuple(generate_config("t1")) is None
     assert list(saver.list(None)) == []
+
+
+@pytest.mark.parametrize("thread_id", ["", "a\x01b", "x" * 257])
+def test_unusable_thread_id_reads_nothing_and_put_says_why(thread_id: str) -> None:
+    saver = AgentSessionSaver(SessionManager.from_url("memory://"), user_id="alice")
+    config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    assert saver.get_tuple(config) is None
+    assert list(saver.list(config)) == []
+    saver.delete_thread(thread_id)
+    saver.prune([thread_id])
+    with pytest.raises(ValidationError) as e:
+        saver.put(config, generate_checkpoint(), generate_metadata(), {})
+    assert e.value.field == "thread_id" and "1-256 characters" in str(e.value)
+
+
+def _counting(m: SessionManager) -> dict[str, int]:
+    """Count the records ``m.list_records``/``get_record`` return, per namespace."""
+    read = {CHECKPOINTS: 0, WRITES: 0}
+    list_records, get_record = m.list_records, m.get_record
+
+    def counted_list(**kw: Any) -> Any:
+        found = list_records(**kw)
+        for r in found:
+            read[r.namespace] += 1
+        return found
+
+    def counted_get(**kw: Any) -> Any:
+        found = get_record(**kw)
+        if found is not None:
+            read[found.namespace] += 1
+        return found
+
+    m.list_records, m.get_record = counted_list, counted_get  # type: ignore[method-assign]
+    return read
+
+
+def test_list_reads_only_what_it_yields() -> None:
+    """``list(limit=1)`` reads one checkpoint, not the thread; ``before`` bounds the
+    store listing; the metadata filter runs before any pending write is read; the
+    newest of every namespace merges in id order."""
+    m = SessionManager.from_url("memory://")
+    saver = AgentSessionSaver(m, user_id="alice")
+    ids = []
+    for i in range(30):
+        config = _put(saver, "t", channel_values={"i": i})
+        saver.put_writes(config, [("a", i)], task_id="t1")
+        ids.append(config["configurable"]["checkpoint_id"])
+    child = _put(saver, "t", ns="child", channel_values={"i": 99})
+    read = _counting(m)
+    [newest] = saver.list(generate_config("t", checkpoint_ns=""), limit=1)
+    assert newest.checkpoint["channel_values"] == {"i": 29}
+    assert read == {CHECKPOINTS: 1, WRITES: 1}
+    before = generate_config("t", checkpoint_ns="", checkpoint_id=ids[10])
+    got = [t.checkpoint["channel_values"]["i"] for t in saver.list(
+        generate_config("t", checkpoint_ns=""), before=before, limit=2)]  # fmt: skip
+    assert got == [9, 8] and read == {CHECKPOINTS: 3, WRITES: 3}
+    assert list(saver.list(generate_config("t"), filter={"source": "nope"})) == []
+    assert read[WRITES] == 3  # no pending write read for a checkpoint filtered out
+    merged = [t.config["configurable"]["checkpoint_id"] for t in saver.list(
+        {"configurable": {"thread_id": "t"}}, limit=2)]  # fmt: skip
+    assert merged == [child["configurable"]["checkpoint_id"], ids[29]]
 
 
 _GRAPH = textwrap.dedent(

@@ -113,7 +113,7 @@ def test_c14_large_tool_results_intact_over_http(api: Api, size: int, char: str)
 
 def test_c14_over_the_limits_is_413_naming_the_limit(api: Api) -> None:
     """C14: over max_tool_call_bytes (4 MiB) -> 413 naming it; 20 MB -> 413 by the body
-    limit (8 MiB) before reading; nothing written, never truncated."""
+    limit (11 MB: a max-size record in base64) before reading; nothing written, never truncated."""
     sid = api.create()["session_id"]
     before = _state(api, sid)
     limits = api.manager.limits
@@ -131,7 +131,7 @@ def test_c14_over_the_limits_is_413_naming_the_limit(api: Api) -> None:
         headers=api.alice,
     )
     body = assert_problem(r, 413, "payload-too-large")
-    assert body["limit_bytes"] == 8 * MiB and body["field"] == "body"
+    assert body["limit_bytes"] == Settings().max_body_bytes and body["field"] == "body"
     assert _state(api, sid) == before
 
 

@@ -91,6 +91,30 @@ def test_openapi_documents_the_record_routes(api: Api) -> None:
     assert data["contentEncoding"] == "base64" and "RFC 4648" in data["description"]
 
 
+def test_a_max_size_record_fits_the_default_body_limit(api: Api) -> None:
+    """base64 makes a record of ``max_record_bytes`` a third bigger; the default body
+    limit leaves room for it and a 64 KiB meta."""
+    size = api.manager.limits.max_record_bytes
+    data = bytes(range(256)) * (size // 256)
+    sid = api.create()["session_id"]
+    meta = {"m": "x" * (60 * 1024)}
+    r = _put(api, sid, {"namespace": "cp", "key": "big", "data": _b64(data), "meta": meta})
+    assert r.status_code == 200, r.text
+    back = api.manager.get_record(session_id=sid, user_id="alice", namespace="cp", key="big")
+    assert back is not None and back.data == data
+
+
+def test_a_key_given_twice_in_one_put_is_documented_and_the_later_wins(api: Api) -> None:
+    spec = api.http.get("/openapi.json").json()
+    records = spec["components"]["schemas"]["PutRecords"]["properties"]["records"]
+    assert "the later one wins" in records["description"]
+    sid = api.create()["session_id"]
+    r = _put(api, sid, {"key": "k", "data": _b64(b"1")}, {"key": "k", "data": _b64(b"2")})
+    assert r.status_code == 200, r.text
+    one = api.http.get(f"/v1/sessions/{sid}/records/one?key=k", headers=api.alice)
+    assert one.json()["data"] == _b64(b"2")
+
+
 @pytest.mark.parametrize("data", ["YQ", "YQ=", "YWJj$A==", "YQ==YQ==", "\u00e9AAA", "Y Q=="])
 def test_invalid_base64_is_422_and_writes_nothing(api: Api, data: str) -> None:
     sid = api.create()["session_id"]

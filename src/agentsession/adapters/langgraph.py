@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
+import heapq
 import random
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
@@ -48,9 +50,10 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ..errors import SessionNotFound
+from ..errors import SessionNotFound, ValidationError
 from ..models import Record, RecordWrite
 from ..service import SessionManager
+from ..service.validation import check_external_key
 
 __all__ = ["AGENT", "CHECKPOINTS", "WRITES", "AgentSessionSaver"]
 
@@ -93,10 +96,30 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
 
     # -- threads -------------------------------------------------------------------
     def _open(self, thread_id: str) -> str:
+        """The session of the thread, created if need be.
+
+        Raises:
+            ValidationError: a ``thread_id`` no session can be named by (``field=
+                "thread_id"``: empty, over 256 characters, control characters).
+        """
+        try:
+            check_external_key(thread_id)
+        except ValidationError as e:
+            raise ValidationError(
+                f"thread_id {thread_id[:100]!r} is not usable: it must be 1-256 characters "
+                "without control characters or lone surrogates",
+                field="thread_id",
+            ) from e
         s, _ = self._m.open_session(user_id=self._user, agent=AGENT, external_key=thread_id)
         return s.session_id
 
     def _find(self, thread_id: str) -> str | None:
+        """The session of the thread, or None (also for a ``thread_id`` no session can
+        be named by: such a thread holds nothing)."""
+        try:
+            check_external_key(thread_id)
+        except ValidationError:
+            return None
         try:
             return self._m.get_session_by_key(
                 user_id=self._user, agent=AGENT, external_key=thread_id
@@ -163,14 +186,27 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
             record = newest[0] if newest else None
         return None if record is None else self._tuple(thread_id, sid, record)
 
-    def _tuple(self, thread_id: str, session_id: str, record: Record) -> CheckpointTuple:
+    def _metadata(self, record: Record) -> CheckpointMetadata:
+        """The metadata of a checkpoint record (kept in its ``meta``)."""
+        meta = record.meta
+        loaded: CheckpointMetadata = self._loads(
+            meta["metadata_type"], base64.b64decode(meta["metadata"])
+        )
+        return loaded
+
+    def _tuple(
+        self,
+        thread_id: str,
+        session_id: str,
+        record: Record,
+        metadata: CheckpointMetadata | None = None,
+    ) -> CheckpointTuple:
+        """The tuple of a checkpoint record, its pending writes loaded (``metadata``:
+        already decoded, else decoded here)."""
         quoted_ns, _, checkpoint_id = record.key.rpartition("/")
         ns = unquote(quoted_ns)
         meta = record.meta
         checkpoint: Checkpoint = self.serde.loads_typed((meta["type"], record.data))
-        metadata: CheckpointMetadata = self.serde.loads_typed(
-            (meta["metadata_type"], base64.b64decode(meta["metadata"]))
-        )
         writes = self._records(session_id, WRITES, f"{quoted_ns}/{checkpoint_id}/")
         # The upstream savers' order of pending writes: task path, task id, index.
         writes.sort(
@@ -180,7 +216,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         return CheckpointTuple(
             config=_config(thread_id, ns, checkpoint_id),
             checkpoint=checkpoint,
-            metadata=metadata,
+            metadata=self._metadata(record) if metadata is None else metadata,
             parent_config=_config(thread_id, ns, parent) if parent else None,
             pending_writes=[
                 (w.meta["task_id"], w.meta["channel"], self._loads(w.meta["type"], w.data))
@@ -202,35 +238,96 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         """Checkpoints newest first (by checkpoint id): of ``config``'s thread (and its
         ``checkpoint_ns`` / ``checkpoint_id`` if given), or of every thread of this
         saver's user when ``config`` is None; ``filter`` matches metadata keys exactly,
-        ``before`` keeps older checkpoints, ``limit`` caps the count."""
+        ``before`` keeps older checkpoints, ``limit`` caps the count. Reads lazily: the
+        store lists each namespace newest first from ``before`` on, the metadata
+        filter runs on the record's ``meta`` and only a checkpoint yielded has its
+        pending writes read."""
+        if limit is not None and limit <= 0:
+            return
         if config is not None:
             thread_id = str(config["configurable"]["thread_id"])
             sid = self._find(thread_id)
-            threads = [] if sid is None else [(thread_id, sid)]
+            threads = iter([] if sid is None else [(thread_id, sid)])
         else:
-            threads = list(self._threads())
+            threads = self._threads()
         configurable = config["configurable"] if config else {}
         ns = configurable.get("checkpoint_ns")
         wanted_id = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
+        page = self._m.limits.max_page_size if filter or limit is None else limit
         count = 0
         for thread_id, sid in threads:
-            prefix = "" if ns is None else f"{_q(ns)}/"
-            records = self._records(sid, CHECKPOINTS, prefix)
-            records.sort(key=lambda r: r.key.rpartition("/")[2], reverse=True)
-            for record in records:
-                checkpoint_id = record.key.rpartition("/")[2]
-                if wanted_id and checkpoint_id != wanted_id:
+            namespaces = self._namespaces(sid) if ns is None else [_q(ns)]
+            streams = [
+                self._newest_first(sid, quoted, wanted_id, before_id, page)
+                for quoted in namespaces
+            ]
+            for record in heapq.merge(*streams, key=_checkpoint_id, reverse=True):
+                metadata = self._metadata(record)
+                if filter and not all(metadata.get(k) == v for k, v in filter.items()):
                     continue
-                if before_id and checkpoint_id >= before_id:
-                    continue
+                yield self._tuple(thread_id, sid, record, metadata)
+                count += 1
                 if limit is not None and count >= limit:
                     return
-                found = self._tuple(thread_id, sid, record)
-                if filter and not all(found.metadata.get(k) == v for k, v in filter.items()):
-                    continue
-                count += 1
-                yield found
+
+    def _namespaces(self, session_id: str) -> builtins.list[str]:
+        """The quoted checkpoint namespaces of a thread: one store read per namespace
+        (each read skips to the key just below the namespace found last)."""
+        found: builtins.list[str] = []
+        before = None
+        while True:
+            last = self._m.list_records(
+                session_id=session_id,
+                user_id=self._user,
+                namespace=CHECKPOINTS,
+                before=before,
+                descending=True,
+                limit=1,
+            )
+            if not last:
+                return found
+            quoted = last[0].key.rpartition("/")[0]
+            found.append(quoted)
+            before = f"{quoted}/"  # every key of this namespace is at least this
+
+    def _newest_first(
+        self,
+        session_id: str,
+        quoted_ns: str,
+        wanted_id: str | None,
+        before_id: str | None,
+        page: int,
+    ) -> Iterator[Record]:
+        """The checkpoint records of one namespace newest first, ``before_id``
+        excluded and up, read ``page`` at a time (only ``wanted_id`` if given)."""
+        if wanted_id:
+            if before_id and wanted_id >= before_id:
+                return
+            record = self._m.get_record(
+                session_id=session_id,
+                user_id=self._user,
+                namespace=CHECKPOINTS,
+                key=f"{quoted_ns}/{wanted_id}",
+            )
+            if record is not None:
+                yield record
+            return
+        upper = f"{quoted_ns}/{before_id}" if before_id else None
+        while True:
+            found = self._m.list_records(
+                session_id=session_id,
+                user_id=self._user,
+                namespace=CHECKPOINTS,
+                prefix=f"{quoted_ns}/",
+                before=upper,
+                descending=True,
+                limit=page,
+            )
+            yield from found
+            if len(found) < page:
+                return
+            upper = found[-1].key
 
     # -- writes ----------------------------------------------------------------------
     def put(
@@ -321,10 +418,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
             return
         for _, sid in list(self._threads()):
             for record in self._records(sid, CHECKPOINTS, ""):
-                metadata = self._loads(
-                    record.meta["metadata_type"], base64.b64decode(record.meta["metadata"])
-                )
-                if metadata.get("run_id") in wanted:
+                if self._metadata(record).get("run_id") in wanted:
                     self._drop(sid, record.key)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -426,6 +520,11 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """:meth:`prune` in a worker thread."""
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+def _checkpoint_id(record: Record) -> str:
+    """The checkpoint id of a checkpoint record (its key: ``<ns>/<id>``)."""
+    return record.key.rpartition("/")[2]
 
 
 def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:

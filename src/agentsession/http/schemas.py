@@ -363,7 +363,10 @@ class PutRecords(_Body):
     """``PUT .../records``: the records to insert or replace, in one version step."""
 
     records: list[RecordIn] = Field(
-        description=f"At most {Limits().max_batch_messages} records, no (namespace, key) twice.",
+        description=(
+            f"At most {Limits().max_batch_messages} records; a (namespace, key) given twice: "
+            "the later one wins."
+        ),
         json_schema_extra={"maxItems": Limits().max_batch_messages},
     )
 

@@ -5,8 +5,8 @@ framework's own state (a checkpointer's checkpoints and writes) and never interp
 the data is stored and returned byte for byte. Records live and die with their session
 (delete and erasure take them); they count toward no other limit of the session.
 Writes go through the write pipeline like any other (ACTIVE only, ownership,
-``expected_version``, idempotency keys, one version step, one audit event of counts and
-namespaces, never data).
+``expected_version``, idempotency keys, one version step, one audit event of counts only:
+no namespace, key or data).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class RecordUseCases(ServiceCore):
         with ``if_absent``, leaves an existing one untouched; of two writes of one
         ``(namespace, key)`` in a batch the later one counts. Writing anything is one
         version step (the TTL clock restarts as for an append) and one audit event
-        ``records.put`` with the counts and namespaces (never data or keys); every
+        ``records.put`` with counts only (never namespaces, keys or data); every
         written record gets ``version`` = the new session version. Writing nothing
         (``[]``, or only ``if_absent`` records that exist) changes nothing.
         ``user_id`` names the caller.
@@ -100,11 +100,10 @@ class RecordUseCases(ServiceCore):
             if not rows:
                 return Unchanged(PutRecordsResult(written=0, session_version=s.version))
             tx.put_records(rows)
-            details = {
-                "count": len(rows),
-                "kept": len(writes) - len(rows),
-                "namespaces": sorted({r.namespace for r in rows}),
-            }
+            # Counts only: a namespace is caller-chosen text, kept out of the log.
+            namespace_count = len({r.namespace for r in rows})
+            details = {"count": len(rows), "kept": len(writes) - len(rows),
+                       "namespace_count": namespace_count}  # fmt: skip
             result = PutRecordsResult(written=len(rows), session_version=s.version)
             return Change(s, "records.put", details, result)
 
@@ -216,7 +215,11 @@ class RecordUseCases(ServiceCore):
             result = DeleteRecordsResult(removed=removed, session_version=s.version)
             if not removed:
                 return Unchanged(result)
-            details = {"count": removed, "namespace": ns, "prefix_given": pre is not None}
+            details = {
+                "count": removed,
+                "namespace_given": ns is not None,
+                "prefix_given": pre is not None,
+            }
             return Change(s, "records.deleted", details, result)
 
         request = WriteRequest(

@@ -1,5 +1,6 @@
-"""Selecting session records by key, for stores that filter records in Python (memory,
-and Redis across namespaces).
+"""Selecting session records by key: the upper bound of a key prefix (SQL and Redis
+ranges), and the filter of the stores that select records in Python (memory, and Redis
+across namespaces).
 
 Python compares ``str`` by code point, the order every store lists records in.
 """
@@ -8,7 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["key_matches", "select_keys"]
+__all__ = ["key_matches", "prefix_end", "select_keys"]
+
+_MAX = chr(0x10FFFF)
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least string above every string that starts with ``prefix`` (non-empty), in
+    code-point order (= UTF-8 byte order): the exclusive upper bound of a prefix range.
+    None when there is none (``prefix`` is all U+10FFFF)."""
+    stem = prefix.rstrip(_MAX)
+    if not stem:
+        return None
+    point = ord(stem[-1]) + 1
+    if 0xD800 <= point <= 0xDFFF:  # surrogates are no text: the next code point is U+E000
+        point = 0xE000
+    return stem[:-1] + chr(point)
 
 
 def key_matches(key: str, *, prefix: str | None, after: str | None, before: str | None) -> bool:

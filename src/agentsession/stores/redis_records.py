@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..jsonvalues import dumps, loads
 from ..models import Record
-from .recordkeys import select_keys
+from .recordkeys import prefix_end, select_keys
 
 if TYPE_CHECKING:
     import redis
@@ -82,9 +82,8 @@ def lex_range(
     highs = [namespace.encode() + b"\x01"]  # just past every member of the namespace
     if before is not None:
         highs.append(base + before.encode())
-    if prefix:
-        raw = prefix.encode()  # UTF-8 never holds 0xFF, so the last byte + 1 fits
-        highs.append(base + raw[:-1] + bytes([raw[-1] + 1]))
+    if prefix and (end := prefix_end(prefix)) is not None:
+        highs.append(base + end.encode())
     return low_kind + low, b"(" + min(highs)
 
 

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..models import Record
+from .recordkeys import prefix_end
 from .schema import session_records as t
 
 __all__ = ["delete_records", "get_record", "list_records", "put_records"]
@@ -82,11 +83,15 @@ def delete_records(
 
 def _where(session_id: str, namespace: str | None, prefix: str | None) -> list[Any]:
     """Conditions of one session, an optional namespace and a key prefix. The prefix is
-    a range start (for the index) plus an exact compare of the key's first characters
-    (no LIKE: its wildcards would need escaping)."""
+    a range of the index, ``prefix <= key < prefix_end(prefix)``: in code-point order
+    exactly the keys starting with it, and the scan stops at the prefix's end (no LIKE:
+    its wildcards would need escaping)."""
     where: list[Any] = [t.c.session_id == session_id]
     if namespace is not None:
         where.append(t.c.namespace == namespace)
     if prefix:
-        where += [t.c.key >= prefix, sa.func.substr(t.c.key, 1, len(prefix)) == prefix]
+        where.append(t.c.key >= prefix)
+        # No end: every key from an all-U+10FFFF prefix on starts with it.
+        if (end := prefix_end(prefix)) is not None:
+            where.append(t.c.key < end)
     return where
