@@ -13,6 +13,7 @@ from agentsession import (
     Forbidden,
     IdempotencyKeyReused,
     PatchConflict,
+    PayloadTooLarge,
     SessionManager,
     SharedMemory,
     ValidationError,
@@ -157,6 +158,18 @@ def test_idempotent_update_replays(manager: SessionManager) -> None:
     assert manager.update_shared_memory(**kw, ops=_add("/a", 1), idempotency_key="k") == first
     with pytest.raises(IdempotencyKeyReused):
         manager.update_shared_memory(**kw, ops=_add("/a", 2), idempotency_key="k")
+    assert _user_doc(manager).version == 1
+
+
+@independent
+def test_ops_are_bounded_after_every_op(manager: SessionManager) -> None:
+    """The op that doubles the document past the size limit is refused by index."""
+    manager.update_shared_memory(scope="user", agent="coding", user_id=USER,
+                                 data={"k": "x" * 1000})
+    doubling = [{"op": "copy", "from": "", "path": f"/c{i}"} for i in range(12)]
+    with pytest.raises(PayloadTooLarge) as too_large:
+        manager.update_shared_memory(scope="user", agent="coding", user_id=USER, ops=doubling)
+    assert too_large.value.field == "ops[10]"
     assert _user_doc(manager).version == 1
 
 

@@ -100,7 +100,12 @@ class SharedMemoryUseCases(ServiceCore):
         limits = self.limits
         checked: list[dict[str, Any]] | dict[str, Any]
         if ops is not None:
-            checked = check_ops(ops, field="ops", limit_bytes=limits.max_working_memory_bytes)
+            checked = check_ops(
+                ops,
+                field="ops",
+                limit_bytes=limits.max_working_memory_bytes,
+                max_ops=limits.max_patch_ops,
+            )
         else:
             checked = _check_document(data, limits, field="data")
 
@@ -184,7 +189,11 @@ def _write(
     """Store ``data`` (or ``current`` changed by ``ops``) one version above ``current``,
     compare-and-set against its version."""
     if ops is not None:
-        data = _check_document(apply_ops(current.data, ops, field=field), limits, field=field)
+        data = _check_document(
+            apply_ops(current.data, ops, field=field, limit_bytes=limits.max_working_memory_bytes),
+            limits,
+            field=field,
+        )
     doc = current.model_copy(
         update={"version": current.version + 1, "updated_at": now, "data": data or {}}
     )
@@ -214,7 +223,9 @@ def check_shared_ops(
         raise Forbidden("the app scope of shared memory is shared by every user: needs admin=True")
     limit = limits.max_working_memory_bytes
     return {
-        scope: check_ops(value[scope], field=f"{field}.{scope}", limit_bytes=limit)
+        scope: check_ops(
+            value[scope], field=f"{field}.{scope}", limit_bytes=limit, max_ops=limits.max_patch_ops
+        )
         for scope in SCOPES
         if scope in value
     }
