@@ -137,14 +137,26 @@ class SharedMemoryUseCases(ServiceCore):
         """Delete one shared document (admin only): the agent's app document, or the
         user document of ``target_user_id`` (default: the caller) and ``agent``.
 
+        The document's version restarts: it reads as ``{}`` at version 0 and its next
+        write is version 1, as if never written (a deleted row keeps nothing, and
+        keeping a counter per deleted document would keep a trace of the user). So an
+        ``expected_version`` read before the delete may match again after as many
+        writes: re-read the document after deleting it.
+
         Returns:
             Whether it existed.
 
         Raises:
-            Forbidden: without admin. ValidationError: a bad scope, agent or user id.
+            Forbidden: without admin. ValidationError: a bad scope, agent or user id;
+                a ``target_user_id`` with ``scope="app"`` (the app document has no user).
         """
         if not admin:
             raise Forbidden("deleting a shared-memory document needs admin=True")
+        if scope == "app" and target_user_id is not None:
+            raise ValidationError(
+                "the app document belongs to no user: pass no target_user_id",
+                field="target_user_id",
+            )
         owner = _owner(scope, agent, target_user_id or user_id, admin)
         return self._uow.run(lambda tx: tx.delete_shared_memory(agent, owner), write=True)
 
