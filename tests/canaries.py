@@ -44,7 +44,14 @@ FREE_TEXT = (
     "record_key",
     "record_data",
     "record_meta",
+    "shared_memory",
+    "shared_memory_create",
+    "shared_memory_append",
 )
+
+#: Kinds kept in the user's ``user`` shared-memory document: erased with the user, but
+#: not with one session (the document is the user's, shared by their sessions).
+USER_DOCUMENT = ("shared_memory", "shared_memory_create", "shared_memory_append")
 
 #: Kinds of identifiers (restricted to A-Z a-z 0-9 . _ : @ + -): they may stand in the
 #: live audit log, but not in a tombstone nor anywhere once the user is erased.
@@ -96,12 +103,18 @@ def _forms(kind: str, value: str) -> list[bytes]:
     return [raw, base64.b64encode(raw), raw.hex().encode("ascii")]
 
 
+def _add(path: str, value: str) -> dict[str, Any]:
+    return {"op": "add", "path": path, "value": value}
+
+
 def write_canaries(m: SessionManager) -> Canaries:
     """Store a canary of every kind, through every write that takes user content, in
     two sessions of a new user: one closed with a reason, one expired with a reason
     and restored. Audited actions covered: created, updated, message appended, memory
     updated, records put, tool call recorded, run started, step added, run finished, closed,
-    expired, restored."""
+    expired, restored. The user's shared-memory document of the agent gets a canary
+    through ``update_shared_memory`` and through ``shared_memory_ops`` on the create
+    and the append."""
     tag = secrets.token_hex(6)
     v = {kind: f"CANARY-{kind.replace('_', '-')}-{tag}" for kind in FREE_TEXT + IDENTIFIERS}
     user = v["user_id"]
@@ -114,6 +127,7 @@ def write_canaries(m: SessionManager) -> Canaries:
         working_memory={"seed": v["initial_memory"]},
         external_key=v["external_key"],
         idempotency_key=v["idempotency_key"],
+        shared_memory_ops={"user": [_add("/created", v["shared_memory_create"])]},
     )
     kw: dict[str, Any] = {"session_id": s.session_id, "user_id": user}
     c.session_ids.append(s.session_id)
@@ -125,7 +139,11 @@ def write_canaries(m: SessionManager) -> Canaries:
              "metadata": {"m": v["message_metadata"]}, "x_extra": v["message_extra_field"]},
         ],
         working_memory_patch={"patched": v["memory_patch"]},
+        shared_memory_ops={"user": [_add("/appended", v["shared_memory_append"])]},
     )  # fmt: skip
+    m.update_shared_memory(
+        scope="user", agent=v["agent"], user_id=user, ops=[_add("/s", v["shared_memory"])]
+    )
     m.update_working_memory(**kw, patch={"goal": v["memory"]})
     record = RecordWrite(
         v["record_namespace"], v["record_key"], v["record_data"].encode(), {"m": v["record_meta"]}

@@ -25,7 +25,7 @@ from agentsession import SessionManager
 from agentsession.stores.redis_store import RedisStore
 from agentsession.stores.schema import metadata
 from agentsession.stores.sql import SQLStore
-from canaries import Canaries, write_canaries
+from canaries import USER_DOCUMENT, Canaries, write_canaries
 
 
 def _bytes_of(paths: list[Path]) -> bytes:
@@ -78,8 +78,10 @@ def test_sqlite_delete_session_leaves_no_canary_on_disk(tmp_path: Path) -> None:
         for sid in c.session_ids:
             sm.delete_session(session_id=sid, user_id=c.user)
         found = c.found_in(_bytes_of(files))
-        # Erasing by session leaves the user's session-less idempotency keys (none here).
-        assert found == []
+        # Erasing by session leaves the user's session-less idempotency keys (none here)
+        # and their shared-memory document (the user's, not the session's), keyed by
+        # user and agent.
+        assert found == sorted((*USER_DOCUMENT, "agent", "user_id"))
         sm.store.close()
 
 

@@ -31,13 +31,15 @@ MAX_DEPTH = 64
 _INT_BOUND = 2**64  # integers must fit in 64 bits (signed or unsigned) to be stored
 
 
-def check_json(value: Any, *, field: str, limit_bytes: int | None = None) -> str:
+def check_json(value: Any, *, field: str, limit_bytes: int | None = None, depth: int = 0) -> str:
     """Validate that ``value`` is a storable JSON value and return its JSON text.
 
     Args:
         value: the value to check.
         field: the name reported in errors, e.g. ``"message.content"``.
         limit_bytes: maximum size of the UTF-8 JSON encoding, or None for no limit.
+        depth: the level ``value`` sits at inside a larger document (0 = the top),
+            so at most ``MAX_DEPTH - depth`` more levels are allowed below it.
 
     Returns:
         The JSON text (``dumps(value)``), so callers need not encode twice.
@@ -46,7 +48,7 @@ def check_json(value: Any, *, field: str, limit_bytes: int | None = None) -> str
         UnsupportedValue: a value that is not JSON; ``field`` names its path.
         PayloadTooLarge: the encoding is larger than ``limit_bytes``.
     """
-    _walk(value, field, 0)
+    _walk(value, field, depth)
     text = dumps(value)
     # len(text) <= bytes <= 4*len(text): skip the encode when it cannot matter.
     if limit_bytes is not None and len(text) * 4 > limit_bytes:

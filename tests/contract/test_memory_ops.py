@@ -17,6 +17,7 @@ from agentsession import (
     PatchConflict,
     PayloadTooLarge,
     SessionManager,
+    UnsupportedValue,
     ValidationError,
     VersionConflict,
 )
@@ -167,6 +168,33 @@ def test_the_result_passes_the_memory_checks(manager: SessionManager, sid: str) 
                                                               "path": "/b"}],
         )
     assert manager.get_working_memory(**_kw(sid)).data == {}
+
+
+@independent
+def test_ops_are_bounded_after_every_op(manager: SessionManager, sid: str) -> None:
+    """``copy`` of the whole document doubles it per op: the op that passes the size
+    limit is refused (not the end result, built first), so is one that nests too deep,
+    and so is a list of more ops than ``Limits.max_patch_ops``; nothing is written."""
+    manager.update_working_memory(**_kw(sid), data={"k": "x" * 1000})
+    doubling = [{"op": "copy", "from": "", "path": f"/c{i}"} for i in range(12)]
+    with pytest.raises(PayloadTooLarge) as too_large:
+        manager.update_working_memory(**_kw(sid), ops=doubling)
+    assert too_large.value.field == "ops[10]"  # 2**11 KB > 1 MiB
+    nested: Any = {}
+    for _ in range(59):
+        nested = {"a": nested}
+    manager.update_working_memory(**_kw(sid), data={"a": nested})
+    path, deep = "/a" * 60, []
+    for _ in range(8):
+        deep.append({"op": "copy", "from": "", "path": path + "/x"})
+        path = path + "/x" + path
+    with pytest.raises(UnsupportedValue):
+        manager.update_working_memory(**_kw(sid), ops=deep)
+    many = [{"op": "add", "path": "/n", "value": 0}] * (manager.limits.max_patch_ops + 1)
+    with pytest.raises(ValidationError, match="at most 1000 per call"):
+        manager.update_working_memory(**_kw(sid), ops=many)
+    assert manager.get_working_memory(**_kw(sid)).data == {"a": nested}
+    assert manager.get_session(**_kw(sid)).version == 3
 
 
 @independent

@@ -13,6 +13,7 @@ from agentsession import (
     Forbidden,
     IdempotencyKeyReused,
     PatchConflict,
+    PayloadTooLarge,
     SessionManager,
     SharedMemory,
     ValidationError,
@@ -160,6 +161,18 @@ def test_idempotent_update_replays(manager: SessionManager) -> None:
     assert _user_doc(manager).version == 1
 
 
+@independent
+def test_ops_are_bounded_after_every_op(manager: SessionManager) -> None:
+    """The op that doubles the document past the size limit is refused by index."""
+    manager.update_shared_memory(scope="user", agent="coding", user_id=USER,
+                                 data={"k": "x" * 1000})
+    doubling = [{"op": "copy", "from": "", "path": f"/c{i}"} for i in range(12)]
+    with pytest.raises(PayloadTooLarge) as too_large:
+        manager.update_shared_memory(scope="user", agent="coding", user_id=USER, ops=doubling)
+    assert too_large.value.field == "ops[10]"
+    assert _user_doc(manager).version == 1
+
+
 def test_concurrent_writers_lose_no_update(manager: SessionManager) -> None:
     """Writers racing on one document (alone and through appends of several sessions):
     every write lands, because each is a compare-and-set re-run when it loses."""
@@ -183,13 +196,30 @@ def test_concurrent_writers_lose_no_update(manager: SessionManager) -> None:
     assert doc.version == 13
 
 
+def test_many_writers_of_one_document_all_land(manager: SessionManager) -> None:
+    """12 writers x 20 ops on one app document: none fails (a writer queues for the
+    document instead of losing its compare-and-set until its retries run out)."""
+    app = {"scope": "app", "agent": "coding", "user_id": ADMIN, "admin": True}
+    manager.update_shared_memory(**app, data={"log": []})
+
+    def write(i: int) -> None:
+        for j in range(20):
+            manager.update_shared_memory(**app, ops=_add("/log/-", [i, j]))
+
+    results = run_threads(12, write)
+    assert [r for r in results if r is not None] == []
+    doc = _app_doc(manager)
+    assert len(doc.data["log"]) == 240 and doc.version == 241
+
+
 def test_erasure_deletes_the_users_documents_only(manager: SessionManager) -> None:
     for user in (USER, OTHER):
         for agent in ("coding", "other"):
             manager.update_shared_memory(scope="user", agent=agent, user_id=user, data={"x": 1})
     manager.update_shared_memory(scope="app", agent="coding", user_id=ADMIN, data={"a": 1},
                                  admin=True)
-    manager.erase_user(user_id=ADMIN, target_user_id=USER, admin=True)
+    erasure = manager.erase_user(user_id=ADMIN, target_user_id=USER, admin=True)
+    assert erasure.shared_memory_deleted == 2
     assert _user_doc(manager).version == 0 and _user_doc(manager, USER, "other").version == 0
     assert _user_doc(manager, OTHER).data == {"x": 1}
     assert _user_doc(manager, OTHER, "other").data == {"x": 1}
@@ -204,5 +234,8 @@ def test_admin_deletes_one_document(manager: SessionManager) -> None:
     assert delete(scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER, admin=True)
     assert not delete(scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER,
                       admin=True)
+    with pytest.raises(ValidationError) as app_of_user:  # not silently the app document
+        delete(scope="app", agent="coding", user_id=ADMIN, target_user_id=OTHER, admin=True)
+    assert app_of_user.value.field == "target_user_id"
     assert delete(scope="app", agent="coding", user_id=ADMIN, admin=True)
     assert _user_doc(manager, OTHER).version == 0 and _app_doc(manager).version == 0

@@ -49,6 +49,25 @@ def test_user_scope_is_the_callers(api: Api) -> None:
     assert_problem(api.http.get("/v1/shared-memory/team/coding", headers=api.alice), 422)
 
 
+def test_merge_patch_media_is_refused(api: Api) -> None:
+    """Shared memory takes ops only: a merge-patch body is 400, whatever it holds."""
+    ops = [{"op": "add", "path": "/x", "value": 1}]
+    r = _patch(api, "user/coding", ops, api.alice, "application/merge-patch+json")
+    assert assert_problem(r, 400, "validation-error")["field"] == "body"
+    assert api.http.get("/v1/shared-memory/user/coding", headers=api.alice).json()["version"] == 0
+
+
+def test_openapi_says_what_the_patch_routes_take(api: Api) -> None:
+    """The shared PATCH lists no If-Match problems (412/428); the memory PATCH's plain
+    JSON body is an object (a merge patch), as the route accepts."""
+    paths = api.http.get("/openapi.json").json()["paths"]
+    shared = paths["/v1/shared-memory/{scope}/{agent}"]["patch"]["responses"]
+    assert "409" in shared and not {"412", "428"} & set(shared)
+    body = paths["/v1/sessions/{session_id}/memory"]["patch"]["requestBody"]["content"]
+    assert body["application/json"]["schema"]["type"] == "object"
+    assert "anyOf" not in body["application/json"]["schema"]
+
+
 def test_app_scope_needs_an_admin_key(api: Api) -> None:
     ops = [{"op": "add", "path": "/model", "value": "m"}]
     assert_problem(api.http.get("/v1/shared-memory/app/coding", headers=api.alice), 403)

@@ -90,6 +90,7 @@ def _as_data(
         "user_id": user,
         "sessions_deleted": erasure.sessions_deleted,
         "idempotency_keys_purged": erasure.idempotency_keys_purged,
+        "shared_memory_deleted": erasure.shared_memory_deleted,
         "api_keys_removed": {"count": keys[0], "keys_file": keys[1]},
         "store": {"url": store_url, "done": erasure.store.done, "pending": erasure.store.pending},
         "operator_steps": erasure.operator_steps,
@@ -99,7 +100,8 @@ def _as_data(
 def _as_text(user: str, store_url: str, erasure: Erasure, keys: tuple[int, str]) -> str:
     lines = [
         f"erased {user}: {erasure.sessions_deleted} session(s) deleted, "
-        f"{erasure.idempotency_keys_purged} idempotency key(s) purged",
+        f"{erasure.idempotency_keys_purged} idempotency key(s) purged, "
+        f"{erasure.shared_memory_deleted} shared-memory document(s) deleted",
         f"{keys[0]} API key(s) of {user} removed from {keys[1]}",
         f"done by the store ({store_url}):",
         *(f"  - {step}" for step in erasure.store.done or ("nothing",)),

@@ -57,6 +57,8 @@ class Erasure:
         sessions_deleted: how many sessions of the user were deleted.
         idempotency_keys_purged: the user's idempotency records purged beyond those
             deleted with their sessions.
+        shared_memory_deleted: the user's ``user``-scope shared-memory documents
+            deleted (one per agent the user had one for).
         store: what the store did to get the deleted rows off its disk, and what it
             could not reach (:meth:`~agentsession.stores.base.SessionStore.scrub`).
         operator_steps: what the operator must still do on every store
@@ -65,6 +67,7 @@ class Erasure:
 
     sessions_deleted: int
     idempotency_keys_purged: int
+    shared_memory_deleted: int
     store: ScrubReport
     operator_steps: tuple[str, ...] = OPERATOR_STEPS
 
@@ -120,7 +123,8 @@ class ErasureUseCases(ServiceCore):
     def delete_user_data(
         self, *, user_id: str, target_user_id: str | None = None, admin: bool = False
     ) -> int:
-        """Erase every session of a user (right to erasure), and their idempotency keys;
+        """Erase every session of a user (right to erasure), their ``user``-scope
+        shared-memory documents (every agent's) and their idempotency keys;
         :meth:`erase_user` without its report.
 
         Args:
@@ -171,18 +175,19 @@ class ErasureUseCases(ServiceCore):
         if not principal.may_act_for(target):
             raise Forbidden("erasing another user's data needs admin=True")
 
-        def body(tx: StoreTransaction) -> tuple[int, int]:
+        def body(tx: StoreTransaction) -> tuple[int, int, int]:
             ids = tx.list_user_session_ids(target)
             for sid in ids:
                 s = tx.get_session(sid)
                 if s is not None:
                     self._delete(tx, s, principal)
-            tx.delete_user_shared_memory(target)
+            shared = tx.delete_user_shared_memory(target)
             horizon = self._uow.now() + _FOREVER
-            return len(ids), tx.purge_idempotency(created_before=horizon, user_id=target)
+            keys = tx.purge_idempotency(created_before=horizon, user_id=target)
+            return len(ids), keys, shared
 
-        sessions, keys = self._uow.run(body, write=True)
-        return Erasure(sessions, keys, self._scrub(compact=compact))
+        sessions, keys, shared = self._uow.run(body, write=True)
+        return Erasure(sessions, keys, shared, self._scrub(compact=compact))
 
     def get_audit_log(
         self,

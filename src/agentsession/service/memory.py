@@ -89,7 +89,12 @@ class MemoryUseCases(ServiceCore):
         merge = check_patch(patch, limits) if patch is not None else None
         checked_ops = None
         if ops is not None:
-            checked_ops = check_ops(ops, field="ops", limit_bytes=limits.max_working_memory_bytes)
+            checked_ops = check_ops(
+                ops,
+                field="ops",
+                limit_bytes=limits.max_working_memory_bytes,
+                max_ops=limits.max_patch_ops,
+            )
         shared = None
         if shared_memory_ops is not None:
             shared = check_shared_ops(shared_memory_ops, limits, admin=admin)
@@ -183,7 +188,9 @@ def apply_memory(
         if patch is not None:
             new = merge_patch(base, patch)
         else:
-            new = apply_ops(base, ops or [], field=ops_field)
+            new = apply_ops(
+                base, ops or [], field=ops_field, limit_bytes=limits.max_working_memory_bytes
+            )
         data = check_memory(new, limits)
     memory = WorkingMemory(
         session_id=s.session_id, version=next_version(s), updated_at=now, data=data or {}

@@ -30,6 +30,8 @@ class Limits:
         max_title_chars: a session title, in characters.
         max_page_size: the largest ``limit`` a listing accepts.
         max_record_bytes: the ``data`` of one session record, in bytes.
+        max_patch_ops: operations in one JSON Patch op list (working or shared
+            memory), so one request cannot keep a write transaction busy for long.
         default_page_size: how many rows a listing gives when no ``limit`` is passed
             (at most ``max_page_size``), e.g. the steps ``get_run`` returns.
     """
@@ -44,6 +46,7 @@ class Limits:
     max_page_size: int = 1000
     default_page_size: int = 100
     max_record_bytes: int = 8 * MiB
+    max_patch_ops: int = 1000
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,7 +100,12 @@ class SharedMemoryUseCases(ServiceCore):
         limits = self.limits
         checked: list[dict[str, Any]] | dict[str, Any]
         if ops is not None:
-            checked = check_ops(ops, field="ops", limit_bytes=limits.max_working_memory_bytes)
+            checked = check_ops(
+                ops,
+                field="ops",
+                limit_bytes=limits.max_working_memory_bytes,
+                max_ops=limits.max_patch_ops,
+            )
         else:
             checked = _check_document(data, limits, field="data")
 
@@ -132,14 +137,26 @@ class SharedMemoryUseCases(ServiceCore):
         """Delete one shared document (admin only): the agent's app document, or the
         user document of ``target_user_id`` (default: the caller) and ``agent``.
 
+        The document's version restarts: it reads as ``{}`` at version 0 and its next
+        write is version 1, as if never written (a deleted row keeps nothing, and
+        keeping a counter per deleted document would keep a trace of the user). So an
+        ``expected_version`` read before the delete may match again after as many
+        writes: re-read the document after deleting it.
+
         Returns:
             Whether it existed.
 
         Raises:
-            Forbidden: without admin. ValidationError: a bad scope, agent or user id.
+            Forbidden: without admin. ValidationError: a bad scope, agent or user id;
+                a ``target_user_id`` with ``scope="app"`` (the app document has no user).
         """
         if not admin:
             raise Forbidden("deleting a shared-memory document needs admin=True")
+        if scope == "app" and target_user_id is not None:
+            raise ValidationError(
+                "the app document belongs to no user: pass no target_user_id",
+                field="target_user_id",
+            )
         owner = _owner(scope, agent, target_user_id or user_id, admin)
         return self._uow.run(lambda tx: tx.delete_shared_memory(agent, owner), write=True)
 
@@ -184,7 +201,11 @@ def _write(
     """Store ``data`` (or ``current`` changed by ``ops``) one version above ``current``,
     compare-and-set against its version."""
     if ops is not None:
-        data = _check_document(apply_ops(current.data, ops, field=field), limits, field=field)
+        data = _check_document(
+            apply_ops(current.data, ops, field=field, limit_bytes=limits.max_working_memory_bytes),
+            limits,
+            field=field,
+        )
     doc = current.model_copy(
         update={"version": current.version + 1, "updated_at": now, "data": data or {}}
     )
@@ -214,7 +235,9 @@ def check_shared_ops(
         raise Forbidden("the app scope of shared memory is shared by every user: needs admin=True")
     limit = limits.max_working_memory_bytes
     return {
-        scope: check_ops(value[scope], field=f"{field}.{scope}", limit_bytes=limit)
+        scope: check_ops(
+            value[scope], field=f"{field}.{scope}", limit_bytes=limit, max_ops=limits.max_patch_ops
+        )
         for scope in SCOPES
         if scope in value
     }

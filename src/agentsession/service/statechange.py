@@ -62,7 +62,9 @@ class StateChange:
         limit = limits.max_working_memory_bytes
         return cls(
             check_patch(patch, limits) if patch is not None else None,
-            check_ops(ops, field=_OPS_FIELD, limit_bytes=limit) if ops is not None else None,
+            check_ops(ops, field=_OPS_FIELD, limit_bytes=limit, max_ops=limits.max_patch_ops)
+            if ops is not None
+            else None,
             check_shared_ops(shared, limits, admin=admin) if shared is not None else None,
         )
 

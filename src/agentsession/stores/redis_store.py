@@ -29,6 +29,7 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:shared:app:<agent>   string  the app-scope SharedMemory of an agent as JSON
     as:shared:user:{uid}:<agent>  string  a user-scope SharedMemory as JSON
     as:shared:user:{uid}    set     the agents with a user-scope document of the user
+    <shared key>:lock       string  a shared document's write lock, as ``as:{sid}:lock``
     as:audit_seq            string  INCR counter of audit seqs, store-wide
     as:tombstones           hash    sid -> JSON list of the audit events of a deleted session
     as:idem:{uid}:<scope>:<key>  string  IdempotencyRecord JSON, with a Redis expiry
@@ -63,9 +64,14 @@ and exhaust their retries; with it, one writes while the others wait. The wait p
 The lock is only a traffic light: correctness stays with the guards, so a holder that
 stalls past the lock's expiry (``_LOCK_TTL_MS``, 500 ms, also what a writer that died
 holding it costs the next one) costs a re-run, never a lost update. A transaction
-waits for at most one lock (the first session it reads; others are only guarded), so
-writers cannot deadlock; a wait longer than ``_LOCK_WAIT_S`` raises StoreBusy (the
-manager re-runs the transaction within its retry budget, then it is a 503).
+waits for at most one session lock (the first session it reads; others are only
+guarded); a wait longer than ``_LOCK_WAIT_S`` raises StoreBusy (the manager re-runs the
+transaction within its retry budget, then it is a 503). Writers of one shared document
+queue the same way on ``<shared key>:lock``, taken before a write transaction's
+guarded read of the document, after its session's lock (app document before user
+document, as the manager reads them), so lock waits follow one order; a wait that
+still meets another writer's lock in the other order (an erasure) ends by expiry or
+StoreBusy and a re-run, never a deadlock.
 
 TTL: an idle session becomes EXPIRED through the manager (lazily or by the sweep); its
 keys have no Redis expiry and stay readable until deleted. ``delete_session`` is the
@@ -734,8 +740,9 @@ def _translated(
 
 
 class _SessionLock:
-    """The write lock of one session (see the module docstring): ``SET NX PX`` with a
-    random token, released by a compare-and-delete script, so only its holder frees it.
+    """The write locks of one transaction (see the module docstring): a session's or a
+    shared document's, each ``SET NX PX`` with a random token, released by a
+    compare-and-delete script, so only its holder frees it.
 
     Args:
         client: the store's client; release: the registered ``_UNLOCK_LUA`` script.
@@ -744,34 +751,37 @@ class _SessionLock:
     def __init__(self, client: redis.Redis, release: Script) -> None:
         self._r = client
         self._release = release
-        self._held: tuple[str, str] | None = None  # (key, token) of the lock held
+        self._held: dict[str, str] = {}  # lock key -> our token
 
-    def take(self, session_id: str) -> None:
-        """Wait for the write lock of ``session_id`` and hold it until :meth:`release`.
+    def take(self, key: str, what: str) -> None:
+        """Wait for the lock ``key`` (``what`` it guards, for the error) and hold it
+        until :meth:`release`; a lock already held is not taken again.
 
         Raises:
             StoreBusy: still held by other writers after ``_LOCK_WAIT_S``.
         """
-        key, token = _prefix(session_id) + "lock", secrets.token_hex(8)
+        if key in self._held:
+            return
+        token = secrets.token_hex(8)
         deadline = time.monotonic() + _LOCK_WAIT_S
         delay = 0.0005
         while not self._r.set(key, token, nx=True, px=_LOCK_TTL_MS):
             if time.monotonic() >= deadline:
-                raise StoreBusy(f"session {session_id!r} is locked by another writer")
+                raise StoreBusy(f"{what} is locked by another writer")
             time.sleep(random.uniform(delay / 2, delay))
             delay = min(delay * 2, 0.01)
-        self._held = (key, token)
+        self._held[key] = token
 
     def release(self) -> None:
-        """Release the lock if held (errors only logged: the lock expires by itself)."""
-        if self._held is None:
-            return
-        key, token = self._held
-        self._held = None
-        try:
-            self._release(keys=[key], args=[token], client=self._r)
-        except redis.RedisError as exc:
-            logger.warning("could not release %s (it expires in %d ms): %s", key, _LOCK_TTL_MS, exc)
+        """Release the locks held (errors only logged: a lock expires by itself)."""
+        held, self._held = self._held, {}
+        for key, token in held.items():
+            try:
+                self._release(keys=[key], args=[token], client=self._r)
+            except redis.RedisError as exc:
+                logger.warning(
+                    "could not release %s (it expires in %d ms): %s", key, _LOCK_TTL_MS, exc
+                )
 
 
 def _key_owner(tx: _RedisTransaction, user_id: str, agent: str, external_key: str) -> str | None:
@@ -804,6 +814,8 @@ class _SharedMemoryWrites:
 
     _shared: dict[str, SharedMemory | None]
     _r: redis.Redis
+    _write: bool
+    _lock: _SessionLock
 
     def _writing(self) -> None:
         raise NotImplementedError  # pragma: no cover  (the transaction's)
@@ -820,6 +832,10 @@ class _SharedMemoryWrites:
         if key in self._shared:
             doc = self._shared[key]
             return None if doc is None else _copy(doc)
+        if self._write:
+            # Writers of one document queue here, as writers of one session do: the
+            # guard alone would make all but one of N racing writers re-run.
+            self._lock.take(key + ":lock", f"shared memory of {agent!r}")
         # Guarded: a commit requires the document unchanged, so a concurrent writer of
         # it turns this transaction's write into StoreConflict and a re-run.
         raw = self._read(key)
@@ -856,7 +872,6 @@ class _SharedMemoryWrites:
         return sum(self.delete_shared_memory(agent, user_id) for agent in agents)
 
 
-
 class _RedisTransaction(_SharedMemoryWrites, RecordOps):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`."""
@@ -888,7 +903,7 @@ class _RedisTransaction(_SharedMemoryWrites, RecordOps):
         self._may_lock = write  # only before the first session read
 
     def unlock(self) -> None:
-        """Release the session write lock if this transaction holds it."""
+        """Release the write locks this transaction holds (session, shared documents)."""
         self._lock.release()
 
     # -- buffering -------------------------------------------------------------------
@@ -970,7 +985,7 @@ class _RedisTransaction(_SharedMemoryWrites, RecordOps):
             return None if s is None else _copy(s)
         if self._may_lock:
             self._may_lock = False
-            self._lock.take(session_id)
+            self._lock.take(_prefix(session_id) + "lock", f"session {session_id!r}")
         raw = self._read(_prefix(session_id) + "session")
         session = None if raw is None else _dec(Session, raw)
         if self._write:

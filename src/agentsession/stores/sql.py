@@ -678,6 +678,10 @@ class _SQLTransaction:
         stmt = sa.select(shared_memory).where(
             shared_memory.c.agent == agent, shared_memory.c.user_id == (user_id or "")
         )
+        if self._write:
+            # Writers of one document queue on its row lock (as on a session's row):
+            # a plain read would let N racing writers all fail the compare-and-set.
+            stmt = stmt.with_for_update()
         row = self._conn.execute(stmt).mappings().first()
         if row is None:
             return None

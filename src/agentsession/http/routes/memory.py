@@ -15,6 +15,8 @@ from ..routing import StrictRoute
 
 #: The media type of an RFC 6902 op list (RFC 6902, section 6).
 JSON_PATCH = "application/json-patch+json"
+#: The media type of an RFC 7396 merge patch (RFC 7396, section 4).
+MERGE_PATCH = "application/merge-patch+json"
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/memory",
@@ -57,21 +59,22 @@ async def replace_working_memory(ctx: WriteCtx, data: dict[str, Any] = Body()) -
     openapi_extra={
         "requestBody": {
             "content": {
-                "application/merge-patch+json": {"schema": {"type": "object"}},
+                # Plain JSON is a merge patch too: an op list needs JSON_PATCH.
+                "application/json": {"schema": {"type": "object"}},
+                MERGE_PATCH: {"schema": {"type": "object"}},
                 JSON_PATCH: {"schema": {"type": "array", "items": {"type": "object"}}},
             }
         }
     },
 )
-async def patch_working_memory(
-    ctx: WriteCtx, patch: dict[str, Any] | list[Any] = Body()
-) -> Response:
+async def patch_working_memory(ctx: WriteCtx, patch: Any = Body()) -> Response:
     """Apply JSON Patch ops (RFC 6902) when the body is ``application/json-patch+json``,
     else an RFC 7396 merge patch (``application/merge-patch+json`` or JSON). An op that
     does not apply to the stored document is 409 ``patch-conflict``."""
     media = ctx.request.headers.get("content-type", "").partition(";")[0].strip().lower()
     ops = media == JSON_PATCH
-    if ops != isinstance(patch, list):
+    # Any body, checked here: the schema per media type is in openapi_extra above.
+    if not isinstance(patch, list if ops else dict):
         raise ValidationError(
             f"a {JSON_PATCH} body is a list of ops; any other PATCH body is a merge-patch "
             "object",

@@ -9,13 +9,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Path, Request
 from starlette.responses import Response
 
+from ...errors import ValidationError
 from ...fieldlimits import NAME_CHARS
 from ...models import SharedMemory
 from ..deps import Auth, IdempotencyKey, reply, services, write
-from ..problems import ERRORS, WRITE_ERRORS, problem_responses
+from ..problems import ERRORS, problem_responses
 from ..routing import StrictRoute
 from ..schemas import NAME
-from .memory import JSON_PATCH
+from .memory import JSON_PATCH, MERGE_PATCH
 
 router = APIRouter(
     prefix="/v1/shared-memory",
@@ -45,7 +46,8 @@ async def get_shared_memory(
 @router.patch(
     "/{scope}/{agent}",
     response_model=SharedMemory,
-    responses=WRITE_ERRORS,
+    # No If-Match here (a document's version is not a session's ETag): 409 only.
+    responses=problem_responses(409),
     openapi_extra={
         "requestBody": {
             "content": {JSON_PATCH: {"schema": {"type": "array", "items": {"type": "object"}}}}
@@ -62,7 +64,13 @@ async def patch_shared_memory(
 ) -> Response:
     """Apply JSON Patch ops (``application/json-patch+json``, or JSON: the body is
     always an op list), all or none; an op that does not apply is 409
-    ``patch-conflict``. Concurrent writers lose no update."""
+    ``patch-conflict``. Concurrent writers lose no update. A merge-patch body
+    (``application/merge-patch+json``) is 400: shared memory takes ops only."""
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media == MERGE_PATCH:
+        raise ValidationError(
+            f"shared memory takes a {JSON_PATCH} op list, not a merge patch", field="body"
+        )
     doc, replayed = await write(
         services(request).manager.update_shared_memory(
             scope=scope,
