@@ -441,7 +441,10 @@ def _c05_worker(url: str, barrier: Any, results: Any) -> None:
                 tx.insert_session(session)
             with lock:
                 session_ids.append(sid)
-            while time.monotonic() < deadline:
+            # SQLite's busy handler is not fair across processes: one process's writers
+            # can hold the lock for the whole window while the other's wait (up to
+            # busy_timeout). So each writer goes on until its first append is acknowledged.
+            while time.monotonic() < deadline or sid not in acked:
                 # One append as the SessionManager does it: lock, insert, CAS, audit.
                 with store.transaction(write=True) as tx:
                     s = tx.get_session(sid)
@@ -483,7 +486,7 @@ def _c05_worker(url: str, barrier: Any, results: Any) -> None:
 
     def reader() -> None:
         try:
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline or reads[0] == 0:
                 with lock:
                     sid = random.choice(session_ids) if session_ids else None
                 if sid is None:
