@@ -55,7 +55,14 @@ from ..models import Record, RecordWrite
 from ..service import SessionManager
 from ..service.validation import check_external_key
 
-__all__ = ["AGENT", "CHECKPOINTS", "WRITES", "AgentSessionSaver"]
+__all__ = [
+    "AGENT",
+    "CHECKPOINTS",
+    "WRITES",
+    "AgentSessionSaver",
+    "checkpoint_record",
+    "write_record",
+]
 
 #: The agent name of every LangGraph thread's session.
 AGENT = "langgraph"
@@ -341,18 +348,15 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         parent the ``checkpoint_id`` of ``config``; return the config naming it."""
         thread_id = str(config["configurable"]["thread_id"])
         ns = config["configurable"].get("checkpoint_ns", "")
-        kind, data = self.serde.dumps_typed(checkpoint)
-        meta_kind, meta_data = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))
-        meta = {
-            "type": kind,
-            "metadata_type": meta_kind,
-            "metadata": _b64(meta_data),
-            "parent": config["configurable"].get("checkpoint_id"),
-        }
+        record = checkpoint_record(
+            ns,
+            checkpoint["id"],
+            self.serde.dumps_typed(checkpoint),
+            self.serde.dumps_typed(get_checkpoint_metadata(config, metadata)),
+            config["configurable"].get("checkpoint_id"),
+        )
         self._m.put_records(
-            session_id=self._open(thread_id),
-            user_id=self._user,
-            records=[RecordWrite(CHECKPOINTS, f"{_q(ns)}/{checkpoint['id']}", data, meta)],
+            session_id=self._open(thread_id), user_id=self._user, records=[record]
         )
         return _config(thread_id, ns, checkpoint["id"])
 
@@ -368,19 +372,18 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         thread_id = str(config["configurable"]["thread_id"])
         ns = config["configurable"].get("checkpoint_ns", "")
         checkpoint_id = config["configurable"]["checkpoint_id"]
-        records = []
-        for i, (channel, value) in enumerate(writes):
-            idx = WRITES_IDX_MAP.get(channel, i)
-            kind, data = self.serde.dumps_typed(value)
-            key = f"{_q(ns)}/{checkpoint_id}/{_q(task_id)}/{idx + _IDX_OFFSET:010d}"
-            meta = {
-                "type": kind,
-                "channel": channel,
-                "task_id": task_id,
-                "task_path": task_path,
-                "idx": idx,
-            }
-            records.append(RecordWrite(WRITES, key, data, meta, if_absent=idx >= 0))
+        records = [
+            write_record(
+                ns,
+                checkpoint_id,
+                task_id,
+                task_path,
+                WRITES_IDX_MAP.get(channel, i),
+                channel,
+                self.serde.dumps_typed(value),
+            )
+            for i, (channel, value) in enumerate(writes)
+        ]
         self._m.put_records(
             session_id=self._open(thread_id), user_id=self._user, records=records
         )
@@ -520,6 +523,61 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """:meth:`prune` in a worker thread."""
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+def checkpoint_record(
+    ns: str,
+    checkpoint_id: str,
+    typed: tuple[str, bytes],
+    metadata: tuple[str, bytes],
+    parent: str | None,
+    *,
+    if_absent: bool = False,
+) -> RecordWrite:
+    """The record that keeps one checkpoint (the layout of the module docstring).
+
+    Args:
+        ns: its ``checkpoint_ns``; checkpoint_id: its id; parent: its parent's id.
+        typed, metadata: the checkpoint and its metadata as ``serde.dumps_typed``
+            gives them, ``(type, bytes)``.
+        if_absent: keep a record already stored under its key.
+    """
+    kind, data = typed
+    meta = {
+        "type": kind,
+        "metadata_type": metadata[0],
+        "metadata": _b64(metadata[1]),
+        "parent": parent,
+    }
+    return RecordWrite(CHECKPOINTS, f"{_q(ns)}/{checkpoint_id}", data, meta, if_absent=if_absent)
+
+
+def write_record(
+    ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    idx: int,
+    channel: str,
+    typed: tuple[str, bytes],
+    *,
+    if_absent: bool | None = None,
+) -> RecordWrite:
+    """The record that keeps one pending write of the checkpoint ``ns``/``checkpoint_id``.
+
+    Args:
+        task_id, task_path: the writing task; idx: the write's index (negative for the
+            special channels of ``WRITES_IDX_MAP``); channel: its channel.
+        typed: the value as ``serde.dumps_typed`` gives it, ``(type, bytes)``.
+        if_absent: keep a record already stored under its key; None (the saver's
+            rule): regular writes (``idx >= 0``) only if absent, special ones replace.
+    """
+    kind, data = typed
+    key = f"{_q(ns)}/{checkpoint_id}/{_q(task_id)}/{idx + _IDX_OFFSET:010d}"
+    meta = {"type": kind, "channel": channel, "task_id": task_id, "task_path": task_path,
+            "idx": idx}  # fmt: skip
+    keep = idx >= 0 if if_absent is None else if_absent
+    return RecordWrite(WRITES, key, data, meta, if_absent=keep)
 
 
 def _checkpoint_id(record: Record) -> str:
