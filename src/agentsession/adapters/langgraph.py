@@ -21,7 +21,10 @@ in every checkpoint (and a checkpoint is limited to ``Limits.max_record_bytes``)
 
 Serialisation is the saver's ``serde``: ``JsonPlusSerializer()`` by default, whose
 pickle fallback is off; nothing is ever unpickled by the store. The async methods run
-the sync ones in a worker thread. Backend: a :class:`SessionManager`.
+the sync ones in a worker thread. Backend: a :class:`SessionManager`, an
+:class:`AsyncSessionManager` (its manager is called) or a :class:`SessionClient` (HTTP:
+the records travel as base64 in JSON), through
+:func:`~agentsession.adapters.backend.sync_backend`.
 """
 
 from __future__ import annotations
@@ -52,8 +55,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..errors import SessionNotFound, ValidationError
 from ..models import Record, RecordWrite
-from ..service import SessionManager
+from ..service import Limits, SessionManager
 from ..service.validation import check_external_key
+from .backend import Backend, sync_backend
 
 __all__ = [
     "AGENT",
@@ -85,20 +89,31 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer keeping each thread in an agentsession session.
 
     Args:
-        manager: the SessionManager (any store).
-        user_id: the owner of every thread's session.
+        backend: a SessionManager (any store), an AsyncSessionManager or a
+            SessionClient; the caller owns it.
+        user_id: the owner of every thread's session (with a client: the API key's
+            user).
         serde: the serializer (default ``JsonPlusSerializer()``, no pickle fallback).
+        limits: the backend's :class:`~agentsession.Limits` (page and batch sizes): a
+            manager's own by default, the server defaults for a client.
+
+    Raises:
+        TypeError: an AsyncSessionClient or another object as ``backend``.
     """
 
     def __init__(
         self,
-        manager: SessionManager,
+        backend: Backend,
         *,
         user_id: str,
         serde: SerializerProtocol | None = None,
+        limits: Limits | None = None,
     ) -> None:
         super().__init__(serde=serde or JsonPlusSerializer())
-        self._m = manager
+        self._m = sync_backend(backend)
+        if limits is None:
+            limits = self._m.limits if isinstance(self._m, SessionManager) else Limits()
+        self._limits = limits
         self._user = user_id
 
     # -- threads -------------------------------------------------------------------
@@ -148,7 +163,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
 
     def _records(self, session_id: str, namespace: str, prefix: str) -> list[Record]:
         """Every record of ``namespace`` whose key starts with ``prefix``, in key order."""
-        size = self._m.limits.max_page_size
+        size = self._limits.max_page_size
         found: list[Record] = []
         after = None
         while True:
@@ -261,7 +276,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         ns = configurable.get("checkpoint_ns")
         wanted_id = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
-        page = self._m.limits.max_page_size if filter or limit is None else limit
+        page = self._limits.max_page_size if filter or limit is None else limit
         count = 0
         for thread_id, sid in threads:
             namespaces = self._namespaces(sid) if ns is None else [_q(ns)]
@@ -407,7 +422,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
             for r in self._records(source, namespace, "")
         ]
         target = self._open(str(target_thread_id))
-        batch = self._m.limits.max_batch_messages
+        batch = self._limits.max_batch_messages
         for start in range(0, len(copied), batch):
             self._m.put_records(
                 session_id=target, user_id=self._user, records=copied[start : start + batch]
