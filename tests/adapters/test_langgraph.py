@@ -10,11 +10,13 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 import servers
 
@@ -28,14 +30,19 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_metadata,
 )
 
-from agentsession import SessionManager, ValidationError
+from agentsession import AsyncSessionManager, SessionManager, ValidationError
 from agentsession.adapters.langgraph import (
     AGENT,
     CHECKPOINTS,
     WRITES,
     AgentSessionSaver,
 )
+from agentsession.client import AsyncSessionClient, SessionClient
+from agentsession.http.app import create_app
+from agentsession.http.keys import MemoryKeyStore
+from agentsession.settings import Settings
 from agentsession.stores.base import SessionStore
+from inprocess import InProcess
 
 #: The capabilities of the conformance suite 0.0.2 and how many tests each has: the
 #: base ones, and the extended ones the saver implements (all three).
@@ -51,14 +58,24 @@ SUITE_TESTS = {
 }
 
 
-def _conformance(make_manager: Any) -> dict[str, Any]:
-    @checkpointer_test(name="agentsession")
-    async def saver() -> AsyncIterator[AgentSessionSaver]:
+def _conformance(
+    make_manager: Any, open_saver: Callable[[], AbstractContextManager[Any]] | None = None
+) -> dict[str, Any]:
+    """The suite's results per capability, each saver over a new manager of
+    ``make_manager`` (or as ``open_saver`` opens it)."""
+
+    @contextmanager
+    def on_manager() -> Iterator[AgentSessionSaver]:
         manager = make_manager()
         try:  # a user per saver: the server stores' databases outlive one test
             yield AgentSessionSaver(manager, user_id=f"alice-{uuid.uuid4().hex}")
         finally:
             manager.close()
+
+    @checkpointer_test(name="agentsession")
+    async def saver() -> AsyncIterator[AgentSessionSaver]:
+        with (open_saver or on_manager)() as opened:
+            yield opened
 
     report = asyncio.run(validate(saver))
     assert report.passed_all_base() and report.passed_all(), report.to_dict()
@@ -82,6 +99,80 @@ def test_langgraph_conformance_suite_passes_every_test(kind: str, tmp_path: Path
 
     counts = _conformance(make_manager)
     assert counts == {cap: (n, 0) for cap, n in SUITE_TESTS.items()}
+
+
+@pytest.mark.slow
+def test_langgraph_conformance_suite_over_http() -> None:
+    """The same suite with the saver over a SessionClient (HTTP, an in-process server:
+    a user and API key per saver): every test passes (slow: about 10 s)."""
+    manager = SessionManager.from_url("memory://")
+    keys = MemoryKeyStore()
+
+    @contextmanager
+    def over_http() -> Iterator[AgentSessionSaver]:
+        # Not closed one by one: closing a client closes the shared in-process server.
+        user = f"alice-{uuid.uuid4().hex}"
+        client = SessionClient("http://testserver", keys.create(user_id=user)[1],
+                               transport=InProcess(http))  # fmt: skip
+        yield AgentSessionSaver(client, user_id=user)
+
+    with TestClient(create_app(manager, Settings(url="memory://"), keys=keys)) as http:
+        counts = _conformance(None, over_http)
+    assert counts == {cap: (n, 0) for cap, n in SUITE_TESTS.items()}
+    manager.close()
+
+
+def test_langgraph_conformance_suite_over_an_async_manager() -> None:
+    """The same suite with the saver over an AsyncSessionManager: every test passes."""
+    manager = SessionManager.from_url("memory://")
+
+    @contextmanager
+    def over_async_manager() -> Iterator[AgentSessionSaver]:
+        yield AgentSessionSaver(AsyncSessionManager(manager), user_id=f"a-{uuid.uuid4().hex}")
+
+    counts = _conformance(None, over_async_manager)
+    assert counts == {cap: (n, 0) for cap, n in SUITE_TESTS.items()}
+    manager.close()
+
+
+def test_an_interrupted_graph_resumes_over_http(tmp_path: Path) -> None:
+    """A graph stopped at ``interrupt()`` through a SessionClient resumes through
+    another client of the same user; the checkpoints are records of the session."""
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Command, interrupt
+
+    def ask(state: dict[str, Any]) -> dict[str, Any]:
+        return {"answer": interrupt("name?")}
+
+    builder = StateGraph(dict)  # type: ignore[type-var]
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    manager = SessionManager.from_url(f"sqlite:///{tmp_path / 'lg.db'}", auto_migrate=True)
+    keys = MemoryKeyStore()
+    token = keys.create(user_id="alice")[1]
+    config = {"configurable": {"thread_id": "thread-1"}}
+    with TestClient(create_app(manager, Settings(url="memory://"), keys=keys)) as http:
+        for step in ("start", "resume"):  # a client each (closing one closes the server)
+            client = SessionClient("http://testserver", token, transport=InProcess(http))
+            graph = builder.compile(checkpointer=AgentSessionSaver(client, user_id="alice"))
+            if step == "start":
+                out = graph.invoke({"question": "name?"}, config)
+                assert out["__interrupt__"][0].value == "name?"
+            else:
+                assert graph.invoke(Command(resume="Ada"), config)["answer"] == "Ada"
+    s = manager.get_session_by_key(user_id="alice", agent=AGENT, external_key="thread-1")
+    assert manager.list_records(session_id=s.session_id, user_id="alice", namespace=CHECKPOINTS)
+    manager.close()
+
+
+def test_an_async_client_is_refused_with_the_reason() -> None:
+    """The saver blocks, so an AsyncSessionClient cannot drive it: TypeError naming
+    the SessionClient to use instead."""
+    client = AsyncSessionClient("http://testserver", "token")
+    with pytest.raises(TypeError, match="give it a SessionClient"):
+        AgentSessionSaver(client, user_id="alice")
+    asyncio.run(client.close())
 
 
 #: The fixture giving each server store's URL.

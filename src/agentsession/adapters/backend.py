@@ -20,12 +20,45 @@ from ..errors import SessionNotFound
 from ..models import Message, Page, Session
 from ..service import AsyncSessionManager, Limits, SessionManager
 
-__all__ = ["AsyncBackend", "Backend", "KeyedSession", "ThreadedClient"]
+__all__ = [
+    "AsyncBackend",
+    "Backend",
+    "KeyedSession",
+    "SyncBackend",
+    "ThreadedClient",
+    "sync_backend",
+]
 
 T = TypeVar("T")
 
 #: What an adapter accepts as its ``backend``.
 Backend = SessionManager | AsyncSessionManager | SessionClient | AsyncSessionClient
+#: The synchronous API a sync-first adapter (the LangGraph saver) calls.
+SyncBackend = SessionManager | SessionClient
+
+
+def sync_backend(backend: Backend) -> SyncBackend:
+    """The synchronous API behind ``backend``: a SessionManager or SessionClient as it
+    is, an AsyncSessionManager's own SessionManager (the same store and rules).
+
+    Raises:
+        TypeError: an AsyncSessionClient (its connections belong to the caller's event
+            loop, which a blocking call cannot drive; use a SessionClient), or anything
+            else.
+    """
+    if isinstance(backend, SessionManager | SessionClient):
+        return backend
+    if isinstance(backend, AsyncSessionManager):
+        return backend.manager
+    if isinstance(backend, AsyncSessionClient):
+        raise TypeError(
+            "this adapter makes blocking calls: give it a SessionClient, not an "
+            "AsyncSessionClient"
+        )
+    raise TypeError(
+        "backend must be a SessionManager, AsyncSessionManager or SessionClient, not "
+        f"{type(backend).__name__}"
+    )
 
 
 class AsyncBackend(Protocol):

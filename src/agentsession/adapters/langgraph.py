@@ -21,7 +21,10 @@ in every checkpoint (and a checkpoint is limited to ``Limits.max_record_bytes``)
 
 Serialisation is the saver's ``serde``: ``JsonPlusSerializer()`` by default, whose
 pickle fallback is off; nothing is ever unpickled by the store. The async methods run
-the sync ones in a worker thread. Backend: a :class:`SessionManager`.
+the sync ones in a worker thread. Backend: a :class:`SessionManager`, an
+:class:`AsyncSessionManager` (its manager is called) or a :class:`SessionClient` (HTTP:
+the records travel as base64 in JSON), through
+:func:`~agentsession.adapters.backend.sync_backend`.
 """
 
 from __future__ import annotations
@@ -52,10 +55,18 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..errors import SessionNotFound, ValidationError
 from ..models import Record, RecordWrite
-from ..service import SessionManager
+from ..service import Limits, SessionManager
 from ..service.validation import check_external_key
+from .backend import Backend, sync_backend
 
-__all__ = ["AGENT", "CHECKPOINTS", "WRITES", "AgentSessionSaver"]
+__all__ = [
+    "AGENT",
+    "CHECKPOINTS",
+    "WRITES",
+    "AgentSessionSaver",
+    "checkpoint_record",
+    "write_record",
+]
 
 #: The agent name of every LangGraph thread's session.
 AGENT = "langgraph"
@@ -78,20 +89,31 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer keeping each thread in an agentsession session.
 
     Args:
-        manager: the SessionManager (any store).
-        user_id: the owner of every thread's session.
+        backend: a SessionManager (any store), an AsyncSessionManager or a
+            SessionClient; the caller owns it.
+        user_id: the owner of every thread's session (with a client: the API key's
+            user).
         serde: the serializer (default ``JsonPlusSerializer()``, no pickle fallback).
+        limits: the backend's :class:`~agentsession.Limits` (page and batch sizes): a
+            manager's own by default, the server defaults for a client.
+
+    Raises:
+        TypeError: an AsyncSessionClient or another object as ``backend``.
     """
 
     def __init__(
         self,
-        manager: SessionManager,
+        backend: Backend,
         *,
         user_id: str,
         serde: SerializerProtocol | None = None,
+        limits: Limits | None = None,
     ) -> None:
         super().__init__(serde=serde or JsonPlusSerializer())
-        self._m = manager
+        self._m = sync_backend(backend)
+        if limits is None:
+            limits = self._m.limits if isinstance(self._m, SessionManager) else Limits()
+        self._limits = limits
         self._user = user_id
 
     # -- threads -------------------------------------------------------------------
@@ -141,7 +163,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
 
     def _records(self, session_id: str, namespace: str, prefix: str) -> list[Record]:
         """Every record of ``namespace`` whose key starts with ``prefix``, in key order."""
-        size = self._m.limits.max_page_size
+        size = self._limits.max_page_size
         found: list[Record] = []
         after = None
         while True:
@@ -254,7 +276,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         ns = configurable.get("checkpoint_ns")
         wanted_id = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
-        page = self._m.limits.max_page_size if filter or limit is None else limit
+        page = self._limits.max_page_size if filter or limit is None else limit
         count = 0
         for thread_id, sid in threads:
             namespaces = self._namespaces(sid) if ns is None else [_q(ns)]
@@ -341,18 +363,15 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         parent the ``checkpoint_id`` of ``config``; return the config naming it."""
         thread_id = str(config["configurable"]["thread_id"])
         ns = config["configurable"].get("checkpoint_ns", "")
-        kind, data = self.serde.dumps_typed(checkpoint)
-        meta_kind, meta_data = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))
-        meta = {
-            "type": kind,
-            "metadata_type": meta_kind,
-            "metadata": _b64(meta_data),
-            "parent": config["configurable"].get("checkpoint_id"),
-        }
+        record = checkpoint_record(
+            ns,
+            checkpoint["id"],
+            self.serde.dumps_typed(checkpoint),
+            self.serde.dumps_typed(get_checkpoint_metadata(config, metadata)),
+            config["configurable"].get("checkpoint_id"),
+        )
         self._m.put_records(
-            session_id=self._open(thread_id),
-            user_id=self._user,
-            records=[RecordWrite(CHECKPOINTS, f"{_q(ns)}/{checkpoint['id']}", data, meta)],
+            session_id=self._open(thread_id), user_id=self._user, records=[record]
         )
         return _config(thread_id, ns, checkpoint["id"])
 
@@ -368,19 +387,18 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         thread_id = str(config["configurable"]["thread_id"])
         ns = config["configurable"].get("checkpoint_ns", "")
         checkpoint_id = config["configurable"]["checkpoint_id"]
-        records = []
-        for i, (channel, value) in enumerate(writes):
-            idx = WRITES_IDX_MAP.get(channel, i)
-            kind, data = self.serde.dumps_typed(value)
-            key = f"{_q(ns)}/{checkpoint_id}/{_q(task_id)}/{idx + _IDX_OFFSET:010d}"
-            meta = {
-                "type": kind,
-                "channel": channel,
-                "task_id": task_id,
-                "task_path": task_path,
-                "idx": idx,
-            }
-            records.append(RecordWrite(WRITES, key, data, meta, if_absent=idx >= 0))
+        records = [
+            write_record(
+                ns,
+                checkpoint_id,
+                task_id,
+                task_path,
+                WRITES_IDX_MAP.get(channel, i),
+                channel,
+                self.serde.dumps_typed(value),
+            )
+            for i, (channel, value) in enumerate(writes)
+        ]
         self._m.put_records(
             session_id=self._open(thread_id), user_id=self._user, records=records
         )
@@ -404,7 +422,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
             for r in self._records(source, namespace, "")
         ]
         target = self._open(str(target_thread_id))
-        batch = self._m.limits.max_batch_messages
+        batch = self._limits.max_batch_messages
         for start in range(0, len(copied), batch):
             self._m.put_records(
                 session_id=target, user_id=self._user, records=copied[start : start + batch]
@@ -520,6 +538,61 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """:meth:`prune` in a worker thread."""
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+def checkpoint_record(
+    ns: str,
+    checkpoint_id: str,
+    typed: tuple[str, bytes],
+    metadata: tuple[str, bytes],
+    parent: str | None,
+    *,
+    if_absent: bool = False,
+) -> RecordWrite:
+    """The record that keeps one checkpoint (the layout of the module docstring).
+
+    Args:
+        ns: its ``checkpoint_ns``; checkpoint_id: its id; parent: its parent's id.
+        typed, metadata: the checkpoint and its metadata as ``serde.dumps_typed``
+            gives them, ``(type, bytes)``.
+        if_absent: keep a record already stored under its key.
+    """
+    kind, data = typed
+    meta = {
+        "type": kind,
+        "metadata_type": metadata[0],
+        "metadata": _b64(metadata[1]),
+        "parent": parent,
+    }
+    return RecordWrite(CHECKPOINTS, f"{_q(ns)}/{checkpoint_id}", data, meta, if_absent=if_absent)
+
+
+def write_record(
+    ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    idx: int,
+    channel: str,
+    typed: tuple[str, bytes],
+    *,
+    if_absent: bool | None = None,
+) -> RecordWrite:
+    """The record that keeps one pending write of the checkpoint ``ns``/``checkpoint_id``.
+
+    Args:
+        task_id, task_path: the writing task; idx: the write's index (negative for the
+            special channels of ``WRITES_IDX_MAP``); channel: its channel.
+        typed: the value as ``serde.dumps_typed`` gives it, ``(type, bytes)``.
+        if_absent: keep a record already stored under its key; None (the saver's
+            rule): regular writes (``idx >= 0``) only if absent, special ones replace.
+    """
+    kind, data = typed
+    key = f"{_q(ns)}/{checkpoint_id}/{_q(task_id)}/{idx + _IDX_OFFSET:010d}"
+    meta = {"type": kind, "channel": channel, "task_id": task_id, "task_path": task_path,
+            "idx": idx}  # fmt: skip
+    keep = idx >= 0 if if_absent is None else if_absent
+    return RecordWrite(WRITES, key, data, meta, if_absent=keep)
 
 
 def _checkpoint_id(record: Record) -> str:

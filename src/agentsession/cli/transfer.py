@@ -25,6 +25,7 @@ from .common import (
     Options,
     SessionArg,
     UrlOpt,
+    UsageError,
     UserOpt,
     cli_errors,
     open_manager,
@@ -162,6 +163,62 @@ def import_openai(
         raise typer.Exit(1)
 
 
+@import_app.command("langgraph")
+@cli_errors
+def import_langgraph(
+    ctx: typer.Context,
+    db_path: Annotated[
+        Path, typer.Argument(help="The SqliteSaver database file.", readable=False)
+    ],
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    url: UrlOpt = None, user: UserOpt = None, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Import every thread of a LangGraph SqliteSaver database (read-only) into the
+    sessions AgentSessionSaver(user_id=--user) reads; re-running adds nothing
+    (docs/export.md)."""
+    opts = resolve_options(ctx, url, user, False, as_json)
+    try:
+        from ..transfer.langgraph import LangGraphSource, import_langgraph
+    except ImportError as exc:
+        raise UsageError(
+            f"import langgraph needs: pip install 'agentsession[langgraph-import]' ({exc})"
+        ) from None
+    try:
+        source = LangGraphSource(db_path)
+    except ValidationError as exc:  # the file named on the command line: a usage error
+        raise UsageError(exc.message) from None
+    progress = Progress(
+        TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TextColumn("checkpoints"),
+        console=Console(stderr=True), disable=quiet or not sys.stderr.isatty(), transient=True,
+    )  # fmt: skip
+    try:
+        with open_manager(opts) as sm, progress:
+            task = progress.add_task("import", total=source.checkpoint_count())
+            report = import_langgraph(
+                sm, source, user_id=opts.principal, advance=lambda n: progress.advance(task, n)
+            )
+    except sqlite3.DatabaseError as exc:
+        raise ValidationError(f"cannot read {db_path}: {exc}", field="path") from None
+    finally:
+        source.close()
+    data = {
+        "threads": report.threads, "created": report.created,
+        "checkpoints": report.checkpoints, "records": report.records,
+        "messages": report.messages,
+        "failed": [{"thread_id": t, "reason": r} for t, r in report.failed],
+    }  # fmt: skip
+    text = (
+        f"{report.threads} thread(s) ({report.created} new): {report.checkpoints} "
+        f"checkpoint(s), {report.records} record(s) written, {report.messages} message(s) "
+        "imported"
+    )
+    for thread_id, reason in report.failed:
+        text += f"\nnot imported: {thread_id!r}: {reason}"
+    _report(opts, data, text)
+    if report.failed:
+        raise typer.Exit(1)
+
+
 def _report(opts: Options, data: dict[str, Any], text: str) -> None:
     """``data`` as JSON with ``--json``, else ``text`` as it is (no rich markup: a
     session id or a reason may hold brackets)."""
@@ -180,9 +237,3 @@ def _not_yet(source: str) -> None:
 def import_adk(path: Annotated[str, typer.Argument()] = "") -> None:
     """Not supported yet: exits 2 naming the supported sources."""
     _not_yet("google-adk")
-
-
-@import_app.command("langgraph", help="Not supported yet.")
-def import_langgraph(path: Annotated[str, typer.Argument()] = "") -> None:
-    """Not supported yet: exits 2 naming the supported sources."""
-    _not_yet("langgraph")

@@ -2,8 +2,8 @@
 one session of ours, stored exactly as the openai-agents adapter stores it.
 
 The source is only read: no write goes to it and no file is created beside it (see
-:func:`_open`). Each
-source session is the session keyed by its ``session_id`` under ``(user_id, agent)``
+:class:`~.sqlitefile.ReadOnlyDatabase`). Each source session is the session keyed by
+its ``session_id`` under ``(user_id, agent)``
 (:meth:`~agentsession.SessionManager.open_session`); each item one message
 (:func:`~agentsession.adapters.openai_agents.message_of_item`), so the adapter reads
 the session on as if it had written it; each ``function_call`` answered by a
@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sqlite3
-import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +34,7 @@ from typing import Any
 from ..adapters.openai_agents import message_of_item
 from ..errors import AgentSessionError, ValidationError
 from ..service import SessionManager
+from .sqlitefile import ReadOnlyDatabase
 
 __all__ = ["ImportReport", "OpenAIAgentsSource", "import_openai_agents"]
 
@@ -81,9 +80,8 @@ class OpenAIAgentsSource:
         if not file.is_file():
             raise ValidationError(f"no such database file: {file}", field="path")
         self._sessions, self._messages = sessions_table, messages_table
-        self._copy: tempfile.TemporaryDirectory[str] | None = None
         try:
-            self._db = self._open(file)
+            self._file = ReadOnlyDatabase(file)
         except (sqlite3.OperationalError, OSError) as exc:
             raise ValidationError(f"cannot open {file} for reading ({exc})", field="path") from None
         except sqlite3.DatabaseError as exc:  # e.g. "file is not a database"
@@ -91,6 +89,7 @@ class OpenAIAgentsSource:
                 f"{file} is not an openai-agents SQLiteSession database ({exc})", field="path"
             ) from None
         try:
+            self._db = self._file.connection
             self._db.execute(f"SELECT session_id FROM {sessions_table} LIMIT 1").fetchall()
             self._db.execute(
                 f"SELECT id, session_id, message_data, created_at FROM {messages_table} LIMIT 1"
@@ -100,33 +99,6 @@ class OpenAIAgentsSource:
             raise ValidationError(
                 f"{file} is not an openai-agents SQLiteSession database ({exc})", field="path"
             ) from None
-
-    def _open(self, file: Path) -> sqlite3.Connection:
-        """A connection that reads ``file`` and writes nothing beside it.
-
-        ``SQLiteSession`` uses WAL, and a ``mode=ro`` connection to a WAL database
-        creates ``-wal``/``-shm`` files (and fails where it cannot). Without a ``-wal``
-        file the database file holds everything: ``immutable=1`` reads it alone. With
-        one (a writer is open, or did not checkpoint), ``mode=ro`` reads it; where that
-        cannot open (no ``-shm`` and a folder this user cannot write), a private copy
-        of the file and its log is read instead.
-
-        Raises:
-            sqlite3.OperationalError, OSError: the file cannot be opened or read.
-            sqlite3.DatabaseError: the file is not a SQLite database.
-        """
-        uri = file.resolve().as_uri()
-        log = file.with_name(file.name + "-wal")
-        if not log.exists():
-            return _probed(sqlite3.connect(f"{uri}?immutable=1", uri=True))
-        try:
-            return _probed(sqlite3.connect(f"{uri}?mode=ro", uri=True))
-        except sqlite3.OperationalError:
-            self._copy = tempfile.TemporaryDirectory(prefix="agentsession-import-")
-            copy = Path(self._copy.name) / "source.db"
-            shutil.copyfile(file, copy)
-            shutil.copyfile(log, copy.with_name("source.db-wal"))
-            return _probed(sqlite3.connect(copy))
 
     def session_ids(self) -> list[str]:
         """Every source session id, in the order they were created: those of the
@@ -167,9 +139,7 @@ class OpenAIAgentsSource:
 
     def close(self) -> None:
         """Close the connection (and remove the private copy, if one was read)."""
-        self._db.close()
-        if self._copy is not None:
-            self._copy.cleanup()
+        self._file.close()
 
 
 @dataclass
@@ -326,20 +296,6 @@ def _answered(rows: list[Row]) -> list[tuple[Row, Row]]:
         elif kind == "function_call_output" and waiting.get(provider):
             pairs.append((waiting[provider].popleft(), row))
     return sorted(pairs, key=lambda pair: pair[0].row_id)
-
-
-def _probed(db: sqlite3.Connection) -> sqlite3.Connection:
-    """``db`` once it has read the schema (SQLite opens lazily).
-
-    Raises:
-        sqlite3.DatabaseError: as reading the schema raises (``db`` is closed).
-    """
-    try:
-        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError:
-        db.close()
-        raise
-    return db
 
 
 def _arguments(text: Any) -> dict[str, Any]:

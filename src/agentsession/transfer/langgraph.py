@@ -1,0 +1,349 @@
+"""Import a LangGraph ``SqliteSaver`` database (``langgraph-checkpoint-sqlite``): every
+thread becomes the session :class:`~agentsession.adapters.langgraph.AgentSessionSaver`
+keeps it in, so a graph compiled with that saver resumes where ``SqliteSaver`` stopped.
+
+The source is only read (:class:`~.sqlitefile.ReadOnlyDatabase`), through ``SqliteSaver``
+itself: its ``list`` gives each checkpoint with its metadata and parent. Its serializer
+here is :class:`_Verbatim`, which hands the stored ``(type, bytes)`` back instead of
+loading them, so a checkpoint and each pending write go in as the same bytes, and
+nothing is unpickled; the pending writes' rows are read with ``SqliteSaver``'s own
+query (a ``CheckpointTuple`` drops their ``task_path`` and index, which the records
+keep). ``SqliteSaver.setup`` would write (``PRAGMA journal_mode``, ``CREATE TABLE``):
+the tables are checked here instead and it is marked done.
+
+* A thread is the session of ``(user_id, "langgraph")`` keyed by its ``thread_id``;
+  every checkpoint (all namespaces) and pending write is one record, laid out as the
+  saver lays them (:func:`~agentsession.adapters.langgraph.checkpoint_record`,
+  :func:`~agentsession.adapters.langgraph.write_record`), the metadata serialized by
+  ``JsonPlusSerializer`` as the saver does.
+* A checkpoint of type ``pickle``, or with a pending write of that type, is refused
+  (reported; the others go on): the saver never loads pickle.
+* The newest root checkpoint's ``messages`` channel (LangChain messages) becomes the
+  session's messages (:func:`~agentsession.adapters.langchain.message_of_lc`), so
+  ``show`` and ``export`` show the conversation.
+
+Re-running adds nothing: every record is written insert-if-absent (records already
+there are kept, and a batch of only those changes nothing), and the stored messages
+must be the first of the derived ones: only the rest are appended.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple, cast
+
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.utils import pending_writes_sql
+
+from ..adapters.langchain import message_of_lc
+from ..adapters.langgraph import AGENT, checkpoint_record, write_record
+from ..errors import AgentSessionError, ValidationError
+from ..models import RecordWrite
+from ..service import SessionManager
+from .sqlitefile import ReadOnlyDatabase
+
+__all__ = ["LangGraphImportReport", "LangGraphSource", "import_langgraph"]
+
+_CHECKPOINT_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, " \
+    "checkpoint, metadata"  # fmt: skip
+_WRITE_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value"
+
+
+class Blob(NamedTuple):
+    """A value as the source stored it: its serializer's type name and bytes."""
+
+    type: str
+    data: bytes
+
+
+class _Verbatim:
+    """A serializer for ``SqliteSaver`` that loads nothing: ``loads_typed`` answers the
+    stored ``(type, bytes)`` as a :class:`Blob`. Reading only: it never dumps."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        raise TypeError("the import reads the source; it never writes to it")
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Blob:
+        return Blob(str(data[0]), bytes(data[1] or b""))
+
+
+class Checkpoint(NamedTuple):
+    """One source checkpoint: where it is, its parent, its blob, metadata and writes
+    (rows ``(task_id, channel, type, value, task_path, idx)``)."""
+
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+    parent: str | None
+    blob: Blob
+    metadata: dict[str, Any]
+    writes: list[tuple[Any, ...]]
+
+
+class LangGraphSource:
+    """A LangGraph ``SqliteSaver`` database, opened read-only.
+
+    Args:
+        path: the database file.
+
+    Raises:
+        ValidationError: a file that is not there ("no such database file"), cannot
+            be opened for reading ("cannot open ..."), or is not a ``SqliteSaver``
+            database ("... is not a LangGraph SqliteSaver database").
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        file = Path(path)
+        if not file.is_file():
+            raise ValidationError(f"no such database file: {file}", field="path")
+        try:
+            self._file = ReadOnlyDatabase(file)
+        except (sqlite3.OperationalError, OSError) as exc:
+            raise ValidationError(f"cannot open {file} for reading ({exc})", field="path") from None
+        except sqlite3.DatabaseError as exc:  # e.g. "file is not a database"
+            raise ValidationError(
+                f"{file} is not a LangGraph SqliteSaver database ({exc})", field="path"
+            ) from None
+        db = self._file.connection
+        try:
+            db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints LIMIT 1").fetchall()
+            db.execute(f"SELECT {_WRITE_COLUMNS} FROM writes LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise ValidationError(
+                f"{file} is not a LangGraph SqliteSaver database ({exc})", field="path"
+            ) from None
+        self._saver = SqliteSaver(db, serde=_Verbatim())
+        try:  # a database from before task_path was added reads it as ""
+            db.execute("SELECT task_path FROM writes LIMIT 1").fetchall()
+        except sqlite3.OperationalError:
+            self._saver._has_task_path = False
+        self._saver.is_setup = True  # setup() writes; the tables are checked above
+
+    def thread_ids(self) -> list[str]:
+        """Every thread that has a checkpoint, oldest first (by its first checkpoint)."""
+        rows = self._file.connection.execute(
+            "SELECT thread_id FROM checkpoints GROUP BY thread_id "
+            "ORDER BY MIN(checkpoint_id), thread_id"
+        )
+        return [str(r[0]) for r in rows]
+
+    def checkpoint_count(self) -> int:
+        """How many checkpoints the database holds, in all threads."""
+        row = self._file.connection.execute("SELECT COUNT(*) FROM checkpoints").fetchone()
+        return int(row[0])
+
+    def checkpoints(self, thread_id: str) -> Iterator[Checkpoint]:
+        """The thread's checkpoints, newest first (every namespace), read lazily through
+        ``SqliteSaver.list``, each with its pending writes' rows."""
+        sql = pending_writes_sql(self._saver._has_task_path)
+        db = self._file.connection
+        for found in self._saver.list({"configurable": {"thread_id": thread_id}}):
+            conf = found.config["configurable"]
+            parent = found.parent_config["configurable"] if found.parent_config else {}
+            ns, checkpoint_id = str(conf["checkpoint_ns"]), str(conf["checkpoint_id"])
+            writes = db.execute(sql, (thread_id, ns, checkpoint_id)).fetchall()
+            yield Checkpoint(
+                thread_id, ns, checkpoint_id, parent.get("checkpoint_id"),
+                cast(Blob, found.checkpoint), dict(found.metadata), writes,
+            )  # fmt: skip
+
+    def close(self) -> None:
+        """Close the database."""
+        self._file.close()
+
+
+@dataclass
+class LangGraphImportReport:
+    """What :func:`import_langgraph` did.
+
+    Attributes:
+        threads: source threads seen; created: of them, sessions newly created here.
+        checkpoints: source checkpoints imported (or found already imported).
+        records: checkpoint and pending-write records written (those already stored
+            are kept and not counted: 0 on a re-run).
+        messages: messages appended.
+        failed: ``(thread id, reason)``: a thread not imported, or its part not imported
+            (a refused checkpoint, messages that could not be derived).
+    """
+
+    threads: int = 0
+    created: int = 0
+    checkpoints: int = 0
+    records: int = 0
+    messages: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+
+def import_langgraph(
+    manager: SessionManager,
+    source: LangGraphSource,
+    *,
+    user_id: str,
+    advance: Callable[[int], None] | None = None,
+) -> LangGraphImportReport:
+    """Import every thread of ``source`` (see the module docstring); re-running adds
+    nothing. A thread the store refuses (a ``thread_id`` no session can be keyed by, a
+    checkpoint over ``limits.max_record_bytes``) is reported in ``failed`` and the
+    others go on.
+
+    Args:
+        user_id: the owner of the threads' sessions (the saver's ``user_id``).
+        advance: called with the number of checkpoints done, as they are read (for a
+            progress bar; its total is ``source.checkpoint_count()``).
+
+    Returns:
+        The counts, and what was not imported with why. One batch of records
+        (``limits.max_batch_messages`` records, or about ``limits.max_record_bytes``)
+        and one thread's messages are held in memory at a time.
+
+    Raises:
+        sqlite3.DatabaseError: the source cannot be read part-way.
+    """
+    report = LangGraphImportReport()
+    for thread_id in source.thread_ids():
+        report.threads += 1
+        try:
+            _import_thread(manager, source, thread_id, user_id, report, advance)
+        except AgentSessionError as exc:
+            report.failed.append((thread_id, exc.message))
+    return report
+
+
+def _import_thread(
+    manager: SessionManager,
+    source: LangGraphSource,
+    thread_id: str,
+    user_id: str,
+    report: LangGraphImportReport,
+    advance: Callable[[int], None] | None,
+) -> None:
+    """Bring one thread's session up to date: records, then messages.
+
+    Raises:
+        AgentSessionError: as the manager raises (the thread is reported).
+    """
+    session, created = manager.open_session(user_id=user_id, agent=AGENT, external_key=thread_id)
+    report.created += int(created)
+    scope: dict[str, Any] = {"session_id": session.session_id, "user_id": user_id}
+    serde = JsonPlusSerializer()
+    batch = _Batch(manager, scope)
+    newest: Blob | None = None
+    for cp in source.checkpoints(thread_id):
+        if newest is None and cp.ns == "":
+            newest = cp.blob
+        refused = _refusal(cp)
+        if refused:
+            report.failed.append((thread_id, refused))
+        else:
+            for task, channel, kind, value, path, idx in cp.writes:
+                batch.add(write_record(
+                    cp.ns, cp.checkpoint_id, str(task), str(path or ""), int(idx),
+                    str(channel), (str(kind), bytes(value or b"")), if_absent=True,
+                ))  # fmt: skip
+            batch.add(checkpoint_record(
+                cp.ns, cp.checkpoint_id, (cp.blob.type, cp.blob.data),
+                serde.dumps_typed(cp.metadata), cp.parent, if_absent=True,
+            ))  # fmt: skip
+            report.checkpoints += 1
+        if advance is not None:
+            advance(1)
+    batch.flush()
+    report.records += batch.written
+    if newest is not None:
+        _import_messages(manager, scope, thread_id, newest, serde, report)
+
+
+class _Batch:
+    """Records waiting to be written together: at most ``limits.max_batch_messages``
+    of them, written once their bytes reach ``limits.max_record_bytes``."""
+
+    def __init__(self, manager: SessionManager, scope: dict[str, Any]) -> None:
+        self._manager, self._scope = manager, scope
+        self._records: list[RecordWrite] = []
+        self._bytes = 0
+        self.written = 0
+
+    def add(self, record: RecordWrite) -> None:
+        """Queue ``record``, writing the queue first when it is full.
+
+        Raises:
+            AgentSessionError: as ``put_records`` raises.
+        """
+        limits = self._manager.limits
+        if len(self._records) >= limits.max_batch_messages or (
+            self._records and self._bytes + len(record.data) > limits.max_record_bytes
+        ):
+            self.flush()
+        self._records.append(record)
+        self._bytes += len(record.data)
+
+    def flush(self) -> None:
+        """Write the queue (:attr:`written` counts the records that were new).
+
+        Raises:
+            AgentSessionError: as ``put_records`` raises.
+        """
+        if self._records:
+            done = self._manager.put_records(**self._scope, records=self._records)
+            self.written += done.written
+            self._records, self._bytes = [], 0
+
+
+def _refusal(cp: Checkpoint) -> str | None:
+    """Why ``cp`` cannot be imported (it, or one of its pending writes, is pickled),
+    or None."""
+    where = f"checkpoint {cp.checkpoint_id}" + (f" (namespace {cp.ns!r})" if cp.ns else "")
+    if cp.blob.type == "pickle":
+        return f"{where} is pickled; refused (pickle is never loaded)"
+    if any(row[2] == "pickle" for row in cp.writes):
+        return f"{where} has a pickled pending write; refused (pickle is never loaded)"
+    return None
+
+
+def _import_messages(
+    manager: SessionManager,
+    scope: dict[str, Any],
+    thread_id: str,
+    newest: Blob,
+    serde: JsonPlusSerializer,
+    report: LangGraphImportReport,
+) -> None:
+    """Append the LangChain messages of the newest root checkpoint's ``messages``
+    channel that the session does not hold yet (its stored messages must be the first
+    of them; otherwise they are left alone and the thread reported)."""
+    if newest.type == "pickle":
+        return  # refused above
+    try:
+        values = serde.loads_typed((newest.type, newest.data)).get("channel_values") or {}
+    except Exception as exc:  # a serializer's own type, damaged bytes: records stay
+        report.failed.append((thread_id, f"messages not derived: cannot load the newest "
+                              f"checkpoint ({type(exc).__name__}: {exc})"))  # fmt: skip
+        return
+    found = values.get("messages") if isinstance(values, dict) else None
+    if not isinstance(found, list):
+        return
+    derived = [message_of_lc(m) for m in found if isinstance(m, BaseMessage)]
+    stored = 0
+    after: int | None = 0
+    while after is not None:
+        page = manager.get_messages(
+            **scope, after=after, limit=manager.limits.max_page_size, align_tool_calls=False
+        )
+        for message in page.items:
+            lc = message.payload().get("lc")
+            if stored >= len(derived) or lc != derived[stored]["lc"]:
+                report.failed.append((thread_id, "messages left alone: the session's "
+                                      f"messages differ from the thread's at {stored + 1}"))
+                return  # fmt: skip
+            stored += 1
+        after = page.items[-1].seq if page.items and page.next_cursor else None
+    size = manager.limits.max_batch_messages
+    for start in range(stored, len(derived), size):
+        manager.append_messages(**scope, messages=derived[start : start + size])
+        report.messages += len(derived[start : start + size])
