@@ -47,7 +47,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -56,6 +55,7 @@ from google.adk.errors import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events import Event
+from google.adk.platform import time as platform_time
 from google.adk.sessions import BaseSessionService, Session, State
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from google.genai import types
@@ -136,7 +136,7 @@ class AgentSessionService(BaseSessionService):
         """
         key = (session_id or "").strip() or uuid.uuid4().hex
         deltas = _split_delta(to_jsonable_python(state or {}))
-        now = time.time()  # ADK's own services stamp a new session so
+        now = platform_time.get_time()  # as ADK's own services stamp a new session
         document = {
             "app_name": app_name, "user_id": user_id, "state": deltas["session"],
             "last_update_time": now,
