@@ -333,7 +333,7 @@ def test_a_missing_or_foreign_database_and_other_sources_are_refused(tmp_path: P
     bad_table = invoke("import", "openai-agents", str(tmp_path / "sessions.db"), "--url", url,
                        "--user", "alice", "--messages-table", "x; DROP TABLE y")  # fmt: skip
     assert bad_table.exit_code == 5
-    for source in ("google-adk", "langgraph"):
+    for source in ("langgraph",):
         later = invoke("import", source, "x.db")
         assert later.exit_code == 2 and "not supported yet" in later.output
 

@@ -296,6 +296,40 @@ class AgentSessionService(BaseSessionService):
         session._storage_update_marker = str(report.session_version)
         return self._commit_event_to_session(session, event)
 
+    async def put_state(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        state: Mapping[str, Any],
+        last_update_time: float,
+    ) -> bool:
+        """Make a session's merged state ``state`` and its ``last_update_time`` this
+        one, in one transaction (not in ADK's interface: for imports). Keys without a
+        prefix replace the session state whole; ``app:`` / ``user:`` keys are set in
+        the shared scopes (others there stay); ``temp:`` keys are dropped.
+
+        Returns:
+            False when the session does not exist (nothing written).
+
+        Raises:
+            agentsession.ValidationError / PayloadTooLarge: a state the store refuses.
+        """
+        stored = await self._find(app_name, user_id, session_id)
+        if stored is None:
+            return False
+        deltas = _split_delta(to_jsonable_python(dict(state)))
+        ops = [_add(("state",), deltas["session"]), _add(("last_update_time",), last_update_time)]
+        try:
+            await self._manager.update_working_memory(
+                session_id=stored.session_id, user_id=stored.user_id, ops=ops,
+                shared_memory_ops=_shared_ops(deltas) or None, admin=True,
+            )  # fmt: skip
+        except SessionNotFound:
+            return False
+        return True
+
     # -- helpers ---------------------------------------------------------------------------
 
     async def _find(self, app_name: str, user_id: str, session_id: str) -> StoredSession | None:
