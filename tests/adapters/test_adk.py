@@ -483,6 +483,42 @@ def test_of_two_concurrent_appends_on_copies_exactly_one_succeeds(
     run(body())
 
 
+def test_a_copy_of_a_deleted_session_does_not_write_into_one_reusing_its_id(
+    service: AgentSessionService,
+) -> None:
+    async def body() -> None:
+        old = await service.create_session(app_name=APP, user_id="u", session_id="s")
+        await append(service, old, event(text="old"))
+        await service.delete_session(app_name=APP, user_id="u", session_id="s")
+        new = await service.create_session(app_name=APP, user_id="u", session_id="s")
+        await append(service, new, event(text="new"))  # both now at the same version
+        with pytest.raises(StaleSessionError):
+            await append(service, old, event(text="leak", delta={"secret": "leak"}))
+        got = await reload(service, new)
+        assert [e.content.parts[0].text for e in got.events] == ["new"]  # type: ignore[union-attr,index]
+        assert got.state == {}
+
+    run(body())
+
+
+def test_concurrent_appends_on_one_session_object_all_store(
+    service: AgentSessionService,
+) -> None:
+    async def body() -> None:
+        s = await service.create_session(app_name=APP, user_id="u")
+        results = await asyncio.gather(
+            *(service.append_event(s, event(text=f"p{n}", delta={f"k{n}": n})) for n in range(4)),
+            return_exceptions=True,
+        )
+        assert not [r for r in results if isinstance(r, BaseException)], results
+        got = await reload(service, s)
+        assert len(got.events) == 4 and got.state == {f"k{n}": n for n in range(4)}
+        assert got == s  # the object saw every append, marker included
+        assert not service._locks and not service._holders  # no lock outlives its appends
+
+    run(body())
+
+
 def test_append_to_a_deleted_session_raises_session_not_found(
     service: AgentSessionService,
 ) -> None:

@@ -29,10 +29,14 @@ Mapping (docs/adapters.md has the table and the pitfalls):
   ``tool_call_id`` (its first function response's id), for agentsession's viewer and
   windows. The idempotency key is a hash of the session and the canonical event JSON:
   an equal re-delivery is answered once, as ``InMemorySessionService`` does.
-* Optimistic locking: a ``Session`` this service hands out carries the session's version
-  in ``_storage_update_marker``, and an append passes it as ``expected_version``: a
-  stale copy raises ``StaleSessionError``, and exactly one of two racing copies wins.
-  A ``Session`` without a marker (built by hand) appends unchecked.
+* Optimistic locking: a ``Session`` this service hands out carries our session id and
+  its version in ``_storage_update_marker`` (``"<session_id>:<version>"``), and an
+  append passes the version as ``expected_version``: a stale copy raises
+  ``StaleSessionError``, and so does a copy of a deleted session whose id a new session
+  took. Exactly one of two racing copies wins; appends on one ``Session`` object are
+  serialized (one ``asyncio.Lock`` per session id in this service), so concurrent
+  appends on it all store, as ADK's own services do. A ``Session`` without a marker
+  (built by hand) appends unchecked.
 
 Backends: a :class:`~agentsession.AsyncSessionManager` (the main path, share one per
 process) or a :class:`~agentsession.SessionManager` (wrapped into an
@@ -44,11 +48,13 @@ client acts as its API key's one user, so half the interface could not work over
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from google.adk.errors import StaleSessionError
@@ -102,6 +108,11 @@ class AgentSessionService(BaseSessionService):
                 "backend must be a SessionManager or an AsyncSessionManager (an ADK "
                 f"session service serves every user of an app), not {type(backend).__name__}"
             )
+        # One lock per (app, user, session id) with its holders and waiters counted:
+        # an entry goes when its count drops to 0, so the dicts stay as small as the
+        # appends in flight.
+        self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
+        self._holders: Counter[tuple[str, str, str]] = Counter()
 
     def close(self) -> None:
         """Let go of the worker threads started around a sync manager; the manager stays
@@ -150,7 +161,7 @@ class AgentSessionService(BaseSessionService):
         except SessionExists as exc:
             raise AlreadyExistsError(f"Session with id {key} already exists.") from exc
         scoped = await self._scoped_state(app_name, user_id)
-        return _session(app_name, user_id, key, document, scoped, [], stored.version)
+        return _session(app_name, user_id, key, document, scoped, [], _marker(stored))
 
     @override
     async def get_session(
@@ -189,7 +200,8 @@ class AgentSessionService(BaseSessionService):
         scoped = await self._scoped_state(app_name, user_id)
         document = _document(memory.data, stored)
         key = stored.external_key or session_id
-        return _session(app_name, user_id, key, document, scoped, events, memory.session_version)
+        marker = _marker(stored, memory.session_version)
+        return _session(app_name, user_id, key, document, scoped, events, marker)
 
     @override
     async def list_sessions(
@@ -220,10 +232,10 @@ class AgentSessionService(BaseSessionService):
                 owner = str(document.get("user_id", user_id or stored.user_id))
                 if owner not in scoped:
                     scoped[owner] = await self._scoped_state(app_name, owner)
-                version = memory.session_version
+                marker = _marker(stored, memory.session_version)
                 sessions.append(
                     _session(app_name, owner, stored.external_key, document, scoped[owner],
-                             [], version)
+                             [], marker)
                 )  # fmt: skip
             cursor = page.next_cursor
             if cursor is None:
@@ -267,34 +279,36 @@ class AgentSessionService(BaseSessionService):
             return event
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
-        stored = await self._find(session.app_name, session.user_id, session.id)
-        if stored is None:
-            raise SessionNotFoundError(f"Session {session.id} not found.")
-        message = message_of_event(event)
-        delta = _split_delta(to_jsonable_python(event.actions.state_delta or {}))
-        ops = [_add(("state", k), v) for k, v in delta["session"].items()]
-        ops.append(_add(("last_update_time",), event.timestamp))
-        marker = session._storage_update_marker
-        try:
-            with write_report() as report:
-                await self._manager.append_messages(
-                    session_id=stored.session_id, user_id=stored.user_id, messages=[message],
-                    working_memory_ops=ops, shared_memory_ops=_shared_ops(delta) or None,
-                    expected_version=None if marker is None else int(marker),
-                    idempotency_key=_idempotency_key(stored.session_id, message), admin=True,
-                )  # fmt: skip
-        except VersionConflict as exc:
-            raise StaleSessionError(
-                f"Session {session.id} changed since this copy was read (version "
-                f"{exc.current_version}, this copy {marker}); read it again."
-            ) from exc
-        except SessionNotFound as exc:
-            raise SessionNotFoundError(f"Session {session.id} not found.") from exc
-        if report.replayed:
-            return event  # an equal re-delivery: stored and applied the first time
-        session.last_update_time = event.timestamp
-        session._storage_update_marker = str(report.session_version)
-        return self._commit_event_to_session(session, event)
+        async with self._session_lock(session):  # the marker is read and set under it
+            stored = await self._find(session.app_name, session.user_id, session.id)
+            if stored is None:
+                raise SessionNotFoundError(f"Session {session.id} not found.")
+            expected = _expected_version(session, stored)
+            message = message_of_event(event)
+            delta = _split_delta(to_jsonable_python(event.actions.state_delta or {}))
+            ops = [_add(("state", k), v) for k, v in delta["session"].items()]
+            ops.append(_add(("last_update_time",), event.timestamp))
+            try:
+                with write_report() as report:
+                    await self._manager.append_messages(
+                        session_id=stored.session_id, user_id=stored.user_id,
+                        messages=[message], working_memory_ops=ops,
+                        shared_memory_ops=_shared_ops(delta) or None,
+                        expected_version=expected, admin=True,
+                        idempotency_key=_idempotency_key(stored.session_id, message),
+                    )  # fmt: skip
+            except VersionConflict as exc:
+                raise StaleSessionError(
+                    f"Session {session.id} changed since this copy was read (version "
+                    f"{exc.current_version}, this copy {expected}); read it again."
+                ) from exc
+            except SessionNotFound as exc:
+                raise SessionNotFoundError(f"Session {session.id} not found.") from exc
+            if report.replayed:
+                return event  # an equal re-delivery: stored and applied the first time
+            session.last_update_time = event.timestamp
+            session._storage_update_marker = _marker(stored, report.session_version)
+            return self._commit_event_to_session(session, event)
 
     async def put_state(
         self,
@@ -331,6 +345,20 @@ class AgentSessionService(BaseSessionService):
         return True
 
     # -- helpers ---------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _session_lock(self, session: Session) -> AsyncIterator[None]:
+        """Hold the lock of ``session``'s (app, user, id) for the block."""
+        key = (session.app_name, session.user_id, session.id.strip())
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        self._holders[key] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._holders[key] -= 1
+            if self._holders[key] == 0:
+                del self._holders[key], self._locks[key]
 
     async def _find(self, app_name: str, user_id: str, session_id: str) -> StoredSession | None:
         """Our session behind an ADK id (stripped), or None."""
@@ -468,6 +496,33 @@ def _idempotency_key(sid: str, message: Mapping[str, Any]) -> str:
     return "adk:" + hashlib.sha256(f"{sid}\n{canonical}".encode()).hexdigest()
 
 
+def _marker(stored: StoredSession, version: int | None = None) -> str | None:
+    """The ``_storage_update_marker`` of ``stored`` at ``version`` (default: its own):
+    ``"<our session id>:<version>"``, so a copy of a deleted session never matches a new
+    session that took its ADK id."""
+    version = stored.version if version is None else version
+    return None if version is None else f"{stored.session_id}:{version}"
+
+
+def _expected_version(session: Session, stored: StoredSession) -> int | None:
+    """The ``expected_version`` of an append of ``session`` (None: no marker, unchecked).
+
+    Raises:
+        StaleSessionError: the marker is of another session (one deleted since, whose
+            id ``stored`` took) or is not one this service writes.
+    """
+    marker = session._storage_update_marker
+    if marker is None:
+        return None
+    owner, _, version = marker.rpartition(":")
+    if owner != stored.session_id or not version.isdigit():
+        raise StaleSessionError(
+            f"Session {session.id} is a copy of another session (deleted since, or not "
+            "read through this service); read it again."
+        )
+    return int(version)
+
+
 def _document(data: Mapping[str, Any], stored: StoredSession) -> dict[str, Any]:
     """The adapter's document in a working memory; for a session written by other
     means, an empty state stamped with the session's last update."""
@@ -484,7 +539,7 @@ def _session(
     document: Mapping[str, Any],
     scoped: Mapping[str, Any],
     events: list[Event],
-    version: int | None,
+    marker: str | None,
 ) -> Session:
     """An ADK ``Session`` of the adapter's document, scoped state merged in."""
     session = Session(
@@ -495,5 +550,5 @@ def _session(
         events=events,
         last_update_time=float(document.get("last_update_time") or 0.0),
     )
-    session._storage_update_marker = None if version is None else str(version)
+    session._storage_update_marker = marker
     return session
