@@ -26,6 +26,7 @@ from google.genai import types
 
 from agentsession import AsyncSessionManager, SessionManager
 from agentsession.adapters.adk import AgentSessionService
+from agentsession.ids import encode_name
 from agentsession.stores.base import SessionStore
 
 pytestmark = pytest.mark.store_independent
@@ -543,6 +544,44 @@ def test_an_equal_redelivery_is_stored_once(service: AgentSessionService) -> Non
         assert [x.id for x in (await reload(service, s)).events] == [e.id, e.id]
 
     run(body())
+
+
+def test_reads_of_names_and_ids_no_session_can_have_answer_empty(
+    service: AgentSessionService,
+) -> None:
+    async def body() -> None:
+        for app, user, sid in [(APP, "u", "a\nb"), (APP, "u", "x" * 300), ("", "u", "s"),
+                               (APP, "", "s")]:  # fmt: skip
+            assert await service.get_session(app_name=app, user_id=user, session_id=sid) is None
+            await service.delete_session(app_name=app, user_id=user, session_id=sid)
+            assert await service.get_user_state(app_name=app, user_id=user) == {}
+        assert (await service.list_sessions(app_name="")).sessions == []
+        assert (await service.list_sessions(app_name=APP, user_id="")).sessions == []
+
+    run(body())
+
+
+def test_a_session_written_by_other_means_lists_under_the_decoded_user_id(
+    store: SessionStore,
+) -> None:
+    manager = AsyncSessionManager(SessionManager(store))
+    svc = AgentSessionService(manager)
+
+    async def body() -> None:
+        owner = encode_name("u 2")
+        mine = await manager.create_session(
+            user_id=owner, agent=APP, external_key="foreign", admin=True
+        )
+        await manager.append_messages(
+            session_id=mine.session_id, user_id=owner, messages=[{"role": "user", "content": "hi"}]
+        )
+        listed = (await svc.list_sessions(app_name=APP)).sessions
+        assert [(s.user_id, s.id) for s in listed] == [("u 2", "foreign")]
+        got = await svc.get_session(app_name=APP, user_id="u 2", session_id="foreign")
+        assert got is not None and got.events[0].content.parts[0].text == "hi"  # type: ignore[union-attr,index]
+
+    run(body())
+    svc.close()
 
 
 def test_a_sync_manager_backend_and_a_bad_backend(store: SessionStore) -> None:

@@ -68,8 +68,8 @@ from google.genai import types
 from pydantic_core import to_jsonable_python
 from typing_extensions import override
 
-from ..errors import SessionExists, SessionNotFound, VersionConflict
-from ..ids import encode_name
+from ..errors import SessionExists, SessionNotFound, ValidationError, VersionConflict
+from ..ids import decode_name, encode_name
 from ..models import Message, Role
 from ..models import Session as StoredSession
 from ..service import AsyncSessionManager, SessionManager
@@ -172,13 +172,23 @@ class AgentSessionService(BaseSessionService):
         session_id: str,
         config: GetSessionConfig | None = None,
     ) -> Session | None:
-        """The session with merged state and its events, oldest first; None if missing.
+        """The session with merged state and its events, oldest first.
 
         Args:
+            app_name: the app; user_id: the session's owner.
             session_id: stripped of surrounding white space.
             config: ``num_recent_events`` = only the newest k events (0 = none);
                 ``after_timestamp`` = the newest events with ``timestamp >=`` it (back to
                 the first older one); both = the newest k, then that cut.
+
+        Returns:
+            The session (``state`` merged with its ``app:`` / ``user:`` state, the
+            marker of the version read), or None when there is none: missing, deleted,
+            or a name or id no session can have (empty, over 256 characters, control
+            characters), as ADK's own services answer.
+
+        Raises:
+            agentsession.AgentSessionError: as the store raises (unavailable...).
         """
         stored = await self._find(app_name, user_id, session_id)
         if stored is None:
@@ -207,8 +217,20 @@ class AgentSessionService(BaseSessionService):
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
-        """The app's sessions of ``user_id`` (None = of every user), without events,
-        oldest ``last_update_time`` first (ties: by user id, then session id)."""
+        """The app's sessions of a user, or of every user.
+
+        Args:
+            app_name: the app; user_id: the owner, None = every user.
+
+        Returns:
+            The sessions without events, each with merged state and a marker, oldest
+            ``last_update_time`` first (ties: by user id, then session id); empty for
+            a name no session can have (an empty app name or user id). A session filed
+            under an owner name that is not an encoded one lists under that name as it
+            is.
+        """
+        if not app_name or user_id == "":
+            return ListSessionsResponse()  # a name no session can have
         agent = encode_name(app_name)
         sessions: list[Session] = []
         scoped: dict[str, dict[str, Any]] = {}
@@ -229,7 +251,7 @@ class AgentSessionService(BaseSessionService):
                 except SessionNotFound:
                     continue  # deleted while listed
                 document = _document(memory.data, stored)
-                owner = str(document.get("user_id", user_id or stored.user_id))
+                owner = str(document.get("user_id", user_id or _decoded(stored.user_id)))
                 if owner not in scoped:
                     scoped[owner] = await self._scoped_state(app_name, owner)
                 marker = _marker(stored, memory.session_version)
@@ -245,7 +267,13 @@ class AgentSessionService(BaseSessionService):
 
     @override
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        """Delete the session for good (a missing one is a no-op)."""
+        """Delete the session for good (a missing one, or a name or id no session can
+        have, is a no-op).
+
+        Args:
+            app_name: the app; user_id: the owner; session_id: stripped of surrounding
+                white space.
+        """
         stored = await self._find(app_name, user_id, session_id)
         if stored is None:
             return
@@ -254,8 +282,17 @@ class AgentSessionService(BaseSessionService):
 
     @override
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        """The user's ``user:`` state in this app, keys without the prefix (``{}`` when
-        none was written)."""
+        """The user's ``user:`` state in this app.
+
+        Args:
+            app_name: the app; user_id: the user.
+
+        Returns:
+            Its keys without the prefix, ``{}`` when none was written (or for an empty
+            app name or user id).
+        """
+        if not app_name or not user_id:
+            return {}  # a name no user can have
         doc = await self._manager.get_shared_memory(
             scope="user", agent=encode_name(app_name), user_id=encode_name(user_id)
         )
@@ -361,15 +398,16 @@ class AgentSessionService(BaseSessionService):
                 del self._holders[key], self._locks[key]
 
     async def _find(self, app_name: str, user_id: str, session_id: str) -> StoredSession | None:
-        """Our session behind an ADK id (stripped), or None."""
+        """Our session behind an ADK id (stripped), or None (also for names and ids no
+        session can have: empty, over 256 characters, control characters)."""
         key = session_id.strip() if session_id else session_id
-        if not key:
+        if not key or not app_name or not user_id:
             return None
         try:
             return await self._manager.get_session_by_key(
                 user_id=encode_name(user_id), agent=encode_name(app_name), external_key=key
             )
-        except SessionNotFound:
+        except (SessionNotFound, ValidationError):
             return None
 
     async def _scoped_state(self, app_name: str, user_id: str) -> dict[str, Any]:
@@ -521,6 +559,15 @@ def _expected_version(session: Session, stored: StoredSession) -> int | None:
             "read through this service); read it again."
         )
     return int(version)
+
+
+def _decoded(owner: str) -> str:
+    """The ADK user id behind our owner name (a hashed name, whose text is not in it,
+    as it is)."""
+    try:
+        return decode_name(owner)
+    except ValidationError:
+        return owner
 
 
 def _document(data: Mapping[str, Any], stored: StoredSession) -> dict[str, Any]:
