@@ -6,8 +6,10 @@ source is never written; a re-run adds nothing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,13 +20,16 @@ pytest.importorskip("google.adk", reason="google-adk not installed: pip install 
 
 from google.adk.events import Event, EventActions
 from google.adk.sessions import BaseSessionService
+from google.adk.sessions.database_session_service import DatabaseSessionService
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 from typer.testing import CliRunner
 
 from agentsession import AsyncSessionManager, SessionManager
 from agentsession.adapters.adk import AgentSessionService
 from agentsession.cli.app import build_app
-from agentsession.transfer.adk import open_source
+from agentsession.errors import ValidationError
+from agentsession.transfer.adk import list_source, open_source
 
 
 def peers_module() -> Any:
@@ -62,8 +67,7 @@ async def snapshot(service: BaseSessionService, app: str) -> list[Any]:
     """Every session of ``app``, whole, as ``get_session`` answers, in a stable order."""
     listed = (await service.list_sessions(app_name=app)).sessions
     full = [
-        await service.get_session(app_name=app, user_id=s.user_id, session_id=s.id)
-        for s in listed
+        await service.get_session(app_name=app, user_id=s.user_id, session_id=s.id) for s in listed
     ]
     return sorted(
         [(s.user_id, s.id, s.state, s.last_update_time,
@@ -138,3 +142,64 @@ def test_a_missing_source_file_is_a_clear_error(tmp_path: Path) -> None:
     done = CliRunner().invoke(build_app(), args)
     assert done.exit_code == 5 and "no such database file" in done.output
     assert not (tmp_path / "nope.db").exists()
+
+
+async def adk_file(path: Path, *, url: bool = False) -> None:
+    """A ``SqliteSessionService`` file at ``path`` (a ``DatabaseSessionService`` one with
+    ``url``) with one session of app ``a``."""
+    service: BaseSessionService = (
+        DatabaseSessionService(f"sqlite+aiosqlite:///{path}") if url
+        else SqliteSessionService(str(path))
+    )  # fmt: skip
+    await service.create_session(app_name="a", user_id="u", session_id="s", state={"k": 1})
+    await service.close()
+
+
+async def listed(source: str) -> list[str]:
+    """The ids of app ``a``'s sessions in ``source``, read through :func:`open_source`."""
+    service = open_source(source)
+    try:
+        return [s.id for s in await list_source(service, ["a"])]
+    finally:
+        await service.close()
+
+
+def test_a_source_path_with_url_characters_is_that_file_read_only(tmp_path: Path) -> None:
+    path = tmp_path / "a#b?c%41 d.db"
+    asyncio.run(adk_file(path))
+    before = digest(path)
+    assert asyncio.run(listed(str(path))) == ["s"]
+    assert digest(path) == before and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+@pytest.mark.parametrize("query", ["?timeout=5", "?mode=rwc", "?x=1"])
+@pytest.mark.parametrize("scheme", ["sqlite", "sqlite+aiosqlite"])
+def test_a_sqlite_url_with_a_query_is_opened_read_only(
+    tmp_path: Path, scheme: str, query: str
+) -> None:
+    path = tmp_path / "adk.db"
+    asyncio.run(adk_file(path, url=True))
+    before = digest(path)
+    assert asyncio.run(listed(f"{scheme}:///{path}{query}")) == ["s"]
+    assert digest(path) == before
+
+
+def test_a_database_without_adk_tables_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "mine.db"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE mine (x)")
+    before = digest(path)
+    for source in (str(path), f"sqlite:///{path}?timeout=5"):
+        with pytest.raises(ValidationError, match="not an ADK session database"):
+            open_source(source)
+
+    async def through_the_service() -> None:  # how a server database is opened
+        service = DatabaseSessionService(f"sqlite+aiosqlite:///{path}")
+        try:
+            await list_source(service, ["a"])
+        finally:
+            await service.close()
+
+    with pytest.raises(ValidationError, match="not an ADK session database"):
+        asyncio.run(through_the_service())
+    assert digest(path) == before

@@ -112,9 +112,7 @@ def test_create_and_list_sessions(service: AgentSessionService) -> None:
     async def body() -> None:
         ids = [f"s{i}" for i in range(5)]
         for i, sid in enumerate(ids):
-            await service.create_session(
-                app_name=APP, user_id="u", session_id=sid, state={"n": i}
-            )
+            await service.create_session(app_name=APP, user_id="u", session_id=sid, state={"n": i})
         await service.create_session(app_name=APP, user_id="other", session_id="x")
         listed = (await service.list_sessions(app_name=APP, user_id="u")).sessions
         assert sorted(s.id for s in listed) == ids
@@ -604,6 +602,3 @@ def test_the_adapter_is_not_imported_without_google_adk() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "no adk"
-
-
-

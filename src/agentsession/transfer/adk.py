@@ -5,7 +5,10 @@ its ``app:`` / ``user:`` keys, ``last_update_time``).
 
 The source is read through ADK's own services: ``SqliteSessionService`` for the file
 of that service, ``DatabaseSessionService`` for a SQLAlchemy URL. A SQLite source is
-opened read-only (``mode=ro``); nothing is written to any source by this module.
+opened read-only (a ``file:`` URI with ``mode=ro``, its path percent-escaped, so a
+``#``, ``?`` or ``%`` in it names that file and nothing else); a source without ADK's
+``sessions`` and ``events`` tables is refused before ADK's service touches it (it
+would create them). Nothing is written to any source by this module.
 
 Re-running an import adds nothing, and resumes one that stopped part-way: a session's
 stored events must be a prefix of its source events, and only the source events past
@@ -18,6 +21,8 @@ it.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +32,9 @@ from urllib.parse import quote
 from google.adk.sessions import BaseSessionService, Session
 from google.adk.sessions.database_session_service import DatabaseSessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from sqlalchemy import inspect
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from ..adapters.adk import AgentSessionService
 from ..errors import AgentSessionError, ValidationError
@@ -35,26 +43,83 @@ from ..service import SessionManager
 __all__ = ["AdkImportReport", "import_google_adk", "list_source", "open_source"]
 
 
+#: The tables every ADK session database has (both of ADK's schemas).
+_ADK_TABLES = frozenset({"sessions", "events"})
+
+
 def open_source(source: str) -> DatabaseSessionService | SqliteSessionService:
     """ADK's own service over ``source``, reading a SQLite file read-only.
 
     Args:
-        source: a SQLAlchemy URL (``scheme://...``; ``sqlite+aiosqlite:///path`` is
-            opened with ``mode=ro``), or the path of a ``SqliteSessionService`` file.
+        source: a SQLAlchemy URL (``scheme://...``; a SQLite one, of any driver and
+            with any query, is opened through ``sqlite+aiosqlite`` with ``mode=ro``),
+            or the path of a ``SqliteSessionService`` file.
+
+    Returns:
+        A ``DatabaseSessionService`` for a URL, a ``SqliteSessionService`` for a path;
+        the caller closes it (``await service.close()``).
 
     Raises:
-        ValidationError: a path that is not a file.
+        ValidationError: a path or SQLite URL that is not a file, a SQLite file without
+            ADK's tables, or a URL SQLAlchemy or ADK cannot use (``field="source"``).
     """
-    if "://" in source:
-        scheme, _, rest = source.partition(":///")
-        if scheme in ("sqlite", "sqlite+aiosqlite") and rest and "?" not in rest:
-            path = Path(rest).resolve()
-            source = f"sqlite+aiosqlite:///file:{quote(str(path))}?mode=ro&uri=true"
-        return DatabaseSessionService(source)
-    file = Path(source)
-    if not file.is_file():
-        raise ValidationError(f"no such database file: {file}", field="path")
-    return SqliteSessionService(f"sqlite:///{file.resolve()}?mode=ro")
+    if "://" not in source:
+        file = _sqlite_file(source)
+        # ADK unquotes the URL's path once and hands it to SQLite as a ``file:`` URI,
+        # which SQLite unquotes again: escape twice.
+        return SqliteSessionService(f"sqlite:///{quote(_uri_path(file), safe='/')}?mode=ro")
+    try:
+        url = make_url(source)
+    except ArgumentError as exc:
+        raise ValidationError(f"not a database URL: {source}", field="source") from exc
+    if url.get_backend_name() == "sqlite":
+        file = _sqlite_file(url.database or "")
+        url = url.set(
+            drivername="sqlite+aiosqlite", database="file:" + _uri_path(file),
+            query={**url.query, "mode": "ro", "uri": "true"},
+        )  # fmt: skip
+    try:
+        return DatabaseSessionService(url.render_as_string(hide_password=False))
+    except ValueError as exc:  # ADK's words for a URL it cannot use
+        raise ValidationError(str(exc), field="source") from exc
+
+
+def _sqlite_file(path: str) -> Path:
+    """The SQLite file at ``path``, resolved, after checking it holds ADK's tables.
+
+    Raises:
+        ValidationError: not a file, not SQLite, or without ADK's tables.
+    """
+    file = Path(path).resolve() if path and path != ":memory:" else None
+    if file is None or not file.is_file():
+        raise ValidationError(f"no such database file: {path or ':memory:'}", field="source")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{_uri_path(file)}?mode=ro", uri=True)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError as exc:
+        raise ValidationError(f"cannot read {file}: {exc}", field="source") from exc
+    _require_adk_tables(tables, str(file))
+    return file
+
+
+def _uri_path(file: Path) -> str:
+    """``file`` (absolute) as the path of a SQLite ``file:`` URI: percent-escaped."""
+    return quote(str(file), safe="/")
+
+
+def _require_adk_tables(tables: set[str], name: str) -> None:
+    """Refuse a source without ADK's tables (ADK's service would create them in it).
+
+    Raises:
+        ValidationError: ``sessions`` or ``events`` missing from ``tables``.
+    """
+    missing = sorted(_ADK_TABLES - tables)
+    if missing:
+        raise ValidationError(
+            f"{name} is not an ADK session database (no {', '.join(missing)} table); "
+            "nothing was read or written",
+            field="source",
+        )
 
 
 @dataclass
@@ -75,7 +140,24 @@ class AdkImportReport:
 
 
 async def list_source(source: BaseSessionService, apps: Sequence[str]) -> list[Session]:
-    """Every session of ``apps`` in the source (without events), app by app."""
+    """The sessions to import from ``source``.
+
+    Args:
+        source: a service from :func:`open_source`; apps: the app names.
+
+    Returns:
+        Every session of ``apps`` in the source, without events, app by app (each
+        app's in the source's order).
+
+    Raises:
+        ValidationError: a database without ADK's tables (checked before ADK's
+            service reads it, which would create them).
+        Exception: as the source's service raises (unreachable server...).
+    """
+    if isinstance(source, DatabaseSessionService):
+        async with source.db_engine.connect() as conn:
+            tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
+        _require_adk_tables(tables, source.db_engine.url.render_as_string())
     found: list[Session] = []
     for app in apps:
         found += (await source.list_sessions(app_name=app)).sessions
@@ -130,7 +212,9 @@ async def _import_one(
         AgentSessionError: as the store raises.
     """
     key: dict[str, Any] = {
-        "app_name": brief.app_name, "user_id": brief.user_id, "session_id": brief.id
+        "app_name": brief.app_name,
+        "user_id": brief.user_id,
+        "session_id": brief.id,
     }
     full = await source.get_session(**key)
     if full is None:
