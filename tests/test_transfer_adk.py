@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -203,3 +204,48 @@ def test_a_database_without_adk_tables_is_refused_untouched(tmp_path: Path) -> N
     with pytest.raises(ValidationError, match="not an ADK session database"):
         asyncio.run(through_the_service())
     assert digest(path) == before
+
+
+def cli_import(tmp_path: Path, source: str) -> Any:
+    """``import google-adk source --app a`` into a SQLite store in ``tmp_path``."""
+    url = f"sqlite:///{tmp_path / 'ours.db'}"
+    SessionManager.from_url(url, auto_migrate=True).close()
+    args = ["import", "google-adk", source, "--app", "a", "--url", url]
+    return CliRunner().invoke(build_app(), args)
+
+
+def test_an_unreadable_source_is_a_one_line_error(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.db"
+    with contextlib.closing(sqlite3.connect(mine)) as db:
+        db.execute("CREATE TABLE mine (x)")
+    for source, words in [
+        (f"sqlite:///{tmp_path / 'nope.db'}", "no such database file"),
+        (str(mine), "not an ADK session database"),
+        ("postgresql+psycopg://u:secret@127.0.0.1:1/x", "cannot read postgresql+psycopg://u:***@"),
+        ("nodb+nodriver://x", "Invalid database URL"),
+    ]:
+        done = cli_import(tmp_path, source)
+        assert done.exit_code == 5, (source, done.output)
+        assert words in done.output and "Traceback" not in done.output, done.output
+        assert "secret" not in done.output
+
+
+def test_a_sqlite_url_with_a_query_imports(tmp_path: Path) -> None:
+    path = tmp_path / "adk.db"
+    asyncio.run(adk_file(path, url=True))
+    done = cli_import(tmp_path, f"sqlite:///{path}?x=1")
+    assert done.exit_code == 0 and done.output.startswith("1 session(s) (1 new)"), done.output
+
+
+def test_without_google_adk_the_import_names_the_extra(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['google.adk'] = None\n"
+        "from typer.testing import CliRunner\n"
+        "from agentsession.cli.app import build_app\n"
+        f"done = CliRunner().invoke(build_app(), ['import', 'google-adk', {str(tmp_path)!r},"
+        " '--app', 'a', '--url', 'memory://'])\n"
+        "print(done.exit_code, done.output)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("2 ") and "pip install 'agentsession[adk]'" in done.stdout

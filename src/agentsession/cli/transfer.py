@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from ..errors import ValidationError
+from ..errors import AgentSessionError, ValidationError
 from ..service import SessionManager
 from ..transfer.jsonl import export_session, import_session, read_lines
 from ..transfer.openai_agents import OpenAIAgentsSource, import_openai_agents
@@ -193,11 +193,15 @@ def import_adk(
 ) -> None:  # fmt: skip
     """Import every session of the apps from a Google ADK database, read through ADK's
     own services (read-only), keeping app, user and session ids; re-running adds
-    nothing (docs/export.md)."""
-    from ..transfer.adk import import_google_adk, list_source, open_source
-
+    nothing (docs/export.md). Exit 5 for a source that cannot be read (missing, not an
+    ADK database, unreachable), 2 without google-adk installed."""
+    try:
+        from ..transfer import adk
+    except ImportError:
+        typer.echo("error: import google-adk needs: pip install 'agentsession[adk]'", err=True)
+        raise typer.Exit(2) from None
     opts = resolve_options(ctx, url, None, False, as_json)
-    service = open_source(source)
+    service = adk.open_source(source)
     progress = Progress(
         TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TextColumn("sessions"),
         console=Console(stderr=True), disable=quiet or not sys.stderr.isatty(), transient=True,
@@ -205,16 +209,24 @@ def import_adk(
 
     async def run(sm: SessionManager) -> AdkImportReport:
         try:
-            sessions = await list_source(service, app)
+            sessions = await adk.list_source(service, app)
             task = progress.add_task("import", total=len(sessions))
-            return await import_google_adk(
+            return await adk.import_google_adk(
                 sm, service, sessions, advance=lambda n: progress.advance(task, n)
             )
         finally:
             await service.close()
 
     with open_manager(opts) as sm, progress:
-        report = asyncio.run(run(sm))
+        try:
+            report = asyncio.run(run(sm))
+        except AgentSessionError:
+            raise
+        except Exception as exc:  # the source's driver or ADK: one line, no traceback
+            line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ValidationError(
+                f"cannot read {adk.shown_source(source)}: {line}", field="source"
+            ) from None
     data = {
         "sessions": report.sessions, "created": report.created, "events": report.events,
         "states": report.states,

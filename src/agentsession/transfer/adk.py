@@ -40,7 +40,7 @@ from ..adapters.adk import AgentSessionService
 from ..errors import AgentSessionError, ValidationError
 from ..service import SessionManager
 
-__all__ = ["AdkImportReport", "import_google_adk", "list_source", "open_source"]
+__all__ = ["AdkImportReport", "import_google_adk", "list_source", "open_source", "shown_source"]
 
 
 #: The tables every ADK session database has (both of ADK's schemas).
@@ -71,7 +71,7 @@ def open_source(source: str) -> DatabaseSessionService | SqliteSessionService:
     try:
         url = make_url(source)
     except ArgumentError as exc:
-        raise ValidationError(f"not a database URL: {source}", field="source") from exc
+        raise ValidationError("the source is not a database URL", field="source") from exc
     if url.get_backend_name() == "sqlite":
         file = _sqlite_file(url.database or "")
         url = url.set(
@@ -82,6 +82,23 @@ def open_source(source: str) -> DatabaseSessionService | SqliteSessionService:
         return DatabaseSessionService(url.render_as_string(hide_password=False))
     except ValueError as exc:  # ADK's words for a URL it cannot use
         raise ValidationError(str(exc), field="source") from exc
+
+
+def shown_source(source: str) -> str:
+    """``source`` fit for a message: a URL with its password masked.
+
+    Args:
+        source: a path or a SQLAlchemy URL.
+
+    Returns:
+        The path as it is, or the URL rendered with ``***`` for a password.
+    """
+    if "://" not in source:
+        return source
+    try:
+        return make_url(source).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "the source URL"
 
 
 def _sqlite_file(path: str) -> Path:
@@ -157,7 +174,7 @@ async def list_source(source: BaseSessionService, apps: Sequence[str]) -> list[S
     if isinstance(source, DatabaseSessionService):
         async with source.db_engine.connect() as conn:
             tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
-        _require_adk_tables(tables, source.db_engine.url.render_as_string())
+        _require_adk_tables(tables, source.db_engine.url.render_as_string(hide_password=True))
     found: list[Session] = []
     for app in apps:
         found += (await source.list_sessions(app_name=app)).sessions
