@@ -24,7 +24,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 
-from agentsession import AsyncSessionManager, SessionManager
+from agentsession import AsyncSessionManager, SessionManager, SessionNotActive
 from agentsession.adapters.adk import AgentSessionService
 from agentsession.ids import encode_name
 from agentsession.stores.base import SessionStore
@@ -602,3 +602,25 @@ def test_the_adapter_is_not_imported_without_google_adk() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "no adk"
+
+
+def test_an_append_to_a_closed_session_is_refused_until_restored(store: SessionStore) -> None:
+    manager = AsyncSessionManager(SessionManager(store))
+    svc = AgentSessionService(manager)
+
+    async def body() -> None:
+        s = await svc.create_session(app_name=APP, user_id="u", session_id="s")
+        await append(svc, s, event(text="before"))
+        mine = await manager.get_session_by_key(user_id="u", agent=APP, external_key="s")
+        await manager.close_session(session_id=mine.session_id, user_id="u")
+        with pytest.raises(SessionNotActive):
+            await append(svc, s, event(text="closed"))
+        restored = await svc.restore_session(app_name=APP, user_id="u", session_id="s")
+        assert restored is not None and len(restored.events) == 1
+        await append(svc, restored, event(text="after"))
+        got = await reload(svc, restored)
+        assert [e.content.parts[0].text for e in got.events] == ["before", "after"]  # type: ignore[union-attr,index]
+        assert await svc.restore_session(app_name=APP, user_id="u", session_id="none") is None
+
+    run(body())
+    svc.close()

@@ -28,7 +28,15 @@ Mapping (docs/adapters.md has the table and the pitfalls):
   ``assistant``), ``content`` (its text), ``tool_calls`` (its function calls) and
   ``tool_call_id`` (its first function response's id), for agentsession's viewer and
   windows. The idempotency key is a hash of the session and the canonical event JSON:
-  an equal re-delivery is answered once, as ``InMemorySessionService`` does.
+  an equal re-delivery within the store's ``idempotency_retention_seconds`` is
+  answered once, as ``InMemorySessionService`` does (a later one is stored again).
+* Names no session can have (an empty app name or user id, an id over 256 characters
+  or with control characters) read as missing: ``get_session`` None,
+  ``delete_session`` a no-op, ``list_sessions`` empty, ``get_user_state`` ``{}``;
+  ``create_session`` refuses them with ``ValidationError``.
+* Ours, not ADK's: :meth:`AgentSessionService.restore_session` re-opens a session that
+  agentsession's lifecycle closed or expired (an append to one raises
+  ``SessionNotActive``).
 * Optimistic locking: a ``Session`` this service hands out carries our session id and
   its version in ``_storage_update_marker`` (``"<session_id>:<version>"``), and an
   append passes the version as ``expected_version``: a stale copy raises
@@ -302,15 +310,28 @@ class AgentSessionService(BaseSessionService):
     async def append_event(self, session: Session, event: Event) -> Event:
         """Store ``event`` and its state delta in one transaction, then apply both to
         ``session`` (a partial event is returned unstored; ``temp:`` state is applied
-        to ``session`` only).
+        to ``session`` only). Appends on one ``session`` object run one at a time.
+
+        Args:
+            session: a session this service handed out (its marker is checked), or one
+                built by hand (no marker: unchecked); updated in place.
+            event: the event; an equal re-delivery within the store's
+                ``idempotency_retention_seconds`` is stored once.
 
         Returns:
             The event, its ``temp:`` delta stripped.
 
         Raises:
-            StaleSessionError: ``session`` is an older copy than the stored session.
+            StaleSessionError: ``session`` is an older copy than the stored session, or a
+                copy of a deleted session whose id a new session took.
             SessionNotFoundError: the session does not exist (deleted).
-            agentsession.PayloadTooLarge: the event is over ``limits.max_message_bytes``.
+            agentsession.SessionNotActive: the session was closed or expired (by
+                agentsession's lifecycle, not by ADK); :meth:`restore_session` re-opens it.
+            agentsession.UnsupportedValue: the event or its state delta holds a value JSON
+                cannot keep exactly (NaN, infinity, an int over 64 bits, a lone
+                surrogate).
+            agentsession.PayloadTooLarge: the event is over ``limits.max_message_bytes``
+                (or a state document over its limit).
         """
         if event.partial:
             return event
@@ -346,6 +367,36 @@ class AgentSessionService(BaseSessionService):
             session.last_update_time = event.timestamp
             session._storage_update_marker = _marker(stored, report.session_version)
             return self._commit_event_to_session(session, event)
+
+    async def restore_session(
+        self, *, app_name: str, user_id: str, session_id: str
+    ) -> Session | None:
+        """Re-open a session agentsession's lifecycle closed, or expired within
+        ``policy.expired_restore_window_seconds``, so appends go on (ours: not in ADK's
+        interface, whose own services never close a session). An active one stays as it
+        is. A tool call the close left unanswered gets a synthetic result, which reads
+        back as a text event of author ``model``.
+
+        Args:
+            app_name: the app; user_id: the owner; session_id: stripped of surrounding
+                white space.
+
+        Returns:
+            The session read again (its marker current), or None when there is none.
+
+        Raises:
+            agentsession.IllegalTransition: EXPIRED past the restore window.
+        """
+        stored = await self._find(app_name, user_id, session_id)
+        if stored is None:
+            return None
+        try:
+            await self._manager.restore_session(
+                session_id=stored.session_id, user_id=stored.user_id, message_limit=1, admin=True
+            )
+        except SessionNotFound:
+            return None
+        return await self.get_session(app_name=app_name, user_id=user_id, session_id=session_id)
 
     async def put_state(
         self,
