@@ -143,6 +143,8 @@ class AgentSessionService(BaseSessionService):
         scopes, ``temp:`` keys are dropped), stamped with the current time.
 
         Args:
+            app_name: the app; user_id: the owner (any non-empty strings).
+            state: the initial state, prefixed keys included (JSON values); None = empty.
             session_id: the caller's id; None or blank = a new uuid4 hex.
 
         Returns:
@@ -157,7 +159,7 @@ class AgentSessionService(BaseSessionService):
         deltas = _split_delta(to_jsonable_python(state or {}))
         now = platform_time.get_time()  # as ADK's own services stamp a new session
         document = {
-            "app_name": app_name, "user_id": user_id, "state": deltas["session"],
+            "user_id": user_id, "state": deltas["session"],
             "last_update_time": now,
         }  # fmt: skip
         shared = _shared_ops(deltas)
@@ -217,7 +219,7 @@ class AgentSessionService(BaseSessionService):
                 break  # events and state of one version (else: an append came between)
         scoped = await self._scoped_state(app_name, user_id)
         document = _document(memory.data, stored)
-        key = stored.external_key or session_id
+        key = session_id.strip()  # the external key it was found by
         marker = _marker(stored, memory.session_version)
         return _session(app_name, user_id, key, document, scoped, events, marker)
 
@@ -412,8 +414,13 @@ class AgentSessionService(BaseSessionService):
         prefix replace the session state whole; ``app:`` / ``user:`` keys are set in
         the shared scopes (others there stay); ``temp:`` keys are dropped.
 
+        Args:
+            app_name: the app; user_id: the owner; session_id: the ADK id.
+            state: the merged state wanted, prefixed keys included (JSON values).
+            last_update_time: seconds since the epoch, stored as given.
+
         Returns:
-            False when the session does not exist (nothing written).
+            True when written; False when the session does not exist (nothing written).
 
         Raises:
             agentsession.ValidationError / PayloadTooLarge: a state the store refuses.
@@ -499,10 +506,17 @@ class AgentSessionService(BaseSessionService):
 
 
 def message_of_event(event: Event) -> dict[str, Any]:
-    """The message that stores one ADK event: ``{"role", "event": <the event's JSON>}``
-    plus ``content`` (its text parts joined by newlines, when it has any),
-    ``tool_calls`` (one chat-completions call per function call part, arguments as
-    JSON text) and ``tool_call_id`` (its first function response's id)."""
+    """The message that stores one ADK event.
+
+    Args:
+        event: a (non-partial) ADK event.
+
+    Returns:
+        ``{"role", "event": <the event's JSON>}`` plus ``content`` (its text parts
+        joined by newlines, when it has any), ``tool_calls`` (one chat-completions call
+        per function call part, arguments as JSON text) and ``tool_call_id`` (its first
+        function response's id): a message dict for ``append_messages``.
+    """
     parts = (event.content.parts if event.content is not None else None) or []
     texts = [p.text for p in parts if p.text is not None and not p.thought]
     calls = [p.function_call for p in parts if p.function_call is not None]
@@ -524,9 +538,19 @@ def message_of_event(event: Event) -> dict[str, Any]:
 
 
 def event_of_message(message: Message) -> Event:
-    """The event a message stores (:func:`message_of_event`), equal to the one appended.
-    A message appended by other means (no ``event``) becomes a text event: author
-    ``user`` for a user message, else ``model``, stamped with its ``created_at``."""
+    """The event a message stores.
+
+    Args:
+        message: a stored message.
+
+    Returns:
+        The event :func:`message_of_event` stored, equal to the one appended. A message
+        appended by other means (no ``event``) becomes a text event: author ``user``
+        for a user message, else ``model``, stamped with its ``created_at``.
+
+    Raises:
+        pydantic.ValidationError: an ``event`` member that is not an ADK event.
+    """
     stored = message.payload().get("event")
     if isinstance(stored, Mapping):
         return Event.model_validate(stored)
