@@ -10,7 +10,6 @@ import contextlib
 import hashlib
 import json
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 from typer.testing import CliRunner
 
+import agentsession.transfer
 from agentsession import AsyncSessionManager, SessionManager
 from agentsession.adapters.adk import AgentSessionService
 from agentsession.cli.app import build_app
@@ -237,15 +237,11 @@ def test_a_sqlite_url_with_a_query_imports(tmp_path: Path) -> None:
     assert done.exit_code == 0 and done.output.startswith("1 session(s) (1 new)"), done.output
 
 
-def test_without_google_adk_the_import_names_the_extra(tmp_path: Path) -> None:
-    code = (
-        "import sys; sys.modules['google.adk'] = None\n"
-        "from typer.testing import CliRunner\n"
-        "from agentsession.cli.app import build_app\n"
-        f"done = CliRunner().invoke(build_app(), ['import', 'google-adk', {str(tmp_path)!r},"
-        " '--app', 'a', '--url', 'memory://'])\n"
-        "print(done.exit_code, done.output)"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("2 ") and "pip install 'agentsession[adk]'" in done.stdout
+def test_without_google_adk_the_import_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "agentsession.transfer.adk", None)  # as if not installed
+    monkeypatch.delattr(agentsession.transfer, "adk", raising=False)
+    done = cli_import(tmp_path, str(tmp_path / "adk.db"))
+    assert done.exit_code == 2, done.output
+    assert "pip install 'agentsession[adk]'" in done.output

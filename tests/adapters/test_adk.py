@@ -24,7 +24,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 
-from agentsession import AsyncSessionManager, SessionManager, SessionNotActive
+from agentsession import AsyncSessionManager, SessionManager, SessionNotActive, UnsupportedValue
 from agentsession.adapters.adk import AgentSessionService
 from agentsession.ids import encode_name
 from agentsession.stores.base import SessionStore
@@ -624,3 +624,18 @@ def test_an_append_to_a_closed_session_is_refused_until_restored(store: SessionS
 
     run(body())
     svc.close()
+
+
+def test_tuples_and_sets_come_back_as_lists_and_nan_is_refused(
+    service: AgentSessionService,
+) -> None:
+    async def body() -> None:
+        s = await service.create_session(app_name=APP, user_id="u")
+        await append(service, s, event(delta={"t": (1, 2), "s": {3}}))
+        assert (await reload(service, s)).state == {"t": [1, 2], "s": [3]}
+        for bad in (float("nan"), float("inf"), 2**64, "\ud800"):
+            with pytest.raises(UnsupportedValue):
+                await append(service, s, event(delta={"bad": bad}))
+        assert len((await reload(service, s)).events) == 1  # nothing stored
+
+    run(body())

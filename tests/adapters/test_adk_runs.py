@@ -198,7 +198,7 @@ def random_op(rng: random.Random, n: int) -> tuple[Any, ...]:
 
 
 @pytest.mark.store_independent
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_random_operations_match_the_in_memory_service(store: SessionStore, seed: int) -> None:
     rng = random.Random(seed)
     ops = [random_op(rng, n) for n in range(250)]
