@@ -318,9 +318,9 @@ def test_an_interrupted_import_resumes_and_a_diverged_session_is_left_alone(
     assert got["conv 2/ü"]["items"] == ["null"]  # left alone: only the other writer's message
 
 
-def test_a_missing_or_foreign_database_and_other_sources_are_refused(tmp_path: Path) -> None:
-    """No file, or a SQLite file without SQLiteSession's tables: exit 5; a source
-    not supported yet: exit 2 naming the supported ones."""
+def test_a_missing_or_foreign_database_is_refused(tmp_path: Path) -> None:
+    """No file, a SQLite file without SQLiteSession's tables, or a bad table name:
+    exit 5 with one line."""
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
     SessionManager.from_url(url, auto_migrate=True).close()
     missing = invoke("import", "openai-agents", str(tmp_path / "no.db"), "--url", url,
@@ -333,9 +333,6 @@ def test_a_missing_or_foreign_database_and_other_sources_are_refused(tmp_path: P
     bad_table = invoke("import", "openai-agents", str(tmp_path / "sessions.db"), "--url", url,
                        "--user", "alice", "--messages-table", "x; DROP TABLE y")  # fmt: skip
     assert bad_table.exit_code == 5
-    for source in ("google-adk",):
-        later = invoke("import", source, "x.db")
-        assert later.exit_code == 2 and "not supported yet" in later.output
 
 
 def as_other_user() -> list[str]:

@@ -12,6 +12,8 @@ constructor. A framework is an optional extra (``pip install
   history hooks (:mod:`agentsession.adapters.openai_agents_hooks`).
 * :mod:`agentsession.adapters.langchain`: LangChain's ``BaseChatMessageHistory``
   (:class:`~agentsession.adapters.langchain.AgentSessionChatMessageHistory`).
+* :mod:`agentsession.adapters.adk`: Google ADK's ``BaseSessionService``
+  (:class:`~agentsession.adapters.adk.AgentSessionService`).
 * :mod:`agentsession.adapters.backend`: what the adapters share, the backend seen as
   one async interface and a framework's session id bound to a session
   (:class:`~agentsession.adapters.backend.KeyedSession`).

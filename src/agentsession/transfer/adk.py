@@ -1,0 +1,255 @@
+"""Import a Google ADK session database: every ADK session of the named apps becomes one
+session of ours, written through :class:`~agentsession.adapters.adk.AgentSessionService`,
+so the service reads it back equal to the source's ``get_session`` (events, state with
+its ``app:`` / ``user:`` keys, ``last_update_time``).
+
+The source is read through ADK's own services: ``SqliteSessionService`` for the file
+of that service, ``DatabaseSessionService`` for a SQLAlchemy URL. A SQLite source is
+opened read-only (a ``file:`` URI with ``mode=ro``, its path percent-escaped, so a
+``#``, ``?`` or ``%`` in it names that file and nothing else); a source without ADK's
+``sessions`` and ``events`` tables is refused before ADK's service touches it (it
+would create them). Nothing is written to any source by this module.
+
+Re-running an import adds nothing, and resumes one that stopped part-way: a session's
+stored events must be a prefix of its source events, and only the source events past
+that prefix are appended; the state is written only when it differs. A session whose
+stored events are not such a prefix (changed since) is left alone and reported.
+
+google-adk is imported here, so this module is imported only by the command that uses
+it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from google.adk.sessions import BaseSessionService, Session
+from google.adk.sessions.database_session_service import DatabaseSessionService
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from sqlalchemy import inspect
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from ..adapters.adk import AgentSessionService
+from ..errors import AgentSessionError, ValidationError
+from ..service import SessionManager
+
+__all__ = ["AdkImportReport", "import_google_adk", "list_source", "open_source", "shown_source"]
+
+
+#: The tables every ADK session database has (both of ADK's schemas).
+_ADK_TABLES = frozenset({"sessions", "events"})
+
+
+def open_source(source: str) -> DatabaseSessionService | SqliteSessionService:
+    """ADK's own service over ``source``, reading a SQLite file read-only.
+
+    Args:
+        source: a SQLAlchemy URL (``scheme://...``; a SQLite one, of any driver and
+            with any query, is opened through ``sqlite+aiosqlite`` with ``mode=ro``),
+            or the path of a ``SqliteSessionService`` file.
+
+    Returns:
+        A ``DatabaseSessionService`` for a URL, a ``SqliteSessionService`` for a path;
+        the caller closes it (``await service.close()``).
+
+    Raises:
+        ValidationError: a path or SQLite URL that is not a file, a SQLite file without
+            ADK's tables, or a URL SQLAlchemy or ADK cannot use (``field="source"``).
+    """
+    if "://" not in source:
+        file = _sqlite_file(source)
+        # ADK unquotes the URL's path once and hands it to SQLite as a ``file:`` URI,
+        # which SQLite unquotes again: escape twice.
+        return SqliteSessionService(f"sqlite:///{quote(_uri_path(file), safe='/')}?mode=ro")
+    try:
+        url = make_url(source)
+    except ArgumentError as exc:
+        raise ValidationError("the source is not a database URL", field="source") from exc
+    if url.get_backend_name() == "sqlite":
+        file = _sqlite_file(url.database or "")
+        url = url.set(
+            drivername="sqlite+aiosqlite", database="file:" + _uri_path(file),
+            query={**url.query, "mode": "ro", "uri": "true"},
+        )  # fmt: skip
+    try:
+        return DatabaseSessionService(url.render_as_string(hide_password=False))
+    except ValueError as exc:  # ADK's words for a URL it cannot use
+        raise ValidationError(str(exc), field="source") from exc
+
+
+def shown_source(source: str) -> str:
+    """``source`` fit for a message: a URL with its password masked.
+
+    Args:
+        source: a path or a SQLAlchemy URL.
+
+    Returns:
+        The path as it is, or the URL rendered with ``***`` for a password.
+    """
+    if "://" not in source:
+        return source
+    try:
+        return make_url(source).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "the source URL"
+
+
+def _sqlite_file(path: str) -> Path:
+    """The SQLite file at ``path``, resolved, after checking it holds ADK's tables.
+
+    Raises:
+        ValidationError: not a file, not SQLite, or without ADK's tables.
+    """
+    file = Path(path).resolve() if path and path != ":memory:" else None
+    if file is None or not file.is_file():
+        raise ValidationError(f"no such database file: {path or ':memory:'}", field="source")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{_uri_path(file)}?mode=ro", uri=True)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError as exc:
+        raise ValidationError(f"cannot read {file}: {exc}", field="source") from exc
+    _require_adk_tables(tables, str(file))
+    return file
+
+
+def _uri_path(file: Path) -> str:
+    """``file`` (absolute) as the path of a SQLite ``file:`` URI: percent-escaped."""
+    return quote(str(file), safe="/")
+
+
+def _require_adk_tables(tables: set[str], name: str) -> None:
+    """Refuse a source without ADK's tables (ADK's service would create them in it).
+
+    Raises:
+        ValidationError: ``sessions`` or ``events`` missing from ``tables``.
+    """
+    missing = sorted(_ADK_TABLES - tables)
+    if missing:
+        raise ValidationError(
+            f"{name} is not an ADK session database (no {', '.join(missing)} table); "
+            "nothing was read or written",
+            field="source",
+        )
+
+
+@dataclass
+class AdkImportReport:
+    """What :func:`import_google_adk` did.
+
+    Attributes:
+        sessions: source sessions seen; created: of them, sessions newly created here.
+        events: events appended; states: sessions whose state was written.
+        failed: ``(app name, user id, session id, reason)`` of sessions not imported.
+    """
+
+    sessions: int = 0
+    created: int = 0
+    events: int = 0
+    states: int = 0
+    failed: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+
+async def list_source(source: BaseSessionService, apps: Sequence[str]) -> list[Session]:
+    """The sessions to import from ``source``.
+
+    Args:
+        source: a service from :func:`open_source`; apps: the app names.
+
+    Returns:
+        Every session of ``apps`` in the source, without events, app by app (each
+        app's in the source's order).
+
+    Raises:
+        ValidationError: a database without ADK's tables (checked before ADK's
+            service reads it, which would create them).
+        Exception: as the source's service raises (unreachable server...).
+    """
+    if isinstance(source, DatabaseSessionService):
+        async with source.db_engine.connect() as conn:
+            tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
+        _require_adk_tables(tables, source.db_engine.url.render_as_string(hide_password=True))
+    found: list[Session] = []
+    for app in apps:
+        found += (await source.list_sessions(app_name=app)).sessions
+    return found
+
+
+async def import_google_adk(
+    manager: SessionManager,
+    source: BaseSessionService,
+    sessions: Sequence[Session],
+    *,
+    advance: Callable[[int], None] | None = None,
+) -> AdkImportReport:
+    """Import ``sessions`` (from :func:`list_source`) of ``source`` (see the module
+    docstring); re-running adds nothing. Each keeps its app name, user id and session
+    id. A session that fails (an id or event the store refuses, a stored history that
+    diverged) is reported in ``failed`` and the others go on.
+
+    Args:
+        advance: called with 1 after each session (for a progress bar).
+
+    Returns:
+        The counts, and the sessions not imported with why. One source session is
+        held in memory at a time.
+    """
+    report = AdkImportReport()
+    target = AgentSessionService(manager)
+    try:
+        for brief in sessions:
+            report.sessions += 1
+            try:
+                await _import_one(source, target, brief, report)
+            except AgentSessionError as exc:
+                report.failed.append((brief.app_name, brief.user_id, brief.id, exc.message))
+            if advance is not None:
+                advance(1)
+    finally:
+        target.close()
+    return report
+
+
+async def _import_one(
+    source: BaseSessionService,
+    target: AgentSessionService,
+    brief: Session,
+    report: AdkImportReport,
+) -> None:
+    """Bring one source session up to date (the module docstring has the rules).
+
+    Raises:
+        ValidationError: its stored events are not a prefix of the source's.
+        AgentSessionError: as the store raises.
+    """
+    key: dict[str, Any] = {
+        "app_name": brief.app_name,
+        "user_id": brief.user_id,
+        "session_id": brief.id,
+    }
+    full = await source.get_session(**key)
+    if full is None:
+        return  # deleted since it was listed
+    mine = await target.get_session(**key)
+    if mine is None:
+        mine = await target.create_session(**key)
+        report.created += 1
+    stored = len(mine.events)
+    if mine.events != full.events[:stored]:
+        raise ValidationError(
+            "its stored events differ from the source's; left alone (delete the session "
+            "to import it again)",
+            field="session_id",
+        )
+    for event in full.events[stored:]:
+        await target.append_event(mine, event.model_copy(deep=True))
+        report.events += 1
+    if mine.state != full.state or mine.last_update_time != full.last_update_time:
+        await target.put_state(**key, state=full.state, last_update_time=full.last_update_time)
+        report.states += 1
