@@ -12,6 +12,10 @@ Which stores a test runs on depends on what it checks (``tests/contract/README.m
 * marked ``store_independent``, only ``MANAGER_STORES`` (memory and SQLite): the rule
   lives in the manager or the HTTP layer and no store can change the outcome (argument
   validation, ownership checks, value rejection before any write, HTTP mapping).
+* marked ``servers_slow``, every store, but the ``SERVERS`` variants are ``slow`` (only
+  ``make test-all``): a test of seconds per store whose memory and SQLite variants stay
+  in ``make test`` (a large workload); every test in ``tests/adapters`` is one (an
+  adapter only calls the manager, whose stores the contract suite checks).
 
 The SQL stores are cheap to set up: the schema is migrated once per test session (per
 xdist worker), and each test gets a copy of the migrated SQLite file, or the session's
@@ -46,12 +50,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(servers, "agentsession_test_servers")
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m "not slow"`` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests first (the longest-first rule of scheduling): with ``make test-all``'s
-    two xdist workers, the minutes-long ones (the long fuzz run, kill -9 cycles,
-    scale-out) start at once and the short ones fill the gaps, instead of one long test
-    starting last and running alone. Order within each group is kept."""
+    """Mark ``slow`` the server-store variants of ``servers_slow`` tests, then put slow
+    tests first (the longest-first rule of scheduling): with ``make test-all``'s two
+    xdist workers, the minutes-long ones (the long fuzz run, kill -9 cycles, scale-out)
+    start at once and the short ones fill the gaps, instead of one long test starting
+    last and running alone. Order within each group is kept."""
+    for item in items:
+        marked = item.get_closest_marker("servers_slow") is not None
+        if (marked or item.path.is_relative_to(ADAPTER_TESTS)) and _store_of(item) in SERVERS:
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _store_of(item: pytest.Item) -> str | None:
+    """The ``store`` parameter of a test item, if it has one."""
+    callspec = getattr(item, "callspec", None)
+    return None if callspec is None else callspec.params.get("store")
 
 
 # -- migrated SQL databases, set up once per session -------------------------------------
@@ -158,6 +174,11 @@ if servers.server_stores_enabled():
 
 #: The stores of ``store_independent`` tests: one in-process store of each family.
 MANAGER_STORES = ("memory", "sqlite")
+#: The stores on throwaway servers, whose variants of a ``servers_slow`` test are ``slow``.
+SERVERS = ("postgres", "mysql", "redis")
+#: Every adapter test is ``servers_slow``: an adapter only calls the manager (or the
+#: client), whose every store the contract suite proves in ``make test``.
+ADAPTER_TESTS = Path(__file__).resolve().parent / "adapters"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

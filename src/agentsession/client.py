@@ -55,6 +55,7 @@ from .http.protocol import (
     PROBLEM_CONTENT_TYPE,
     ServerError,
     error_from_problem,
+    format_document_etag,
     format_etag,
 )
 from .models import (
@@ -226,6 +227,11 @@ def _shared_path(scope: str, agent: str) -> str:
     return f"/v1/shared-memory/{quote(scope, safe='')}/{quote(agent, safe='')}"
 
 
+def _target(target_user_id: str | None) -> dict[str, Any]:
+    """The ``user_id`` query parameter naming another user's shared document."""
+    return {} if target_user_id is None else {"user_id": target_user_id}
+
+
 def _shared_member(ops: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> dict[str, Any]:
     """``{"shared_memory_ops": {...}}``, or nothing when there are none."""
     if ops is None:
@@ -288,9 +294,11 @@ class _Exchange:
         content_type: str = "application/json",
         params: dict[str, Any] | None = None,
         keyed: bool = False,
+        if_match: str | None = None,
     ) -> _Flow[T]:
         # ``keyed``: a key is sent whatever the method (a DELETE the service replays).
-        headers = {}
+        # ``if_match``: the header as is (a shared document's ETag names no session).
+        headers = {} if if_match is None else {"If-Match": if_match}
         if expected_version is not None and session_id is not None:
             headers["If-Match"] = format_etag(session_id, expected_version)
         key = idempotency_key
@@ -1058,10 +1066,19 @@ class _SharedRequests(_Exchange):
     """Shared-memory requests."""
 
     def get_shared_memory(
-        self, *, scope: str, agent: str, user_id: str | None = None, admin: bool = False
+        self,
+        *,
+        scope: str,
+        agent: str,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        admin: bool = False,
     ) -> _Flow[SharedMemory]:
-        """See :meth:`SessionManager.get_shared_memory` (``app`` needs an admin key)."""
-        return self._read(_shared_path(scope, agent), _model(SharedMemory))
+        """See :meth:`SessionManager.get_shared_memory` (``app``, and another user's
+        document, need an admin key)."""
+        return self._read(
+            _shared_path(scope, agent), _model(SharedMemory), user_id=target_user_id
+        )
 
     def update_shared_memory(
         self,
@@ -1069,6 +1086,7 @@ class _SharedRequests(_Exchange):
         scope: str,
         agent: str,
         user_id: str | None = None,
+        target_user_id: str | None = None,
         ops: Sequence[Mapping[str, Any]] | None = None,
         data: Mapping[str, Any] | None = None,
         expected_version: int | None = None,
@@ -1091,6 +1109,28 @@ class _SharedRequests(_Exchange):
             body=[dict(op) for op in ops],
             idempotency_key=idempotency_key,
             content_type=JSON_PATCH,
+            params=_target(target_user_id),
+        )
+
+    def delete_shared_memory(
+        self,
+        *,
+        scope: str,
+        agent: str,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        expected_version: int | None = None,
+        admin: bool = False,
+    ) -> _Flow[bool]:
+        """See :meth:`SessionManager.delete_shared_memory` (an admin key);
+        ``expected_version`` travels as ``If-Match: "<version>"``."""
+        return self._write(
+            "DELETE",
+            _shared_path(scope, agent),
+            lambda r: bool(r.json()["deleted"]),
+            session_id=None,
+            params=_target(target_user_id),
+            if_match=None if expected_version is None else format_document_etag(expected_version),
         )
 
 
@@ -1349,6 +1389,7 @@ class SessionClient:
     modify_working_memory = _sync(_Requests.modify_working_memory)
     get_shared_memory = _sync(_Requests.get_shared_memory)
     update_shared_memory = _sync(_Requests.update_shared_memory)
+    delete_shared_memory = _sync(_Requests.delete_shared_memory)
     record_tool_call = _sync(_Requests.record_tool_call)
     get_tool_history = _sync(_Requests.get_tool_history)
     find_tool_call = _sync(_Requests.find_tool_call)
@@ -1431,6 +1472,7 @@ class AsyncSessionClient:
     modify_working_memory = _async(_Requests.modify_working_memory)
     get_shared_memory = _async(_Requests.get_shared_memory)
     update_shared_memory = _async(_Requests.update_shared_memory)
+    delete_shared_memory = _async(_Requests.delete_shared_memory)
     record_tool_call = _async(_Requests.record_tool_call)
     get_tool_history = _async(_Requests.get_tool_history)
     find_tool_call = _async(_Requests.find_tool_call)

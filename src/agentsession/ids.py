@@ -41,6 +41,7 @@ __all__ = [
     "check_id",
     "check_name",
     "decode_name",
+    "derived_id",
     "encode_name",
     "is_id",
     "is_label",
@@ -65,9 +66,15 @@ _PAIR_SHIFTS = tuple(range(120, -1, -10))
 
 def new_id(prefix: str) -> str:
     """Return a fresh id ``f"{prefix}_<26 base32 chars>"`` carrying 128 random bits."""
-    # The unpadded base32 of the 16 random bytes (two zero bits pad 128 to 130 bits),
-    # two digits per lookup: the stdlib encoder is pure Python and twice as slow.
-    bits = int.from_bytes(secrets.token_bytes(16), "big") << 2
+    return derived_id(prefix, secrets.token_bytes(16))
+
+
+def derived_id(prefix: str, digest: bytes) -> str:
+    """Return the id ``f"{prefix}_<26 base32 chars>"`` of the first 16 bytes of
+    ``digest`` (at least 16 bytes, e.g. an HMAC): the same digest, the same id."""
+    # The unpadded base32 of the 16 bytes (two zero bits pad 128 to 130 bits), two
+    # digits per lookup: the stdlib encoder is pure Python and twice as slow.
+    bits = int.from_bytes(digest[:16], "big") << 2
     return prefix + "_" + "".join([_B32_PAIRS[(bits >> s) & 1023] for s in _PAIR_SHIFTS])
 
 

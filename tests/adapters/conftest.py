@@ -1,7 +1,11 @@
 """The ``harness`` fixture the adapter tests share: one adapter's test helper over a
 SessionManager of each store, and over the HTTP client (``SessionClient``) in front of
 such a manager. A test module picks its adapter by defining the fixture
-``make_harness``: a factory ``(manager, backend) -> harness``."""
+``make_harness``: a factory ``(manager, backend) -> harness``.
+
+The PostgreSQL, MariaDB and Redis variants of every test here are ``slow`` (only
+``make test-all``; ``servers_slow`` in ``tests/conftest.py``): the memory and SQLite ones
+check the adapter in ``make test``, and the contract suite checks every store."""
 
 from __future__ import annotations
 

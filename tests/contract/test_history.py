@@ -198,7 +198,7 @@ def _page_forwards(m: SessionManager, sid: str, size: int, stop: threading.Event
                               after=out[-1] if out else 0)
 
 
-@pytest.mark.parametrize("n", [10, 1000, 10_000])
+@pytest.mark.parametrize("n", [10, 1000, pytest.param(10_000, marks=pytest.mark.servers_slow)])
 def test_c18_long_history(manager: SessionManager, sid: str, n: int) -> None:
     """C18: get_session and the last 50 are right at every size; paging visits each message once."""
     _fill(manager, sid, n)

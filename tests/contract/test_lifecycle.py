@@ -350,6 +350,7 @@ def _expired_once_each(m: SessionManager, session_ids: set[str]) -> None:
         assert event.details["reason"] == "ttl"
 
 
+@pytest.mark.servers_slow  # 250 sessions: seconds per server store
 def test_sweep_expires_in_batches(store: SessionStore, clock: Any) -> None:
     """250 due sessions are expired in 3 write transactions (batches of 100) plus the
     purge, each with its own audit event and version step; a session restored between
@@ -370,6 +371,7 @@ def test_sweep_expires_in_batches(store: SessionStore, clock: Any) -> None:
     assert m.get_session(session_id=racer, user_id=USER).status == SessionStatus.ACTIVE
 
 
+@pytest.mark.servers_slow  # 250 sessions: seconds per server store
 def test_sweep_failure_in_one_batch_loses_no_other(store: SessionStore, clock: Any) -> None:
     """A store failure inside the second batch: that batch is retried one session per
     transaction, the first and third batches stand; the one session that fails again is

@@ -116,6 +116,7 @@ _objects = st.dictionaries(_keys, _doc, max_size=4)
 
 
 
+@pytest.mark.servers_slow  # 60 examples: seconds per server store
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(target=_objects, patches=st.lists(_objects, min_size=1, max_size=3))

@@ -239,3 +239,91 @@ def test_admin_deletes_one_document(manager: SessionManager) -> None:
     assert app_of_user.value.field == "target_user_id"
     assert delete(scope="app", agent="coding", user_id=ADMIN, admin=True)
     assert _user_doc(manager, OTHER).version == 0 and _app_doc(manager).version == 0
+
+
+def test_admin_names_another_users_document(manager: SessionManager) -> None:
+    """``target_user_id``: an admin reads and writes another user's document; a
+    non-admin may name only itself, and is refused alike whether the document exists."""
+    manager.update_shared_memory(scope="user", agent="coding", user_id=OTHER, data={"x": 1})
+    doc = manager.update_shared_memory(
+        scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER,
+        ops=_add("/y", 2), expected_version=1, admin=True,
+    )
+    assert (doc.user_id, doc.version, doc.data) == (OTHER, 2, {"x": 1, "y": 2})
+    read = manager.get_shared_memory(
+        scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER, admin=True
+    )
+    assert read == doc == _user_doc(manager, OTHER)
+    own = manager.get_shared_memory(scope="user", agent="coding", user_id=USER,
+                                    target_user_id=USER)
+    assert own.user_id == USER and own.version == 0
+    refusals = []
+    for agent in ("coding", "never-written"):  # an existing document and a missing one
+        with pytest.raises(Forbidden) as read_other:
+            manager.get_shared_memory(scope="user", agent=agent, user_id=USER,
+                                      target_user_id=OTHER)
+        with pytest.raises(Forbidden) as write_other:
+            manager.update_shared_memory(scope="user", agent=agent, user_id=USER,
+                                         target_user_id=OTHER, data={})
+        refusals += [str(read_other.value), str(write_other.value)]
+    assert len(set(refusals)) == 1
+    assert _user_doc(manager, OTHER).version == 2 and _user_doc(manager).version == 0
+
+
+@independent
+def test_target_user_with_app_scope_is_refused(manager: SessionManager) -> None:
+    """The app document belongs to no user: naming one is a ValidationError, never
+    silently the app document."""
+    calls = [
+        lambda: manager.get_shared_memory(scope="app", agent="coding", user_id=ADMIN,
+                                          target_user_id=OTHER, admin=True),
+        lambda: manager.update_shared_memory(scope="app", agent="coding", user_id=ADMIN,
+                                             target_user_id=OTHER, data={"a": 1}, admin=True),
+    ]
+    for call in calls:
+        with pytest.raises(ValidationError) as caught:
+            call()
+        assert caught.value.field == "target_user_id" and "no user" in str(caught.value)
+    assert _app_doc(manager).version == 0
+    with pytest.raises(ValidationError) as bad:
+        manager.get_shared_memory(scope="user", agent="coding", user_id=ADMIN,
+                                  target_user_id="bad user", admin=True)
+    assert bad.value.field == "target_user_id"
+
+
+def test_delete_checks_the_version_and_leaves_an_audit_event(manager: SessionManager) -> None:
+    """``expected_version`` guards a delete; a deletion leaves one content-free audit
+    event under the document's audit id (the owner hashed), a missing document none."""
+    for _ in range(2):
+        manager.update_shared_memory(scope="user", agent="coding", user_id=OTHER,
+                                     ops=_add("/n", 1))
+    delete = manager.delete_shared_memory
+    with pytest.raises(VersionConflict) as stale:
+        delete(scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER,
+               expected_version=1, admin=True)
+    assert stale.value.current_version == 2 and _user_doc(manager, OTHER).version == 2
+    assert delete(scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER,
+                  expected_version=2, admin=True)
+    assert not delete(scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER,
+                      expected_version=0, admin=True)
+    audit_id = manager.shared_memory_audit_id(scope="user", agent="coding", user_id=ADMIN,
+                                              target_user_id=OTHER)
+    others = {
+        manager.shared_memory_audit_id(scope="user", agent="other", user_id=OTHER),
+        manager.shared_memory_audit_id(scope="user", agent="coding", user_id=USER),
+        manager.shared_memory_audit_id(scope="app", agent="coding", user_id=OTHER),
+    }
+    assert audit_id.startswith("shm_") and audit_id not in others and len(others) == 3
+    assert audit_id == manager.shared_memory_audit_id(
+        scope="user", agent="coding", user_id=OTHER)  # the owner's own names the same
+    [event] = audit_of(manager, audit_id)
+    assert (event.action, event.actor, event.version_before, event.details) == (
+        "shared_memory.deleted", ADMIN, 2, {"scope": "user"})
+    assert OTHER not in event.model_dump_json()
+    manager.update_shared_memory(scope="app", agent="coding", user_id=ADMIN, data={},
+                                 admin=True)
+    assert delete(scope="app", agent="coding", user_id=ADMIN, admin=True)
+    app_id = manager.shared_memory_audit_id(scope="app", agent="coding", user_id=ADMIN)
+    assert [e.details for e in audit_of(manager, app_id)] == [{"scope": "app"}]
+    with pytest.raises(ValidationError):  # a shared document's audit is for admins
+        manager.get_audit_log(session_id=audit_id, user_id=OTHER)

@@ -30,7 +30,9 @@ __all__ = [
     "Unauthenticated",
     "UnsupportedMediaType",
     "error_from_problem",
+    "format_document_etag",
     "format_etag",
+    "parse_document_if_match",
     "parse_etag",
     "parse_if_match",
 ]
@@ -143,6 +145,28 @@ def parse_if_match(header: str, session_id: str) -> tuple[bool, set[int]]:
         if parsed is not None and parsed[0] == session_id:
             versions.add(parsed[1])
     return False, versions
+
+
+_DOCUMENT_ETAG = re.compile(r'^"(?P<version>0|[1-9][0-9]{0,17})"$')
+
+
+def format_document_etag(version: int) -> str:
+    """Return the strong ETag (quotes included) of a shared-memory document at
+    ``version``: ``"<version>"`` (a document has no id of its own; its URL names it)."""
+    return f'"{version}"'
+
+
+def parse_document_if_match(header: str) -> tuple[bool, set[int]]:
+    """Read an ``If-Match`` header for a shared-memory document.
+
+    Returns:
+        ``(any, versions)`` as :func:`parse_if_match`: the versions of the document
+        ETags in the list (empty: nothing can match, e.g. a session's ETag).
+    """
+    if header.strip() == "*":
+        return True, set()
+    found = (_DOCUMENT_ETAG.match(part) for part in _split_etags(header))
+    return False, {int(m["version"]) for m in found if m is not None}
 
 
 def _split_etags(header: str) -> list[str]:

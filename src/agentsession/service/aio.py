@@ -111,6 +111,7 @@ class AsyncSessionManager:
     get_shared_memory = _mirror(SessionManager.get_shared_memory)
     update_shared_memory = _mirror(SessionManager.update_shared_memory)
     delete_shared_memory = _mirror(SessionManager.delete_shared_memory)
+    shared_memory_audit_id = _mirror(SessionManager.shared_memory_audit_id)
     record_tool_call = _mirror(SessionManager.record_tool_call)
     get_tool_history = _mirror(SessionManager.get_tool_history)
     find_tool_call = _mirror(SessionManager.find_tool_call)

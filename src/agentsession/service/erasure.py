@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ..errors import Forbidden, SessionNotFound, StoreError
-from ..ids import check_id, check_name
+from ..ids import check_id, check_name, is_id
 from ..models import AuditEvent, Page, Session
 from ..principal import Principal
 from ..stores.base import ScrubReport, StoreTransaction
@@ -200,7 +200,9 @@ class ErasureUseCases(ServiceCore):
         admin: bool = False,
     ) -> Page[AuditEvent]:
         """A page of the session's audit events, oldest first. ``user_id`` names the
-        caller (the principal). An admin may also read the tombstone of a deleted session.
+        caller (the principal). An admin may also read the tombstone of a deleted session,
+        and the deletions of a shared document (``session_id`` its
+        :meth:`~.shared.SharedMemoryUseCases.shared_memory_audit_id`).
 
         Args:
             after: start after this event seq (exclusive); None = from the first event.
@@ -216,7 +218,8 @@ class ErasureUseCases(ServiceCore):
             not of this listing).
         """
         size = self._page_size(limit)
-        check_id(session_id, field="session_id", prefix="ses")
+        if not (admin and is_id(session_id, "shm")):
+            check_id(session_id, field="session_id", prefix="ses")
         check_name(user_id, field="user_id")
         listing = Listing("audit", session_id, older_ok=False)
         start = listing.start(cursor, after=check_cursor_seq(after, "after"), newest_first=False)

@@ -10,6 +10,7 @@ scope crosses users, so it needs an admin principal (a trusted adapter).
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, cast
@@ -17,12 +18,13 @@ from typing import Any, Literal, cast
 from pydantic import TypeAdapter
 
 from ..errors import Forbidden, ValidationError, VersionConflict
-from ..ids import check_name
+from ..ids import check_name, derived_id
 from ..jsonvalues import check_json
-from ..models import Session, SharedMemory
+from ..models import AuditEvent, Session, SharedMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
+from .erasure import tombstone_id
 from .patchops import apply_ops, check_ops
 from .policy import Limits
 from .validation import check_expected_version
@@ -46,17 +48,26 @@ class SharedMemoryUseCases(ServiceCore):
     """Shared-memory use cases (part of :class:`SessionManager`)."""
 
     def get_shared_memory(
-        self, *, scope: Scope, agent: str, user_id: str, admin: bool = False
+        self,
+        *,
+        scope: Scope,
+        agent: str,
+        user_id: str,
+        target_user_id: str | None = None,
+        admin: bool = False,
     ) -> SharedMemory:
         """Read a shared document: ``scope="user"`` is the caller's own (``user_id``,
-        ``agent``); ``scope="app"`` is the agent's, shared by all its users, and needs
-        ``admin=True``. A document never written reads as ``{}`` at version 0.
+        ``agent``), or with ``target_user_id`` that user's (another user's needs
+        ``admin=True``); ``scope="app"`` is the agent's, shared by all its users, and
+        needs ``admin=True``. A document never written reads as ``{}`` at version 0.
 
         Raises:
-            ValidationError: a bad scope, agent or user id. Forbidden: the app scope
-                without admin.
+            ValidationError: a bad scope, agent or user id; a ``target_user_id`` with
+                ``scope="app"`` (the app document belongs to no user). Forbidden: the
+                app scope, or another user's document, without admin (raised before any
+                read, so it says nothing of whether the document exists).
         """
-        owner = _owner(scope, agent, user_id, admin)
+        owner = _owner(scope, agent, user_id, target_user_id, admin)
         doc = self._uow.run(lambda tx: tx.get_shared_memory(agent, owner), write=False)
         return doc if doc is not None else SharedMemory(scope=scope, agent=agent, user_id=owner)
 
@@ -66,6 +77,7 @@ class SharedMemoryUseCases(ServiceCore):
         scope: Scope,
         agent: str,
         user_id: str,
+        target_user_id: str | None = None,
         ops: Sequence[Mapping[str, Any]] | None = None,
         data: Mapping[str, Any] | None = None,
         expected_version: int | None = None,
@@ -73,8 +85,8 @@ class SharedMemoryUseCases(ServiceCore):
         admin: bool = False,
     ) -> SharedMemory:
         """Replace a shared document (``data``, a JSON object) or apply RFC 6902 JSON
-        Patch ``ops`` to it, exactly one of them; the scope rules are
-        :meth:`get_shared_memory`'s. The document is at most
+        Patch ``ops`` to it, exactly one of them; the scope and ``target_user_id``
+        rules are :meth:`get_shared_memory`'s. The document is at most
         ``limits.max_working_memory_bytes``. Concurrent writers never lose an update:
         each write is a compare-and-set on the document's version, re-run when
         another writer got there first.
@@ -89,11 +101,12 @@ class SharedMemoryUseCases(ServiceCore):
 
         Raises:
             ValidationError, PayloadTooLarge, UnsupportedValue: bad arguments or result.
-            Forbidden: the app scope without admin. PatchConflict: an op does not apply.
-            VersionConflict: ``expected_version`` is stale (its ``session_id`` names the
-            document as ``shared:<scope>:<agent>``). IdempotencyKeyReused.
+            Forbidden: the app scope or another user's document without admin.
+            PatchConflict: an op does not apply. VersionConflict: ``expected_version``
+            is stale (its ``session_id`` names the document as
+            ``shared:<scope>:<agent>``). IdempotencyKeyReused.
         """
-        owner = _owner(scope, agent, user_id, admin)
+        owner = _owner(scope, agent, user_id, target_user_id, admin)
         check_expected_version(expected_version)
         if (ops is None) == (data is None):
             raise ValidationError("pass exactly one of ops and data", field="ops")
@@ -111,12 +124,7 @@ class SharedMemoryUseCases(ServiceCore):
 
         def change(tx: StoreTransaction, now: datetime) -> SharedMemory:
             current = _current(tx, scope, agent, owner)
-            if expected_version is not None and expected_version != current.version:
-                raise VersionConflict(
-                    session_id=f"shared:{scope}:{agent}",
-                    current_version=current.version,
-                    expected_version=expected_version,
-                )
+            _check_version(current, expected_version)
             if isinstance(checked, list):
                 return _write(tx, current, now, limits, ops=checked, field="ops")
             return _write(tx, current, now, limits, data=checked)
@@ -131,11 +139,20 @@ class SharedMemoryUseCases(ServiceCore):
         ).value
 
     def delete_shared_memory(
-        self, *, scope: Scope, agent: str, user_id: str, target_user_id: str | None = None,
+        self,
+        *,
+        scope: Scope,
+        agent: str,
+        user_id: str,
+        target_user_id: str | None = None,
+        expected_version: int | None = None,
         admin: bool = False,
     ) -> bool:
         """Delete one shared document (admin only): the agent's app document, or the
-        user document of ``target_user_id`` (default: the caller) and ``agent``.
+        user document of ``target_user_id`` (default: the caller) and ``agent``. A
+        deletion leaves one content-free audit event (``shared_memory.deleted``:
+        the owner as its keyed hash, the scope, the version deleted) under
+        :meth:`shared_memory_audit_id`, readable with ``get_audit_log(admin=True)``.
 
         The document's version restarts: it reads as ``{}`` at version 0 and its next
         write is version 1, as if never written (a deleted row keeps nothing, and
@@ -143,35 +160,106 @@ class SharedMemoryUseCases(ServiceCore):
         ``expected_version`` read before the delete may match again after as many
         writes: re-read the document after deleting it.
 
+        Args:
+            expected_version: optimistic locking on the document's version (0 = never
+                written); None = no precondition.
+
         Returns:
             Whether it existed.
 
         Raises:
-            Forbidden: without admin. ValidationError: a bad scope, agent or user id;
-                a ``target_user_id`` with ``scope="app"`` (the app document has no user).
+            Forbidden: without admin. ValidationError: a bad scope, agent, user id or
+                ``expected_version``; a ``target_user_id`` with ``scope="app"`` (the
+                app document has no user). VersionConflict: ``expected_version`` is
+                not the document's version.
         """
         if not admin:
             raise Forbidden("deleting a shared-memory document needs admin=True")
-        if scope == "app" and target_user_id is not None:
-            raise ValidationError(
-                "the app document belongs to no user: pass no target_user_id",
-                field="target_user_id",
+        owner = _owner(scope, agent, user_id, target_user_id, admin)
+        check_expected_version(expected_version, minimum=0)
+        audit_id = self._audit_id(scope, agent, owner)
+        hashed_owner = "" if owner is None else tombstone_id(self._tombstone_key, owner)
+
+        def body(tx: StoreTransaction) -> bool:
+            current = _current(tx, scope, agent, owner)
+            _check_version(current, expected_version)
+            if current.version == 0:
+                return False
+            tx.delete_shared_memory(agent, owner)
+            tx.insert_audit(
+                AuditEvent(
+                    seq=0,
+                    session_id=audit_id,
+                    user_id=hashed_owner,
+                    actor=user_id,
+                    action="shared_memory.deleted",
+                    at=self._uow.now(),
+                    version_before=current.version,
+                    details={"scope": scope},
+                )
             )
-        owner = _owner(scope, agent, target_user_id or user_id, admin)
-        return self._uow.run(lambda tx: tx.delete_shared_memory(agent, owner), write=True)
+            return True
+
+        return self._uow.run(body, write=True)
+
+    def shared_memory_audit_id(
+        self, *, scope: Scope, agent: str, user_id: str, target_user_id: str | None = None
+    ) -> str:
+        """The id (``shm_`` and 26 base32 characters) under which the audit log keeps
+        the deletions of one shared document (arguments as
+        :meth:`delete_shared_memory`'s): a keyed hash of scope, agent and owner, so
+        the same document always has the same id and the id names no user.
+
+        Raises:
+            ValidationError: bad arguments, as :meth:`get_shared_memory`.
+        """
+        owner = _owner(scope, agent, user_id, target_user_id, admin=True)
+        return self._audit_id(scope, agent, owner)
+
+    def _audit_id(self, scope: Scope, agent: str, owner: str | None) -> str:
+        message = "\x00".join((scope, agent, owner or "")).encode("utf-8")
+        return derived_id("shm", hmac.new(self._tombstone_key, message, "sha256").digest())
 
 
-def _owner(scope: Any, agent: Any, user_id: Any, admin: bool) -> str | None:
-    """The document's ``user_id`` key (None for the app scope), after the checks."""
+def _owner(
+    scope: Any, agent: Any, user_id: Any, target_user_id: Any, admin: bool
+) -> str | None:
+    """The document's ``user_id`` key (None for the app scope), after the checks: the
+    app scope needs admin; a user document is the caller's, or ``target_user_id``'s
+    (another user's needs admin; checked before any read, so a refusal says nothing of
+    whether the document exists)."""
     check_name(user_id, field="user_id")
     check_name(agent, field="agent")
-    if scope == "user":
-        return cast(str, user_id)
-    if scope != "app":
+    if scope not in SCOPES:
         raise ValidationError("scope must be 'app' or 'user'", field="scope")
-    if not admin:
-        raise Forbidden("the app scope of shared memory is shared by every user: needs admin=True")
-    return None
+    if scope == "app":
+        if not admin:
+            raise Forbidden(
+                "the app scope of shared memory is shared by every user: needs admin=True"
+            )
+        if target_user_id is not None:
+            raise ValidationError(
+                "the app document belongs to no user: pass no target_user_id with scope app",
+                field="target_user_id",
+            )
+        return None
+    if target_user_id is None:
+        return cast(str, user_id)
+    check_name(target_user_id, field="target_user_id")
+    if not Principal(user_id, admin).may_act_for(target_user_id):
+        raise Forbidden("another user's shared memory needs admin=True")
+    return cast(str, target_user_id)
+
+
+def _check_version(current: SharedMemory, expected_version: int | None) -> None:
+    """Optimistic locking on a document: VersionConflict unless ``expected_version``
+    (None: no precondition) is its version."""
+    if expected_version is not None and expected_version != current.version:
+        raise VersionConflict(
+            session_id=f"shared:{current.scope}:{current.agent}",
+            current_version=current.version,
+            expected_version=expected_version,
+        )
 
 
 def _check_document(data: Any, limits: Limits, *, field: str) -> dict[str, Any]:

@@ -104,13 +104,14 @@ def check_record_name(value: Any, field: str, *, min_chars: int, max_chars: int)
         )
     return value
 
-def check_expected_version(expected_version: int | None) -> None:
-    """``expected_version`` must be None or an integer >= 1."""
+def check_expected_version(expected_version: int | None, *, minimum: int = 1) -> None:
+    """``expected_version`` must be None or an integer >= ``minimum`` (1 for a
+    session; 0 for a shared document, whose version 0 means never written)."""
     if expected_version is not None and (
-        type(expected_version) is not int or expected_version < 1
+        type(expected_version) is not int or expected_version < minimum
     ):
         raise ValidationError(
-            "expected_version must be a positive integer", field="expected_version"
+            f"expected_version must be an integer >= {minimum}", field="expected_version"
         )
 
 def check_limit(limit: Any, field: str, *, allow_none: bool, maximum: int | None) -> int | None:

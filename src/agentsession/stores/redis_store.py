@@ -26,12 +26,10 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:{sid}:lock           string  the write lock: a writer's random token, PX expiry
     as:sessions, as:user:{uid}:..., as:status:..., as:agent:..., as:due
                                     the session indexes (:mod:`.redis_index`)
-    as:shared:app:<agent>   string  the app-scope SharedMemory of an agent as JSON
-    as:shared:user:{uid}:<agent>  string  a user-scope SharedMemory as JSON
-    as:shared:user:{uid}    set     the agents with a user-scope document of the user
-    <shared key>:lock       string  a shared document's write lock, as ``as:{sid}:lock``
+    as:shared:...           the shared-memory documents (:mod:`.redis_shared`)
     as:audit_seq            string  INCR counter of audit seqs, store-wide
     as:tombstones           hash    sid -> JSON list of the audit events of a deleted session
+                                    (or of a deleted shared document's ``shm_`` audit id)
     as:idem:{uid}:<scope>:<key>  string  IdempotencyRecord JSON, with a Redis expiry
     as:idem:by_time         zset    score = created_at in us, member = record key
     as:idem:user:{uid}      zset    the same, per user
@@ -90,7 +88,6 @@ Redis) logs a warning.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 import math
@@ -100,7 +97,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel
@@ -145,8 +142,11 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the installed extras
     raise StoreError("the Redis store needs redis-py: pip install 'agentsession[redis]'") from _exc
 
+from .redis_errors import translate as _translate
+from .redis_errors import translated as _translated
 from .redis_scrub import config_of
 from .redis_scrub import scrub as scrub_files
+from .redis_shared import SharedMemoryOps
 
 __all__ = ["AOF_REWRITE_WAIT_S", "RedisStore"]
 
@@ -155,9 +155,6 @@ AOF_REWRITE_WAIT_S = 300.0
 
 logger = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-R = TypeVar("R")
-T = TypeVar("T")  # the transaction class a method of which _translated wraps
 M = TypeVar("M", bound=BaseModel)
 
 _AUDIT_SEQ = "as:audit_seq"
@@ -291,16 +288,6 @@ def _idem_key(user_id: str, scope: str, key: str) -> str:
 
 def _idem_user_index(user_id: str) -> str:
     return f"as:idem:user:{{{user_id}}}"
-
-
-def _shared_key(agent: str, user_id: str | None) -> str:
-    if user_id is None:
-        return f"as:shared:app:{agent}"
-    return f"{_shared_index(user_id)}:{agent}"
-
-
-def _shared_index(user_id: str) -> str:
-    return f"as:shared:user:{{{user_id}}}"
 
 
 def _enc(model: BaseModel) -> str:
@@ -440,22 +427,6 @@ def _dec_record(text: str) -> IdempotencyRecord:
         result=row["result"],
         created_at=datetime.fromisoformat(row["created_at"]).astimezone(UTC),
     )
-
-
-def _translate(exc: Exception, *, committing: bool = False) -> StoreError:
-    """A redis-py (or decoding) error as a store error; never let it escape as is."""
-    if isinstance(exc, redis.exceptions.WatchError):
-        return StoreConflict(f"Redis transaction lost a race: {exc}")
-    if isinstance(exc, redis.exceptions.BusyLoadingError):
-        return StoreBusy(f"Redis is loading its data set: {exc}")
-    if isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("BUSY"):
-        return StoreBusy(f"Redis is busy running a script: {exc}")
-    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
-        outcome = " (the commit's outcome is unknown)" if committing else ""
-        return StoreError(f"Redis unreachable{outcome}: {exc}")
-    if isinstance(exc, redis.exceptions.RedisError):
-        return StoreError(f"Redis failed: {exc}")
-    return StoreError(f"undecodable data in Redis: {exc}")
 
 
 def _masked(url: str) -> str:
@@ -724,21 +695,6 @@ class RedisStore:
             client.close()
 
 
-def _translated(
-    method: Callable[Concatenate[T, P], R],
-) -> Callable[Concatenate[T, P], R]:
-    """Raise redis-py errors (and undecodable stored data) as store errors."""
-
-    @functools.wraps(method)
-    def wrapper(self: T, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(self, *args, **kwargs)
-        except (redis.RedisError, ValueError, KeyError) as exc:
-            raise _translate(exc) from exc
-
-    return wrapper
-
-
 class _SessionLock:
     """The write locks of one transaction (see the module docstring): a session's or a
     shared document's, each ``SET NX PX`` with a random token, released by a
@@ -808,71 +764,7 @@ def _key_owner(tx: _RedisTransaction, user_id: str, agent: str, external_key: st
     return sid
 
 
-class _SharedMemoryWrites:
-    """The shared-memory methods of :class:`_RedisTransaction` (its own class to keep
-    the transaction class readable); they use its guarded reads and buffered writes."""
-
-    _shared: dict[str, SharedMemory | None]
-    _r: redis.Redis
-    _write: bool
-    _lock: _SessionLock
-
-    def _writing(self) -> None:
-        raise NotImplementedError  # pragma: no cover  (the transaction's)
-
-    def _read(self, key: str) -> str | None:
-        raise NotImplementedError  # pragma: no cover  (the transaction's)
-
-    def _do(self, op: str, key: str, *args: str | int) -> None:
-        raise NotImplementedError  # pragma: no cover  (the transaction's)
-
-    @_translated
-    def get_shared_memory(self, agent: str, user_id: str | None) -> SharedMemory | None:
-        key = _shared_key(agent, user_id)
-        if key in self._shared:
-            doc = self._shared[key]
-            return None if doc is None else _copy(doc)
-        if self._write:
-            # Writers of one document queue here, as writers of one session do: the
-            # guard alone would make all but one of N racing writers re-run.
-            self._lock.take(key + ":lock", f"shared memory of {agent!r}")
-        # Guarded: a commit requires the document unchanged, so a concurrent writer of
-        # it turns this transaction's write into StoreConflict and a re-run.
-        raw = self._read(key)
-        return None if raw is None else _dec(SharedMemory, raw)
-
-    @_translated
-    def put_shared_memory(self, doc: SharedMemory, *, expected_version: int) -> None:
-        self._writing()
-        current = self.get_shared_memory(doc.agent, doc.user_id)
-        if (0 if current is None else current.version) != expected_version:
-            raise StoreConflict(f"shared memory of {doc.agent!r} changed concurrently")
-        key = _shared_key(doc.agent, doc.user_id)
-        self._shared[key] = _copy(doc)
-        self._do("SET", key, _enc(doc))
-        if doc.user_id is not None:
-            self._do("SADD", _shared_index(doc.user_id), doc.agent)
-
-    @_translated
-    def delete_shared_memory(self, agent: str, user_id: str | None) -> bool:
-        self._writing()
-        if self.get_shared_memory(agent, user_id) is None:
-            return False
-        key = _shared_key(agent, user_id)
-        self._shared[key] = None
-        self._do("DEL", key)
-        if user_id is not None:
-            self._do("SREM", _shared_index(user_id), agent)
-        return True
-
-    @_translated
-    def delete_user_shared_memory(self, user_id: str) -> int:
-        self._writing()
-        agents = sorted(_texts(self._r.smembers(_shared_index(user_id))))
-        return sum(self.delete_shared_memory(agent, user_id) for agent in agents)
-
-
-class _RedisTransaction(_SharedMemoryWrites, RecordOps):
+class _RedisTransaction(SharedMemoryOps, RecordOps):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`."""
 
