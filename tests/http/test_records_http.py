@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 
 import httpx
 import pytest
@@ -28,6 +29,7 @@ from agentsession.stores.memory import MemoryStore
 pytestmark = pytest.mark.store_independent
 
 ALL_BYTES = bytes(range(256))
+INVALID_BASE64 = ["YQ", "YQ=", "YWJj$A==", "YQ==YQ==", "\u00e9AAA", "Y Q=="]
 
 
 def _b64(data: bytes) -> str:
@@ -91,6 +93,17 @@ def test_openapi_documents_the_record_routes(api: Api) -> None:
     assert data["contentEncoding"] == "base64" and "RFC 4648" in data["description"]
 
 
+@pytest.mark.parametrize("size", range(7))
+def test_the_documented_data_pattern_is_what_the_server_takes(api: Api, size: int) -> None:
+    """A client (or a fuzzer) that follows the schema's ``pattern`` sends only data the
+    server takes; the invalid forms the server refuses do not match it."""
+    spec = api.http.get("/openapi.json").json()
+    pattern = spec["components"]["schemas"]["RecordIn"]["properties"]["data"]["pattern"]
+    assert re.search(pattern, _b64(ALL_BYTES[:size]))
+    for bad in INVALID_BASE64:
+        assert not re.search(pattern, bad), bad
+
+
 def test_a_max_size_record_fits_the_default_body_limit(api: Api) -> None:
     """base64 makes a record of ``max_record_bytes`` a third bigger; the default body
     limit leaves room for it and a 64 KiB meta."""
@@ -115,7 +128,7 @@ def test_a_key_given_twice_in_one_put_is_documented_and_the_later_wins(api: Api)
     assert one.json()["data"] == _b64(b"2")
 
 
-@pytest.mark.parametrize("data", ["YQ", "YQ=", "YWJj$A==", "YQ==YQ==", "\u00e9AAA", "Y Q=="])
+@pytest.mark.parametrize("data", INVALID_BASE64)
 def test_invalid_base64_is_422_and_writes_nothing(api: Api, data: str) -> None:
     sid = api.create()["session_id"]
     r = _put(api, sid, {"key": "fine"}, {"key": "bad", "data": data})

@@ -322,6 +322,9 @@ class FinishRun(_Body):
 
 
 _BASE64 = "RFC 4648 base64 (standard alphabet, padded)"
+#: What ``decode_base64`` takes, as a pattern, so the OpenAPI document says it too
+#: (``contentEncoding`` alone is not a constraint a client or a fuzzer checks).
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 
 
 def decode_base64(text: str) -> bytes:
@@ -351,7 +354,7 @@ class RecordIn(_Body):
     data: Annotated[str, AfterValidator(_base64)] = Field(
         default="",
         description=f"The bytes, {_BASE64}; at most `Limits.max_record_bytes` decoded.",
-        json_schema_extra={"contentEncoding": "base64"},
+        json_schema_extra={"contentEncoding": "base64", "pattern": BASE64},
     )
     meta: dict[str, Any] | None = Field(default=None, description="A JSON object, at most 64 KiB.")
     if_absent: bool = Field(
