@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 from urllib.parse import quote
 
+import ormsgpack
 import pytest
 
 pytest.importorskip("langgraph.checkpoint.sqlite", reason="pip install -e '.[dev]'")
@@ -261,6 +262,35 @@ def test_a_pickled_checkpoint_is_refused_and_never_loaded(tmp_path: Path) -> Non
             assert manager.list_records(**scope, namespace=WRITES, limit=100)
             assert s.message_count == 3
         assert stored == total - 1
+
+
+def constructor_calling(marker: Path) -> bytes:
+    """A msgpack checkpoint whose ``messages`` hold an ext value naming ``os.system``
+    (a permissive ``JsonPlusSerializer`` calls it: ``marker`` appears)."""
+    call = ormsgpack.Ext(1, ormsgpack.packb(["os", "system", [f"touch {marker}"]]))
+    return ormsgpack.packb({"v": 4, "id": "x", "ts": "", "channel_values": {"messages": [
+        call]}, "channel_versions": {}, "versions_seen": {}})  # fmt: skip
+
+
+def test_a_constructor_in_the_newest_checkpoint_is_never_called(tmp_path: Path) -> None:
+    """The newest checkpoint is loaded for its messages with the strict serializer: a
+    msgpack value naming ``os.system`` is not called; its records are imported."""
+    source = tmp_path / "checkpoints.sqlite"
+    interrupted_database(source, ("t-1",))
+    marker = tmp_path / "called"
+    with sqlite3.connect(source) as db:
+        db.execute("UPDATE checkpoints SET type = 'msgpack', checkpoint = ?",
+                   (constructor_calling(marker),))  # fmt: skip
+    db.close()
+    url = new_store(tmp_path)
+    done = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")
+    assert done.exit_code == 0, done.output
+    assert not marker.exists()
+    with SessionManager.from_url(url) as manager:
+        s = manager.get_session_by_key(user_id="alice", agent=AGENT, external_key="t-1")
+        scope = {"session_id": s.session_id, "user_id": "alice"}
+        assert manager.list_records(**scope, namespace=CHECKPOINTS, limit=100)
+        assert s.message_count == 0
 
 
 def test_a_bad_source_is_one_line_of_error_and_exit_2(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import ormsgpack
 import pytest
 from fastapi.testclient import TestClient
 
@@ -22,6 +23,7 @@ import servers
 
 pytest.importorskip("langgraph", reason="langgraph not installed: pip install -e '.[dev]'")
 
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.test_utils import (
@@ -36,6 +38,7 @@ from agentsession.adapters.langgraph import (
     CHECKPOINTS,
     WRITES,
     AgentSessionSaver,
+    checkpoint_record,
 )
 from agentsession.client import AsyncSessionClient, SessionClient
 from agentsession.http.app import create_app
@@ -237,6 +240,24 @@ def test_sync_api_on_every_store(store: SessionStore) -> None:
     saver.delete_thread("t1")
     assert saver.get_tuple(generate_config("t1")) is None
     assert list(saver.list(None)) == []
+
+
+def test_the_default_serde_calls_no_stored_constructor(tmp_path: Path) -> None:
+    """A checkpoint record naming ``os.system`` (an imported file's, say) is loaded by
+    the default serde without calling it; LangChain messages still load."""
+    marker = tmp_path / "called"
+    call = ormsgpack.Ext(1, ormsgpack.packb(["os", "system", [f"touch {marker}"]]))
+    m = SessionManager.from_url("memory://")
+    saver = AgentSessionSaver(m, user_id="alice")
+    config = _put(saver, "t1", channel_values={"messages": [HumanMessage("hi")]})
+    assert saver.get_tuple(config).checkpoint["channel_values"]["messages"][0].content == "hi"
+    cp = generate_checkpoint(channel_values={"x": 1})
+    evil = checkpoint_record("", cp["id"], ("msgpack", ormsgpack.packb(
+        {**cp, "channel_values": {"x": call}})), saver.serde.dumps_typed({}), None)  # fmt: skip
+    s = m.get_session_by_key(user_id="alice", agent=AGENT, external_key="t1")
+    m.put_records(session_id=s.session_id, user_id="alice", records=[evil])
+    found = saver.get_tuple(generate_config("t1", checkpoint_id=cp["id"]))
+    assert found is not None and not marker.exists()
 
 
 @pytest.mark.parametrize("thread_id", ["", "a\x01b", "x" * 257])

@@ -19,8 +19,12 @@ as one blob per channel and version as the upstream SQL savers do: one record re
 ``get_tuple`` and one write per ``put``, at the price of repeating unchanged channels
 in every checkpoint (and a checkpoint is limited to ``Limits.max_record_bytes``).
 
-Serialisation is the saver's ``serde``: ``JsonPlusSerializer()`` by default, whose
-pickle fallback is off; nothing is ever unpickled by the store. The async methods run
+Serialisation is the saver's ``serde``: :func:`strict_serde` by default, a
+``JsonPlusSerializer`` whose pickle fallback is off and which builds only LangGraph's
+safe msgpack types (plus those of a graph's state schema, which LangGraph adds when it
+compiles the graph): a stored value naming any other constructor (``os.system``, say) is
+not called. Records keep their bytes as written, imported ones included: a permissive
+``serde`` given by the user would run such a constructor when it loads them. The async methods run
 the sync ones in a worker thread. Backend: a :class:`SessionManager`, an
 :class:`AsyncSessionManager` (its manager is called) or a :class:`SessionClient` (HTTP:
 the records travel as base64 in JSON), through
@@ -65,6 +69,7 @@ __all__ = [
     "WRITES",
     "AgentSessionSaver",
     "checkpoint_record",
+    "strict_serde",
     "write_record",
 ]
 
@@ -75,6 +80,14 @@ CHECKPOINTS = "langgraph.checkpoint"
 WRITES = "langgraph.writes"
 #: Added to a write's index so negative (special) indexes sort as digits.
 _IDX_OFFSET = 2**31
+
+
+def strict_serde() -> JsonPlusSerializer:
+    """A ``JsonPlusSerializer`` that loads only LangGraph's safe msgpack types (LangChain
+    messages among them) and never unpickles: a stored value naming another
+    constructor is not called (``allowed_msgpack_modules=None``; LangGraph's default
+    calls any, with a warning). The saver's default, and the import's."""
+    return JsonPlusSerializer(allowed_msgpack_modules=None)
 
 
 def _q(text: str) -> str:
@@ -93,7 +106,8 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
             SessionClient; the caller owns it.
         user_id: the owner of every thread's session (with a client: the API key's
             user).
-        serde: the serializer (default ``JsonPlusSerializer()``, no pickle fallback).
+        serde: the serializer (default :func:`strict_serde`: no pickle, no msgpack
+            constructor outside LangGraph's safe types and the graph's state schema).
         limits: the backend's :class:`~agentsession.Limits` (page and batch sizes): a
             manager's own by default, the server defaults for a client.
 
@@ -109,7 +123,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         limits: Limits | None = None,
     ) -> None:
-        super().__init__(serde=serde or JsonPlusSerializer())
+        super().__init__(serde=serde or strict_serde())
         self._m = sync_backend(backend)
         if limits is None:
             limits = self._m.limits if isinstance(self._m, SessionManager) else Limits()

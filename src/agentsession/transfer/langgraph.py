@@ -20,7 +20,9 @@ the tables are checked here instead and it is marked done.
   (reported; the others go on): the saver never loads pickle.
 * The newest root checkpoint's ``messages`` channel (LangChain messages) becomes the
   session's messages (:func:`~agentsession.adapters.langchain.message_of_lc`), so
-  ``show`` and ``export`` show the conversation.
+  ``show`` and ``export`` show the conversation. That checkpoint is the one value
+  loaded, by :func:`~agentsession.adapters.langgraph.strict_serde`: a msgpack value
+  naming a constructor outside LangGraph's safe types (``os.system``) is not called.
 
 Re-running adds nothing: every record is written insert-if-absent (records already
 there are kept, and a batch of only those changes nothing), and the stored messages
@@ -41,7 +43,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.utils import pending_writes_sql
 
 from ..adapters.langchain import message_of_lc
-from ..adapters.langgraph import AGENT, checkpoint_record, write_record
+from ..adapters.langgraph import AGENT, checkpoint_record, strict_serde, write_record
 from ..errors import AgentSessionError, ValidationError
 from ..models import RecordWrite
 from ..service import SessionManager
@@ -231,7 +233,7 @@ def _import_thread(
     session, created = manager.open_session(user_id=user_id, agent=AGENT, external_key=thread_id)
     report.created += int(created)
     scope: dict[str, Any] = {"session_id": session.session_id, "user_id": user_id}
-    serde = JsonPlusSerializer()
+    serde = strict_serde()  # an untrusted file: no constructor outside the safe types
     batch = _Batch(manager, scope)
     newest: Blob | None = None
     for cp in source.checkpoints(thread_id):
