@@ -32,6 +32,7 @@ from langchain_core.messages import (
     ToolMessage,
     message_to_dict,
 )
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -291,6 +292,29 @@ def test_a_constructor_in_the_newest_checkpoint_is_never_called(tmp_path: Path) 
         scope = {"session_id": s.session_id, "user_id": "alice"}
         assert manager.list_records(**scope, namespace=CHECKPOINTS, limit=100)
         assert s.message_count == 0
+
+
+def test_a_rerun_replaces_a_special_write_the_source_replaced(tmp_path: Path) -> None:
+    """``SqliteSaver`` replaces a special pending write (``__error__``) in place: a
+    re-run brings the new one over (regular writes stay insert-if-absent), and a run
+    over an unchanged source writes and counts nothing."""
+    source, url = tmp_path / "checkpoints.sqlite", new_store(tmp_path)
+    with SqliteSaver.from_conn_string(str(source)) as saver:
+        config = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+                           empty_checkpoint(), {"step": 0}, {})  # fmt: skip
+        saver.put_writes(config, [("__error__", "first"), ("ch", 1)], "task-1")
+    runs = [invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")]
+    with SqliteSaver.from_conn_string(str(source)) as saver:
+        saver.put_writes(config, [("__error__", "second")], "task-1")
+        want = saver.get_tuple(config).pending_writes
+    for _ in range(2):
+        runs.append(invoke("import", "langgraph", str(source), "--url", url, "--user", "alice"))
+    assert [r.exit_code for r in runs] == [0, 0, 0], runs[-1].output
+    assert [" 3 record(s) written" in runs[0].output, " 1 record(s) written" in runs[1].output,
+            " 0 record(s) written" in runs[2].output] == [True] * 3, runs  # fmt: skip
+    with SessionManager.from_url(url) as manager:
+        got = AgentSessionSaver(manager, user_id="alice").get_tuple(config)
+    assert got is not None and sorted(got.pending_writes or []) == sorted(want or [])
 
 
 def test_a_bad_source_is_one_line_of_error_and_exit_2(tmp_path: Path) -> None:

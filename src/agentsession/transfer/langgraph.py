@@ -24,9 +24,13 @@ the tables are checked here instead and it is marked done.
   loaded, by :func:`~agentsession.adapters.langgraph.strict_serde`: a msgpack value
   naming a constructor outside LangGraph's safe types (``os.system``) is not called.
 
-Re-running adds nothing: every record is written insert-if-absent (records already
-there are kept, and a batch of only those changes nothing), and the stored messages
-must be the first of the derived ones: only the rest are appended.
+Re-running adds nothing new: checkpoints and regular pending writes are written
+insert-if-absent (records already there are kept, and a batch of only those changes
+nothing); a special pending write (``WRITES_IDX_MAP``: errors, interrupts...) replaces
+the stored one when it differs, as ``SqliteSaver`` replaces it in the source (the
+saver's rule, :func:`~agentsession.adapters.langgraph.write_record`), and is not
+written when it is the same. The stored messages must be the first of the derived
+ones: only the rest are appended.
 """
 
 from __future__ import annotations
@@ -168,7 +172,8 @@ class LangGraphImportReport:
         threads: source threads seen; created: of them, sessions newly created here.
         checkpoints: source checkpoints imported (or found already imported).
         records: checkpoint and pending-write records written (those already stored
-            are kept and not counted: 0 on a re-run).
+            are kept, or for a special write replaced only if it changed, and not
+            counted: 0 on a re-run of an unchanged source).
         messages: messages appended.
         failed: ``(thread id, reason)``: a thread not imported, or its part not imported
             (a refused checkpoint, messages that could not be derived).
@@ -244,10 +249,12 @@ def _import_thread(
             report.failed.append((thread_id, refused))
         else:
             for task, channel, kind, value, path, idx in cp.writes:
-                batch.add(write_record(
+                write = write_record(
                     cp.ns, cp.checkpoint_id, str(task), str(path or ""), int(idx),
-                    str(channel), (str(kind), bytes(value or b"")), if_absent=True,
-                ))  # fmt: skip
+                    str(channel), (str(kind), bytes(value or b"")),
+                )  # fmt: skip
+                if write.if_absent or _changed(manager, scope, write):
+                    batch.add(write)
             batch.add(checkpoint_record(
                 cp.ns, cp.checkpoint_id, (cp.blob.type, cp.blob.data),
                 serde.dumps_typed(cp.metadata), cp.parent, if_absent=True,
@@ -295,6 +302,17 @@ class _Batch:
             done = self._manager.put_records(**self._scope, records=self._records)
             self.written += done.written
             self._records, self._bytes = [], 0
+
+
+def _changed(manager: SessionManager, scope: dict[str, Any], record: RecordWrite) -> bool:
+    """Whether a replacing record (a special pending write) differs from the one stored:
+    an unchanged one is not written again, so a re-run writes and counts nothing.
+
+    Raises:
+        AgentSessionError: as ``get_record`` raises.
+    """
+    stored = manager.get_record(**scope, namespace=record.namespace, key=record.key)
+    return stored is None or stored.data != record.data or stored.meta != dict(record.meta)
 
 
 def _refusal(cp: Checkpoint) -> str | None:
