@@ -125,6 +125,29 @@ def test_langgraph_conformance_suite_over_http() -> None:
     manager.close()
 
 
+def test_writes_over_http_are_cut_to_fit_the_body_limit() -> None:
+    """Over a SessionClient (the server's default body limit: one 8 MiB record in
+    base64 and some room), ``put_writes`` of two 5 MiB values and ``copy_thread`` of
+    three 4 MiB checkpoints go through: each fits, so their batches are cut by bytes."""
+    manager, keys = SessionManager.from_url("memory://"), MemoryKeyStore()
+    with TestClient(create_app(manager, Settings(url="memory://"), keys=keys)) as http:
+        client = SessionClient("http://testserver", keys.create(user_id="alice")[1],
+                               transport=InProcess(http))  # fmt: skip
+        saver = AgentSessionSaver(client, user_id="alice")
+        config = generate_config("src")
+        for i in range(3):
+            config = _put(saver, "src", parent=config["configurable"].get("checkpoint_id"),
+                          channel_values={"blob": bytes([i]) * (4 << 20)})  # fmt: skip
+        saver.put_writes(config, [("a", b"y" * (5 << 20)), ("b", b"z" * (5 << 20))], "task")
+        found = saver.get_tuple(config)
+        assert found is not None and [c for _, c, _ in found.pending_writes or []] == ["a", "b"]
+        saver.copy_thread("src", "dst")
+        copied = list(saver.list(generate_config("dst")))
+        assert [len(t.checkpoint["channel_values"]["blob"]) for t in copied] == [4 << 20] * 3
+        assert len(copied[0].pending_writes or []) == 2
+    manager.close()
+
+
 def test_langgraph_conformance_suite_over_an_async_manager() -> None:
     """The same suite with the saver over an AsyncSessionManager: every test passes."""
     manager = SessionManager.from_url("memory://")

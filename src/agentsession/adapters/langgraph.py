@@ -38,7 +38,7 @@ import base64
 import builtins
 import heapq
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -61,7 +61,7 @@ from ..errors import SessionNotFound, ValidationError
 from ..models import Record, RecordWrite
 from ..service import Limits, SessionManager
 from ..service.validation import check_external_key
-from .backend import Backend, sync_backend
+from .backend import Backend, RecordBatch, sync_backend
 
 __all__ = [
     "AGENT",
@@ -396,8 +396,11 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's writes for the checkpoint ``config`` names, in one call:
-        regular writes only if absent, special ones (``WRITES_IDX_MAP``) replacing."""
+        """Store a task's writes for the checkpoint ``config`` names: regular writes
+        only if absent, special ones (``WRITES_IDX_MAP``) replacing. One ``put_records``
+        call, or several when the writes pass ``limits.max_batch_messages`` records or
+        ``limits.max_record_bytes`` of data together (so they fit a server's body limit).
+        """
         thread_id = str(config["configurable"]["thread_id"])
         ns = config["configurable"].get("checkpoint_ns", "")
         checkpoint_id = config["configurable"]["checkpoint_id"]
@@ -413,9 +416,20 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
             )
             for i, (channel, value) in enumerate(writes)
         ]
-        self._m.put_records(
-            session_id=self._open(thread_id), user_id=self._user, records=records
+        self._put(self._open(thread_id), records)
+
+    def _put(self, session_id: str, records: Iterable[RecordWrite]) -> None:
+        """Write ``records`` in as few ``put_records`` calls as the limits allow
+        (:class:`~agentsession.adapters.backend.RecordBatch`: by count and by bytes)."""
+        batch = RecordBatch(
+            lambda found: self._m.put_records(
+                session_id=session_id, user_id=self._user, records=found
+            ).written,
+            self._limits,
         )
+        for record in records:
+            batch.add(record)
+        batch.flush()
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's session: every checkpoint and write of it goes."""
@@ -425,8 +439,8 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of the source thread into the target thread
-        (created if need be; records of the same keys are replaced). A source that
-        does not exist copies nothing."""
+        (created if need be; records of the same keys are replaced), in batches cut by
+        count and by bytes. A source that does not exist copies nothing."""
         source = self._find(str(source_thread_id))
         if source is None:
             return
@@ -435,12 +449,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
             for namespace in (CHECKPOINTS, WRITES)
             for r in self._records(source, namespace, "")
         ]
-        target = self._open(str(target_thread_id))
-        batch = self._limits.max_batch_messages
-        for start in range(0, len(copied), batch):
-            self._m.put_records(
-                session_id=target, user_id=self._user, records=copied[start : start + batch]
-            )
+        self._put(self._open(str(target_thread_id)), copied)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete, in every thread of this saver's user, the checkpoints whose metadata

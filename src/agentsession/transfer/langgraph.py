@@ -46,6 +46,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.utils import pending_writes_sql
 
+from ..adapters.backend import RecordBatch
 from ..adapters.langchain import message_of_lc
 from ..adapters.langgraph import AGENT, checkpoint_record, strict_serde, write_record
 from ..errors import AgentSessionError, ValidationError
@@ -239,7 +240,9 @@ def _import_thread(
     report.created += int(created)
     scope: dict[str, Any] = {"session_id": session.session_id, "user_id": user_id}
     serde = strict_serde()  # an untrusted file: no constructor outside the safe types
-    batch = _Batch(manager, scope)
+    batch = RecordBatch(
+        lambda records: manager.put_records(**scope, records=records).written, manager.limits
+    )
     newest: Blob | None = None
     for cp in source.checkpoints(thread_id):
         if newest is None and cp.ns == "":
@@ -266,42 +269,6 @@ def _import_thread(
     report.records += batch.written
     if newest is not None:
         _import_messages(manager, scope, thread_id, newest, serde, report)
-
-
-class _Batch:
-    """Records waiting to be written together: at most ``limits.max_batch_messages``
-    of them, written once their bytes reach ``limits.max_record_bytes``."""
-
-    def __init__(self, manager: SessionManager, scope: dict[str, Any]) -> None:
-        self._manager, self._scope = manager, scope
-        self._records: list[RecordWrite] = []
-        self._bytes = 0
-        self.written = 0
-
-    def add(self, record: RecordWrite) -> None:
-        """Queue ``record``, writing the queue first when it is full.
-
-        Raises:
-            AgentSessionError: as ``put_records`` raises.
-        """
-        limits = self._manager.limits
-        if len(self._records) >= limits.max_batch_messages or (
-            self._records and self._bytes + len(record.data) > limits.max_record_bytes
-        ):
-            self.flush()
-        self._records.append(record)
-        self._bytes += len(record.data)
-
-    def flush(self) -> None:
-        """Write the queue (:attr:`written` counts the records that were new).
-
-        Raises:
-            AgentSessionError: as ``put_records`` raises.
-        """
-        if self._records:
-            done = self._manager.put_records(**self._scope, records=self._records)
-            self.written += done.written
-            self._records, self._bytes = [], 0
 
 
 def _changed(manager: SessionManager, scope: dict[str, Any], record: RecordWrite) -> bool:
