@@ -29,6 +29,7 @@ from langchain_core.messages import (
     AIMessage,
     AnyMessage,
     HumanMessage,
+    RemoveMessage,
     ToolMessage,
     message_to_dict,
 )
@@ -315,6 +316,31 @@ def test_a_rerun_replaces_a_special_write_the_source_replaced(tmp_path: Path) ->
     with SessionManager.from_url(url) as manager:
         got = AgentSessionSaver(manager, user_id="alice").get_tuple(config)
     assert got is not None and sorted(got.pending_writes or []) == sorted(want or [])
+
+
+def test_messages_that_differ_are_a_warning_not_a_failure(tmp_path: Path) -> None:
+    """After the source graph removed a message, a re-run imports the new checkpoint,
+    leaves the stored messages alone and warns; exit 0 (``--json``: ``warnings``)."""
+    source, url = tmp_path / "checkpoints.sqlite", new_store(tmp_path)
+    conn = sqlite3.connect(source, check_same_thread=False)
+    chat = StateGraph(State)
+    chat.add_node("bot", lambda s: {"messages": [AIMessage(content="ok")]})
+    chat.add_edge(START, "bot")
+    chat.add_edge("bot", END)
+    g, config = chat.compile(checkpointer=SqliteSaver(conn)), {"configurable": {"thread_id": "t"}}
+    g.invoke({"messages": [HumanMessage(content="hi", id="h1")]}, config)
+    first = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")
+    assert first.exit_code == 0, first.output
+    g.update_state(config, {"messages": [RemoveMessage(id="h1")]})
+    conn.close()
+    done = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice", "--json")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    assert report["failed"] == [] and report["records"] > 0 and report["messages"] == 0
+    assert [w["thread_id"] for w in report["warnings"]] == ["t"]
+    assert "messages left alone" in report["warnings"][0]["reason"]
+    again = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")
+    assert again.exit_code == 0 and "\nwarning: 't': messages left alone" in again.output
 
 
 def test_a_bad_source_is_one_line_of_error_and_exit_2(tmp_path: Path) -> None:

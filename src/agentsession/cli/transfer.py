@@ -206,6 +206,7 @@ def import_langgraph(
         "checkpoints": report.checkpoints, "records": report.records,
         "messages": report.messages,
         "failed": [{"thread_id": t, "reason": r} for t, r in report.failed],
+        "warnings": [{"thread_id": t, "reason": r} for t, r in report.warnings],
     }  # fmt: skip
     text = (
         f"{report.threads} thread(s) ({report.created} new): {report.checkpoints} "
@@ -214,6 +215,8 @@ def import_langgraph(
     )
     for thread_id, reason in report.failed:
         text += f"\nnot imported: {thread_id!r}: {reason}"
+    for thread_id, reason in report.warnings:  # imported: no exit 1 for these
+        text += f"\nwarning: {thread_id!r}: {reason}"
     _report(opts, data, text)
     if report.failed:
         raise typer.Exit(1)

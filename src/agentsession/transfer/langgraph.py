@@ -178,6 +178,9 @@ class LangGraphImportReport:
         messages: messages appended.
         failed: ``(thread id, reason)``: a thread not imported, or its part not imported
             (a refused checkpoint, messages that could not be derived).
+        warnings: ``(thread id, reason)``: a thread imported whose stored messages
+            differ from the source's (after a ``RemoveMessage``, say): its records are
+            imported, its messages left alone.
     """
 
     threads: int = 0
@@ -186,6 +189,7 @@ class LangGraphImportReport:
     records: int = 0
     messages: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
 
 
 def import_langgraph(
@@ -303,7 +307,7 @@ def _import_messages(
 ) -> None:
     """Append the LangChain messages of the newest root checkpoint's ``messages``
     channel that the session does not hold yet (its stored messages must be the first
-    of them; otherwise they are left alone and the thread reported)."""
+    of them; otherwise they are left alone and the thread is in ``report.warnings``)."""
     if newest.type == "pickle":
         return  # refused above
     try:
@@ -325,8 +329,8 @@ def _import_messages(
         for message in page.items:
             lc = message.payload().get("lc")
             if stored >= len(derived) or lc != derived[stored]["lc"]:
-                report.failed.append((thread_id, "messages left alone: the session's "
-                                      f"messages differ from the thread's at {stored + 1}"))
+                report.warnings.append((thread_id, "messages left alone: the session's "
+                                        f"messages differ from the thread's at {stored + 1}"))
                 return  # fmt: skip
             stored += 1
         after = page.items[-1].seq if page.items and page.next_cursor else None
