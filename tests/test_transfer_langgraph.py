@@ -41,7 +41,7 @@ from langgraph.types import Command, interrupt
 
 from agentsession import SessionManager
 from agentsession.adapters.langgraph import AGENT, CHECKPOINTS, WRITES, AgentSessionSaver
-from test_transfer import as_other_user, invoke
+from test_transfer import as_other_user, damage_late_pages, invoke
 
 
 class State(TypedDict, total=False):
@@ -359,6 +359,24 @@ def test_a_bad_source_is_one_line_of_error_and_exit_2(tmp_path: Path) -> None:
         assert done.exit_code == 2, (path, done.output)
         assert done.output.startswith(f"error: {path}" if "LangGraph" in error else "error: ")
         assert error in done.output and len(done.output.strip().splitlines()) == 1, done.output
+
+
+def test_a_source_damaged_part_way_is_exit_2(tmp_path: Path) -> None:
+    """A database whose late pages are damaged opens, then fails as it is read:
+    ``error: cannot read ...`` on one line, exit 2 (as a bad file)."""
+    source = tmp_path / "checkpoints.sqlite"
+    with SqliteSaver.from_conn_string(str(source)) as saver:
+        for i in range(200):
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"pad": "p" * 3000}
+            saver.put({"configurable": {"thread_id": f"t{i:03d}", "checkpoint_ns": ""}},
+                      cp, {}, {})  # fmt: skip
+    damage_late_pages(source)
+    url = new_store(tmp_path)
+    done = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")
+    assert done.exit_code == 2, done.output
+    assert done.output.startswith(f"error: cannot read {source}: ")
+    assert len(done.output.strip().splitlines()) == 1, done.output
 
 
 def test_an_unreadable_source_is_refused_as_such(tmp_path: Path) -> None:

@@ -123,9 +123,12 @@ def import_openai(
     """Import every session of an openai-agents SQLiteSession database (read-only),
     keyed by its session_id; re-running adds nothing (docs/export.md)."""
     opts = resolve_options(ctx, url, user, False, as_json)
-    source = OpenAIAgentsSource(
-        db_path, sessions_table=sessions_table, messages_table=messages_table
-    )
+    try:
+        source = OpenAIAgentsSource(
+            db_path, sessions_table=sessions_table, messages_table=messages_table
+        )
+    except ValidationError as exc:  # the source named on the command line: usage
+        raise UsageError(exc.message) from None
     progress = Progress(
         TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TextColumn("items"),
         console=Console(stderr=True), disable=quiet or not sys.stderr.isatty(), transient=True,
@@ -137,8 +140,8 @@ def import_openai(
                 sm, source, user_id=opts.principal, agent=agent,
                 advance=lambda n: progress.advance(task, n),
             )  # fmt: skip
-    except sqlite3.DatabaseError as exc:
-        raise ValidationError(f"cannot read {db_path}: {exc}", field="path") from None
+    except sqlite3.DatabaseError as exc:  # damaged part-way: the source, as at opening
+        raise UsageError(f"cannot read {db_path}: {exc}") from None
     finally:
         source.close()
     data = {
@@ -197,8 +200,8 @@ def import_langgraph(
             report = import_langgraph(
                 sm, source, user_id=opts.principal, advance=lambda n: progress.advance(task, n)
             )
-    except sqlite3.DatabaseError as exc:
-        raise ValidationError(f"cannot read {db_path}: {exc}", field="path") from None
+    except sqlite3.DatabaseError as exc:  # damaged part-way: the source, as at opening
+        raise UsageError(f"cannot read {db_path}: {exc}") from None
     finally:
         source.close()
     data = {
