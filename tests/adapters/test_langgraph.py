@@ -148,6 +148,21 @@ def test_writes_over_http_are_cut_to_fit_the_body_limit() -> None:
     manager.close()
 
 
+def test_a_user_id_other_than_the_keys_is_refused_over_a_client() -> None:
+    """Over a SessionClient every call acts as the API key's user: another
+    ``user_id`` is a ValidationError at construction, not threads kept elsewhere."""
+    keys = MemoryKeyStore()
+    with TestClient(create_app(SessionManager.from_url("memory://"), Settings(
+            url="memory://"), keys=keys)) as http:  # fmt: skip
+        client = SessionClient("http://testserver", keys.create(user_id="alice")[1],
+                               transport=InProcess(http))  # fmt: skip
+        with pytest.raises(ValidationError) as e:
+            AgentSessionSaver(client, user_id="someone-else")
+        assert e.value.field == "user_id" and "'alice'" in str(e.value)
+        saver = AgentSessionSaver(client, user_id="alice")
+        assert saver.get_tuple(generate_config("t")) is None
+
+
 def test_langgraph_conformance_suite_over_an_async_manager() -> None:
     """The same suite with the saver over an AsyncSessionManager: every test passes."""
     manager = SessionManager.from_url("memory://")

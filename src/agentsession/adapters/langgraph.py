@@ -57,6 +57,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from ..client import SessionClient
 from ..errors import SessionNotFound, ValidationError
 from ..models import Record, RecordWrite
 from ..service import Limits, SessionManager
@@ -104,8 +105,9 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
     Args:
         backend: a SessionManager (any store), an AsyncSessionManager or a
             SessionClient; the caller owns it.
-        user_id: the owner of every thread's session (with a client: the API key's
-            user).
+        user_id: the owner of every thread's session. With a client it must be the
+            API key's user (every call acts as that user): checked here, by one
+            ``whoami`` request.
         serde: the serializer (default :func:`strict_serde`: no pickle, no msgpack
             constructor outside LangGraph's safe types and the graph's state schema).
         limits: the backend's :class:`~agentsession.Limits` (page and batch sizes): a
@@ -113,6 +115,8 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
 
     Raises:
         TypeError: an AsyncSessionClient or another object as ``backend``.
+        ValidationError: with a client, a ``user_id`` that is not the API key's user
+            (``field="user_id"``), rather than threads silently kept under another.
     """
 
     def __init__(
@@ -125,6 +129,14 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
     ) -> None:
         super().__init__(serde=serde or strict_serde())
         self._m = sync_backend(backend)
+        if isinstance(self._m, SessionClient):
+            key_user = self._m.whoami()["user_id"]
+            if key_user != user_id:
+                raise ValidationError(
+                    f"user_id {user_id!r} is not the API key's user {key_user!r}: over "
+                    "a SessionClient every call acts as the key's user",
+                    field="user_id",
+                )
         if limits is None:
             limits = self._m.limits if isinstance(self._m, SessionManager) else Limits()
         self._limits = limits
