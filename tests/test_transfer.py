@@ -337,6 +337,7 @@ def test_a_missing_or_foreign_database_and_other_sources_are_refused(tmp_path: P
     for source in ("google-adk",):
         later = invoke("import", source, "x.db")
         assert later.exit_code == 2 and "not supported yet" in later.output
+        assert "sources: jsonl, openai-agents, langgraph\n" in later.output
 
 
 def damage_late_pages(path: Path) -> None:

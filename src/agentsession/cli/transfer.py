@@ -233,7 +233,8 @@ def _report(opts: Options, data: dict[str, Any], text: str) -> None:
 
 def _not_yet(source: str) -> None:
     typer.echo(
-        f"error: importing from {source} is not supported yet; sources: jsonl, openai-agents",
+        f"error: importing from {source} is not supported yet; sources: jsonl, openai-agents, "
+        "langgraph",
         err=True,
     )
     raise typer.Exit(2)
