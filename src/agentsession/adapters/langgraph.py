@@ -591,6 +591,11 @@ def checkpoint_record(
         typed, metadata: the checkpoint and its metadata as ``serde.dumps_typed``
             gives them, ``(type, bytes)``.
         if_absent: keep a record already stored under its key.
+
+    Returns:
+        A :class:`RecordWrite` of namespace :data:`CHECKPOINTS`, key
+        ``<quoted ns>/<checkpoint_id>``, the checkpoint's bytes as data and ``meta``
+        ``{"type", "metadata_type", "metadata" (base64), "parent"}``.
     """
     kind, data = typed
     meta = {
@@ -621,6 +626,11 @@ def write_record(
         typed: the value as ``serde.dumps_typed`` gives it, ``(type, bytes)``.
         if_absent: keep a record already stored under its key; None (the saver's
             rule): regular writes (``idx >= 0``) only if absent, special ones replace.
+
+    Returns:
+        A :class:`RecordWrite` of namespace :data:`WRITES`, key ``<quoted ns>/
+        <checkpoint_id>/<quoted task_id>/<idx + 2**31, 10 digits>``, the value's bytes
+        as data and ``meta`` ``{"type", "channel", "task_id", "task_path", "idx"}``.
     """
     kind, data = typed
     key = f"{_q(ns)}/{checkpoint_id}/{_q(task_id)}/{idx + _IDX_OFFSET:010d}"

@@ -73,9 +73,16 @@ class _Verbatim:
     stored ``(type, bytes)`` as a :class:`Blob`. Reading only: it never dumps."""
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        """Never called: ``SqliteSaver`` dumps only when it writes.
+
+        Raises:
+            TypeError: always (the import never writes to the source).
+        """
         raise TypeError("the import reads the source; it never writes to it")
 
     def loads_typed(self, data: tuple[str, bytes]) -> Blob:
+        """``data``, the stored ``(type name, bytes)`` (bytes may be None: read as
+        ``b""``), as a :class:`Blob`, loading nothing."""
         return Blob(str(data[0]), bytes(data[1] or b""))
 
 
@@ -205,6 +212,10 @@ def import_langgraph(
     others go on.
 
     Args:
+        manager: the manager of the store to import into (its ``limits`` size the
+            batches).
+        source: the opened source database (:class:`LangGraphSource`; the caller
+            closes it).
         user_id: the owner of the threads' sessions (the saver's ``user_id``).
         advance: called with the number of checkpoints done, as they are read (for a
             progress bar; its total is ``source.checkpoint_count()``).
