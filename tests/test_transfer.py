@@ -319,20 +319,50 @@ def test_an_interrupted_import_resumes_and_a_diverged_session_is_left_alone(
 
 
 def test_a_missing_or_foreign_database_is_refused(tmp_path: Path) -> None:
-    """No file, a SQLite file without SQLiteSession's tables, or a bad table name:
-    exit 5 with one line."""
+    """No file, a SQLite file without SQLiteSession's tables, a bad table name: exit 2
+    (the source named on the command line is wrong), one line."""
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
     SessionManager.from_url(url, auto_migrate=True).close()
     missing = invoke("import", "openai-agents", str(tmp_path / "no.db"), "--url", url,
                      "--user", "alice")  # fmt: skip
-    assert missing.exit_code == 5 and "no such database file" in missing.output
+    assert missing.exit_code == 2 and "no such database file" in missing.output
     foreign = invoke("import", "openai-agents", str(tmp_path / "sessions.db"), "--url", url,
                      "--user", "alice")  # fmt: skip
-    assert foreign.exit_code == 5
+    assert foreign.exit_code == 2
     assert "not an openai-agents SQLiteSession database" in foreign.output
     bad_table = invoke("import", "openai-agents", str(tmp_path / "sessions.db"), "--url", url,
                        "--user", "alice", "--messages-table", "x; DROP TABLE y")  # fmt: skip
-    assert bad_table.exit_code == 5
+    assert bad_table.exit_code == 2
+
+
+def damage_late_pages(path: Path) -> None:
+    """Overwrite the bodies of most of the file's late pages (4096 bytes each), keeping
+    the first ones: the file opens and its schema reads, a scan fails part-way."""
+    data = bytearray(path.read_bytes())
+    pages = len(data) // 4096
+    assert pages > 20, pages
+    for page in range(pages // 2, pages - 2):
+        data[page * 4096 + 8 : page * 4096 + 4000] = b"\xff" * 3992
+    path.write_bytes(bytes(data))
+
+
+def test_a_source_damaged_part_way_is_exit_2_as_a_bad_file(tmp_path: Path) -> None:
+    """A database that opens but fails as it is read: ``error: cannot read ...`` on
+    one line and exit 2, as a file that cannot be opened."""
+    source = tmp_path / "agents.db"
+    peer_database(source)
+    with sqlite3.connect(source) as db:
+        db.executemany("INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)",
+                       [(f"pad-{i}", json.dumps({"role": "user", "content": "p" * 3000}))
+                        for i in range(200)])  # fmt: skip
+    db.close()
+    damage_late_pages(source)
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    SessionManager.from_url(url, auto_migrate=True).close()
+    done = invoke("import", "openai-agents", str(source), "--url", url, "--user", "alice")
+    assert done.exit_code == 2, done.output
+    assert done.output.startswith(f"error: cannot read {source}: ")
+    assert len(done.output.strip().splitlines()) == 1, done.output
 
 
 def as_other_user() -> list[str]:

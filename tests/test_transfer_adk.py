@@ -141,7 +141,7 @@ def test_a_missing_source_file_is_a_clear_error(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ours.db'}"
     args = ["import", "google-adk", str(tmp_path / "nope.db"), "--app", "a", "--url", url]
     done = CliRunner().invoke(build_app(), args)
-    assert done.exit_code == 5 and "no such database file" in done.output
+    assert done.exit_code == 2 and "no such database file" in done.output
     assert not (tmp_path / "nope.db").exists()
 
 
@@ -225,7 +225,7 @@ def test_an_unreadable_source_is_a_one_line_error(tmp_path: Path) -> None:
         ("nodb+nodriver://x", "Invalid database URL"),
     ]:
         done = cli_import(tmp_path, source)
-        assert done.exit_code == 5, (source, done.output)
+        assert done.exit_code == 2, (source, done.output)
         assert words in done.output and "Traceback" not in done.output, done.output
         assert "secret" not in done.output
 

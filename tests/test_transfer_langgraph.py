@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 from urllib.parse import quote
 
+import ormsgpack
 import pytest
 
 pytest.importorskip("langgraph.checkpoint.sqlite", reason="pip install -e '.[dev]'")
@@ -28,9 +29,11 @@ from langchain_core.messages import (
     AIMessage,
     AnyMessage,
     HumanMessage,
+    RemoveMessage,
     ToolMessage,
     message_to_dict,
 )
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -38,7 +41,7 @@ from langgraph.types import Command, interrupt
 
 from agentsession import SessionManager
 from agentsession.adapters.langgraph import AGENT, CHECKPOINTS, WRITES, AgentSessionSaver
-from test_transfer import as_other_user, invoke
+from test_transfer import as_other_user, damage_late_pages, invoke
 
 
 class State(TypedDict, total=False):
@@ -263,6 +266,83 @@ def test_a_pickled_checkpoint_is_refused_and_never_loaded(tmp_path: Path) -> Non
         assert stored == total - 1
 
 
+def constructor_calling(marker: Path) -> bytes:
+    """A msgpack checkpoint whose ``messages`` hold an ext value naming ``os.system``
+    (a permissive ``JsonPlusSerializer`` calls it: ``marker`` appears)."""
+    call = ormsgpack.Ext(1, ormsgpack.packb(["os", "system", [f"touch {marker}"]]))
+    return ormsgpack.packb({"v": 4, "id": "x", "ts": "", "channel_values": {"messages": [
+        call]}, "channel_versions": {}, "versions_seen": {}})  # fmt: skip
+
+
+def test_a_constructor_in_the_newest_checkpoint_is_never_called(tmp_path: Path) -> None:
+    """The newest checkpoint is loaded for its messages with the strict serializer: a
+    msgpack value naming ``os.system`` is not called; its records are imported."""
+    source = tmp_path / "checkpoints.sqlite"
+    interrupted_database(source, ("t-1",))
+    marker = tmp_path / "called"
+    with sqlite3.connect(source) as db:
+        db.execute("UPDATE checkpoints SET type = 'msgpack', checkpoint = ?",
+                   (constructor_calling(marker),))  # fmt: skip
+    db.close()
+    url = new_store(tmp_path)
+    done = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")
+    assert done.exit_code == 0, done.output
+    assert not marker.exists()
+    with SessionManager.from_url(url) as manager:
+        s = manager.get_session_by_key(user_id="alice", agent=AGENT, external_key="t-1")
+        scope = {"session_id": s.session_id, "user_id": "alice"}
+        assert manager.list_records(**scope, namespace=CHECKPOINTS, limit=100)
+        assert s.message_count == 0
+
+
+def test_a_rerun_replaces_a_special_write_the_source_replaced(tmp_path: Path) -> None:
+    """``SqliteSaver`` replaces a special pending write (``__error__``) in place: a
+    re-run brings the new one over (regular writes stay insert-if-absent), and a run
+    over an unchanged source writes and counts nothing."""
+    source, url = tmp_path / "checkpoints.sqlite", new_store(tmp_path)
+    with SqliteSaver.from_conn_string(str(source)) as saver:
+        config = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+                           empty_checkpoint(), {"step": 0}, {})  # fmt: skip
+        saver.put_writes(config, [("__error__", "first"), ("ch", 1)], "task-1")
+    runs = [invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")]
+    with SqliteSaver.from_conn_string(str(source)) as saver:
+        saver.put_writes(config, [("__error__", "second")], "task-1")
+        want = saver.get_tuple(config).pending_writes
+    for _ in range(2):
+        runs.append(invoke("import", "langgraph", str(source), "--url", url, "--user", "alice"))
+    assert [r.exit_code for r in runs] == [0, 0, 0], runs[-1].output
+    assert [" 3 record(s) written" in runs[0].output, " 1 record(s) written" in runs[1].output,
+            " 0 record(s) written" in runs[2].output] == [True] * 3, runs  # fmt: skip
+    with SessionManager.from_url(url) as manager:
+        got = AgentSessionSaver(manager, user_id="alice").get_tuple(config)
+    assert got is not None and sorted(got.pending_writes or []) == sorted(want or [])
+
+
+def test_messages_that_differ_are_a_warning_not_a_failure(tmp_path: Path) -> None:
+    """After the source graph removed a message, a re-run imports the new checkpoint,
+    leaves the stored messages alone and warns; exit 0 (``--json``: ``warnings``)."""
+    source, url = tmp_path / "checkpoints.sqlite", new_store(tmp_path)
+    conn = sqlite3.connect(source, check_same_thread=False)
+    chat = StateGraph(State)
+    chat.add_node("bot", lambda s: {"messages": [AIMessage(content="ok")]})
+    chat.add_edge(START, "bot")
+    chat.add_edge("bot", END)
+    g, config = chat.compile(checkpointer=SqliteSaver(conn)), {"configurable": {"thread_id": "t"}}
+    g.invoke({"messages": [HumanMessage(content="hi", id="h1")]}, config)
+    first = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")
+    assert first.exit_code == 0, first.output
+    g.update_state(config, {"messages": [RemoveMessage(id="h1")]})
+    conn.close()
+    done = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice", "--json")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    assert report["failed"] == [] and report["records"] > 0 and report["messages"] == 0
+    assert [w["thread_id"] for w in report["warnings"]] == ["t"]
+    assert "messages left alone" in report["warnings"][0]["reason"]
+    again = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")
+    assert again.exit_code == 0 and "\nwarning: 't': messages left alone" in again.output
+
+
 def test_a_bad_source_is_one_line_of_error_and_exit_2(tmp_path: Path) -> None:
     """A missing path, a folder, a file that is not SQLite, a SQLite file of another
     kind (ours): ``error: ...`` on one line, exit 2, no traceback."""
@@ -279,6 +359,24 @@ def test_a_bad_source_is_one_line_of_error_and_exit_2(tmp_path: Path) -> None:
         assert done.exit_code == 2, (path, done.output)
         assert done.output.startswith(f"error: {path}" if "LangGraph" in error else "error: ")
         assert error in done.output and len(done.output.strip().splitlines()) == 1, done.output
+
+
+def test_a_source_damaged_part_way_is_exit_2(tmp_path: Path) -> None:
+    """A database whose late pages are damaged opens, then fails as it is read:
+    ``error: cannot read ...`` on one line, exit 2 (as a bad file)."""
+    source = tmp_path / "checkpoints.sqlite"
+    with SqliteSaver.from_conn_string(str(source)) as saver:
+        for i in range(200):
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"pad": "p" * 3000}
+            saver.put({"configurable": {"thread_id": f"t{i:03d}", "checkpoint_ns": ""}},
+                      cp, {}, {})  # fmt: skip
+    damage_late_pages(source)
+    url = new_store(tmp_path)
+    done = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")
+    assert done.exit_code == 2, done.output
+    assert done.output.startswith(f"error: cannot read {source}: ")
+    assert len(done.output.strip().splitlines()) == 1, done.output
 
 
 def test_an_unreadable_source_is_refused_as_such(tmp_path: Path) -> None:

@@ -121,20 +121,30 @@ class PayloadTooLarge(ValidationError):
 
     Attributes:
         limit_bytes: the maximum allowed.
-        size_bytes: the size of what was sent.
+        size_bytes: the size of what was sent; None when it is not known (a request
+            body without ``Content-Length`` is refused as it streams in, unread to
+            its end).
     """
 
     http_status = 413
     code = "payload-too-large"
 
     def __init__(
-        self, message: str | None = None, *, field: str, limit_bytes: int, size_bytes: int
+        self,
+        message: str | None = None,
+        *,
+        field: str,
+        limit_bytes: int,
+        size_bytes: int | None = None,
     ) -> None:
         self.limit_bytes = limit_bytes
         self.size_bytes = size_bytes
-        super().__init__(message, field=field, limit_bytes=limit_bytes, size_bytes=size_bytes)
+        known = {} if size_bytes is None else {"size_bytes": size_bytes}
+        super().__init__(message, field=field, limit_bytes=limit_bytes, **known)
 
     def _default_message(self) -> str:
+        if self.size_bytes is None:
+            return f"{self.field} is over the limit of {self.limit_bytes} bytes"
         return f"{self.field} is {self.size_bytes} bytes, over the limit of {self.limit_bytes}"
 
 

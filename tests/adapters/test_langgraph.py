@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import ormsgpack
 import pytest
 from fastapi.testclient import TestClient
 
@@ -22,6 +23,7 @@ import servers
 
 pytest.importorskip("langgraph", reason="langgraph not installed: pip install -e '.[dev]'")
 
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.test_utils import (
@@ -36,6 +38,7 @@ from agentsession.adapters.langgraph import (
     CHECKPOINTS,
     WRITES,
     AgentSessionSaver,
+    checkpoint_record,
 )
 from agentsession.client import AsyncSessionClient, SessionClient
 from agentsession.http.app import create_app
@@ -120,6 +123,44 @@ def test_langgraph_conformance_suite_over_http() -> None:
         counts = _conformance(None, over_http)
     assert counts == {cap: (n, 0) for cap, n in SUITE_TESTS.items()}
     manager.close()
+
+
+def test_writes_over_http_are_cut_to_fit_the_body_limit() -> None:
+    """Over a SessionClient (the server's default body limit: one 8 MiB record in
+    base64 and some room), ``put_writes`` of two 5 MiB values and ``copy_thread`` of
+    three 4 MiB checkpoints go through: each fits, so their batches are cut by bytes."""
+    manager, keys = SessionManager.from_url("memory://"), MemoryKeyStore()
+    with TestClient(create_app(manager, Settings(url="memory://"), keys=keys)) as http:
+        client = SessionClient("http://testserver", keys.create(user_id="alice")[1],
+                               transport=InProcess(http))  # fmt: skip
+        saver = AgentSessionSaver(client, user_id="alice")
+        config = generate_config("src")
+        for i in range(3):
+            config = _put(saver, "src", parent=config["configurable"].get("checkpoint_id"),
+                          channel_values={"blob": bytes([i]) * (4 << 20)})  # fmt: skip
+        saver.put_writes(config, [("a", b"y" * (5 << 20)), ("b", b"z" * (5 << 20))], "task")
+        found = saver.get_tuple(config)
+        assert found is not None and [c for _, c, _ in found.pending_writes or []] == ["a", "b"]
+        saver.copy_thread("src", "dst")
+        copied = list(saver.list(generate_config("dst")))
+        assert [len(t.checkpoint["channel_values"]["blob"]) for t in copied] == [4 << 20] * 3
+        assert len(copied[0].pending_writes or []) == 2
+    manager.close()
+
+
+def test_a_user_id_other_than_the_keys_is_refused_over_a_client() -> None:
+    """Over a SessionClient every call acts as the API key's user: another
+    ``user_id`` is a ValidationError at construction, not threads kept elsewhere."""
+    keys = MemoryKeyStore()
+    with TestClient(create_app(SessionManager.from_url("memory://"), Settings(
+            url="memory://"), keys=keys)) as http:  # fmt: skip
+        client = SessionClient("http://testserver", keys.create(user_id="alice")[1],
+                               transport=InProcess(http))  # fmt: skip
+        with pytest.raises(ValidationError) as e:
+            AgentSessionSaver(client, user_id="someone-else")
+        assert e.value.field == "user_id" and "'alice'" in str(e.value)
+        saver = AgentSessionSaver(client, user_id="alice")
+        assert saver.get_tuple(generate_config("t")) is None
 
 
 def test_langgraph_conformance_suite_over_an_async_manager() -> None:
@@ -237,6 +278,24 @@ def test_sync_api_on_every_store(store: SessionStore) -> None:
     saver.delete_thread("t1")
     assert saver.get_tuple(generate_config("t1")) is None
     assert list(saver.list(None)) == []
+
+
+def test_the_default_serde_calls_no_stored_constructor(tmp_path: Path) -> None:
+    """A checkpoint record naming ``os.system`` (an imported file's, say) is loaded by
+    the default serde without calling it; LangChain messages still load."""
+    marker = tmp_path / "called"
+    call = ormsgpack.Ext(1, ormsgpack.packb(["os", "system", [f"touch {marker}"]]))
+    m = SessionManager.from_url("memory://")
+    saver = AgentSessionSaver(m, user_id="alice")
+    config = _put(saver, "t1", channel_values={"messages": [HumanMessage("hi")]})
+    assert saver.get_tuple(config).checkpoint["channel_values"]["messages"][0].content == "hi"
+    cp = generate_checkpoint(channel_values={"x": 1})
+    evil = checkpoint_record("", cp["id"], ("msgpack", ormsgpack.packb(
+        {**cp, "channel_values": {"x": call}})), saver.serde.dumps_typed({}), None)  # fmt: skip
+    s = m.get_session_by_key(user_id="alice", agent=AGENT, external_key="t1")
+    m.put_records(session_id=s.session_id, user_id="alice", records=[evil])
+    found = saver.get_tuple(generate_config("t1", checkpoint_id=cp["id"]))
+    assert found is not None and not marker.exists()
 
 
 @pytest.mark.parametrize("thread_id", ["", "a\x01b", "x" * 257])

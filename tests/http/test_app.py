@@ -243,12 +243,10 @@ def test_body_limit_413_before_reading(make_api: Any) -> None:
     api = make_api(max_body_bytes=10_000)
     sid = api.create()["session_id"]
     big = {"message": {"role": "user", "content": "x" * 20_000}}
-    body = assert_problem(
-        api.http.post(f"/v1/sessions/{sid}/messages", json=big, headers=api.alice),
-        413,
-        "payload-too-large",
-    )
+    sent = api.http.post(f"/v1/sessions/{sid}/messages", json=big, headers=api.alice)
+    body = assert_problem(sent, 413, "payload-too-large")
     assert body["limit_bytes"] == 10_000
+    assert body["size_bytes"] == int(sent.request.headers["content-length"]) > 20_000
 
     def chunks() -> Iterator[bytes]:
         yield b'{"message": {"role": "user", "content": "'
@@ -261,7 +259,7 @@ def test_body_limit_413_before_reading(make_api: Any) -> None:
         content=chunks(),
         headers={**api.alice, "Content-Type": "application/json"},
     )
-    assert_problem(streamed, 413, "payload-too-large")
+    assert "size_bytes" not in assert_problem(streamed, 413, "payload-too-large")
     assert api.http.get(f"/v1/sessions/{sid}", headers=api.alice).json()["message_count"] == 0
 
 

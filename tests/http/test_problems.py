@@ -4,11 +4,12 @@ type back to the same class."""
 from __future__ import annotations
 
 import inspect
+import json
 
 import pytest
 
 from agentsession import errors
-from agentsession.http.problems import PROBLEMS, problem_body
+from agentsession.http.problems import PROBLEMS, problem_body, too_large
 from agentsession.http.protocol import (
     PROBLEM_BASE,
     PreconditionRequired,
@@ -94,3 +95,15 @@ def test_not_found_bodies_do_not_echo_the_id() -> None:
     assert problem_body(errors.SessionNotFound(session_id="ses_a")) == problem_body(
         errors.SessionNotFound(session_id="ses_b")
     )
+
+
+def test_a_body_limit_problem_without_its_size_is_payload_too_large() -> None:
+    """The server cannot know a streamed body's size: its 413 has no ``size_bytes``,
+    and the client still rebuilds a PayloadTooLarge (not a TypeError)."""
+    body = json.loads(too_large(1000).body)
+    assert "size_bytes" not in body
+    exc = error_from_problem(body, 413)
+    assert isinstance(exc, errors.PayloadTooLarge)
+    assert (exc.limit_bytes, exc.size_bytes, exc.field) == (1000, None, "body")
+    sized = error_from_problem(json.loads(too_large(1000, 1500).body), 413)
+    assert isinstance(sized, errors.PayloadTooLarge) and sized.size_bytes == 1500

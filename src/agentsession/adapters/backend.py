@@ -1,4 +1,5 @@
-"""The backend layer the framework adapters share: :class:`KeyedSession`.
+"""The backend layer the framework adapters share: :class:`KeyedSession`, and
+:class:`RecordBatch` for writing many session records in requests a server takes.
 
 A framework names its sessions by its own string id; an adapter files each as the
 session with that external key under ``(user_id, agent)``. :class:`KeyedSession` binds
@@ -17,13 +18,14 @@ from typing import Any, Protocol, TypeVar
 
 from ..client import AsyncSessionClient, SessionClient
 from ..errors import SessionNotFound
-from ..models import Message, Page, Session
+from ..models import Message, Page, RecordWrite, Session
 from ..service import AsyncSessionManager, Limits, SessionManager
 
 __all__ = [
     "AsyncBackend",
     "Backend",
     "KeyedSession",
+    "RecordBatch",
     "SyncBackend",
     "ThreadedClient",
     "sync_backend",
@@ -272,3 +274,46 @@ class KeyedSession:
             if cursor is None:
                 break
         return [m for page_items in reversed(newest_first) for m in page_items]
+
+
+class RecordBatch:
+    """Records waiting to be written together: at most ``limits.max_batch_messages`` of
+    them and, unless one record alone, at most ``limits.max_record_bytes`` of data, so
+    every ``put_records`` call fits the store's batch limit and, over HTTP, the server's
+    body limit (one record's data in base64 plus room for the rest).
+
+    Args:
+        write: writes one batch (a ``put_records`` call) and answers how many records
+            it wrote.
+        limits: the backend's limits.
+    """
+
+    def __init__(self, write: Callable[[list[RecordWrite]], int], limits: Limits) -> None:
+        self._write, self._limits = write, limits
+        self._records: list[RecordWrite] = []
+        self._bytes = 0
+        #: Records written so far, as ``write`` counted them.
+        self.written = 0
+
+    def add(self, record: RecordWrite) -> None:
+        """Queue ``record``, writing the queue first when ``record`` would overfill it.
+
+        Raises:
+            AgentSessionError: as ``write`` raises.
+        """
+        if len(self._records) >= self._limits.max_batch_messages or (
+            self._records and self._bytes + len(record.data) > self._limits.max_record_bytes
+        ):
+            self.flush()
+        self._records.append(record)
+        self._bytes += len(record.data)
+
+    def flush(self) -> None:
+        """Write the queue, if anything is queued.
+
+        Raises:
+            AgentSessionError: as ``write`` raises.
+        """
+        if self._records:
+            self.written += self._write(self._records)
+            self._records, self._bytes = [], 0

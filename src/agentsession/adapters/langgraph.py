@@ -19,8 +19,12 @@ as one blob per channel and version as the upstream SQL savers do: one record re
 ``get_tuple`` and one write per ``put``, at the price of repeating unchanged channels
 in every checkpoint (and a checkpoint is limited to ``Limits.max_record_bytes``).
 
-Serialisation is the saver's ``serde``: ``JsonPlusSerializer()`` by default, whose
-pickle fallback is off; nothing is ever unpickled by the store. The async methods run
+Serialisation is the saver's ``serde``: :func:`strict_serde` by default, a
+``JsonPlusSerializer`` whose pickle fallback is off and which builds only LangGraph's
+safe msgpack types (plus those of a graph's state schema, which LangGraph adds when it
+compiles the graph): a stored value naming any other constructor (``os.system``, say) is
+not called. Records keep their bytes as written, imported ones included: a permissive
+``serde`` given by the user would run such a constructor when it loads them. The async methods run
 the sync ones in a worker thread. Backend: a :class:`SessionManager`, an
 :class:`AsyncSessionManager` (its manager is called) or a :class:`SessionClient` (HTTP:
 the records travel as base64 in JSON), through
@@ -34,7 +38,7 @@ import base64
 import builtins
 import heapq
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -53,11 +57,12 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from ..client import SessionClient
 from ..errors import SessionNotFound, ValidationError
 from ..models import Record, RecordWrite
 from ..service import Limits, SessionManager
 from ..service.validation import check_external_key
-from .backend import Backend, sync_backend
+from .backend import Backend, RecordBatch, sync_backend
 
 __all__ = [
     "AGENT",
@@ -65,6 +70,7 @@ __all__ = [
     "WRITES",
     "AgentSessionSaver",
     "checkpoint_record",
+    "strict_serde",
     "write_record",
 ]
 
@@ -75,6 +81,14 @@ CHECKPOINTS = "langgraph.checkpoint"
 WRITES = "langgraph.writes"
 #: Added to a write's index so negative (special) indexes sort as digits.
 _IDX_OFFSET = 2**31
+
+
+def strict_serde() -> JsonPlusSerializer:
+    """A ``JsonPlusSerializer`` that loads only LangGraph's safe msgpack types (LangChain
+    messages among them) and never unpickles: a stored value naming another
+    constructor is not called (``allowed_msgpack_modules=None``; LangGraph's default
+    calls any, with a warning). The saver's default, and the import's."""
+    return JsonPlusSerializer(allowed_msgpack_modules=None)
 
 
 def _q(text: str) -> str:
@@ -91,14 +105,18 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
     Args:
         backend: a SessionManager (any store), an AsyncSessionManager or a
             SessionClient; the caller owns it.
-        user_id: the owner of every thread's session (with a client: the API key's
-            user).
-        serde: the serializer (default ``JsonPlusSerializer()``, no pickle fallback).
+        user_id: the owner of every thread's session. With a client it must be the
+            API key's user (every call acts as that user): checked here, by one
+            ``whoami`` request.
+        serde: the serializer (default :func:`strict_serde`: no pickle, no msgpack
+            constructor outside LangGraph's safe types and the graph's state schema).
         limits: the backend's :class:`~agentsession.Limits` (page and batch sizes): a
             manager's own by default, the server defaults for a client.
 
     Raises:
         TypeError: an AsyncSessionClient or another object as ``backend``.
+        ValidationError: with a client, a ``user_id`` that is not the API key's user
+            (``field="user_id"``), rather than threads silently kept under another.
     """
 
     def __init__(
@@ -109,8 +127,16 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         limits: Limits | None = None,
     ) -> None:
-        super().__init__(serde=serde or JsonPlusSerializer())
+        super().__init__(serde=serde or strict_serde())
         self._m = sync_backend(backend)
+        if isinstance(self._m, SessionClient):
+            key_user = self._m.whoami()["user_id"]
+            if key_user != user_id:
+                raise ValidationError(
+                    f"user_id {user_id!r} is not the API key's user {key_user!r}: over "
+                    "a SessionClient every call acts as the key's user",
+                    field="user_id",
+                )
         if limits is None:
             limits = self._m.limits if isinstance(self._m, SessionManager) else Limits()
         self._limits = limits
@@ -382,8 +408,11 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's writes for the checkpoint ``config`` names, in one call:
-        regular writes only if absent, special ones (``WRITES_IDX_MAP``) replacing."""
+        """Store a task's writes for the checkpoint ``config`` names: regular writes
+        only if absent, special ones (``WRITES_IDX_MAP``) replacing. One ``put_records``
+        call, or several when the writes pass ``limits.max_batch_messages`` records or
+        ``limits.max_record_bytes`` of data together (so they fit a server's body limit).
+        """
         thread_id = str(config["configurable"]["thread_id"])
         ns = config["configurable"].get("checkpoint_ns", "")
         checkpoint_id = config["configurable"]["checkpoint_id"]
@@ -399,9 +428,20 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
             )
             for i, (channel, value) in enumerate(writes)
         ]
-        self._m.put_records(
-            session_id=self._open(thread_id), user_id=self._user, records=records
+        self._put(self._open(thread_id), records)
+
+    def _put(self, session_id: str, records: Iterable[RecordWrite]) -> None:
+        """Write ``records`` in as few ``put_records`` calls as the limits allow
+        (:class:`~agentsession.adapters.backend.RecordBatch`: by count and by bytes)."""
+        batch = RecordBatch(
+            lambda found: self._m.put_records(
+                session_id=session_id, user_id=self._user, records=found
+            ).written,
+            self._limits,
         )
+        for record in records:
+            batch.add(record)
+        batch.flush()
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's session: every checkpoint and write of it goes."""
@@ -411,8 +451,8 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of the source thread into the target thread
-        (created if need be; records of the same keys are replaced). A source that
-        does not exist copies nothing."""
+        (created if need be; records of the same keys are replaced), in batches cut by
+        count and by bytes. A source that does not exist copies nothing."""
         source = self._find(str(source_thread_id))
         if source is None:
             return
@@ -421,12 +461,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
             for namespace in (CHECKPOINTS, WRITES)
             for r in self._records(source, namespace, "")
         ]
-        target = self._open(str(target_thread_id))
-        batch = self._limits.max_batch_messages
-        for start in range(0, len(copied), batch):
-            self._m.put_records(
-                session_id=target, user_id=self._user, records=copied[start : start + batch]
-            )
+        self._put(self._open(str(target_thread_id)), copied)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete, in every thread of this saver's user, the checkpoints whose metadata
@@ -556,6 +591,11 @@ def checkpoint_record(
         typed, metadata: the checkpoint and its metadata as ``serde.dumps_typed``
             gives them, ``(type, bytes)``.
         if_absent: keep a record already stored under its key.
+
+    Returns:
+        A :class:`RecordWrite` of namespace :data:`CHECKPOINTS`, key
+        ``<quoted ns>/<checkpoint_id>``, the checkpoint's bytes as data and ``meta``
+        ``{"type", "metadata_type", "metadata" (base64), "parent"}``.
     """
     kind, data = typed
     meta = {
@@ -586,6 +626,11 @@ def write_record(
         typed: the value as ``serde.dumps_typed`` gives it, ``(type, bytes)``.
         if_absent: keep a record already stored under its key; None (the saver's
             rule): regular writes (``idx >= 0``) only if absent, special ones replace.
+
+    Returns:
+        A :class:`RecordWrite` of namespace :data:`WRITES`, key ``<quoted ns>/
+        <checkpoint_id>/<quoted task_id>/<idx + 2**31, 10 digits>``, the value's bytes
+        as data and ``meta`` ``{"type", "channel", "task_id", "task_path", "idx"}``.
     """
     kind, data = typed
     key = f"{_q(ns)}/{checkpoint_id}/{_q(task_id)}/{idx + _IDX_OFFSET:010d}"

@@ -128,13 +128,13 @@ def import_openai(
     """Import every session of an openai-agents SQLiteSession database (read-only),
     keyed by its session_id; re-running adds nothing (docs/export.md)."""
     opts = resolve_options(ctx, url, user, False, as_json)
-    source = OpenAIAgentsSource(
-        db_path, sessions_table=sessions_table, messages_table=messages_table
-    )
-    progress = Progress(
-        TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TextColumn("items"),
-        console=Console(stderr=True), disable=quiet or not sys.stderr.isatty(), transient=True,
-    )  # fmt: skip
+    try:
+        source = OpenAIAgentsSource(
+            db_path, sessions_table=sessions_table, messages_table=messages_table
+        )
+    except ValidationError as exc:  # the source named on the command line: usage
+        raise UsageError(exc.message) from None
+    progress = _progress("items", quiet)
     try:
         with open_manager(opts) as sm, progress:
             task = progress.add_task("import", total=source.item_count())
@@ -142,8 +142,8 @@ def import_openai(
                 sm, source, user_id=opts.principal, agent=agent,
                 advance=lambda n: progress.advance(task, n),
             )  # fmt: skip
-    except sqlite3.DatabaseError as exc:
-        raise ValidationError(f"cannot read {db_path}: {exc}", field="path") from None
+    except sqlite3.DatabaseError as exc:  # damaged part-way: the source, as at opening
+        raise UsageError(f"cannot read {db_path}: {exc}") from None
     finally:
         source.close()
     data = {
@@ -192,18 +192,15 @@ def import_langgraph(
         source = LangGraphSource(db_path)
     except ValidationError as exc:  # the file named on the command line: a usage error
         raise UsageError(exc.message) from None
-    progress = Progress(
-        TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TextColumn("checkpoints"),
-        console=Console(stderr=True), disable=quiet or not sys.stderr.isatty(), transient=True,
-    )  # fmt: skip
+    progress = _progress("checkpoints", quiet)
     try:
         with open_manager(opts) as sm, progress:
             task = progress.add_task("import", total=source.checkpoint_count())
             report = import_langgraph(
                 sm, source, user_id=opts.principal, advance=lambda n: progress.advance(task, n)
             )
-    except sqlite3.DatabaseError as exc:
-        raise ValidationError(f"cannot read {db_path}: {exc}", field="path") from None
+    except sqlite3.DatabaseError as exc:  # damaged part-way: the source, as at opening
+        raise UsageError(f"cannot read {db_path}: {exc}") from None
     finally:
         source.close()
     data = {
@@ -211,6 +208,7 @@ def import_langgraph(
         "checkpoints": report.checkpoints, "records": report.records,
         "messages": report.messages,
         "failed": [{"thread_id": t, "reason": r} for t, r in report.failed],
+        "warnings": [{"thread_id": t, "reason": r} for t, r in report.warnings],
     }  # fmt: skip
     text = (
         f"{report.threads} thread(s) ({report.created} new): {report.checkpoints} "
@@ -219,9 +217,20 @@ def import_langgraph(
     )
     for thread_id, reason in report.failed:
         text += f"\nnot imported: {thread_id!r}: {reason}"
+    for thread_id, reason in report.warnings:  # imported: no exit 1 for these
+        text += f"\nwarning: {thread_id!r}: {reason}"
     _report(opts, data, text)
     if report.failed:
         raise typer.Exit(1)
+
+
+def _progress(unit: str, quiet: bool) -> Progress:
+    """An import's progress bar ("importing [bar] 3/10 <unit>") on stderr; off with
+    ``--quiet`` or when stderr is not a terminal."""
+    return Progress(
+        TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
+        console=Console(stderr=True), disable=quiet or not sys.stderr.isatty(), transient=True,
+    )  # fmt: skip
 
 
 def _report(opts: Options, data: dict[str, Any], text: str) -> None:
@@ -242,19 +251,19 @@ def import_adk(
 ) -> None:  # fmt: skip
     """Import every session of the apps from a Google ADK database, read through ADK's
     own services (read-only), keeping app, user and session ids; re-running adds
-    nothing (docs/export.md). Exit 5 for a source that cannot be read (missing, not an
-    ADK database, unreachable), 2 without google-adk installed."""
+    nothing (docs/export.md). Exit 2 for a source that cannot be read (missing, not an
+    ADK database, unreachable) and without google-adk installed."""
     try:
         from ..transfer import adk
     except ImportError:
         typer.echo("error: import google-adk needs: pip install 'agentsession[adk]'", err=True)
         raise typer.Exit(2) from None
     opts = resolve_options(ctx, url, None, False, as_json)
-    service = adk.open_source(source)
-    progress = Progress(
-        TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TextColumn("sessions"),
-        console=Console(stderr=True), disable=quiet or not sys.stderr.isatty(), transient=True,
-    )  # fmt: skip
+    try:
+        service = adk.open_source(source)
+    except ValidationError as exc:  # the source named on the command line: a usage error
+        raise UsageError(exc.message) from None
+    progress = _progress("sessions", quiet)
 
     async def run(sm: SessionManager) -> AdkImportReport:
         try:
@@ -269,13 +278,15 @@ def import_adk(
     with open_manager(opts) as sm, progress:
         try:
             report = asyncio.run(run(sm))
+        except ValidationError as exc:
+            if exc.field != "source":
+                raise
+            raise UsageError(exc.message) from None
         except AgentSessionError:
             raise
         except Exception as exc:  # the source's driver or ADK: one line, no traceback
             line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ValidationError(
-                f"cannot read {adk.shown_source(source)}: {line}", field="source"
-            ) from None
+            raise UsageError(f"cannot read {adk.shown_source(source)}: {line}") from None
     data = {
         "sessions": report.sessions, "created": report.created, "events": report.events,
         "states": report.states,

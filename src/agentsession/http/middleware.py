@@ -138,7 +138,7 @@ class BodyLimitMiddleware:
                 await send_problem(send, 400, _bad_length())
                 return
             if int(length) > self.limit:
-                await _respond(too_large(self.limit), scope, receive, send)
+                await _respond(too_large(self.limit, int(length)), scope, receive, send)
                 return
         seen = 0
 

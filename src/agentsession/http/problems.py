@@ -339,8 +339,10 @@ async def _on_http_exception(request: Request, exc: Exception) -> Response:
     return plain_problem(exc.status_code, "http-error", "HTTP Error", detail)
 
 
-def too_large(limit: int) -> Response:
-    """The 413 answer for a body over ``limit`` bytes."""
+def too_large(limit: int, size: int | None = None) -> Response:
+    """The 413 answer for a body over ``limit`` bytes; ``size``: its ``Content-Length``
+    when it had one (``size_bytes``; a streamed body's size is not known)."""
+    known = {} if size is None else {"size_bytes": size}
     return plain_problem(
         413,
         "payload-too-large",
@@ -348,6 +350,7 @@ def too_large(limit: int) -> Response:
         f"the request body is larger than {limit} bytes",
         field="body",
         limit_bytes=limit,
+        **known,
     )
 
 

@@ -20,11 +20,17 @@ the tables are checked here instead and it is marked done.
   (reported; the others go on): the saver never loads pickle.
 * The newest root checkpoint's ``messages`` channel (LangChain messages) becomes the
   session's messages (:func:`~agentsession.adapters.langchain.message_of_lc`), so
-  ``show`` and ``export`` show the conversation.
+  ``show`` and ``export`` show the conversation. That checkpoint is the one value
+  loaded, by :func:`~agentsession.adapters.langgraph.strict_serde`: a msgpack value
+  naming a constructor outside LangGraph's safe types (``os.system``) is not called.
 
-Re-running adds nothing: every record is written insert-if-absent (records already
-there are kept, and a batch of only those changes nothing), and the stored messages
-must be the first of the derived ones: only the rest are appended.
+Re-running adds nothing new: checkpoints and regular pending writes are written
+insert-if-absent (records already there are kept, and a batch of only those changes
+nothing); a special pending write (``WRITES_IDX_MAP``: errors, interrupts...) replaces
+the stored one when it differs, as ``SqliteSaver`` replaces it in the source (the
+saver's rule, :func:`~agentsession.adapters.langgraph.write_record`), and is not
+written when it is the same. The stored messages must be the first of the derived
+ones: only the rest are appended.
 """
 
 from __future__ import annotations
@@ -40,8 +46,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.utils import pending_writes_sql
 
+from ..adapters.backend import RecordBatch
 from ..adapters.langchain import message_of_lc
-from ..adapters.langgraph import AGENT, checkpoint_record, write_record
+from ..adapters.langgraph import AGENT, checkpoint_record, strict_serde, write_record
 from ..errors import AgentSessionError, ValidationError
 from ..models import RecordWrite
 from ..service import SessionManager
@@ -66,9 +73,16 @@ class _Verbatim:
     stored ``(type, bytes)`` as a :class:`Blob`. Reading only: it never dumps."""
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        """Never called: ``SqliteSaver`` dumps only when it writes.
+
+        Raises:
+            TypeError: always (the import never writes to the source).
+        """
         raise TypeError("the import reads the source; it never writes to it")
 
     def loads_typed(self, data: tuple[str, bytes]) -> Blob:
+        """``data``, the stored ``(type name, bytes)`` (bytes may be None: read as
+        ``b""``), as a :class:`Blob`, loading nothing."""
         return Blob(str(data[0]), bytes(data[1] or b""))
 
 
@@ -166,10 +180,14 @@ class LangGraphImportReport:
         threads: source threads seen; created: of them, sessions newly created here.
         checkpoints: source checkpoints imported (or found already imported).
         records: checkpoint and pending-write records written (those already stored
-            are kept and not counted: 0 on a re-run).
+            are kept, or for a special write replaced only if it changed, and not
+            counted: 0 on a re-run of an unchanged source).
         messages: messages appended.
         failed: ``(thread id, reason)``: a thread not imported, or its part not imported
             (a refused checkpoint, messages that could not be derived).
+        warnings: ``(thread id, reason)``: a thread imported whose stored messages
+            differ from the source's (after a ``RemoveMessage``, say): its records are
+            imported, its messages left alone.
     """
 
     threads: int = 0
@@ -178,6 +196,7 @@ class LangGraphImportReport:
     records: int = 0
     messages: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
 
 
 def import_langgraph(
@@ -193,6 +212,10 @@ def import_langgraph(
     others go on.
 
     Args:
+        manager: the manager of the store to import into (its ``limits`` size the
+            batches).
+        source: the opened source database (:class:`LangGraphSource`; the caller
+            closes it).
         user_id: the owner of the threads' sessions (the saver's ``user_id``).
         advance: called with the number of checkpoints done, as they are read (for a
             progress bar; its total is ``source.checkpoint_count()``).
@@ -231,8 +254,10 @@ def _import_thread(
     session, created = manager.open_session(user_id=user_id, agent=AGENT, external_key=thread_id)
     report.created += int(created)
     scope: dict[str, Any] = {"session_id": session.session_id, "user_id": user_id}
-    serde = JsonPlusSerializer()
-    batch = _Batch(manager, scope)
+    serde = strict_serde()  # an untrusted file: no constructor outside the safe types
+    batch = RecordBatch(
+        lambda records: manager.put_records(**scope, records=records).written, manager.limits
+    )
     newest: Blob | None = None
     for cp in source.checkpoints(thread_id):
         if newest is None and cp.ns == "":
@@ -242,10 +267,12 @@ def _import_thread(
             report.failed.append((thread_id, refused))
         else:
             for task, channel, kind, value, path, idx in cp.writes:
-                batch.add(write_record(
+                write = write_record(
                     cp.ns, cp.checkpoint_id, str(task), str(path or ""), int(idx),
-                    str(channel), (str(kind), bytes(value or b"")), if_absent=True,
-                ))  # fmt: skip
+                    str(channel), (str(kind), bytes(value or b"")),
+                )  # fmt: skip
+                if write.if_absent or _changed(manager, scope, write):
+                    batch.add(write)
             batch.add(checkpoint_record(
                 cp.ns, cp.checkpoint_id, (cp.blob.type, cp.blob.data),
                 serde.dumps_typed(cp.metadata), cp.parent, if_absent=True,
@@ -259,40 +286,15 @@ def _import_thread(
         _import_messages(manager, scope, thread_id, newest, serde, report)
 
 
-class _Batch:
-    """Records waiting to be written together: at most ``limits.max_batch_messages``
-    of them, written once their bytes reach ``limits.max_record_bytes``."""
+def _changed(manager: SessionManager, scope: dict[str, Any], record: RecordWrite) -> bool:
+    """Whether a replacing record (a special pending write) differs from the one stored:
+    an unchanged one is not written again, so a re-run writes and counts nothing.
 
-    def __init__(self, manager: SessionManager, scope: dict[str, Any]) -> None:
-        self._manager, self._scope = manager, scope
-        self._records: list[RecordWrite] = []
-        self._bytes = 0
-        self.written = 0
-
-    def add(self, record: RecordWrite) -> None:
-        """Queue ``record``, writing the queue first when it is full.
-
-        Raises:
-            AgentSessionError: as ``put_records`` raises.
-        """
-        limits = self._manager.limits
-        if len(self._records) >= limits.max_batch_messages or (
-            self._records and self._bytes + len(record.data) > limits.max_record_bytes
-        ):
-            self.flush()
-        self._records.append(record)
-        self._bytes += len(record.data)
-
-    def flush(self) -> None:
-        """Write the queue (:attr:`written` counts the records that were new).
-
-        Raises:
-            AgentSessionError: as ``put_records`` raises.
-        """
-        if self._records:
-            done = self._manager.put_records(**self._scope, records=self._records)
-            self.written += done.written
-            self._records, self._bytes = [], 0
+    Raises:
+        AgentSessionError: as ``get_record`` raises.
+    """
+    stored = manager.get_record(**scope, namespace=record.namespace, key=record.key)
+    return stored is None or stored.data != record.data or stored.meta != dict(record.meta)
 
 
 def _refusal(cp: Checkpoint) -> str | None:
@@ -316,7 +318,7 @@ def _import_messages(
 ) -> None:
     """Append the LangChain messages of the newest root checkpoint's ``messages``
     channel that the session does not hold yet (its stored messages must be the first
-    of them; otherwise they are left alone and the thread reported)."""
+    of them; otherwise they are left alone and the thread is in ``report.warnings``)."""
     if newest.type == "pickle":
         return  # refused above
     try:
@@ -338,8 +340,8 @@ def _import_messages(
         for message in page.items:
             lc = message.payload().get("lc")
             if stored >= len(derived) or lc != derived[stored]["lc"]:
-                report.failed.append((thread_id, "messages left alone: the session's "
-                                      f"messages differ from the thread's at {stored + 1}"))
+                report.warnings.append((thread_id, "messages left alone: the session's "
+                                        f"messages differ from the thread's at {stored + 1}"))
                 return  # fmt: skip
             stored += 1
         after = page.items[-1].seq if page.items and page.next_cursor else None
