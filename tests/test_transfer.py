@@ -319,13 +319,17 @@ def test_an_interrupted_import_resumes_and_a_diverged_session_is_left_alone(
 
 
 def test_a_missing_or_foreign_database_is_refused(tmp_path: Path) -> None:
-    """No file, a SQLite file without SQLiteSession's tables, a bad table name: exit 2
-    (the source named on the command line is wrong), one line."""
+    """No file, a directory (of openai-agents and langgraph imports alike), a SQLite file
+    without SQLiteSession's tables, a bad table name: exit 2 (the source named on the
+    command line is wrong), one line."""
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
     SessionManager.from_url(url, auto_migrate=True).close()
     missing = invoke("import", "openai-agents", str(tmp_path / "no.db"), "--url", url,
                      "--user", "alice")  # fmt: skip
     assert missing.exit_code == 2 and "no such database file" in missing.output
+    for kind in ("openai-agents", "langgraph"):
+        folder = invoke("import", kind, str(tmp_path), "--url", url, "--user", "alice")
+        assert folder.exit_code == 2 and "is a directory" in folder.output, folder.output
     foreign = invoke("import", "openai-agents", str(tmp_path / "sessions.db"), "--url", url,
                      "--user", "alice")  # fmt: skip
     assert foreign.exit_code == 2

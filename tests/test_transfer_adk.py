@@ -291,3 +291,18 @@ def test_a_file_of_the_other_adk_service_says_what_to_pass(tmp_path: Path) -> No
     ]:  # fmt: skip
         done = cli_import(tmp_path, source)
         assert done.exit_code == 2 and words in done.output, done.output
+
+
+def test_a_directory_source_and_an_app_without_sessions_are_said(tmp_path: Path) -> None:
+    """A directory as the source is exit 2 ``is a directory``; an app with no sessions
+    in the source is a warning line (exit 0)."""
+    done = cli_import(tmp_path, str(tmp_path))
+    assert done.exit_code == 2 and "is a directory" in done.output, done.output
+    path = tmp_path / "adk.db"
+    asyncio.run(adk_file(path))
+    url = f"sqlite:///{tmp_path / 'ours.db'}"
+    args = ["import", "google-adk", str(path), "--app", "a", "--app", "nosuchapp", "--url", url]
+    done = CliRunner().invoke(build_app(), args)
+    assert done.exit_code == 0, done.output
+    assert "warning: no sessions of app 'nosuchapp'" in done.output
+    assert "app 'a'" not in done.output

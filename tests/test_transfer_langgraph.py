@@ -350,7 +350,7 @@ def test_a_bad_source_is_one_line_of_error_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "text.sqlite").write_text("not a database", encoding="utf-8")
     cases = {
         tmp_path / "missing.sqlite": "no such database file",
-        tmp_path: "no such database file",
+        tmp_path: "is a directory, not a database file",
         tmp_path / "text.sqlite": "is not a LangGraph SqliteSaver database",
         tmp_path / "sessions.db": "is not a LangGraph SqliteSaver database",
     }

@@ -268,6 +268,9 @@ def import_adk(
     async def run(sm: SessionManager) -> AdkImportReport:
         try:
             sessions = await adk.list_source(service, app)
+            for name in dict.fromkeys(app):  # a mistyped app name imports nothing: say so
+                if not any(s.app_name == name for s in sessions):
+                    typer.echo(f"warning: no sessions of app {name!r}", err=True)
             task = progress.add_task("import", total=len(sessions))
             return await adk.import_google_adk(
                 sm, service, sessions, advance=lambda n: progress.advance(task, n)

@@ -41,6 +41,7 @@ from sqlalchemy.exc import ArgumentError
 from ..adapters.adk import AgentSessionService
 from ..errors import AgentSessionError, ValidationError
 from ..service import SessionManager
+from .sqlitefile import require_file
 
 __all__ = ["AdkImportReport", "import_google_adk", "list_source", "open_source", "shown_source"]
 
@@ -130,11 +131,10 @@ class _SqliteSource:
     """
 
     def __init__(self, path: str, wanted: str) -> None:
-        source = Path(path).resolve() if path and path != ":memory:" else None
-        if source is not None and source.is_dir():
-            raise ValidationError(f"{path} is a directory, not a database file", field="source")
-        if source is None or not source.is_file():
+        if not path or path == ":memory:":
             raise ValidationError(f"no such database file: {path or ':memory:'}", field="source")
+        require_file(Path(path), "source")
+        source = Path(path).resolve()
         self._copy: tempfile.TemporaryDirectory[str] | None = None
         self.file, self.query = source, {"mode": "ro", "immutable": "1"}
         log = source.with_name(source.name + "-wal")
