@@ -214,6 +214,11 @@ def test_the_benchmarks_langgraph_database_moves_into_ours(tmp_path: Path) -> No
     with SessionManager.from_url(url) as manager:
         sessions = manager.list_sessions(user_id="alice", agent=AGENT).items
         assert {s.session_id: s.version for s in sessions} == versions
+    text = invoke(*args[:-1]).output  # a re-run's summary: the checkpoints were seen
+    assert text.startswith(
+        f"3 thread(s) (0 new): {checkpoints} checkpoint(s) seen, 0 record(s) written, "
+        "0 message(s) imported"
+    ), text
     assert hashlib.sha256(peer.path.read_bytes()).hexdigest() == before
 
 

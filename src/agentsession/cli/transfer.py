@@ -212,7 +212,7 @@ def import_langgraph(
     }  # fmt: skip
     text = (
         f"{report.threads} thread(s) ({report.created} new): {report.checkpoints} "
-        f"checkpoint(s), {report.records} record(s) written, {report.messages} message(s) "
+        f"checkpoint(s) seen, {report.records} record(s) written, {report.messages} message(s) "
         "imported"
     )
     for thread_id, reason in report.failed:
