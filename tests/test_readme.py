@@ -24,3 +24,14 @@ def test_quick_start_runs_and_restores(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "we found 'requests' is missing; next: check and fix requirements.txt" in done.stdout
     assert (tmp_path / "sessions.db").exists()
+
+
+def test_the_command_line_examples_say_what_the_commands_do() -> None:
+    """``db upgrade``'s comment names the head revision (what the command prints), and
+    the ADK import's source is not the store file the examples use."""
+    from agentsession.stores.migrate import head_revision
+
+    text = README.read_text(encoding="utf-8")
+    assert re.findall(r"schema at revision (\S+)", text) == [head_revision()]
+    sources = re.findall(r"agentsession import google-adk (\S+)", text)
+    assert sources and "sessions.db" not in sources

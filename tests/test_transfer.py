@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from agentsession import Limits, SessionManager
 from agentsession.cli.app import build_app
-from agentsession.models import Session
+from agentsession.models import RecordWrite, Session
 from agentsession.stores.base import SessionStore
 from agentsession.transfer.jsonl import export_session, import_session
 
@@ -319,13 +319,17 @@ def test_an_interrupted_import_resumes_and_a_diverged_session_is_left_alone(
 
 
 def test_a_missing_or_foreign_database_is_refused(tmp_path: Path) -> None:
-    """No file, a SQLite file without SQLiteSession's tables, a bad table name: exit 2
-    (the source named on the command line is wrong), one line."""
+    """No file, a directory (of openai-agents and langgraph imports alike), a SQLite file
+    without SQLiteSession's tables, a bad table name: exit 2 (the source named on the
+    command line is wrong), one line."""
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
     SessionManager.from_url(url, auto_migrate=True).close()
     missing = invoke("import", "openai-agents", str(tmp_path / "no.db"), "--url", url,
                      "--user", "alice")  # fmt: skip
     assert missing.exit_code == 2 and "no such database file" in missing.output
+    for kind in ("openai-agents", "langgraph"):
+        folder = invoke("import", kind, str(tmp_path), "--url", url, "--user", "alice")
+        assert folder.exit_code == 2 and "is a directory" in folder.output, folder.output
     foreign = invoke("import", "openai-agents", str(tmp_path / "sessions.db"), "--url", url,
                      "--user", "alice")  # fmt: skip
     assert foreign.exit_code == 2
@@ -599,3 +603,42 @@ def test_the_benchmarks_openai_agents_database_moves_into_ours(tmp_path: Path) -
     source = source_rows(peer.path)
     assert sorted(source) == ["conv-1", "conv-2", "conv-3"]
     assert {key: v["items"] for key, v in imported(url).items()} == source
+
+
+def test_records_go_along_with_an_export_and_an_old_export_still_imports(
+    store: SessionStore,
+) -> None:
+    """The session's records (a LangGraph thread's checkpoints and writes) are exported
+    page by page and put back byte for byte, with their meta, by ``import jsonl``; a
+    version 1 export (no record lines) still imports."""
+    manager = SessionManager(
+        store, limits=Limits(max_page_size=4, max_batch_messages=2, max_record_bytes=6)
+    )
+    original = manager.create_session(user_id="alice", agent="lg", external_key="thread-1")
+    scope = {"session_id": original.session_id, "user_id": "alice"}
+    written = [
+        RecordWrite(namespace=ns, key=f"k{i}", data=bytes([i, 0, 255]) * (i % 2 + 1),
+                    meta={"type": "msgpack", "i": i})
+        for ns in ("langgraph.checkpoint", "langgraph.writes") for i in range(3)
+    ]  # fmt: skip
+    for i in range(0, len(written), 2):
+        manager.put_records(**scope, records=written[i : i + 2])
+    lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]
+    assert lines[0]["format_version"] == 2
+    assert sum(line["type"] == "record" for line in lines) == 6
+    done = import_session(manager, enumerate(lines, start=1), user_id="bob")
+    assert done.counts["record"] == 6
+    copied = manager.list_records(session_id=done.session.session_id, user_id="bob", limit=4)
+    copied += manager.list_records(
+        session_id=done.session.session_id, user_id="bob", namespace=copied[-1].namespace,
+        after=copied[-1].key, limit=4,
+    )
+    assert [(r.namespace, r.key, r.data, r.meta) for r in copied] == [
+        (w.namespace, w.key, w.data, w.meta) for w in written
+    ]
+    old = [{**lines[0], "format_version": 1}] + [
+        line for line in lines[1:] if line["type"] != "record"
+    ]
+    assert import_session(manager, enumerate(old, start=1), user_id="carol").counts == {
+        "working_memory": 1
+    }

@@ -245,3 +245,64 @@ def test_without_google_adk_the_import_names_the_extra(
     done = cli_import(tmp_path, str(tmp_path / "adk.db"))
     assert done.exit_code == 2, done.output
     assert "pip install 'agentsession[adk]'" in done.output
+
+
+def test_a_wal_source_leaves_its_folder_as_it_was(tmp_path: Path) -> None:
+    """A SQLite source in WAL mode, alone or with a writer holding its ``-wal`` open,
+    imported or refused (the other service's file given as a path): nothing is
+    created beside it."""
+    folder = tmp_path / "src"
+    folder.mkdir()
+    path, other = folder / "adk.db", folder / "adkdb.db"
+    asyncio.run(adk_file(path))
+    asyncio.run(adk_file(other, url=True))
+    for file in (path, other):
+        with contextlib.closing(sqlite3.connect(file)) as db:
+            db.execute("PRAGMA journal_mode=WAL")
+    sources = [(str(path), 0), (str(other), 2), (f"sqlite:///{path}", 2)]
+    for source, code in sources:
+        before = sorted(p.name for p in folder.iterdir())
+        done = cli_import(tmp_path, source)
+        assert done.exit_code == code, done.output
+        assert sorted(p.name for p in folder.iterdir()) == before == ["adk.db", "adkdb.db"]
+    with contextlib.closing(sqlite3.connect(path)) as writer:
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        writer.execute("CREATE TABLE mine (x)")
+        writer.commit()
+        before = sorted(p.name for p in folder.iterdir())
+        assert "adk.db-wal" in before
+        for source, code in sources:
+            done = cli_import(tmp_path, source)
+            assert done.exit_code == code, done.output
+            assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_a_file_of_the_other_adk_service_says_what_to_pass(tmp_path: Path) -> None:
+    """A DatabaseSessionService file given as a path, and a SqliteSessionService file
+    given as a URL, are refused (exit 2) naming what to pass instead."""
+    sqlite_file, database_file = tmp_path / "adk.db", tmp_path / "adkdb.db"
+    asyncio.run(adk_file(sqlite_file))
+    asyncio.run(adk_file(database_file, url=True))
+    for source, words in [
+        (str(database_file), f"is a DatabaseSessionService database: pass "
+                             f"sqlite+aiosqlite:///{database_file}"),
+        (f"sqlite+aiosqlite:///{sqlite_file}", "is a SqliteSessionService database: pass "
+                                               "its path"),
+    ]:  # fmt: skip
+        done = cli_import(tmp_path, source)
+        assert done.exit_code == 2 and words in done.output, done.output
+
+
+def test_a_directory_source_and_an_app_without_sessions_are_said(tmp_path: Path) -> None:
+    """A directory as the source is exit 2 ``is a directory``; an app with no sessions
+    in the source is a warning line (exit 0)."""
+    done = cli_import(tmp_path, str(tmp_path))
+    assert done.exit_code == 2 and "is a directory" in done.output, done.output
+    path = tmp_path / "adk.db"
+    asyncio.run(adk_file(path))
+    url = f"sqlite:///{tmp_path / 'ours.db'}"
+    args = ["import", "google-adk", str(path), "--app", "a", "--app", "nosuchapp", "--url", url]
+    done = CliRunner().invoke(build_app(), args)
+    assert done.exit_code == 0, done.output
+    assert "warning: no sessions of app 'nosuchapp'" in done.output
+    assert "app 'a'" not in done.output

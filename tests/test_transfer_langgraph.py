@@ -214,6 +214,11 @@ def test_the_benchmarks_langgraph_database_moves_into_ours(tmp_path: Path) -> No
     with SessionManager.from_url(url) as manager:
         sessions = manager.list_sessions(user_id="alice", agent=AGENT).items
         assert {s.session_id: s.version for s in sessions} == versions
+    text = invoke(*args[:-1]).output  # a re-run's summary: the checkpoints were seen
+    assert text.startswith(
+        f"3 thread(s) (0 new): {checkpoints} checkpoint(s) seen, 0 record(s) written, "
+        "0 message(s) imported"
+    ), text
     assert hashlib.sha256(peer.path.read_bytes()).hexdigest() == before
 
 
@@ -350,7 +355,7 @@ def test_a_bad_source_is_one_line_of_error_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "text.sqlite").write_text("not a database", encoding="utf-8")
     cases = {
         tmp_path / "missing.sqlite": "no such database file",
-        tmp_path: "no such database file",
+        tmp_path: "is a directory, not a database file",
         tmp_path / "text.sqlite": "is not a LangGraph SqliteSaver database",
         tmp_path / "sessions.db": "is not a LangGraph SqliteSaver database",
     }

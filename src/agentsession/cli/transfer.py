@@ -212,7 +212,7 @@ def import_langgraph(
     }  # fmt: skip
     text = (
         f"{report.threads} thread(s) ({report.created} new): {report.checkpoints} "
-        f"checkpoint(s), {report.records} record(s) written, {report.messages} message(s) "
+        f"checkpoint(s) seen, {report.records} record(s) written, {report.messages} message(s) "
         "imported"
     )
     for thread_id, reason in report.failed:
@@ -268,6 +268,9 @@ def import_adk(
     async def run(sm: SessionManager) -> AdkImportReport:
         try:
             sessions = await adk.list_source(service, app)
+            for name in dict.fromkeys(app):  # a mistyped app name imports nothing: say so
+                if not any(s.app_name == name for s in sessions):
+                    typer.echo(f"warning: no sessions of app {name!r}", err=True)
             task = progress.add_task("import", total=len(sessions))
             return await adk.import_google_adk(
                 sm, service, sessions, advance=lambda n: progress.advance(task, n)

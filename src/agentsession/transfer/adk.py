@@ -22,11 +22,13 @@ it.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from google.adk.sessions import BaseSessionService, Session
@@ -39,6 +41,7 @@ from sqlalchemy.exc import ArgumentError
 from ..adapters.adk import AgentSessionService
 from ..errors import AgentSessionError, ValidationError
 from ..service import SessionManager
+from .sqlitefile import require_file
 
 __all__ = ["AdkImportReport", "import_google_adk", "list_source", "open_source", "shown_source"]
 
@@ -48,40 +51,141 @@ _ADK_TABLES = frozenset({"sessions", "events"})
 
 
 def open_source(source: str) -> DatabaseSessionService | SqliteSessionService:
-    """ADK's own service over ``source``, reading a SQLite file read-only.
+    """ADK's own service over ``source``, reading a SQLite file read-only and leaving
+    nothing beside it (no ``-wal`` or ``-shm`` file).
 
     Args:
         source: a SQLAlchemy URL (``scheme://...``; a SQLite one, of any driver and
-            with any query, is opened through ``sqlite+aiosqlite`` with ``mode=ro``),
-            or the path of a ``SqliteSessionService`` file.
+            with any query, is opened through ``sqlite+aiosqlite``), or the path of a
+            ``SqliteSessionService`` file. A SQLite file without a ``-wal`` beside it is
+            read alone (``immutable=1``); with one, a private copy of the file and its
+            ``-wal`` is read, removed by the service's ``close()``.
 
     Returns:
         A ``DatabaseSessionService`` for a URL, a ``SqliteSessionService`` for a path;
         the caller closes it (``await service.close()``).
 
     Raises:
-        ValidationError: a path or SQLite URL that is not a file, a SQLite file without
-            ADK's tables, or a URL SQLAlchemy or ADK cannot use (``field="source"``).
+        ValidationError: a path or SQLite URL that is not a file (or is a directory), a
+            SQLite file without ADK's tables or of the other service's schema (saying
+            what to pass instead), or a URL SQLAlchemy or ADK cannot use
+            (``field="source"``).
     """
     if "://" not in source:
-        file = _sqlite_file(source)
+        plain = _SqliteSource(source, "SqliteSessionService")
         # ADK unquotes the URL's path once and hands it to SQLite as a ``file:`` URI,
         # which SQLite unquotes again: escape twice.
-        return SqliteSessionService(f"sqlite:///{quote(_uri_path(file), safe='/')}?mode=ro")
+        path = quote(_uri_path(plain.file), safe="/")
+        query = "&".join(f"{k}={v}" for k, v in plain.query.items())
+        return _close_with(SqliteSessionService(f"sqlite:///{path}?{query}"), plain)
     try:
         url = make_url(source)
     except ArgumentError as exc:
         raise ValidationError("the source is not a database URL", field="source") from exc
+    opened: _SqliteSource | None = None
     if url.get_backend_name() == "sqlite":
-        file = _sqlite_file(url.database or "")
+        opened = _SqliteSource(url.database or "", "DatabaseSessionService")
         url = url.set(
-            drivername="sqlite+aiosqlite", database="file:" + _uri_path(file),
-            query={**url.query, "mode": "ro", "uri": "true"},
+            drivername="sqlite+aiosqlite", database="file:" + _uri_path(opened.file),
+            query={**url.query, **opened.query, "uri": "true"},
         )  # fmt: skip
     try:
-        return DatabaseSessionService(url.render_as_string(hide_password=False))
+        service = DatabaseSessionService(url.render_as_string(hide_password=False))
     except ValueError as exc:  # ADK's words for a URL it cannot use
+        if opened is not None:
+            opened.cleanup()
         raise ValidationError(str(exc), field="source") from exc
+    return service if opened is None else _close_with(service, opened)
+
+
+_Service = TypeVar("_Service", DatabaseSessionService, SqliteSessionService)
+
+
+def _close_with(service: _Service, opened: _SqliteSource) -> _Service:
+    """``service``, whose ``close()`` also removes ``opened``'s private copy."""
+    close = service.close
+
+    async def close_and_clean() -> None:
+        try:
+            await close()
+        finally:
+            opened.cleanup()
+
+    service.close = close_and_clean  # type: ignore[method-assign]
+    return service
+
+
+class _SqliteSource:
+    """The SQLite file of an ADK source, checked, and how to read it leaving nothing
+    beside it: :attr:`file` (the source, or a private copy of it and its ``-wal``)
+    with the URI query :attr:`query` (``mode=ro``, and ``immutable=1`` for a file
+    without a ``-wal``: read alone, nothing created); :meth:`cleanup` removes the copy.
+
+    Args:
+        path: the source file; wanted: the ADK service the caller opens it with
+            (``SqliteSessionService`` or ``DatabaseSessionService``).
+
+    Raises:
+        ValidationError: not a file, not SQLite, without ADK's tables, or a file of
+            the other service (``field="source"``).
+    """
+
+    def __init__(self, path: str, wanted: str) -> None:
+        if not path or path == ":memory:":
+            raise ValidationError(f"no such database file: {path or ':memory:'}", field="source")
+        require_file(Path(path), "source")
+        source = Path(path).resolve()
+        self._copy: tempfile.TemporaryDirectory[str] | None = None
+        self.file, self.query = source, {"mode": "ro", "immutable": "1"}
+        log = source.with_name(source.name + "-wal")
+        if log.exists():
+            self._copy = tempfile.TemporaryDirectory(prefix="agentsession-import-")
+            self.file = Path(self._copy.name) / "source.db"
+            shutil.copyfile(source, self.file)
+            shutil.copyfile(log, self.file.with_name("source.db-wal"))
+            self.query = {"mode": "ro"}
+        try:
+            _check_schema(self.file, self.query, path, wanted)
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def cleanup(self) -> None:
+        """Remove the private copy, if one was made."""
+        if self._copy is not None:
+            self._copy.cleanup()
+            self._copy = None
+
+
+def _check_schema(file: Path, query: dict[str, str], shown: str, wanted: str) -> None:
+    """Refuse ``file`` unless it holds ADK's tables in the schema of ``wanted``: a
+    ``DatabaseSessionService`` file has ``adk_internal_metadata`` (or, older, events
+    without ``event_data``); a ``SqliteSessionService`` file has neither.
+
+    Raises:
+        ValidationError: not SQLite, not ADK, or the other service's file, naming what
+            to pass instead.
+    """
+    try:
+        uri = f"file:{_uri_path(file)}?" + "&".join(f"{k}={v}" for k, v in query.items())
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+            columns = {row[1] for row in db.execute("PRAGMA table_info(events)")}
+    except sqlite3.DatabaseError as exc:
+        raise ValidationError(f"cannot read {shown}: {exc}", field="source") from exc
+    _require_adk_tables(tables, shown)
+    database = "adk_internal_metadata" in tables or "event_data" not in columns
+    if database and wanted == "SqliteSessionService":
+        raise ValidationError(
+            f"{shown} is a DatabaseSessionService database: pass "
+            f"sqlite+aiosqlite:///{Path(shown).resolve()}",
+            field="source",
+        )
+    if not database and wanted == "DatabaseSessionService":
+        raise ValidationError(
+            f"{shown} is a SqliteSessionService database: pass its path ({shown})",
+            field="source",
+        )
 
 
 def shown_source(source: str) -> str:
@@ -99,24 +203,6 @@ def shown_source(source: str) -> str:
         return make_url(source).render_as_string(hide_password=True)
     except ArgumentError:
         return "the source URL"
-
-
-def _sqlite_file(path: str) -> Path:
-    """The SQLite file at ``path``, resolved, after checking it holds ADK's tables.
-
-    Raises:
-        ValidationError: not a file, not SQLite, or without ADK's tables.
-    """
-    file = Path(path).resolve() if path and path != ":memory:" else None
-    if file is None or not file.is_file():
-        raise ValidationError(f"no such database file: {path or ':memory:'}", field="source")
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{_uri_path(file)}?mode=ro", uri=True)) as db:
-            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
-    except sqlite3.DatabaseError as exc:
-        raise ValidationError(f"cannot read {file}: {exc}", field="source") from exc
-    _require_adk_tables(tables, str(file))
-    return file
 
 
 def _uri_path(file: Path) -> str:

@@ -2,14 +2,16 @@
 
 :func:`export_session` yields one JSON object per line, each with a ``"type"``:
 ``session`` (first, with ``format_version``), ``working_memory``, then every
-``message`` in seq order, every ``tool_call`` and every ``run`` (with its ``steps``),
-each read page by page, so memory stays constant however long the session is (but a
-run's steps, which come in one line). :func:`import_session` creates a new session from
-such lines, through the manager's ordinary writes.
+``message`` in seq order, every ``tool_call``, every ``run`` (with its ``steps``) and
+every ``record`` (the session's per-session records), each read page by page, so memory
+stays constant however long the session is (but a run's steps, which come in one line).
+:func:`import_session` creates a new session from such lines, through the manager's ordinary writes.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -20,14 +22,17 @@ from typing import IO, Any, TypeVar
 import pydantic
 from pydantic import BaseModel
 
+from ..adapters.backend import RecordBatch
 from ..errors import AgentSessionError, SessionExists, ValidationError
-from ..models import Run, RunStatus, Session, SessionStatus
+from ..models import RecordWrite, Run, RunStatus, Session, SessionStatus
 from ..service import SessionManager
 
 __all__ = ["FORMAT_VERSION", "ImportedSession", "export_session", "import_session", "read_lines"]
 
-#: The version of the line format; an import refuses any other.
-FORMAT_VERSION = 1
+#: The version of the line format exports write (2 added ``record`` lines).
+FORMAT_VERSION = 2
+#: The versions an import reads: a version 1 file is a version 2 file without records.
+_READS = (1, 2)
 
 #: Run statuses ``finish_run`` sets; others are imported as noted in docs/export.md.
 _FINISHED = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
@@ -75,6 +80,42 @@ def export_session(
         for run in runs.items:
             yield {"type": "run", "run": {**_dump(run), "steps": _steps(manager, scope, run)}}
         after = runs.items[-1].seq if runs.items and runs.next_cursor else None
+    for namespace in _namespaces(manager, scope):
+        key: str | None = None
+        while True:
+            records = manager.list_records(**scope, namespace=namespace, after=key, limit=size)
+            for record in records:
+                yield {"type": "record", "record": {
+                    "namespace": record.namespace, "key": record.key,
+                    "data": base64.b64encode(record.data).decode("ascii"), "meta": record.meta,
+                }}  # fmt: skip
+            if len(records) < size:
+                break
+            key = records[-1].key
+
+
+def _namespaces(manager: SessionManager, scope: dict[str, Any]) -> list[str]:
+    """The session's record namespaces in order, from the first and the last page of
+    the listing of every namespace (the store lists records by ``(namespace, key)`` and
+    has no namespace cursor): a full first page holds every namespace up to its last
+    one, a full last page every namespace from its first one.
+
+    Raises:
+        ValidationError: both pages are full and leave a range of namespaces between
+            them unread (over ``2 * limits.max_page_size`` records in 3+ namespaces).
+    """
+    size = manager.limits.max_page_size
+    first = manager.list_records(**scope, limit=size)
+    found = {record.namespace for record in first}
+    if len(first) == size:
+        last = manager.list_records(**scope, limit=size, descending=True)
+        found |= {record.namespace for record in last}
+        if len(last) == size and last[-1].namespace > first[-1].namespace:
+            raise ValidationError(
+                "cannot export the records: too many in too many namespaces to list "
+                f"(namespaces between {first[-1].namespace!r} and {last[-1].namespace!r})"
+            )
+    return sorted(found)
 
 
 def _steps(manager: SessionManager, scope: dict[str, Any], run: Run) -> list[dict[str, Any]]:
@@ -238,10 +279,10 @@ def _record(line: Any, kind: str) -> dict[str, Any]:
         or not isinstance(line.get(kind), dict)
     ):
         raise ValidationError(f'expected {{"type": "{kind}", "{kind}": {{...}}}}')
-    if kind == "session" and line.get("format_version") != FORMAT_VERSION:
+    if kind == "session" and line.get("format_version") not in _READS:
         raise ValidationError(
             f"unsupported format_version {line.get('format_version')!r} (this "
-            f"version reads {FORMAT_VERSION})"
+            f"version reads {' and '.join(map(str, _READS))})"
         )
     record: dict[str, Any] = line[kind]
     return record
@@ -273,6 +314,7 @@ class _Writer:
         self._scope: dict[str, Any] = {"session_id": session_id, "user_id": user_id}
         self._batch: list[dict[str, Any]] = []
         self._batch_lines: list[int] = []
+        self._records = RecordBatch(self._put, manager.limits)
         self.counts: dict[str, int] = {}
 
     def add(self, line: Any, number: int) -> None:
@@ -283,11 +325,16 @@ class _Writer:
                 wrong shape; AgentSessionError: a write the manager refuses.
         """
         kind = line.get("type") if isinstance(line, dict) else None
-        if kind not in ("working_memory", "message", "tool_call", "run"):
+        if kind not in ("working_memory", "message", "tool_call", "run", "record"):
             raise ValidationError(
-                f"the type must be working_memory, message, tool_call or run, not {kind!r}"
+                "the type must be working_memory, message, tool_call, run or record, "
+                f"not {kind!r}"
             )
         record = _record(line, kind)
+        if kind == "record":
+            self._records.add(_record_write(record))
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            return
         if kind != "message":
             self.flush()
         if kind == "working_memory":
@@ -305,16 +352,22 @@ class _Writer:
         self.counts[kind] = self.counts.get(kind, 0) + 1
 
     def flush(self) -> None:
-        """Append the messages waiting for their batch.
+        """Append the messages waiting for their batch, and put the records waiting
+        for theirs.
 
         Raises:
             AgentSessionError: as the manager raises, prefixed ``lines N-M:``.
         """
+        self._records.flush()
         if self._batch:
             first, last = self._batch_lines[0], self._batch_lines[-1]
             with _line(f"line {first}" if first == last else f"lines {first}-{last}"):
                 self._manager.append_messages(**self._scope, messages=self._batch)
             self._batch, self._batch_lines = [], []
+
+    def _put(self, records: list[RecordWrite]) -> int:
+        """Put one batch of records; answers how many were written."""
+        return self._manager.put_records(**self._scope, records=records).written
 
     def _tool_call(self, call: dict[str, Any]) -> None:
         tool: Any = call.get("tool")  # None or a bad name: the manager refuses it
@@ -357,6 +410,26 @@ def _payload(record: dict[str, Any]) -> dict[str, Any]:
     """The message to append for a message record: as it was appended, without the
     store's fields and without its link to a run (the manager checks the rest)."""
     return {k: v for k, v in record.items() if k not in _NOT_APPENDED}
+
+
+def _record_write(record: dict[str, Any]) -> RecordWrite:
+    """The write of a record line: its namespace, key, data (base64) and meta.
+
+    Raises:
+        ValidationError: a field of the wrong type, or data that is not base64 (the
+            manager checks the namespace, key and sizes).
+    """
+    namespace, key, data = record.get("namespace", ""), record.get("key"), record.get("data", "")
+    meta = record.get("meta") or {}
+    if not (isinstance(namespace, str) and isinstance(key, str) and isinstance(data, str)):
+        raise ValidationError("record.namespace, key and data must be strings")
+    if not isinstance(meta, dict):
+        raise ValidationError("record.meta must be an object")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValidationError("record.data must be base64") from None
+    return RecordWrite(namespace=namespace, key=key, data=raw, meta=meta)
 
 
 def _time(value: Any) -> datetime | None:

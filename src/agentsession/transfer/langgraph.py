@@ -52,7 +52,7 @@ from ..adapters.langgraph import AGENT, checkpoint_record, strict_serde, write_r
 from ..errors import AgentSessionError, ValidationError
 from ..models import RecordWrite
 from ..service import SessionManager
-from .sqlitefile import ReadOnlyDatabase
+from .sqlitefile import ReadOnlyDatabase, require_file
 
 __all__ = ["LangGraphImportReport", "LangGraphSource", "import_langgraph"]
 
@@ -113,8 +113,7 @@ class LangGraphSource:
 
     def __init__(self, path: str | Path) -> None:
         file = Path(path)
-        if not file.is_file():
-            raise ValidationError(f"no such database file: {file}", field="path")
+        require_file(file, "path")
         try:
             self._file = ReadOnlyDatabase(file)
         except (sqlite3.OperationalError, OSError) as exc:

@@ -34,7 +34,7 @@ from typing import Any
 from ..adapters.openai_agents import message_of_item
 from ..errors import AgentSessionError, ValidationError
 from ..service import SessionManager
-from .sqlitefile import ReadOnlyDatabase
+from .sqlitefile import ReadOnlyDatabase, require_file
 
 __all__ = ["ImportReport", "OpenAIAgentsSource", "import_openai_agents"]
 
@@ -77,8 +77,7 @@ class OpenAIAgentsSource:
             if not _TABLE.fullmatch(value):
                 raise ValidationError(f"{name} must be a plain SQL identifier", field=name)
         file = Path(path)
-        if not file.is_file():
-            raise ValidationError(f"no such database file: {file}", field="path")
+        require_file(file, "path")
         self._sessions, self._messages = sessions_table, messages_table
         try:
             self._file = ReadOnlyDatabase(file)

@@ -8,7 +8,25 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-__all__ = ["ReadOnlyDatabase"]
+from ..errors import ValidationError
+
+__all__ = ["ReadOnlyDatabase", "require_file"]
+
+
+def require_file(file: Path, field: str) -> None:
+    """Refuse a source that is not a file: a directory says so.
+
+    Args:
+        file: the source's path; field: the error's field.
+
+    Raises:
+        ValidationError: ``file`` is a directory (``... is a directory, not a database
+            file``) or is not there (``no such database file: ...``).
+    """
+    if file.is_dir():
+        raise ValidationError(f"{file} is a directory, not a database file", field=field)
+    if not file.is_file():
+        raise ValidationError(f"no such database file: {file}", field=field)
 
 
 class ReadOnlyDatabase:
