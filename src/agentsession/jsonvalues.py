@@ -20,7 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Any
+
+import orjson
 
 from .errors import PayloadTooLarge, UnsupportedValue
 
@@ -132,10 +135,27 @@ def dumps(value: Any) -> str:
 
 
 _DECODER = json.JSONDecoder()
+#: Where orjson's answer may differ from the standard library's: an integer of 19 or
+#: more digits (orjson reads one beyond 64 bits as a float). Its other differences
+#: (NaN, Infinity, lone surrogates, overflowing floats) it refuses, with an error.
+_LONG_NUMBER = re.compile(r"[0-9]{19}")
 
 
 def loads(text: str) -> Any:
-    """Decode JSON text written by :func:`dumps`."""
+    """Decode JSON text written by :func:`dumps`, to exactly the value the standard
+    library's ``json.loads`` gives (its errors too).
+
+    orjson decodes several times faster; text where it could answer differently, or
+    that it refuses, is decoded by the standard library instead.
+
+    Raises:
+        json.JSONDecodeError: not JSON text.
+    """
+    if _LONG_NUMBER.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
     return _DECODER.decode(text)
 
 

@@ -593,14 +593,8 @@ class _SQLTransaction:
         if mode == "last":
             rows.reverse()
         return [
-            Message.model_validate(
-                {
-                    **payload,
-                    "message_id": message_id,
-                    "session_id": sid,
-                    "seq": seq,
-                    "created_at": created_at,
-                }
+            Message.from_store(
+                payload, message_id=message_id, session_id=sid, seq=seq, created_at=created_at
             )
             for message_id, sid, seq, created_at, payload in rows
         ]
