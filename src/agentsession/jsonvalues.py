@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from typing import Any
 
 import orjson
@@ -135,28 +134,41 @@ def dumps(value: Any) -> str:
 
 
 _DECODER = json.JSONDecoder()
-#: Where orjson's answer may differ from the standard library's: an integer of 19 or
-#: more digits (orjson reads one beyond 64 bits as a float). Its other differences
-#: (NaN, Infinity, lone surrogates, overflowing floats) it refuses, with an error.
-_LONG_NUMBER = re.compile(r"[0-9]{19}")
 
 
 def loads(text: str) -> Any:
-    """Decode JSON text written by :func:`dumps`, to exactly the value the standard
-    library's ``json.loads`` gives (its errors too).
+    """Decode JSON text written by :func:`dumps`, to exactly the value (and the error)
+    the standard library's decoder gives.
 
-    orjson decodes several times faster; text where it could answer differently, or
-    that it refuses, is decoded by the standard library instead.
+    orjson decodes several times faster. Its answer is taken when it holds no float:
+    orjson reads an integer beyond 64 bits as a float, and may round a long decimal
+    otherwise. Its other differences (NaN, Infinity, lone surrogates, overflowing
+    floats) it refuses. Any of these is decoded by the standard library instead.
 
     Raises:
         json.JSONDecodeError: not JSON text.
     """
-    if _LONG_NUMBER.search(text) is None:
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-    return _DECODER.decode(text)
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _DECODER.decode(text)
+    return _DECODER.decode(text) if _has_float(value) else value
+
+
+def _has_float(value: Any) -> bool:
+    """Whether a decoded JSON value holds a float anywhere."""
+    kind = type(value)
+    if kind is float:
+        return True
+    if kind is dict:
+        value = value.values()
+    elif kind is not list:
+        return False
+    for item in value:
+        kind = type(item)
+        if kind is float or ((kind is dict or kind is list) and _has_float(item)):
+            return True
+    return False
 
 
 def canonical_hash(value: Any) -> str:
