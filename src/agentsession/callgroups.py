@@ -35,6 +35,7 @@ __all__ = [
     "item_role",
     "opened_calls",
     "results_for",
+    "touches_calls",
 ]
 
 #: Responses item types that make a call -> the item type that carries its result.
@@ -62,6 +63,8 @@ def item_role(payload: Mapping[str, Any]) -> str | None:
 
 def opened_calls(m: Message) -> list[str]:
     """The ids of the tool calls ``m`` makes, in order (empty if none)."""
+    if _plain(m):
+        return []
     kind = _item_type(m)
     if kind in CALL_ITEMS:
         return _ids([(m.model_extra or {}).get("call_id")])
@@ -74,6 +77,8 @@ def opened_calls(m: Message) -> list[str]:
 
 def answered_calls(m: Message) -> list[str]:
     """The ids of the tool calls whose results ``m`` carries, in order (empty if none)."""
+    if _plain(m):
+        return []
     if _item_type(m) in OUTPUT_ITEMS:
         return _ids([(m.model_extra or {}).get("call_id")])
     if m.role == "tool":
@@ -81,6 +86,13 @@ def answered_calls(m: Message) -> list[str]:
     if m.role == "user":
         return _ids(b.get("tool_use_id") for b in _blocks(m, "tool_result"))
     return []
+
+
+def touches_calls(m: Message) -> bool:
+    """Whether ``m`` may make or answer a tool call at all. False is certain (it does
+    neither: what most messages are, decided without looking further); True means
+    :func:`opened_calls` and :func:`answered_calls` must be asked."""
+    return not _plain(m)
 
 
 def in_tool_exchange(m: Message) -> bool:
@@ -119,8 +131,21 @@ def results_for(call: Message, call_ids: list[str], text: str) -> list[dict[str,
     return results
 
 
+def _plain(m: Message) -> bool:
+    """Whether ``m`` can neither make nor answer a call: no Responses item type, no
+    ``tool_calls``, no ``tool_call_id``, no content blocks (every format's call and
+    result lives in one of these)."""
+    extra = m.__pydantic_extra__
+    return (
+        (not extra or "type" not in extra)
+        and m.tool_calls is None
+        and m.tool_call_id is None
+        and not isinstance(m.content, list)
+    )
+
+
 def _item_type(m: Message) -> str | None:
-    kind = (m.model_extra or {}).get("type")
+    kind = (m.__pydantic_extra__ or {}).get("type")
     return kind if isinstance(kind, str) else None
 
 

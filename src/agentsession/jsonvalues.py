@@ -22,6 +22,8 @@ import json
 import math
 from typing import Any
 
+import orjson
+
 from .errors import PayloadTooLarge, UnsupportedValue
 
 __all__ = ["MAX_DEPTH", "canonical_hash", "check_json", "dumps", "loads"]
@@ -135,8 +137,38 @@ _DECODER = json.JSONDecoder()
 
 
 def loads(text: str) -> Any:
-    """Decode JSON text written by :func:`dumps`."""
-    return _DECODER.decode(text)
+    """Decode JSON text written by :func:`dumps`, to exactly the value (and the error)
+    the standard library's decoder gives.
+
+    orjson decodes several times faster. Its answer is taken when it holds no float:
+    orjson reads an integer beyond 64 bits as a float, and may round a long decimal
+    otherwise. Its other differences (NaN, Infinity, lone surrogates, overflowing
+    floats) it refuses. Any of these is decoded by the standard library instead.
+
+    Raises:
+        json.JSONDecodeError: not JSON text.
+    """
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _DECODER.decode(text)
+    return _DECODER.decode(text) if _has_float(value) else value
+
+
+def _has_float(value: Any) -> bool:
+    """Whether a decoded JSON value holds a float anywhere."""
+    kind = type(value)
+    if kind is float:
+        return True
+    if kind is dict:
+        value = value.values()
+    elif kind is not list:
+        return False
+    for item in value:
+        kind = type(item)
+        if kind is float or ((kind is dict or kind is list) and _has_float(item)):
+            return True
+    return False
 
 
 def canonical_hash(value: Any) -> str:

@@ -178,12 +178,103 @@ class Message(BaseModel):
         message.model_fields_set.discard("role")
         return message
 
+    @classmethod
+    def from_store(
+        cls,
+        payload: dict[str, Any],
+        *,
+        message_id: str,
+        session_id: str,
+        seq: int,
+        created_at: datetime,
+    ) -> Message:
+        """The message a store kept: ``payload`` (a :meth:`payload` as decoded from
+        storage, handed over: it becomes the message's) with the store's fields.
+
+        Equal to ``model_validate({**payload, message_id=..., ...})`` in every respect
+        (fields, fields set, extra fields, errors). A payload was validated when it was
+        appended, so a value of the exact type a field holds is taken as it is, without
+        a second validation; any other value (a row written by something else) goes
+        through ``model_validate``, whose error (a ``ValueError``) is raised.
+        """
+        values = {**_MESSAGE_DEFAULTS, **payload}
+        extra: dict[str, Any] = {}
+        if len(values) != len(_MESSAGE_DEFAULTS):  # extra fields, kept in payload order
+            extra = {k: v for k, v in payload.items() if k not in _MESSAGE_DEFAULTS}
+            for key in extra:
+                del values[key]
+        named = payload["role"] if "role" in payload else item_role(payload)
+        role = _ROLES.get(named) if type(named) is str else None
+        if role is None or not _kept_as_stored(payload, message_id, session_id, seq, created_at):
+            store = {"message_id": message_id, "session_id": session_id, "seq": seq}
+            return cls.model_validate({**payload, **store, "created_at": created_at})
+        values["message_id"] = message_id  # the store's own values win, as in the merge
+        values["session_id"] = session_id
+        values["seq"] = seq
+        values["created_at"] = created_at
+        values["role"] = role
+        message = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(message, "__dict__", values)
+        # A derived role is left unset, as validation leaves it.
+        setattr_(message, "__pydantic_fields_set__", payload.keys() | _STORE_FIELDS)
+        setattr_(message, "__pydantic_extra__", extra)
+        setattr_(message, "__pydantic_private__", None)
+        return message
+
     def payload(self) -> dict[str, Any]:
         """Return the message as the client appended it: no store fields, unset stays unset."""
         data = self.model_dump(mode="json", exclude_unset=True)
         for key in ("message_id", "session_id", "seq", "created_at", "session_version"):
             data.pop(key, None)
         return data
+
+
+_TEXT = (str, type(None))
+#: The payload fields of a Message (``role`` aside) -> the exact types of the values
+#: it keeps as they are; JSON decodes to exactly these. ``session_version`` is never
+#: stored, so a payload holding one takes the validating way.
+_STORED_TYPES: dict[str, tuple[type, ...]] = {
+    "content": (str, list, type(None)),
+    "name": _TEXT,
+    "tool_calls": (list, type(None)),
+    "tool_call_id": _TEXT,
+    "run_id": _TEXT,
+    "metadata": (dict, type(None)),
+    "session_version": (type(None),),
+}
+
+
+def _kept_as_stored(
+    payload: dict[str, Any], message_id: Any, session_id: Any, seq: Any, created_at: Any
+) -> bool:
+    """Whether validating a stored message would keep every value as it is: each is
+    of the exact type its field holds (:data:`_STORED_TYPES`; ``role`` is checked by
+    the caller)."""
+    if not (
+        type(message_id) is str
+        and type(session_id) is str
+        and type(seq) is int
+        and type(created_at) is datetime
+    ):
+        return False
+    for key, value in payload.items():
+        kinds = _STORED_TYPES.get(key)
+        if kinds is not None and type(value) not in kinds:
+            return False
+    calls = payload.get("tool_calls")
+    return calls is None or all(type(c) is dict for c in calls)
+
+
+#: Every field of a Message with its default, in declaration order (as validation
+#: fills ``__dict__``); the required ones are always overwritten.
+_MESSAGE_DEFAULTS: dict[str, Any] = {
+    name: info.default for name, info in Message.model_fields.items()
+}
+_MESSAGE_FIELDS = _MESSAGE_DEFAULTS.keys()
+#: The fields a store supplies beside the payload: always set.
+_STORE_FIELDS = frozenset({"message_id", "session_id", "seq", "created_at"})
+_ROLES: dict[str, Role] = {role.value: role for role in Role}
 
 
 class WorkingMemory(_Snapshot):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..callgroups import answered_calls, in_tool_exchange, opened_calls
+from ..callgroups import answered_calls, in_tool_exchange, opened_calls, touches_calls
 from ..models import Message
 from ..stores.base import StoreTransaction
 
@@ -71,6 +71,8 @@ def _missing(rows: list[Message]) -> tuple[Counter[str], Counter[str]]:
     needed: Counter[str] = Counter()
     pending: Counter[str] = Counter()
     for m in rows:
+        if not touches_calls(m):  # most messages: nothing to match
+            continue
         for call in answered_calls(m):
             if pending[call] > 0:
                 pending[call] -= 1

@@ -164,10 +164,7 @@ class CompiledStatement:
 
     def rows(self, cursor: Any) -> list[tuple[Any, ...]]:
         """Fetch every remaining row of a cursor or result, result processors applied."""
-        results = self._results
-        if results is None:
-            description = getattr(cursor, "cursor", cursor).description or ()
-            results = self._results = self._result_processors(description)
+        results = self._processors(cursor)
         rows = cursor.fetchall()
         if not results:
             return [tuple(r) for r in rows]
@@ -178,6 +175,22 @@ class CompiledStatement:
                 values[i] = proc(values[i])
             out.append(tuple(values))
         return out
+
+    def decoders(self, cursor: Any) -> list[Processor]:
+        """One function per result column turning the driver's value into the column
+        type's (its result processor, or the identity): for a caller that decodes the
+        rows of ``cursor.fetchall()`` as it builds its own objects from them."""
+        decoders: list[Processor] = [_identity] * len(self.columns)
+        for i, proc in self._processors(cursor):
+            decoders[i] = proc
+        return decoders
+
+    def _processors(self, cursor: Any) -> list[tuple[int, Processor]]:
+        results = self._results
+        if results is None:
+            description = getattr(cursor, "cursor", cursor).description or ()
+            results = self._results = self._result_processors(description)
+        return results
 
     def _result_processors(self, description: Sequence[Any]) -> list[tuple[int, Processor]]:
         procs = []
@@ -217,6 +230,10 @@ class CompiledStatement:
             dialect=self._dialect,
         )
         return wrapped
+
+
+def _identity(value: Any) -> Any:
+    return value
 
 
 def _driver_args(args: Sequence[Any] | dict[str, Any]) -> Any:
