@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agentsession import SessionManager
-from agentsession.stores import sqltypes
+from agentsession import SessionManager, jsonvalues
+from agentsession.stores import sql, sqltypes
 from agentsession.stores.base import SessionStore
 from agentsession.stores.sql import SQLStore
 from sqlcapture import captured_sql
@@ -89,3 +89,47 @@ def test_one_datetime_is_formatted_once(monkeypatch: pytest.MonkeyPatch) -> None
     assert bind(equal) == "2026-01-01T12:00:00.000005+00:00"
     assert bind(None) is None
     assert len(calls) == 3
+
+
+def test_an_appended_payload_is_encoded_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The JSON text made when the message was checked is the text stored."""
+    store = SQLStore(f"sqlite:///{tmp_path / 's.db'}", auto_migrate=True)
+    with SessionManager(store) as sm:
+        s = sm.create_session(user_id="u1", agent="a")
+        encoded: list[object] = []
+        real = jsonvalues.dumps
+
+        def counted(value: object) -> str:
+            encoded.append(value)
+            return real(value)
+
+        for module in (jsonvalues, sqltypes, sql):
+            monkeypatch.setattr(module, "dumps", counted)
+        message = {"content": "hé\x00", "role": "user", "extra": [1, 2.5]}
+        with captured_sql(store) as seen:
+            sm.append_message(session_id=s.session_id, user_id="u1", message=message)
+        assert message in encoded
+        assert encoded.count(message) == 1
+        [(_sql, params)] = [(q, p) for q, p in seen if q.startswith("INSERT INTO messages")]
+        assert real(message) in params
+        [read] = sm.get_messages(session_id=s.session_id, user_id="u1").items
+        assert read.payload() == message
+    store.close()
+
+
+def test_messages_inserted_without_their_text_are_encoded_by_the_store(
+    tmp_path: Path,
+) -> None:
+    store = SQLStore(f"sqlite:///{tmp_path / 's.db'}", auto_migrate=True)
+    with SessionManager(store) as sm:
+        s = sm.create_session(user_id="u1", agent="a")
+        sm.append_message(session_id=s.session_id, user_id="u1", message={"role": "user"})
+        [first] = sm.get_messages(session_id=s.session_id, user_id="u1").items
+    with store.transaction(write=True) as tx:
+        copy = first.model_copy(update={"seq": 2, "message_id": "msg_" + "a" * 26})
+        tx.insert_messages([copy])
+    with store.transaction(write=False) as tx:
+        assert [m.payload() for m in tx.get_messages(s.session_id)] == [{"role": "user"}] * 2
+    store.close()

@@ -29,6 +29,7 @@ from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
+from ..jsonvalues import dumps
 from ..models import (
     AuditEvent,
     Message,
@@ -43,7 +44,7 @@ from ..models import (
     WorkingMemory,
 )
 from . import sqlrecords
-from .base import IdempotencyRecord, ScrubReport, StoreConflict
+from .base import IdempotencyRecord, JSONTexts, ScrubReport, StoreConflict
 from .groupcommit import MAX_BATCH, GroupCommit
 from .keyhash import external_key_hash
 from .listing import merge_newest
@@ -62,6 +63,7 @@ from .schema import (
 from .sqldialect import connection_mode, create_store_engine, masked_url, parse_url, translate_error
 from .sqlexec import CompiledStatement, observed
 from .sqlscrub import scrub_database
+from .sqltypes import LONG_TEXT
 
 __all__ = ["SQLStore"]
 
@@ -272,7 +274,13 @@ class _Statements:
         )
         self._dialect = dialect
         self._session_updates: dict[tuple[str, ...], CompiledStatement] = {}
-        self.insert_messages = compiled(sa.insert(messages))
+        # The payload is bound as the JSON text it already is (see insert_messages).
+        self.insert_messages = compiled(
+            sa.insert(messages).values(
+                {c.key: sa.bindparam(c.key) for c in messages.c if c.key != "payload"}
+                | {"payload": sa.bindparam("payload", type_=LONG_TEXT)}
+            )
+        )
         self.delete_messages = compiled(
             sa.delete(messages).where(
                 messages.c.session_id == sa.bindparam("session_id"),
@@ -570,10 +578,12 @@ class _SQLTransaction:
 
     # -- messages --------------------------------------------------------------------
     @_translated
-    def insert_messages(self, messages_: Sequence[Message]) -> None:
+    def insert_messages(self, messages_: Sequence[Message], *, payloads: JSONTexts = None) -> None:
         self._writing()
         if not messages_:
             return
+        if payloads is None:
+            payloads = [dumps(m.payload()) for m in messages_]
         rows = [
             {
                 "message_id": m.message_id,
@@ -582,9 +592,9 @@ class _SQLTransaction:
                 "created_at": m.created_at,
                 "role": m.role.value,
                 "run_id": m.run_id,
-                "payload": m.payload(),
+                "payload": text,
             }
-            for m in messages_
+            for m, text in zip(messages_, payloads, strict=True)
         ]
         stmt = self._sql.insert_messages
         if len(rows) == 1:
