@@ -110,22 +110,22 @@ class MessageUseCases(ServiceCore):
                 f"at most {self.limits.max_batch_messages} messages per call",
                 field="messages",
             )
-        payloads = [check_message(m, f"messages[{i}]", self.limits) for i, m in enumerate(messages)]
+        checked = [check_message(m, f"messages[{i}]", self.limits) for i, m in enumerate(messages)]
+        payloads, texts = [c[0] for c in checked], [c[1] for c in checked]
         state = StateChange.check(
             working_memory_patch, working_memory_ops, shared_memory_ops, self.limits, admin=admin
         )
-        limits = self.limits
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
             _check_runs(tx, s, payloads)
-            stored = insert_messages(tx, s, now, payloads)
+            stored = insert_messages(tx, s, now, payloads, texts)
             new = s.model_copy(update={"message_count": s.message_count + len(stored)})
             details: dict[str, Any] = {
                 "count": len(stored),
                 "first_seq": stored[0].seq,
                 "last_seq": stored[-1].seq,
             }
-            state.apply(tx, s, now, limits, details)
+            state.apply(tx, s, now, self.limits, details)
             return Change(new, "message.appended", details, stored)
 
         request = WriteRequest(
@@ -299,11 +299,16 @@ def _check_runs(tx: StoreTransaction, s: Session, payloads: list[dict[str, Any]]
 
 
 def insert_messages(
-    tx: StoreTransaction, s: Session, now: datetime, payloads: list[dict[str, Any]]
+    tx: StoreTransaction,
+    s: Session,
+    now: datetime,
+    payloads: list[dict[str, Any]],
+    texts: list[str] | None = None,
 ) -> list[Message]:
     """Insert checked payloads (their ``run_id`` runs of ``s``) as the next seqs of
-    ``s``, created ``now``; return the stored messages. The caller counts them into the
-    session's ``message_count``."""
+    ``s``, created ``now``; return the stored messages. ``texts``: the payloads' JSON
+    as checked, so no store encodes them again. The caller counts the messages into
+    the session's ``message_count``."""
     stored = [
         _MESSAGE.validate_python(
             {
@@ -316,5 +321,5 @@ def insert_messages(
         )
         for i, payload in enumerate(payloads)
     ]
-    tx.insert_messages(stored)
+    tx.insert_messages(stored, payloads=texts)
     return stored

@@ -159,8 +159,12 @@ def check_ttl(ttl: Any) -> float | None:
         )
     return float(ttl)
 
-def check_message(message: Any, field: str, limits: Limits) -> dict[str, Any]:
-    """A message to append (see ``SessionManager.append_messages``); returns its payload."""
+def check_message(message: Any, field: str, limits: Limits) -> tuple[dict[str, Any], str]:
+    """A message to append (see ``SessionManager.append_messages``).
+
+    Returns:
+        Its payload, and the payload's JSON text (:func:`~agentsession.jsonvalues.dumps`).
+    """
     if not isinstance(message, Mapping):
         raise ValidationError(f"{field} must be an object with a role", field=field)
     payload = dict(message)
@@ -170,7 +174,7 @@ def check_message(message: Any, field: str, limits: Limits) -> dict[str, Any]:
             f"{field}.{sorted(system)[0]} is assigned by the store and cannot be sent",
             field=f"{field}.{sorted(system)[0]}",
         )
-    check_json(payload, field=field, limit_bytes=limits.max_message_bytes)
+    text = check_json(payload, field=field, limit_bytes=limits.max_message_bytes)
     _check_role(payload, field)
     content = payload.get("content")
     if content is not None and not isinstance(content, (str, list)):
@@ -193,7 +197,7 @@ def check_message(message: Any, field: str, limits: Limits) -> dict[str, Any]:
     meta = payload.get("metadata")
     if meta is not None:
         check_metadata(meta, f"{field}.metadata", limits)
-    return payload
+    return payload, text
 
 def _check_role(payload: dict[str, Any], field: str) -> None:
     """A message's ``role``: one of :class:`Role`, or absent on a Responses item, whose

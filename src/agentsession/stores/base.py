@@ -45,11 +45,16 @@ from ..models import (
 
 __all__ = [
     "IdempotencyRecord",
+    "JSONTexts",
     "ScrubReport",
     "SessionStore",
     "StoreConflict",
     "StoreTransaction",
 ]
+
+#: The JSON text of each value of a batch, in order, made by the caller when it
+#: checked them; None: the store encodes the values itself.
+JSONTexts = Sequence[str] | None
 
 
 class StoreConflict(StoreBusy):
@@ -171,8 +176,12 @@ class StoreTransaction(Protocol):
         """Ids of every session owned by ``user_id``, in any status."""
 
     # -- messages --------------------------------------------------------------------
-    def insert_messages(self, messages: Sequence[Message]) -> None:
+    def insert_messages(self, messages: Sequence[Message], *, payloads: JSONTexts = None) -> None:
         """Append messages; their ``seq`` values are already assigned by the manager.
+
+        ``payloads``, when given, is each message's :meth:`~Message.payload` as JSON text
+        (:func:`~agentsession.jsonvalues.dumps`, keys in the order sent), encoded when
+        it was checked: a store that keeps the payload as JSON text stores it as it is.
 
         The manager assigns gapless seqs under the session row lock; a store must reject
         a duplicate ``(session_id, seq)`` with StoreConflict and need not re-check for

@@ -36,7 +36,7 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
-from .base import IdempotencyRecord, ScrubReport, StoreConflict
+from .base import IdempotencyRecord, JSONTexts, ScrubReport, StoreConflict
 from .listing import status_as_of
 from .recordkeys import select_keys
 
@@ -228,7 +228,7 @@ class _MemoryTransaction:
         return [sid for sid, d in self._s._sessions.items() if d.session.user_id == user_id]
 
     # -- messages --------------------------------------------------------------------
-    def insert_messages(self, messages: Sequence[Message]) -> None:
+    def insert_messages(self, messages: Sequence[Message], *, payloads: JSONTexts = None) -> None:
         self._writing()
         for message in messages:
             rows = self._data(message.session_id).messages

@@ -116,7 +116,7 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
-from .base import IdempotencyRecord, ScrubReport, StoreConflict
+from .base import IdempotencyRecord, JSONTexts, ScrubReport, StoreConflict
 from .listing import merge_newest, status_as_of
 from .redis_index import (
     ALL_SESSIONS,
@@ -963,7 +963,7 @@ class _RedisTransaction(SharedMemoryOps, RecordOps):
 
     # -- messages --------------------------------------------------------------------
     @_translated
-    def insert_messages(self, messages: Sequence[Message]) -> None:
+    def insert_messages(self, messages: Sequence[Message], *, payloads: JSONTexts = None) -> None:
         self._writing()
         for m in messages:
             sid = m.session_id

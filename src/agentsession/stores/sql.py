@@ -29,6 +29,7 @@ from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
+from ..jsonvalues import dumps
 from ..models import (
     AuditEvent,
     Message,
@@ -43,7 +44,7 @@ from ..models import (
     WorkingMemory,
 )
 from . import sqlrecords
-from .base import IdempotencyRecord, ScrubReport, StoreConflict
+from .base import IdempotencyRecord, JSONTexts, ScrubReport, StoreConflict
 from .groupcommit import MAX_BATCH, GroupCommit
 from .keyhash import external_key_hash
 from .listing import merge_newest
@@ -62,6 +63,7 @@ from .schema import (
 from .sqldialect import connection_mode, create_store_engine, masked_url, parse_url, translate_error
 from .sqlexec import CompiledStatement, observed
 from .sqlscrub import scrub_database
+from .sqltypes import LONG_TEXT
 
 __all__ = ["SQLStore"]
 
@@ -247,6 +249,10 @@ def _translated(
     return wrapper
 
 
+#: The columns of the session row a write may set (all but its key), in table order.
+SESSION_COLUMNS = tuple(c.key for c in sessions.c if c.key != "session_id")
+
+
 class _Statements:
     """Statements of the hot paths, built and compiled once per store (for its dialect);
     values are bound per call. See :mod:`.sqlexec`."""
@@ -266,15 +272,15 @@ class _Statements:
                 sessions.c.external_key_hash == sa.bindparam("key_hash"),
             )
         )
-        self.update_session = compiled(
-            sa.update(sessions)
-            .where(
-                sessions.c.session_id == sa.bindparam("b_session_id"),
-                sessions.c.version == sa.bindparam("b_expected_version"),
+        self._dialect = dialect
+        self._session_updates: dict[tuple[str, ...], CompiledStatement] = {}
+        # The payload is bound as the JSON text it already is (see insert_messages).
+        self.insert_messages = compiled(
+            sa.insert(messages).values(
+                {c.key: sa.bindparam(c.key) for c in messages.c if c.key != "payload"}
+                | {"payload": sa.bindparam("payload", type_=LONG_TEXT)}
             )
-            .values({c.key: sa.bindparam(c.key) for c in sessions.c if c.key != "session_id"})
         )
-        self.insert_messages = compiled(sa.insert(messages))
         self.delete_messages = compiled(
             sa.delete(messages).where(
                 messages.c.session_id == sa.bindparam("session_id"),
@@ -325,6 +331,23 @@ class _Statements:
         if stmt is None:
             stmt = self._compile(self._messages_select(after, before, mode))
             self._messages[key] = stmt
+        return stmt
+
+    def session_update(self, columns: tuple[str, ...]) -> CompiledStatement:
+        """The compare-and-set UPDATE of the session row that sets only ``columns`` (a
+        subset of :data:`SESSION_COLUMNS`), compiled once per tuple; binds
+        ``b_session_id`` and ``b_expected_version`` select the row."""
+        stmt = self._session_updates.get(columns)
+        if stmt is None:
+            update = (
+                sa.update(sessions)
+                .where(
+                    sessions.c.session_id == sa.bindparam("b_session_id"),
+                    sessions.c.version == sa.bindparam("b_expected_version"),
+                )
+                .values({c: sa.bindparam(c) for c in columns})
+            )
+            stmt = self._session_updates[columns] = CompiledStatement(update, self._dialect)
         return stmt
 
     def list_sessions(
@@ -423,6 +446,9 @@ class _SQLTransaction:
         self._write = write
         self._cursor: Any = None
         self._direct = not observed(conn)
+        # Session rows as this write transaction read or wrote them (None: no such row),
+        # so an update sets only the columns that changed (see _session_changes).
+        self._stored: dict[str, Session | None] = {}
 
     def _dbapi_cursor(self) -> Any:
         """The DBAPI cursor of this transaction's connection, opened on first use; None
@@ -453,7 +479,10 @@ class _SQLTransaction:
     def get_session(self, session_id: str) -> Session | None:
         stmt = self._sql.get_session_for_update if self._write else self._sql.get_session
         rows = stmt.rows(self._execute(stmt, {"session_id": session_id}))
-        return Session.model_validate(stmt.record(rows[0])) if rows else None
+        session = Session.model_validate(stmt.record(rows[0])) if rows else None
+        if self._write:  # the row as stored, locked until the end of this transaction
+            self._stored[session_id] = session
+        return session
 
     @_translated
     def insert_session(self, session: Session) -> None:
@@ -470,16 +499,20 @@ class _SQLTransaction:
     @_translated
     def update_session(self, session: Session, *, expected_version: int) -> None:
         self._writing()
-        values = _session_row(session)
-        values["b_session_id"] = values.pop("session_id")
+        session_id = session.session_id
+        values = _session_changes(session, self._stored.get(session_id))
+        stmt = self._sql.session_update(tuple(values))
+        values["b_session_id"] = session_id
         values["b_expected_version"] = expected_version
         # Compare-and-set in one statement: no row matched = someone else won.
-        if self._execute(self._sql.update_session, values).rowcount != 1:
-            raise StoreConflict(f"session {session.session_id!r} changed concurrently")
+        if self._execute(stmt, values).rowcount != 1:
+            raise StoreConflict(f"session {session_id!r} changed concurrently")
+        self._stored[session_id] = session
 
     @_translated
     def delete_session(self, session_id: str) -> None:
         self._writing()
+        self._stored.pop(session_id, None)
         # Children go by ON DELETE CASCADE; these two have no foreign key (see schema).
         for table in (sessions, audit_events, idempotency_keys):
             self._conn.execute(sa.delete(table).where(table.c.session_id == session_id))
@@ -545,10 +578,12 @@ class _SQLTransaction:
 
     # -- messages --------------------------------------------------------------------
     @_translated
-    def insert_messages(self, messages_: Sequence[Message]) -> None:
+    def insert_messages(self, messages_: Sequence[Message], *, payloads: JSONTexts = None) -> None:
         self._writing()
         if not messages_:
             return
+        if payloads is None:
+            payloads = [dumps(m.payload()) for m in messages_]
         rows = [
             {
                 "message_id": m.message_id,
@@ -557,9 +592,9 @@ class _SQLTransaction:
                 "created_at": m.created_at,
                 "role": m.role.value,
                 "run_id": m.run_id,
-                "payload": m.payload(),
+                "payload": text,
             }
-            for m in messages_
+            for m, text in zip(messages_, payloads, strict=True)
         ]
         stmt = self._sql.insert_messages
         if len(rows) == 1:
@@ -966,6 +1001,34 @@ def _session_row(session: Session) -> dict[str, Any]:
     key = session.external_key
     row["external_key_hash"] = None if key is None else external_key_hash(key)
     return row
+
+
+def _session_changes(session: Session, stored: Session | None) -> dict[str, Any]:
+    """The columns an update of ``session`` sets (in its fields' order): all
+    of them, or, given the row as ``stored`` (read or written in this transaction, its
+    row locked), those whose value is not the very object stored. Identity, not
+    equality, so what is written is exactly what an update of every column would
+    write; a dict or list value is always written, as it may have changed in place."""
+    if stored is None:
+        row = _session_row(session)
+        del row["session_id"]
+        return row
+    new, old = session.__dict__, stored.__dict__
+    changed = {
+        column: value
+        for column, value in new.items()
+        if value is not old[column] or type(value) in _MUTABLE
+    }
+    changed.pop("session_id", None)
+    if "status" in changed:
+        changed["status"] = session.status.value
+    if "external_key" in changed:
+        key = session.external_key
+        changed["external_key_hash"] = None if key is None else external_key_hash(key)
+    return changed
+
+
+_MUTABLE = (dict, list)
 
 
 def _run_row(run: Run) -> dict[str, Any]:

@@ -107,9 +107,23 @@ def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
+#: The datetime bound last and its text: one write binds the same ``now`` to several
+#: columns (message, session row, audit event), so it is formatted once. The tuple
+#: holds the datetime, so its id cannot be reused while it is the key.
+_last_bound: tuple[datetime | None, str | None] = (None, None)
+
+
 def _sqlite_datetime_bind(value: datetime | None) -> str | None:
     """:meth:`UTCDateTime.process_bind_param` on SQLite: ISO text in UTC, or None."""
-    return None if value is None else _utc(value).isoformat(timespec="microseconds")
+    global _last_bound
+    if value is None:
+        return None
+    last = _last_bound
+    if value is last[0]:
+        return last[1]
+    text = _utc(value).isoformat(timespec="microseconds")
+    _last_bound = (value, text)
+    return text
 
 
 def _sqlite_datetime_result(value: Any) -> datetime | None:
