@@ -47,18 +47,18 @@ OPS = ("append FULL", "append NORMAL", "last-20")
 HISTORY = 200
 
 
-def before_participant(src: str) -> type[Any]:
+def before_participant(src: str, tag: str = "before") -> type[Any]:
     """An :class:`peers.AgentSessionSync` running the agentsession found in ``src``
-    (copied as ``agentsession_before``, importable next to the installed one)."""
+    (copied as ``agentsession_<tag>``, importable next to the installed one)."""
     from peers import AgentSessionSync
 
-    home = Path(tempfile.mkdtemp(prefix="hotpath-before-"))
-    shutil.copytree(Path(src) / "agentsession", home / "agentsession_before")
+    home = Path(tempfile.mkdtemp(prefix=f"hotpath-{tag}-"))
+    shutil.copytree(Path(src) / "agentsession", home / f"agentsession_{tag}")
     sys.path.insert(0, str(home))
-    module = importlib.import_module("agentsession_before")
+    module = importlib.import_module(f"agentsession_{tag}")
 
     class Before(AgentSessionSync):
-        key = "before"
+        key = tag
 
         def open(self) -> None:
             self.sm = module.SessionManager.from_url(f"sqlite:///{self.path}", **self._options())
