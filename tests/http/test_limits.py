@@ -290,3 +290,48 @@ def test_client_rebuilds_429_with_its_retry_after() -> None:
     error = error_from_problem(body, 429)
     assert isinstance(error, TooManyRequests)
     assert error.retry_after == 42
+
+
+# -- the layers ----------------------------------------------------------------------------
+
+
+def test_every_limit_is_one_layer_inside_the_edge() -> None:
+    """The limits (431, 400/415, 503, 400/413, 408) are one ASGI layer, inside the
+    edge, so a request pays one pass over its headers and one ``receive`` wrapper; the
+    edge still wraps them, so their refusals carry the request id and an access line."""
+    from agentsession.http.guards import GuardMiddleware
+    from agentsession.http.middleware import EdgeMiddleware
+
+    assert [m.cls for m in App().app.user_middleware] == [EdgeMiddleware, GuardMiddleware]
+
+
+def test_content_length_of_non_ascii_digits_is_400() -> None:
+    """A ``Content-Length`` of a Latin-1 superscript digit (``b"\\xb2"``, which
+    ``str.isdigit`` accepts but ``int`` refuses) is the 400 of any non-number, not a
+    500."""
+    app = App().app
+    sent: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/sessions",
+        "raw_path": b"/v1/sessions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"test"), (b"content-length", b"\xb2")],
+        "client": ("10.0.0.1", 40000),
+        "server": ("test", 80),
+    }
+    run(app(scope, receive, send))
+    assert sent[0]["status"] == 400
+    assert b"Content-Length is not a number" in sent[1]["body"]

@@ -20,15 +20,9 @@ from ..service import AsyncSessionManager, SessionManager
 from ..settings import Settings
 from .authlimit import AuthFailureLimiter
 from .deps import Services
-from .guards import (
-    BodyTimeoutMiddleware,
-    ConcurrencyLimitMiddleware,
-    HeaderLimitMiddleware,
-    HeaderLimits,
-    RepeatedHeaderMiddleware,
-)
+from .guards import GuardMiddleware, HeaderLimits
 from .keys import KeyStore, open_key_store
-from .middleware import BodyLimitMiddleware, EdgeMiddleware
+from .middleware import EdgeMiddleware
 from .openapi import install_openapi
 from .problems import install_handlers
 from .routes import routers
@@ -107,11 +101,13 @@ def create_app(
     # Added innermost first: the edge (request id, access line, catch-all 500) wraps
     # everything, so even a 500 carries the id, and the access log sees every answer,
     # the refusals of the limits too.
-    app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
-    app.add_middleware(BodyTimeoutMiddleware, seconds=config.body_timeout_seconds)
-    app.add_middleware(ConcurrencyLimitMiddleware, limit=config.max_concurrent_requests)
-    app.add_middleware(RepeatedHeaderMiddleware)
-    app.add_middleware(HeaderLimitMiddleware, limits=HeaderLimits.of(config))
+    app.add_middleware(
+        GuardMiddleware,
+        limits=HeaderLimits.of(config),
+        max_body_bytes=config.max_body_bytes,
+        body_timeout_seconds=config.body_timeout_seconds,
+        max_concurrent_requests=config.max_concurrent_requests,
+    )
     app.add_middleware(EdgeMiddleware)
     return app
 

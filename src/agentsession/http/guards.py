@@ -1,19 +1,26 @@
-"""Limits on abusive clients, as pure ASGI middleware.
+"""Limits on abusive clients, as one pure ASGI layer: :class:`GuardMiddleware`.
 
-* :class:`HeaderLimitMiddleware`: a header section over ``max_header_bytes`` or with
-  more than ``max_header_count`` fields -> 431. ``agentsession serve`` enforces the same
+One layer, one pass over the header fields and one wrapper around ``receive`` (not a
+layer per limit: each costs a coroutine, and a wrapper, on every request). Checked in
+this order, the first refusal answering:
+
+* the header section: over ``max_header_bytes`` or more than ``max_header_count``
+  fields -> 431, connection closed. ``agentsession serve`` enforces the same
   :class:`HeaderLimits` while it reads the header section (:mod:`.wire`), so an
-  oversized one is never held in memory whole; this middleware keeps the limits for
-  any other ASGI server.
-* :class:`BodyTimeoutMiddleware`: the whole body must arrive within
-  ``body_timeout_seconds`` of the request's start -> else 408, connection closed.
-* :class:`RepeatedHeaderMiddleware`: a single-value header sent twice (two
-  ``Authorization``, ``Content-Type``...) -> 400 naming it, rather than the first
-  winning; repeated ``If-Match`` (a list field) are joined into one. A
-  ``Content-Encoding`` other than ``identity`` -> 415: bodies are never decoded.
-* :class:`ConcurrencyLimitMiddleware`: at most ``max_concurrent_requests`` requests in
-  flight in this worker process -> else 503 with ``Retry-After``; a request counts
-  once its body has arrived, and health, readiness and OpenAPI never count.
+  oversized one is never held in memory whole; the layer keeps the limits for any
+  other ASGI server;
+* repeated headers: a single-value header sent twice (two ``Authorization``,
+  ``Content-Type``...) -> 400 naming it, rather than the first winning; repeated
+  ``If-Match`` (a list field) are joined into one. A ``Content-Encoding`` other than
+  ``identity`` -> 415: bodies are never decoded;
+* requests in flight: at most ``max_concurrent_requests`` in this worker process ->
+  else 503 with ``Retry-After``; a request counts once its body has arrived, and
+  health, readiness and OpenAPI never count;
+* the body's size: a ``Content-Length`` that is not a number -> 400, one over
+  ``max_body_bytes`` -> 413 before the body is read; a body without one (chunked) is
+  counted as it streams and refused (413) once it passes the limit;
+* the body's time: the whole body must arrive within ``body_timeout_seconds`` of the
+  request's start -> else 408, connection closed.
 
 Every refusal is a problem+json answer.
 """
@@ -21,22 +28,24 @@ Every refusal is a problem+json answer.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..settings import Settings
 from .middleware import send_problem
-from .problems import BodyTimeout, Overloaded, overloaded, plain_body
+from .problems import (
+    BodyTimeout,
+    BodyTooLarge,
+    Overloaded,
+    overloaded,
+    plain_body,
+    too_large,
+)
+from .protocol import PROBLEM_BASE
 
-__all__ = [
-    "BodyTimeoutMiddleware",
-    "ConcurrencyLimitMiddleware",
-    "HeaderLimitMiddleware",
-    "HeaderLimits",
-    "RepeatedHeaderMiddleware",
-]
+__all__ = ["GuardMiddleware", "HeaderLimits"]
 
 @dataclass(frozen=True, slots=True)
 class HeaderLimits:
@@ -90,62 +99,6 @@ class HeaderLimits:
         )
 
 
-_CLOSE = (b"connection", b"close")
-
-
-class HeaderLimitMiddleware:
-    """Answer 431 (and close) to a request whose header section breaks ``limits``."""
-
-    def __init__(self, app: ASGIApp, *, limits: HeaderLimits) -> None:
-        self.app = app
-        self.limits = limits
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = scope.get("headers", ())
-            target = scope.get("raw_path") or scope["path"].encode("utf-8")
-            size = len(target) + len(scope.get("query_string", b""))
-            size += sum(len(name) + len(value) for name, value in headers)
-            if self.limits.over(len(headers), size):
-                await send_problem(send, 431, self.limits.problem(), [_CLOSE])
-                return
-        await self.app(scope, receive, send)
-
-
-class BodyTimeoutMiddleware:
-    """Cut off a body that has not fully arrived ``seconds`` after the request started.
-
-    The deadline runs from the moment the app is called (the header section read).
-    Waiting for the body past it raises :class:`~.problems.BodyTimeout`, answered 408
-    with ``Connection: close``, so the rest of a slow-drip body is never read. Once the
-    body is complete, later ``receive`` calls (a wait for the disconnect) are not timed.
-    """
-
-    def __init__(self, app: ASGIApp, *, seconds: float) -> None:
-        self.app = app
-        self.seconds = seconds
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        deadline = asyncio.get_running_loop().time() + self.seconds
-        complete = False
-
-        async def timed() -> Message:
-            nonlocal complete
-            if complete:
-                return await receive()
-            try:
-                async with asyncio.timeout_at(deadline):
-                    message = await receive()
-            except TimeoutError:
-                raise BodyTimeout(self.seconds) from None
-            complete = message["type"] != "http.request" or not message.get("more_body")
-            return message
-
-        await self.app(scope, timed, send)
-
 
 #: Fields the service reads that take one value: RFC 9110 5.3 lets only list-valued
 #: fields repeat, and "the first wins" would let a proxy and the app disagree.
@@ -162,41 +115,135 @@ SINGLE_VALUE_FIELDS = frozenset(
 #: List-valued fields the service reads; repeats are joined with ", " (RFC 9110 5.3).
 _LIST_FIELDS = frozenset({b"if-match"})
 
+#: Paths the concurrency limit never counts nor refuses: an orchestrator's health and
+#: readiness probes (a refused probe gets a busy service restarted) and the API
+#: description; all are cheap.
+UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs"})
 
-class RepeatedHeaderMiddleware:
-    """Refuse a repeated single-value field (400) and an encoded body (415); join
-    repeated list fields into one so the app reads every value."""
+_CLOSE = (b"connection", b"close")
 
-    def __init__(self, app: ASGIApp) -> None:
+
+@dataclass(slots=True)
+class _Fields:
+    """What the guards read of a header section, gathered in one pass."""
+
+    count: int = 0
+    size: int = 0
+    #: how often each field name occurs.
+    seen: dict[bytes, int] = field(default_factory=dict)
+    #: the first ``Content-Length`` value (None: none sent).
+    length: bytes | None = None
+    #: a ``Transfer-Encoding`` or a non-zero ``Content-Length`` announces a body.
+    has_body: bool = False
+    #: every coding a ``Content-Encoding`` field names, lowercased.
+    encodings: set[bytes] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, scope: Scope) -> _Fields:
+        """The fields of ``scope``'s headers; ``size`` counts the request target too."""
+        headers = scope.get("headers", ())
+        target = scope.get("raw_path") or scope["path"].encode("utf-8")
+        found = cls(len(headers), len(target) + len(scope.get("query_string", b"")))
+        seen = found.seen
+        for name, value in headers:
+            found.size += len(name) + len(value)
+            seen[name] = seen.get(name, 0) + 1
+            if name == b"content-length":
+                if found.length is None:
+                    found.length = value
+                found.has_body = found.has_body or value != b"0"
+            elif name == b"transfer-encoding":
+                found.has_body = True
+            elif name == b"content-encoding":
+                found.encodings.update(part.strip().lower() for part in value.split(b","))
+        return found
+
+
+class GuardMiddleware:
+    """Every limit on a request in one pure ASGI layer (see the module docstring).
+
+    Args:
+        app: the app it guards.
+        limits: the header section's limits (431).
+        max_body_bytes: the largest body accepted (413).
+        body_timeout_seconds: seconds from the request's start (the header section
+            read) within which the whole body must arrive (408).
+        max_concurrent_requests: the most requests in flight in this app instance,
+            that is in one worker process (503).
+
+    Requests in flight are counted on the worker's one event loop thread, so a plain
+    counter suffices. A request counts from the moment its whole body has arrived (at
+    once when it has none): a client dripping a body, or never sending it, holds no
+    slot (the body timeout bounds how long it waits), so slow bodies cannot lock other
+    clients out; one whose body completes while the worker is full is answered 503
+    then. Waiting for the body past its deadline raises
+    :class:`~.problems.BodyTimeout` (408, ``Connection: close``: the rest of a
+    slow-drip body is never read); once the body is complete, later ``receive`` calls
+    (a wait for the disconnect) are not timed.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        limits: HeaderLimits,
+        max_body_bytes: int,
+        body_timeout_seconds: float,
+        max_concurrent_requests: int,
+    ) -> None:
         self.app = app
+        self.limits = limits
+        self.max_body_bytes = max_body_bytes
+        self.body_timeout_seconds = body_timeout_seconds
+        self.limit = max_concurrent_requests
+        self.active = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers: list[tuple[bytes, bytes]] = list(scope.get("headers", ()))
-        seen: dict[bytes, int] = {}
-        for name, _ in headers:
-            seen[name] = seen.get(name, 0) + 1
-        repeated = sorted(n for n, count in seen.items() if count > 1 and n in SINGLE_VALUE_FIELDS)
+        fields = _Fields.of(scope)
+        refusal = self._header_refusal(fields)
+        if refusal is not None:
+            status, body, extra = refusal
+            await send_problem(send, status, body, extra)
+            return
+        if any(fields.seen.get(name, 0) > 1 for name in _LIST_FIELDS):
+            scope = {**scope, "headers": _joined(list(scope.get("headers", ())))}
+        counts = scope["path"] not in UNLIMITED_PATHS
+        if counts and not fields.has_body and self.active >= self.limit:
+            await overloaded(self.limit)(scope, receive, send)
+            return
+        if fields.length is not None:
+            if not fields.length.isdigit():
+                await send_problem(send, 400, _bad_length())
+                return
+            if int(fields.length) > self.max_body_bytes:
+                await too_large(self.max_body_bytes, int(fields.length))(scope, receive, send)
+                return
+        await self._guarded(scope, receive, send, counts and fields.has_body, counts)
+
+    def _header_refusal(
+        self, fields: _Fields
+    ) -> tuple[int, dict[str, Any], list[tuple[bytes, bytes]]] | None:
+        """The status, problem body and extra header fields of a refused header
+        section (431, then 400 for a repeated single-value field, then 415), or None."""
+        if self.limits.over(fields.count, fields.size):
+            return 431, self.limits.problem(), [_CLOSE]
+        repeated = sorted(
+            n for n, count in fields.seen.items() if count > 1 and n in SINGLE_VALUE_FIELDS
+        )
         if repeated:
-            field = repeated[0].decode("latin-1")
+            name = repeated[0].decode("latin-1")
             body = plain_body(
                 400,
                 "repeated-header",
                 "Bad Request",
-                f"the {field} header is sent more than once; it takes one value",
-                header=field,
+                f"the {name} header is sent more than once; it takes one value",
+                header=name,
             )
-            await send_problem(send, 400, body)
-            return
-        encodings = {
-            part.strip().lower()
-            for name, value in headers
-            if name == b"content-encoding"
-            for part in value.split(b",")
-        }
-        if encodings - {b"identity", b""}:
+            return 400, body, []
+        if fields.encodings - {b"identity", b""}:
             body = plain_body(
                 415,
                 "unsupported-media-type",
@@ -204,11 +251,66 @@ class RepeatedHeaderMiddleware:
                 "the request body must not be encoded: send it without Content-Encoding",
                 header="content-encoding",
             )
-            await send_problem(send, 415, body)
-            return
-        if any(seen.get(name, 0) > 1 for name in _LIST_FIELDS):
-            scope = {**scope, "headers": _joined(headers)}
-        await self.app(scope, receive, send)
+            return 415, body, []
+        return None
+
+    async def _guarded(
+        self, scope: Scope, receive: Receive, send: Send, count_on_body: bool, counts: bool
+    ) -> None:
+        """Run the app with ``receive`` timed and its bytes counted; count the request
+        in flight now (``counts`` without a body) or once its body is complete
+        (``count_on_body``)."""
+        deadline = asyncio.get_running_loop().time() + self.body_timeout_seconds
+        complete = False
+        counted = False
+        seen = 0
+
+        def count() -> None:
+            nonlocal counted
+            if self.active >= self.limit:
+                raise Overloaded(self.limit)
+            self.active += 1
+            counted = True
+
+        async def guarded() -> Message:
+            nonlocal complete, seen
+            if complete:
+                message = await receive()
+            else:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        message = await receive()
+                        whole = message["type"] == "http.request" and not message.get(
+                            "more_body"
+                        )
+                        if whole and count_on_body and not counted:
+                            count()
+                except TimeoutError:
+                    raise BodyTimeout(self.body_timeout_seconds) from None
+                complete = message["type"] != "http.request" or not message.get("more_body")
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body_bytes:
+                    raise BodyTooLarge(self.max_body_bytes)
+            return message
+
+        if counts and not count_on_body:
+            count()
+        try:
+            await self.app(scope, guarded, send)
+        finally:
+            if counted:
+                self.active -= 1
+
+
+def _bad_length() -> dict[str, Any]:
+    """The 400 problem document of a ``Content-Length`` that is not a number."""
+    return {
+        "type": PROBLEM_BASE + "http-error",
+        "title": "Bad Request",
+        "status": 400,
+        "detail": "Content-Length is not a number",
+    }
 
 
 def _joined(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -223,68 +325,3 @@ def _joined(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
         where[name] = len(out)
         out.append((name, value))
     return out
-
-
-class ConcurrencyLimitMiddleware:
-    """Answer 503 with ``Retry-After`` when ``limit`` requests are already in flight.
-
-    Counts the requests of this app instance, that is of one worker process (uvicorn
-    builds the app in each worker); every request runs on the worker's one event loop
-    thread, so a plain counter suffices. A request counts from the moment its whole
-    body has arrived (at once when it has none): a client dripping a body, or never
-    sending it, holds no slot (the body timeout bounds how long it waits), so slow
-    bodies cannot lock other clients out. One whose body completes while the worker is
-    full is answered 503 then. :data:`UNLIMITED_PATHS` never count nor are refused.
-    """
-
-    def __init__(self, app: ASGIApp, *, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-        self.active = 0
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in UNLIMITED_PATHS:
-            await self.app(scope, receive, send)
-            return
-        counted = False
-
-        def count() -> None:
-            nonlocal counted
-            if self.active >= self.limit:
-                raise Overloaded(self.limit)
-            self.active += 1
-            counted = True
-
-        async def body_then_count() -> Message:
-            message = await receive()
-            complete = message["type"] == "http.request" and not message.get("more_body")
-            if complete and not counted:
-                count()
-            return message
-
-        has_body = _has_body(scope)
-        if not has_body:
-            if self.active >= self.limit:
-                await overloaded(self.limit)(scope, receive, send)
-                return
-            count()
-        try:
-            await self.app(scope, body_then_count if has_body else receive, send)
-        finally:
-            if counted:
-                self.active -= 1
-
-
-#: Paths the concurrency limit never counts nor refuses: an orchestrator's health and
-#: readiness probes (a refused probe gets a busy service restarted) and the API
-#: description; all are cheap.
-UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs"})
-
-
-def _has_body(scope: Scope) -> bool:
-    """Whether the request announces a body (a non-zero ``Content-Length``, or a
-    ``Transfer-Encoding``)."""
-    for name, value in scope.get("headers", ()):
-        if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
-            return True
-    return False

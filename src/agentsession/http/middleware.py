@@ -1,5 +1,5 @@
-"""Pure ASGI middleware: the edge (request ids, access lines, unexpected errors) and
-the body size limit.
+"""Pure ASGI middleware: the edge (request ids, access lines, unexpected errors).
+The limits on a request are one more layer, :mod:`.guards`.
 
 Pure ASGI (not ``BaseHTTPMiddleware``) so the request id set here is the one the
 endpoint, its worker threads and so the audit log see (``request_id_context``).
@@ -22,11 +22,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..fieldlimits import REQUEST_ID_CHARS
 from ..service import request_id_context
 from .logs import log_access, log_failure, method_of, route_of
-from .problems import BodyTooLarge, internal_error_body, too_large
+from .problems import internal_error_body
 from .protocol import PROBLEM_CONTENT_TYPE
 
 __all__ = [
-    "BodyLimitMiddleware",
     "EdgeMiddleware",
     "new_request_id",
     "send_problem",
@@ -115,58 +114,6 @@ class EdgeMiddleware:
             # close the connection without logging the exception's message itself.
             if not started():
                 await send_problem(send, 500, internal_error_body())
-
-
-class BodyLimitMiddleware:
-    """Refuse bodies over ``limit`` bytes with 413, before reading them whole.
-
-    A ``Content-Length`` over the limit is refused before the body is read; a body
-    without one (chunked) is counted as it streams and refused once it passes the limit.
-    """
-
-    def __init__(self, app: ASGIApp, *, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        length = _header(scope, b"content-length")
-        if length is not None:
-            if not length.isdigit():
-                await send_problem(send, 400, _bad_length())
-                return
-            if int(length) > self.limit:
-                await _respond(too_large(self.limit, int(length)), scope, receive, send)
-                return
-        seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise BodyTooLarge(self.limit)
-            return message
-
-        await self.app(scope, counted, send)
-
-
-def _bad_length() -> dict[str, Any]:
-    from .protocol import PROBLEM_BASE
-
-    return {
-        "type": PROBLEM_BASE + "http-error",
-        "title": "Bad Request",
-        "status": 400,
-        "detail": "Content-Length is not a number",
-    }
-
-
-async def _respond(response: Any, scope: Scope, receive: Receive, send: Send) -> None:
-    await response(scope, receive, send)
 
 
 async def send_problem(

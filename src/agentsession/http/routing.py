@@ -76,7 +76,9 @@ class StrictRoute(APIRoute):
         declared = _query_names(self.dependant)
 
         async def strict(request: Request) -> Response:
-            unknown = sorted(set(request.query_params) - declared)
+            # No query string (most requests): no parameter to check, none parsed.
+            query = request.scope.get("query_string")
+            unknown = sorted(set(request.query_params) - declared) if query else []
             if unknown:
                 raise RequestValidationError(
                     [
