@@ -8,6 +8,8 @@ everything afresh.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 
 from agentsession import SessionManager, jsonvalues
 from agentsession.stores import sql, sqltypes
-from agentsession.stores.base import SessionStore
+from agentsession.stores.base import SessionStore, StoreTransaction
 from agentsession.stores.sql import SQLStore
 from sqlcapture import captured_sql
 
@@ -133,3 +135,32 @@ def test_messages_inserted_without_their_text_are_encoded_by_the_store(
     with store.transaction(write=False) as tx:
         assert [m.payload() for m in tx.get_messages(s.session_id)] == [{"role": "user"}] * 2
     store.close()
+
+
+def test_a_payload_changed_by_its_caller_during_the_write_is_stored_as_checked(
+    tmp_path: Path,
+) -> None:
+    # The caller's nested value changes after the check, while the write waits for
+    # its turn: the stored, returned and replayed message are all the checked one.
+    store = SQLStore(f"sqlite:///{tmp_path / 's.db'}", auto_migrate=True)
+    parts = [{"type": "text", "text": "checked"}]
+    opened = store.transaction
+
+    @contextmanager
+    def changed_while_waiting(*, write: bool) -> Iterator[StoreTransaction]:
+        if write:
+            parts[0]["text"] = "changed"
+        with opened(write=write) as tx:
+            yield tx
+
+    with SessionManager(store) as sm:
+        s = sm.create_session(user_id="u1", agent="a")
+        store.transaction = changed_while_waiting  # type: ignore[method-assign]
+        kw = {"session_id": s.session_id, "user_id": "u1", "idempotency_key": "k1"}
+        [returned] = sm.append_messages(**kw, messages=[{"role": "user", "content": parts}])
+        again = [{"role": "user", "content": [{"type": "text", "text": "checked"}]}]
+        [replayed] = sm.append_messages(**kw, messages=again)
+        store.transaction = opened  # type: ignore[method-assign]
+        [read] = sm.get_messages(session_id=s.session_id, user_id="u1").items
+    for m in (returned, replayed, read):
+        assert m.content == [{"type": "text", "text": "checked"}]

@@ -27,7 +27,7 @@ from ..fieldlimits import (
     TOOL_NAME_CHARS,
 )
 from ..ids import check_id, is_label
-from ..jsonvalues import check_json
+from ..jsonvalues import check_json, loads
 from ..models import Role, Session
 from .policy import Limits
 
@@ -163,7 +163,8 @@ def check_message(message: Any, field: str, limits: Limits) -> tuple[dict[str, A
     """A message to append (see ``SessionManager.append_messages``).
 
     Returns:
-        Its payload, and the payload's JSON text (:func:`~agentsession.jsonvalues.dumps`).
+        Its payload (a copy decoded from the checked JSON, sharing nothing with
+        ``message``), and that JSON text (:func:`~agentsession.jsonvalues.dumps`).
     """
     if not isinstance(message, Mapping):
         raise ValidationError(f"{field} must be an object with a role", field=field)
@@ -175,6 +176,10 @@ def check_message(message: Any, field: str, limits: Limits) -> tuple[dict[str, A
             field=f"{field}.{sorted(system)[0]}",
         )
     text = check_json(payload, field=field, limit_bytes=limits.max_message_bytes)
+    # A snapshot of its own: the caller's nested lists and dicts may change while the
+    # write waits for its turn, and what is stored, returned and replayed must be what
+    # was checked here.
+    payload = loads(text)
     _check_role(payload, field)
     content = payload.get("content")
     if content is not None and not isinstance(content, (str, list)):

@@ -179,9 +179,10 @@ class StoreTransaction(Protocol):
     def insert_messages(self, messages: Sequence[Message], *, payloads: JSONTexts = None) -> None:
         """Append messages; their ``seq`` values are already assigned by the manager.
 
-        ``payloads``, when given, is each message's :meth:`~Message.payload` as JSON text
-        (:func:`~agentsession.jsonvalues.dumps`, keys in the order sent), encoded when
-        it was checked: a store that keeps the payload as JSON text stores it as it is.
+        ``payloads``, when given, is each message's payload as JSON text, encoded when it
+        was checked (:func:`~agentsession.jsonvalues.dumps`, keys in the order sent,
+        which may differ from :meth:`~Message.payload`'s order; it decodes to the same
+        object): a store that keeps the payload as JSON text stores it as it is.
 
         The manager assigns gapless seqs under the session row lock; a store must reject
         a duplicate ``(session_id, seq)`` with StoreConflict and need not re-check for
