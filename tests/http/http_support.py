@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,3 +52,41 @@ def assert_problem(
     if code is not None:
         assert body["type"] == f"https://agentsession.dev/problems/{code}"
     return body
+
+
+def call_asgi(
+    app: Callable[..., Any],
+    incoming: list[dict[str, Any]],
+    headers: list[tuple[bytes, bytes]],
+    *,
+    client: tuple[str, int] = ("127.0.0.1", 40000),
+) -> list[Any]:
+    """Drive ``app`` with one raw ``POST /v1/sessions`` (what an HTTP client library
+    cannot send: malformed headers, a hang-up mid-body): ``incoming`` are the ASGI
+    receive messages in order (then ``http.disconnect``), ``headers`` the raw header
+    pairs. Returns the ASGI messages the app sent."""
+    sent: list[Any] = []
+
+    async def receive() -> Any:
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/sessions",
+        "raw_path": b"/v1/sessions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": client,
+        "server": ("test", 80),
+        "app": app,
+    }
+    asyncio.run(app(scope, receive, send))
+    return sent

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from http_support import assert_problem
+from http_support import assert_problem, call_asgi
 
 from agentsession import SessionManager
 from agentsession.http.app import create_app
@@ -309,29 +309,11 @@ def test_content_length_of_non_ascii_digits_is_400() -> None:
     """A ``Content-Length`` of a Latin-1 superscript digit (``b"\\xb2"``, which
     ``str.isdigit`` accepts but ``int`` refuses) is the 400 of any non-number, not a
     500."""
-    app = App().app
-    sent: list[Any] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: Any) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/sessions",
-        "raw_path": b"/v1/sessions",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"test"), (b"content-length", b"\xb2")],
-        "client": ("10.0.0.1", 40000),
-        "server": ("test", 80),
-    }
-    run(app(scope, receive, send))
+    sent = call_asgi(
+        App().app,
+        [{"type": "http.request", "body": b"", "more_body": False}],
+        [(b"host", b"test"), (b"content-length", b"\xb2")],
+        client=("10.0.0.1", 40000),
+    )
     assert sent[0]["status"] == 400
     assert b"Content-Length is not a number" in sent[1]["body"]

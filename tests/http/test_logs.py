@@ -5,12 +5,12 @@ checked in tests/test_server_limits.py."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from http_support import call_asgi
 
 from agentsession import SessionManager
 from agentsession.errors import StoreError
@@ -124,36 +124,14 @@ def test_client_hanging_up_mid_body_is_not_an_error(caplog: pytest.LogCaptureFix
         {"type": "http.request", "body": b"{", "more_body": True},
         {"type": "http.disconnect"},
     ]
-    sent: list[Any] = []
-
-    async def receive() -> Any:
-        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
-
-    async def send(message: Any) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/sessions",
-        "raw_path": b"/v1/sessions",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"test"),
-            (b"content-type", b"application/json"),
-            (b"content-length", b"100"),
-            (b"authorization", f"Bearer {token}".encode()),
-        ],
-        "client": ("127.0.0.1", 40000),
-        "server": ("test", 80),
-        "app": app,
-    }
+    headers = [
+        (b"host", b"test"),
+        (b"content-type", b"application/json"),
+        (b"content-length", b"100"),
+        (b"authorization", f"Bearer {token}".encode()),
+    ]
     with caplog.at_level(logging.INFO):
-        asyncio.run(app(scope, receive, send))
+        sent = call_asgi(app, incoming, headers)
     assert sent == []
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     lines = [r.getMessage() for r in caplog.records if r.name == "agentsession.access"]
