@@ -198,8 +198,9 @@ def test_sweep_and_db_commands(tmp_path: Path) -> None:
     assert current["up_to_date"] is True and current["current"] == current["head"]
     swept = json.loads(invoke("sweep", "--url", url, "--json").stdout)
     assert swept == {
-        "expired_session_ids": [], "failed_session_ids": [], "purged_idempotency_keys": 0
-    }
+        "interrupted_run_ids": [], "expired_session_ids": [], "failed_session_ids": [],
+        "purged_idempotency_keys": 0,
+    }  # fmt: skip
 
 
 def test_db_commands_on_stores_without_a_schema(redis_url: str) -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agentsession import RunStatus, SessionManager
+from agentsession import RunLeaseExpired, RunStatus, SessionManager
 from agentsession.api import SessionAPI
 from agentsession.engine import (
     AgentEngine,
@@ -20,8 +22,10 @@ from agentsession.engine import (
     ScriptedModel,
     ToolRequest,
 )
+from agentsession.engine.heartbeat import Heartbeat
 from agentsession.engine.model import default_install_command, missing_module
 from agentsession.stores.memory import MemoryStore
+from frozen_clock import FrozenClock
 from inprocess import InProcess
 
 MODULE = "some_missing_module_xyz"
@@ -351,3 +355,101 @@ def test_turn_results_pair_repeated_ids_in_order() -> None:
     results = _turn_results(messages)
     assert [(r.name, r.arguments, r.result) for r in results] == [
         ("read_file", {"path": "a"}, 1), ("edit_file", {"path": "b"}, 2)]
+
+
+class _Counting:
+    """A SessionManager that counts heartbeats; ``fail`` names methods that raise, as a
+    worker that dies in them would leave the store."""
+
+    def __init__(self, sm: SessionManager, fail: tuple[str, ...] = ()) -> None:
+        self._sm = sm
+        self._fail = fail
+        self.beats: list[str] = []
+
+    def heartbeat_run(self, **kw: Any) -> Any:
+        self.beats.append(kw["run_id"])
+        return self._sm.heartbeat_run(**kw)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._fail:
+            raise _Died(name)
+        return getattr(self._sm, name)
+
+
+class _Died(BaseException):
+    """The worker process dying (not an Exception: nothing may catch it)."""
+
+
+def _heartbeat_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("agentsession-heartbeat-")]
+
+
+def test_engine_runs_hold_a_lease_and_heartbeat_between_steps(project: Path) -> None:
+    """Every run the engine starts holds its lease; the engine heartbeats it before each
+    later model step, and no heartbeat thread outlives the turn."""
+    sm = _Counting(SessionManager(MemoryStore()))
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    model = ScriptedModel(START, install_command=INSTALL)
+    engine = AgentEngine(sm, model, ProjectTools(project), user_id=USER, lease_seconds=600)
+    reply = engine.handle(sid, "fix the start-up failure")
+    runs = sm.list_runs(session_id=sid, user_id=USER).items
+    assert [r.run_id for r in runs] == reply.run_ids
+    assert {r.lease_seconds for r in runs} == {600}
+    assert sm.beats and set(sm.beats) <= set(reply.run_ids)
+    assert _heartbeat_threads() == []
+    plain = AgentEngine(sm, model, ProjectTools(project), user_id=USER, lease_seconds=None)
+    before = len(sm.beats)
+    plain.handle(sid, "fix the start-up failure")
+    assert len(sm.beats) == before
+    assert sm.list_runs(session_id=sid, user_id=USER).items[-1].lease_seconds is None
+
+
+def test_a_dead_workers_run_is_interrupted_on_the_next_access(project: Path) -> None:
+    """A worker that dies mid-run (no finish, no more heartbeats) leaves its run
+    RUNNING; once the lease lapses, the next access marks it INTERRUPTED."""
+    clock = FrozenClock()
+    sm = SessionManager(MemoryStore(), clock=clock)
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    dying = _Counting(sm, fail=("append_messages", "finish_run"))
+    model = ScriptedModel(START, install_command=INSTALL)
+    engine = AgentEngine(dying, model, ProjectTools(project), user_id=USER, lease_seconds=60)
+    with pytest.raises(_Died):
+        engine.handle(sid, "fix the start-up failure")
+    assert _heartbeat_threads() == []
+    [run] = sm.list_runs(session_id=sid, user_id=USER).items
+    assert run.status is RunStatus.RUNNING
+    clock.advance(61)
+    after = sm.get_run(session_id=sid, user_id=USER, run_id=run.run_id)
+    assert after.status is RunStatus.INTERRUPTED
+    actions = [e.action for e in sm.get_audit_log(session_id=sid, user_id=USER).items]
+    assert actions[-1] == "run.lease_expired"
+
+
+def test_heartbeat_thread_beats_until_stopped_and_ends_on_a_refusal() -> None:
+    """The thread beats until stop() (which joins it), and ends by itself at the first
+    refusal no later beat can change, keeping it."""
+    enough = threading.Event()
+    beats: list[int] = []
+
+    def beat() -> None:
+        beats.append(1)
+        if len(beats) == 3:
+            enough.set()
+
+    heartbeat = Heartbeat(beat, 0.001, name="agentsession-heartbeat-test").start()
+    assert enough.wait(30)
+    heartbeat.stop()
+    assert not heartbeat.alive and heartbeat.error is None
+    stopped_at = len(beats)
+    heartbeat.stop()  # idempotent
+    assert len(beats) == stopped_at
+    refused = RunLeaseExpired(session_id="ses_x", run_id="run_x", status="INTERRUPTED")
+
+    def lost() -> None:
+        raise refused
+
+    ended = Heartbeat(lost, 0.001, name="agentsession-heartbeat-test")
+    ended.start()._thread.join(30)
+    assert not ended.alive and ended.error is refused
+    with pytest.raises(ValueError):
+        Heartbeat(beat, 0, name="x")

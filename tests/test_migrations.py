@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0008_shared_memory"
+    assert head_revision() == "0009_run_leases"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -659,3 +659,28 @@ def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
         assert sm.put_records(session_id=sid, user_id="alice", records=keys).written == 2
         got = sm.list_records(session_id=sid, user_id="alice")
         assert [r.key for r in got] == ["k", "k "]
+
+
+def test_run_leases_downgrade_forgets_leases_and_keeps_runs(db_url: str) -> None:
+    """Down past 0009 drops only the lease columns (and their index); upgrading again
+    gives the kept runs no lease, so they stay RUNNING as runs always did."""
+    upgrade(db_url)
+    with SessionManager.from_url(db_url) as sm:
+        sid = sm.create_session(user_id="alice", agent="a").session_id
+        run = sm.start_run(session_id=sid, user_id="alice", lease_seconds=30)
+        sm.add_run_step(session_id=sid, user_id="alice", run_id=run.run_id, kind="plan")
+    before = _row_counts(db_url)
+    _downgrade(db_url, "0008_shared_memory")
+    assert _row_counts(db_url) == before
+    engine = sa.create_engine(db_url)
+    try:
+        inspector = sa.inspect(engine)
+        columns = {t: {c["name"] for c in inspector.get_columns(t)} for t in ("runs", "sessions")}
+    finally:
+        engine.dispose()
+    assert not {"lease_seconds", "lease_expires_at"} & (columns["runs"] | columns["sessions"])
+    assert upgrade(db_url) == head_revision()
+    with SessionManager.from_url(db_url) as sm:
+        kept = sm.get_run(session_id=sid, user_id="alice", run_id=run.run_id)
+        assert (kept.status, kept.step_count, kept.lease_expires_at) == ("RUNNING", 1, None)
+        assert sm.get_session(session_id=sid, user_id="alice").lease_expires_at is None

@@ -35,3 +35,15 @@ def test_the_command_line_examples_say_what_the_commands_do() -> None:
     assert re.findall(r"schema at revision (\S+)", text) == [head_revision()]
     sources = re.findall(r"agentsession import google-adk (\S+)", text)
     assert sources and "sessions.db" not in sources
+
+
+def test_the_run_lease_example_runs() -> None:
+    """The run-lease section's code block runs and prints what its comments say."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Run leases", 1)[1]
+    block = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    done = subprocess.run(
+        [sys.executable, "-c", block], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["INTERRUPTED", "run-lease-expired"]

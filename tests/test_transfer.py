@@ -69,7 +69,10 @@ def build_session(manager: SessionManager) -> Session:
         ended_at=T1, call_id="mine-1",
     )  # fmt: skip
     for status, steps in (("SUCCEEDED", 3), ("FAILED", 1), ("CANCELLED", 0)):
-        run = manager.start_run(**scope, input={"task": status}, metadata={"n": steps})
+        lease = 600 if status == "SUCCEEDED" else None  # a lease goes along
+        run = manager.start_run(
+            **scope, input={"task": status}, metadata={"n": steps}, lease_seconds=lease
+        )
         for i in range(steps):
             manager.add_run_step(
                 **scope, run_id=run.run_id, kind="tool", name=f"t{i}", input=i, output=[i],
@@ -94,7 +97,8 @@ def content(manager: SessionManager, s: Session) -> dict[str, Any]:
     messages = manager.get_messages(**scope, limit=100, align_tool_calls=False).items
     calls = manager.get_tool_history(**scope, limit=100).items
     runs = manager.list_runs(**scope, limit=100).items
-    skip = {"session_id", "run_id", "created_at", "session_version", "started_at", "ended_at"}
+    skip = {"session_id", "run_id", "created_at", "session_version", "started_at", "ended_at",
+            "lease_expires_at"}  # fmt: skip
     return {
         "session": s.model_dump(
             include={"agent", "title", "metadata", "status", "status_reason", "ttl_seconds",

@@ -112,6 +112,11 @@ class SessionAPI(Protocol):
         user_id: str,
         input: Any = ...,
         metadata: Mapping[str, Any] | None = ...,
+        lease_seconds: float | None = ...,
+    ) -> Run: ...
+
+    def heartbeat_run(
+        self, *, session_id: str, user_id: str, run_id: str, lease_seconds: float | None = ...
     ) -> Run: ...
 
     def add_run_step(

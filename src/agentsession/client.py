@@ -295,14 +295,16 @@ class _Exchange:
         params: dict[str, Any] | None = None,
         keyed: bool = False,
         if_match: str | None = None,
+        auto_key: bool = True,
     ) -> _Flow[T]:
         # ``keyed``: a key is sent whatever the method (a DELETE the service replays).
         # ``if_match``: the header as is (a shared document's ETag names no session).
+        # ``auto_key`` False: no generated key (a write whose retry is harmless anyway).
         headers = {} if if_match is None else {"If-Match": if_match}
         if expected_version is not None and session_id is not None:
             headers["If-Match"] = format_etag(session_id, expected_version)
         key = idempotency_key
-        if key is None and (keyed or method in ("POST", "PUT", "PATCH")):
+        if key is None and auto_key and (keyed or method in ("POST", "PUT", "PATCH")):
             key = str(uuid.uuid4())
         if key is not None:
             headers["Idempotency-Key"] = key
@@ -906,16 +908,43 @@ class _RecordRequests(_Exchange):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        lease_seconds: float | None = None,
     ) -> _Flow[Run]:
         """See :meth:`SessionManager.start_run`."""
+        body = {"input": input, "metadata": _opt_dict(metadata)}
+        if lease_seconds is not None:  # sent only when given: older servers refuse it
+            body["lease_seconds"] = lease_seconds
         return self._write(
             "POST",
             f"/v1/sessions/{_sid(session_id)}/runs",
             _model(Run),
             session_id=session_id,
-            body={"input": input, "metadata": _opt_dict(metadata)},
+            body=body,
             expected_version=expected_version,
             idempotency_key=idempotency_key,
+        )
+
+    def heartbeat_run(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        run_id: str,
+        lease_seconds: float | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Run]:
+        """See :meth:`SessionManager.heartbeat_run`."""
+        return self._write(
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}/heartbeat",
+            _model(Run),
+            session_id=session_id,
+            body={"lease_seconds": lease_seconds},
+            idempotency_key=idempotency_key,
+            # A retried heartbeat just extends the lease again; a generated key would
+            # store an idempotency record for every beat.
+            auto_key=False,
         )
 
     def add_run_step(
@@ -1394,6 +1423,7 @@ class SessionClient:
     get_tool_history = _sync(_Requests.get_tool_history)
     find_tool_call = _sync(_Requests.find_tool_call)
     start_run = _sync(_Requests.start_run)
+    heartbeat_run = _sync(_Requests.heartbeat_run)
     add_run_step = _sync(_Requests.add_run_step)
     finish_run = _sync(_Requests.finish_run)
     get_run = _sync(_Requests.get_run)
@@ -1477,6 +1507,7 @@ class AsyncSessionClient:
     get_tool_history = _async(_Requests.get_tool_history)
     find_tool_call = _async(_Requests.find_tool_call)
     start_run = _async(_Requests.start_run)
+    heartbeat_run = _async(_Requests.heartbeat_run)
     add_run_step = _async(_Requests.add_run_step)
     finish_run = _async(_Requests.finish_run)
     get_run = _async(_Requests.get_run)

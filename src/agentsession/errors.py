@@ -28,6 +28,7 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     │   ├── PatchConflict            409  a JSON Patch op that cannot apply to the document
     │   ├── RunNotRunning            409  a step, finish, message or tool call tagged with a
     │   │                                 run that is not RUNNING
+    │   │   └── RunLeaseExpired      409  ... whose lease lapsed: the run was INTERRUPTED
     │   └── VersionConflict          412  stale ``expected_version`` (optimistic locking)
     ├── IdempotencyKeyReused         422  same key, different request
     └── StoreError                   500  the store failed; nothing was written
@@ -50,6 +51,7 @@ __all__ = [
     "PayloadTooLarge",
     "RecordNotFound",
     "RunAlreadyRunning",
+    "RunLeaseExpired",
     "RunNotFound",
     "RunNotRunning",
     "SchemaOutOfDate",
@@ -393,6 +395,24 @@ class RunNotRunning(Conflict):
 
     def _default_message(self) -> str:
         return f"run {self.run_id!r} is {self.status}, not RUNNING"
+
+
+class RunLeaseExpired(RunNotRunning):
+    """A write tagged with a run whose lease lapsed without a heartbeat: the run was
+    INTERRUPTED, and its worker's heartbeat, steps, finish, messages and tool calls are
+    refused from then on (a new run may start). Nothing is stored.
+
+    Attributes:
+        session_id, run_id, status: the run and its status (``INTERRUPTED``).
+    """
+
+    code = "run-lease-expired"
+
+    def _default_message(self) -> str:
+        return (
+            f"run {self.run_id!r} lost its lease (no heartbeat before it lapsed) and was "
+            "INTERRUPTED; start a new run"
+        )
 
 
 class VersionConflict(Conflict):

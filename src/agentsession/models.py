@@ -106,6 +106,9 @@ class Session(_Snapshot):
     ``status_reason`` says why a session left ACTIVE (``"closed by user"``, ``"ttl"``...).
     ``external_key`` is the caller's own name for the session (a framework's session or
     thread id), unique per ``(user_id, agent)`` among existing sessions; None if not given.
+    ``lease_expires_at`` is when the lease of the session's RUNNING run lapses (None: no
+    RUNNING run holds a lease); a heartbeat moves it without a version step, as it is
+    liveness, not content (docs/architecture.md, "Run leases").
     """
 
     session_id: str
@@ -127,6 +130,7 @@ class Session(_Snapshot):
     message_count: int = 0
     run_count: int = 0
     tool_call_count: int = 0
+    lease_expires_at: datetime | None = None
 
 
 def _role_may_be_absent(schema: dict[str, Any]) -> None:
@@ -400,6 +404,9 @@ class Run(_Snapshot):
     (``list_runs``), the first page in ``get_run``. ``len(steps) < step_count`` means
     there are more: page through them with ``list_run_steps``. ``session_version`` is
     the session's version after the write that returned this run; None on a read.
+    ``lease_seconds`` is the run's lease (None: it holds none) and ``lease_expires_at``
+    when it lapses unless a heartbeat extends it; a run whose lease lapsed is
+    INTERRUPTED (docs/architecture.md, "Run leases").
     """
 
     run_id: str
@@ -417,6 +424,8 @@ class Run(_Snapshot):
     step_count: int = 0
     steps: list[RunStep] = Field(default_factory=list)
     session_version: int | None = None
+    lease_seconds: float | None = None
+    lease_expires_at: datetime | None = None
 
 
 class TruncateResult(_Snapshot):

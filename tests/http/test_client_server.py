@@ -18,6 +18,7 @@ import pytest
 
 from agentsession import (
     RecordWrite,
+    RunNotRunning,
     SessionManager,
     SessionNotActive,
     SessionNotFound,
@@ -295,3 +296,19 @@ def test_client_records_round_trip(server: Server) -> None:
         assert c.delete_records(session_id=sid, prefix="k").removed == 1
         with pytest.raises(SessionNotFound):
             c.list_records(session_id=new_id("ses"))
+
+
+def test_sync_client_leases_a_run_and_heartbeats(server: Server) -> None:
+    """SessionClient.start_run(lease_seconds=) and heartbeat_run: the lease moves, the
+    session version does not; a finished run's heartbeat is RunNotRunning."""
+    with SessionClient(server.url, server.alice) as c:
+        sid = c.create_session(agent="coding").session_id
+        run = c.start_run(session_id=sid, lease_seconds=600)
+        assert run.lease_seconds == 600 and run.lease_expires_at is not None
+        beat = c.heartbeat_run(session_id=sid, run_id=run.run_id, lease_seconds=900)
+        assert beat.lease_seconds == 900 and beat.lease_expires_at > run.lease_expires_at
+        assert beat.session_version == run.session_version
+        assert c.get_session(session_id=sid).lease_expires_at == beat.lease_expires_at
+        c.finish_run(session_id=sid, run_id=run.run_id, status="SUCCEEDED")
+        with pytest.raises(RunNotRunning):
+            c.heartbeat_run(session_id=sid, run_id=run.run_id)

@@ -43,6 +43,9 @@ def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:
         errors.RunNotRunning: lambda: errors.RunNotRunning(
             session_id="ses_x", run_id="run_y", status="FAILED"
         ),
+        errors.RunLeaseExpired: lambda: errors.RunLeaseExpired(
+            session_id="ses_x", run_id="run_y", status="INTERRUPTED"
+        ),
         errors.VersionConflict: lambda: errors.VersionConflict(
             session_id="ses_x", expected_version=1, current_version=2
         ),

@@ -4,18 +4,20 @@ run's steps page through ``GET .../runs/{run_id}/steps`` (also with the client).
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 from http_support import Api, assert_problem
 
-from agentsession import Limits, SessionManager
+from agentsession import Limits, RunLeaseExpired, SessionManager
 from agentsession.client import AsyncSessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.settings import Settings
 from agentsession.stores.memory import MemoryStore
+from frozen_clock import FrozenClock
 
 # The rules live in the manager (tests/contract runs them on every store).
 pytestmark = pytest.mark.store_independent
@@ -112,5 +114,59 @@ def test_clients_page_run_steps() -> None:
                 seen += [s.index for s in page.items]
                 where = {} if page.next_cursor is None else {"cursor": page.next_cursor}
             assert seen == [3, 4, 5, 6]
+
+    asyncio.run(main())
+
+
+def test_run_lease_and_heartbeat_over_http(api: Api) -> None:
+    """POST .../runs takes lease_seconds; POST .../runs/{id}/heartbeat extends it with
+    no version step (the ETag stays); a bad lease is 422; another user gets 404; a run
+    that is no longer RUNNING answers 409."""
+    base = f"/v1/sessions/{api.create()['session_id']}"
+    started = api.http.post(f"{base}/runs", json={"lease_seconds": 30}, headers=api.alice)
+    assert started.status_code == 201, started.text
+    run = started.json()
+    assert run["lease_seconds"] == 30 and run["lease_expires_at"] is not None
+    beat = api.http.post(
+        f"{base}/runs/{run['run_id']}/heartbeat", json={"lease_seconds": 60}, headers=api.alice
+    )
+    assert beat.status_code == 200, beat.text
+    assert beat.json()["lease_seconds"] == 60 and beat.json()["status"] == "RUNNING"
+    assert beat.headers["ETag"] == started.headers["ETag"]
+    for bad in ({"lease_seconds": 0}, {"lease_seconds": "5"}, {"lease_seconds": 86401}):
+        r = api.http.post(f"{base}/runs/{run['run_id']}/heartbeat", json=bad, headers=api.alice)
+        assert r.status_code in (400, 422), r.text
+    other = api.http.post(f"{base}/runs/{run['run_id']}/heartbeat", json={}, headers=api.bob)
+    assert_problem(other, 404, "not-found")
+    api.http.post(f"{base}/restore", json={}, headers=api.alice)
+    late = api.http.post(f"{base}/runs/{run['run_id']}/heartbeat", json={}, headers=api.alice)
+    assert_problem(late, 409, "run-not-running")
+
+
+def test_clients_start_leased_runs_and_heartbeat() -> None:
+    """The async client's start_run(lease_seconds=) and heartbeat_run answer what the
+    manager answers; a lapsed lease comes back as RunLeaseExpired."""
+    keys = MemoryKeyStore()
+    token = keys.create(user_id="alice")[1]
+    clock = FrozenClock()
+    manager = SessionManager(MemoryStore(), clock=clock)
+    app = create_app(manager, Settings(url="memory://"), keys=keys)
+
+    async def main() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with AsyncSessionClient("http://t", token, transport=transport) as c:
+            sid = (await c.create_session()).session_id
+            run = await c.start_run(session_id=sid, lease_seconds=30)
+            assert run.lease_expires_at == clock.now + timedelta(seconds=30)
+            clock.advance(20)
+            beat = await c.heartbeat_run(session_id=sid, run_id=run.run_id)
+            assert beat.lease_expires_at == clock.now + timedelta(seconds=30)
+            assert beat.session_version == run.session_version
+            assert beat == manager.get_run(
+                session_id=sid, user_id="alice", run_id=run.run_id
+            ).model_copy(update={"session_version": run.session_version})
+            clock.advance(31)
+            with pytest.raises(RunLeaseExpired):
+                await c.heartbeat_run(session_id=sid, run_id=run.run_id)
 
     asyncio.run(main())

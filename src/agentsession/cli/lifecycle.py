@@ -104,16 +104,19 @@ def sweep(
     limit: Annotated[int, typer.Option(help="At most this many sessions.")] = 1000,
     url: UrlOpt = None, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
-    """Expire idle sessions past their TTL and purge old idempotency keys."""
+    """Interrupt runs whose lease lapsed, expire idle sessions past their TTL and purge
+    old idempotency keys."""
     opts = resolve_options(ctx, url, None, False, as_json)
     with open_manager(opts) as sm:
         result = sm.sweep_expired(limit=limit)
     data = {
+        "interrupted_run_ids": result.interrupted_run_ids,
         "expired_session_ids": result.expired_session_ids,
         "failed_session_ids": result.failed_session_ids,
         "purged_idempotency_keys": result.purged_idempotency_keys,
     }
     text = (
+        f"interrupted {len(result.interrupted_run_ids)} run(s) whose lease lapsed, "
         f"expired {len(result.expired_session_ids)} session(s), "
         f"purged {result.purged_idempotency_keys} idempotency key(s)"
     )

@@ -20,6 +20,12 @@ One call of :meth:`AgentEngine.handle` is one user turn:
    (FAILED with the model's error if it reports failure, with token usage if known).
 
 If anything raises, the open run is finished as FAILED before the error propagates.
+
+Runs are started with a lease (``lease_seconds``); the engine heartbeats before each
+model decision and, from a :class:`~.heartbeat.Heartbeat` thread, every third of the
+lease while a model or tool call takes long. The thread stops when its run ends, so a
+worker that dies stops heartbeating and its run is INTERRUPTED once the lease lapses
+(docs/architecture.md, "Run leases").
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from ..errors import ValidationError
 from ..fieldlimits import CALL_ID_CHARS, STEP_NAME_CHARS, TOOL_NAME_CHARS
 from ..ids import is_label
 from ..models import Page, Run, RunStatus, ToolCall
+from .heartbeat import Heartbeat
 from .model import Decision, Model, ModelContext, ToolRequest, TurnResult
 from .tools import UPDATE_MEMORY, ProjectTools, ToolOutcome
 
@@ -45,6 +52,9 @@ T = TypeVar("T")
 
 #: How many of the newest tool calls and runs a model sees (one page each).
 _RECENT = 100
+
+#: The lease of the engine's runs, in seconds, unless it is given one.
+DEFAULT_LEASE_SECONDS = 60.0
 
 _NOTES = {
     "en": "(Not repeated: `{tool} {args}` already ran in run {run_seq} ({call_id}) and "
@@ -88,6 +98,7 @@ class Reply:
 class _Turn:
     user_seq: int
     run: Run | None = None
+    heartbeat: Heartbeat | None = None
     usage: dict[str, int] = field(default_factory=dict)
     run_ids: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -111,6 +122,8 @@ class AgentEngine:
         history_limit: how many recent messages the model sees.
         lang: ``"en"`` or ``"zh"``, the language of the engine's own notes.
         observer: called with an :class:`EngineEvent` after each thing the engine does.
+        lease_seconds: the lease of each run it starts (None: runs without a lease and
+            no heartbeats); the heartbeat thread beats every third of it.
     """
 
     def __init__(
@@ -124,6 +137,7 @@ class AgentEngine:
         history_limit: int = 40,
         lang: str = "en",
         observer: Callable[[EngineEvent], None] | None = None,
+        lease_seconds: float | None = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self.manager = manager
         self.model = model
@@ -133,6 +147,7 @@ class AgentEngine:
         self.history_limit = history_limit
         self._note = _NOTES.get(lang, _NOTES["en"])
         self._observer = observer
+        self.lease_seconds = lease_seconds
 
     def handle(self, session_id: str, user_text: str) -> Reply:
         """Run one user turn and return the reply (see the module docstring).
@@ -149,6 +164,7 @@ class AgentEngine:
         turn = _Turn(user_seq=message.seq)
         try:
             for _ in range(self.max_steps):
+                self._heartbeat(session_id, turn)
                 started = _now()
                 decision = self.model.decide(self._context(session_id, user_text, turn))
                 if decision.new_run is not None or turn.run is None:
@@ -163,6 +179,8 @@ class AgentEngine:
         except BaseException as exc:
             self._abort(session_id, turn, exc)
             raise
+        finally:
+            _stop(turn)  # whatever happened, no heartbeat outlives the turn
 
     # ------------------------------------------------------------------ context
 
@@ -213,15 +231,33 @@ class AgentEngine:
             user_id=self.user_id,
             input=task,
             metadata={"model": self.model.name},
+            lease_seconds=self.lease_seconds,
         )
         turn.run, turn.usage = run, {}
         turn.run_ids.append(run.run_id)
+        if self.lease_seconds is not None:
+            beat = self._beat_of(session_id, run.run_id)
+            name = f"agentsession-heartbeat-{run.run_id}"
+            turn.heartbeat = Heartbeat(beat, self.lease_seconds / 3, name=name).start()
         self._emit("run_started", task, run_id=run.run_id, seq=run.seq)
+
+    def _beat_of(self, session_id: str, run_id: str) -> Callable[[], Run]:
+        """One heartbeat of the run ``run_id``."""
+        return lambda: self.manager.heartbeat_run(
+            session_id=session_id, user_id=self.user_id, run_id=run_id
+        )
+
+    def _heartbeat(self, session_id: str, turn: _Turn) -> None:
+        """Between steps: extend the open run's lease now (a refused beat raises, e.g.
+        RunLeaseExpired: this worker lost the run)."""
+        if turn.run is not None and turn.heartbeat is not None:
+            self._beat_of(session_id, turn.run.run_id)()
 
     def _end_run(
         self, session_id: str, turn: _Turn, status: RunStatus, error: str | None, output: Any
     ) -> None:
         assert turn.run is not None
+        _stop(turn)
         run = self.manager.finish_run(
             session_id=session_id,
             user_id=self.user_id,
@@ -467,6 +503,13 @@ class AgentEngine:
     def _emit(self, kind: str, text: str, **data: Any) -> None:
         if self._observer is not None:
             self._observer(EngineEvent(kind, text, data))
+
+
+def _stop(turn: _Turn) -> None:
+    """Stop the turn's heartbeat thread, if any, and wait for it to end."""
+    if turn.heartbeat is not None:
+        turn.heartbeat.stop()
+        turn.heartbeat = None
 
 
 def _walk(read: Callable[[str | None], Page[T]]) -> Iterator[T]:

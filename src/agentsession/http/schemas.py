@@ -43,7 +43,7 @@ from ..fieldlimits import (
 from ..models import Message, ToolCallStatus
 from ..service.paging import CURSOR_MAX_CHARS
 from ..service.policy import Limits
-from ..service.validation import MAX_COUNT, MAX_TTL_SECONDS
+from ..service.validation import MAX_COUNT, MAX_LEASE_SECONDS, MAX_TTL_SECONDS
 
 __all__ = [
     "CALL_ID",
@@ -59,6 +59,7 @@ __all__ = [
     "CursorQuery",
     "FindToolCall",
     "FinishRun",
+    "HeartbeatRun",
     "Items",
     "LimitQuery",
     "OpenSession",
@@ -292,11 +293,33 @@ class FindToolCall(_Body):
     provider_call_id: str | None = Field(default=None, max_length=CALL_ID_CHARS, pattern=CALL_ID)
 
 
+#: ``lease_seconds``: its bounds (``check_lease``) stated for the OpenAPI document.
+_LEASE: dict[str, Any] = {"exclusiveMinimum": 0, "maximum": MAX_LEASE_SECONDS}
+_LEASE_TEXT = f"The run's lease in seconds (a JSON number), at most {MAX_LEASE_SECONDS}."
+
+
 class StartRun(_Body):
     """``POST .../runs``."""
 
     input: Any = None
     metadata: dict[str, Any] | None = None
+    lease_seconds: float | None = Field(
+        default=None,
+        strict=True,
+        description=_LEASE_TEXT + " Without it the run holds no lease.",
+        json_schema_extra=_LEASE,
+    )
+
+
+class HeartbeatRun(_Body):
+    """``POST .../runs/{run_id}/heartbeat``."""
+
+    lease_seconds: float | None = Field(
+        default=None,
+        strict=True,
+        description=_LEASE_TEXT + " Without it the run's own lease.",
+        json_schema_extra=_LEASE,
+    )
 
 
 class StepIn(_Body):

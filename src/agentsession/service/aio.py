@@ -116,6 +116,7 @@ class AsyncSessionManager:
     get_tool_history = _mirror(SessionManager.get_tool_history)
     find_tool_call = _mirror(SessionManager.find_tool_call)
     start_run = _mirror(SessionManager.start_run)
+    heartbeat_run = _mirror(SessionManager.heartbeat_run)
     add_run_step = _mirror(SessionManager.add_run_step)
     finish_run = _mirror(SessionManager.finish_run)
     get_run = _mirror(SessionManager.get_run)

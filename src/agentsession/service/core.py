@@ -64,7 +64,10 @@ class ServiceCore:
         # Unset: a key nobody knows, so tombstones cannot be linked to users at all.
         self._tombstone_key = key if key is not None else secrets.token_bytes(32)
         self._uow = UnitOfWork(store, clock or utcnow, self.policy)
-        self._pipeline = WritePipeline(self._uow, self.policy)
+        # Imported here: leases -> interrupted -> messages import this module.
+        from .leases import lapse_change
+
+        self._pipeline = WritePipeline(self._uow, self.policy, lapse=lapse_change)
         self._reads = ReadPath(self._uow, self._pipeline)
         self._owns_store = False
 

@@ -8,6 +8,7 @@ See docs/architecture.md, "Lifecycle".
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -41,13 +42,15 @@ class SweepResult:
     Attributes:
         expired_session_ids: sessions moved from ACTIVE to EXPIRED.
         purged_idempotency_keys: idempotency records past their retention, deleted.
-        failed_session_ids: due sessions the store failed to expire (logged; the next
-            sweep tries them again).
+        failed_session_ids: due sessions the store failed to expire, or whose lapsed
+            run lease it failed to store (logged; the next sweep tries them again).
+        interrupted_run_ids: runs marked INTERRUPTED because their lease lapsed.
     """
 
     expired_session_ids: list[str]
     purged_idempotency_keys: int
     failed_session_ids: list[str] = field(default_factory=list)
+    interrupted_run_ids: list[str] = field(default_factory=list)
 
 
 class LifecycleUseCases(ServiceCore):
@@ -89,6 +92,7 @@ class LifecycleUseCases(ServiceCore):
                     "status_reason": text,
                     "closed_at": now,
                     "expires_at": None,
+                    "lease_expires_at": None,
                 }
             )
             # The reason is free text: the audit log only says whether one was given.
@@ -243,10 +247,13 @@ class LifecycleUseCases(ServiceCore):
             )
 
     def sweep_expired(self, *, limit: int = 1000) -> SweepResult:
-        """Expire every ACTIVE session idle past its TTL, and purge old idempotency keys.
+        """Interrupt every run whose lease lapsed, expire every ACTIVE session idle past
+        its TTL, and purge old idempotency keys.
 
         A system task (run it from cron or ``agentsession sweep``); sessions are also
         expired lazily whenever they are touched, so the sweep only bounds staleness.
+        Lapsed leases go first, the same way (:meth:`WritePipeline.lapse_due`, batches
+        and failures as below; docs/architecture.md, "Run leases").
         Due sessions are expired :data:`SWEEP_BATCH` to a write transaction, each with
         its own version step, audit event and INTERRUPTED runs; one that changed since
         it was found due is skipped. A batch that fails is retried one session per
@@ -254,7 +261,7 @@ class LifecycleUseCases(ServiceCore):
         it is logged, reported in ``failed_session_ids`` and left for the next sweep.
 
         Args:
-            limit: at most this many sessions per call.
+            limit: at most this many sessions per call (and this many lapsed leases).
 
         Returns:
             What was expired, failed and purged.
@@ -267,45 +274,68 @@ class LifecycleUseCases(ServiceCore):
         size = check_limit(limit, "limit", allow_none=False, maximum=None)
         assert size is not None
         now = self._uow.now()
+        pipeline = self._pipeline
+        lapsed = self._uow.run(lambda tx: tx.list_lapsed_leases(now=now, limit=size), write=False)
+        interrupted, failed = _in_batches(lapsed, pipeline.lapse_due)
         due = self._uow.run(lambda tx: tx.list_due_sessions(now=now, limit=size), write=False)
-        expired: list[str] = []
-        failed: list[str] = []
-        for start in range(0, len(due), SWEEP_BATCH):
-            batch = due[start : start + SWEEP_BATCH]
-            try:
-                expired += self._pipeline.expire_due(batch)
-            except StoreError:
-                done, bad = self._expire_one_by_one(batch)
-                expired += done
-                failed += bad
+        expired, bad = _in_batches(due, pipeline.expire_due)
+        failed += [session_id for session_id in bad if session_id not in failed]
         cutoff = self._uow.now() - timedelta(seconds=self.policy.idempotency_retention_seconds)
         purged = self._uow.run(
             lambda tx: tx.purge_idempotency(created_before=cutoff), write=True
         )
         return SweepResult(
-            expired_session_ids=expired, purged_idempotency_keys=purged, failed_session_ids=failed
+            expired_session_ids=expired,
+            purged_idempotency_keys=purged,
+            failed_session_ids=failed,
+            interrupted_run_ids=interrupted,
         )
 
-    def _expire_one_by_one(self, batch: list[str]) -> tuple[list[str], list[str]]:
-        """Expire a failed batch's sessions one per transaction; return (expired, failed).
 
-        Raises:
-            StoreError: every session failed (the store, not one session, is failing).
-        """
-        done: list[str] = []
-        bad: list[str] = []
-        error: StoreError | None = None
-        for session_id in batch:
-            try:
-                if self._pipeline.expire_if_due(session_id):
-                    done.append(session_id)
-            except StoreError as exc:
-                logger.warning("sweep: cannot expire %s: %s", session_id, exc)
-                bad.append(session_id)
-                error = exc
-        if error is not None and len(bad) == len(batch):
-            raise error
-        return done, bad
+def _in_batches(
+    session_ids: list[str], settle: Callable[[list[str]], list[str]]
+) -> tuple[list[str], list[str]]:
+    """Run ``settle`` (expire, or interrupt lapsed leases) over ``session_ids``,
+    :data:`SWEEP_BATCH` to a call; return (what it settled, the sessions that failed).
+    A batch the store fails is retried one session per call.
+
+    Raises:
+        StoreError: every session of a batch failed on its own.
+    """
+    done: list[str] = []
+    failed: list[str] = []
+    for start in range(0, len(session_ids), SWEEP_BATCH):
+        batch = session_ids[start : start + SWEEP_BATCH]
+        try:
+            done += settle(batch)
+        except StoreError:
+            settled, bad = _one_by_one(batch, settle)
+            done += settled
+            failed += bad
+    return done, failed
+
+
+def _one_by_one(
+    batch: list[str], settle: Callable[[list[str]], list[str]]
+) -> tuple[list[str], list[str]]:
+    """Settle a failed batch's sessions one per transaction; return (settled, failed).
+
+    Raises:
+        StoreError: every session failed (the store, not one session, is failing).
+    """
+    done: list[str] = []
+    bad: list[str] = []
+    error: StoreError | None = None
+    for session_id in batch:
+        try:
+            done += settle([session_id])
+        except StoreError as exc:
+            logger.warning("sweep: cannot settle %s: %s", session_id, exc)
+            bad.append(session_id)
+            error = exc
+    if error is not None and len(bad) == len(batch):
+        raise error
+    return done, bad
 
 
 def _reopened(s: Session, now: datetime, messages_added: int) -> Session:
@@ -319,6 +349,7 @@ def _reopened(s: Session, now: datetime, messages_added: int) -> Session:
             "expired_at": None,
             "last_active_at": now,
             "expires_at": expires_at(now, s.ttl_seconds),
+            "lease_expires_at": None,  # its run, if any, was just interrupted
             "message_count": s.message_count + messages_added,
         }
     )

@@ -7,7 +7,8 @@ Inside one store transaction (docs/architecture.md, "The write pipeline"):
 2. idempotency: a retried key with the same request returns the first result and
    writes nothing (a *replay*); with a different request it raises IdempotencyKeyReused;
 3. lazy TTL expiry: an ACTIVE session idle past its TTL is marked EXPIRED first, in its
-   own committed transaction, and the call runs again;
+   own committed transaction, and the call runs again; so is a run whose lease lapsed
+   marked INTERRUPTED (:mod:`.leases`);
 4. status: writes need ACTIVE (unless the request says otherwise);
 5. optimistic locking: a stale ``expected_version`` raises VersionConflict;
 6. the change itself, then ``version + 1``, ``updated_at``, one audit event and the
@@ -39,6 +40,7 @@ from .transitions import (
     expired,
     expires_at,
     is_due,
+    is_lapsed,
     next_version,
     stop_running_runs,
 )
@@ -51,6 +53,7 @@ __all__ = [
     "Change",
     "ChangeFn",
     "DueForExpiry",
+    "LapseFn",
     "Unchanged",
     "WritePipeline",
     "WriteRequest",
@@ -102,6 +105,10 @@ class Unchanged:
 #: for a no-op that answers something else: no version step, no audit.
 ChangeFn = Callable[[StoreTransaction, Session, datetime], Change | Session | Unchanged]
 
+#: ``lapse(tx, session, now)``: the change that interrupts the run of a session whose
+#: lease lapsed (:func:`agentsession.service.leases.lapse_change`).
+LapseFn = Callable[[StoreTransaction, Session, datetime], Change]
+
 
 @dataclass(frozen=True, slots=True)
 class WriteRequest(Generic[R]):
@@ -149,8 +156,9 @@ class Written(Generic[R]):
 
 
 class DueForExpiry(AgentSessionError):
-    """Internal signal: the session is due for expiry; expire it (its own transaction)
-    and run the call again. Raised before the call has written anything."""
+    """Internal signal: the session is due for expiry, or its run's lease lapsed; store
+    that first (:meth:`WritePipeline.catch_up`, its own transactions) and run the call
+    again. Raised before the call has written anything."""
 
 
 class WritePipeline:
@@ -159,11 +167,13 @@ class WritePipeline:
     Args:
         uow: the unit of work (transactions, clock).
         policy: ``idempotency_retention_seconds`` says how long a key is remembered.
+        lapse: the change storing a lapsed run lease (see :data:`LapseFn`).
     """
 
-    def __init__(self, uow: UnitOfWork, policy: Policy) -> None:
+    def __init__(self, uow: UnitOfWork, policy: Policy, *, lapse: LapseFn) -> None:
         self._uow = uow
         self._retention = timedelta(seconds=policy.idempotency_retention_seconds)
+        self._lapse = lapse
 
     def write(self, req: WriteRequest[R]) -> Written[R]:
         """Run one write and report it to the open :func:`~.context.write_report`.
@@ -186,8 +196,8 @@ class WritePipeline:
                 value = req.result_type.validate_python(replay)
                 return Written(value, replayed=True, session_version=s.version)
             now = self._uow.now()
-            if is_due(s, now):
-                raise DueForExpiry("session is due for expiry")
+            if is_due(s, now) or is_lapsed(s, now):
+                raise DueForExpiry("session is due for expiry or its run's lease lapsed")
             if req.require_active and s.status != SessionStatus.ACTIVE:
                 raise SessionNotActive(session_id=s.session_id, status=s.status.value)
             check_version(s, req.expected_version)
@@ -199,8 +209,9 @@ class WritePipeline:
             written = self._uow.run(body, write=True)
         except DueForExpiry:
             # Lazy TTL expiry is its own committed change; then the call acts on an
-            # EXPIRED session (a write fails, close is illegal, restore re-opens).
-            self.expire_if_due(req.session_id)
+            # EXPIRED session (a write fails, close is illegal, restore re-opens). The
+            # same for a lapsed lease: the call then finds its run INTERRUPTED.
+            self.catch_up(req.session_id)
             written = self._uow.run(body, write=True)
         report_write(replayed=written.replayed, session_version=written.session_version)
         return written
@@ -334,6 +345,42 @@ class WritePipeline:
                 details=dict(details),
             )
         )
+
+    def catch_up(self, session_id: str) -> None:
+        """Store what time did to the session since its last write, in order: the lapse
+        of its run's lease (:meth:`lapse_due`), then its TTL expiry; each its own
+        transaction, actor ``system``. Nothing due: nothing written."""
+        self.lapse_due([session_id])
+        self.expire_if_due(session_id)
+
+    def lapse_due(self, session_ids: Sequence[str]) -> list[str]:
+        """Interrupt the runs of those of ``session_ids`` whose lease lapsed
+        (:func:`~.transitions.is_lapsed`), all in one write transaction (actor
+        ``system``): each session gets its own version step and ``run.lease_expired``
+        audit event. A session that changed since it was found (a heartbeat, a finish,
+        deleted) is skipped under its row lock.
+
+        Returns:
+            The ids of the runs interrupted.
+
+        Raises:
+            StoreBusy, StoreError: nothing of this call was written.
+        """
+
+        def body(tx: StoreTransaction) -> list[str]:
+            now = self._uow.now()
+            done = []
+            for session_id in session_ids:
+                s = tx.get_session(session_id)
+                if s is None or not is_lapsed(s, now):
+                    continue
+                change = self._lapse(tx, s, now)
+                self.store_change(tx, s, change, SYSTEM, now)
+                if change.details.get("run_id"):
+                    done.append(change.details["run_id"])
+            return done
+
+        return self._uow.run(body, write=True)
 
     def expire_if_due(self, session_id: str) -> bool:
         """Expire the session if it is idle past its TTL (its own transaction, actor

@@ -2,7 +2,8 @@
 
 A read looks up the session and checks ownership like a write; a session found idle
 past its TTL is expired first (a write of its own), then the read runs again, so no
-read ever shows an ACTIVE session whose TTL has passed.
+read ever shows an ACTIVE session whose TTL has passed; the same for a run whose lease
+lapsed: it is stored INTERRUPTED first, so no read shows it RUNNING.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ..models import Session, WorkingMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .pipeline import DueForExpiry, WritePipeline
-from .transitions import is_due
+from .transitions import is_due, is_lapsed
 from .uow import UnitOfWork
 
 __all__ = ["ReadPath", "memory_of"]
@@ -61,15 +62,16 @@ class ReadPath:
         def body(tx: StoreTransaction) -> T:
             session_id = find(tx)
             s = self._uow.load(tx, session_id, principal)
-            if is_due(s, self._uow.now()):
+            now = self._uow.now()
+            if is_due(s, now) or is_lapsed(s, now):
                 due.append(session_id)
-                raise DueForExpiry("session is due for expiry")
+                raise DueForExpiry("session is due for expiry or its run's lease lapsed")
             return fn(tx, s)
 
         try:
             return self._uow.run(body, write=False)
         except DueForExpiry:
-            self._pipeline.expire_if_due(due[-1])
+            self._pipeline.catch_up(due[-1])
             return self._uow.run(body, write=False)
 
 

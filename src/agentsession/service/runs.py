@@ -1,4 +1,5 @@
-"""Use cases on runs (one task each): start, add a step, finish, read, list, page steps.
+"""Use cases on runs (one task each): start, heartbeat, add a step, finish, read, list,
+page steps.
 
 Every write reads and writes the run row only (its status and ``step_count``), never its
 steps, so a run costs the same with 10 steps as with 20,000.
@@ -7,7 +8,7 @@ steps, so a run costs the same with 10 steps as with 20,000.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -21,12 +22,13 @@ from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
 from .paging import Listing, Position, read_gapless
-from .pipeline import Change, WriteRequest
+from .pipeline import Change, Unchanged, WriteRequest, request_parts
 from .policy import Limits
 from .transitions import current_run, running_run
 from .validation import (
     check_cursor_seq,
     check_enum,
+    check_lease,
     check_metadata,
     check_text,
     check_time,
@@ -53,6 +55,7 @@ class RunUseCases(ServiceCore):
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
+        lease_seconds: float | None = None,
     ) -> Run:
         """Start a run (one task) in RUNNING state.
 
@@ -60,6 +63,10 @@ class RunUseCases(ServiceCore):
             user_id: the caller (the principal).
             input: the task, any JSON value (e.g. the user's request).
             metadata: a JSON object of at most ``limits.max_metadata_bytes``.
+            lease_seconds: the run holds a lease until ``started_at + lease_seconds``
+                (``Run.lease_expires_at``); :meth:`heartbeat_run` extends it, and once
+                it lapses the run is INTERRUPTED (docs/architecture.md, "Run leases").
+                A positive number, at most one day; None (the default): no lease.
 
         Raises:
             RunAlreadyRunning: the session has a RUNNING run (at most one at a time).
@@ -68,6 +75,7 @@ class RunUseCases(ServiceCore):
         """
         check_json(input, field="input", limit_bytes=self.limits.max_run_payload_bytes)
         meta = check_metadata(metadata, "metadata", self.limits)
+        lease = check_lease(lease_seconds)
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
             running = current_run(tx, s)
@@ -82,10 +90,15 @@ class RunUseCases(ServiceCore):
                 created_at=now,
                 started_at=now,
                 metadata=meta,
+                lease_seconds=lease,
+                lease_expires_at=None if lease is None else now + timedelta(seconds=lease),
             )
             tx.insert_run(run)
-            new = s.model_copy(update={"run_count": s.run_count + 1})
-            return Change(new, "run.started", {"run_id": run.run_id}, run)
+            update = {"run_count": s.run_count + 1, "lease_expires_at": run.lease_expires_at}
+            details: dict[str, Any] = {"run_id": run.run_id}
+            if lease is not None:
+                details["lease_seconds"] = lease
+            return Change(s.model_copy(update=update), "run.started", details, run)
 
         request = WriteRequest(
             scope="start_run",
@@ -93,10 +106,74 @@ class RunUseCases(ServiceCore):
             principal=Principal(user_id, admin),
             change=change,
             result_type=_RUN,
-            request=(input, meta),
+            request=request_parts(input, meta, lease, required=2),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
             touch=True,
+        )
+        return self._pipeline.write(request).value
+
+    def heartbeat_run(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        run_id: str,
+        lease_seconds: float | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> Run:
+        """Extend the lease of a RUNNING run to now + ``lease_seconds``.
+
+        A heartbeat is liveness, not content: it moves the lease deadline on the run and
+        on the session row and nothing else: no version step, no audit event, no TTL
+        restart, and it takes no ``expected_version``. So a worker heartbeating every
+        few seconds never makes another writer's ``expected_version`` (If-Match) stale,
+        and never floods the audit log; what the lease changes (its start, its lapse)
+        is audited (docs/architecture.md, "Run leases").
+
+        Args:
+            user_id: the caller (the principal).
+            lease_seconds: the new lease (also kept as the run's ``lease_seconds``);
+                None: the run's own. A run started without a lease gets one this way.
+
+        Returns:
+            The run (without steps), ``lease_expires_at`` its new deadline and
+            ``session_version`` the session's version (unchanged).
+
+        Raises:
+            RunLeaseExpired: the lease lapsed before this heartbeat; the run is (now)
+                INTERRUPTED. RunNotRunning: the run ended otherwise.
+            ValidationError: ``lease_seconds`` out of range, or None for a run that
+                holds no lease.
+            RunNotFound, SessionNotFound, SessionNotActive, IdempotencyKeyReused.
+        """
+        check_id(run_id, field="run_id", prefix="run")
+        lease = check_lease(lease_seconds)
+
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Unchanged:
+            run = running_run(tx, s, run_id)
+            span = lease if lease is not None else run.lease_seconds
+            if span is None:
+                raise ValidationError(
+                    "the run holds no lease: give lease_seconds", field="lease_seconds"
+                )
+            deadline = now + timedelta(seconds=span)
+            beat = run.model_copy(update={"lease_seconds": span, "lease_expires_at": deadline})
+            tx.update_run(beat)
+            # The same version: a heartbeat is no change of the session (see above).
+            live = s.model_copy(update={"lease_expires_at": deadline})
+            tx.update_session(live, expected_version=s.version)
+            return Unchanged(beat.model_copy(update={"session_version": s.version}))
+
+        request = WriteRequest(
+            scope="heartbeat_run",
+            session_id=session_id,
+            principal=Principal(user_id, admin),
+            change=change,
+            result_type=_RUN,
+            request=(run_id, lease),
+            idempotency_key=idempotency_key,
         )
         return self._pipeline.write(request).value
 
@@ -229,6 +306,8 @@ class RunUseCases(ServiceCore):
             )
             tx.update_run(done)
             details = {"run_id": run_id, "status": final.value}
+            if s.lease_expires_at is not None:  # the run's lease ends with it
+                s = s.model_copy(update={"lease_expires_at": None})
             return Change(s, "run.finished", details, done)
 
         request = WriteRequest(

@@ -1,24 +1,26 @@
 """Session rules shared by the write pipeline, the lifecycle use cases and listings: the
-TTL deadline, lazy expiry, the expiry transition of the session row, the version step,
-stopping runs a status change ends, and the RUNNING run every write tagged with a run
-needs."""
+TTL deadline, lazy expiry, a lapsed run lease, the expiry transition of the session row,
+the version step, stopping runs a status change ends, and the RUNNING run every write
+tagged with a run needs."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ..errors import RunNotFound, RunNotRunning
+from ..errors import RunLeaseExpired, RunNotFound, RunNotRunning
 from ..models import Run, RunStatus, Session, SessionStatus
 from ..stores.base import StoreTransaction
 from ..stores.listing import is_due
 
 __all__ = [
+    "LEASE_LAPSED",
     "TTL_REASON",
     "as_of",
     "current_run",
     "expired",
     "expires_at",
     "is_due",
+    "is_lapsed",
     "newest_run",
     "next_version",
     "running_run",
@@ -27,6 +29,9 @@ __all__ = [
 
 #: The ``status_reason`` of a session expired because it sat idle past its TTL.
 TTL_REASON = "ttl"
+
+#: The ``error`` of a run INTERRUPTED because its lease lapsed (no heartbeat in time).
+LEASE_LAPSED = "lease expired: no heartbeat before lease_expires_at"
 
 
 def expires_at(last_active: datetime, ttl_seconds: float | None) -> datetime | None:
@@ -44,6 +49,7 @@ def expired(s: Session, at: datetime, reason: str) -> Session:
             "status_reason": reason,
             "expired_at": at,
             "expires_at": None,
+            "lease_expires_at": None,
         }
     )
 
@@ -56,6 +62,17 @@ def as_of(s: Session, now: datetime) -> Session:
         return s
     assert s.expires_at is not None
     return expired(s, s.expires_at, TTL_REASON)
+
+
+def is_lapsed(s: Session, now: datetime) -> bool:
+    """Whether the lease of the RUNNING run of ``s`` lapsed at or before ``now`` while
+    the session was ACTIVE: before its TTL deadline, if it has one (a session whose TTL
+    ran out first is expired instead, which interrupts the run as well). One compare on
+    the session row, no read of the run."""
+    lease = s.lease_expires_at
+    if lease is None or lease > now:
+        return False
+    return s.expires_at is None or lease < s.expires_at
 
 
 def next_version(s: Session) -> int:
@@ -103,11 +120,14 @@ def running_run(tx: StoreTransaction, s: Session, run_id: str) -> Run:
 
     Raises:
         RunNotFound: the session has no such run.
+        RunLeaseExpired: the run was INTERRUPTED because its lease lapsed.
         RunNotRunning: the run is not RUNNING.
     """
     run = tx.get_run(s.session_id, run_id)
     if run is None:
         raise RunNotFound(session_id=s.session_id, run_id=run_id)
+    if run.status == RunStatus.INTERRUPTED and run.error == LEASE_LAPSED:
+        raise RunLeaseExpired(session_id=s.session_id, run_id=run_id, status=run.status.value)
     if run.status != RunStatus.RUNNING:
         raise RunNotRunning(session_id=s.session_id, run_id=run_id, status=run.status.value)
     return run

@@ -36,6 +36,10 @@ from .policy import Limits
 MAX_COUNT = 2**53 - 1
 #: The longest idle timeout, in seconds: 10 years.
 MAX_TTL_SECONDS = 10 * 365 * 86400
+#: The longest run lease, in seconds: one day. A lease exists to notice a dead worker;
+#: one longer than a day would leave its run RUNNING for that long, so a worker that
+#: needs more heartbeats instead.
+MAX_LEASE_SECONDS = 86400
 #: What an external key must not hold: C0 and C1 control characters (with DEL) and lone
 #: surrogates (not encodable as UTF-8).
 _KEY_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -158,6 +162,22 @@ def check_ttl(ttl: Any) -> float | None:
             field="ttl_seconds",
         )
     return float(ttl)
+
+def check_lease(seconds: Any) -> float | None:
+    """A run lease in seconds: None, or a finite number in (0, :data:`MAX_LEASE_SECONDS`].
+
+    Raises:
+        ValidationError: anything else (a bool, a string, NaN, infinity, 0, too long).
+    """
+    if seconds is None:
+        return None
+    if type(seconds) not in (int, float) or not 0 < seconds <= MAX_LEASE_SECONDS:
+        raise ValidationError(
+            f"lease_seconds must be a positive number of seconds (at most {MAX_LEASE_SECONDS:,})",
+            field="lease_seconds",
+        )
+    return float(seconds)
+
 
 def check_message(message: Any, field: str, limits: Limits) -> tuple[dict[str, Any], str]:
     """A message to append (see ``SessionManager.append_messages``).

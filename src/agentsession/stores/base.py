@@ -172,6 +172,11 @@ class StoreTransaction(Protocol):
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
         """Ids of ACTIVE sessions with ``expires_at <= now``, oldest ``expires_at`` first."""
 
+    def list_lapsed_leases(self, *, now: datetime, limit: int) -> list[str]:
+        """Ids of at most ``limit`` sessions with ``lease_expires_at <= now`` (their
+        RUNNING run's lease lapsed), oldest ``lease_expires_at`` first, served by an
+        index on that deadline (never a scan of every session)."""
+
     def list_user_session_ids(self, user_id: str) -> list[str]:
         """Ids of every session owned by ``user_id``, in any status."""
 

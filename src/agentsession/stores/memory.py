@@ -224,6 +224,14 @@ class _MemoryTransaction:
         due.sort(key=lambda s: (s.expires_at, s.session_id))
         return [s.session_id for s in due[:limit]]
 
+    def list_lapsed_leases(self, *, now: datetime, limit: int) -> list[str]:
+        lapsed = [
+            (d.session.lease_expires_at, sid)
+            for sid, d in self._s._sessions.items()
+            if d.session.lease_expires_at is not None and d.session.lease_expires_at <= now
+        ]
+        return [sid for _, sid in sorted(lapsed)[: max(limit, 0)]]
+
     def list_user_session_ids(self, user_id: str) -> list[str]:
         return [sid for sid, d in self._s._sessions.items() if d.session.user_id == user_id]
 

@@ -10,6 +10,8 @@ Every listing reads one sorted set, never every session of a user::
     as:user:{uid}:agent:<agent>   zset  the same, of one user
     as:due                        zset  ACTIVE sessions with a TTL; score = expires_at in us
     as:user:{uid}:due             zset  the same, of one user
+    as:leases                     zset  sessions whose RUNNING run holds a lease; score =
+                                  the session's lease_expires_at in us (the run sweep)
     as:user:{uid}:key:<hash>      string  session id of the session with an external key;
                                   <hash> = hex SHA-256 of "<agent>\x1f<external_key>"
     as:index_version              string  the layout above is complete (see below)
@@ -26,15 +28,22 @@ opened (``as:index_version`` below :data:`INDEX_VERSION`), from the sessions the
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, cast
 
 from ..models import Session, SessionStatus
 from .keyhash import external_key_hash
+from .redis_errors import translated
+
+if TYPE_CHECKING:
+    import redis
 
 __all__ = [
     "ALL_SESSIONS",
     "DUE",
     "INDEX_VERSION",
     "INDEX_VERSION_KEY",
+    "LEASES",
+    "LeaseIndexOps",
     "cursor_member",
     "index_for",
     "index_member",
@@ -47,6 +56,7 @@ __all__ = [
 
 ALL_SESSIONS = "as:sessions"
 DUE = "as:due"
+LEASES = "as:leases"
 INDEX_VERSION_KEY = "as:index_version"
 #: 2: the status, agent and per-user due sets exist for every session.
 INDEX_VERSION = "2"
@@ -131,6 +141,12 @@ def _due_entries(s: Session | None) -> dict[str, int]:
     return dict.fromkeys((DUE, user_due(s.user_id)), us(s.expires_at))
 
 
+def _lease_entries(s: Session | None) -> dict[str, int]:
+    if s is None or s.lease_expires_at is None:
+        return {}
+    return {LEASES: us(s.lease_expires_at)}
+
+
 def index_writes(old: Session | None, new: Session | None) -> list[IndexWrite]:
     """The index writes that move a session from ``old`` to ``new`` (None: absent,
     i.e. inserted or deleted): removals first, then additions. ``("SET", key, sid)``
@@ -141,7 +157,8 @@ def index_writes(old: Session | None, new: Session | None) -> list[IndexWrite]:
     sid = subject.session_id
     old_lex, new_lex = _lex_entries(old), _lex_entries(new)
     writes: list[IndexWrite] = [("ZREM", k, m) for k, m in sorted(old_lex - new_lex)]
-    old_due, new_due = _due_entries(old), _due_entries(new)
+    old_due = _due_entries(old) | _lease_entries(old)
+    new_due = _due_entries(new) | _lease_entries(new)
     writes += [("ZREM", k, sid) for k in sorted(old_due.keys() - new_due.keys())]
     writes += [("ZADD", k, "0", m) for k, m in sorted(new_lex - old_lex)]
     writes += [("ZADD", k, str(score), sid) for k, score in sorted(new_due.items())]
@@ -149,3 +166,18 @@ def index_writes(old: Session | None, new: Session | None) -> list[IndexWrite]:
     writes[:0] = [("DEL", k) for k in sorted(old_key.keys() - new_key.keys())]
     writes += [("SET", k, v) for k, v in sorted(new_key.items()) if k not in old_key]
     return writes
+
+
+class LeaseIndexOps:
+    """The lapsed-lease read of the Redis transaction (see the store protocol), over
+    the :data:`LEASES` set; the host class provides the client."""
+
+    _r: redis.Redis
+
+    @translated
+    def list_lapsed_leases(self, *, now: datetime, limit: int) -> list[str]:
+        """Ids of sessions whose run's lease lapsed at or before ``now``, oldest first."""
+        if limit <= 0:
+            return []
+        found = self._r.zrangebyscore(LEASES, "-inf", us(now), start=0, num=limit)
+        return cast(list[str], found)

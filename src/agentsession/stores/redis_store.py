@@ -123,6 +123,7 @@ from .redis_index import (
     DUE,
     INDEX_VERSION,
     INDEX_VERSION_KEY,
+    LeaseIndexOps,
     cursor_member,
     index_for,
     index_writes,
@@ -764,7 +765,7 @@ def _key_owner(tx: _RedisTransaction, user_id: str, agent: str, external_key: st
     return sid
 
 
-class _RedisTransaction(SharedMemoryOps, RecordOps):
+class _RedisTransaction(SharedMemoryOps, RecordOps, LeaseIndexOps):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`."""
 

@@ -107,6 +107,8 @@ sessions = sa.Table(
     # on every dialect; MariaDB's VARCHAR compare ignores trailing spaces).
     sa.Column("external_key", sa.String(EXTERNAL_KEY_CHARS), nullable=True),
     sa.Column("external_key_hash", sa.String(64), nullable=True),
+    # The lease deadline of the session's RUNNING run (docs/architecture.md, "Run leases").
+    sa.Column("lease_expires_at", UTCDateTime, nullable=True),
     sa.Index(None, "user_id", "agent", "external_key_hash", unique=True),
     # Listings, newest first: one index per filter, so none scans or sorts.
     sa.Index(None, "user_id", "updated_at", "session_id"),
@@ -118,6 +120,8 @@ sessions = sa.Table(
     # Due sessions (ACTIVE past expires_at): the sweep, and listings by status.
     sa.Index(None, "status", "expires_at"),
     sa.Index(None, "user_id", "status", "expires_at"),
+    # Runs whose lease lapsed: the sweep.
+    sa.Index(None, "lease_expires_at"),
     **TABLE_OPTIONS,
 )
 
@@ -217,6 +221,8 @@ runs = sa.Table(
     sa.Column("metadata", JSONText, nullable=False),
     # Kept by every step insert, so a run is read and written without its steps.
     sa.Column("step_count", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("lease_seconds", sa.Double, nullable=True),
+    sa.Column("lease_expires_at", UTCDateTime, nullable=True),
     sa.Index(None, "session_id", "seq", unique=True),
     **TABLE_OPTIONS,
 )

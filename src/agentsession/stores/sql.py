@@ -572,6 +572,18 @@ class _SQLTransaction:
         return list(self._conn.execute(stmt).scalars())
 
     @_translated
+    def list_lapsed_leases(self, *, now: datetime, limit: int) -> list[str]:
+        if limit <= 0:
+            return []
+        stmt = (
+            sa.select(sessions.c.session_id)
+            .where(sessions.c.lease_expires_at <= now)
+            .order_by(sessions.c.lease_expires_at, sessions.c.session_id)
+            .limit(limit)
+        )
+        return list(self._conn.execute(stmt).scalars())
+
+    @_translated
     def list_user_session_ids(self, user_id: str) -> list[str]:
         stmt = sa.select(sessions.c.session_id).where(sessions.c.user_id == user_id)
         return list(self._conn.execute(stmt).scalars())

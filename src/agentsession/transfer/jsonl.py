@@ -386,8 +386,9 @@ class _Writer:
             raise ValidationError("run.steps must be a list of objects")
         status = _enum(RunStatus, line.get("status", "RUNNING"), "run.status")
         run = self._manager.start_run(
-            **self._scope, input=line.get("input"), metadata=line.get("metadata") or None
-        )
+            **self._scope, input=line.get("input"), metadata=line.get("metadata") or None,
+            lease_seconds=line.get("lease_seconds"),
+        )  # fmt: skip
         for step in steps:
             self._manager.add_run_step(
                 **self._scope, run_id=run.run_id, kind=step.get("kind"), name=step.get("name"),

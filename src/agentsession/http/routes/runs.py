@@ -1,4 +1,4 @@
-"""Runs: start, read, list, add a step, page through the steps, finish."""
+"""Runs: start, heartbeat, read, list, add a step, page through the steps, finish."""
 
 from __future__ import annotations
 
@@ -11,7 +11,16 @@ from ...service.policy import Limits
 from ..deps import ReadCtx, RunId, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
 from ..routing import StrictRoute
-from ..schemas import PAGE_MAX, CursorQuery, FinishRun, LimitQuery, StartRun, StepIn, seq_query
+from ..schemas import (
+    PAGE_MAX,
+    CursorQuery,
+    FinishRun,
+    HeartbeatRun,
+    LimitQuery,
+    StartRun,
+    StepIn,
+    seq_query,
+)
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/runs",
@@ -35,10 +44,28 @@ async def start_run(ctx: WriteCtx, body: StartRun) -> Response:
             metadata=body.metadata,
             expected_version=await ctx.expected_version(),
             idempotency_key=ctx.idempotency_key,
+            lease_seconds=body.lease_seconds,
         )
     )
     etag = version_etag(ctx.session_id, run.session_version)
     return reply(run, status=201, etag=etag, replayed=replayed)
+
+
+@router.post("/{run_id}/heartbeat", response_model=Run, responses=WRITE_ERRORS)
+async def heartbeat_run(ctx: WriteCtx, run_id: RunId, body: HeartbeatRun) -> Response:
+    """Extend a RUNNING run's lease to now + ``lease_seconds`` (default: the run's own).
+    No version step (the ETag is the session's current version) and no ``If-Match``: a
+    heartbeat never makes another writer's precondition stale. A run whose lease
+    already lapsed is INTERRUPTED and this answers 409 ``run-lease-expired``."""
+    run, replayed = await write(
+        ctx.manager.heartbeat_run(
+            **ctx.who,
+            run_id=run_id,
+            lease_seconds=body.lease_seconds,
+            idempotency_key=ctx.idempotency_key,
+        )
+    )
+    return reply(run, etag=version_etag(ctx.session_id, run.session_version), replayed=replayed)
 
 
 @router.get("", response_model=Page[Run])
