@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from agentsession import SessionManager
 from agentsession.errors import SessionNotFound
+from agentsession.stores import idlereaders
 from agentsession.stores.idlereaders import MAX_IDLE
 from agentsession.stores.sql import SQLStore
 from sqlcapture import captured_sql
@@ -91,3 +92,18 @@ def test_at_most_max_idle_connections_stay_and_close_closes_them(tmp_path: Path)
     assert sum(c.closed for c in conns) == 3
     store.close()
     assert all(c.closed for c in conns)
+
+
+def test_a_forked_process_does_not_use_its_parents_idle_connections(
+    sm: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = sm.create_session(user_id="u").session_id
+    _read(sm, sid)
+    readers = _store(sm)._readers
+    assert readers is not None
+    parents = list(readers._idle)
+    monkeypatch.setattr(idlereaders.os, "getpid", lambda: -1)  # as in a forked child
+    with _store(sm).transaction(write=False) as tx:
+        assert tx._conn not in parents
+    assert not any(c.closed for c in parents)
+    assert all(c not in parents for c in readers._idle)

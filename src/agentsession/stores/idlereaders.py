@@ -12,11 +12,13 @@ everything else. Each read still has a connection to itself, in its own transact
 
 A connection made before someone started to observe the engine (event listeners,
 ``echo``) would not show its statements to them, so such a one is closed and a fresh
-one taken instead (:func:`~agentsession.stores.sqlexec.observed`).
+one taken instead (:func:`~agentsession.stores.sqlexec.observed`). A process forked
+from one that held idle connections takes its own from the pool.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -45,6 +47,10 @@ class IdleReaders:
         self._idle: list[Connection] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._pid = os.getpid()
+        # A forked child's copies of its parent's connections: kept, never used nor
+        # closed (that would act on the parent's open database files).
+        self._inherited: list[Connection] = []
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
@@ -55,6 +61,8 @@ class IdleReaders:
             Whatever the pool raises when it has no connection to give; the driver's
             error when BEGIN or COMMIT fails; whatever the block raises.
         """
+        if self._pid != os.getpid():
+            self._forget_parents()
         try:
             conn = self._idle.pop()  # atomic: no lock needed to take one
         except IndexError:
@@ -72,6 +80,12 @@ class IdleReaders:
                     yield conn
         finally:
             self._put_back(conn)
+
+    def _forget_parents(self) -> None:
+        with self._lock:
+            self._inherited += self._idle
+            self._idle = []
+            self._pid = os.getpid()
 
     def _put_back(self, conn: Connection) -> None:
         if not (conn.closed or conn.invalidated or conn.in_transaction() or _driver_busy(conn)):
