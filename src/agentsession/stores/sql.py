@@ -46,6 +46,7 @@ from ..models import (
 from . import sqlrecords
 from .base import IdempotencyRecord, JSONTexts, ScrubReport, StoreConflict
 from .groupcommit import MAX_BATCH, GroupCommit
+from .idlereaders import IdleReaders
 from .keyhash import external_key_hash
 from .listing import merge_newest
 from .migrate import ensure_schema
@@ -142,7 +143,9 @@ class SQLStore:
         self._engine: Engine | None = engine
         self._errors = (SQLAlchemyError, sqlite3.Error, engine.dialect.loaded_dbapi.Error)
         self._writes: GroupCommit | None = None
+        self._readers: IdleReaders | None = None
         if engine.dialect.name == "sqlite":
+            self._readers = IdleReaders(engine)
             self._writes = GroupCommit(
                 lambda: connection_mode(engine.connect(), write=True),
                 translate_error,
@@ -189,6 +192,10 @@ class SQLStore:
                 with self._writes.write(self._busy_timeout) as conn:
                     yield from self._run(conn, write=True)
                 return
+            if self._readers is not None and not write:
+                with self._readers.transaction() as conn:
+                    yield from self._run(conn, write=False)
+                return
             with engine.connect() as conn:
                 connection_mode(conn, write=write)
                 with conn.begin():
@@ -229,6 +236,8 @@ class SQLStore:
         """Close the connection pool. Idempotent; further transactions raise StoreError."""
         engine, self._engine = self._engine, None
         if engine is not None:
+            if self._readers is not None:
+                self._readers.close()
             if self._writes is not None:
                 self._writes.close(self._busy_timeout)
             engine.dispose()

@@ -246,14 +246,16 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, timeout_ms: int) -> N
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get(_BEGIN_MODE, "DEFERRED")
+        dbapi_connection = conn.connection.dbapi_connection
+        assert dbapi_connection is not None
+        if mode == "DEFERRED" and dbapi_connection.in_transaction:
+            return  # a read transaction begun on the driver (.idlereaders): Core joins it
         sql = f"BEGIN {mode}"
         if observed(conn):
             conn.exec_driver_sql(sql)
             return
         # Straight to the driver (see .sqlexec): a Core round trip per BEGIN costs more
         # than the BEGIN. Errors are wrapped as exec_driver_sql would wrap them.
-        dbapi_connection = conn.connection.dbapi_connection
-        assert dbapi_connection is not None
         try:
             dbapi_connection.execute(sql)
         except sqlite3.Error as exc:
