@@ -15,6 +15,7 @@ through :class:`SessionManager`, over a store chosen by URL::
 from .errors import (
     AgentSessionError,
     Conflict,
+    ContextBudgetTooSmall,
     Forbidden,
     IdempotencyKeyReused,
     IllegalTransition,
@@ -38,6 +39,7 @@ from .errors import (
 )
 from .models import (
     AuditEvent,
+    Context,
     DeleteRecordsResult,
     Message,
     Page,
@@ -52,6 +54,7 @@ from .models import (
     Session,
     SessionStatus,
     SharedMemory,
+    Summary,
     ToolCall,
     ToolCallStatus,
     TruncateResult,
@@ -67,6 +70,7 @@ from .service import (
     SweepResult,
     request_id_context,
 )
+from .tokens import Tokenizer
 
 __version__ = "0.1.0"
 
@@ -75,6 +79,8 @@ __all__ = [
     "AsyncSessionManager",
     "AuditEvent",
     "Conflict",
+    "Context",
+    "ContextBudgetTooSmall",
     "DeleteRecordsResult",
     "Erasure",
     "Forbidden",
@@ -110,7 +116,9 @@ __all__ = [
     "SharedMemory",
     "StoreBusy",
     "StoreError",
+    "Summary",
     "SweepResult",
+    "Tokenizer",
     "ToolCall",
     "ToolCallExists",
     "ToolCallStatus",
