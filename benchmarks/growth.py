@@ -34,6 +34,9 @@ timed through the SessionManager as an agent calls it:
 ``list_sessions_agent``   the same; ``agent="rare"`` (5 match).
 ``list_sessions_active``  the same; the first page of 5 of ``status="ACTIVE"`` (about
                         N match).
+``build_context``       a session of N messages (tool-call exchanges); build its
+                        context at a budget of ``CONTEXT_BUDGET`` tokens, which every
+                        size fills with the same newest messages (10 hold more).
 
 ``get_run`` and ``restore_session`` run with their windows (``Limits.default_page_size``,
 ``Policy.restore_*_limit``) set to :data:`WINDOW` rows, the smallest size, so every size
@@ -101,6 +104,7 @@ from agentsession.stores.sql import SQLStore  # noqa: E402
 USER = "bench"
 GOAL = 2.0
 WINDOW = 10  # rows get_run and restore_session give back at every size
+CONTEXT_BUDGET = 200  # tokens of build_context: the same 7 messages at every size
 FILL_BATCH = 5_000  # rows per setup transaction
 MATCHING = 5  # sessions of the rare status / agent, calls of the rare tool
 SAMPLES = 25  # calls timed per size (--quick: QUICK_SAMPLES)
@@ -410,6 +414,22 @@ def restore_session(size: int, samples: int) -> Iterator[list[Prepared]]:
         yield [Prepared(close, restore)] * samples
 
 
+@contextmanager
+def build_context(size: int, samples: int) -> Iterator[list[Call]]:
+    """``build_context`` of a session with ``size`` messages (tool-call exchanges) at a
+    budget of :data:`CONTEXT_BUDGET` tokens: the same window at every size, so the
+    factor measures how the cost grows with the history behind it."""
+    with sqlite_manager() as m:
+        sid = session_with_history(m.store, size, calls=False, runs=False)
+
+        def build() -> object:
+            ctx = m.build_context(session_id=sid, user_id=USER, budget_tokens=CONTEXT_BUDGET)
+            assert ctx.messages and ctx.messages[-1].seq == size
+            return ctx
+
+        yield [build] * samples
+
+
 # ===================================================================== tool lookups
 
 
@@ -540,6 +560,7 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("list_sessions_closed", list_sessions_closed, SIZES, "sessions of the user"),
     Workload("list_sessions_agent", list_sessions_agent, SIZES, "sessions of the user"),
     Workload("list_sessions_active", list_sessions_active, SIZES, "sessions of the user"),
+    Workload("build_context", build_context, SIZES, "messages in the session"),
 )
 
 

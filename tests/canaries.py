@@ -44,6 +44,9 @@ FREE_TEXT = (
     "record_key",
     "record_data",
     "record_meta",
+    "summary_text",
+    "summary_author",
+    "summary_model",
     "shared_memory",
     "shared_memory_create",
     "shared_memory_append",
@@ -111,10 +114,10 @@ def write_canaries(m: SessionManager) -> Canaries:
     """Store a canary of every kind, through every write that takes user content, in
     two sessions of a new user: one closed with a reason, one expired with a reason
     and restored. Audited actions covered: created, updated, message appended, memory
-    updated, records put, tool call recorded, run started, step added, run finished, closed,
-    expired, restored. The user's shared-memory document of the agent gets a canary
-    through ``update_shared_memory`` and through ``shared_memory_ops`` on the create
-    and the append."""
+    updated, records put, summary added, tool call recorded, run started, step added,
+    run finished, closed, expired, restored. The user's shared-memory document of the
+    agent gets a canary through ``update_shared_memory`` and through
+    ``shared_memory_ops`` on the create and the append."""
     tag = secrets.token_hex(6)
     v = {kind: f"CANARY-{kind.replace('_', '-')}-{tag}" for kind in FREE_TEXT + IDENTIFIERS}
     user = v["user_id"]
@@ -149,6 +152,8 @@ def write_canaries(m: SessionManager) -> Canaries:
         v["record_namespace"], v["record_key"], v["record_data"].encode(), {"m": v["record_meta"]}
     )
     m.put_records(**kw, records=[record])
+    m.add_summary(**kw, text=v["summary_text"], from_seq=1, to_seq=1,
+                  author=v["summary_author"], model=v["summary_model"])  # fmt: skip
     run = m.start_run(**kw, input={"task": v["run_input"]}, metadata={"r": v["run_metadata"]})
     m.record_tool_call(
         **kw, tool=v["tool"], arguments={"q": v["tool_arguments"]},

@@ -30,6 +30,7 @@ GROWTH_WORKLOADS = [
     "list_sessions_closed",
     "list_sessions_agent",
     "list_sessions_active",
+    "build_context",
 ]
 
 

@@ -33,6 +33,9 @@ FIELD_OF_COLUMN = {
     ("tool_calls", "provider_call_id"): fl.CALL_ID_CHARS,
     ("session_records", "namespace"): fl.RECORD_NAMESPACE_CHARS,
     ("session_records", "key"): fl.RECORD_KEY_CHARS,
+    ("summaries", "author"): fl.SUMMARY_LABEL_CHARS,
+    ("summaries", "model"): fl.SUMMARY_LABEL_CHARS,
+    ("summaries", "tokenizer"): fl.SUMMARY_LABEL_CHARS,
 }
 ID_COLUMNS = {"session_id", "message_id", "run_id"}
 LIBRARY_VOCABULARY = {

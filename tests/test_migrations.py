@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0009_run_leases"
+    assert head_revision() == "0010_summaries"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -634,7 +634,7 @@ def test_downgrade_keeps_every_child_row(db_url: str, target: str) -> None:
     assert _versions_at(db_url) == [target]
     after = _row_counts(db_url)  # tables a later revision created are gone, empty here
     assert after == {t: n for t, n in before.items() if t in after}
-    assert set(before) - set(after) <= {"session_records", "shared_memory"}
+    assert set(before) - set(after) <= {"session_records", "shared_memory", "summaries"}
 
 
 def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
@@ -650,7 +650,7 @@ def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
     assert before["session_records"] == 1
     _downgrade(db_url, "0006_external_keys")
     assert _versions_at(db_url) == ["0006_external_keys"]
-    newer = ("session_records", "shared_memory")
+    newer = ("session_records", "shared_memory", "summaries")
     assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in newer}
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
@@ -671,7 +671,8 @@ def test_run_leases_downgrade_forgets_leases_and_keeps_runs(db_url: str) -> None
         sm.add_run_step(session_id=sid, user_id="alice", run_id=run.run_id, kind="plan")
     before = _row_counts(db_url)
     _downgrade(db_url, "0008_shared_memory")
-    assert _row_counts(db_url) == before
+    # The summaries table (0010) goes too on the way down; the runs stay.
+    assert _row_counts(db_url) == {t: n for t, n in before.items() if t != "summaries"}
     engine = sa.create_engine(db_url)
     try:
         inspector = sa.inspect(engine)
@@ -684,3 +685,23 @@ def test_run_leases_downgrade_forgets_leases_and_keeps_runs(db_url: str) -> None
         kept = sm.get_run(session_id=sid, user_id="alice", run_id=run.run_id)
         assert (kept.status, kept.step_count, kept.lease_expires_at) == ("RUNNING", 1, None)
         assert sm.get_session(session_id=sid, user_id="alice").lease_expires_at is None
+
+
+def test_summaries_downgrade_drops_only_the_summaries(db_url: str) -> None:
+    """Downgrading past the summaries revision drops ``summaries`` and nothing else;
+    upgrading again gives an empty table that takes writes."""
+    upgrade(db_url)
+    with SessionManager.from_url(db_url) as sm:
+        sid = sm.create_session(user_id="alice", agent="a").session_id
+        sm.append_message(session_id=sid, user_id="alice", message={"role": "user", "content": "m"})
+        sm.add_summary(session_id=sid, user_id="alice", text="gist", from_seq=1, to_seq=1)
+    before = _row_counts(db_url)
+    assert before["summaries"] == 1
+    _downgrade(db_url, "0009_run_leases")
+    assert _versions_at(db_url) == ["0009_run_leases"]
+    assert _row_counts(db_url) == {t: n for t, n in before.items() if t != "summaries"}
+    assert upgrade(db_url) == head_revision()
+    with SessionManager.from_url(db_url) as sm:
+        assert sm.list_summaries(session_id=sid, user_id="alice") == []
+        again = sm.add_summary(session_id=sid, user_id="alice", text="g", from_seq=1, to_seq=1)
+        assert again.number == 1

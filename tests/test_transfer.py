@@ -646,3 +646,29 @@ def test_records_go_along_with_an_export_and_an_old_export_still_imports(
     assert import_session(manager, enumerate(old, start=1), user_id="carol").counts == {
         "working_memory": 1
     }
+
+
+def test_summaries_go_along_with_an_export(store: SessionStore) -> None:
+    """Stored summaries are exported page by page (format version 3) and added back in
+    order, so numbers, ranges, authors, token counts, the tokenizer's name and
+    ``supersedes`` are the same; the messages they cover are all there too."""
+    manager = SessionManager(store, limits=Limits(max_page_size=2))
+    sid = manager.create_session(user_id="alice").session_id
+    scope = {"session_id": sid, "user_id": "alice"}
+    manager.append_messages(**scope, messages=[
+        {"role": "user", "content": f"m{i}"} for i in range(6)])  # fmt: skip
+    for end, supersedes in ((2, None), (4, 1), (6, 2)):
+        manager.add_summary(**scope, text=f"up to {end}", from_seq=1, to_seq=end,
+                            model="m", supersedes=supersedes)  # fmt: skip
+    lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]
+    assert lines[0]["format_version"] == 3
+    assert [line["type"] for line in lines][-3:] == ["summary"] * 3
+    done = import_session(manager, enumerate(lines, start=1), user_id="bob")
+    assert done.counts["summary"] == 3
+
+    def kept(user: str, session_id: str) -> list[tuple[object, ...]]:
+        return [(s.number, s.text, s.from_seq, s.to_seq, s.author, s.model, s.summary_tokens,
+                 s.replaced_tokens, s.tokenizer, s.supersedes)
+                for s in manager.list_summaries(session_id=session_id, user_id=user)]  # fmt: skip
+
+    assert kept("bob", done.session.session_id) == kept("alice", sid)

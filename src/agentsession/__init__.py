@@ -15,6 +15,7 @@ through :class:`SessionManager`, over a store chosen by URL::
 from .errors import (
     AgentSessionError,
     Conflict,
+    ContextBudgetTooSmall,
     Forbidden,
     IdempotencyKeyReused,
     IllegalTransition,
@@ -39,6 +40,7 @@ from .errors import (
 )
 from .models import (
     AuditEvent,
+    Context,
     DeleteRecordsResult,
     Message,
     Page,
@@ -53,6 +55,7 @@ from .models import (
     Session,
     SessionStatus,
     SharedMemory,
+    Summary,
     ToolCall,
     ToolCallStatus,
     TruncateResult,
@@ -68,6 +71,7 @@ from .service import (
     SweepResult,
     request_id_context,
 )
+from .tokens import Tokenizer
 
 __version__ = "0.1.0"
 
@@ -76,6 +80,8 @@ __all__ = [
     "AsyncSessionManager",
     "AuditEvent",
     "Conflict",
+    "Context",
+    "ContextBudgetTooSmall",
     "DeleteRecordsResult",
     "Erasure",
     "Forbidden",
@@ -112,7 +118,9 @@ __all__ = [
     "SharedMemory",
     "StoreBusy",
     "StoreError",
+    "Summary",
     "SweepResult",
+    "Tokenizer",
     "ToolCall",
     "ToolCallExists",
     "ToolCallStatus",

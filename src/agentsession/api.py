@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from .models import (
+    Context,
     Message,
     Page,
     RestoredSession,
@@ -20,6 +21,7 @@ from .models import (
     RunStatus,
     RunStep,
     Session,
+    Summary,
     ToolCall,
     ToolCallStatus,
     WorkingMemory,
@@ -158,3 +160,17 @@ class SessionAPI(Protocol):
         limit: int | None = ...,
         cursor: str | None = ...,
     ) -> Page[Run]: ...
+
+    def build_context(self, *, session_id: str, user_id: str, budget_tokens: int) -> Context: ...
+
+    def add_summary(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        text: str,
+        from_seq: int,
+        to_seq: int,
+        author: str | None = ...,
+        model: str | None = ...,
+    ) -> Summary: ...

@@ -50,7 +50,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from .errors import AgentSessionError, RecordNotFound, VersionConflict
+from .errors import AgentSessionError, RecordNotFound, ValidationError, VersionConflict
 from .http.protocol import (
     PROBLEM_CONTENT_TYPE,
     ServerError,
@@ -60,6 +60,7 @@ from .http.protocol import (
 )
 from .models import (
     AuditEvent,
+    Context,
     DeleteRecordsResult,
     Message,
     Page,
@@ -73,12 +74,14 @@ from .models import (
     Session,
     SessionStatus,
     SharedMemory,
+    Summary,
     ToolCall,
     ToolCallStatus,
     TruncateResult,
     WorkingMemory,
 )
 from .service import UNSET
+from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 __all__ = ["AsyncSessionClient", "SessionClient"]
 
@@ -1285,8 +1288,96 @@ def _record(r: httpx.Response) -> Record:
     return _record_of(r.json())
 
 
+class _ContextRequests(_Exchange):
+    """Context assembly and compaction over HTTP (the default tokenizer only)."""
+
+    def build_context(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        budget_tokens: int,
+        tokenizer: Tokenizer | None = None,
+        admin: bool = False,
+    ) -> _Flow[Context]:
+        """See :meth:`SessionManager.build_context` (``GET .../context``). Over HTTP the
+        default tokenizer counts: a ``tokenizer`` of another name is a ValidationError."""
+        _default_tokenizer_only(tokenizer)
+        return self._read(
+            f"/v1/sessions/{_sid(session_id)}/context",
+            _model(Context),
+            session_id=session_id,
+            budget_tokens=budget_tokens,
+        )
+
+    def add_summary(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        text: str,
+        from_seq: int,
+        to_seq: int,
+        author: str | None = None,
+        model: str | None = None,
+        summary_tokens: int | None = None,
+        replaced_tokens: int | None = None,
+        tokenizer: Tokenizer | None = None,
+        supersedes: int | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Summary]:
+        """See :meth:`SessionManager.add_summary` (``POST .../summaries``; the default
+        tokenizer only, as for :meth:`build_context`)."""
+        _default_tokenizer_only(tokenizer)
+        body = {"text": text, "from_seq": from_seq, "to_seq": to_seq, "author": author,
+                "model": model, "summary_tokens": summary_tokens,
+                "replaced_tokens": replaced_tokens, "supersedes": supersedes}  # fmt: skip
+        return self._write(
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/summaries",
+            _model(Summary),
+            session_id=session_id,
+            body={k: v for k, v in body.items() if v is not None},
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    def list_summaries(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        after: int | None = None,
+        limit: int | None = None,
+        admin: bool = False,
+    ) -> _Flow[list[Summary]]:
+        """See :meth:`SessionManager.list_summaries` (``GET .../summaries``)."""
+        return self._read(
+            f"/v1/sessions/{_sid(session_id)}/summaries",
+            lambda r: [Summary.model_validate(item) for item in r.json()["items"]],
+            session_id=session_id,
+            after=after,
+            limit=limit,
+        )
+
+
+def _default_tokenizer_only(tokenizer: Tokenizer | None) -> None:
+    if tokenizer is not None and getattr(tokenizer, "name", None) != DEFAULT_TOKENIZER.name:
+        raise ValidationError(
+            f"over HTTP only the default tokenizer ({DEFAULT_TOKENIZER.name}) counts",
+            field="tokenizer",
+        )
+
+
 class _Requests(
-    _SessionRequests, _HistoryRequests, _RecordRequests, _SessionRecordRequests, _SharedRequests
+    _SessionRequests,
+    _HistoryRequests,
+    _RecordRequests,
+    _SessionRecordRequests,
+    _SharedRequests,
+    _ContextRequests,
 ):
     """The SessionManager methods as flows over HTTP; the clients expose each one
     (see :func:`_sync` and :func:`_async`) under the same name and docstring."""
@@ -1413,6 +1504,9 @@ class SessionClient:
     get_record = _sync(_Requests.get_record)
     list_records = _sync(_Requests.list_records)
     delete_records = _sync(_Requests.delete_records)
+    build_context = _sync(_Requests.build_context)
+    add_summary = _sync(_Requests.add_summary)
+    list_summaries = _sync(_Requests.list_summaries)
     get_working_memory = _sync(_Requests.get_working_memory)
     update_working_memory = _sync(_Requests.update_working_memory)
     modify_working_memory = _sync(_Requests.modify_working_memory)
@@ -1497,6 +1591,9 @@ class AsyncSessionClient:
     get_record = _async(_Requests.get_record)
     list_records = _async(_Requests.list_records)
     delete_records = _async(_Requests.delete_records)
+    build_context = _async(_Requests.build_context)
+    add_summary = _async(_Requests.add_summary)
+    list_summaries = _async(_Requests.list_summaries)
     get_working_memory = _async(_Requests.get_working_memory)
     update_working_memory = _async(_Requests.update_working_memory)
     modify_working_memory = _async(_Requests.modify_working_memory)

@@ -13,7 +13,8 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     AgentSessionError
     ├── ValidationError              400  bad field, bad cursor, bad limit
     │   ├── PayloadTooLarge          413  a JSON document over its byte limit
-    │   └── UnsupportedValue         422  a value that is not JSON (names its path)
+    │   ├── UnsupportedValue         422  a value that is not JSON (names its path)
+    │   └── ContextBudgetTooSmall    422  build_context's minimum does not fit the budget
     ├── Forbidden                    403  needs an admin principal
     ├── NotFound                     404  missing, deleted, or owned by another user
     │   ├── SessionNotFound
@@ -43,6 +44,7 @@ from typing import Any, ClassVar
 __all__ = [
     "AgentSessionError",
     "Conflict",
+    "ContextBudgetTooSmall",
     "Forbidden",
     "IdempotencyKeyReused",
     "IllegalTransition",
@@ -158,6 +160,37 @@ class UnsupportedValue(ValidationError):
 
     http_status = 422
     code = "unsupported-value"
+
+
+class ContextBudgetTooSmall(ValidationError):
+    """``build_context``'s budget cannot hold even its minimum: the system text, the
+    summary in use and the newest user message with every message after it.
+
+    Attributes:
+        needed_tokens: the tokens that minimum takes (by the tokenizer used).
+        budget_tokens: the budget asked for.
+    """
+
+    http_status = 422
+    code = "context-budget-too-small"
+
+    def __init__(
+        self, message: str | None = None, *, needed_tokens: int, budget_tokens: int
+    ) -> None:
+        self.needed_tokens = needed_tokens
+        self.budget_tokens = budget_tokens
+        super().__init__(
+            message,
+            field="budget_tokens",
+            needed_tokens=needed_tokens,
+            budget_tokens=budget_tokens,
+        )
+
+    def _default_message(self) -> str:
+        return (
+            f"budget_tokens={self.budget_tokens} is too small: the system text, the summary "
+            f"and the newest user message with what follows it need {self.needed_tokens}"
+        )
 
 
 class Forbidden(AgentSessionError):

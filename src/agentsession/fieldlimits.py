@@ -28,6 +28,7 @@ __all__ = [
     "STEP_KIND_CHARS",
     "STEP_NAME_CHARS",
     "STEP_STATUS_CHARS",
+    "SUMMARY_LABEL_CHARS",
     "TEXT_CHARS",
     "TITLE_CHARS",
     "TOOL_NAME_CHARS",
@@ -67,3 +68,5 @@ TEXT_CHARS: Final = 100_000
 #: bytes a character: 64 + 128 + 512 characters = 2816 bytes.
 RECORD_NAMESPACE_CHARS: Final = 128
 RECORD_KEY_CHARS: Final = 512
+#: A summary's ``author``, ``model`` and tokenizer name (any text but control characters).
+SUMMARY_LABEL_CHARS: Final = 255

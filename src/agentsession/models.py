@@ -26,6 +26,7 @@ from .callgroups import item_role
 
 __all__ = [
     "AuditEvent",
+    "Context",
     "DeleteRecordsResult",
     "Message",
     "Page",
@@ -40,6 +41,7 @@ __all__ = [
     "Session",
     "SessionStatus",
     "SharedMemory",
+    "Summary",
     "ToolCall",
     "ToolCallStatus",
     "TruncateResult",
@@ -512,6 +514,85 @@ class DeleteRecordsResult(_Snapshot):
 
     removed: int
     session_version: int
+
+
+class Summary(_Snapshot):
+    """A stored summary of the messages ``from_seq..to_seq`` of a session (compaction).
+
+    The messages it covers stay stored and readable; a context built after it leaves
+    them out and sends the summary instead (``build_context``). Summaries are numbered
+    1, 2, 3... per session in the order they were added; a newer one may name an older
+    one in ``supersedes`` (the older one stays readable).
+
+    Attributes:
+        session_id: the session summarised.
+        number: 1, 2, 3... per session, in the order added.
+        text: the summary itself.
+        from_seq, to_seq: the first and last seq it covers (inclusive).
+        author: who wrote it (free text, e.g. ``"engine"``; defaults to the caller's
+            user id).
+        model: the model that wrote it, if any.
+        summary_tokens: tokens of ``text``, by ``tokenizer``.
+        replaced_tokens: tokens of the messages ``from_seq..to_seq``, by ``tokenizer``.
+        tokenizer: the name of the tokenizer that counted them.
+        supersedes: the ``number`` of the summary this one replaces, or None.
+        created_at: when it was stored (UTC).
+        version: the session version written by the write that stored it.
+        session_version: the session's version after the write that returned this
+            summary; None on a read.
+    """
+
+    session_id: str
+    number: int
+    text: str
+    from_seq: int
+    to_seq: int
+    author: str
+    model: str | None = None
+    summary_tokens: int
+    replaced_tokens: int
+    tokenizer: str
+    supersedes: int | None = None
+    created_at: datetime
+    version: int
+    session_version: int | None = None
+
+
+class Context(_Snapshot):
+    """What to send to a model for a session, within a token budget (``build_context``).
+
+    Send ``system`` (if not empty) as the system prompt, then ``summary.text`` (if a
+    summary is used) as an earlier-conversation note, then ``messages`` as they are
+    (:meth:`Message.payload`). Token counts are the tokenizer's (``tokenizer``).
+
+    Attributes:
+        session_id: the session.
+        session_version: the session's version the context was read at.
+        system: the text rendered from working memory ("" when it holds none of the
+            standard keys).
+        summary: the newest summary covering history older than ``messages``, or None.
+        messages: the newest messages that fit, oldest first; no tool call without
+            its result, no result without its call.
+        system_tokens, summary_tokens, message_tokens: tokens of each part.
+        total_tokens: their sum, at most ``budget_tokens``.
+        budget_tokens: the budget asked for.
+        tokenizer: the tokenizer's name.
+        omitted_messages: how many messages newer than the summary (or the start of
+            history) were left out for the budget.
+    """
+
+    session_id: str
+    session_version: int
+    system: str
+    summary: Summary | None = None
+    messages: list[Message]
+    system_tokens: int
+    summary_tokens: int
+    message_tokens: int
+    total_tokens: int
+    budget_tokens: int
+    tokenizer: str
+    omitted_messages: int
 
 
 class AuditEvent(_Snapshot):

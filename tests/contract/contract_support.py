@@ -313,6 +313,9 @@ VERSIONED_WRITES: dict[str, Any] = {
     "put_records": lambda m, c, u=None, **kw: m.put_records(
         **_kw(c, u, kw), records=[RecordWrite("ns", "k", b"\x00data")]
     ),
+    "add_summary": lambda m, c, u=None, **kw: m.add_summary(
+        **_kw(c, u, kw), text="they said hello", from_seq=1, to_seq=1
+    ),
     "update_working_memory.data": lambda m, c, u=None, **kw: m.update_working_memory(
         **_kw(c, u, kw), data={"goal": "replaced"}
     ),
@@ -361,6 +364,10 @@ READS: dict[str, Any] = {
     "get_audit_log": lambda m, c, u=None, **kw: m.get_audit_log(**_kw(c, u, kw)).items,
     "get_record": lambda m, c, u=None, **kw: m.get_record(**_kw(c, u, kw), namespace="", key="k"),
     "list_records": lambda m, c, u=None, **kw: m.list_records(**_kw(c, u, kw)),
+    "list_summaries": lambda m, c, u=None, **kw: m.list_summaries(**_kw(c, u, kw)),
+    "build_context": lambda m, c, u=None, **kw: m.build_context(
+        **_kw(c, u, kw), budget_tokens=1000
+    ),
 }
 
 #: Every public method that takes a session id.

@@ -89,6 +89,13 @@ def window_problem(window: list[Message]) -> str | None:
     return _problem(window, results_need_calls=True, calls_need_results=True)
 
 
+def provider_problem(window: list[Message]) -> str | None:
+    """What a provider would refuse in ``window`` (a result without its call, a call
+    without its result), or None; unlike :func:`window_problem` the seqs may have gaps
+    (a context drops the results of calls its summary covers)."""
+    return _calls_problem(window, results_need_calls=True, calls_need_results=True)
+
+
 def bounded_page_problem(
     page: list[Message], *, before: int | None = None, after: int | None = None
 ) -> str | None:
@@ -119,6 +126,14 @@ def _problem(
     got = [m.seq for m in window]
     if got and got != list(range(got[0], got[0] + len(got))):
         return f"seqs {got} are not consecutive"
+    return _calls_problem(window, results_need_calls=results_need_calls,
+                          calls_need_results=calls_need_results)
+
+
+def _calls_problem(
+    window: list[Message], *, results_need_calls: bool, calls_need_results: bool
+) -> str | None:
+    got = [m.seq for m in window]
     open_calls: Counter[str] = Counter()
     orphans: list[str] = []
     for m in window:

@@ -21,7 +21,8 @@ from canaries import write_canaries
 #: Every action the service audits, but the TTL expiry (no caller text in it).
 AUDITED_ACTIONS = {
     "session.created", "session.updated", "message.appended", "memory.updated",
-    "records.put", "tool_call.recorded", "run.started", "run.step_added", "run.finished",
+    "records.put", "summary.added", "tool_call.recorded", "run.started", "run.step_added",
+    "run.finished",
     "session.closed", "session.expired", "session.restored", "session.deleted",
 }  # fmt: skip
 

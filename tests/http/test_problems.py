@@ -60,6 +60,9 @@ def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:
         ),
         errors.SchemaOutOfDate: lambda: errors.SchemaOutOfDate(expected_revision="0002"),
         errors.RecordNotFound: lambda: errors.RecordNotFound(namespace="ns", key="k"),
+        errors.ContextBudgetTooSmall: lambda: errors.ContextBudgetTooSmall(
+            needed_tokens=120, budget_tokens=100
+        ),
     }
     factory = samples.get(cls)
     return factory() if factory is not None else cls("msg")

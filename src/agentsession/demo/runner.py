@@ -3,8 +3,9 @@
 Process 1 (:func:`run_demo`) creates the session, lets the agent diagnose the broken
 project (run 1), and closes the session. It then starts process 2 (:func:`continue_demo`,
 ``python -m agentsession demo-continue``), which restores the session from the file,
-continues from working memory without repeating the diagnosis, fixes (run 2) and
-verifies (run 3). Process 1 finally reads the file again and prints what is stored.
+compacts process 1's history into a stored summary (the messages stay), continues from
+working memory without repeating the diagnosis, fixes (run 2) and verifies (run 3).
+Process 1 finally reads the file again and prints what is stored.
 
 With ``--server URL`` both processes talk to a running ``agentsession serve`` through
 :class:`~agentsession.client.SessionClient` instead of opening the file; the code is the
@@ -45,6 +46,7 @@ from ..errors import AgentSessionError
 from ..http.protocol import Unauthenticated
 from ..models import RunStatus
 from ..service import SessionManager
+from ..service.contextbuild import render_memory
 from .workspace import DemoError, Workspace, prepare_workspace, use_project
 
 __all__ = ["DemoOptions", "ModelConfig", "continue_demo", "run_demo"]
@@ -363,10 +365,29 @@ def _continue(
             f"next_action={memory.next_action!r}",
             highlight=False,
         )
+        _compact(sm, sid, user_id, restored.session.message_count, console)
         text = _SAY[lang]["continue"]
         console.print(f"\n[bold blue]user ›[/] {text}")
         reply = _engine(sm, user_id, model, project, cmd, lang, console).handle(sid, text)
     return 0 if reply.ok else 1
+
+
+def _compact(sm: SessionAPI, sid: str, user_id: str, count: int, console: Console) -> None:
+    """Compact process 1's history into a stored summary (its messages stay stored);
+    the engine's context then sends the summary instead of them."""
+    if count < 1:
+        return
+    memory = sm.get_working_memory(session_id=sid, user_id=user_id)
+    text = "Earlier in this session:\n" + (render_memory(memory.data) or "nothing recorded")
+    summary = sm.add_summary(session_id=sid, user_id=user_id, text=text, from_seq=1,
+                             to_seq=count, author="demo")  # fmt: skip
+    console.print(
+        f"compacted messages 1-{count} into summary #{summary.number}: "
+        f"{summary.replaced_tokens} tokens → {summary.summary_tokens} "
+        f"({summary.tokenizer}); the messages stay stored, the model's context sends "
+        "the summary instead",
+        highlight=False,
+    )
 
 
 def _report(

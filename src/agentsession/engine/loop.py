@@ -5,7 +5,9 @@ anything with its methods (:class:`~agentsession.api.SessionAPI`): the HTTP
 One call of :meth:`AgentEngine.handle` is one user turn:
 
 1. append the user's message;
-2. ask the model for a decision, built from what the store holds;
+2. ask the model for a decision, built from what the store holds (the history is
+   ``build_context``'s: the newest stored summary and the newest messages that fit
+   ``context_budget_tokens``, whole tool exchanges);
 3. the first decision (or one that declares ``new_run``) starts a run; a new phase
    finishes the previous run as SUCCEEDED first, so one task can span several runs
    (diagnose, fix, verify);
@@ -119,7 +121,9 @@ class AgentEngine:
         tools: the project's tools.
         user_id: the principal every SessionManager call is made as.
         max_steps: the most model decisions in one turn; past it the run FAILS.
-        history_limit: how many recent messages the model sees.
+        context_budget_tokens: the token budget of the history the model sees
+            (``build_context``: the newest messages that fit, after the newest stored
+            summary; the default estimate counts, ``agentsession.tokens``).
         lang: ``"en"`` or ``"zh"``, the language of the engine's own notes.
         observer: called with an :class:`EngineEvent` after each thing the engine does.
         lease_seconds: the lease of each run it starts (None: runs without a lease and
@@ -134,7 +138,7 @@ class AgentEngine:
         *,
         user_id: str,
         max_steps: int = 24,
-        history_limit: int = 40,
+        context_budget_tokens: int = 16_000,
         lang: str = "en",
         observer: Callable[[EngineEvent], None] | None = None,
         lease_seconds: float | None = DEFAULT_LEASE_SECONDS,
@@ -144,7 +148,7 @@ class AgentEngine:
         self.tools = tools
         self.user_id = user_id
         self.max_steps = max_steps
-        self.history_limit = history_limit
+        self.context_budget_tokens = context_budget_tokens
         self._note = _NOTES.get(lang, _NOTES["en"])
         self._observer = observer
         self.lease_seconds = lease_seconds
@@ -187,7 +191,9 @@ class AgentEngine:
     def _context(self, session_id: str, user_text: str, turn: _Turn) -> ModelContext:
         sm, uid = self.manager, self.user_id
         session = sm.get_session(session_id=session_id, user_id=uid)
-        recent = sm.get_messages(session_id=session_id, user_id=uid, limit=self.history_limit)
+        context = sm.build_context(
+            session_id=session_id, user_id=uid, budget_tokens=self.context_budget_tokens
+        )
         this_turn = _walk(
             lambda cursor: sm.get_messages(
                 session_id=session_id,
@@ -213,7 +219,8 @@ class AgentEngine:
             session_id=session_id,
             user_text=user_text,
             working_memory=sm.get_working_memory(session_id=session_id, user_id=uid).data,
-            messages=[m.payload() for m in recent.items],
+            messages=[m.payload() for m in context.messages],
+            summary=None if context.summary is None else context.summary.text,
             tool_history=calls.items,
             turn=_turn_results([m.payload() for m in this_turn]),
             tools=list(self.tools.specs),

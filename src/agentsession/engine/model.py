@@ -80,13 +80,15 @@ class ModelContext:
         session_id: the session.
         user_text: the user's latest message.
         working_memory: the working-memory document (``goal``, ``completed``...).
-        messages: recent history as chat-completions messages, oldest first.
+        messages: recent history as chat-completions messages, oldest first (the
+            newest that fit the engine's context budget, whole tool exchanges).
         tool_history: the newest tool calls that really ran in the session (up to
             100), oldest first.
         turn: tool calls answered since the user's latest message, oldest first.
         tools: the tools the model may call.
         runs: the session's newest runs (up to 100), oldest first.
         run_input: the task of the engine's current run; None before the turn's first run.
+        summary: the stored summary of the history older than ``messages``, or None.
     """
 
     session_id: str
@@ -98,6 +100,7 @@ class ModelContext:
     tools: list[ToolSpec]
     runs: list[Run] = field(default_factory=list)
     run_input: Any = None
+    summary: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,6 +549,8 @@ class OpenAIChatModel:
             f"Tool history (oldest first): {json.dumps(history, ensure_ascii=False)}",
             f"Current phase: {ctx.run_input!r}",
         ]
+        if ctx.summary is not None:
+            parts.append(f"Summary of the earlier conversation: {ctx.summary}")
         if self.start_command:
             parts.append(f"The project starts with: {self.start_command}")
         return "\n\n".join(parts)

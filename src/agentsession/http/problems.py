@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 from ..errors import (
     AgentSessionError,
     Conflict,
+    ContextBudgetTooSmall,
     Forbidden,
     IdempotencyKeyReused,
     IllegalTransition,
@@ -105,6 +106,7 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     Forbidden: Problem("Forbidden"),
     PayloadTooLarge: Problem("Content Too Large"),
     UnsupportedValue: Problem("Unsupported Value"),
+    ContextBudgetTooSmall: Problem("Context Budget Too Small"),
     NotFound: Problem("Not Found", "not found", ()),
     SessionNotFound: Problem("Not Found", "session not found", ()),
     RunNotFound: Problem("Not Found", "run not found", ("run_id",)),

@@ -36,6 +36,7 @@ from ..fieldlimits import (
     STEP_KIND_CHARS,
     STEP_NAME_CHARS,
     STEP_STATUS_CHARS,
+    SUMMARY_LABEL_CHARS,
     TEXT_CHARS,
     TITLE_CHARS,
     TOOL_NAME_CHARS,
@@ -54,6 +55,7 @@ __all__ = [
     "RECORD_KEY",
     "RECORD_NAMESPACE",
     "TOOL",
+    "AddSummary",
     "AppendMessages",
     "CreateSession",
     "CursorQuery",
@@ -407,3 +409,28 @@ class RecordOut(BaseModel):
     meta: dict[str, Any]
     version: int
     updated_at: datetime
+
+
+#: A summary's ``author`` or ``model``: 1-255 characters, no control characters.
+SUMMARY_LABEL = rf"^[^\x00-\x1f\x7f-\x9f]{{1,{SUMMARY_LABEL_CHARS}}}$"
+#: A seq or summary number: an integer from 1 to 2**53-1.
+Positive = Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT), BeforeValidator(_integral)]
+
+
+class AddSummary(_Body):
+    """``POST .../summaries``: a summary of the messages ``from_seq..to_seq``. Token
+    counts left out are counted by the default tokenizer (``bytes/4``)."""
+
+    text: str = Field(min_length=1, max_length=TEXT_CHARS)
+    from_seq: Positive
+    to_seq: Positive
+    author: str | None = Field(
+        default=None, max_length=SUMMARY_LABEL_CHARS, pattern=SUMMARY_LABEL,
+        description="Who wrote it; absent = the caller's user id.",
+    )  # fmt: skip
+    model: str | None = Field(default=None, max_length=SUMMARY_LABEL_CHARS, pattern=SUMMARY_LABEL)
+    summary_tokens: Count | None = None
+    replaced_tokens: Count | None = None
+    supersedes: Positive | None = Field(
+        default=None, description="The number of an earlier summary this one replaces."
+    )

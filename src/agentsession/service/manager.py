@@ -8,6 +8,7 @@ shared memory, lifecycle, erasure and audit); every mutation goes through the wr
 
 from __future__ import annotations
 
+from .contextbuild import ContextUseCases
 from .erasure import ErasureUseCases
 from .lifecycle import LifecycleUseCases
 from .memory import MemoryUseCases
@@ -17,6 +18,7 @@ from .removal import RemovalUseCases
 from .runs import RunUseCases
 from .sessions import SessionUseCases
 from .shared import SharedMemoryUseCases
+from .summaries import SummaryUseCases
 from .tools import ToolCallUseCases
 
 __all__ = ["SessionManager"]
@@ -27,6 +29,8 @@ class SessionManager(
     MessageUseCases,
     RemovalUseCases,
     RecordUseCases,
+    SummaryUseCases,
+    ContextUseCases,
     MemoryUseCases,
     SharedMemoryUseCases,
     ToolCallUseCases,

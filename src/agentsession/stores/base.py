@@ -39,6 +39,7 @@ from ..models import (
     Session,
     SessionStatus,
     SharedMemory,
+    Summary,
     ToolCall,
     WorkingMemory,
 )
@@ -137,7 +138,7 @@ class StoreTransaction(Protocol):
     def delete_session(self, session_id: str) -> None:
         """Delete the session and every row that belongs to it.
 
-        Messages, working memory, records, tool calls, runs and their steps, audit
+        Messages, working memory, records, summaries, tool calls, runs and their steps, audit
         events and idempotency records with this ``session_id`` all go. Absent: no-op.
         """
 
@@ -251,6 +252,27 @@ class StoreTransaction(Protocol):
     ) -> int:
         """Delete the session's records of ``namespace`` (None = every namespace) whose
         key starts with ``prefix`` (None = any); return how many went."""
+
+    # -- summaries -------------------------------------------------------------------
+    # Stored summaries of seq ranges (compaction), numbered 1, 2, 3... per session.
+
+    def insert_summary(self, summary: Summary) -> None:
+        """Insert a summary. The manager numbers it (the newest number + 1) under the
+        session row lock; a store must reject a duplicate ``(session_id, number)`` with
+        StoreConflict. Costs O(1), whatever the session holds."""
+
+    def list_summaries(
+        self,
+        session_id: str,
+        *,
+        after_number: int | None = None,
+        before_number: int | None = None,
+        limit: int | None = None,
+        newest: bool = False,
+    ) -> list[Summary]:
+        """Summaries with ``after_number < number < before_number`` (None = unbounded),
+        oldest first. With ``limit``, ``newest=True`` keeps the last ``limit`` of that
+        range and ``newest=False`` the first ``limit``. Costs O(returned rows)."""
 
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:

@@ -33,6 +33,7 @@ from ..models import (
     Session,
     SessionStatus,
     SharedMemory,
+    Summary,
     ToolCall,
     WorkingMemory,
 )
@@ -62,6 +63,7 @@ class _SessionData:
     messages: list[Message] = field(default_factory=list)  # index i holds seq i + 1
     memory: WorkingMemory | None = None
     records: dict[tuple[str, str], Record] = field(default_factory=dict)
+    summaries: list[Summary] = field(default_factory=list)  # index i holds number i + 1
     tool_calls: list[ToolCall] = field(default_factory=list)  # by seq
     runs: dict[str, Run] = field(default_factory=dict)  # insertion order = seq order
     steps: dict[str, list[RunStep]] = field(default_factory=dict)
@@ -333,6 +335,35 @@ class _MemoryTransaction:
         doomed = {k: rows.pop(k) for k in keys}
         self._undo.append(lambda: rows.update(doomed))
         return len(doomed)
+
+    # -- summaries -------------------------------------------------------------------
+    def insert_summary(self, summary: Summary) -> None:
+        self._writing()
+        rows = self._data(summary.session_id).summaries
+        if summary.number != len(rows) + 1:
+            raise StoreConflict(f"summary {summary.number} is not next")
+        rows.append(_copy(summary))
+        self._undo.append(rows.pop)
+
+    def list_summaries(
+        self,
+        session_id: str,
+        *,
+        after_number: int | None = None,
+        before_number: int | None = None,
+        limit: int | None = None,
+        newest: bool = False,
+    ) -> list[Summary]:
+        data = self._s._sessions.get(session_id)
+        if data is None:
+            return []
+        rows = data.summaries
+        # rows[i].number == i + 1: a number range is a slice.
+        lo = 0 if after_number is None else max(0, min(after_number, len(rows)))
+        hi = len(rows) if before_number is None else max(0, min(before_number - 1, len(rows)))
+        if limit is not None and hi - lo > limit:
+            lo, hi = (max(lo, hi - limit), hi) if newest else (lo, lo + max(limit, 0))
+        return [_copy(x) for x in rows[lo:hi]]
 
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:

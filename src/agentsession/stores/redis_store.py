@@ -11,6 +11,7 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
                                     removing messages cuts the top (ZREMRANGEBYSCORE)
     as:{sid}:memory         string  the WorkingMemory as JSON
     as:{sid}:records, as:{sid}:records:idx  the session's records (:mod:`.redis_records`)
+    as:{sid}:summaries      zset    the session's summaries (:mod:`.redis_summaries`)
     as:{sid}:calls          hash    call_id -> ToolCall JSON
     as:{sid}:calls:seq      zset    score = seq, member = call_id
     as:{sid}:calls:find     hash    "<tool>\\x1f<arguments_hash>" -> call_id of the newest
@@ -148,6 +149,7 @@ from .redis_errors import translated as _translated
 from .redis_scrub import config_of
 from .redis_scrub import scrub as scrub_files
 from .redis_shared import SharedMemoryOps
+from .redis_summaries import SummaryOps
 
 __all__ = ["AOF_REWRITE_WAIT_S", "RedisStore"]
 
@@ -226,7 +228,7 @@ while i <= #ARGV do
     redis.call('DEL', p .. 'session', p .. 'msgs', p .. 'memory', p .. 'calls',
       p .. 'calls:seq', p .. 'calls:find', p .. 'calls:provider', p .. 'calls:tools',
       p .. 'runs', p .. 'runs:seq', p .. 'audit', p .. 'idem', p .. 'records',
-      p .. 'records:idx')
+      p .. 'records:idx', p .. 'summaries')
   else
     local k = key()
     if op == 'SET' then
@@ -765,7 +767,7 @@ def _key_owner(tx: _RedisTransaction, user_id: str, agent: str, external_key: st
     return sid
 
 
-class _RedisTransaction(SharedMemoryOps, RecordOps, LeaseIndexOps):
+class _RedisTransaction(SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`."""
 

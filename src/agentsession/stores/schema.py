@@ -31,6 +31,7 @@ from ..fieldlimits import (
     RECORD_NAMESPACE_CHARS,
     STEP_KIND_CHARS,
     STEP_STATUS_CHARS,
+    SUMMARY_LABEL_CHARS,
 )
 from .sqltypes import BLOB, LONG_TEXT, JSONText, PlainText, UTCDateTime, binary_text
 
@@ -44,6 +45,7 @@ __all__ = [
     "session_records",
     "sessions",
     "shared_memory",
+    "summaries",
     "tool_calls",
     "working_memory",
 ]
@@ -175,6 +177,26 @@ session_records = sa.Table(
     sa.Column("meta", JSONText, nullable=False),
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+# Stored summaries of seq ranges (compaction), numbered 1, 2, 3... per session.
+summaries = sa.Table(
+    "summaries",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("from_seq", sa.Integer, nullable=False),
+    sa.Column("to_seq", sa.Integer, nullable=False),
+    sa.Column("author", sa.String(SUMMARY_LABEL_CHARS), nullable=False),
+    sa.Column("model", sa.String(SUMMARY_LABEL_CHARS), nullable=True),
+    sa.Column("summary_tokens", sa.Integer, nullable=False),
+    sa.Column("replaced_tokens", sa.Integer, nullable=False),
+    sa.Column("tokenizer", sa.String(SUMMARY_LABEL_CHARS), nullable=False),
+    sa.Column("supersedes", sa.Integer, nullable=True),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("text", PlainText(long=True), nullable=False),
     **TABLE_OPTIONS,
 )
 

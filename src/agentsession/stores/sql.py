@@ -40,10 +40,11 @@ from ..models import (
     Session,
     SessionStatus,
     SharedMemory,
+    Summary,
     ToolCall,
     WorkingMemory,
 )
-from . import sqlrecords
+from . import sqlrecords, sqlsummaries
 from .base import IdempotencyRecord, JSONTexts, ScrubReport, StoreConflict
 from .groupcommit import MAX_BATCH, GroupCommit
 from .idlereaders import IdleReaders
@@ -703,6 +704,27 @@ class _SQLTransaction:
     ) -> int:
         self._writing()
         return sqlrecords.delete_records(self._conn, session_id, namespace=namespace, prefix=prefix)
+
+    # -- summaries (:mod:`.sqlsummaries`) ------------------------------------------------
+    @_translated
+    def insert_summary(self, summary: Summary) -> None:
+        self._writing()
+        sqlsummaries.insert_summary(self._conn, summary)
+
+    @_translated
+    def list_summaries(
+        self,
+        session_id: str,
+        *,
+        after_number: int | None = None,
+        before_number: int | None = None,
+        limit: int | None = None,
+        newest: bool = False,
+    ) -> list[Summary]:
+        return sqlsummaries.list_summaries(
+            self._conn, session_id, after_number=after_number,
+            before_number=before_number, limit=limit, newest=newest,
+        )  # fmt: skip
 
     # -- working memory --------------------------------------------------------------
     @_translated

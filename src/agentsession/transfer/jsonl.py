@@ -3,8 +3,9 @@
 :func:`export_session` yields one JSON object per line, each with a ``"type"``:
 ``session`` (first, with ``format_version``), ``working_memory``, then every
 ``message`` in seq order, every ``tool_call``, every ``run`` (with its ``steps``) and
-every ``record`` (the session's per-session records), each read page by page, so memory
-stays constant however long the session is (but a run's steps, which come in one line).
+every ``record`` (the session's per-session records) and every ``summary`` (compaction),
+each read page by page, so memory stays constant however long the session is (but a
+run's steps, which come in one line).
 :func:`import_session` creates a new session from such lines, through the manager's ordinary writes.
 """
 
@@ -29,10 +30,11 @@ from ..service import SessionManager
 
 __all__ = ["FORMAT_VERSION", "ImportedSession", "export_session", "import_session", "read_lines"]
 
-#: The version of the line format exports write (2 added ``record`` lines).
-FORMAT_VERSION = 2
-#: The versions an import reads: a version 1 file is a version 2 file without records.
-_READS = (1, 2)
+#: The version of the line format exports write (2 added ``record`` lines, 3 ``summary``
+#: lines; an export without summaries says 2, so older readers still import it).
+FORMAT_VERSION = 3
+#: The versions an import reads: an older file is a newer one without the newer lines.
+_READS = (1, 2, 3)
 
 #: Run statuses ``finish_run`` sets; others are imported as noted in docs/export.md.
 _FINISHED = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
@@ -53,14 +55,15 @@ def export_session(
         SessionNotFound: no such session of this user (raised before the first line).
     """
     session = manager.get_session(session_id=session_id, user_id=user_id, admin=admin)
+    scope: dict[str, Any] = {"session_id": session_id, "user_id": user_id, "admin": admin}
+    summarised = bool(manager.list_summaries(**scope, limit=1))
     yield {
         "type": "session",
-        "format_version": FORMAT_VERSION,
+        "format_version": FORMAT_VERSION if summarised else 2,
         "session": session.model_dump(mode="json"),
     }
     memory = manager.get_working_memory(session_id=session_id, user_id=user_id, admin=admin)
     yield {"type": "working_memory", "working_memory": _dump(memory)}
-    scope: dict[str, Any] = {"session_id": session_id, "user_id": user_id, "admin": admin}
     size = manager.limits.max_page_size
     after: int | None = 0
     while after is not None:
@@ -92,6 +95,14 @@ def export_session(
             if len(records) < size:
                 break
             key = records[-1].key
+    number: int | None = None
+    while True:
+        summaries = manager.list_summaries(**scope, after=number, limit=size)
+        for summary in summaries:
+            yield {"type": "summary", "summary": _dump(summary)}
+        if len(summaries) < size:
+            break
+        number = summaries[-1].number
 
 
 def _namespaces(manager: SessionManager, scope: dict[str, Any]) -> list[str]:
@@ -325,10 +336,10 @@ class _Writer:
                 wrong shape; AgentSessionError: a write the manager refuses.
         """
         kind = line.get("type") if isinstance(line, dict) else None
-        if kind not in ("working_memory", "message", "tool_call", "run", "record"):
+        if kind not in ("working_memory", "message", "tool_call", "run", "record", "summary"):
             raise ValidationError(
-                "the type must be working_memory, message, tool_call, run or record, "
-                f"not {kind!r}"
+                "the type must be working_memory, message, tool_call, run, record or "
+                f"summary, not {kind!r}"
             )
         record = _record(line, kind)
         if kind == "record":
@@ -347,6 +358,8 @@ class _Writer:
                 self.flush()
         elif kind == "tool_call":
             self._tool_call(record)
+        elif kind == "summary":
+            self._summary(record)
         else:
             self._run(record)
         self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -378,6 +391,16 @@ class _Writer:
             call_id=call.get("call_id"), provider_call_id=call.get("provider_call_id"),
         )  # fmt: skip
 
+    def _summary(self, line: dict[str, Any]) -> None:
+        """Add the summary as exported: its numbers come back in the same order, so
+        ``supersedes`` still names the same summary; ``created_at`` is the import's."""
+        self._manager.add_summary(
+            **self._scope, text=line.get("text", ""), from_seq=line.get("from_seq", 0),
+            to_seq=line.get("to_seq", 0), author=line.get("author"), model=line.get("model"),
+            summary_tokens=line.get("summary_tokens"), replaced_tokens=line.get("replaced_tokens"),
+            tokenizer=_CountedBy(line.get("tokenizer")), supersedes=line.get("supersedes"),
+        )  # fmt: skip
+
     def _run(self, line: dict[str, Any]) -> None:
         """Start, step and finish a run like the exported one; its status and steps
         are checked before the run starts."""
@@ -405,6 +428,17 @@ class _Writer:
             error=line.get("error") if finished else line.get("error") or "interrupted",
             output=line.get("output"), usage=line.get("usage") or None,
         )  # fmt: skip
+
+
+class _CountedBy:
+    """The tokenizer an exported summary names: its counts come with it, so only the
+    name is needed; an absent count is refused rather than counted by another rule."""
+
+    def __init__(self, name: Any) -> None:
+        self.name = name
+
+    def count(self, text: str) -> int:
+        raise ValidationError("summary.summary_tokens and replaced_tokens are required")
 
 
 def _payload(record: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import audit, health, memory, messages, records, runs, sessions, shared, tools, users
+from . import (
+    audit,
+    context,
+    health,
+    memory,
+    messages,
+    records,
+    runs,
+    sessions,
+    shared,
+    tools,
+    users,
+)
 
 __all__ = ["routers"]
 
@@ -19,6 +31,7 @@ def routers() -> list[APIRouter]:
         memory.router,
         shared.router,
         records.router,
+        context.router,
         tools.router,
         runs.router,
         audit.router,

@@ -1,0 +1,69 @@
+"""Context assembly and compaction: build a context, add and list summaries.
+
+``GET .../context?budget_tokens=N`` uses the default tokenizer (``bytes/4``,
+:mod:`agentsession.tokens`); a budget too small for the minimum is a 422
+``context-budget-too-small`` problem naming ``needed_tokens``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+
+from ...models import Context, Summary
+from ...service.contextbuild import MAX_BUDGET_TOKENS
+from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
+from ..problems import ERRORS, WRITE_ERRORS
+from ..routing import StrictRoute
+from ..schemas import AddSummary, Items, LimitQuery, seq_query
+
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}",
+    tags=["context"],
+    responses=ERRORS,
+    route_class=StrictRoute,
+)
+
+
+@router.get("/context", response_model=Context)
+async def build_context(
+    ctx: ReadCtx,
+    budget_tokens: Annotated[
+        int, Query(ge=1, le=MAX_BUDGET_TOKENS, description="The most tokens the context takes.")
+    ],
+) -> Response:
+    """What to send to a model: the system text from working memory, the newest summary
+    covering older history, and the newest messages that fit ``budget_tokens``, never
+    splitting a tool call from its result and always holding the newest user message;
+    each part's token count and the total."""
+    context = await ctx.manager.build_context(**ctx.who, budget_tokens=budget_tokens)
+    return reply(context)
+
+
+@router.post("/summaries", status_code=201, response_model=Summary, responses=WRITE_ERRORS)
+async def add_summary(ctx: WriteCtx, body: AddSummary) -> Response:
+    """Store a summary of ``from_seq..to_seq`` (messages are kept): the summary with
+    its ``number`` and ``session_version``, also the ETag."""
+    summary, replayed = await write(
+        ctx.manager.add_summary(
+            **ctx.who,
+            **body.model_dump(),
+            expected_version=await ctx.expected_version(),
+            idempotency_key=ctx.idempotency_key,
+        )
+    )
+    etag = version_etag(ctx.session_id, summary.session_version)
+    return reply(summary, status=201, etag=etag, replayed=replayed)
+
+
+@router.get("/summaries", response_model=Items[Summary])
+async def list_summaries(
+    ctx: ReadCtx,
+    after: Annotated[int | None, seq_query("Only numbers above this.")] = None,
+    limit: LimitQuery = None,
+) -> Response:
+    """``{"items": [summary...]}`` oldest first, superseded ones included; page on with
+    ``after=<last number>``."""
+    items = await ctx.manager.list_summaries(**ctx.who, after=after, limit=limit)
+    return reply({"items": items})

@@ -1,0 +1,146 @@
+"""``build_context`` on every store: the system text from working memory, the budget,
+the newest user message always in, a too-small budget, determinism; and, as Hypothesis
+properties over random histories in the three message formats (with and without a
+summary), that every context is provider-valid, fits its budget and holds the newest
+user message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from contract_support import USER, new_session
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from message_formats import calls_and_results, histories, provider_problem, window_problem
+
+from agentsession import ContextBudgetTooSmall, Message, SessionManager, ValidationError
+from agentsession.service.contextbuild import render_memory
+from agentsession.tokens import ByteEstimate
+
+
+def newest_user_seq(messages: list[Message]) -> int | None:
+    """The seq of the newest message a user wrote (not a carrier of tool results),
+    judged from the payloads alone."""
+    for m in reversed(messages):
+        if m.role == "user" and not calls_and_results(m.payload())[1]:
+            return m.seq
+    return None
+
+
+def check_context(m: SessionManager, sid: str, budget: int) -> Any:
+    """Build a context and check the properties every context has; return it (None when
+    the budget is too small, after checking the error's figure)."""
+    history = m.get_messages(session_id=sid, user_id=USER, limit=1000).items
+    try:
+        ctx = m.build_context(session_id=sid, user_id=USER, budget_tokens=budget)
+    except ContextBudgetTooSmall as err:
+        assert err.needed_tokens > budget and err.field == "budget_tokens"
+        return None
+    assert provider_problem(ctx.messages) is None, provider_problem(ctx.messages)
+    if ctx.summary is None:  # without a summary, nothing is dropped from a valid history
+        assert window_problem(ctx.messages) is None, window_problem(ctx.messages)
+    assert ctx.total_tokens <= budget
+    assert ctx.total_tokens == ctx.system_tokens + ctx.summary_tokens + ctx.message_tokens
+    user_seq = newest_user_seq(history)
+    if user_seq is not None:
+        assert user_seq in [x.seq for x in ctx.messages]
+    if ctx.messages:
+        assert ctx.messages[-1].seq == history[-1].seq
+    floor = 0 if ctx.summary is None else ctx.summary.to_seq
+    assert all(x.seq > floor for x in ctx.messages)
+    assert ctx == m.build_context(session_id=sid, user_id=USER, budget_tokens=budget)
+    return ctx
+
+
+def test_system_text_renders_working_memory() -> None:
+    data = {"goal": "book a flight", "completed": ["found user", {"id": 1}], "errors": [],
+            "next_action": "ask for dates", "facts": {"b": 2, "a": "x"}, "other": "no"}  # fmt: skip
+    assert render_memory(data) == (
+        "Goal: book a flight\nCompleted:\n- found user\n- {\"id\":1}\n"
+        "Next action: ask for dates\nFacts:\n- a: x\n- b: 2"
+    )
+    assert render_memory({"other": 1}) == ""
+
+
+def test_context_parts_and_budget(manager: SessionManager) -> None:
+    """The working memory becomes the system text; a tight budget keeps the newest
+    messages from the newest user message on and counts what it left out."""
+    sid = new_session(manager).session_id
+    kw = {"session_id": sid, "user_id": USER}
+    manager.update_working_memory(**kw, data={"goal": "help"})
+    msgs = [{"role": "user", "content": "x" * 400},
+            {"role": "assistant", "content": "y" * 400},
+            {"role": "user", "content": "short"},
+            {"role": "assistant", "content": "ok"}]  # fmt: skip
+    manager.append_messages(**kw, messages=msgs)
+    full = manager.build_context(**kw, budget_tokens=1000)
+    assert full.system == "Goal: help" and [x.seq for x in full.messages] == [1, 2, 3, 4]
+    assert (full.omitted_messages, full.tokenizer, full.budget_tokens) == (0, "bytes/4", 1000)
+    tight = manager.build_context(**kw, budget_tokens=full.total_tokens - 1)
+    assert [x.seq for x in tight.messages] == [2, 3, 4] and tight.omitted_messages == 1
+    with pytest.raises(ContextBudgetTooSmall) as err:
+        manager.build_context(**kw, budget_tokens=10)
+    smallest = manager.build_context(**kw, budget_tokens=err.value.needed_tokens)
+    assert [x.seq for x in smallest.messages] == [3, 4]
+    assert smallest.total_tokens == err.value.needed_tokens
+
+
+def test_context_never_ends_with_an_unanswered_call(manager: SessionManager) -> None:
+    """A call left without its result (a crashed worker) is not sent."""
+    sid = new_session(manager).session_id
+    kw = {"session_id": sid, "user_id": USER}
+    manager.append_messages(**kw, messages=[
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    ])  # fmt: skip
+    ctx = manager.build_context(**kw, budget_tokens=1000)
+    assert [x.seq for x in ctx.messages] == [1]
+
+
+def test_context_takes_a_tokenizer_and_checks_its_arguments(manager: SessionManager) -> None:
+    sid = new_session(manager).session_id
+    kw: dict[str, Any] = {"session_id": sid, "user_id": USER}
+    manager.append_message(**kw, message={"role": "user", "content": "hello there"})
+
+    class Words(ByteEstimate):
+        name = "words"
+
+        def count(self, text: str) -> int:
+            return len(text.split())
+
+    ctx = manager.build_context(**kw, budget_tokens=100, tokenizer=Words())
+    assert ctx.tokenizer == "words" and ctx.message_tokens == 2 + 4
+    for bad in (0, -1, "10", None):
+        with pytest.raises(ValidationError):
+            manager.build_context(**kw, budget_tokens=bad)
+    with pytest.raises(ValidationError):
+        manager.build_context(**kw, budget_tokens=10, tokenizer=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.store_independent
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(history=histories(), data=st.data())
+def test_random_contexts_are_valid_fit_and_hold_the_newest_user_message(
+    manager: SessionManager, history: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """Property: over random histories mixing the three formats, with or without a
+    summary of a random prefix, every context at any budget is provider-valid, fits the
+    budget, holds the newest user message (or the budget is refused with a figure
+    above it), and a bigger budget never gives fewer messages."""
+    sid = manager.create_session(user_id=USER).session_id
+    manager.append_messages(session_id=sid, user_id=USER, messages=history)
+    if data.draw(st.booleans(), label="summary"):
+        end = data.draw(st.integers(1, len(history)), label="to_seq")
+        manager.add_summary(session_id=sid, user_id=USER, text="s" * data.draw(
+            st.integers(1, 200)), from_seq=1, to_seq=end)  # fmt: skip
+    if data.draw(st.booleans(), label="memory"):
+        manager.update_working_memory(session_id=sid, user_id=USER, data={"goal": "g" * 50})
+    budgets = sorted(data.draw(st.lists(st.integers(1, 600), min_size=1, max_size=4)))
+    sizes = []
+    for budget in budgets:
+        ctx = check_context(manager, sid, budget)
+        sizes.append(-1 if ctx is None else len(ctx.messages))
+    assert sizes == sorted(sizes)

@@ -1,0 +1,116 @@
+"""Compaction on every store: ``add_summary`` / ``list_summaries`` (numbering, fields,
+supersedes, validation, one version step and audit event without text, idempotent
+replay, gone with the session) and how ``build_context`` uses a summary. Ownership,
+stale ``expected_version`` and closed sessions are covered by the operation tables of
+contract_support."""
+
+from __future__ import annotations
+
+import pytest
+from contract_support import USER, audit_of, new_session
+
+from agentsession import SessionManager, ValidationError
+from agentsession.tokens import DEFAULT_TOKENIZER, message_tokens, text_tokens
+
+
+def _session(m: SessionManager, n: int) -> str:
+    sid = new_session(m).session_id
+    msgs = []
+    for i in range(n // 2):
+        msgs += [{"role": "user", "content": f"question {i}"},
+                 {"role": "assistant", "content": f"answer {i}"}]  # fmt: skip
+    m.append_messages(session_id=sid, user_id=USER, messages=msgs)
+    return sid
+
+
+def test_summaries_are_numbered_listed_and_audited_without_text(manager: SessionManager) -> None:
+    """Each summary gets the next number, the caller's id as author by default, token
+    counts by the default tokenizer, one version step and an audit event naming its
+    range but never its text; a superseded summary stays readable."""
+    sid = _session(manager, 6)
+    v = manager.get_session(session_id=sid, user_id=USER).version
+    first = manager.add_summary(session_id=sid, user_id=USER, text="secret gist", from_seq=1,
+                                to_seq=2)  # fmt: skip
+    msgs = manager.get_messages(session_id=sid, user_id=USER).items
+    assert (first.number, first.author, first.session_version) == (1, USER, v + 1)
+    assert first.summary_tokens == text_tokens(DEFAULT_TOKENIZER, "secret gist")
+    assert first.replaced_tokens == sum(message_tokens(DEFAULT_TOKENIZER, m) for m in msgs[:2])
+    assert first.tokenizer == "bytes/4"
+    second = manager.add_summary(
+        session_id=sid, user_id=USER, text="newer gist", from_seq=1, to_seq=4,
+        author="engine", model="m-1", summary_tokens=3, replaced_tokens=40, supersedes=1,
+    )  # fmt: skip
+    assert (second.number, second.supersedes, second.model) == (2, 1, "m-1")
+    assert (second.summary_tokens, second.replaced_tokens) == (3, 40)
+    listed = manager.list_summaries(session_id=sid, user_id=USER)
+    assert [s.number for s in listed] == [1, 2]
+    assert listed[0].text == "secret gist" and listed[0].session_version is None
+    assert manager.list_summaries(session_id=sid, user_id=USER, after=1, limit=5) == listed[1:]
+    events = [e for e in audit_of(manager, sid) if e.action == "summary.added"]
+    assert [e.details for e in events] == [
+        {"number": 1, "from_seq": 1, "to_seq": 2, "supersedes": None},
+        {"number": 2, "from_seq": 1, "to_seq": 4, "supersedes": 1},
+    ]
+    assert "secret" not in repr(audit_of(manager, sid))
+    assert len(manager.get_messages(session_id=sid, user_id=USER).items) == 6
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"from_seq": 1, "to_seq": 5}, "to_seq"),
+        ({"from_seq": 3, "to_seq": 2}, "from_seq"),
+        ({"from_seq": 0, "to_seq": 2}, "from_seq"),
+        ({"from_seq": 1, "to_seq": 2, "supersedes": 1}, "supersedes"),
+        ({"from_seq": 1, "to_seq": 2, "text": ""}, "text"),
+        ({"from_seq": 1, "to_seq": 2, "author": "a\nb"}, "author"),
+        ({"from_seq": 1, "to_seq": 2, "summary_tokens": -1}, "summary_tokens"),
+    ],
+)
+def test_add_summary_refuses_bad_input_and_writes_nothing(
+    manager: SessionManager, kwargs: dict[str, object], field: str
+) -> None:
+    sid = _session(manager, 4)
+    v = manager.get_session(session_id=sid, user_id=USER).version
+    with pytest.raises(ValidationError) as err:
+        manager.add_summary(session_id=sid, user_id=USER, **{"text": "gist", **kwargs})
+    assert err.value.field == field
+    assert manager.get_session(session_id=sid, user_id=USER).version == v
+    assert manager.list_summaries(session_id=sid, user_id=USER) == []
+
+
+def test_add_summary_replays_an_idempotency_key(manager: SessionManager) -> None:
+    sid = _session(manager, 4)
+    kw = {"session_id": sid, "user_id": USER, "text": "g", "from_seq": 1, "to_seq": 2}
+    first = manager.add_summary(**kw, idempotency_key="k1")
+    assert manager.add_summary(**kw, idempotency_key="k1") == first
+    assert len(manager.list_summaries(session_id=sid, user_id=USER)) == 1
+
+
+def test_summaries_go_with_their_session(manager: SessionManager) -> None:
+    sid = _session(manager, 4)
+    manager.add_summary(session_id=sid, user_id=USER, text="g", from_seq=1, to_seq=2)
+    manager.delete_session(session_id=sid, user_id=USER)
+    with manager.store.transaction(write=False) as tx:
+        assert tx.list_summaries(sid) == []
+
+
+def test_context_sends_the_summary_in_place_of_what_it_covers(manager: SessionManager) -> None:
+    """Messages up to the summary's end are left out; a newer summary that covers the
+    newest user message is passed over for the newest one below it."""
+    sid = _session(manager, 8)
+    kw = {"session_id": sid, "user_id": USER}
+    manager.add_summary(**kw, text="first four", from_seq=1, to_seq=4)
+    ctx = manager.build_context(**kw, budget_tokens=10_000)
+    assert ctx.summary is not None and ctx.summary.number == 1
+    assert [m.seq for m in ctx.messages] == [5, 6, 7, 8]
+    assert ctx.summary_tokens == text_tokens(DEFAULT_TOKENIZER, "first four")
+    assert ctx.total_tokens == ctx.system_tokens + ctx.summary_tokens + ctx.message_tokens
+    manager.add_summary(**kw, text="everything", from_seq=1, to_seq=8)
+    again = manager.build_context(**kw, budget_tokens=10_000)
+    assert again.summary is not None and again.summary.number == 1
+    assert [m.seq for m in again.messages] == [5, 6, 7, 8]
+    manager.append_message(**kw, message={"role": "user", "content": "next"})
+    latest = manager.build_context(**kw, budget_tokens=10_000)
+    assert latest.summary is not None and latest.summary.number == 2
+    assert [m.seq for m in latest.messages] == [9]
