@@ -164,7 +164,7 @@ class UnsupportedValue(ValidationError):
 
 class ContextBudgetTooSmall(ValidationError):
     """``build_context``'s budget cannot hold even its minimum: the system text, the
-    summary in use and the newest user message with every message after it.
+    summary in use and the newest user message.
 
     Attributes:
         needed_tokens: the tokens that minimum takes (by the tokenizer used).

@@ -16,7 +16,7 @@ from message_formats import calls_and_results, histories, provider_problem, wind
 
 from agentsession import ContextBudgetTooSmall, Message, SessionManager, ValidationError
 from agentsession.service.contextbuild import render_memory
-from agentsession.tokens import ByteEstimate
+from agentsession.tokens import DEFAULT_TOKENIZER, ByteEstimate, message_tokens
 
 
 def newest_user_seq(messages: list[Message]) -> int | None:
@@ -38,14 +38,21 @@ def check_context(m: SessionManager, sid: str, budget: int) -> Any:
         assert err.needed_tokens > budget and err.field == "budget_tokens"
         return None
     assert provider_problem(ctx.messages) is None, provider_problem(ctx.messages)
+    user_seq = newest_user_seq(history)
     if ctx.summary is None:  # without a summary, nothing is dropped from a valid history
-        assert window_problem(ctx.messages) is None, window_problem(ctx.messages)
+        # but the older exchanges of a newest turn too long for the budget
+        seqs = [x.seq for x in ctx.messages]
+        cut = seqs.index(user_seq) + 1 if user_seq in seqs else len(seqs)
+        for part in (ctx.messages[:cut], ctx.messages[cut:]):
+            assert window_problem(part) is None, window_problem(part)
     assert ctx.total_tokens <= budget
     assert ctx.total_tokens == ctx.system_tokens + ctx.summary_tokens + ctx.message_tokens
-    user_seq = newest_user_seq(history)
     if user_seq is not None:
         assert user_seq in [x.seq for x in ctx.messages]
-    if ctx.messages:
+    after = [x.seq for x in ctx.messages if user_seq is not None and x.seq > user_seq]
+    if after:  # what follows the newest user message is the newest exchanges
+        assert after[-1] == history[-1].seq
+    elif user_seq is None and ctx.messages:
         assert ctx.messages[-1].seq == history[-1].seq
     floor = 0 if ctx.summary is None else ctx.summary.to_seq
     assert all(x.seq > floor for x in ctx.messages)
@@ -82,8 +89,34 @@ def test_context_parts_and_budget(manager: SessionManager) -> None:
     with pytest.raises(ContextBudgetTooSmall) as err:
         manager.build_context(**kw, budget_tokens=10)
     smallest = manager.build_context(**kw, budget_tokens=err.value.needed_tokens)
-    assert [x.seq for x in smallest.messages] == [3, 4]
+    assert [x.seq for x in smallest.messages] == [3]  # the newest user message alone
     assert smallest.total_tokens == err.value.needed_tokens
+    newest = message_tokens(DEFAULT_TOKENIZER, full.messages[3])
+    turn = manager.build_context(**kw, budget_tokens=err.value.needed_tokens + newest)
+    assert [x.seq for x in turn.messages] == [3, 4]
+
+
+def test_a_turn_longer_than_the_budget_keeps_its_user_message_and_newest_exchanges(
+    manager: SessionManager,
+) -> None:
+    """An agent deep in a tool loop: the newest user message, then the newest whole
+    call-and-result exchanges that fit; the turn's older exchanges are left out."""
+    sid = new_session(manager).session_id
+    kw = {"session_id": sid, "user_id": USER}
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "find my booking"}]
+    for i in range(6):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        msgs += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                 {"role": "tool", "tool_call_id": f"c{i}", "content": "r" * 200}]  # fmt: skip
+    manager.append_messages(**kw, messages=msgs)
+    whole = manager.build_context(**kw, budget_tokens=10_000)
+    assert len(whole.messages) == 13
+    ctx = manager.build_context(**kw, budget_tokens=whole.total_tokens // 2)
+    seqs = [x.seq for x in ctx.messages]
+    assert seqs[0] == 1 and seqs[-1] == 13 and 1 < len(seqs) < 13
+    assert seqs[1:] == list(range(seqs[1], 14)) and seqs[1] % 2 == 0  # starts at a call
+    assert provider_problem(ctx.messages) is None
+    assert ctx.omitted_messages == 13 - len(seqs)
 
 
 def test_context_never_ends_with_an_unanswered_call(manager: SessionManager) -> None:

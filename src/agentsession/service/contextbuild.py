@@ -54,12 +54,14 @@ class ContextUseCases(ServiceCore):
             (:func:`render_memory`), the newest summary whose range ends before the
             newest user message (None if none), and the newest messages after it that
             fit, never splitting a tool call from its result and always holding the
-            newest user message (docs/architecture.md, "Context assembly").
+            newest user message; when the newest turn does not fit whole, that user
+            message and the newest whole exchanges after it that fit
+            (docs/architecture.md, "Context assembly").
 
         Raises:
             ValidationError: a bad budget or tokenizer. ContextBudgetTooSmall (a
                 ValidationError, 422 over HTTP): the system text, the summary and the
-                newest user message with what follows it need more than the budget;
+                newest user message alone need more than the budget;
                 its ``needed_tokens`` says how many. SessionNotFound.
         """
         budget = check_limit(budget_tokens, "budget_tokens", allow_none=False,

@@ -9,8 +9,10 @@ The rule (docs/architecture.md, "Context assembly"):
   message format), and always at a user or system message that carries no result (no
   format puts one between a call and its result, so a result still unmatched there
   has no call at all);
-* it always holds the newest user message (a user message carrying no tool result)
-  and everything after it; if that minimum does not fit, ContextBudgetTooSmall;
+* it always holds the newest user message (a user message carrying no tool result);
+  when that message and everything after it do not fit, it holds that message and the
+  newest whole exchanges after it that fit (the turn's older exchanges are left out);
+  when the message alone does not fit, ContextBudgetTooSmall;
 * of the allowed cuts that fit, the oldest one wins (the most history);
 * last, messages whose partner is outside the window or missing from history (a call
   never answered, a result without its call: a history a crash or a caller left
@@ -19,8 +21,8 @@ The rule (docs/architecture.md, "Context assembly"):
 
 Cost: messages are read backwards a page at a time and the walk stops once the budget
 is spent (or at the floor), so it reads about ``budget`` worth of messages, however
-long the history. Only when the budget is too small does it read on, back to the
-newest user message, to say how much the minimum needs.
+long the history. Only a newest turn longer than the budget makes it read on, back to
+the newest user message it must hold.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def select_window(
 
     Raises:
         ContextBudgetTooSmall: ``system_tokens``, the summary and the newest user
-            message with every message after it exceed ``budget``.
+            message alone exceed ``budget``.
     """
     head, summary = _newest_turn(tx, session_id, message_count)
     floor = 0 if summary is None else summary.to_seq
@@ -88,11 +90,8 @@ def select_window(
     kept = [(m, message_tokens(tokenizer, m)) for m in head]  # newest first
     total = fixed + sum(t for _, t in kept)
     if total > budget:
-        minimum = well_formed(head[::-1])
-        needed = fixed + _tokens(minimum, kept)
-        if needed > budget:
-            raise ContextBudgetTooSmall(needed_tokens=needed, budget_tokens=budget)
-        return Window(summary, minimum, needed - fixed, message_count - floor - len(minimum))
+        chosen = _within_turn(kept, fixed, budget)
+        return Window(summary, chosen, _tokens(chosen, kept), message_count - floor - len(chosen))
     best = len(kept)  # the newest user message is always a cut
     needed_calls: Counter[str] = Counter()
     reached_floor = True
@@ -112,6 +111,32 @@ def select_window(
         best = len(kept)
     chosen = well_formed([m for m, _ in reversed(kept[:best])])
     return Window(summary, chosen, _tokens(chosen, kept), message_count - floor - len(chosen))
+
+
+def _within_turn(turn: list[tuple[Message, int]], fixed: int, budget: int) -> list[Message]:
+    """The window when the newest turn (``turn``: the newest user message, last, and the
+    messages after it, newest first, with their tokens) does not fit whole: that user
+    message, then the newest whole exchanges after it that fit, oldest first; the older
+    exchanges of the turn are left out (an agent deep in a long tool loop keeps going
+    instead of failing).
+
+    Raises:
+        ContextBudgetTooSmall: ``fixed`` and the user message alone exceed ``budget``.
+    """
+    user, user_tokens = turn[-1]
+    total = fixed + user_tokens
+    if total > budget:
+        raise ContextBudgetTooSmall(needed_tokens=total, budget_tokens=budget)
+    best = 0
+    needed_calls: Counter[str] = Counter()
+    for i, (m, t) in enumerate(turn[:-1]):
+        if total + t > budget:
+            break
+        total += t
+        needed_calls = _step_back(needed_calls, m)
+        if not needed_calls:
+            best = i + 1
+    return well_formed([user] + [m for m, _ in reversed(turn[:best])])
 
 
 def _newest_turn(
