@@ -288,3 +288,18 @@ def test_deleting_a_session_drops_its_lease(
     with m.store.transaction(write=False) as tx:
         assert tx.list_lapsed_leases(now=clock.now, limit=10) == []
     assert m.sweep_expired().interrupted_run_ids == []
+
+
+def test_a_clock_stepped_back_never_ends_a_run_before_it_started(
+    frozen_manager: SessionManager, sid: str, leased: str, clock: FrozenClock
+) -> None:
+    """A heartbeat after the clock stepped back sets a deadline before the run's start;
+    when that lapses, the run ends at its start, not before it."""
+    m = frozen_manager
+    started = m.get_run(**_kw(sid), run_id=leased).started_at
+    clock.advance(-2 * LEASE)
+    m.heartbeat_run(**_kw(sid), run_id=leased)
+    clock.advance(LEASE + 1)
+    run = m.get_run(**_kw(sid), run_id=leased)
+    assert run.status == RunStatus.INTERRUPTED
+    assert run.started_at is not None and run.ended_at == started == run.started_at

@@ -114,3 +114,18 @@ def test_context_sends_the_summary_in_place_of_what_it_covers(manager: SessionMa
     latest = manager.build_context(**kw, budget_tokens=10_000)
     assert latest.summary is not None and latest.summary.number == 2
     assert [m.seq for m in latest.messages] == [9]
+
+
+def test_a_summary_of_a_middle_range_is_not_used_in_a_context(manager: SessionManager) -> None:
+    """A summary that does not start at seq 1 says nothing of the messages before it:
+    a context never uses it in their place (they would be dropped unseen)."""
+    sid = _session(manager, 20)
+    kw = {"session_id": sid, "user_id": USER}
+    manager.add_summary(**kw, text="the middle", from_seq=10, to_seq=14)
+    ctx = manager.build_context(**kw, budget_tokens=100_000)
+    assert ctx.summary is None
+    assert [m.seq for m in ctx.messages] == list(range(1, 21)) and ctx.omitted_messages == 0
+    manager.add_summary(**kw, text="the start", from_seq=1, to_seq=6)
+    ctx = manager.build_context(**kw, budget_tokens=100_000)
+    assert ctx.summary is not None and ctx.summary.text == "the start"
+    assert [m.seq for m in ctx.messages] == list(range(7, 21))

@@ -183,12 +183,15 @@ def well_formed(window: list[Message]) -> list[Message]:
 
 
 def _summaries(tx: StoreTransaction, session_id: str, message_count: int) -> Iterator[Summary]:
-    """The session's summaries within the history, newest first, read a few at a time."""
+    """The session's summaries a context may use, newest first, read a few at a time:
+    those within the history that cover it from its start (``from_seq`` 1). A summary
+    of a middle range says nothing of the messages before it, so using it would drop
+    them unseen; it stays stored and listed."""
     before = None
     while True:
         page = tx.list_summaries(session_id, before_number=before, limit=8, newest=True)
         for s in reversed(page):
-            if s.to_seq <= message_count:
+            if s.from_seq == 1 and s.to_seq <= message_count:
                 yield s
         if len(page) < 8:
             return

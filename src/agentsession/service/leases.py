@@ -24,8 +24,9 @@ __all__ = ["lapse_change"]
 
 def lapse_change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
     """The change that ends the lapsed lease of ``s`` (see the module docstring): its
-    RUNNING run becomes INTERRUPTED (``ended_at`` its lease deadline, so the run reads
-    the same whoever noticed it, and ``error`` :data:`LEASE_LAPSED`, which tells later
+    RUNNING run becomes INTERRUPTED (``ended_at`` its lease deadline, or its start if a
+    clock stepped back put the deadline before it, so the run reads the same whoever
+    noticed it, and ``error`` :data:`LEASE_LAPSED`, which tells later
     writes tagged with it apart), each call the run left unanswered gets a synthetic
     result as on restore, and the session's lease is cleared.
 
@@ -35,7 +36,9 @@ def lapse_change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
     run = current_run(tx, s)
     stopped: list[str] = []
     if run is not None and run.lease_expires_at is not None:
-        ended = {"status": RunStatus.INTERRUPTED, "ended_at": run.lease_expires_at}
+        # Never before the start: a clock stepped back may have set an early deadline.
+        end = max(run.lease_expires_at, run.started_at or run.lease_expires_at)
+        ended = {"status": RunStatus.INTERRUPTED, "ended_at": end}
         tx.update_run(run.model_copy(update={**ended, "error": LEASE_LAPSED}))
         stopped.append(run.run_id)
     answered = answer_interrupted_calls(tx, s, now, stopped)
