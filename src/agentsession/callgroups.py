@@ -13,6 +13,10 @@ synthetic results for calls a crash left unanswered:
   ``custom_tool_call``) makes a call; ``{"type": "function_call_output", "call_id": ...}``
   (or ``custom_tool_call_output``) answers it.
 
+A Responses ``reasoning`` item (:func:`is_reasoning`) belongs with the item right after
+it, the call or message the model produced from it: a provider refuses either one
+without the other.
+
 Responses items carry no ``role``: :data:`ITEM_ROLES` gives the role a message is filed
 under when it has none (a call or a reasoning item: ``assistant``; a call output:
 ``tool``). The stored payload stays exactly as sent, without the derived role.
@@ -32,6 +36,7 @@ __all__ = [
     "OUTPUT_ITEMS",
     "answered_calls",
     "in_tool_exchange",
+    "is_reasoning",
     "item_role",
     "opened_calls",
     "results_for",
@@ -101,6 +106,11 @@ def in_tool_exchange(m: Message) -> bool:
     reasoning items before the outputs). A user or system message without tool
     results ends an exchange: no format puts one between a call and its result."""
     return m.role == "assistant" or bool(opened_calls(m) or answered_calls(m))
+
+
+def is_reasoning(m: Message) -> bool:
+    """Whether ``m`` is a Responses ``reasoning`` item."""
+    return _item_type(m) == "reasoning"
 
 
 def results_for(call: Message, call_ids: list[str], text: str) -> list[dict[str, Any]]:

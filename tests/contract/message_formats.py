@@ -1,5 +1,6 @@
 """Message payloads in the three formats agents send, and an independent check that a
-window of history never splits a tool call from its result.
+window of history never splits a tool call from its result (nor, in the Responses
+format, a reasoning item from the item it was produced for).
 
 The check reads payloads itself (it does not ask the library which message makes or
 answers a call), so a test using it can fail when the library's rule is wrong.
@@ -38,6 +39,12 @@ def answer(fmt: str, text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": text}
 
 
+def reasoning(item_id: str) -> dict[str, Any]:
+    """A Responses reasoning item: a provider wants it right before the call or message
+    the model produced from it, and that item right after it."""
+    return {"type": "reasoning", "id": item_id, "summary": []}
+
+
 def calls(fmt: str, ids: list[str]) -> Payloads:
     """The message(s) making the parallel calls ``ids`` in ``fmt``."""
     if fmt == "chat":
@@ -48,7 +55,7 @@ def calls(fmt: str, ids: list[str]) -> Payloads:
         return [{"role": "assistant", "content": [
             {"type": "text", "text": "let me look"},
             *({"type": "tool_use", "id": i, "name": "f", "input": {}} for i in ids)]}]
-    return [{"type": "reasoning", "id": f"rs_{ids[0]}", "summary": []},
+    return [reasoning(f"rs_{ids[0]}"),
             *({"type": "function_call", "call_id": i, "name": "f", "arguments": "{}"}
               for i in ids)]
 
@@ -89,11 +96,47 @@ def window_problem(window: list[Message]) -> str | None:
     return _problem(window, results_need_calls=True, calls_need_results=True)
 
 
-def provider_problem(window: list[Message]) -> str | None:
+def provider_problem(window: list[Message], history: list[Message] | None = None) -> str | None:
     """What a provider would refuse in ``window`` (a result without its call, a call
-    without its result), or None; unlike :func:`window_problem` the seqs may have gaps
-    (a context drops the results of calls its summary covers)."""
-    return _calls_problem(window, results_need_calls=True, calls_need_results=True)
+    without its result, a reasoning item not right before the non-reasoning output item
+    that follows it in history), or None; unlike :func:`window_problem` the seqs may
+    have gaps (a context drops the results of calls its summary covers). Given the
+    ``history``, also an item whose predecessor in history is a reasoning item not
+    right before it in ``window`` (sent without the reasoning it was produced from)."""
+    return _calls_problem(
+        window, results_need_calls=True, calls_need_results=True
+    ) or _reasoning_problem(window, history)
+
+
+def _is_reasoning(payload: dict[str, Any]) -> bool:
+    return payload.get("type") == "reasoning"
+
+
+def _model_output(payload: dict[str, Any]) -> bool:
+    """A call or an assistant message: what a model produces after a reasoning item."""
+    kind = payload.get("type")
+    if kind in ("function_call", "custom_tool_call"):
+        return True
+    return payload.get("role") == "assistant" and kind in (None, "message")
+
+
+def _reasoning_problem(window: list[Message], history: list[Message] | None) -> str | None:
+    got = [m.seq for m in window]
+    for m, after in zip(window, [*window[1:], None], strict=True):
+        if _is_reasoning(m.payload()) and (
+            after is None or after.seq != m.seq + 1 or not _model_output(after.payload())
+        ):
+            return f"window {got}: reasoning item {m.seq} is not right before its output item"
+    if history is None:
+        return None
+    by_seq = {m.seq: m for m in history}
+    for m, before in zip(window, [None, *window[:-1]], strict=True):
+        previous = by_seq.get(m.seq - 1)
+        if previous is not None and _is_reasoning(previous.payload()) and (
+            before is None or before.seq != previous.seq
+        ):
+            return f"window {got}: item {m.seq} is sent without its reasoning item {previous.seq}"
+    return None
 
 
 def bounded_page_problem(
@@ -154,7 +197,8 @@ def _calls_problem(
 @st.composite
 def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Turns in random formats: a user message, 0-3 rounds of 1-3 parallel calls with
-    their results in any order, an answer."""
+    their results in any order, an answer (in the Responses format the calls come after
+    a reasoning item, and the answer sometimes does too)."""
     out: list[dict[str, Any]] = []
     for turn in range(draw(st.integers(1, 4))):
         fmt = draw(st.sampled_from(FORMATS))
@@ -164,5 +208,7 @@ def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
             ids = draw(st.lists(st.sampled_from(REUSED_IDS), min_size=1, max_size=3, unique=True))
             out += calls(fmt, ids)
             out += results(fmt, draw(st.permutations(ids)))
+        if fmt == "responses" and draw(st.booleans()):
+            out.append(reasoning(f"rs_a{turn}"))
         out.append(answer(fmt, f"a{turn}"))
     return out

@@ -12,7 +12,17 @@ import pytest
 from contract_support import USER, new_session
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from message_formats import calls_and_results, histories, provider_problem, window_problem
+from message_formats import (
+    answer,
+    calls,
+    calls_and_results,
+    histories,
+    provider_problem,
+    reasoning,
+    results,
+    user,
+    window_problem,
+)
 
 from agentsession import ContextBudgetTooSmall, Message, SessionManager, ValidationError
 from agentsession.service.contextbuild import render_memory
@@ -37,7 +47,8 @@ def check_context(m: SessionManager, sid: str, budget: int) -> Any:
     except ContextBudgetTooSmall as err:
         assert err.needed_tokens > budget and err.field == "budget_tokens"
         return None
-    assert provider_problem(ctx.messages) is None, provider_problem(ctx.messages)
+    problem = provider_problem(ctx.messages, history)
+    assert problem is None, problem
     user_seq = newest_user_seq(history)
     if ctx.summary is None:  # without a summary, nothing is dropped from a valid history
         # but the older exchanges of a newest turn too long for the budget
@@ -130,6 +141,55 @@ def test_context_never_ends_with_an_unanswered_call(manager: SessionManager) -> 
     ])  # fmt: skip
     ctx = manager.build_context(**kw, budget_tokens=1000)
     assert [x.seq for x in ctx.messages] == [1]
+
+
+def test_responses_reasoning_item_is_never_sent_without_its_following_item(
+    manager: SessionManager,
+) -> None:
+    """A Responses reasoning item and the item after it (the call or message the model
+    produced from it) are one unit: OpenAI refuses a reasoning item "provided without
+    its required following item", and a call without the reasoning before it. A call in
+    flight takes its reasoning item out with it; no cut, floor or pinned turn falls
+    between the two; a reasoning item a crash left without its successor is dropped."""
+    kw: dict[str, Any] = {"user_id": USER}
+    call = calls("responses", ["c1"])  # [reasoning, function_call]
+    # A call in flight: the unanswered call and its reasoning item both stay out.
+    sid = new_session(manager).session_id
+    manager.append_messages(**kw, session_id=sid, messages=[user("responses", "hi"), *call])
+    ctx = manager.build_context(**kw, session_id=sid, budget_tokens=100_000)
+    assert [x.seq for x in ctx.messages] == [1]
+    # A crash after the reasoning item, then a new question: the reasoning item is dropped.
+    sid = new_session(manager).session_id
+    manager.append_messages(**kw, session_id=sid, messages=[
+        user("responses", "hi"), call[0], user("responses", "again")])  # fmt: skip
+    ctx = manager.build_context(**kw, session_id=sid, budget_tokens=100_000)
+    assert [x.seq for x in ctx.messages] == [1, 3]
+    # Every budget, with the reasoning item at a cut, at the floor, in a pinned turn.
+    sid = new_session(manager).session_id
+    history = [user("responses", "hi"), *call, *results("responses", ["c1"]),
+               reasoning("rs_a"), answer("responses", "ok"), user("responses", "again"),
+               *call, *results("responses", ["c1"]), *calls("responses", ["c2"]),
+               *results("responses", ["c2"]), reasoning("rs_b"), answer("responses", "x")]
+    manager.append_messages(**kw, session_id=sid, messages=history)
+    stored = manager.get_messages(**kw, session_id=sid, limit=100).items
+    for summary_to in (None, 1, 2, 5, 6):
+        if summary_to is not None:
+            manager.add_summary(**kw, session_id=sid, text="s", from_seq=1, to_seq=summary_to)
+        for budget in range(1, 400):
+            try:
+                ctx = manager.build_context(**kw, session_id=sid, budget_tokens=budget)
+            except ContextBudgetTooSmall:
+                continue
+            problem = provider_problem(ctx.messages, stored)
+            assert problem is None, (summary_to, budget, problem)
+            assert 7 in [x.seq for x in ctx.messages]  # the newest user message
+    # The reviewer's case: budget 108 used to cut between seq 2 (reasoning) and 3.
+    sid = new_session(manager).session_id
+    manager.append_messages(**kw, session_id=sid, messages=[
+        user("responses", "hi"), *call, *results("responses", ["c1"]), answer("responses", "ok"),
+        user("responses", "again"), answer("responses", "x")])  # fmt: skip
+    ctx = manager.build_context(**kw, session_id=sid, budget_tokens=108)
+    assert [x.seq for x in ctx.messages] == [5, 6, 7]
 
 
 def test_context_takes_a_tokenizer_and_checks_its_arguments(manager: SessionManager) -> None:

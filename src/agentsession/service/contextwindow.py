@@ -8,16 +8,19 @@ The rule (docs/architecture.md, "Context assembly"):
   seen has met the message that made its call (:mod:`agentsession.callgroups`, every
   message format), and always at a user or system message that carries no result (no
   format puts one between a call and its result, so a result still unmatched there
-  has no call at all);
+  has no call at all); never just after a Responses reasoning item whose successor
+  (the call or assistant message the model produced from it, seq + 1) it keeps
+  (:func:`_produced_from`): the two are one unit;
 * it always holds the newest user message (a user message carrying no tool result);
   when that message and everything after it do not fit, it holds that message and the
   newest whole exchanges after it that fit (the turn's older exchanges are left out);
   when the message alone does not fit, ContextBudgetTooSmall;
 * of the allowed cuts that fit, the oldest one wins (the most history);
 * last, messages whose partner is outside the window or missing from history (a call
-  never answered, a result without its call: a history a crash or a caller left
-  broken) are dropped, repeatedly, until every call in it is answered and every result
-  follows its call.
+  never answered, a result without its call, a reasoning item without its successor
+  right after it: a history a crash or a caller left broken) are dropped, repeatedly,
+  until every call in it is answered, every result follows its call and every
+  reasoning item is followed by its successor.
 
 Cost: messages are read backwards a page at a time and the walk stops once the budget
 is spent (or at the floor), so it reads about ``budget`` worth of messages, however
@@ -31,7 +34,13 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..callgroups import answered_calls, in_tool_exchange, opened_calls, touches_calls
+from ..callgroups import (
+    answered_calls,
+    in_tool_exchange,
+    is_reasoning,
+    opened_calls,
+    touches_calls,
+)
 from ..errors import ContextBudgetTooSmall
 from ..models import Message, Summary
 from ..stores.base import StoreTransaction
@@ -93,9 +102,15 @@ def select_window(
         chosen = _within_turn(kept, fixed, budget)
         return Window(summary, chosen, _tokens(chosen, kept), message_count - floor - len(chosen))
     best = len(kept)  # the newest user message is always a cut
+    pending: int | None = None  # a cut waiting to learn the message before it
     needed_calls: Counter[str] = Counter()
     reached_floor = True
+    below: Message | None = None  # the message the walk stopped at, not kept
     for m in _walk(tx, session_id, head[-1].seq if head else message_count + 1):
+        if pending is not None and not _produced_from(m, kept[-1][0]):
+            best = pending
+        pending = None
+        below = m
         if m.seq <= floor:
             break
         t = message_tokens(tokenizer, m)
@@ -104,11 +119,15 @@ def select_window(
             break
         total += t
         kept.append((m, t))
+        below = None
         needed_calls = _step_back(needed_calls, m)
         if not needed_calls:
-            best = len(kept)
+            pending = len(kept)
     if reached_floor:  # the floor (or the start of history) is always a cut
         best = len(kept)
+        if below is not None and kept and _produced_from(below, kept[-1][0]):
+            best -= 1  # but the successor of a reasoning item the summary covers goes
+            # with it (and well_formed drops what that leaves without a partner)
     chosen = well_formed([m for m, _ in reversed(kept[:best])])
     return Window(summary, chosen, _tokens(chosen, kept), message_count - floor - len(chosen))
 
@@ -134,7 +153,7 @@ def _within_turn(turn: list[tuple[Message, int]], fixed: int, budget: int) -> li
             break
         total += t
         needed_calls = _step_back(needed_calls, m)
-        if not needed_calls:
+        if not needed_calls and not _produced_from(turn[i + 1][0], m):
             best = i + 1
     return well_formed([user] + [m for m, _ in reversed(turn[:best])])
 
@@ -159,14 +178,20 @@ def _newest_turn(
 
 def well_formed(window: list[Message]) -> list[Message]:
     """``window`` (oldest first) without the messages that make a call not answered in
-    it or answer a call not made before them in it, repeated until none is left (a
-    dropped call orphans its results). A result answers the nearest earlier call with
-    its id (providers reuse ids). A well-formed window comes back as it is."""
+    it or answer a call not made before them in it, and the reasoning items not right
+    before their successor in it (:func:`_produced_from`), repeated until none is left
+    (a dropped call orphans its results and its reasoning item). A result answers the
+    nearest earlier call with its id (providers reuse ids). A well-formed window comes
+    back as it is."""
     while True:
         bad: set[int] = set()
         open_calls: dict[str, list[int]] = {}
         for i, m in enumerate(window):
             if not touches_calls(m):
+                continue
+            if is_reasoning(m):
+                if i + 1 == len(window) or not _produced_from(m, window[i + 1]):
+                    bad.add(i)
                 continue
             for call in answered_calls(m):
                 makers = open_calls.get(call)
@@ -180,6 +205,20 @@ def well_formed(window: list[Message]) -> list[Message]:
         if not bad:
             return window
         window = [m for i, m in enumerate(window) if i not in bad]
+
+
+def _produced_from(before: Message, m: Message) -> bool:
+    """Whether ``m`` is what the Responses reasoning item ``before`` was produced for:
+    ``before`` is a reasoning item and ``m`` its successor in history (seq + 1), a
+    model output (a call or an assistant message, not another reasoning item). A
+    provider refuses either without the other; a reasoning item followed by anything
+    else (a history a crash left broken) has no successor and is dropped."""
+    return (
+        is_reasoning(before)
+        and m.seq == before.seq + 1
+        and m.role == "assistant"
+        and not is_reasoning(m)
+    )
 
 
 def _summaries(tx: StoreTransaction, session_id: str, message_count: int) -> Iterator[Summary]:
