@@ -726,6 +726,11 @@ class _SQLTransaction:
             before_number=before_number, limit=limit, newest=newest,
         )  # fmt: skip
 
+    @_translated
+    def delete_summaries(self, session_id: str, *, after_seq: int) -> int:
+        self._writing()
+        return sqlsummaries.delete_summaries(self._conn, session_id, after_seq=after_seq)
+
     # -- working memory --------------------------------------------------------------
     @_translated
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:
