@@ -672,3 +672,28 @@ def test_summaries_go_along_with_an_export(store: SessionStore) -> None:
                 for s in manager.list_summaries(session_id=session_id, user_id=user)]  # fmt: skip
 
     assert kept("bob", done.session.session_id) == kept("alice", sid)
+
+
+def test_an_export_of_a_truncated_session_imports(store: SessionStore) -> None:
+    """A truncation takes the summaries reaching past the new end, so the export holds
+    only summaries within its messages: it imports, in order, renumbered without the
+    gaps, ``supersedes`` naming the same summary (None for one removed)."""
+    manager = SessionManager(store)
+    sid = manager.create_session(user_id="alice").session_id
+    scope = {"session_id": sid, "user_id": "alice"}
+    manager.append_messages(**scope, messages=[
+        {"role": "user", "content": f"m{i}"} for i in range(10)])  # fmt: skip
+    for first, last, supersedes in ((1, 8, None), (1, 2, None), (1, 4, 2), (3, 5, 1)):
+        manager.add_summary(**scope, text=f"{first}-{last}", from_seq=first, to_seq=last,
+                            supersedes=supersedes)  # fmt: skip
+    manager.truncate_messages(**scope, after_seq=5)
+    lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]
+    done = import_session(manager, enumerate(lines, start=1), user_id="bob")
+    copy = {"session_id": done.session.session_id, "user_id": "bob"}
+    assert done.counts["summary"] == 3
+    assert [m.content for m in manager.get_messages(**copy).items] == [
+        f"m{i}" for i in range(5)
+    ]
+    assert [(s.number, s.text, s.supersedes) for s in manager.list_summaries(**copy)] == [
+        (1, "1-2", None), (2, "1-4", 1), (3, "3-5", None)
+    ]

@@ -129,3 +129,83 @@ def test_a_summary_of_a_middle_range_is_not_used_in_a_context(manager: SessionMa
     ctx = manager.build_context(**kw, budget_tokens=100_000)
     assert ctx.summary is not None and ctx.summary.text == "the start"
     assert [m.seq for m in ctx.messages] == list(range(7, 21))
+
+
+def _ranges(m: SessionManager, sid: str) -> list[tuple[int, int, int]]:
+    listed = m.list_summaries(session_id=sid, user_id=USER)
+    return [(s.number, s.from_seq, s.to_seq) for s in listed]
+
+
+def test_truncate_and_pop_drop_the_summaries_reaching_past_the_end(
+    manager: SessionManager,
+) -> None:
+    """A removal takes exactly the summaries whose ``to_seq`` lies beyond the new end,
+    whatever their numbers, counts them in its audit event and keeps the others (and
+    their numbers); a removal that reaches no summary takes none."""
+    sid = _session(manager, 10)
+    kw = {"session_id": sid, "user_id": USER}
+    for first, last in ((1, 8), (1, 4), (5, 6), (1, 10)):
+        manager.add_summary(**kw, text=f"{first}-{last}", from_seq=first, to_seq=last)
+    manager.truncate_messages(**kw, after_seq=9)
+    assert _ranges(manager, sid) == [(1, 1, 8), (2, 1, 4), (3, 5, 6)]
+    manager.truncate_messages(**kw, after_seq=7)
+    assert _ranges(manager, sid) == [(2, 1, 4), (3, 5, 6)]
+    manager.pop_message(**kw)
+    assert _ranges(manager, sid) == [(2, 1, 4), (3, 5, 6)]
+    manager.pop_message(**kw)
+    assert _ranges(manager, sid) == [(2, 1, 4)]
+    assert manager.list_summaries(**kw, after=1, limit=1)[0].number == 2
+    events = [e for e in audit_of(manager, sid) if e.action.startswith("message.")]
+    assert [e.details.get("summaries_removed") for e in events[-4:]] == [1, 1, None, 1]
+    with manager.store.transaction(write=False) as tx:
+        assert [s.number for s in tx.list_summaries(sid, before_number=3, limit=1)] == [2]
+        assert [s.number for s in tx.list_summaries(sid, limit=1, newest=True)] == [2]
+
+
+def test_a_regrown_history_is_not_replaced_by_a_stale_summary(manager: SessionManager) -> None:
+    """After a truncation and new messages at the same seqs, ``build_context`` sends
+    the new messages, not the summary of the removed ones."""
+    sid = _session(manager, 10)
+    kw = {"session_id": sid, "user_id": USER}
+    manager.add_summary(**kw, text="of the removed talk", from_seq=1, to_seq=8)
+    manager.truncate_messages(**kw, after_seq=0)
+    manager.append_messages(**kw, messages=[
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"new {i}"} for i in range(10)
+    ])  # fmt: skip
+    ctx = manager.build_context(**kw, budget_tokens=100_000)
+    assert ctx.summary is None
+    assert [m.seq for m in ctx.messages] == list(range(1, 11))
+
+
+def test_numbers_after_a_removal_stay_above_every_remaining_one(manager: SessionManager) -> None:
+    """The next summary is numbered the newest remaining + 1: a removed newest number
+    is given again, a gap below the newest stays."""
+    sid = _session(manager, 6)
+    kw = {"session_id": sid, "user_id": USER}
+    for first, last in ((1, 6), (1, 2), (3, 6)):
+        manager.add_summary(**kw, text="g", from_seq=first, to_seq=last)
+    manager.truncate_messages(**kw, after_seq=4)
+    assert _ranges(manager, sid) == [(2, 1, 2)]
+    again = manager.add_summary(**kw, text="h", from_seq=1, to_seq=4, supersedes=2)
+    assert (again.number, again.supersedes) == (3, 2)
+    manager.pop_message(**kw)
+    assert _ranges(manager, sid) == [(2, 1, 2)]
+    assert manager.add_summary(**kw, text="i", from_seq=3, to_seq=3).number == 3
+    assert _ranges(manager, sid) == [(2, 1, 2), (3, 3, 3)]
+
+
+def test_a_transaction_sees_its_own_summary_deletions(manager: SessionManager) -> None:
+    """Within one write transaction a deleted summary is gone from reads and its
+    number may be inserted again; a summary inserted there is deleted too."""
+    sid = _session(manager, 6)
+    kw = {"session_id": sid, "user_id": USER}
+    manager.add_summary(**kw, text="a", from_seq=1, to_seq=2)
+    b = manager.add_summary(**kw, text="b", from_seq=1, to_seq=6)
+    with manager.store.transaction(write=True) as tx:
+        assert tx.delete_summaries(sid, after_seq=4) == 1
+        assert [s.number for s in tx.list_summaries(sid, limit=5, newest=True)] == [1]
+        tx.insert_summary(b.model_copy(update={"text": "b2", "to_seq": 5}))
+        tx.insert_summary(b.model_copy(update={"number": 3, "to_seq": 3}))
+        assert tx.delete_summaries(sid, after_seq=4) == 1
+        assert tx.delete_summaries(sid, after_seq=4) == 0
+    assert _ranges(manager, sid) == [(1, 1, 2), (3, 1, 3)]

@@ -44,13 +44,15 @@ class RemovalUseCases(ServiceCore):
     ) -> TruncateResult:
         """Remove every message with ``seq > after_seq`` in one transaction
         (``after_seq=0`` clears the history; the session, its working memory, tool
-        calls, runs and audit log stay).
+        calls, runs and audit log stay), and every summary with ``to_seq > after_seq``
+        (it describes removed messages; the others keep their numbers).
 
         The next append gets seq ``after_seq + 1``. Removing something is one version
         step (``message_count``, ``updated_at`` and the TTL clock move as for an
-        append) and one audit event ``message.truncated`` with counts and the seq range
-        only. Removing nothing (``after_seq >= message_count``) changes nothing and
-        answers ``removed=0`` at the current version. Not an erasure: the removed
+        append) and one audit event ``message.truncated`` with counts (messages, and
+        ``summaries_removed`` when some went) and the seq range only. Removing
+        nothing (``after_seq >= message_count``) changes nothing and answers
+        ``removed=0`` at the current version. Not an erasure: the removed
         content can remain in idempotency records (until ``purge_idempotency``
         retention) and in the store's free pages, WAL or AOF until a scrub; to erase it,
         delete the session or run the scrub. ``user_id`` names the caller.
@@ -97,7 +99,8 @@ class RemovalUseCases(ServiceCore):
         admin: bool = False,
     ) -> Message | None:
         """Remove and return the newest message, as :meth:`truncate_messages` would
-        with ``after_seq=message_count - 1`` (audit action ``message.popped``).
+        with ``after_seq=message_count - 1`` (with the summaries covering it; audit
+        action ``message.popped``).
 
         Returns:
             The removed message as it was stored, its ``session_version`` the session's
@@ -139,8 +142,9 @@ class RemovalUseCases(ServiceCore):
 def _removal(
     tx: StoreTransaction, s: Session, after_seq: int, action: str, result: Any
 ) -> Change:
-    """Delete ``s``'s messages above ``after_seq`` (there is at least one) and describe
-    the change: the new count, and an audit event of counts and seqs, never content.
+    """Delete ``s``'s messages above ``after_seq`` (there is at least one) and the
+    summaries reaching past it, and describe the change: the new count, and an audit
+    event of counts and seqs, never content.
 
     Raises:
         StoreError: the store held another number of messages than the session counts.
@@ -151,6 +155,9 @@ def _removal(
             "the store's messages disagree with the session's message_count",
             session_id=s.session_id,
         )
+    summaries = tx.delete_summaries(s.session_id, after_seq=after_seq)
     details = {"count": removed, "first_seq": after_seq + 1, "last_seq": s.message_count}
+    if summaries:  # only then, so a session without summaries is audited as before
+        details["summaries_removed"] = summaries
     new = s.model_copy(update={"message_count": after_seq})
     return Change(new, action, details, result)

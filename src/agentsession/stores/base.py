@@ -254,12 +254,13 @@ class StoreTransaction(Protocol):
         key starts with ``prefix`` (None = any); return how many went."""
 
     # -- summaries -------------------------------------------------------------------
-    # Stored summaries of seq ranges (compaction), numbered 1, 2, 3... per session.
+    # Stored summaries of seq ranges (compaction), numbered 1, 2, 3... per session (a
+    # removal of messages may leave gaps: see delete_summaries).
 
     def insert_summary(self, summary: Summary) -> None:
-        """Insert a summary. The manager numbers it (the newest number + 1) under the
-        session row lock; a store must reject a duplicate ``(session_id, number)`` with
-        StoreConflict. Costs O(1), whatever the session holds."""
+        """Insert a summary. The manager numbers it (the newest number + 1, above every
+        stored one) under the session row lock; a store must reject a duplicate
+        ``(session_id, number)`` with StoreConflict. Costs O(1), whatever the session holds."""
 
     def list_summaries(
         self,
@@ -273,6 +274,12 @@ class StoreTransaction(Protocol):
         """Summaries with ``after_number < number < before_number`` (None = unbounded),
         oldest first. With ``limit``, ``newest=True`` keeps the last ``limit`` of that
         range and ``newest=False`` the first ``limit``. Costs O(returned rows)."""
+
+    def delete_summaries(self, session_id: str, *, after_seq: int) -> int:
+        """Delete the session's summaries with ``to_seq > after_seq`` (they describe
+        messages that a removal of the seqs above ``after_seq`` takes away); return how
+        many went. The others keep their numbers, so the numbers left may have gaps.
+        Costs O(the session's summaries)."""
 
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:

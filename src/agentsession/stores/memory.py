@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -63,7 +63,7 @@ class _SessionData:
     messages: list[Message] = field(default_factory=list)  # index i holds seq i + 1
     memory: WorkingMemory | None = None
     records: dict[tuple[str, str], Record] = field(default_factory=dict)
-    summaries: list[Summary] = field(default_factory=list)  # index i holds number i + 1
+    summaries: list[Summary] = field(default_factory=list)  # ascending numbers
     tool_calls: list[ToolCall] = field(default_factory=list)  # by seq
     runs: dict[str, Run] = field(default_factory=dict)  # insertion order = seq order
     steps: dict[str, list[RunStep]] = field(default_factory=dict)
@@ -340,8 +340,8 @@ class _MemoryTransaction:
     def insert_summary(self, summary: Summary) -> None:
         self._writing()
         rows = self._data(summary.session_id).summaries
-        if summary.number != len(rows) + 1:
-            raise StoreConflict(f"summary {summary.number} is not next")
+        if rows and summary.number <= rows[-1].number:
+            raise StoreConflict(f"summary {summary.number} is not above the newest")
         rows.append(_copy(summary))
         self._undo.append(rows.pop)
 
@@ -358,12 +358,23 @@ class _MemoryTransaction:
         if data is None:
             return []
         rows = data.summaries
-        # rows[i].number == i + 1: a number range is a slice.
-        lo = 0 if after_number is None else max(0, min(after_number, len(rows)))
-        hi = len(rows) if before_number is None else max(0, min(before_number - 1, len(rows)))
+        # rows ascend by number (with gaps after a removal): a number range is a slice.
+        lo = 0 if after_number is None else bisect_right(rows, after_number, key=_number)
+        hi = len(rows) if before_number is None else bisect_left(rows, before_number, key=_number)
         if limit is not None and hi - lo > limit:
             lo, hi = (max(lo, hi - limit), hi) if newest else (lo, lo + max(limit, 0))
         return [_copy(x) for x in rows[lo:hi]]
+
+    def delete_summaries(self, session_id: str, *, after_seq: int) -> int:
+        self._writing()
+        rows = self._data(session_id).summaries
+        kept = [s for s in rows if s.to_seq <= after_seq]
+        if len(kept) == len(rows):
+            return 0
+        before = rows[:]
+        rows[:] = kept
+        self._undo.append(functools.partial(rows.__setitem__, slice(None), before))
+        return len(before) - len(kept)
 
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:
@@ -595,6 +606,10 @@ class _MemoryTransaction:
             del self._s._idempotency[k]
         self._undo.append(lambda: self._s._idempotency.update(doomed))
         return len(doomed)
+
+
+def _number(summary: Summary) -> int:
+    return summary.number
 
 
 def _restore(rows: dict[tuple[str, str], Record], k: tuple[str, str], old: Record | None) -> None:

@@ -713,18 +713,18 @@ class _SQLTransaction:
 
     @_translated
     def list_summaries(
-        self,
-        session_id: str,
-        *,
-        after_number: int | None = None,
-        before_number: int | None = None,
-        limit: int | None = None,
-        newest: bool = False,
-    ) -> list[Summary]:
+        self, session_id: str, *, after_number: int | None = None,
+        before_number: int | None = None, limit: int | None = None, newest: bool = False,
+    ) -> list[Summary]:  # fmt: skip
         return sqlsummaries.list_summaries(
             self._conn, session_id, after_number=after_number,
             before_number=before_number, limit=limit, newest=newest,
         )  # fmt: skip
+
+    @_translated
+    def delete_summaries(self, session_id: str, *, after_seq: int) -> int:
+        self._writing()
+        return sqlsummaries.delete_summaries(self._conn, session_id, after_seq=after_seq)
 
     # -- working memory --------------------------------------------------------------
     @_translated

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from ..models import Summary
 from .schema import summaries as t
 
-__all__ = ["insert_summary", "list_summaries"]
+__all__ = ["delete_summaries", "insert_summary", "list_summaries"]
 
 _COLUMNS = [c.name for c in t.columns]
 
@@ -43,3 +43,10 @@ def list_summaries(
     stmt = stmt.order_by(t.c.number.desc() if newest else t.c.number).limit(limit)
     rows = [Summary.model_validate(row._asdict()) for row in conn.execute(stmt)]
     return rows[::-1] if newest else rows
+
+
+def delete_summaries(conn: Connection, session_id: str, *, after_seq: int) -> int:
+    """Delete the session's summaries with ``to_seq > after_seq``; return how many
+    (a scan of the session's rows by the primary key's prefix)."""
+    stmt = sa.delete(t).where(t.c.session_id == session_id, t.c.to_seq > after_seq)
+    return int(conn.execute(stmt).rowcount)

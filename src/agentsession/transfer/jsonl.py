@@ -326,6 +326,8 @@ class _Writer:
         self._batch: list[dict[str, Any]] = []
         self._batch_lines: list[int] = []
         self._records = RecordBatch(self._put, manager.limits)
+        # exported summary number -> imported one (a removal of messages may leave gaps)
+        self._numbers: dict[int, int] = {}
         self.counts: dict[str, int] = {}
 
     def add(self, line: Any, number: int) -> None:
@@ -392,14 +394,21 @@ class _Writer:
         )  # fmt: skip
 
     def _summary(self, line: dict[str, Any]) -> None:
-        """Add the summary as exported: its numbers come back in the same order, so
-        ``supersedes`` still names the same summary; ``created_at`` is the import's."""
-        self._manager.add_summary(
+        """Add the summary as exported: they come back in the same order, numbered
+        1, 2, 3... (an export's gaps, left by a removal of messages, close), and
+        ``supersedes`` names the same summary as before, or None where that one was
+        removed with its messages; ``created_at`` is the import's."""
+        supersedes, number = line.get("supersedes"), line.get("number")
+        if type(supersedes) is int and type(number) is int and supersedes < number:
+            supersedes = self._numbers.get(supersedes)
+        added = self._manager.add_summary(
             **self._scope, text=line.get("text", ""), from_seq=line.get("from_seq", 0),
             to_seq=line.get("to_seq", 0), author=line.get("author"), model=line.get("model"),
             summary_tokens=line.get("summary_tokens"), replaced_tokens=line.get("replaced_tokens"),
-            tokenizer=_CountedBy(line.get("tokenizer")), supersedes=line.get("supersedes"),
+            tokenizer=_CountedBy(line.get("tokenizer")), supersedes=supersedes,
         )  # fmt: skip
+        if type(number) is int:
+            self._numbers[number] = added.number
 
     def _run(self, line: dict[str, Any]) -> None:
         """Start, step and finish a run like the exported one; its status and steps
