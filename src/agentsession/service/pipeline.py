@@ -367,20 +367,8 @@ class WritePipeline:
             StoreBusy, StoreError: nothing of this call was written.
         """
 
-        def body(tx: StoreTransaction) -> list[str]:
-            now = self._uow.now()
-            done = []
-            for session_id in session_ids:
-                s = tx.get_session(session_id)
-                if s is None or not is_lapsed(s, now):
-                    continue
-                change = self._lapse(tx, s, now)
-                self.store_change(tx, s, change, SYSTEM, now)
-                if change.details.get("run_id"):
-                    done.append(change.details["run_id"])
-            return done
-
-        return self._uow.run(body, write=True)
+        changes = self._system_changes(session_ids, is_lapsed, self._lapse)
+        return [c.details["run_id"] for c in changes if c.details.get("run_id")]
 
     def expire_if_due(self, session_id: str) -> bool:
         """Expire the session if it is idle past its TTL (its own transaction, actor
@@ -400,17 +388,32 @@ class WritePipeline:
             StoreBusy, StoreError: nothing of this call was written.
         """
 
-        def body(tx: StoreTransaction) -> list[str]:
+        def expire(tx: StoreTransaction, s: Session, now: datetime) -> Change:
+            assert s.expires_at is not None
+            return expiry_change(tx, s, now, TTL_REASON, at=s.expires_at)
+
+        return [c.session.session_id for c in self._system_changes(session_ids, is_due, expire)]
+
+    def _system_changes(
+        self,
+        session_ids: Sequence[str],
+        due: Callable[[Session, datetime], bool],
+        change_of: Callable[[StoreTransaction, Session, datetime], Change],
+    ) -> list[Change]:
+        """Store ``change_of(tx, s, now)`` (actor ``system``) for each of ``session_ids``
+        still ``due`` under its row lock, all in one write transaction; a session gone
+        or no longer due is skipped. Returns the changes stored, in the order given."""
+
+        def body(tx: StoreTransaction) -> list[Change]:
             now = self._uow.now()
             done = []
             for session_id in session_ids:
                 s = tx.get_session(session_id)
-                if s is None or not is_due(s, now):
+                if s is None or not due(s, now):
                     continue
-                assert s.expires_at is not None
-                change = expiry_change(tx, s, now, TTL_REASON, at=s.expires_at)
+                change = change_of(tx, s, now)
                 self.store_change(tx, s, change, SYSTEM, now)
-                done.append(session_id)
+                done.append(change)
             return done
 
         return self._uow.run(body, write=True)
