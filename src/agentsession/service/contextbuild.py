@@ -20,8 +20,7 @@ from ..stores.base import StoreTransaction
 from ..tokens import Tokenizer, text_tokens
 from .contextwindow import select_window
 from .core import ServiceCore
-from .summaries import check_tokenizer
-from .validation import check_limit
+from .validation import check_limit, check_tokenizer
 
 __all__ = ["MAX_BUDGET_TOKENS", "ContextUseCases", "render_memory"]
 

@@ -22,13 +22,13 @@ from ..jsonvalues import check_json
 from ..models import Session, Summary
 from ..principal import Principal
 from ..stores.base import StoreTransaction
-from ..tokens import DEFAULT_TOKENIZER, Tokenizer, message_tokens, text_tokens
+from ..tokens import Tokenizer, message_tokens, text_tokens
 from .core import ServiceCore
 from .pipeline import Change, WriteRequest
 from .transitions import next_version
-from .validation import check_cursor_seq, check_limit, check_record_name
+from .validation import check_cursor_seq, check_limit, check_record_name, check_tokenizer
 
-__all__ = ["SummaryUseCases", "check_tokenizer"]
+__all__ = ["SummaryUseCases"]
 
 _SUMMARY: TypeAdapter[Summary] = TypeAdapter(Summary)
 #: Messages read per page while counting the tokens a summary replaces.
@@ -146,21 +146,6 @@ class SummaryUseCases(ServiceCore):
             lambda tx, s: tx.list_summaries(s.session_id, after_number=start, limit=size),
         )
 
-
-def check_tokenizer(tokenizer: Any) -> Tokenizer:
-    """``tokenizer``, or the default for None.
-
-    Raises:
-        ValidationError: not a :class:`Tokenizer` (a ``name`` string and ``count``).
-    """
-    if tokenizer is None:
-        return DEFAULT_TOKENIZER
-    if not isinstance(tokenizer, Tokenizer) or type(tokenizer.name) is not str:
-        raise ValidationError(
-            "tokenizer must have a name (str) and count(text) -> int", field="tokenizer"
-        )
-    check_record_name(tokenizer.name, "tokenizer.name", min_chars=1, max_chars=SUMMARY_LABEL_CHARS)
-    return tokenizer
 
 
 def _check_fields(

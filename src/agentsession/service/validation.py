@@ -23,12 +23,14 @@ from ..fieldlimits import (
     EXTERNAL_KEY_CHARS,
     IDEMPOTENCY_KEY_CHARS,
     REASON_CHARS,
+    SUMMARY_LABEL_CHARS,
     TEXT_CHARS,
     TOOL_NAME_CHARS,
 )
 from ..ids import check_id, is_label
 from ..jsonvalues import check_json, loads
 from ..models import Role, Session
+from ..tokens import DEFAULT_TOKENIZER, Tokenizer
 from .policy import Limits
 
 #: The largest limit or seq cursor accepted: 2**53 - 1, exact in every JSON client and
@@ -431,3 +433,18 @@ def check_text(value: Any, field: str, *, max_chars: int = TEXT_CHARS) -> str | 
         )
     check_json(value, field=field)
     return value
+
+def check_tokenizer(tokenizer: Any) -> Tokenizer:
+    """``tokenizer``, or the default for None.
+
+    Raises:
+        ValidationError: not a :class:`Tokenizer` (a ``name`` string and ``count``).
+    """
+    if tokenizer is None:
+        return DEFAULT_TOKENIZER
+    if not isinstance(tokenizer, Tokenizer) or type(tokenizer.name) is not str:
+        raise ValidationError(
+            "tokenizer must have a name (str) and count(text) -> int", field="tokenizer"
+        )
+    check_record_name(tokenizer.name, "tokenizer.name", min_chars=1, max_chars=SUMMARY_LABEL_CHARS)
+    return tokenizer
