@@ -214,10 +214,10 @@ def message_page(
 
     Seqs are gapless from 1 to ``s.message_count``, so more exist backwards when the
     page starts above seq 1, and forwards when a message above its end was read.
-    Alignment widens
-    a page only away from its bound, never across it: the next page starts right where
-    this one ended, so cursors visit every message exactly once, even around a tool
-    result that does not follow its call. A cursor is anchored on the message at its
+    Alignment (:func:`~agentsession.service.window.align_window`) widens a page only
+    away from its bound, never across it: the next page starts right where this one
+    ended, so cursors visit every message exactly once, even around a tool result that
+    does not follow its call. A cursor is anchored on the message at its
     bound and refused once that message is removed (:func:`_check_anchor`).
     """
     if size == 0:
@@ -232,10 +232,15 @@ def message_page(
     )
     rows = read[:size]
     if align and rows:
-        rows = align_window(tx, s.session_id, rows, s.message_count)
-        if start.seq is not None:
-            bound = start.seq
-            rows = [m for m in rows if (m.seq < bound if start.older else m.seq > bound)]
+        bounded = start.seq is not None
+        rows = align_window(
+            tx,
+            s.session_id,
+            rows,
+            s.message_count,
+            keep_start=bounded and not start.older,
+            keep_end=bounded and start.older,
+        )
     # Checked after the read: message ids are never reused, so the anchor still there
     # now proves no removal (nor a re-append at its seqs) reached it before the read.
     _check_anchor(tx, s.session_id, start.anchor)
