@@ -164,11 +164,12 @@ class MessageUseCases(ServiceCore):
 
         With ``align_tool_calls`` (the default) a page never holds a tool result without
         the message that made its call, nor a call without its results, in the
-        chat-completions, Anthropic and Responses formats: it is widened to the whole
-        exchange (but never past its seq bound, so a page after the first may end with a
-        call whose results the previous page holds), so it may hold a few more than
-        ``limit`` messages (docs/architecture.md, "Window alignment"). Following the
-        cursors visits every message exactly once.
+        chat-completions, Anthropic and Responses formats, nor a Responses reasoning
+        item without the item after it or that item without its reasoning item: it is
+        widened to the whole exchange (but never past its seq bound, so a page after the
+        first may end with a call whose results the previous page holds), so it may hold
+        a few more than ``limit`` messages (docs/architecture.md, "Window alignment").
+        Following the cursors visits every message exactly once.
 
         Args:
             limit: page size, 0..``limits.max_page_size``; None =
@@ -210,7 +211,8 @@ def message_page(
     align: bool,
 ) -> Page[Message]:
     """The page of ``s``'s history at ``start``: ``size`` messages (more if aligned to
-    whole tool-call groups), with the cursor of the next one in the same direction.
+    whole tool-call groups and reasoning items), with the cursor of the next one in the
+    same direction.
 
     Seqs are gapless from 1 to ``s.message_count``, so more exist backwards when the
     page starts above seq 1, and forwards when a message above its end was read.
