@@ -72,19 +72,19 @@ def align_window(
         The widened window: consecutive seqs, oldest first, ``rows`` in the middle.
     """
     # A side is blocked once its widening reached the history's edge or a message no
-    # call or result crosses; reading there again would find the same. A side is
-    # settled at the seq it last ended on with nothing missing there (its reasoning
-    # neighbour checked), so the check is not read again while that edge stays.
+    # call or result crosses; reading there again would find the same. A side's
+    # reasoning neighbour is asked for once: only that side's widening moves its edge,
+    # and it asks again whenever it does.
     start_blocked, end_blocked = keep_start, keep_end
-    start_settled = end_settled = 0
+    start_checked = end_checked = False
     while rows:
         needed, pending = _missing(rows)
-        if not start_blocked and (needed or rows[0].seq != start_settled):
+        if not start_blocked and (needed or not start_checked):
             rows, start_blocked = _widen_start(tx, session_id, rows, needed)
-            start_settled = rows[0].seq
-        elif not end_blocked and (pending or rows[-1].seq != end_settled):
+            start_checked = True
+        elif not end_blocked and (pending or not end_checked):
             rows, end_blocked = _widen_end(tx, session_id, rows, pending, message_count)
-            end_settled = rows[-1].seq
+            end_checked = True
         else:
             break
     return rows
