@@ -14,8 +14,12 @@ synthetic results for calls a crash left unanswered:
   (or ``custom_tool_call_output``) answers it.
 
 A Responses ``reasoning`` item (:func:`is_reasoning`) belongs with the item right after
-it, the call or message the model produced from it: a provider refuses either one
-without the other.
+it, the call or message the model produced from it (:func:`produced_from`): a provider
+refuses either one without the other (OpenAI answers 400 to a reasoning item "provided
+without its required following item", and to an item sent without its required
+reasoning item). So no window of history (a context, a page, a restore) holds one of
+the two without the other; a reasoning item followed by anything else (a history a
+crash left broken) has no successor.
 
 Responses items carry no ``role``: :data:`ITEM_ROLES` gives the role a message is filed
 under when it has none (a call or a reasoning item: ``assistant``; a call output:
@@ -38,7 +42,9 @@ __all__ = [
     "in_tool_exchange",
     "is_reasoning",
     "item_role",
+    "model_output",
     "opened_calls",
+    "produced_from",
     "results_for",
     "touches_calls",
 ]
@@ -111,6 +117,20 @@ def in_tool_exchange(m: Message) -> bool:
 def is_reasoning(m: Message) -> bool:
     """Whether ``m`` is a Responses ``reasoning`` item."""
     return _item_type(m) == "reasoning"
+
+
+def model_output(m: Message) -> bool:
+    """Whether ``m`` is what a model may produce from a reasoning item: a call or an
+    assistant message (any message filed as ``assistant``), not another reasoning item."""
+    return m.role == "assistant" and not is_reasoning(m)
+
+
+def produced_from(before: Message, m: Message) -> bool:
+    """Whether ``m`` is what the Responses reasoning item ``before`` was produced for:
+    ``before`` is a reasoning item and ``m`` its successor in history (seq + 1) and a
+    :func:`model_output`. The two go into a window together or not at all (this
+    module's docstring)."""
+    return is_reasoning(before) and m.seq == before.seq + 1 and model_output(m)
 
 
 def results_for(call: Message, call_ids: list[str], text: str) -> list[dict[str, Any]]:

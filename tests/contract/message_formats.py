@@ -139,6 +139,29 @@ def _reasoning_problem(window: list[Message], history: list[Message] | None) -> 
     return None
 
 
+def reasoning_split(
+    window: list[Message], history: Payloads, *, start: bool = True, end: bool = True
+) -> str | None:
+    """Where ``window`` (consecutive messages of a session whose appended payloads are
+    ``history``, seq 1 first) splits a Responses reasoning item from its successor (the
+    model output right after it in history), or None: with ``end``, it ends with a
+    reasoning item and leaves its successor out; with ``start``, it starts with a
+    successor and leaves its reasoning item out. A window without a seq bound is checked
+    at both edges, a page before a bound at its start, a page after one at its end."""
+    if not window:
+        return None
+    got, first, last = [m.seq for m in window], window[0].seq, window[-1].seq
+    if end and last < len(history) and _is_reasoning(history[last - 1]) and _model_output(
+        history[last]
+    ):
+        return f"window {got} ends with reasoning item {last} without its successor"
+    if start and first > 1 and _is_reasoning(history[first - 2]) and _model_output(
+        history[first - 1]
+    ):
+        return f"window {got} starts with item {first} without its reasoning item"
+    return None
+
+
 def bounded_page_problem(
     page: list[Message], *, before: int | None = None, after: int | None = None
 ) -> str | None:

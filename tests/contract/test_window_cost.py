@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from contract_support import USER
-from message_formats import calls, user
+from message_formats import answer, calls, reasoning, user
 
 from agentsession import SessionManager
 from agentsession.service.window import MAX_WIDENING
@@ -110,6 +110,35 @@ def test_orphan_result_after_a_long_tool_loop_widens_a_bounded_amount(
     m.close_session(session_id=sid, user_id=USER)
     restored = m.restore_session(session_id=sid, user_id=USER, message_limit=5)
     assert restored.messages[-1].seq == 1002 and len(restored.messages) <= 5 + MAX_WIDENING + 8
+
+
+def test_a_reasoning_neighbour_costs_one_row(
+    counted: tuple[SessionManager, RowCountingStore],
+) -> None:
+    """A long Responses history of turns ``[user, reasoning, message]``: a window of 1
+    at a message widened back to its reasoning item, or at a reasoning item widened on
+    to its message, reads that one neighbour more, not a step; the newest window of a
+    chat history, starting with an assistant message, reads the message before it."""
+    m, counter = counted
+    sid = m.create_session(user_id=USER).session_id
+    turn = [user("responses", "q"), reasoning("rs"), answer("responses", "a")]
+    _fill(m, sid, turn * (HISTORY // 3))
+    message = 3 * (HISTORY // 6)  # a turn's answer, in the middle
+    counter.rows = 0
+    window = m.get_messages(session_id=sid, user_id=USER, limit=1, before=message + 1).items
+    assert [x.seq for x in window] == [message - 1, message]
+    assert counter.rows <= 1 + 1
+    counter.rows = 0
+    window = m.get_messages(session_id=sid, user_id=USER, limit=1, after=message - 2).items
+    assert [x.seq for x in window] == [message - 1, message]
+    # A forward page also reads the row above it, and asks whether one lies above the
+    # widened page.
+    assert counter.rows <= 1 + 1 + 1 + 1
+    chat = m.create_session(user_id=USER).session_id
+    _fill(m, chat, _chatter(HISTORY))
+    counter.rows = 0
+    window = m.get_messages(session_id=chat, user_id=USER, limit=1).items
+    assert [x.seq for x in window] == [HISTORY] and counter.rows <= 1 + 1
 
 
 def test_restore_reads_only_the_tail(counted: tuple[SessionManager, RowCountingStore]) -> None:

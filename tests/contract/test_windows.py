@@ -16,6 +16,8 @@ from message_formats import (
     bounded_page_problem,
     calls,
     histories,
+    reasoning,
+    reasoning_split,
     results,
     user,
     window_problem,
@@ -54,12 +56,12 @@ def test_c32_tool_use_in_content_blocks(manager: SessionManager, sid: str, fmt: 
     n = len(history)
     for query, unaligned in _windows(manager, sid, n):
         window = manager.get_messages(session_id=sid, user_id=USER, **query).items
-        problem = _problem(window, query)
+        problem = _problem(window, query, history)
         assert problem is None, (fmt, query, problem)
         assert set(unaligned) <= set(seqs(window)), (query, seqs(window))
     for k in range(1, n + 1):
         restored = manager.restore_session(session_id=sid, user_id=USER, message_limit=k)
-        assert window_problem(restored.messages) is None, (fmt, k)
+        assert _problem(restored.messages, {}, history) is None, (fmt, k)
         assert seqs(restored.messages)[-1] == n
 
 
@@ -111,6 +113,33 @@ def test_responses_items_are_stored_as_sent(manager: SessionManager, sid: str) -
     assert window_problem(manager.get_messages(session_id=sid, user_id=USER, limit=1).items) is None
 
 
+def test_pages_and_restores_keep_a_reasoning_item_with_its_successor(
+    manager: SessionManager, sid: str
+) -> None:
+    """#13: OpenAI refuses a reasoning item sent without the item after it, and that item
+    without its reasoning item. On ``[user, reasoning, function_call, output, reasoning,
+    message]`` the newest page of every limit and every restore window, followed by
+    their cursors, never end with a reasoning item whose successor exists nor start with
+    a successor without its reasoning item, and visit every message once."""
+    history = [user("responses", "go"), *calls("responses", ["c1"]),
+               *results("responses", ["c1"]), reasoning("rs_a"), answer("responses", "done")]
+    manager.append_messages(session_id=sid, user_id=USER, messages=history)
+    n = len(history)
+    for k in range(1, n + 1):
+        newest = manager.get_messages(session_id=sid, user_id=USER, limit=k)
+        restored = manager.restore_session(session_id=sid, user_id=USER, message_limit=k)
+        for items, cursor in ((newest.items, newest.next_cursor),
+                              (restored.messages, restored.messages_next_cursor)):
+            pages = [items]
+            while cursor is not None:
+                page = manager.get_messages(session_id=sid, user_id=USER, limit=k, cursor=cursor)
+                pages.append(page.items)
+                cursor = page.next_cursor
+            for page in pages:
+                assert reasoning_split(page, history) is None, (k, reasoning_split(page, history))
+            assert sorted(s for page in pages for s in seqs(page)) == list(range(1, n + 1))
+
+
 @pytest.mark.store_independent
 @pytest.mark.parametrize(("item", "field"), [
     ({"type": "function_call", "name": "f", "arguments": "{}"}, "call_id"),
@@ -131,24 +160,36 @@ def test_malformed_responses_items_are_refused(
     assert manager.get_session(session_id=sid, user_id=USER).message_count == 0
 
 
-def _problem(window: list[Message], query: dict[str, Any]) -> str | None:
+def _problem(
+    window: list[Message], query: dict[str, Any], history: list[dict[str, Any]]
+) -> str | None:
     """:func:`window_problem` of a window read without a seq bound (the newest page);
-    :func:`bounded_page_problem` of one read with ``before=`` or ``after=``."""
+    :func:`bounded_page_problem` of one read with ``before=`` or ``after=``; and
+    :func:`reasoning_split` at the edges aligned (both without a bound, the start of a
+    page before one, the end of a page after one). ``history``: the payloads appended."""
     bound = {k: v for k, v in query.items() if k in ("before", "after")}
-    return bounded_page_problem(window, **bound) if bound else window_problem(window)
+    calls_problem = bounded_page_problem(window, **bound) if bound else window_problem(window)
+    return calls_problem or reasoning_split(
+        window, history, start="after" not in bound, end="before" not in bound
+    )
 
 
-def _paged(m: SessionManager, sid: str, size: int, backwards: bool) -> list[int]:
-    """The seqs visited by paging through history with aligned windows of ``size``, each
-    page's seq bound the previous page's edge (``before=page[0].seq`` backwards,
-    ``after=page[-1].seq`` forwards)."""
+def _paged(
+    m: SessionManager, sid: str, size: int, backwards: bool, history: list[dict[str, Any]]
+) -> list[int]:
+    """The seqs visited by paging through ``history`` (the payloads appended) with
+    aligned windows of ``size``, each page's seq bound the previous page's edge
+    (``before=page[0].seq`` backwards, ``after=page[-1].seq`` forwards). Following
+    the pages, no page splits a reasoning item from its successor at either edge: the
+    page next to a bound widened over it already."""
     out: list[int] = []
     bound: dict[str, int] = {} if backwards else {"after": 0}
     while True:
         page = m.get_messages(session_id=sid, user_id=USER, limit=size, **bound).items
         if not page:
             return out
-        assert _problem(page, bound) is None, (bound, _problem(page, bound))
+        problem = _problem(page, bound, history) or reasoning_split(page, history)
+        assert problem is None, (bound, problem)
         out = seqs(page) + out if backwards else out + seqs(page)
         bound = {"before": page[0].seq} if backwards else {"after": page[-1].seq}
 
@@ -161,9 +202,11 @@ def test_c32_random_histories_never_split_calls(
     manager: SessionManager, history: list[dict[str, Any]], data: st.DataObject
 ) -> None:
     """Property: over random histories mixing the three formats, the newest window of
-    any limit holds each call with all its results, a window before or after any seq is
-    aligned on the side away from its bound and never crosses it, and paging with
-    aligned windows visits every message exactly once, both ways."""
+    any limit holds each call with all its results (and each Responses reasoning item
+    with its successor), a window before or after any seq is aligned on the side away
+    from its bound and never crosses it, and paging with aligned windows visits every
+    message exactly once, both ways, never splitting a reasoning item from its
+    successor."""
     sid = manager.create_session(user_id=USER).session_id
     manager.append_messages(session_id=sid, user_id=USER, messages=history)
     n = len(history)
@@ -175,7 +218,7 @@ def test_c32_random_histories_never_split_calls(
     elif cursor == "after":
         query["after"] = data.draw(st.integers(0, n - 1), label="after")
     window = manager.get_messages(session_id=sid, user_id=USER, **query).items
-    assert _problem(window, query) is None, (query, _problem(window, query))
+    assert _problem(window, query, history) is None, (query, _problem(window, query, history))
     size = data.draw(st.integers(1, 5), label="page size")
-    assert _paged(manager, sid, size, backwards=True) == list(range(1, n + 1))
-    assert _paged(manager, sid, size, backwards=False) == list(range(1, n + 1))
+    assert _paged(manager, sid, size, True, history) == list(range(1, n + 1))
+    assert _paged(manager, sid, size, False, history) == list(range(1, n + 1))

@@ -10,7 +10,7 @@ The rule (docs/architecture.md, "Context assembly"):
   format puts one between a call and its result, so a result still unmatched there
   has no call at all); never just after a Responses reasoning item whose successor
   (the call or assistant message the model produced from it, seq + 1) it keeps
-  (:func:`_produced_from`): the two are one unit;
+  (:func:`produced_from`): the two are one unit;
 * it always holds the newest user message (a user message carrying no tool result);
   when that message and everything after it do not fit, it holds that message and the
   newest whole exchanges after it that fit (the turn's older exchanges are left out);
@@ -39,6 +39,7 @@ from ..callgroups import (
     in_tool_exchange,
     is_reasoning,
     opened_calls,
+    produced_from,
     touches_calls,
 )
 from ..errors import ContextBudgetTooSmall
@@ -107,7 +108,7 @@ def select_window(
     reached_floor = True
     below: Message | None = None  # the message the walk stopped at, not kept
     for m in _walk(tx, session_id, head[-1].seq if head else message_count + 1):
-        if pending is not None and not _produced_from(m, kept[-1][0]):
+        if pending is not None and not produced_from(m, kept[-1][0]):
             best = pending
         pending = None
         below = m
@@ -125,7 +126,7 @@ def select_window(
             pending = len(kept)
     if reached_floor:  # the floor (or the start of history) is always a cut
         best = len(kept)
-        if below is not None and kept and _produced_from(below, kept[-1][0]):
+        if below is not None and kept and produced_from(below, kept[-1][0]):
             best -= 1  # but the successor of a reasoning item the summary covers goes
             # with it (and well_formed drops what that leaves without a partner)
     chosen = well_formed([m for m, _ in reversed(kept[:best])])
@@ -153,7 +154,7 @@ def _within_turn(turn: list[tuple[Message, int]], fixed: int, budget: int) -> li
             break
         total += t
         needed_calls = _step_back(needed_calls, m)
-        if not needed_calls and not _produced_from(turn[i + 1][0], m):
+        if not needed_calls and not produced_from(turn[i + 1][0], m):
             best = i + 1
     return well_formed([user] + [m for m, _ in reversed(turn[:best])])
 
@@ -179,7 +180,7 @@ def _newest_turn(
 def well_formed(window: list[Message]) -> list[Message]:
     """``window`` (oldest first) without the messages that make a call not answered in
     it or answer a call not made before them in it, and the reasoning items not right
-    before their successor in it (:func:`_produced_from`), repeated until none is left
+    before their successor in it (:func:`produced_from`), repeated until none is left
     (a dropped call orphans its results and its reasoning item). A result answers the
     nearest earlier call with its id (providers reuse ids). A well-formed window comes
     back as it is."""
@@ -190,7 +191,7 @@ def well_formed(window: list[Message]) -> list[Message]:
             if not touches_calls(m):
                 continue
             if is_reasoning(m):
-                if i + 1 == len(window) or not _produced_from(m, window[i + 1]):
+                if i + 1 == len(window) or not produced_from(m, window[i + 1]):
                     bad.add(i)
                 continue
             for call in answered_calls(m):
@@ -205,20 +206,6 @@ def well_formed(window: list[Message]) -> list[Message]:
         if not bad:
             return window
         window = [m for i, m in enumerate(window) if i not in bad]
-
-
-def _produced_from(before: Message, m: Message) -> bool:
-    """Whether ``m`` is what the Responses reasoning item ``before`` was produced for:
-    ``before`` is a reasoning item and ``m`` its successor in history (seq + 1), a
-    model output (a call or an assistant message, not another reasoning item). A
-    provider refuses either without the other; a reasoning item followed by anything
-    else (a history a crash left broken) has no successor and is dropped."""
-    return (
-        is_reasoning(before)
-        and m.seq == before.seq + 1
-        and m.role == "assistant"
-        and not is_reasoning(m)
-    )
 
 
 def _summaries(tx: StoreTransaction, session_id: str, message_count: int) -> Iterator[Summary]:

@@ -164,11 +164,12 @@ class MessageUseCases(ServiceCore):
 
         With ``align_tool_calls`` (the default) a page never holds a tool result without
         the message that made its call, nor a call without its results, in the
-        chat-completions, Anthropic and Responses formats: it is widened to the whole
-        exchange (but never past its seq bound, so a page after the first may end with a
-        call whose results the previous page holds), so it may hold a few more than
-        ``limit`` messages (docs/architecture.md, "Window alignment"). Following the
-        cursors visits every message exactly once.
+        chat-completions, Anthropic and Responses formats, nor a Responses reasoning
+        item without the item after it or that item without its reasoning item: it is
+        widened to the whole exchange (but never past its seq bound, so a page after the
+        first may end with a call whose results the previous page holds), so it may hold
+        a few more than ``limit`` messages (docs/architecture.md, "Window alignment").
+        Following the cursors visits every message exactly once.
 
         Args:
             limit: page size, 0..``limits.max_page_size``; None =
@@ -210,14 +211,15 @@ def message_page(
     align: bool,
 ) -> Page[Message]:
     """The page of ``s``'s history at ``start``: ``size`` messages (more if aligned to
-    whole tool-call groups), with the cursor of the next one in the same direction.
+    whole tool-call groups and reasoning items), with the cursor of the next one in the
+    same direction.
 
     Seqs are gapless from 1 to ``s.message_count``, so more exist backwards when the
     page starts above seq 1, and forwards when a message above its end was read.
-    Alignment widens
-    a page only away from its bound, never across it: the next page starts right where
-    this one ended, so cursors visit every message exactly once, even around a tool
-    result that does not follow its call. A cursor is anchored on the message at its
+    Alignment (:func:`~agentsession.service.window.align_window`) widens a page only
+    away from its bound, never across it: the next page starts right where this one
+    ended, so cursors visit every message exactly once, even around a tool result that
+    does not follow its call. A cursor is anchored on the message at its
     bound and refused once that message is removed (:func:`_check_anchor`).
     """
     if size == 0:
@@ -232,10 +234,15 @@ def message_page(
     )
     rows = read[:size]
     if align and rows:
-        rows = align_window(tx, s.session_id, rows, s.message_count)
-        if start.seq is not None:
-            bound = start.seq
-            rows = [m for m in rows if (m.seq < bound if start.older else m.seq > bound)]
+        bounded = start.seq is not None
+        rows = align_window(
+            tx,
+            s.session_id,
+            rows,
+            s.message_count,
+            keep_start=bounded and not start.older,
+            keep_end=bounded and start.older,
+        )
     # Checked after the read: message ids are never reused, so the anchor still there
     # now proves no removal (nor a re-append at its seqs) reached it before the read.
     _check_anchor(tx, s.session_id, start.anchor)

@@ -1,24 +1,40 @@
-"""Window alignment: a window of history never splits a tool call from its result.
+"""Window alignment: a window of history never splits a tool call from its result, nor a
+Responses reasoning item from the item it was produced for.
 
 In every message format (:mod:`agentsession.callgroups`: chat completions, Anthropic
 content blocks, OpenAI Responses items) a window (``get_messages(limit=k)``, the
 messages ``restore_session`` returns) is widened at the start back to the message that
 made every call answered inside it, and at the end until every call made inside it has
-its result (docs/architecture.md, "Window alignment"). It may therefore hold a few more
-than ``limit`` messages; cursors taken from it still visit every message once.
+its result (docs/architecture.md, "Window alignment"). A Responses reasoning item and
+its successor (:func:`~agentsession.callgroups.produced_from`) are one unit, because a
+provider refuses either without the other: a window that ends with a reasoning item
+is widened to its successor, and one that starts with the successor of a reasoning
+item is widened back to that item. A side at a seq bound (a page's ``before=`` or
+``after=``) is not widened at all. A window may therefore hold a few more than
+``limit`` messages; cursors taken from it still visit every message once.
 
 Cost: the widening reads neighbours in steps of a few messages and only while a call or
 a result is still missing; it stops at the first message that cannot stand between a
 call and its result (a user or system message without results), and after
 :data:`MAX_WIDENING` messages on either side, so a call or result whose partner is
-missing from history costs at most that much, never a scan of the history.
+missing from history costs at most that much, never a scan of the history. Whether a
+window's first message follows a reasoning item costs one more message read, and only
+when that message is a model output (an assistant message or a call).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from ..callgroups import answered_calls, in_tool_exchange, opened_calls, touches_calls
+from ..callgroups import (
+    answered_calls,
+    in_tool_exchange,
+    is_reasoning,
+    model_output,
+    opened_calls,
+    produced_from,
+    touches_calls,
+)
 from ..models import Message
 from ..stores.base import StoreTransaction
 
@@ -34,27 +50,41 @@ MAX_WIDENING = 64
 
 
 def align_window(
-    tx: StoreTransaction, session_id: str, rows: list[Message], message_count: int
+    tx: StoreTransaction,
+    session_id: str,
+    rows: list[Message],
+    message_count: int,
+    *,
+    keep_start: bool = False,
+    keep_end: bool = False,
 ) -> list[Message]:
     """Widen ``rows`` (consecutive messages, oldest first) so no call is split from its
-    result.
+    result and no reasoning item from its successor.
 
     Args:
         rows: the window as read, consecutive seqs, oldest first (may be empty).
         message_count: the session's message count (the newest seq).
+        keep_start / keep_end: that side is at a seq bound (``after=`` / ``before=``
+            or a cursor standing for one) and is not widened, so the page next to it
+            keeps every message once.
 
     Returns:
         The widened window: consecutive seqs, oldest first, ``rows`` in the middle.
     """
     # A side is blocked once its widening reached the history's edge or a message no
-    # call or result crosses; reading there again would find the same.
-    start_blocked = end_blocked = False
+    # call or result crosses; reading there again would find the same. A side's
+    # reasoning neighbour is asked for once: only that side's widening moves its edge,
+    # and it asks again whenever it does.
+    start_blocked, end_blocked = keep_start, keep_end
+    start_checked = end_checked = False
     while rows:
         needed, pending = _missing(rows)
-        if needed and not start_blocked:
+        if not start_blocked and (needed or not start_checked):
             rows, start_blocked = _widen_start(tx, session_id, rows, needed)
-        elif pending and not end_blocked:
+            start_checked = True
+        elif not end_blocked and (pending or not end_checked):
             rows, end_blocked = _widen_end(tx, session_id, rows, pending, message_count)
+            end_checked = True
         else:
             break
     return rows
@@ -87,25 +117,29 @@ def _missing(rows: list[Message]) -> tuple[Counter[str], Counter[str]]:
 def _widen_start(
     tx: StoreTransaction, session_id: str, rows: list[Message], needed: Counter[str]
 ) -> tuple[list[Message], bool]:
-    """Prepend older messages until the calls ``needed`` are made; return the window and
-    whether it stopped short (blocked)."""
+    """Prepend older messages until the calls ``needed`` are made and the first message
+    is not the successor of a reasoning item left out; return the window and whether it
+    stopped short (blocked)."""
     first = rows[0].seq
-    while needed:
+    while needed or model_output(rows[0]):
         if rows[0].seq <= 1 or first - rows[0].seq >= MAX_WIDENING:
             return rows, True
-        older = tx.get_messages(session_id, before_seq=rows[0].seq, limit=_STEP)
+        # Without a call missing, only the message right before can be wanted.
+        older = tx.get_messages(
+            session_id, before_seq=rows[0].seq, limit=_STEP if needed else 1
+        )
+        if not older:
+            return rows, True
         for i in range(len(older) - 1, -1, -1):
-            m = older[i]
-            if not in_tool_exchange(m):
+            m, head = older[i], (older[i + 1] if i + 1 < len(older) else rows[0])
+            if needed and not in_tool_exchange(m):
                 return older[i + 1 :] + rows, True
+            if not needed and not produced_from(m, head):
+                return older[i + 1 :] + rows, False
             # Walking back: m's calls answer the results after it, m's results need
             # calls before it.
             needed = +(needed - Counter(opened_calls(m)))
             needed.update(answered_calls(m))
-            if not needed:
-                return older[i:] + rows, False
-        if not older:
-            return rows, True
         rows = older + rows
     return rows, False
 
@@ -117,21 +151,26 @@ def _widen_end(
     pending: Counter[str],
     message_count: int,
 ) -> tuple[list[Message], bool]:
-    """Append newer messages until the calls ``pending`` are answered; return the window
-    and whether it stopped short (blocked)."""
+    """Append newer messages until the calls ``pending`` are answered and the last
+    message is no reasoning item whose successor is left out; return the window and
+    whether it stopped short (blocked)."""
     last = rows[-1].seq
-    while pending:
+    while pending or is_reasoning(rows[-1]):
         if rows[-1].seq >= message_count or rows[-1].seq - last >= MAX_WIDENING:
             return rows, True
-        newer = tx.get_messages(session_id, after_seq=rows[-1].seq, limit=_STEP, newest=False)
-        for i, m in enumerate(newer):
-            if not in_tool_exchange(m):
-                return rows + newer[:i], True
-            pending = +(pending - Counter(answered_calls(m)))
-            pending.update(opened_calls(m))
-            if not pending:
-                return rows + newer[: i + 1], False
+        newer = tx.get_messages(
+            session_id, after_seq=rows[-1].seq, limit=_STEP if pending else 1, newest=False
+        )
         if not newer:
             return rows, True
+        for i, m in enumerate(newer):
+            tail = newer[i - 1] if i else rows[-1]
+            if pending and not in_tool_exchange(m):
+                return rows + newer[:i], True
+            if not pending and not produced_from(tail, m):
+                # A reasoning item followed by anything else has no successor.
+                return rows + newer[:i], False
+            pending = +(pending - Counter(answered_calls(m)))
+            pending.update(opened_calls(m))
         rows = rows + newer
     return rows, False
