@@ -721,13 +721,19 @@ class _HistoryRequests(_Exchange):
         )
 
     def get_working_memory(
-        self, *, session_id: str, user_id: str | None = None, admin: bool = False
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        admin: bool = False,
+        at_seq: int | None = None,
     ) -> _Flow[WorkingMemory]:
-        """See :meth:`SessionManager.get_working_memory`."""
+        """See :meth:`SessionManager.get_working_memory` (``GET .../memory?at_seq=N``)."""
         return self._read(
             f"/v1/sessions/{_sid(session_id)}/memory",
             _model(WorkingMemory),
             session_id=session_id,
+            at_seq=at_seq,
         )
 
     def update_working_memory(
