@@ -33,6 +33,7 @@ from ..models import (
     AuditEvent,
     Message,
     Record,
+    Rewind,
     Run,
     RunStatus,
     RunStep,
@@ -281,6 +282,44 @@ class StoreTransaction(Protocol):
         messages that a removal of the seqs above ``after_seq`` takes away); return how
         many went. The others keep their numbers, so the numbers left may have gaps.
         Costs O(the session's summaries)."""
+
+    # -- rewinds ---------------------------------------------------------------------
+    # Every rewind of a session, numbered 1, 2, 3... per session (never deleted but with
+    # the session, so without gaps), and the messages a hiding rewind kept.
+
+    def insert_rewind(self, rewind: Rewind) -> None:
+        """Insert a rewind. The manager numbers it (the newest number + 1) under the
+        session row lock; a store must reject a duplicate ``(session_id, number)``
+        with StoreConflict. Costs O(1)."""
+
+    def list_rewinds(
+        self,
+        session_id: str,
+        *,
+        after_number: int | None = None,
+        limit: int | None = None,
+        newest: bool = False,
+    ) -> list[Rewind]:
+        """Rewinds with ``number > after_number`` (None = from the first), oldest
+        first; with ``limit``, ``newest=True`` keeps the last ``limit`` of them.
+        Costs O(returned rows)."""
+
+    def hide_messages(self, session_id: str, *, after_seq: int, number: int) -> int:
+        """Copy the session's messages with ``seq > after_seq`` into the rewound
+        messages of rewind ``number`` (SQL: one ``INSERT ... SELECT``); return how
+        many. The manager then deletes them from the history (:meth:`delete_messages`)
+        in the same transaction. Costs O(copied rows)."""
+
+    def get_rewound_messages(
+        self,
+        session_id: str,
+        number: int,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """The messages rewind ``number`` hid, with ``seq > after_seq``, oldest first,
+        at most ``limit``, as they were stored. Costs O(returned rows)."""
 
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:

@@ -27,6 +27,7 @@ from ..models import (
     AuditEvent,
     Message,
     Record,
+    Rewind,
     Run,
     RunStatus,
     RunStep,
@@ -66,6 +67,8 @@ class _SessionData:
     memory_history: list[tuple[int, WorkingMemory]] = field(default_factory=list)
     records: dict[tuple[str, str], Record] = field(default_factory=dict)
     summaries: list[Summary] = field(default_factory=list)  # ascending numbers
+    rewinds: list[Rewind] = field(default_factory=list)  # index i holds number i + 1
+    rewound: dict[int, list[Message]] = field(default_factory=dict)  # by rewind number
     tool_calls: list[ToolCall] = field(default_factory=list)  # by seq
     runs: dict[str, Run] = field(default_factory=dict)  # insertion order = seq order
     steps: dict[str, list[RunStep]] = field(default_factory=dict)
@@ -377,6 +380,50 @@ class _MemoryTransaction:
         rows[:] = kept
         self._undo.append(functools.partial(rows.__setitem__, slice(None), before))
         return len(before) - len(kept)
+
+    # -- rewinds ---------------------------------------------------------------------
+    def insert_rewind(self, rewind: Rewind) -> None:
+        self._writing()
+        rows = self._data(rewind.session_id).rewinds
+        if rewind.number != len(rows) + 1:
+            raise StoreConflict(f"rewind {rewind.number} is not next in its session")
+        self._append(rows, _copy(rewind))
+
+    def list_rewinds(
+        self,
+        session_id: str,
+        *,
+        after_number: int | None = None,
+        limit: int | None = None,
+        newest: bool = False,
+    ) -> list[Rewind]:
+        data = self._s._sessions.get(session_id)
+        rows = [] if data is None else data.rewinds[after_number or 0 :]
+        if limit is not None and len(rows) > limit:
+            rows = rows[len(rows) - limit :] if newest else rows[:limit]
+        return [_copy(r) for r in rows]
+
+    def hide_messages(self, session_id: str, *, after_seq: int, number: int) -> int:
+        self._writing()
+        data = self._data(session_id)
+        if number in data.rewound:
+            raise StoreConflict(f"rewind {number} already hid messages")
+        data.rewound[number] = [_copy(m) for m in data.messages[after_seq:]]
+        self._undo.append(functools.partial(data.rewound.pop, number))
+        return len(data.rewound[number])
+
+    def get_rewound_messages(
+        self,
+        session_id: str,
+        number: int,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        data = self._s._sessions.get(session_id)
+        rows = [] if data is None else data.rewound.get(number, [])
+        rows = [m for m in rows if after_seq is None or m.seq > after_seq]
+        return [_copy(m) for m in rows[:limit]]
 
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:

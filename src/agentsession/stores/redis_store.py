@@ -13,6 +13,7 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
                                     history (:mod:`.redis_memory`)
     as:{sid}:records, as:{sid}:records:idx  the session's records (:mod:`.redis_records`)
     as:{sid}:summaries      zset    the session's summaries (:mod:`.redis_summaries`)
+    as:{sid}:rewinds, as:{sid}:rewound:<n>  rewinds and hidden messages (:mod:`.redis_rewinds`)
     as:{sid}:calls          hash    call_id -> ToolCall JSON
     as:{sid}:calls:seq      zset    score = seq, member = call_id
     as:{sid}:calls:find     hash    "<tool>\\x1f<arguments_hash>" -> call_id of the newest
@@ -136,6 +137,7 @@ from .redis_index import (
 )
 from .redis_memory import MemoryOps
 from .redis_records import RecordOps
+from .redis_rewinds import RewindOps, dec_message, enc_message
 
 try:
     import redis
@@ -231,6 +233,8 @@ while i <= #ARGV do
       p .. 'calls:seq', p .. 'calls:find', p .. 'calls:provider', p .. 'calls:tools',
       p .. 'runs', p .. 'runs:seq', p .. 'audit', p .. 'idem', p .. 'records',
       p .. 'records:idx', p .. 'summaries', p .. 'memhist', p .. 'memhist:at')
+    for n = 1, redis.call('ZCARD', p .. 'rewinds') do redis.call('DEL', p .. 'rewound:' .. n) end
+    redis.call('DEL', p .. 'rewinds')
   else
     local k = key()
     if op == 'SET' then
@@ -352,12 +356,6 @@ def _copy(model: M) -> M:
     return model.model_copy(deep=True)
 
 
-def _enc_message(m: Message) -> str:
-    return dumps(
-        {"id": m.message_id, "seq": m.seq, "at": m.created_at.isoformat(), "p": m.payload()}
-    )
-
-
 def _stored_audit(
     r: redis.Redis, session_id: str, after_seq: int | None, limit: int | None
 ) -> list[AuditEvent]:
@@ -396,20 +394,7 @@ def _stored_messages(
         raw = _texts(client.zrevrangebyscore(key, high, low, start=0, num=limit))[::-1]
     else:
         raw = _texts(client.zrangebyscore(key, low, high, start=0, num=limit))
-    return [_dec_message(sid, text) for text in raw]
-
-
-def _dec_message(sid: str, text: str) -> Message:
-    row = loads(text)
-    return Message.model_validate(
-        {
-            **row["p"],
-            "message_id": row["id"],
-            "session_id": sid,
-            "seq": row["seq"],
-            "created_at": row["at"],
-        }
-    )
+    return [dec_message(sid, text) for text in raw]
 
 
 def _enc_record(r: IdempotencyRecord) -> str:
@@ -774,7 +759,9 @@ def _key_owner(tx: _RedisTransaction, user_id: str, agent: str, external_key: st
     return sid
 
 
-class _RedisTransaction(SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps, MemoryOps):
+class _RedisTransaction(
+    SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps, MemoryOps, RewindOps
+):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`."""
 
@@ -985,7 +972,7 @@ class _RedisTransaction(SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps, M
             key = _prefix(sid) + "msgs"
             if self._stored(sid) and m.seq <= self._cut.get(sid, m.seq):
                 self._check("ZFREE", key, str(m.seq))
-            self._do("ZADD", key, m.seq, _enc_message(m))
+            self._do("ZADD", key, m.seq, enc_message(m))
             pending.append(_copy(m))
 
     @_translated

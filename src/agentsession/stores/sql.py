@@ -34,6 +34,7 @@ from ..models import (
     AuditEvent,
     Message,
     Record,
+    Rewind,
     Run,
     RunStatus,
     RunStep,
@@ -44,7 +45,7 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
-from . import sqlmemory, sqlrecords, sqlshared, sqlsummaries
+from . import sqlmemory, sqlrecords, sqlrewinds, sqlshared, sqlsummaries
 from .base import IdempotencyRecord, JSONTexts, ScrubReport, StoreConflict
 from .groupcommit import MAX_BATCH, GroupCommit
 from .idlereaders import IdleReaders
@@ -724,6 +725,35 @@ class _SQLTransaction:
     def delete_summaries(self, session_id: str, *, after_seq: int) -> int:
         self._writing()
         return sqlsummaries.delete_summaries(self._conn, session_id, after_seq=after_seq)
+
+    # -- rewinds (:mod:`.sqlrewinds`) --------------------------------------------------
+    @_translated
+    def insert_rewind(self, rewind: Rewind) -> None:
+        self._writing()
+        sqlrewinds.insert_rewind(self._conn, rewind)
+
+    @_translated
+    def list_rewinds(
+        self, session_id: str, *, after_number: int | None = None, limit: int | None = None,
+        newest: bool = False,
+    ) -> list[Rewind]:  # fmt: skip
+        return sqlrewinds.list_rewinds(
+            self._conn, session_id, after_number=after_number, limit=limit, newest=newest
+        )
+
+    @_translated
+    def hide_messages(self, session_id: str, *, after_seq: int, number: int) -> int:
+        self._writing()
+        return sqlrewinds.hide_messages(self._conn, session_id, after_seq=after_seq, number=number)
+
+    @_translated
+    def get_rewound_messages(
+        self, session_id: str, number: int, *, after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:  # fmt: skip
+        return sqlrewinds.get_rewound_messages(
+            self._conn, session_id, number, after_seq=after_seq, limit=limit
+        )
 
     # -- working memory --------------------------------------------------------------
     @_translated
