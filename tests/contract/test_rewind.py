@@ -29,7 +29,8 @@ def _append(m: SessionManager, sid: str, n: int, prefix: str = "m", **kw: Any) -
 
 
 def _contents(m: SessionManager, sid: str) -> list[tuple[int, Any]]:
-    return [(x.seq, x.content) for x in every(m.get_messages, session_id=sid, user_id=USER, after=0)]
+    messages = every(m.get_messages, session_id=sid, user_id=USER, after=0)
+    return [(x.seq, x.content) for x in messages]
 
 
 def _memory(m: SessionManager, sid: str) -> dict[str, Any]:
