@@ -12,7 +12,7 @@ record what really ran.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
@@ -24,6 +24,7 @@ from .core import ServiceCore
 from .memory import apply_memory
 from .paging import Listing, read_forward
 from .pipeline import Change, Unchanged, WriteRequest
+from .policy import Limits
 from .reads import memory_as_of
 from .removal import removal_change
 from .validation import check_cursor_seq
@@ -86,38 +87,7 @@ class RewindUseCases(ServiceCore):
         limits = self.limits
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change | Unchanged:
-            if to > s.message_count:
-                raise ValidationError(
-                    f"to_seq must be at most the session's message_count ({s.message_count})",
-                    field="to_seq",
-                )
-            if to == s.message_count:  # the memory as of it is the current one
-                current = memory_as_of(tx, s, to)
-                return Unchanged(RewindResult(
-                    number=None, to_seq=to, count=0, mode=mode,
-                    memory_version=current.version, session_version=s.version,
-                ))  # fmt: skip
-            target = memory_as_of(tx, s, to)  # before the removal clamps the history
-            newest = tx.list_rewinds(s.session_id, limit=1, newest=True)
-            number = newest[0].number + 1 if newest else 1
-            if not remove:
-                tx.hide_messages(s.session_id, after_seq=to, number=number)
-            removed = removal_change(tx, s, to, "session.rewound", None)
-            memory = apply_memory(tx, s, now, limits, data=dict(target.data), at_seq=to)
-            count = s.message_count - to
-            tx.insert_rewind(Rewind(
-                session_id=s.session_id, number=number, to_seq=to, count=count, mode=mode,
-                memory_version=memory.version, created_at=now,
-            ))  # fmt: skip
-            details = {"to_seq": to, "count": count, "mode": mode}
-            if "summaries_removed" in removed.details:
-                details["summaries_removed"] = removed.details["summaries_removed"]
-            details["memory_version"] = memory.version
-            result = RewindResult(
-                number=number, to_seq=to, count=count, mode=mode,
-                memory_version=memory.version, session_version=memory.version,
-            )  # fmt: skip
-            return Change(removed.session, "session.rewound", details, result)
+            return _rewind(tx, s, now, limits, to, mode)
 
         request = WriteRequest(
             scope="rewind_session",
@@ -206,3 +176,50 @@ class RewindUseCases(ServiceCore):
             return read_forward(fetch, start.seq, size, listing)
 
         return self._reads.read(session_id, Principal(user_id, admin), read)
+
+
+def _rewind(
+    tx: StoreTransaction,
+    s: Session,
+    now: datetime,
+    limits: Limits,
+    to: int,
+    mode: Literal["hide", "remove"],
+) -> Change | Unchanged:
+    """The change of a rewind of ``s`` to ``to`` (see :meth:`~RewindUseCases.rewind_session`).
+
+    Raises:
+        ValidationError: ``to`` above the session's ``message_count``.
+    """
+    if to > s.message_count:
+        raise ValidationError(
+            f"to_seq must be at most the session's message_count ({s.message_count})",
+            field="to_seq",
+        )
+    if to == s.message_count:  # the memory as of it is the current one
+        current = memory_as_of(tx, s, to)
+        return Unchanged(RewindResult(
+            number=None, to_seq=to, count=0, mode=mode,
+            memory_version=current.version, session_version=s.version,
+        ))  # fmt: skip
+    target = memory_as_of(tx, s, to)  # before the removal clamps the history
+    newest = tx.list_rewinds(s.session_id, limit=1, newest=True)
+    number = newest[0].number + 1 if newest else 1
+    if mode == "hide":
+        tx.hide_messages(s.session_id, after_seq=to, number=number)
+    removed = removal_change(tx, s, to, "session.rewound", None)
+    memory = apply_memory(tx, s, now, limits, data=dict(target.data), at_seq=to)
+    count = s.message_count - to
+    tx.insert_rewind(Rewind(
+        session_id=s.session_id, number=number, to_seq=to, count=count, mode=mode,
+        memory_version=memory.version, created_at=now,
+    ))  # fmt: skip
+    details: dict[str, Any] = {"to_seq": to, "count": count, "mode": mode}
+    if "summaries_removed" in removed.details:
+        details["summaries_removed"] = removed.details["summaries_removed"]
+    details["memory_version"] = memory.version
+    result = RewindResult(
+        number=number, to_seq=to, count=count, mode=mode,
+        memory_version=memory.version, session_version=memory.version,
+    )  # fmt: skip
+    return Change(removed.session, "session.rewound", details, result)
