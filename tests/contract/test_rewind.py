@@ -62,6 +62,10 @@ def test_hide_keeps_the_messages_readable_by_number(manager: SessionManager, tur
     assert _memory(manager, turns) == {"step": 2}
     hidden = manager.get_rewound_messages(session_id=turns, user_id=USER, number=1)
     assert [(x.seq, x.content) for x in hidden.items] == [(5, "m5"), (6, "m6")]
+    context = manager.build_context(session_id=turns, user_id=USER, budget_tokens=4000)
+    assert [x.seq for x in context.messages] == [1, 2, 3, 4]
+    restored = manager.restore_session(session_id=turns, user_id=USER)
+    assert [x.seq for x in restored.messages] == [1, 2, 3, 4]
     _append(manager, turns, 1, prefix="new")
     assert _contents(manager, turns)[-1] == (5, "new5")
     rewinds = manager.list_rewinds(session_id=turns, user_id=USER).items
