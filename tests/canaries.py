@@ -47,6 +47,7 @@ FREE_TEXT = (
     "summary_text",
     "summary_author",
     "summary_model",
+    "rewound_message",
     "shared_memory",
     "shared_memory_create",
     "shared_memory_append",
@@ -115,7 +116,7 @@ def write_canaries(m: SessionManager) -> Canaries:
     two sessions of a new user: one closed with a reason, one expired with a reason
     and restored. Audited actions covered: created, updated, message appended, memory
     updated, records put, summary added, tool call recorded, run started, step added,
-    run finished, closed, expired, restored. The user's shared-memory document of the
+    run finished, rewound, closed, expired, restored. The user's shared-memory document of the
     agent gets a canary through ``update_shared_memory`` and through
     ``shared_memory_ops`` on the create and the append."""
     tag = secrets.token_hex(6)
@@ -169,6 +170,9 @@ def write_canaries(m: SessionManager) -> Canaries:
         **kw, run_id=run.run_id, status="FAILED", error=v["run_error"],
         output={"o": v["run_output"]},
     )  # fmt: skip
+    # A message a rewind hides: kept out of the history, readable by the rewind's number.
+    m.append_message(**kw, message={"role": "user", "content": v["rewound_message"]})
+    m.rewind_session(**kw, to_seq=1)
     m.close_session(**kw, reason=v["close_reason"])
     other = m.create_session(user_id=user, agent=v["agent"])
     c.session_ids.append(other.session_id)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from agentsession import Limits, SessionManager
+from agentsession import Limits, SessionManager, ValidationError
 from agentsession.cli.app import build_app
 from agentsession.models import RecordWrite, Session
 from agentsession.stores.base import SessionStore
@@ -104,6 +104,8 @@ def content(manager: SessionManager, s: Session) -> dict[str, Any]:
             include={"agent", "title", "metadata", "status", "status_reason", "ttl_seconds",
                      "message_count", "run_count", "tool_call_count"}),
         "memory": manager.get_working_memory(**scope).data,
+        "memory_history": [manager.get_working_memory(**scope, at_seq=n).data
+                           for n in range(s.message_count + 1)],
         "messages": [{k: v for k, v in m.payload().items() if k != "run_id"} for m in messages],
         "calls": [c.model_dump(exclude={"session_id", "created_at", "session_version"})
                   for c in calls],
@@ -126,9 +128,10 @@ def test_export_then_import_recreates_an_equal_session(store: SessionStore) -> N
     lines = [json.loads(json.dumps(line)) for line in export_session(
         manager, session_id=original.session_id, user_id="alice")]  # fmt: skip
     assert [line["type"] for line in lines] == (
-        ["session", "working_memory"] + ["message"] * 7 + ["tool_call"] * 2 + ["run"] * 3
+        ["session", "working_memory", "memory"] + ["message"] * 7 + ["tool_call"] * 2
+        + ["run"] * 3
     )
-    assert [line["message"]["seq"] for line in lines[2:9]] == list(range(1, 8))
+    assert [line["message"]["seq"] for line in lines[3:10]] == list(range(1, 8))
     for owner in ("bob", "alice"):
         done = import_session(manager, enumerate(lines, start=1), user_id=owner)
         assert done.session.session_id != original.session_id
@@ -136,7 +139,9 @@ def test_export_then_import_recreates_an_equal_session(store: SessionStore) -> N
             ("trip 42/ü", False) if owner == "bob" else (None, True)
         )
         assert content(reader, done.session) == content(reader, original)
-        assert done.counts == {"working_memory": 1, "message": 7, "tool_call": 2, "run": 3}
+        assert done.counts == {
+            "working_memory": 1, "memory": 1, "message": 7, "tool_call": 2, "run": 3
+        }
 
 
 def test_the_cli_exports_to_a_file_and_imports_it(tmp_path: Path) -> None:
@@ -149,7 +154,7 @@ def test_the_cli_exports_to_a_file_and_imports_it(tmp_path: Path) -> None:
     out = tmp_path / "export.jsonl"
     done = invoke("export", original.session_id, "--out", str(out), "--url", url, "--user", "alice")
     assert done.exit_code == 0, done.output
-    assert len(out.read_text(encoding="utf-8").splitlines()) == 14
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 15
     imported = invoke("import", "jsonl", str(out), "--url", url, "--user", "bob", "--json")
     assert imported.exit_code == 0, imported.output
     new_id = json.loads(imported.output)["session_id"]
@@ -607,6 +612,43 @@ def test_the_benchmarks_openai_agents_database_moves_into_ours(tmp_path: Path) -
     source = source_rows(peer.path)
     assert sorted(source) == ["conv-1", "conv-2", "conv-3"]
     assert {key: v["items"] for key, v in imported(url).items()} == source
+
+
+def test_the_memory_history_goes_along_with_an_export(store: SessionStore) -> None:
+    """Memory lines (format version 4) sit between the messages where the history
+    changed, so the import's memory as of every seq is the original's, after patches
+    with appends, a replace and a truncation; without them (an older export) the
+    working_memory line is written as of the end of the messages."""
+    manager = SessionManager(store, limits=Limits(max_page_size=2, max_batch_messages=3))
+    sid = manager.create_session(user_id="alice", working_memory={"n": 0}).session_id
+    scope = {"session_id": sid, "user_id": "alice"}
+    for n in range(1, 4):
+        manager.append_messages(**scope, messages=[{"role": "user", "content": f"m{n}"}] * n,
+                                working_memory_patch={"n": n})  # fmt: skip
+    manager.append_messages(**scope, messages=[{"role": "user", "content": "m"}] * 3,
+                            working_memory_patch={"n": 4})  # seqs 7-9  # fmt: skip
+    manager.truncate_messages(**scope, after_seq=7)
+    manager.update_working_memory(**scope, data={"n": "after"})
+    manager.append_messages(**scope, messages=[{"role": "user", "content": "last"}])
+    original = manager.get_session(**scope)
+    lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]
+    assert lines[0]["format_version"] == 4
+    at = [line["memory"]["at_seq"] for line in lines if line["type"] == "memory"]
+    assert at == [0, 1, 3, 6, 7]  # creation, three appends, the clamp + the replace
+    done = import_session(manager, enumerate(lines, start=1), user_id="bob")
+    reader = SessionManager(store)
+    assert content(reader, done.session) == content(reader, original)
+    old = [{**lines[0], "format_version": 3}] + [
+        line for line in lines[1:] if line["type"] != "memory"
+    ]
+    again = import_session(manager, enumerate(old, start=1), user_id="carol").session
+    kw = {"session_id": again.session_id, "user_id": "carol"}
+    assert manager.get_working_memory(**kw).data == {"n": "after"}
+    assert manager.get_working_memory(**kw, at_seq=7).data == {}
+    moved = [{**line, "memory": {**line["memory"], "at_seq": 2}} if line["type"] == "memory"
+             else line for line in lines]  # fmt: skip
+    with pytest.raises(ValidationError, match="at_seq must be 0"):
+        import_session(manager, enumerate(moved, start=1), user_id="dave")
 
 
 def test_records_go_along_with_an_export_and_an_old_export_still_imports(

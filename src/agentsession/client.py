@@ -68,6 +68,8 @@ from .models import (
     Record,
     RecordWrite,
     RestoredSession,
+    Rewind,
+    RewindResult,
     Run,
     RunStatus,
     RunStep,
@@ -720,14 +722,80 @@ class _HistoryRequests(_Exchange):
             idempotency_key=idempotency_key,
         )
 
+    def rewind_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        to_seq: int,
+        remove: bool = False,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[RewindResult]:
+        """See :meth:`SessionManager.rewind_session` (``POST .../rewind``)."""
+        return self._write(
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/rewind",
+            _model(RewindResult),
+            session_id=session_id,
+            body={"to_seq": to_seq, "remove": remove},
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    def list_rewinds(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Page[Rewind]]:
+        """See :meth:`SessionManager.list_rewinds` (``GET .../rewinds``)."""
+        return self._read(
+            f"/v1/sessions/{_sid(session_id)}/rewinds",
+            _page(Rewind),
+            session_id=session_id,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    def get_rewound_messages(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        number: int,
+        limit: int | None = None,
+        cursor: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Page[Message]]:
+        """See :meth:`SessionManager.get_rewound_messages`
+        (``GET .../rewinds/{number}/messages``)."""
+        return self._read(
+            f"/v1/sessions/{_sid(session_id)}/rewinds/{int(number)}/messages",
+            _page(Message),
+            session_id=session_id,
+            limit=limit,
+            cursor=cursor,
+        )
+
     def get_working_memory(
-        self, *, session_id: str, user_id: str | None = None, admin: bool = False
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        admin: bool = False,
+        at_seq: int | None = None,
     ) -> _Flow[WorkingMemory]:
-        """See :meth:`SessionManager.get_working_memory`."""
+        """See :meth:`SessionManager.get_working_memory` (``GET .../memory?at_seq=N``)."""
         return self._read(
             f"/v1/sessions/{_sid(session_id)}/memory",
             _model(WorkingMemory),
             session_id=session_id,
+            at_seq=at_seq,
         )
 
     def update_working_memory(
@@ -1499,6 +1567,9 @@ class SessionClient:
     append_messages = _sync(_Requests.append_messages)
     get_messages = _sync(_Requests.get_messages)
     truncate_messages = _sync(_Requests.truncate_messages)
+    rewind_session = _sync(_Requests.rewind_session)
+    list_rewinds = _sync(_Requests.list_rewinds)
+    get_rewound_messages = _sync(_Requests.get_rewound_messages)
     pop_message = _sync(_Requests.pop_message)
     put_records = _sync(_Requests.put_records)
     get_record = _sync(_Requests.get_record)
@@ -1586,6 +1657,9 @@ class AsyncSessionClient:
     append_messages = _async(_Requests.append_messages)
     get_messages = _async(_Requests.get_messages)
     truncate_messages = _async(_Requests.truncate_messages)
+    rewind_session = _async(_Requests.rewind_session)
+    list_rewinds = _async(_Requests.list_rewinds)
+    get_rewound_messages = _async(_Requests.get_rewound_messages)
     pop_message = _async(_Requests.pop_message)
     put_records = _async(_Requests.put_records)
     get_record = _async(_Requests.get_record)

@@ -19,6 +19,7 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     ├── NotFound                     404  missing, deleted, or owned by another user
     │   ├── SessionNotFound
     │   ├── RunNotFound
+    │   ├── RewindNotFound
     │   └── RecordNotFound           (HTTP only: the manager answers None)
     ├── Conflict                     409
     │   ├── SessionNotActive         409  a write to a CLOSED or EXPIRED session
@@ -52,6 +53,7 @@ __all__ = [
     "PatchConflict",
     "PayloadTooLarge",
     "RecordNotFound",
+    "RewindNotFound",
     "RunAlreadyRunning",
     "RunLeaseExpired",
     "RunNotFound",
@@ -242,6 +244,22 @@ class RunNotFound(NotFound):
 
     def _default_message(self) -> str:
         return f"run {self.run_id!r} not found in session {self.session_id!r}"
+
+
+class RewindNotFound(NotFound):
+    """No rewind with this number in the session.
+
+    Attributes:
+        session_id, number: what was asked for.
+    """
+
+    def __init__(self, message: str | None = None, *, session_id: str, number: int) -> None:
+        self.session_id = session_id
+        self.number = number
+        super().__init__(message, session_id=session_id, number=number)
+
+    def _default_message(self) -> str:
+        return f"rewind {self.number!r} not found in session {self.session_id!r}"
 
 
 class RecordNotFound(NotFound):

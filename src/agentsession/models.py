@@ -34,6 +34,8 @@ __all__ = [
     "Record",
     "RecordWrite",
     "RestoredSession",
+    "Rewind",
+    "RewindResult",
     "Role",
     "Run",
     "RunStatus",
@@ -441,6 +443,58 @@ class TruncateResult(_Snapshot):
     """
 
     removed: int
+    session_version: int
+
+
+class Rewind(_Snapshot):
+    """One rewind of a session (``rewind_session``): its history moved back to
+    ``to_seq``.
+
+    Attributes:
+        session_id: the session rewound.
+        number: 1, 2, 3... per session, in the order of the rewinds.
+        to_seq: the seq the history was moved back to (the messages above it left).
+        count: how many messages left the history.
+        mode: ``"hide"`` (the messages are kept, readable by this ``number``) or
+            ``"remove"`` (they were deleted).
+        memory_version: the version of the working memory the rewind wrote (the
+            memory as of ``to_seq``).
+        created_at: when the rewind committed (UTC).
+    """
+
+    session_id: str
+    number: int
+    to_seq: int
+    count: int
+    mode: Literal["hide", "remove"]
+    memory_version: int
+    created_at: datetime
+
+    @property
+    def seq(self) -> int:
+        """The rewind's number: its position in the listing (for paging)."""
+        return self.number
+
+
+class RewindResult(_Snapshot):
+    """What ``rewind_session`` did.
+
+    Attributes:
+        number: the rewind's number, or None when nothing changed (the session was
+            already at ``to_seq`` with that memory: no rewind was recorded).
+        to_seq: the seq the history now ends at.
+        count: how many messages left the history (0 when nothing changed).
+        mode: ``"hide"`` or ``"remove"``, as asked.
+        memory_version: the working memory's version after the call.
+        session_version: the session's version after the call (unchanged when
+            nothing changed); pass it as the next ``expected_version``.
+    """
+
+    number: int | None
+    to_seq: int
+    count: int
+    mode: Literal["hide", "remove"]
+    memory_version: int
     session_version: int
 
 

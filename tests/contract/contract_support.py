@@ -310,6 +310,7 @@ VERSIONED_WRITES: dict[str, Any] = {
         **_kw(c, u, kw), after_seq=1
     ),
     "pop_message": lambda m, c, u=None, **kw: m.pop_message(**_kw(c, u, kw)),
+    "rewind_session": lambda m, c, u=None, **kw: m.rewind_session(**_kw(c, u, kw), to_seq=1),
     "put_records": lambda m, c, u=None, **kw: m.put_records(
         **_kw(c, u, kw), records=[RecordWrite("ns", "k", b"\x00data")]
     ),
@@ -365,6 +366,7 @@ READS: dict[str, Any] = {
     "get_record": lambda m, c, u=None, **kw: m.get_record(**_kw(c, u, kw), namespace="", key="k"),
     "list_records": lambda m, c, u=None, **kw: m.list_records(**_kw(c, u, kw)),
     "list_summaries": lambda m, c, u=None, **kw: m.list_summaries(**_kw(c, u, kw)),
+    "list_rewinds": lambda m, c, u=None, **kw: m.list_rewinds(**_kw(c, u, kw)).items,
     "build_context": lambda m, c, u=None, **kw: m.build_context(
         **_kw(c, u, kw), budget_tokens=1000
     ),

@@ -22,7 +22,7 @@ from canaries import write_canaries
 AUDITED_ACTIONS = {
     "session.created", "session.updated", "message.appended", "memory.updated",
     "records.put", "summary.added", "tool_call.recorded", "run.started", "run.step_added",
-    "run.finished",
+    "run.finished", "session.rewound",
     "session.closed", "session.expired", "session.restored", "session.deleted",
 }  # fmt: skip
 

@@ -23,6 +23,7 @@ GUARDED: list[tuple[str, str, Any]] = [
     ("POST", "/restore", {}),
     ("DELETE", "/messages?after_seq=0", None),
     ("POST", "/messages/pop", {}),
+    ("POST", "/rewind", {"to_seq": 0}),
 ]
 
 

@@ -80,8 +80,11 @@ DOCUMENTED: dict[tuple[int, str], tuple[Callable[[Any, Any], bool], str]] = {
             or _cross_field(r, c)
             or str(_problem(r).get("field", "")).startswith("message")
             or str(_problem(r).get("field", "")).startswith(_PATCH_FIELDS)
+            or _problem(r).get("field") in ("at_seq", "to_seq")
         ),
-        "a cursor the server did not issue (it is opaque); a rule between fields; a "
+        "a cursor the server did not issue (it is opaque); a rule between fields; a seq "
+        "past the session's message_count (`at_seq`, `to_seq`: the schema cannot know "
+        "the count); a "
         "message's own rules (a role, or a Responses item type; content, tool_calls), "
         "which the schema states only as an object; a JSON Patch op's own rules (its "
         "`op`, a JSON Pointer, `value` or `from` by op) and what its result must be (an "

@@ -60,6 +60,7 @@ def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:
         ),
         errors.SchemaOutOfDate: lambda: errors.SchemaOutOfDate(expected_revision="0002"),
         errors.RecordNotFound: lambda: errors.RecordNotFound(namespace="ns", key="k"),
+        errors.RewindNotFound: lambda: errors.RewindNotFound(session_id="ses_x", number=3),
         errors.ContextBudgetTooSmall: lambda: errors.ContextBudgetTooSmall(
             needed_tokens=120, budget_tokens=100
         ),
@@ -94,6 +95,8 @@ def test_every_error_class_has_a_problem_and_round_trips(cls: type) -> None:
         assert (back.field, back.op, back.path) == ("ops[1]", "test", "/a")  # type: ignore[attr-defined]
     if cls is errors.RecordNotFound:
         assert (back.namespace, back.key) == ("ns", "k")  # type: ignore[attr-defined]
+    if cls is errors.RewindNotFound:
+        assert back.number == 3  # type: ignore[attr-defined]
 
 
 def test_not_found_bodies_do_not_echo_the_id() -> None:

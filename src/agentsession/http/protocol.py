@@ -198,7 +198,8 @@ def error_from_problem(
 
     The class is chosen by the ``type`` suffix (the error ``code``); ``not-found`` is a
     RunNotFound when the body names a ``run_id``, a RecordNotFound when it names a
-    ``namespace`` and ``key``, else a SessionNotFound when the request named a session.
+    ``namespace`` and ``key``, a RewindNotFound when it names a ``number``, else a
+    SessionNotFound when the request named a session.
     Context members become constructor keywords again.
     """
     code = str(body.get("type", "")).removeprefix(PROBLEM_BASE)
@@ -207,7 +208,7 @@ def error_from_problem(
     back = {v: k for k, v in RENAMED_FIELDS.items()}
     context = {back.get(k, k): v for k, v in body.items() if k not in reserved}
     candidates = _error_classes().get(code, [])
-    from ..errors import NotFound, RecordNotFound, RunNotFound, SessionNotFound
+    from ..errors import NotFound, RecordNotFound, RewindNotFound, RunNotFound, SessionNotFound
 
     cls: type[AgentSessionError]
     if code == "not-found":
@@ -215,6 +216,8 @@ def error_from_problem(
             cls = RunNotFound
         elif "key" in context and "namespace" in context:
             cls = RecordNotFound
+        elif "number" in context and session_id is not None:
+            cls = RewindNotFound
         elif session_id is not None:
             cls = SessionNotFound
         else:
@@ -227,7 +230,7 @@ def error_from_problem(
         cls = NotFound
     else:
         cls = ValidationError
-    if issubclass(cls, SessionNotFound | RunNotFound) and session_id is not None:
+    if issubclass(cls, SessionNotFound | RunNotFound | RewindNotFound) and session_id is not None:
         context.setdefault("session_id", session_id)
     return cls(detail, **_accepted(cls, context))
 

@@ -434,3 +434,14 @@ class AddSummary(_Body):
     supersedes: Positive | None = Field(
         default=None, description="The number of an earlier summary this one replaces."
     )
+
+
+class RewindBody(_Body):
+    """``POST .../rewind``: move the session back to message ``to_seq``."""
+
+    to_seq: Count = Field(description="The seq the history ends at afterwards (0..message_count).")
+    remove: bool = Field(
+        default=False,
+        strict=True,
+        description="Delete the messages above to_seq instead of keeping them hidden.",
+    )

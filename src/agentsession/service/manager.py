@@ -15,6 +15,7 @@ from .memory import MemoryUseCases
 from .messages import MessageUseCases
 from .records import RecordUseCases
 from .removal import RemovalUseCases
+from .rewind import RewindUseCases
 from .runs import RunUseCases
 from .sessions import SessionUseCases
 from .shared import SharedMemoryUseCases
@@ -28,6 +29,7 @@ class SessionManager(
     SessionUseCases,
     MessageUseCases,
     RemovalUseCases,
+    RewindUseCases,
     RecordUseCases,
     SummaryUseCases,
     ContextUseCases,

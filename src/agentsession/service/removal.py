@@ -23,7 +23,7 @@ from .core import ServiceCore
 from .pipeline import Change, Unchanged, WriteRequest
 from .validation import check_cursor_seq
 
-__all__ = ["RemovalUseCases"]
+__all__ = ["RemovalUseCases", "removal_change"]
 
 _TRUNCATED: TypeAdapter[TruncateResult] = TypeAdapter(TruncateResult)
 _POPPED: TypeAdapter[Message | None] = TypeAdapter(Message | None)
@@ -74,7 +74,7 @@ class RemovalUseCases(ServiceCore):
             if after >= s.message_count:
                 return Unchanged(TruncateResult(removed=0, session_version=s.version))
             result = TruncateResult(removed=s.message_count - after, session_version=s.version)
-            return _removal(tx, s, after, "message.truncated", result)
+            return removal_change(tx, s, after, "message.truncated", result)
 
         request = WriteRequest(
             scope="truncate_messages",
@@ -124,7 +124,7 @@ class RemovalUseCases(ServiceCore):
                     f"the store holds no message at seq {count} (the session's message_count)",
                     session_id=s.session_id,
                 )
-            return _removal(tx, s, count - 1, "message.popped", newest[0])
+            return removal_change(tx, s, count - 1, "message.popped", newest[0])
 
         request = WriteRequest(
             scope="pop_message",
@@ -139,12 +139,13 @@ class RemovalUseCases(ServiceCore):
         return self._pipeline.write(request).value
 
 
-def _removal(
+def removal_change(
     tx: StoreTransaction, s: Session, after_seq: int, action: str, result: Any
 ) -> Change:
     """Delete ``s``'s messages above ``after_seq`` (there is at least one) and the
-    summaries reaching past it, and describe the change: the new count, and an audit
-    event of counts and seqs, never content.
+    summaries reaching past it, clamp the working-memory history to the new end (the
+    memory does not change, so its versions were in effect there), and describe the
+    change: the new count, and an audit event of counts and seqs, never content.
 
     Raises:
         StoreError: the store held another number of messages than the session counts.
@@ -156,6 +157,7 @@ def _removal(
             session_id=s.session_id,
         )
     summaries = tx.delete_summaries(s.session_id, after_seq=after_seq)
+    tx.rebase_memory_history(s.session_id, after_seq=after_seq)
     details = {"count": removed, "first_seq": after_seq + 1, "last_seq": s.message_count}
     if summaries:  # only then, so a session without summaries is audited as before
         details["summaries_removed"] = summaries

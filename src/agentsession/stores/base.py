@@ -33,6 +33,7 @@ from ..models import (
     AuditEvent,
     Message,
     Record,
+    Rewind,
     Run,
     RunStatus,
     RunStep,
@@ -138,8 +139,9 @@ class StoreTransaction(Protocol):
     def delete_session(self, session_id: str) -> None:
         """Delete the session and every row that belongs to it.
 
-        Messages, working memory, records, summaries, tool calls, runs and their steps, audit
-        events and idempotency records with this ``session_id`` all go. Absent: no-op.
+        Messages, working memory (and its history), records, summaries, rewinds and
+        rewound messages, tool calls, runs and their steps, audit events and
+        idempotency records with this ``session_id`` all go. Absent: no-op.
         """
 
     def list_sessions(
@@ -281,12 +283,70 @@ class StoreTransaction(Protocol):
         many went. The others keep their numbers, so the numbers left may have gaps.
         Costs O(the session's summaries)."""
 
+    # -- rewinds ---------------------------------------------------------------------
+    # Every rewind of a session, numbered 1, 2, 3... per session (never deleted but with
+    # the session, so without gaps), and the messages a hiding rewind kept.
+
+    def insert_rewind(self, rewind: Rewind) -> None:
+        """Insert a rewind. The manager numbers it (the newest number + 1) under the
+        session row lock; a store must reject a duplicate ``(session_id, number)``
+        with StoreConflict. Costs O(1)."""
+
+    def list_rewinds(
+        self,
+        session_id: str,
+        *,
+        after_number: int | None = None,
+        limit: int | None = None,
+        newest: bool = False,
+    ) -> list[Rewind]:
+        """Rewinds with ``number > after_number`` (None = from the first), oldest
+        first; with ``limit``, ``newest=True`` keeps the last ``limit`` of them.
+        Costs O(returned rows)."""
+
+    def hide_messages(self, session_id: str, *, after_seq: int, number: int) -> int:
+        """Copy the session's messages with ``seq > after_seq`` into the rewound
+        messages of rewind ``number`` (SQL: one ``INSERT ... SELECT``); return how
+        many. The manager then deletes them from the history (:meth:`delete_messages`)
+        in the same transaction. Costs O(copied rows)."""
+
+    def get_rewound_messages(
+        self,
+        session_id: str,
+        number: int,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """The messages rewind ``number`` hid, with ``seq > after_seq``, oldest first,
+        at most ``limit``, as they were stored. Costs O(returned rows)."""
+
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:
         """Return the session's working memory, or None if never written."""
 
-    def put_working_memory(self, memory: WorkingMemory) -> None:
-        """Insert or replace the session's working memory."""
+    def put_working_memory(self, memory: WorkingMemory, *, at_seq: int) -> None:
+        """Insert or replace the session's working memory, and append the history row
+        ``(memory.version, at_seq, memory.updated_at, memory.data)``.
+
+        ``at_seq`` is the session's ``message_count`` once the change that writes the
+        memory is stored (an append that also patches memory: the append's last seq;
+        a new session: 0). Versions only grow, so a store may rely on the history's
+        ``at_seq`` never decreasing with the version (docs/architecture.md,
+        "Working-memory history"). StoreConflict on a version already in the history.
+        """
+
+    def get_working_memory_at(self, session_id: str, seq: int) -> WorkingMemory | None:
+        """The working memory as of message ``seq`` (``seq >= 0``): the history row with
+        the highest version among those with ``at_seq <= seq`` (its ``version``,
+        ``updated_at`` and ``data``), i.e. the memory in effect when message ``seq + 1``
+        was appended; None if there is none. Served by the history's key, never a scan
+        of every session's rows."""
+
+    def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:
+        """Set ``at_seq = after_seq`` on the history rows with ``at_seq > after_seq``
+        (one statement): a removal of the messages above ``after_seq`` does not change
+        the memory, so those versions were in effect at the new end of the history."""
 
     # -- shared memory ---------------------------------------------------------------
     def get_shared_memory(self, agent: str, user_id: str | None) -> SharedMemory | None:

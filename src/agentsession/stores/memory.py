@@ -27,6 +27,7 @@ from ..models import (
     AuditEvent,
     Message,
     Record,
+    Rewind,
     Run,
     RunStatus,
     RunStep,
@@ -62,8 +63,12 @@ class _SessionData:
     session: Session
     messages: list[Message] = field(default_factory=list)  # index i holds seq i + 1
     memory: WorkingMemory | None = None
+    # (at_seq, the memory as written), ascending versions.
+    memory_history: list[tuple[int, WorkingMemory]] = field(default_factory=list)
     records: dict[tuple[str, str], Record] = field(default_factory=dict)
     summaries: list[Summary] = field(default_factory=list)  # ascending numbers
+    rewinds: list[Rewind] = field(default_factory=list)  # index i holds number i + 1
+    rewound: dict[int, list[Message]] = field(default_factory=dict)  # by rewind number
     tool_calls: list[ToolCall] = field(default_factory=list)  # by seq
     runs: dict[str, Run] = field(default_factory=dict)  # insertion order = seq order
     steps: dict[str, list[RunStep]] = field(default_factory=dict)
@@ -376,6 +381,50 @@ class _MemoryTransaction:
         self._undo.append(functools.partial(rows.__setitem__, slice(None), before))
         return len(before) - len(kept)
 
+    # -- rewinds ---------------------------------------------------------------------
+    def insert_rewind(self, rewind: Rewind) -> None:
+        self._writing()
+        rows = self._data(rewind.session_id).rewinds
+        if rewind.number != len(rows) + 1:
+            raise StoreConflict(f"rewind {rewind.number} is not next in its session")
+        self._append(rows, _copy(rewind))
+
+    def list_rewinds(
+        self,
+        session_id: str,
+        *,
+        after_number: int | None = None,
+        limit: int | None = None,
+        newest: bool = False,
+    ) -> list[Rewind]:
+        data = self._s._sessions.get(session_id)
+        rows = [] if data is None else data.rewinds[after_number or 0 :]
+        if limit is not None and len(rows) > limit:
+            rows = rows[len(rows) - limit :] if newest else rows[:limit]
+        return [_copy(r) for r in rows]
+
+    def hide_messages(self, session_id: str, *, after_seq: int, number: int) -> int:
+        self._writing()
+        data = self._data(session_id)
+        if number in data.rewound:
+            raise StoreConflict(f"rewind {number} already hid messages")
+        data.rewound[number] = [_copy(m) for m in data.messages[after_seq:]]
+        self._undo.append(functools.partial(data.rewound.pop, number))
+        return len(data.rewound[number])
+
+    def get_rewound_messages(
+        self,
+        session_id: str,
+        number: int,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        data = self._s._sessions.get(session_id)
+        rows = [] if data is None else data.rewound.get(number, [])
+        rows = [m for m in rows if after_seq is None or m.seq > after_seq]
+        return [_copy(m) for m in rows[:limit]]
+
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:
         data = self._s._sessions.get(session_id)
@@ -383,9 +432,30 @@ class _MemoryTransaction:
             return None
         return _copy(data.memory)
 
-    def put_working_memory(self, memory: WorkingMemory) -> None:
+    def put_working_memory(self, memory: WorkingMemory, *, at_seq: int) -> None:
         self._writing()
-        self._set_attr(self._data(memory.session_id), "memory", _copy(memory))
+        data = self._data(memory.session_id)
+        if data.memory_history and memory.version <= data.memory_history[-1][1].version:
+            raise StoreConflict(f"memory version {memory.version} is not above the newest")
+        self._set_attr(data, "memory", _copy(memory))
+        self._append(data.memory_history, (at_seq, _copy(memory)))
+
+    def get_working_memory_at(self, session_id: str, seq: int) -> WorkingMemory | None:
+        data = self._s._sessions.get(session_id)
+        rows = [] if data is None else data.memory_history
+        # at_seq never decreases with the version: the last row at or below seq.
+        i = bisect_right(rows, seq, key=_at_seq)
+        return _copy(rows[i - 1][1]) if i else None
+
+    def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:
+        self._writing()
+        rows = self._data(session_id).memory_history
+        i = bisect_right(rows, after_seq, key=_at_seq)
+        if i == len(rows):
+            return
+        before = rows[:]
+        rows[i:] = [(after_seq, m) for _, m in rows[i:]]
+        self._undo.append(functools.partial(rows.__setitem__, slice(None), before))
 
     # -- shared memory ---------------------------------------------------------------
     def get_shared_memory(self, agent: str, user_id: str | None) -> SharedMemory | None:
@@ -606,6 +676,10 @@ class _MemoryTransaction:
             del self._s._idempotency[k]
         self._undo.append(lambda: self._s._idempotency.update(doomed))
         return len(doomed)
+
+
+def _at_seq(row: tuple[int, WorkingMemory]) -> int:
+    return row[0]
 
 
 def _number(summary: Summary) -> int:

@@ -9,9 +9,11 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:{sid}:session        string  the Session as JSON
     as:{sid}:msgs           zset    score = seq, member = {"id","seq","at","p": payload} JSON;
                                     removing messages cuts the top (ZREMRANGEBYSCORE)
-    as:{sid}:memory         string  the WorkingMemory as JSON
+    as:{sid}:memory, as:{sid}:memhist, as:{sid}:memhist:at  the working memory and its
+                                    history (:mod:`.redis_memory`)
     as:{sid}:records, as:{sid}:records:idx  the session's records (:mod:`.redis_records`)
     as:{sid}:summaries      zset    the session's summaries (:mod:`.redis_summaries`)
+    as:{sid}:rewinds, as:{sid}:rewound:<n>  rewinds and hidden messages (:mod:`.redis_rewinds`)
     as:{sid}:calls          hash    call_id -> ToolCall JSON
     as:{sid}:calls:seq      zset    score = seq, member = call_id
     as:{sid}:calls:find     hash    "<tool>\\x1f<arguments_hash>" -> call_id of the newest
@@ -133,7 +135,9 @@ from .redis_index import (
     user_due,
     user_index,
 )
+from .redis_memory import MemoryOps
 from .redis_records import RecordOps
+from .redis_rewinds import RewindOps, dec_message, enc_message
 
 try:
     import redis
@@ -228,7 +232,9 @@ while i <= #ARGV do
     redis.call('DEL', p .. 'session', p .. 'msgs', p .. 'memory', p .. 'calls',
       p .. 'calls:seq', p .. 'calls:find', p .. 'calls:provider', p .. 'calls:tools',
       p .. 'runs', p .. 'runs:seq', p .. 'audit', p .. 'idem', p .. 'records',
-      p .. 'records:idx', p .. 'summaries')
+      p .. 'records:idx', p .. 'summaries', p .. 'memhist', p .. 'memhist:at')
+    for n = 1, redis.call('ZCARD', p .. 'rewinds') do redis.call('DEL', p .. 'rewound:' .. n) end
+    redis.call('DEL', p .. 'rewinds')
   else
     local k = key()
     if op == 'SET' then
@@ -257,6 +263,11 @@ while i <= #ARGV do
     elseif op == 'ZCUT' then
       local s = arg()
       redis.call('ZREMRANGEBYSCORE', k, '(' .. s, '+inf')
+    elseif op == 'ZCLAMP' then
+      local s = arg()
+      for _, m in ipairs(redis.call('ZRANGEBYSCORE', k, '(' .. s, '+inf')) do
+        redis.call('ZADD', k, s, m)
+      end
     elseif op == 'SADD' then
       local m = arg()
       redis.call('SADD', k, m)
@@ -345,12 +356,6 @@ def _copy(model: M) -> M:
     return model.model_copy(deep=True)
 
 
-def _enc_message(m: Message) -> str:
-    return dumps(
-        {"id": m.message_id, "seq": m.seq, "at": m.created_at.isoformat(), "p": m.payload()}
-    )
-
-
 def _stored_audit(
     r: redis.Redis, session_id: str, after_seq: int | None, limit: int | None
 ) -> list[AuditEvent]:
@@ -389,20 +394,7 @@ def _stored_messages(
         raw = _texts(client.zrevrangebyscore(key, high, low, start=0, num=limit))[::-1]
     else:
         raw = _texts(client.zrangebyscore(key, low, high, start=0, num=limit))
-    return [_dec_message(sid, text) for text in raw]
-
-
-def _dec_message(sid: str, text: str) -> Message:
-    row = loads(text)
-    return Message.model_validate(
-        {
-            **row["p"],
-            "message_id": row["id"],
-            "session_id": sid,
-            "seq": row["seq"],
-            "created_at": row["at"],
-        }
-    )
+    return [dec_message(sid, text) for text in raw]
 
 
 def _enc_record(r: IdempotencyRecord) -> str:
@@ -767,7 +759,9 @@ def _key_owner(tx: _RedisTransaction, user_id: str, agent: str, external_key: st
     return sid
 
 
-class _RedisTransaction(SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps):
+class _RedisTransaction(
+    SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps, MemoryOps, RewindOps
+):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`."""
 
@@ -929,7 +923,8 @@ class _RedisTransaction(SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps):
             self._do(op, key, *args)
         self._sessions[session_id] = None
         self._fresh.add(session_id)
-        for pending in (self._memory, self._messages, self._calls, self._runs, self._audit):
+        pending_rows = (self._memory, self._new_history, self._messages, self._calls)
+        for pending in (*pending_rows, self._runs, self._audit):
             pending.pop(session_id, None)
         self._new_runs = {k for k in self._new_runs if k[0] != session_id}
         self._steps = {k: v for k, v in self._steps.items() if k[0] != session_id}
@@ -977,7 +972,7 @@ class _RedisTransaction(SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps):
             key = _prefix(sid) + "msgs"
             if self._stored(sid) and m.seq <= self._cut.get(sid, m.seq):
                 self._check("ZFREE", key, str(m.seq))
-            self._do("ZADD", key, m.seq, _enc_message(m))
+            self._do("ZADD", key, m.seq, enc_message(m))
             pending.append(_copy(m))
 
     @_translated
@@ -1023,23 +1018,6 @@ class _RedisTransaction(SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps):
         if removed:  # after the buffered ZADDs too, so it also drops those above the cut
             self._do("ZCUT", key, after_seq)
         return removed
-
-    # -- working memory --------------------------------------------------------------
-    @_translated
-    def get_working_memory(self, session_id: str) -> WorkingMemory | None:
-        if session_id in self._memory:
-            return _copy(self._memory[session_id])
-        if not self._stored(session_id):
-            return None
-        raw = _text(self._r.get(_prefix(session_id) + "memory"))
-        return None if raw is None else _dec(WorkingMemory, raw)
-
-    @_translated
-    def put_working_memory(self, memory: WorkingMemory) -> None:
-        self._writing()
-        self._require_session(memory.session_id)
-        self._memory[memory.session_id] = _copy(memory)
-        self._do("SET", _prefix(memory.session_id) + "memory", _enc(memory))
 
     # -- tool calls ------------------------------------------------------------------
     @_translated

@@ -25,17 +25,20 @@ from pydantic import BaseModel
 
 from ..adapters.backend import RecordBatch
 from ..errors import AgentSessionError, SessionExists, ValidationError
-from ..models import RecordWrite, Run, RunStatus, Session, SessionStatus
+from ..models import RecordWrite, Run, RunStatus, Session, SessionStatus, WorkingMemory
 from ..service import SessionManager
 
 __all__ = ["FORMAT_VERSION", "ImportedSession", "export_session", "import_session", "read_lines"]
 
 #: The version of the line format exports write (2 added ``record`` lines, 3 ``summary``
-#: lines; an export without summaries says 2, so older readers still import it).
-FORMAT_VERSION = 3
+#: lines, 4 ``memory`` lines: the working-memory history); an export says the lowest
+#: version that holds its lines, so older readers still import what they can.
+FORMAT_VERSION = 4
 #: The versions an import reads: an older file is a newer one without the newer lines.
-_READS = (1, 2, 3)
+_READS = (1, 2, 3, 4)
 
+#: The line types after the session line.
+_KINDS = ("working_memory", "memory", "message", "tool_call", "run", "record", "summary")
 #: Run statuses ``finish_run`` sets; others are imported as noted in docs/export.md.
 _FINISHED = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
 _E = TypeVar("_E", bound=Enum)
@@ -56,10 +59,11 @@ def export_session(
     """
     session = manager.get_session(session_id=session_id, user_id=user_id, admin=admin)
     scope: dict[str, Any] = {"session_id": session_id, "user_id": user_id, "admin": admin}
+    history = _memory_history(manager, scope, session.message_count)
     summarised = bool(manager.list_summaries(**scope, limit=1))
     yield {
         "type": "session",
-        "format_version": FORMAT_VERSION if summarised else 2,
+        "format_version": FORMAT_VERSION if history else 3 if summarised else 2,
         "session": session.model_dump(mode="json"),
     }
     memory = manager.get_working_memory(session_id=session_id, user_id=user_id, admin=admin)
@@ -69,8 +73,11 @@ def export_session(
     while after is not None:
         page = manager.get_messages(**scope, after=after, limit=size, align_tool_calls=False)
         for message in page.items:
+            while history and history[0][0] < message.seq:
+                yield _memory_line(*history.pop(0))
             yield {"type": "message", "message": _dump(message, exclude_unset=True)}
         after = page.items[-1].seq if page.items and page.next_cursor else None
+    yield from (_memory_line(*row) for row in history)
     after = 0
     while after is not None:
         calls = manager.get_tool_history(**scope, after=after, limit=size)
@@ -103,6 +110,42 @@ def export_session(
         if len(summaries) < size:
             break
         number = summaries[-1].number
+
+
+def _memory_history(
+    manager: SessionManager, scope: dict[str, Any], count: int
+) -> list[tuple[int, WorkingMemory]]:
+    """The seqs at which the memory as of them changed, with that memory, ascending:
+    ``(n, memory as of n)`` for each ``n`` whose memory differs in version from that
+    of ``n - 1`` (for ``n = 0``: from never written). The version as of ``n`` never
+    decreases with ``n``, so a range whose ends agree holds no change: a bisection
+    costs O(changes x log(message_count)) reads, not one per message."""
+
+    def at(n: int) -> WorkingMemory:
+        return manager.get_working_memory(**scope, at_seq=n)
+
+    found: list[tuple[int, WorkingMemory]] = []
+    first, last = at(0), at(count)
+    if first.version:
+        found.append((0, first))
+    # (lo, hi) with the memory at each end; depth-first, lower half first: ascending.
+    todo = [(0, first, count, last)]
+    while todo:
+        lo, low, hi, high = todo.pop()
+        if low.version == high.version:
+            continue
+        if hi == lo + 1:
+            found.append((hi, high))
+            continue
+        mid = (lo + hi) // 2
+        middle = at(mid)
+        todo += [(mid, middle, hi, high), (lo, low, mid, middle)]
+    return found
+
+
+def _memory_line(at_seq: int, memory: WorkingMemory) -> dict[str, Any]:
+    row = _dump(memory)
+    return {"type": "memory", "memory": {"at_seq": at_seq, **row}}
 
 
 def _namespaces(manager: SessionManager, scope: dict[str, Any]) -> list[str]:
@@ -228,7 +271,7 @@ def import_session(
     for number, line in it:
         with _line(f"line {number}"):
             writer.add(line, number)
-    writer.flush()
+    writer.finish()
     scope: dict[str, Any] = {"session_id": session.session_id, "user_id": user_id}
     with _line(f"line {first_number}"):
         if status is SessionStatus.CLOSED:
@@ -329,6 +372,9 @@ class _Writer:
         # exported summary number -> imported one (a removal of messages may leave gaps)
         self._numbers: dict[int, int] = {}
         self.counts: dict[str, int] = {}
+        # The working_memory line's data: written by finish() unless memory lines
+        # (the history, which ends with it) came.
+        self._current: Any = None
 
     def add(self, line: Any, number: int) -> None:
         """Write line ``number`` (a message may wait for its batch).
@@ -338,11 +384,8 @@ class _Writer:
                 wrong shape; AgentSessionError: a write the manager refuses.
         """
         kind = line.get("type") if isinstance(line, dict) else None
-        if kind not in ("working_memory", "message", "tool_call", "run", "record", "summary"):
-            raise ValidationError(
-                "the type must be working_memory, message, tool_call, run, record or "
-                f"summary, not {kind!r}"
-            )
+        if kind not in _KINDS:
+            raise ValidationError(f"the type must be {', '.join(_KINDS)}, not {kind!r}")
         record = _record(line, kind)
         if kind == "record":
             self._records.add(_record_write(record))
@@ -351,8 +394,9 @@ class _Writer:
         if kind != "message":
             self.flush()
         if kind == "working_memory":
-            if record.get("data"):
-                self._manager.update_working_memory(**self._scope, data=record["data"])
+            self._current = record.get("data")
+        elif kind == "memory":
+            self._memory(record)
         elif kind == "message":
             self._batch.append(_payload(record))
             self._batch_lines.append(number)
@@ -379,6 +423,34 @@ class _Writer:
             with _line(f"line {first}" if first == last else f"lines {first}-{last}"):
                 self._manager.append_messages(**self._scope, messages=self._batch)
             self._batch, self._batch_lines = [], []
+
+    def finish(self) -> None:
+        """Write what waits: the messages and records of the last batch, and the
+        working memory of an export without history (version 3 and older), as of the
+        end of its messages.
+
+        Raises:
+            AgentSessionError: as the manager raises.
+        """
+        self.flush()
+        if self._current and not self.counts.get("memory"):
+            self._manager.update_working_memory(**self._scope, data=self._current)
+
+    def _memory(self, line: dict[str, Any]) -> None:
+        """Write a history row's memory where the export had it: after the messages
+        up to its ``at_seq`` (all of them came before it and are appended).
+
+        Raises:
+            ValidationError: ``at_seq`` is not the number of messages appended so far.
+        """
+        appended = self.counts.get("message", 0)
+        if line.get("at_seq") != appended:
+            raise ValidationError(
+                f"memory.at_seq must be {appended} here (the messages before it), "
+                f"not {line.get('at_seq')!r}"
+            )
+        data: Any = line.get("data")  # not an object: the manager refuses it
+        self._manager.update_working_memory(**self._scope, data=data)
 
     def _put(self, records: list[RecordWrite]) -> int:
         """Put one batch of records; answers how many were written."""
