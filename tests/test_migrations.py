@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0010_summaries"
+    assert head_revision() == "0011_memory_history"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -593,6 +593,10 @@ def _downgrade(url: str, revision: str) -> None:
         engine.dispose()
 
 
+#: The tables revision 0011 creates.
+_NEW_11 = ("memory_history", "rewinds", "rewound_messages")
+
+
 def _row_counts(url: str) -> dict[str, int]:
     """Rows per table of the current schema that the database has (a downgrade drops
     the newer ones)."""
@@ -634,7 +638,7 @@ def test_downgrade_keeps_every_child_row(db_url: str, target: str) -> None:
     assert _versions_at(db_url) == [target]
     after = _row_counts(db_url)  # tables a later revision created are gone, empty here
     assert after == {t: n for t, n in before.items() if t in after}
-    assert set(before) - set(after) <= {"session_records", "shared_memory", "summaries"}
+    assert set(before) - set(after) <= {"session_records", "shared_memory", "summaries", *_NEW_11}
 
 
 def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
@@ -650,7 +654,7 @@ def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
     assert before["session_records"] == 1
     _downgrade(db_url, "0006_external_keys")
     assert _versions_at(db_url) == ["0006_external_keys"]
-    newer = ("session_records", "shared_memory", "summaries")
+    newer = ("session_records", "shared_memory", "summaries", *_NEW_11)
     assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in newer}
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
@@ -672,7 +676,9 @@ def test_run_leases_downgrade_forgets_leases_and_keeps_runs(db_url: str) -> None
     before = _row_counts(db_url)
     _downgrade(db_url, "0008_shared_memory")
     # The summaries table (0010) goes too on the way down; the runs stay.
-    assert _row_counts(db_url) == {t: n for t, n in before.items() if t != "summaries"}
+    assert _row_counts(db_url) == {
+        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11)
+    }
     engine = sa.create_engine(db_url)
     try:
         inspector = sa.inspect(engine)
@@ -699,9 +705,42 @@ def test_summaries_downgrade_drops_only_the_summaries(db_url: str) -> None:
     assert before["summaries"] == 1
     _downgrade(db_url, "0009_run_leases")
     assert _versions_at(db_url) == ["0009_run_leases"]
-    assert _row_counts(db_url) == {t: n for t, n in before.items() if t != "summaries"}
+    assert _row_counts(db_url) == {
+        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11)
+    }
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
         assert sm.list_summaries(session_id=sid, user_id="alice") == []
         again = sm.add_summary(session_id=sid, user_id="alice", text="g", from_seq=1, to_seq=1)
         assert again.number == 1
+
+
+def test_memory_history_seeds_one_row_per_working_memory(db_url: str) -> None:
+    """Upgrading to 0011 gives each stored working memory one history row, at the
+    session's message_count; downgrading drops the three new tables and the fork
+    columns, and nothing else."""
+    upgrade(db_url)
+    with SessionManager.from_url(db_url) as sm:
+        sid = sm.create_session(user_id="alice", agent="a", working_memory={"g": 1}).session_id
+        msgs = [{"role": "user", "content": "m1"}, {"role": "user", "content": "m2"}]
+        sm.append_messages(session_id=sid, user_id="alice", messages=msgs)
+        version = sm.get_working_memory(session_id=sid, user_id="alice").version
+    before = _row_counts(db_url)
+    assert before["memory_history"] == 1
+    _downgrade(db_url, "0010_summaries")
+    assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in _NEW_11}
+    engine = sa.create_engine(db_url)
+    try:
+        columns = {c["name"] for c in sa.inspect(engine).get_columns("sessions")}
+    finally:
+        engine.dispose()
+    assert not {"parent_session_id", "fork_seq"} & columns
+    assert upgrade(db_url) == head_revision()
+    store = SQLStore(db_url)
+    try:
+        with store.transaction(write=False) as tx:
+            seeded = tx.get_working_memory_at(sid, 2)
+            assert tx.get_working_memory_at(sid, 1) is None  # the history starts now
+    finally:
+        store.close()
+    assert seeded is not None and (seeded.version, seeded.data) == (version, {"g": 1})

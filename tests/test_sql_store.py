@@ -114,7 +114,8 @@ def test_c25_delete_leaves_no_child_rows(sql_store: SQLStore, db: Path) -> None:
         for sid in ("ses_a", "ses_b"):
             tx.insert_session(_session(sid))
             tx.insert_messages([_message(1, "hi", sid), _message(2, "there", sid)])
-            tx.put_working_memory(WorkingMemory(session_id=sid, version=2, data={"goal": "g"}))
+            memory = WorkingMemory(session_id=sid, version=2, data={"goal": "g"})
+            tx.put_working_memory(memory, at_seq=0)
             tx.insert_tool_call(
                 ToolCall(
                     call_id="call_1",
@@ -343,7 +344,8 @@ def test_c22_returned_models_do_not_alias_storage(sql_store: SQLStore) -> None:
     """Changing a returned JSON object in place changes nothing stored."""
     with sql_store.transaction(write=True) as tx:
         tx.insert_session(_session())
-        tx.put_working_memory(WorkingMemory(session_id="ses_a", version=2, data={"facts": {}}))
+        written = WorkingMemory(session_id="ses_a", version=2, data={"facts": {}})
+        tx.put_working_memory(written, at_seq=0)
     with sql_store.transaction(write=False) as tx:
         memory = tx.get_working_memory("ses_a")
     assert memory is not None

@@ -41,7 +41,7 @@ def test_fork_answers_201_with_location_and_etag(api: Api) -> None:
     assert r.status_code == 201, r.text
     fork = r.json()
     assert r.headers["location"] == f"/v1/sessions/{fork['session_id']}"
-    assert r.headers["etag"] == f'"{fork["session_id"]}:{fork["version"]}"'
+    assert r.headers["etag"] == f'"{fork["session_id"]}@{fork["version"]}"'
     assert (fork["parent_session_id"], fork["fork_seq"], fork["message_count"]) == (sid, 2, 2)
     assert (fork["version"], fork["title"], fork["ttl_seconds"]) == (parent["version"] + 1,
                                                                     "branch", 60)  # fmt: skip
@@ -89,7 +89,7 @@ def test_openapi_documents_the_fork(api: Api) -> None:
     doc = api.http.get("/openapi.json").json()
     post = doc["paths"]["/v1/sessions/{session_id}/fork"]["post"]
     assert {"201", "404", "409"} <= set(post["responses"])
-    assert "Idempotency-Key" in {p["name"] for p in post["parameters"]}
+    assert {p["name"].lower() for p in post["parameters"]} == {"session_id", "idempotency-key"}
     listing = doc["paths"]["/v1/sessions"]["get"]
     assert "parent_session_id" in {p["name"] for p in listing["parameters"]}
     session = doc["components"]["schemas"]["Session"]["properties"]

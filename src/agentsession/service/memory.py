@@ -20,10 +20,10 @@ from .mergepatch import merge_patch
 from .patchops import apply_ops, check_ops
 from .pipeline import Change, WriteRequest, request_parts
 from .policy import Limits
-from .reads import memory_of
+from .reads import memory_as_of, memory_of
 from .shared import apply_shared_ops, check_shared_ops
 from .transitions import next_version
-from .validation import check_memory, check_patch
+from .validation import check_cursor_seq, check_memory, check_patch
 
 __all__ = ["MemoryUseCases", "apply_memory"]
 
@@ -34,16 +34,28 @@ class MemoryUseCases(ServiceCore):
     """Working-memory use cases (part of :class:`SessionManager`)."""
 
     def get_working_memory(
-        self, *, session_id: str, user_id: str, admin: bool = False
+        self, *, session_id: str, user_id: str, admin: bool = False, at_seq: int | None = None
     ) -> WorkingMemory:
-        """Return the working memory (an empty document at version 0 if never written).
+        """Return the working memory (an empty document at version 0 if never written),
+        or with ``at_seq`` the memory as it stood at message ``at_seq``: the newest
+        write made while the history ended at or before that seq, i.e. the memory in
+        effect when message ``at_seq + 1`` was appended (0: as the session was created;
+        ``message_count``: the current memory). Its ``version`` is the session version
+        the write produced (docs/architecture.md, "Working-memory history").
 
         ``user_id`` names the caller (the principal).
 
         Raises:
-            SessionNotFound, ValidationError.
+            ValidationError: a malformed id, or ``at_seq`` not an integer from 0 to the
+                session's ``message_count``.
+            SessionNotFound.
         """
-        return self._reads.read(session_id, Principal(user_id, admin), memory_of)
+        seq = check_cursor_seq(at_seq, "at_seq")
+        if seq is None:
+            return self._reads.read(session_id, Principal(user_id, admin), memory_of)
+        return self._reads.read(
+            session_id, Principal(user_id, admin), lambda tx, s: memory_as_of(tx, s, seq)
+        )
 
     def update_working_memory(
         self,
@@ -101,7 +113,10 @@ class MemoryUseCases(ServiceCore):
         mode = "replace" if full is not None else "merge" if merge is not None else "ops"
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
-            memory = apply_memory(tx, s, now, limits, data=full, patch=merge, ops=checked_ops)
+            memory = apply_memory(
+                tx, s, now, limits, data=full, patch=merge, ops=checked_ops,
+                at_seq=s.message_count,
+            )  # fmt: skip
             details: dict[str, Any] = {"mode": mode}
             if shared:
                 details["shared"] = apply_shared_ops(tx, s, now, limits, shared)
@@ -171,12 +186,15 @@ def apply_memory(
     patch: dict[str, Any] | None = None,
     ops: list[dict[str, Any]] | None = None,
     ops_field: str = "ops",
+    at_seq: int,
 ) -> WorkingMemory:
     """Write the working memory (``data``, or the current one merge-patched with
     ``patch`` or changed by the checked JSON Patch ``ops``) at the version ``s`` (the
     session before this change) will have once the change is stored; the write
     pipeline sets ``session_version`` on the answer. ``ops_field`` names the ops'
-    argument in errors.
+    argument in errors. ``at_seq`` is the session's ``message_count`` once the change
+    is stored (an append's last seq): the history row's position
+    (docs/architecture.md, "Working-memory history").
 
     Raises:
         PatchConflict: an op does not apply to the current document.
@@ -195,5 +213,5 @@ def apply_memory(
     memory = WorkingMemory(
         session_id=s.session_id, version=next_version(s), updated_at=now, data=data or {}
     )
-    tx.put_working_memory(memory)
+    tx.put_working_memory(memory, at_seq=at_seq)
     return memory

@@ -125,7 +125,7 @@ class MessageUseCases(ServiceCore):
                 "first_seq": stored[0].seq,
                 "last_seq": stored[-1].seq,
             }
-            state.apply(tx, s, now, self.limits, details)
+            state.apply(tx, s, now, self.limits, details, at_seq=new.message_count)
             return Change(new, "message.appended", details, stored)
 
         request = WriteRequest(

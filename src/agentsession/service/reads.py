@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from ..errors import ValidationError
 from ..models import Session, WorkingMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
@@ -80,4 +81,25 @@ def memory_of(tx: StoreTransaction, s: Session) -> WorkingMemory:
     of ``s``: read in the same transaction, after the session row, so a pairing with a
     memory newer than ``s`` can only make a later compare-and-set fail, never lose."""
     memory = tx.get_working_memory(s.session_id) or WorkingMemory(session_id=s.session_id)
+    return memory.model_copy(update={"session_version": s.version})
+
+
+def memory_as_of(tx: StoreTransaction, s: Session, seq: int) -> WorkingMemory:
+    """The working memory as of message ``seq`` (0..``message_count``), with
+    ``session_version`` of ``s``: the history row with the highest version among those
+    with ``at_seq <= seq`` (docs/architecture.md, "Working-memory history"), its
+    ``version`` the one it was written at; the current memory for ``seq ==
+    message_count``; an empty document at version 0 if there is none.
+
+    Raises:
+        ValidationError: ``seq`` above the session's ``message_count``.
+    """
+    if seq > s.message_count:
+        raise ValidationError(
+            f"at_seq must be at most the session's message_count ({s.message_count})",
+            field="at_seq",
+        )
+    if seq == s.message_count:
+        return memory_of(tx, s)
+    memory = tx.get_working_memory_at(s.session_id, seq) or WorkingMemory(session_id=s.session_id)
     return memory.model_copy(update={"session_version": s.version})

@@ -143,8 +143,9 @@ def _removal(
     tx: StoreTransaction, s: Session, after_seq: int, action: str, result: Any
 ) -> Change:
     """Delete ``s``'s messages above ``after_seq`` (there is at least one) and the
-    summaries reaching past it, and describe the change: the new count, and an audit
-    event of counts and seqs, never content.
+    summaries reaching past it, clamp the working-memory history to the new end (the
+    memory does not change, so its versions were in effect there), and describe the
+    change: the new count, and an audit event of counts and seqs, never content.
 
     Raises:
         StoreError: the store held another number of messages than the session counts.
@@ -156,6 +157,7 @@ def _removal(
             session_id=s.session_id,
         )
     summaries = tx.delete_summaries(s.session_id, after_seq=after_seq)
+    tx.rebase_memory_history(s.session_id, after_seq=after_seq)
     details = {"count": removed, "first_seq": after_seq + 1, "last_seq": s.message_count}
     if summaries:  # only then, so a session without summaries is audited as before
         details["summaries_removed"] = summaries

@@ -404,14 +404,16 @@ def _with_memory(
     memory: dict[str, Any],
     now: datetime,
 ) -> Session:
-    """Store the initial working memory of a new session as its second version."""
+    """Store the initial working memory of a new session as its second version (the
+    memory as of seq 0: a rewind to 0 gives it back)."""
     tx.put_working_memory(
         WorkingMemory(
             session_id=session.session_id,
             version=next_version(session),
             updated_at=now,
             data=memory,
-        )
+        ),
+        at_seq=0,
     )
     change = Change(session, "memory.updated", {"mode": "replace"})
     return pipeline.store_change(tx, session, change, principal, now)

@@ -75,16 +75,22 @@ class StateChange:
         now: datetime,
         limits: Limits,
         details: dict[str, Any],
+        *,
+        at_seq: int,
     ) -> None:
         """Write the change for the session ``s`` (as it was before the write) and
         note in the audit ``details`` what changed: ``memory`` (``merge``/``ops``),
-        ``shared`` (the scopes), never values.
+        ``shared`` (the scopes), never values. ``at_seq``: the append's last seq, the
+        memory history row's position (see :func:`apply_memory`).
 
         Raises:
             PatchConflict, ValidationError, PayloadTooLarge: see :func:`apply_memory`.
         """
         if self.patch is not None or self.ops is not None:
-            apply_memory(tx, s, now, limits, patch=self.patch, ops=self.ops, ops_field=_OPS_FIELD)
+            apply_memory(
+                tx, s, now, limits, patch=self.patch, ops=self.ops, ops_field=_OPS_FIELD,
+                at_seq=at_seq,
+            )  # fmt: skip
             details["memory"] = "merge" if self.patch is not None else "ops"
         if self.shared:
             details["shared"] = apply_shared_ops(tx, s, now, limits, self.shared)

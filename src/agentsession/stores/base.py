@@ -138,8 +138,9 @@ class StoreTransaction(Protocol):
     def delete_session(self, session_id: str) -> None:
         """Delete the session and every row that belongs to it.
 
-        Messages, working memory, records, summaries, tool calls, runs and their steps, audit
-        events and idempotency records with this ``session_id`` all go. Absent: no-op.
+        Messages, working memory (and its history), records, summaries, rewinds and
+        rewound messages, tool calls, runs and their steps, audit events and
+        idempotency records with this ``session_id`` all go. Absent: no-op.
         """
 
     def list_sessions(
@@ -310,8 +311,28 @@ class StoreTransaction(Protocol):
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:
         """Return the session's working memory, or None if never written."""
 
-    def put_working_memory(self, memory: WorkingMemory) -> None:
-        """Insert or replace the session's working memory."""
+    def put_working_memory(self, memory: WorkingMemory, *, at_seq: int) -> None:
+        """Insert or replace the session's working memory, and append the history row
+        ``(memory.version, at_seq, memory.updated_at, memory.data)``.
+
+        ``at_seq`` is the session's ``message_count`` once the change that writes the
+        memory is stored (an append that also patches memory: the append's last seq;
+        a new session: 0). Versions only grow, so a store may rely on the history's
+        ``at_seq`` never decreasing with the version (docs/architecture.md,
+        "Working-memory history"). StoreConflict on a version already in the history.
+        """
+
+    def get_working_memory_at(self, session_id: str, seq: int) -> WorkingMemory | None:
+        """The working memory as of message ``seq`` (``seq >= 0``): the history row with
+        the highest version among those with ``at_seq <= seq`` (its ``version``,
+        ``updated_at`` and ``data``), i.e. the memory in effect when message ``seq + 1``
+        was appended; None if there is none. Served by the history's key, never a scan
+        of every session's rows."""
+
+    def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:
+        """Set ``at_seq = after_seq`` on the history rows with ``at_seq > after_seq``
+        (one statement): a removal of the messages above ``after_seq`` does not change
+        the memory, so those versions were in effect at the new end of the history."""
 
     # -- shared memory ---------------------------------------------------------------
     def get_shared_memory(self, agent: str, user_id: str | None) -> SharedMemory | None:

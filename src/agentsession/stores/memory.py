@@ -62,6 +62,8 @@ class _SessionData:
     session: Session
     messages: list[Message] = field(default_factory=list)  # index i holds seq i + 1
     memory: WorkingMemory | None = None
+    # (at_seq, the memory as written), ascending versions.
+    memory_history: list[tuple[int, WorkingMemory]] = field(default_factory=list)
     records: dict[tuple[str, str], Record] = field(default_factory=dict)
     summaries: list[Summary] = field(default_factory=list)  # ascending numbers
     tool_calls: list[ToolCall] = field(default_factory=list)  # by seq
@@ -395,6 +397,11 @@ class _MemoryTransaction:
             for s in source.summaries
             if s.to_seq <= upto_seq
         ]
+        target.memory_history = [
+            (at, m.model_copy(update={"session_id": target_id}, deep=True))
+            for at, m in source.memory_history
+            if at <= upto_seq
+        ]
         return len(target.messages), len(target.summaries)
 
     # -- working memory --------------------------------------------------------------
@@ -404,9 +411,30 @@ class _MemoryTransaction:
             return None
         return _copy(data.memory)
 
-    def put_working_memory(self, memory: WorkingMemory) -> None:
+    def put_working_memory(self, memory: WorkingMemory, *, at_seq: int) -> None:
         self._writing()
-        self._set_attr(self._data(memory.session_id), "memory", _copy(memory))
+        data = self._data(memory.session_id)
+        if data.memory_history and memory.version <= data.memory_history[-1][1].version:
+            raise StoreConflict(f"memory version {memory.version} is not above the newest")
+        self._set_attr(data, "memory", _copy(memory))
+        self._append(data.memory_history, (at_seq, _copy(memory)))
+
+    def get_working_memory_at(self, session_id: str, seq: int) -> WorkingMemory | None:
+        data = self._s._sessions.get(session_id)
+        rows = [] if data is None else data.memory_history
+        # at_seq never decreases with the version: the last row at or below seq.
+        i = bisect_right(rows, seq, key=_at_seq)
+        return _copy(rows[i - 1][1]) if i else None
+
+    def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:
+        self._writing()
+        rows = self._data(session_id).memory_history
+        i = bisect_right(rows, after_seq, key=_at_seq)
+        if i == len(rows):
+            return
+        before = rows[:]
+        rows[i:] = [(after_seq, m) for _, m in rows[i:]]
+        self._undo.append(functools.partial(rows.__setitem__, slice(None), before))
 
     # -- shared memory ---------------------------------------------------------------
     def get_shared_memory(self, agent: str, user_id: str | None) -> SharedMemory | None:
@@ -627,6 +655,10 @@ class _MemoryTransaction:
             del self._s._idempotency[k]
         self._undo.append(lambda: self._s._idempotency.update(doomed))
         return len(doomed)
+
+
+def _at_seq(row: tuple[int, WorkingMemory]) -> int:
+    return row[0]
 
 
 def _number(summary: Summary) -> int:

@@ -4,14 +4,15 @@ part of its transaction class.
 The copy never passes through the client: the transaction buffers one ``FORK`` op,
 and the commit script (``_APPLY_LUA`` of :mod:`.redis_store`, :data:`FORK_LUA` here)
 copies the rows server-side in the same atomic run as the rest of the transaction:
-the messages with score (seq) ``<= N`` with their ids rewritten, the summaries with
-``to_seq <= N`` with their ``session_id`` rewritten. A member's JSON starts with its
-id (``{"id":"msg_<26>"``) or its session id (``{"session_id":"ses_<26>"``) at a fixed
-width (the store's own encoders write them so: ``tests/test_redis_store.py`` checks
-it), so the script rewrites that prefix and keeps the rest byte for byte (a JSON
-re-encode would reorder a payload's keys). The counts are read before the commit; the
-guard on the parent's session row (read in this transaction) makes the commit a
-conflict, and the transaction re-run, if the parent changed in between.
+the messages with score (seq) ``<= N`` with their ids rewritten, the memory-history
+rows with ``at_seq <= N`` and the summaries with ``to_seq <= N`` with their
+``session_id`` rewritten. A member's JSON starts with its id (``{"id":"msg_<26>"``) or
+its session id (``{"session_id":"ses_<26>"``) at a fixed width (the store's own
+encoders write them so; ``tests/test_redis_store.py`` checks it), so the script
+rewrites that prefix and keeps the rest byte for byte (a JSON re-encode would reorder
+a payload's keys). The counts are read before the commit; the guard on the parent's
+session row (read in this transaction) makes the commit a conflict, and the
+transaction re-run, if the parent changed in between.
 """
 
 from __future__ import annotations
@@ -40,12 +41,21 @@ FORK_LUA = r"""
       redis.call('ZADD', dst .. 'msgs', rows[j + 1], '{"id":"msg_' .. part ..
         string.sub(rows[j], 25))
     end
+    local function own(m)
+      return '{"session_id":"' .. sid .. string.sub(m, 16 + string.len(sid))
+    end
+    rows = redis.call('ZRANGEBYSCORE', src .. 'memhist:at', '-inf', upto, 'WITHSCORES')
+    for j = 1, #rows, 2 do
+      local version = string.gsub(rows[j], '^0+(%d)', '%1')
+      local row = redis.call('HGET', src .. 'memhist', version)
+      redis.call('HSET', dst .. 'memhist', version, own(row))
+      redis.call('ZADD', dst .. 'memhist:at', rows[j + 1], rows[j])
+    end
     rows = redis.call('ZRANGE', src .. 'summaries', 0, -1, 'WITHSCORES')
     for j = 1, #rows, 2 do
       local m = rows[j]
       if cjson.decode(m)['to_seq'] <= upto then
-        redis.call('ZADD', dst .. 'summaries', rows[j + 1],
-          '{"session_id":"' .. sid .. string.sub(m, 16 + string.len(sid)))
+        redis.call('ZADD', dst .. 'summaries', rows[j + 1], own(m))
       end
     end
 """

@@ -9,7 +9,8 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:{sid}:session        string  the Session as JSON
     as:{sid}:msgs           zset    score = seq, member = {"id","seq","at","p": payload} JSON;
                                     removing messages cuts the top (ZREMRANGEBYSCORE)
-    as:{sid}:memory         string  the WorkingMemory as JSON
+    as:{sid}:memory, as:{sid}:memhist, as:{sid}:memhist:at  the working memory and its
+                                    history (:mod:`.redis_memory`)
     as:{sid}:records, as:{sid}:records:idx  the session's records (:mod:`.redis_records`)
     as:{sid}:summaries      zset    the session's summaries (:mod:`.redis_summaries`)
     as:{sid}:calls          hash    call_id -> ToolCall JSON
@@ -133,6 +134,7 @@ from .redis_index import (
     user_due,
     user_index,
 )
+from .redis_memory import MemoryOps
 from .redis_records import RecordOps
 
 try:
@@ -229,7 +231,7 @@ while i <= #ARGV do
     redis.call('DEL', p .. 'session', p .. 'msgs', p .. 'memory', p .. 'calls',
       p .. 'calls:seq', p .. 'calls:find', p .. 'calls:provider', p .. 'calls:tools',
       p .. 'runs', p .. 'runs:seq', p .. 'audit', p .. 'idem', p .. 'records',
-      p .. 'records:idx', p .. 'summaries')
+      p .. 'records:idx', p .. 'summaries', p .. 'memhist', p .. 'memhist:at')
   elseif op == 'FORK' then
 """ + FORK_LUA + r"""
   else
@@ -260,6 +262,11 @@ while i <= #ARGV do
     elseif op == 'ZCUT' then
       local s = arg()
       redis.call('ZREMRANGEBYSCORE', k, '(' .. s, '+inf')
+    elseif op == 'ZCLAMP' then
+      local s = arg()
+      for _, m in ipairs(redis.call('ZRANGEBYSCORE', k, '(' .. s, '+inf')) do
+        redis.call('ZADD', k, s, m)
+      end
     elseif op == 'SADD' then
       local m = arg()
       redis.call('SADD', k, m)
@@ -772,7 +779,9 @@ def _key_owner(tx: _RedisTransaction, user_id: str, agent: str, external_key: st
     return sid
 
 
-class _RedisTransaction(SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps, ForkOps):
+class _RedisTransaction(
+    SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps, MemoryOps, ForkOps
+):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`."""
 
@@ -934,7 +943,8 @@ class _RedisTransaction(SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps, F
             self._do(op, key, *args)
         self._sessions[session_id] = None
         self._fresh.add(session_id)
-        for pending in (self._memory, self._messages, self._calls, self._runs, self._audit):
+        pending_rows = (self._memory, self._new_history, self._messages, self._calls)
+        for pending in (*pending_rows, self._runs, self._audit):
             pending.pop(session_id, None)
         self._new_runs = {k for k in self._new_runs if k[0] != session_id}
         self._steps = {k: v for k, v in self._steps.items() if k[0] != session_id}
@@ -1024,23 +1034,6 @@ class _RedisTransaction(SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps, F
         if removed:  # after the buffered ZADDs too, so it also drops those above the cut
             self._do("ZCUT", key, after_seq)
         return removed
-
-    # -- working memory --------------------------------------------------------------
-    @_translated
-    def get_working_memory(self, session_id: str) -> WorkingMemory | None:
-        if session_id in self._memory:
-            return _copy(self._memory[session_id])
-        if not self._stored(session_id):
-            return None
-        raw = _text(self._r.get(_prefix(session_id) + "memory"))
-        return None if raw is None else _dec(WorkingMemory, raw)
-
-    @_translated
-    def put_working_memory(self, memory: WorkingMemory) -> None:
-        self._writing()
-        self._require_session(memory.session_id)
-        self._memory[memory.session_id] = _copy(memory)
-        self._do("SET", _prefix(memory.session_id) + "memory", _enc(memory))
 
     # -- tool calls ------------------------------------------------------------------
     @_translated

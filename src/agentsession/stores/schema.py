@@ -38,8 +38,11 @@ from .sqltypes import BLOB, LONG_TEXT, JSONText, PlainText, UTCDateTime, binary_
 __all__ = [
     "audit_events",
     "idempotency_keys",
+    "memory_history",
     "messages",
     "metadata",
+    "rewinds",
+    "rewound_messages",
     "run_steps",
     "runs",
     "session_records",
@@ -124,6 +127,11 @@ sessions = sa.Table(
     sa.Index(None, "user_id", "status", "expires_at"),
     # Runs whose lease lapsed: the sweep.
     sa.Index(None, "lease_expires_at"),
+    # A fork's parent and the parent's message seq it was taken at (NULL: no fork).
+    sa.Column("parent_session_id", sa.String(ID), nullable=True),
+    sa.Column("fork_seq", sa.Integer, nullable=True),
+    # A parent's forks, newest first.
+    sa.Index(None, "parent_session_id", "updated_at", "session_id"),
     **TABLE_OPTIONS,
 )
 
@@ -147,6 +155,20 @@ working_memory = sa.Table(
     metadata,
     sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
     sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=True),
+    sa.Column("data", JSONText, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+# Every working-memory write: the memory as of a message seq is the row with the
+# highest version among those with at_seq <= seq (docs/architecture.md,
+# "Working-memory history"); the primary key serves that read.
+memory_history = sa.Table(
+    "memory_history",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("at_seq", sa.Integer, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=True),
     sa.Column("data", JSONText, nullable=False),
     **TABLE_OPTIONS,
@@ -197,6 +219,35 @@ summaries = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("text", PlainText(long=True), nullable=False),
+    **TABLE_OPTIONS,
+)
+
+# Every rewind of a session, numbered 1, 2, 3... per session.
+rewinds = sa.Table(
+    "rewinds",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("to_seq", sa.Integer, nullable=False),
+    sa.Column("count", sa.Integer, nullable=False),
+    sa.Column("mode", sa.String(16), nullable=False),
+    sa.Column("memory_version", sa.Integer, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+# The messages a hiding rewind took out of the history, by rewind number and seq.
+rewound_messages = sa.Table(
+    "rewound_messages",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("rewind_number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("message_id", sa.String(ID), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("run_id", sa.String(ID), nullable=True),
+    sa.Column("payload", JSONText, nullable=False),
     **TABLE_OPTIONS,
 )
 

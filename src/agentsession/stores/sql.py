@@ -43,7 +43,7 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
-from . import sqlrecords, sqlsummaries
+from . import sqlmemory, sqlrecords, sqlshared, sqlsummaries
 from .base import IdempotencyRecord, JSONTexts, ScrubReport, StoreConflict
 from .groupcommit import MAX_BATCH, GroupCommit
 from .idlereaders import IdleReaders
@@ -57,7 +57,6 @@ from .schema import (
     run_steps,
     runs,
     sessions,
-    shared_memory,
     tool_calls,
     working_memory,
 )
@@ -731,8 +730,9 @@ class _SQLTransaction(ForkOps):
         return WorkingMemory.model_validate(stmt.record(rows[0])) if rows else None
 
     @_translated
-    def put_working_memory(self, memory: WorkingMemory) -> None:
+    def put_working_memory(self, memory: WorkingMemory, *, at_seq: int) -> None:
         self._writing()
+        sqlmemory.insert_history(self._conn, memory, at_seq)
         values = {"version": memory.version, "updated_at": memory.updated_at, "data": memory.data}
         # The manager holds the session row lock, so update-then-insert cannot race;
         # if it somehow did, the duplicate key becomes StoreConflict and a retry.
@@ -744,66 +744,34 @@ class _SQLTransaction(ForkOps):
                 sa.insert(working_memory), {**values, "session_id": memory.session_id}
             )
 
-    # -- shared memory ---------------------------------------------------------------
+    @_translated
+    def get_working_memory_at(self, session_id: str, seq: int) -> WorkingMemory | None:
+        return sqlmemory.memory_at(self._conn, session_id, seq)
+
+    @_translated
+    def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:
+        self._writing()
+        sqlmemory.rebase_history(self._conn, session_id, after_seq)
+
+    # -- shared memory (:mod:`.sqlshared`) ---------------------------------------------
     @_translated
     def get_shared_memory(self, agent: str, user_id: str | None) -> SharedMemory | None:
-        stmt = sa.select(shared_memory).where(
-            shared_memory.c.agent == agent, shared_memory.c.user_id == (user_id or "")
-        )
-        if self._write:
-            # Writers of one document queue on its row lock (as on a session's row):
-            # a plain read would let N racing writers all fail the compare-and-set.
-            stmt = stmt.with_for_update()
-        row = self._conn.execute(stmt).mappings().first()
-        if row is None:
-            return None
-        return SharedMemory(
-            scope="user" if row["user_id"] else "app",
-            agent=row["agent"],
-            user_id=row["user_id"] or None,
-            version=row["version"],
-            updated_at=row["updated_at"],
-            data=row["data"],
-        )
+        return sqlshared.get_shared(self._conn, agent, user_id, lock=self._write)
 
     @_translated
     def put_shared_memory(self, doc: SharedMemory, *, expected_version: int) -> None:
         self._writing()
-        key = {"agent": doc.agent, "user_id": doc.user_id or ""}
-        values = {"version": doc.version, "updated_at": doc.updated_at, "data": doc.data}
-        if expected_version == 0:
-            # A concurrent first write makes this a duplicate key: StoreConflict.
-            self._conn.execute(sa.insert(shared_memory), {**key, **values})
-            return
-        # Compare-and-set: a writer that committed since our read moved the version,
-        # so nothing matches (the row lock makes the second writer wait, then re-check).
-        updated = self._conn.execute(
-            sa.update(shared_memory)
-            .where(
-                shared_memory.c.agent == key["agent"],
-                shared_memory.c.user_id == key["user_id"],
-                shared_memory.c.version == expected_version,
-            )
-            .values(values)
-        )
-        if updated.rowcount != 1:
-            raise StoreConflict(f"shared memory of {doc.agent!r} changed concurrently")
+        sqlshared.put_shared(self._conn, doc, expected_version)
 
     @_translated
     def delete_shared_memory(self, agent: str, user_id: str | None) -> bool:
         self._writing()
-        stmt = sa.delete(shared_memory).where(
-            shared_memory.c.agent == agent, shared_memory.c.user_id == (user_id or "")
-        )
-        return bool(self._conn.execute(stmt).rowcount)
+        return sqlshared.delete_shared(self._conn, agent, user_id)
 
     @_translated
     def delete_user_shared_memory(self, user_id: str) -> int:
         self._writing()
-        if not user_id:
-            return 0
-        stmt = sa.delete(shared_memory).where(shared_memory.c.user_id == user_id)
-        return int(self._conn.execute(stmt).rowcount)
+        return sqlshared.delete_user_shared(self._conn, user_id)
 
     # -- tool calls ------------------------------------------------------------------
     @_translated

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .schema import messages, summaries
+from .schema import memory_history, messages, summaries
 from .sqldialect import translated
 
 __all__ = ["ForkOps"]
@@ -35,12 +35,14 @@ class ForkOps:
     def copy_history(
         self, source_id: str, target_id: str, *, upto_seq: int, id_part: str
     ) -> tuple[int, int]:
-        """One ``INSERT ... SELECT`` per table; returns ``(messages, summaries)`` copied."""
+        """One ``INSERT ... SELECT`` per table (messages, memory history, summaries);
+        returns ``(messages, summaries)`` copied."""
         self._writing()
         m = messages
         fresh = sa.literal("msg_" + id_part, sa.String) + sa.func.substr(m.c.message_id, 18, 13)
         copied = self._copy(m, source_id, target_id, m.c.seq <= upto_seq, {"message_id": fresh})
-        s = summaries
+        s, h = summaries, memory_history
+        self._copy(h, source_id, target_id, h.c.at_seq <= upto_seq, {})
         return copied, self._copy(s, source_id, target_id, s.c.to_seq <= upto_seq, {})
 
     def _copy(
@@ -61,4 +63,5 @@ class ForkOps:
         ]
         pick = sa.select(*columns).where(table.c.session_id == source_id, where)
         stmt = sa.insert(table).from_select([c.key for c in table.c], pick)
-        return int(self._conn.execute(stmt).rowcount)
+        # An INSERT's rowcount is kept only on request (psycopg answers -1 otherwise).
+        return int(self._conn.execute(stmt.execution_options(preserve_rowcount=True)).rowcount)

@@ -183,12 +183,15 @@ async def get_session(ctx: ReadCtx) -> Response:
     response_model=Session,
     responses=problem_responses(409, descriptions={409: _SESSION_EXISTS}),
 )
-async def fork_session(ctx: WriteCtx, body: ForkSession | None = None) -> Response:
+async def fork_session(
+    ctx: ReadCtx, body: ForkSession | None = None, idempotency_key: IdempotencyKey = None
+) -> Response:
     """Make a new ACTIVE session of the same owner and agent from this one as it stood
     at ``at_seq``: copies of its messages ``1..at_seq``, the summaries within them and
     its working memory as of ``at_seq`` (runs and tool calls are not copied). The
-    parent, in any status, is not changed. The fork's ETag and ``Location``; a retry
-    with the same ``Idempotency-Key`` answers the same fork."""
+    parent, in any status, is not changed (it takes no ``If-Match``: nothing of it is
+    written). The fork's ETag and ``Location``; a retry with the same
+    ``Idempotency-Key`` answers the same fork."""
     fields = body or ForkSession()
     options: dict[str, Any] = {}
     if "ttl_seconds" in fields.model_fields_set:  # absent: the parent's
@@ -200,7 +203,7 @@ async def fork_session(ctx: WriteCtx, body: ForkSession | None = None) -> Respon
             title=fields.title,
             metadata=fields.metadata,
             external_key=fields.external_key,
-            idempotency_key=ctx.idempotency_key,
+            idempotency_key=idempotency_key,
             **options,
         )
     )
