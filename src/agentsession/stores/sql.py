@@ -544,14 +544,16 @@ class _SQLTransaction(ForkOps):
             "now": now,
         }
         stmt = self._sql.list_sessions(
-            user=user_id is not None,
+            # A parent's forks are all its owner's: read by the parent's index (a user
+            # filter would make SQLite take the user's), the owner checked on the rows.
+            user=user_id is not None and parent is None,
             status=status is not None,
             agent=agent is not None,
             after=after is not None,
             live=status is SessionStatus.ACTIVE,
             parent=parent is not None,
         )
-        rows = self._sessions(stmt, params)
+        rows = [s for s in self._sessions(stmt, params) if user_id in (None, s.user_id)]
         if status is not SessionStatus.EXPIRED:
             return rows
         due = self._sql.due_sessions(user=user_id is not None, agent=agent is not None)
