@@ -377,7 +377,8 @@ def session_with_history(
         tx.put_working_memory(
             WorkingMemory(
                 session_id=sid, version=1, updated_at=T0, data={"goal": "read every module"}
-            )
+            ),
+            at_seq=0,
         )
     for batch in _batches(size):
         with store.transaction(write=True) as tx:

@@ -37,7 +37,7 @@ FIELD_OF_COLUMN = {
     ("summaries", "model"): fl.SUMMARY_LABEL_CHARS,
     ("summaries", "tokenizer"): fl.SUMMARY_LABEL_CHARS,
 }
-ID_COLUMNS = {"session_id", "message_id", "run_id"}
+ID_COLUMNS = {"session_id", "message_id", "run_id", "parent_session_id"}
 LIBRARY_VOCABULARY = {
     "status",
     "role",
@@ -46,6 +46,7 @@ LIBRARY_VOCABULARY = {
     "fingerprint",
     "arguments_hash",
     "external_key_hash",
+    "mode",  # a rewind's "hide" or "remove"
 }
 INNODB_KEY_BYTES = 3072
 UTF8MB4_BYTES = 4
