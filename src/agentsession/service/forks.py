@@ -56,11 +56,11 @@ class ForkUseCases(ServiceCore):
         seq ``at_seq``: a *fork*, owned by the parent's owner, of the parent's agent.
 
         The fork holds copies of the parent's messages ``1..at_seq`` (same seq, role,
-        payload, ``created_at`` and ``run_id``; new message ids), of its summaries with
-        ``to_seq <= at_seq`` (same numbers) and of its working-memory history rows with
-        ``at_seq <= at_seq``; its working memory is the parent's memory as of
-        ``at_seq`` (``get_working_memory(at_seq=...)``), written as the fork's first
-        version. Runs and tool calls are not copied: they record what ran in the parent
+        payload, ``created_at`` and ``run_id``; new message ids), of its summaries
+        within them (``to_seq <= at_seq``, same numbers) and of its working-memory
+        history rows in effect up to that seq; its working memory is the parent's
+        memory as of ``at_seq`` (``get_working_memory(at_seq=...)``), written at the
+        fork's first version. Runs and tool calls are not copied: they record what ran in the parent
         (a copied message's ``run_id`` still names the parent's run). The next append to
         the fork gets seq ``at_seq + 1``.
 
