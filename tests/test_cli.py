@@ -65,6 +65,17 @@ def test_list_json_is_valid_and_scoped_to_the_user(url: str) -> None:
     assert json.loads(other.stdout)["items"] == []
 
 
+def test_list_by_parent_shows_the_forks(url: str) -> None:
+    """--parent lists the forks made from that session only."""
+    sid = _sid(url)
+    with SessionManager.from_url(url) as sm:
+        fork = sm.fork_session(session_id=sid, user_id="alice", at_seq=1)
+    result = invoke("sessions", "list", "--url", url, "--user", "alice", "--parent", sid, "--json")
+    assert result.exit_code == 0, result.output
+    assert [s["session_id"] for s in json.loads(result.stdout)["items"]] == [fork.session_id]
+    assert json.loads(result.stdout)["items"][0]["parent_session_id"] == sid
+
+
 def test_listings_page_with_limit_and_cursor(url: str) -> None:
     """messages/tools/runs/audit take --limit and --cursor; a table says how to go on."""
     sid = _sid(url)

@@ -33,6 +33,7 @@ AGENTS = [f"agent{a}" for a in range(8)]
 TOOLS = [f"tool{t}" for t in range(5)]
 SID = "ses_" + "a" * 26  # the session holding the tool calls
 CURSOR = (T0 + timedelta(minutes=100), "ses_" + "m" * 26)  # most rows are after it
+PARENT = "ses_" + "p" * 26  # the parent of 60 forks, all of user3 (its owner)
 
 Call = Callable[[Any], object]
 
@@ -83,6 +84,16 @@ for user, prefix in (("user1", "ix_sessions_user_id_"), (None, "ix_sessions_")):
                 [f"{prefix}agent_updated_at_session_id"],
             ),
         ]
+for user in ("user3", None):
+    for after in (None, CURSOR):
+        kw: dict[str, Any] = {"user_id": user, "after": after, "limit": 11, "now": NOW}
+        QUERIES.append((
+            f"forks {user=} {after=}",
+            lambda tx, kw=kw: tx.list_sessions(
+                status=None, agent=None, parent_session_id=PARENT, **kw
+            ),
+            ["ix_sessions_parent_session_id_updated_at_session_id"],
+        ))  # fmt: skip
 
 
 def _session(n: int) -> Session:
@@ -105,6 +116,8 @@ def _session(n: int) -> Session:
         last_active_at=at,
         ttl_seconds=ttl,
         expires_at=expires,
+        parent_session_id=PARENT if n % 25 == 3 else None,
+        fork_seq=0 if n % 25 == 3 else None,
     )
 
 
@@ -203,7 +216,7 @@ def filled_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQL
 
 def test_lookups_and_listings_use_their_indexes(filled_store: SQLStore) -> None:
     """find_tool_call, one tool's history, the provider id and external key lookups,
-    the session listings by (user,) status / agent, with and without a cursor: each
+    the session listings by (user,) status / agent / parent, with and without a cursor: each
     statement uses its index, scans no table and sorts nothing (SQLite, PostgreSQL,
     MariaDB)."""
     explain, check = PLANS[filled_store.engine.dialect.name]

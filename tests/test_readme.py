@@ -49,12 +49,13 @@ def test_the_run_lease_example_runs() -> None:
     assert done.stdout.split() == ["INTERRUPTED", "run-lease-expired"]
 
 
-def test_the_context_and_compaction_examples_run(tmp_path: Path) -> None:
-    """The examples of "Context for the model" and "Compaction" run as written."""
+def test_the_context_compaction_and_fork_examples_run(tmp_path: Path) -> None:
+    """The examples of "Context for the model", "Compaction" and "Fork" run as written."""
     text = README.read_text(encoding="utf-8")
     for heading, expected in (
         ("## Context for the model", "Goal: book a flight"),
         ("## Compaction", "[91, 92, 93, 94, 95, 96, 97, 98, 99, 100]"),
+        ("## Fork", "['Plan a trip', 'Paris or Rome?', 'Rome']\n{'plan': 'trip'}\n1\n"),
     ):
         section = text.split(heading, 1)[1]
         block = re.findall(r"```python\n(.*?)```", section, re.S)[0]

@@ -431,3 +431,49 @@ def test_a_stale_key_entry_does_not_block_its_key(redis_store: RedisStore, stale
     redis_store.client.set(entry, ghost)
     again = m.create_session(user_id=USER, agent="a", external_key="k")
     assert redis_store.client.get(entry) == again.session_id
+
+
+class _CommandCounter(redis.Redis):
+    """Counts the commands sent (a pipeline's count once each too)."""
+
+    commands = 0
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        type(self).commands += 1
+        return super().execute_command(*args, **options)
+
+
+def test_a_fork_copies_server_side_in_one_commit(redis_url: str) -> None:
+    """A fork sends as many commands for a parent of 1,000 messages as for one of 10:
+    the copy runs in the commit script. The members it rewrites start with the id or
+    session id its fixed-width prefix rewrite expects; the copies go with the fork."""
+    client = _CommandCounter.from_url(redis_url, decode_responses=True)
+    store = RedisStore(client=client)
+    m = SessionManager(store)
+    sent = []
+    for size in (10, 1000):
+        sid = m.create_session(user_id=USER, working_memory={"goal": "g"}).session_id
+        kw = {"session_id": sid, "user_id": USER}
+        for start in range(0, size, 500):
+            stop = min(size, start + 500)
+            batch = [{"role": "user", "content": f"m{i}"} for i in range(start, stop)]
+            m.append_messages(**kw, messages=batch)
+        m.add_summary(**kw, text="gist", from_seq=1, to_seq=2)
+        _CommandCounter.commands = 0
+        fork = m.fork_session(**kw)
+        sent.append(_CommandCounter.commands)
+        assert fork.message_count == size
+    assert sent[0] == sent[1]
+    p = f"as:{{{fork.session_id}}}:"
+    assert client.zcard(p + "msgs") == 1000
+    assert all(x.startswith('{"id":"msg_') for x in client.zrange(p + "msgs", 0, 2))
+    rewritten = [*client.zrange(p + "summaries", 0, -1), *client.hvals(p + "memhist")]
+    assert len(rewritten) == 3
+    assert all(x.startswith(f'{{"session_id":"{fork.session_id}"') for x in rewritten)
+    assert m.get_working_memory(session_id=fork.session_id, user_id=USER, at_seq=0).data == {
+        "goal": "g"}  # fmt: skip
+    m.delete_session(session_id=fork.session_id, user_id=USER)
+    assert _session_keys(store, fork.session_id) == []
+    assert client.zcard(f"as:forks:{{{sid}}}") == 0
+    store.close()
+    client.close()

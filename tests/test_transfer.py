@@ -739,3 +739,23 @@ def test_an_export_of_a_truncated_session_imports(store: SessionStore) -> None:
     assert [(s.number, s.text, s.supersedes) for s in manager.list_summaries(**copy)] == [
         (1, "1-2", None), (2, "1-4", 1), (3, "3-5", None)
     ]
+
+
+def test_a_fork_exports_its_parent_and_imports_as_an_ordinary_session(
+    store: SessionStore,
+) -> None:
+    """The session line of a fork carries ``parent_session_id`` and ``fork_seq``; the
+    import holds its messages and memory but is no fork (the parent may be elsewhere)."""
+    manager = SessionManager(store)
+    sid = manager.create_session(user_id="alice", working_memory={"goal": "g"}).session_id
+    manager.append_messages(session_id=sid, user_id="alice", messages=[
+        {"role": "user", "content": f"m{i}"} for i in range(3)])  # fmt: skip
+    fork = manager.fork_session(session_id=sid, user_id="alice", at_seq=2)
+    scope = {"session_id": fork.session_id, "user_id": "alice"}
+    lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]
+    assert (lines[0]["session"]["parent_session_id"], lines[0]["session"]["fork_seq"]) == (sid, 2)
+    done = import_session(manager, enumerate(lines, start=1), user_id="bob")
+    copy = {"session_id": done.session.session_id, "user_id": "bob"}
+    assert (done.session.parent_session_id, done.session.fork_seq) == (None, None)
+    assert [m.content for m in manager.get_messages(**copy).items] == ["m0", "m1"]
+    assert manager.get_working_memory(**copy).data == {"goal": "g"}

@@ -432,6 +432,38 @@ class _SessionRequests(_Exchange):
             params=params,
         )
 
+    def fork_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        at_seq: int | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        external_key: str | None = None,
+        ttl_seconds: float | None = UNSET,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Session]:
+        """See :meth:`SessionManager.fork_session` (``POST /v1/sessions/{id}/fork``);
+        the caller is the key's user. ``ttl_seconds`` left out is the parent's."""
+        body: dict[str, Any] = {
+            "at_seq": at_seq,
+            "title": title,
+            "metadata": _opt_dict(metadata),
+            "external_key": external_key,
+        }
+        if ttl_seconds is not UNSET:
+            body["ttl_seconds"] = ttl_seconds
+        return self._write(
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/fork",
+            _model(Session),
+            session_id=session_id,
+            body=body,
+            idempotency_key=idempotency_key,
+        )
+
     def list_sessions(
         self,
         *,
@@ -442,6 +474,7 @@ class _SessionRequests(_Exchange):
         cursor: str | None = None,
         all_users: bool = False,
         admin: bool = False,
+        parent_session_id: str | None = None,
     ) -> _Flow[Page[Session]]:
         """See :meth:`SessionManager.list_sessions`."""
         return self._read(
@@ -452,6 +485,7 @@ class _SessionRequests(_Exchange):
             limit=limit,
             cursor=cursor,
             all_users="true" if all_users else None,
+            parent_session_id=parent_session_id,
         )
 
     def update_session(
@@ -1555,6 +1589,7 @@ class SessionClient:
     get_session = _sync(_Requests.get_session)
     get_session_by_key = _sync(_Requests.get_session_by_key)
     open_session = _sync(_Requests.open_session)
+    fork_session = _sync(_Requests.fork_session)
     list_sessions = _sync(_Requests.list_sessions)
     update_session = _sync(_Requests.update_session)
     close_session = _sync(_Requests.close_session)
@@ -1645,6 +1680,7 @@ class AsyncSessionClient:
     get_session = _async(_Requests.get_session)
     get_session_by_key = _async(_Requests.get_session_by_key)
     open_session = _async(_Requests.open_session)
+    fork_session = _async(_Requests.fork_session)
     list_sessions = _async(_Requests.list_sessions)
     update_session = _async(_Requests.update_session)
     close_session = _async(_Requests.close_session)

@@ -113,6 +113,9 @@ class Session(_Snapshot):
     ``lease_expires_at`` is when the lease of the session's RUNNING run lapses (None: no
     RUNNING run holds a lease); a heartbeat moves it without a version step, as it is
     liveness, not content (docs/architecture.md, "Run leases").
+    ``parent_session_id`` and ``fork_seq`` name the session a fork was made from and the
+    seq it was made at (``fork_session``); None for a session that is not a fork. The
+    parent may be gone since: the fork keeps its own copies (docs/architecture.md, "Forks").
     """
 
     session_id: str
@@ -135,6 +138,8 @@ class Session(_Snapshot):
     run_count: int = 0
     tool_call_count: int = 0
     lease_expires_at: datetime | None = None
+    parent_session_id: str | None = None
+    fork_seq: int | None = None
 
 
 def _role_may_be_absent(schema: dict[str, Any]) -> None:

@@ -36,13 +36,16 @@ def sessions_list(
     agent: Annotated[str | None, typer.Option(help="Only this agent's sessions.")] = None,
     limit: LimitOpt = None, cursor: CursorOpt = None,
     all_users: Annotated[bool, typer.Option("--all-users", help="Every user (admin).")] = False,
+    parent: Annotated[
+        str | None, typer.Option("--parent", help="Only the forks made from this session.")
+    ] = None,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
     """List sessions, most recently updated first."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     page = call(
         opts, SessionManager.list_sessions, status=status, agent=agent, limit=limit,
-        cursor=cursor, all_users=all_users,
+        cursor=cursor, all_users=all_users, parent_session_id=parent,
     )  # fmt: skip
     show_page(opts, page, render.sessions_table(page.items))
 

@@ -61,6 +61,7 @@ __all__ = [
     "CursorQuery",
     "FindToolCall",
     "FinishRun",
+    "ForkSession",
     "HeartbeatRun",
     "Items",
     "LimitQuery",
@@ -211,6 +212,25 @@ class CreateSession(OpenSession):
         "session's agent (`app`, admin keys only) and of its owner and agent (`user`), "
         "applied in the same transaction.",
     )
+
+
+class ForkSession(_Body):
+    """``POST /v1/sessions/{id}/fork``: where to fork, and the fork's own fields. A
+    ``ttl_seconds`` left out is the parent's; null is no TTL."""
+
+    at_seq: Count | None = Field(
+        default=None,
+        description="The parent's seq to fork at, 0..message_count; absent = all of it.",
+    )
+    title: str | None = Field(default=None, max_length=TITLE_CHARS)
+    metadata: dict[str, Any] | None = None
+    external_key: str | None = Field(
+        default=None,
+        max_length=EXTERNAL_KEY_CHARS,
+        pattern=EXTERNAL_KEY,
+        description="The fork's own key, unique per user and agent (as on create).",
+    )
+    ttl_seconds: float | None = Field(default=None, strict=True, json_schema_extra=_TTL)
 
 
 class UpdateSession(_Body):

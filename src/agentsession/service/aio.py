@@ -94,6 +94,7 @@ class AsyncSessionManager:
     get_session = _mirror(SessionManager.get_session)
     get_session_by_key = _mirror(SessionManager.get_session_by_key)
     open_session = _mirror(SessionManager.open_session)
+    fork_session = _mirror(SessionManager.fork_session)
     list_sessions = _mirror(SessionManager.list_sessions)
     update_session = _mirror(SessionManager.update_session)
     append_message = _mirror(SessionManager.append_message)

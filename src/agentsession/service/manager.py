@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .contextbuild import ContextUseCases
 from .erasure import ErasureUseCases
+from .forks import ForkUseCases
 from .lifecycle import LifecycleUseCases
 from .memory import MemoryUseCases
 from .messages import MessageUseCases
@@ -27,6 +28,7 @@ __all__ = ["SessionManager"]
 
 class SessionManager(
     SessionUseCases,
+    ForkUseCases,
     MessageUseCases,
     RemovalUseCases,
     RewindUseCases,

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import Forbidden, SessionExists, SessionNotFound, StoreBusy
-from ..ids import check_name, new_id
+from ..ids import check_id, check_name, new_id
 from ..models import Page, Session, SessionStatus, WorkingMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
@@ -282,6 +282,7 @@ class SessionUseCases(ServiceCore):
         cursor: str | None = None,
         all_users: bool = False,
         admin: bool = False,
+        parent_session_id: str | None = None,
     ) -> Page[Session]:
         """List the caller's sessions, most recently updated first.
 
@@ -296,6 +297,8 @@ class SessionUseCases(ServiceCore):
         Args:
             user_id: the caller (the principal), whose sessions are listed.
             status, agent: filters; None = any.
+            parent_session_id: only the forks made from this session (still listed
+                when it is gone: :meth:`fork_session`); None = any.
             limit: page size, 0..``limits.max_page_size``; None =
                 ``limits.default_page_size``.
             cursor: ``next_cursor`` of the previous page of this listing (same
@@ -315,9 +318,14 @@ class SessionUseCases(ServiceCore):
         wanted_status = check_enum(SessionStatus, status, "status")
         if agent is not None:
             check_name(agent, field="agent")
+        parent = parent_session_id
+        if parent is not None:
+            check_id(parent, field="parent_session_id", prefix="ses")
         size = self._page_size(limit)
         owner = None if all_users else user_id
         scope = [owner, None if wanted_status is None else wanted_status.value, agent]
+        if parent is not None:  # a cursor of an unfiltered listing keeps its scope
+            scope.append(parent)
         after = decode_cursor(cursor, scope)
         now = self._uow.now()
         rows: list[Session] = self._uow.run(
@@ -328,6 +336,7 @@ class SessionUseCases(ServiceCore):
                 after=after,
                 limit=size + 1,
                 now=now,
+                parent_session_id=parent,
             ),
             write=False,
         )

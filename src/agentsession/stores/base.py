@@ -153,11 +153,13 @@ class StoreTransaction(Protocol):
         after: tuple[datetime, str] | None,
         limit: int,
         now: datetime,
+        parent_session_id: str | None = None,
     ) -> list[Session]:
         """Sessions ordered by ``(updated_at, session_id)`` descending, as stored.
 
         Served by indexes, never a scan of every session of the user (or of the store):
-        ``(user_id, status | agent, updated_at, session_id)``, and ``(user_id, status,
+        ``(user_id, status | agent, updated_at, session_id)``, ``(parent_session_id,
+        updated_at, session_id)`` for the forks of a session, and ``(user_id, status,
         expires_at)`` for the due ones (:mod:`.listing`).
 
         Args:
@@ -166,6 +168,7 @@ class StoreTransaction(Protocol):
                 means stored ACTIVE and not past ``expires_at``; EXPIRED means stored
                 EXPIRED, or ACTIVE past ``expires_at``; None means any.
             agent: equality filter; None means any.
+            parent_session_id: only the forks made from this session; None means any.
             after: keyset cursor; only sessions strictly after ``(updated_at, session_id)``
                 in that order.
             limit: at most this many rows.
@@ -320,6 +323,27 @@ class StoreTransaction(Protocol):
     ) -> list[Message]:
         """The messages rewind ``number`` hid, with ``seq > after_seq``, oldest first,
         at most ``limit``, as they were stored. Costs O(returned rows)."""
+    # -- forks -----------------------------------------------------------------------
+    def copy_history(
+        self, source_id: str, target_id: str, *, upto_seq: int, id_part: str
+    ) -> tuple[int, int]:
+        """Copy into the session ``target_id`` (inserted in this transaction, empty)
+        the messages of ``source_id`` with ``seq <= upto_seq`` (same seq, role, payload,
+        ``created_at``, ``run_id``), its summaries with ``to_seq <= upto_seq`` (same
+        numbers) and its working-memory history rows with ``at_seq <= upto_seq`` (same
+        versions); not the current working memory (the manager writes the fork's), nor
+        tool calls, runs, records or audit events.
+
+        A copied message's id is ``"msg_" + id_part + source_id_of_it[17:30]``:
+        ``id_part`` is 13 characters of a fresh id's random part, the rest the last 13
+        characters of the original id, so the id keeps ``ids.ID_PATTERN`` and is new.
+
+        One bulk statement per table (SQL ``INSERT ... SELECT``), or one server-side
+        copy (Redis): never a round trip per row, whatever the source holds.
+
+        Returns:
+            ``(messages, summaries)``: how many of each were copied.
+        """
 
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:

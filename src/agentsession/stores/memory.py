@@ -208,11 +208,13 @@ class _MemoryTransaction:
         after: tuple[datetime, str] | None,
         limit: int,
         now: datetime,
+        parent_session_id: str | None = None,
     ) -> list[Session]:
         rows = [
             d.session
             for d in self._s._sessions.values()
             if (user_id is None or d.session.user_id == user_id)
+            and (parent_session_id is None or d.session.parent_session_id == parent_session_id)
             and (status is None or status_as_of(d.session, now) == status)
             and (agent is None or d.session.agent == agent)
             and (after is None or (d.session.updated_at, d.session.session_id) < after)
@@ -424,6 +426,29 @@ class _MemoryTransaction:
         rows = [] if data is None else data.rewound.get(number, [])
         rows = [m for m in rows if after_seq is None or m.seq > after_seq]
         return [_copy(m) for m in rows[:limit]]
+    # -- forks -----------------------------------------------------------------------
+    def copy_history(
+        self, source_id: str, target_id: str, *, upto_seq: int, id_part: str
+    ) -> tuple[int, int]:
+        self._writing()
+        source, target = self._data(source_id), self._data(target_id)
+        # The target is new and empty: the undo log drops its rows whole.
+        target.messages = [
+            m.model_copy(update={"message_id": "msg_" + id_part + m.message_id[17:30],
+                                 "session_id": target_id}, deep=True)
+            for m in source.messages[:upto_seq]
+        ]  # fmt: skip
+        target.summaries = [
+            s.model_copy(update={"session_id": target_id}, deep=True)
+            for s in source.summaries
+            if s.to_seq <= upto_seq
+        ]
+        target.memory_history = [
+            (at, m.model_copy(update={"session_id": target_id}, deep=True))
+            for at, m in source.memory_history
+            if at <= upto_seq
+        ]
+        return len(target.messages), len(target.summaries)
 
     # -- working memory --------------------------------------------------------------
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:

@@ -8,6 +8,8 @@ Every listing reads one sorted set, never every session of a user::
     as:user:{uid}:status:<status> zset  the same, of one user
     as:agent:<agent>              zset  the sessions of one agent, same members
     as:user:{uid}:agent:<agent>   zset  the same, of one user
+    as:forks:{sid}                zset  the forks made from session sid, same members
+                                  (kept with the forks when sid is deleted)
     as:due                        zset  ACTIVE sessions with a TTL; score = expires_at in us
     as:user:{uid}:due             zset  the same, of one user
     as:leases                     zset  sessions whose RUNNING run holds a lease; score =
@@ -45,6 +47,7 @@ __all__ = [
     "LEASES",
     "LeaseIndexOps",
     "cursor_member",
+    "forks_index",
     "index_for",
     "index_member",
     "index_writes",
@@ -115,9 +118,22 @@ def _by(field: str, value: str, user_id: str | None) -> str:
     return f"as:user:{{{user_id}}}:{field}:{value}"
 
 
-def index_for(user_id: str | None, status: SessionStatus | None, agent: str | None) -> str:
-    """The set a listing reads: by status if filtered by status (an agent filter then
-    applies row by row), else by agent, else all; of one user or of every user."""
+def forks_index(parent_session_id: str) -> str:
+    """The set of the forks made from ``parent_session_id``."""
+    return f"as:forks:{{{parent_session_id}}}"
+
+
+def index_for(
+    user_id: str | None,
+    status: SessionStatus | None,
+    agent: str | None,
+    parent_session_id: str | None = None,
+) -> str:
+    """The set a listing reads: the forks of a parent if filtered by parent, else by
+    status if filtered by status, else by agent, else all (the other filters then apply
+    row by row); of one user or of every user."""
+    if parent_session_id is not None:
+        return forks_index(parent_session_id)
     if status is not None:
         return _by("status", status.value, user_id)
     if agent is not None:
@@ -132,6 +148,8 @@ def _lex_entries(s: Session | None) -> set[tuple[str, str]]:
     keys = [ALL_SESSIONS, user_index(s.user_id)]
     for user in (None, s.user_id):
         keys += [_by("status", s.status.value, user), _by("agent", s.agent, user)]
+    if s.parent_session_id is not None:
+        keys.append(forks_index(s.parent_session_id))
     return {(key, member) for key in keys}
 
 

@@ -150,6 +150,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the installed extra
 
 from .redis_errors import translate as _translate
 from .redis_errors import translated as _translated
+from .redis_forks import FORK_LUA, ForkOps
 from .redis_scrub import config_of
 from .redis_scrub import scrub as scrub_files
 from .redis_shared import SharedMemoryOps
@@ -235,6 +236,8 @@ while i <= #ARGV do
       p .. 'records:idx', p .. 'summaries', p .. 'memhist', p .. 'memhist:at')
     for n = 1, redis.call('ZCARD', p .. 'rewinds') do redis.call('DEL', p .. 'rewound:' .. n) end
     redis.call('DEL', p .. 'rewinds')
+  elseif op == 'FORK' then
+""" + FORK_LUA + r"""
   else
     local k = key()
     if op == 'SET' then
@@ -470,23 +473,25 @@ def _scan_index(
 
 def _list_sessions(
     r: redis.Redis,
-    user_id: str | None,
-    status: SessionStatus | None,
-    agent: str | None,
+    filters: tuple[str | None, SessionStatus | None, str | None, str | None],
     after: tuple[datetime, str] | None,
     limit: int,
     now: datetime,
 ) -> list[Session]:
-    """``StoreTransaction.list_sessions`` on the index sets (:mod:`.redis_index`)."""
+    """``StoreTransaction.list_sessions`` on the index sets (:mod:`.redis_index`);
+    ``filters`` are its ``user_id``, ``status``, ``agent`` and ``parent_session_id``."""
+    user_id, status, agent, parent = filters
     if limit <= 0:
         return []
 
     def keep(s: Session) -> bool:
-        # The set may be a step behind the session (changed since it was read).
+        # The set may be a step behind the session (changed since it was read); the
+        # forks set of a parent is not per user.
         wanted = status is None or status_as_of(s, now) == status
-        return wanted and (agent is None or s.agent == agent)
+        mine = user_id in (None, s.user_id) and parent in (None, s.parent_session_id)
+        return wanted and mine and agent in (None, s.agent)
 
-    rows = _scan_index(r, index_for(user_id, status, agent), after, limit, keep)
+    rows = _scan_index(r, index_for(user_id, status, agent, parent), after, limit, keep)
     if status is not SessionStatus.EXPIRED:
         return rows
     due_key = DUE if user_id is None else user_due(user_id)
@@ -760,7 +765,7 @@ def _key_owner(tx: _RedisTransaction, user_id: str, agent: str, external_key: st
 
 
 class _RedisTransaction(
-    SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps, MemoryOps, RewindOps
+    SharedMemoryOps, RecordOps, LeaseIndexOps, SummaryOps, MemoryOps, RewindOps, ForkOps
 ):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`."""
@@ -938,16 +943,12 @@ class _RedisTransaction(
 
     @_translated
     def list_sessions(
-        self,
-        *,
-        user_id: str | None,
-        status: SessionStatus | None,
-        agent: str | None,
-        after: tuple[datetime, str] | None,
-        limit: int,
-        now: datetime,
-    ) -> list[Session]:
-        return _list_sessions(self._r, user_id, status, agent, after, limit, now)
+        self, *, user_id: str | None, status: SessionStatus | None, agent: str | None,
+        after: tuple[datetime, str] | None, limit: int, now: datetime,
+        parent_session_id: str | None = None,
+    ) -> list[Session]:  # fmt: skip
+        filters = (user_id, status, agent, parent_session_id)
+        return _list_sessions(self._r, filters, after, limit, now)
 
     @_translated
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:

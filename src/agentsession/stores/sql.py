@@ -16,12 +16,11 @@ SQLAlchemy's per-execution overhead; everything else goes through ``Connection.e
 
 from __future__ import annotations
 
-import functools
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -62,15 +61,20 @@ from .schema import (
     tool_calls,
     working_memory,
 )
-from .sqldialect import connection_mode, create_store_engine, masked_url, parse_url, translate_error
+from .sqldialect import (
+    connection_mode,
+    create_store_engine,
+    masked_url,
+    parse_url,
+    translate_error,
+)
+from .sqldialect import translated as _translated
 from .sqlexec import CompiledStatement, observed
+from .sqlforks import ForkOps
 from .sqlscrub import scrub_database
 from .sqltypes import LONG_TEXT
 
 __all__ = ["SQLStore"]
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 class SQLStore:
@@ -244,21 +248,6 @@ class SQLStore:
             engine.dispose()
 
 
-def _translated(
-    method: Callable[Concatenate[_SQLTransaction, P], R],
-) -> Callable[Concatenate[_SQLTransaction, P], R]:
-    """Raise driver errors (and undecodable stored rows) as store errors."""
-
-    @functools.wraps(method)
-    def wrapper(self: _SQLTransaction, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(self, *args, **kwargs)
-        except self._translatable as exc:
-            raise translate_error(exc) from exc
-
-    return wrapper
-
-
 #: The columns of the session row a write may set (all but its key), in table order.
 SESSION_COLUMNS = tuple(c.key for c in sessions.c if c.key != "session_id")
 
@@ -331,7 +320,7 @@ class _Statements:
         )
         self._compile = compiled
         self._messages: dict[tuple[bool, bool, str], CompiledStatement] = {}
-        self._listings: dict[tuple[bool, bool, bool, bool, bool], CompiledStatement] = {}
+        self._listings: dict[tuple[bool, ...], CompiledStatement] = {}
         self._due: dict[tuple[bool, bool], CompiledStatement] = {}
 
     def get_messages(self, *, after: bool, before: bool, mode: str) -> CompiledStatement:
@@ -361,11 +350,12 @@ class _Statements:
         return stmt
 
     def list_sessions(
-        self, *, user: bool, status: bool, agent: bool, after: bool, live: bool
+        self, *, user: bool, status: bool, agent: bool, after: bool, live: bool, parent: bool
     ) -> CompiledStatement:
         """The session listing for one combination of filters (newest first); ``live``
-        leaves out sessions past ``expires_at`` (bound as ``now``)."""
-        key = (user, status, agent, after, live)
+        leaves out sessions past ``expires_at`` (bound as ``now``); ``parent`` keeps the
+        forks of one session (the ``(parent_session_id, updated_at, session_id)`` index)."""
+        key = (user, status, agent, after, live, parent)
         stmt = self._listings.get(key)
         if stmt is None:
             stmt = self._compile(self._sessions_select(*key))
@@ -391,9 +381,11 @@ class _Statements:
 
     @staticmethod
     def _sessions_select(
-        user: bool, status: bool, agent: bool, after: bool, live: bool
+        user: bool, status: bool, agent: bool, after: bool, live: bool, parent: bool
     ) -> sa.Select[Any]:
         stmt = sa.select(sessions)
+        if parent:
+            stmt = stmt.where(sessions.c.parent_session_id == sa.bindparam("parent"))
         if user:
             stmt = stmt.where(sessions.c.user_id == sa.bindparam("user_id"))
         if status:
@@ -438,7 +430,7 @@ class _Statements:
         return stmt
 
 
-class _SQLTransaction:
+class _SQLTransaction(ForkOps):
     """One transaction on one connection (the StoreTransaction protocol)."""
 
     def __init__(
@@ -537,11 +529,14 @@ class _SQLTransaction:
         after: tuple[datetime, str] | None,
         limit: int,
         now: datetime,
+        parent_session_id: str | None = None,
     ) -> list[Session]:
         if limit <= 0:
             return []
+        parent = parent_session_id
         params = {
             "user_id": user_id,
+            "parent": parent,
             "status": None if status is None else status.value,
             "agent": agent,
             "after_at": None if after is None else after[0],
@@ -550,17 +545,21 @@ class _SQLTransaction:
             "now": now,
         }
         stmt = self._sql.list_sessions(
-            user=user_id is not None,
+            # A parent's forks are all its owner's: read by the parent's index (a user
+            # filter would make SQLite take the user's), the owner checked on the rows.
+            user=user_id is not None and parent is None,
             status=status is not None,
             agent=agent is not None,
             after=after is not None,
             live=status is SessionStatus.ACTIVE,
+            parent=parent is not None,
         )
-        rows = self._sessions(stmt, params)
+        rows = [s for s in self._sessions(stmt, params) if user_id in (None, s.user_id)]
         if status is not SessionStatus.EXPIRED:
             return rows
         due = self._sql.due_sessions(user=user_id is not None, agent=agent is not None)
-        return merge_newest(rows, self._sessions(due, params), after=after, limit=limit)
+        forks = [s for s in self._sessions(due, params) if parent in (None, s.parent_session_id)]
+        return merge_newest(rows, forks, after=after, limit=limit)
 
     def _sessions(self, stmt: CompiledStatement, params: dict[str, Any]) -> list[Session]:
         rows = stmt.rows(self._execute(stmt, params))
@@ -824,13 +823,9 @@ class _SQLTransaction:
 
     @_translated
     def list_tool_calls(
-        self,
-        session_id: str,
-        *,
-        tool: str | None = None,
-        after_seq: int | None = None,
+        self, session_id: str, *, tool: str | None = None, after_seq: int | None = None,
         limit: int | None = None,
-    ) -> list[ToolCall]:
+    ) -> list[ToolCall]:  # fmt: skip
         if limit is not None and limit <= 0:
             return []
         stmt = sa.select(tool_calls).where(tool_calls.c.session_id == session_id)
@@ -918,13 +913,9 @@ class _SQLTransaction:
 
     @_translated
     def list_run_steps(
-        self,
-        session_id: str,
-        run_id: str,
-        *,
-        after_index: int | None = None,
+        self, session_id: str, run_id: str, *, after_index: int | None = None,
         limit: int | None = None,
-    ) -> list[RunStep]:
+    ) -> list[RunStep]:  # fmt: skip
         if limit is not None and limit <= 0:
             return []
         stmt = sa.select(run_steps).where(
@@ -943,13 +934,9 @@ class _SQLTransaction:
 
     @_translated
     def list_runs(
-        self,
-        session_id: str,
-        *,
-        status: RunStatus | None = None,
-        after_seq: int | None = None,
+        self, session_id: str, *, status: RunStatus | None = None, after_seq: int | None = None,
         limit: int | None = None,
-    ) -> list[Run]:
+    ) -> list[Run]:  # fmt: skip
         if limit is not None and limit <= 0:
             return []
         stmt = sa.select(runs).where(runs.c.session_id == session_id)

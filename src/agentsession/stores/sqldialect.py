@@ -30,13 +30,14 @@ non-strict mode two idempotency keys sharing their first characters would collid
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -56,6 +57,7 @@ __all__ = [
     "migration_lock",
     "parse_url",
     "translate_error",
+    "translated",
 ]
 
 #: Accepted values of the SQLite ``synchronous`` PRAGMA.
@@ -411,6 +413,31 @@ def migration_lock(conn: Connection, *, timeout_seconds: float) -> Iterator[None
     finally:
         conn.execute(unlock)
         conn.commit()
+
+
+class Translating(Protocol):
+    """A store transaction: what its driver may raise, to be raised as store errors."""
+
+    _translatable: tuple[type[BaseException], ...]
+
+
+T = TypeVar("T", bound=Translating)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def translated(method: Callable[Concatenate[T, P], R]) -> Callable[Concatenate[T, P], R]:
+    """Raise driver errors (and undecodable stored rows: whatever the transaction's
+    ``_translatable`` names) as store errors (:func:`translate_error`)."""
+
+    @functools.wraps(method)
+    def wrapper(self: T, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except self._translatable as exc:
+            raise translate_error(exc) from exc
+
+    return wrapper
 
 
 def translate_error(exc: BaseException) -> StoreError:

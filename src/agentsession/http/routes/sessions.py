@@ -17,12 +17,14 @@ from ..schemas import (
     NAME,
     CreateSession,
     CursorQuery,
+    ForkSession,
     LimitQuery,
     OpenSession,
     Reason,
     RestoreSession,
     SharedMemoryOps,
     UpdateSession,
+    id_pattern,
 )
 
 router = APIRouter(
@@ -102,6 +104,10 @@ async def list_sessions(
     limit: LimitQuery = None,
     cursor: CursorQuery = None,
     all_users: Annotated[bool, Query(description="Every user's sessions (admin keys).")] = False,
+    parent_session_id: Annotated[
+        str | None,
+        Query(pattern=id_pattern("ses"), description="Only the forks made from this session."),
+    ] = None,
 ) -> Response:
     """The caller's sessions, most recently updated first; ``next_cursor`` pages on."""
     page = await services(request).manager.list_sessions(
@@ -112,6 +118,7 @@ async def list_sessions(
         cursor=cursor,
         all_users=all_users,
         admin=principal.admin,
+        parent_session_id=parent_session_id,
     )
     return reply(page)
 
@@ -168,6 +175,40 @@ async def get_session(ctx: ReadCtx) -> Response:
     """One session; its ``ETag`` is the token for ``If-Match``."""
     session = await ctx.manager.get_session(**ctx.who)
     return reply(session, session=session)
+
+
+@router.post(
+    _ONE + "/fork",
+    status_code=201,
+    response_model=Session,
+    responses=problem_responses(409, descriptions={409: _SESSION_EXISTS}),
+)
+async def fork_session(
+    ctx: ReadCtx, body: ForkSession | None = None, idempotency_key: IdempotencyKey = None
+) -> Response:
+    """Make a new ACTIVE session of the same owner and agent from this one as it stood
+    at ``at_seq``: copies of its messages ``1..at_seq``, the summaries within them and
+    its working memory as of ``at_seq`` (runs and tool calls are not copied). The
+    parent, in any status, is not changed (it takes no ``If-Match``: nothing of it is
+    written). The fork's ETag and ``Location``; a retry with the same
+    ``Idempotency-Key`` answers the same fork."""
+    fields = body or ForkSession()
+    options: dict[str, Any] = {}
+    if "ttl_seconds" in fields.model_fields_set:  # absent: the parent's
+        options["ttl_seconds"] = fields.ttl_seconds
+    fork, replayed = await write(
+        ctx.manager.fork_session(
+            **ctx.who,
+            at_seq=fields.at_seq,
+            title=fields.title,
+            metadata=fields.metadata,
+            external_key=fields.external_key,
+            idempotency_key=idempotency_key,
+            **options,
+        )
+    )
+    location = f"/v1/sessions/{fork.session_id}"
+    return reply(fork, status=201, session=fork, replayed=replayed, location=location)
 
 
 @router.patch(_ONE, response_model=Session, responses=WRITE_ERRORS)
