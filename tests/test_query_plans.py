@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 import servers
 from agentsession.jsonvalues import canonical_hash
-from agentsession.models import Session, SessionStatus, ToolCall
+from agentsession.models import Session, SessionStatus, ToolCall, WorkingMemory
 from agentsession.stores.sql import SQLStore
 from sqlcapture import captured_sql
 
@@ -58,6 +58,11 @@ QUERIES: list[tuple[str, Call, list[str]]] = [
         "session by external key",
         lambda tx: tx.find_session_by_key("user2", "agent1", "k7"),  # session 7
         ["ix_sessions_user_id_agent_external_key_hash"],
+    ),
+    (
+        "working memory as of a seq",  # 300 versions above it: a seek, not a walk back
+        lambda tx: tx.get_working_memory_at(SID, 100),
+        ["ix_memory_history_session_id_at_seq_version"],
     ),
 ]
 for user, prefix in (("user1", "ix_sessions_user_id_"), (None, "ix_sessions_")):
@@ -144,6 +149,9 @@ def _fill(store: SQLStore) -> None:
             tx.insert_session(_session(n))
         for seq in range(1, 401):
             tx.insert_tool_call(_call(seq))
+        for version in range(1, 401):  # one memory write after each message
+            memory = WorkingMemory(session_id=SID, version=version, updated_at=T0, data={})
+            tx.put_working_memory(memory, at_seq=version)
     dialect = store.engine.dialect.name
     with store.engine.begin() as conn:
         if dialect == "sqlite":
@@ -151,8 +159,9 @@ def _fill(store: SQLStore) -> None:
         elif dialect == "postgresql":
             conn.exec_driver_sql("ANALYZE sessions")
             conn.exec_driver_sql("ANALYZE tool_calls")
+            conn.exec_driver_sql("ANALYZE memory_history")
         else:
-            conn.exec_driver_sql("ANALYZE TABLE sessions, tool_calls")
+            conn.exec_driver_sql("ANALYZE TABLE sessions, tool_calls, memory_history")
 
 
 def _sqlite_plan(conn: sa.Connection, sql: str, params: Any) -> list[str]:
@@ -199,7 +208,8 @@ PLANS = {
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])
 def filled_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLStore]:
-    """A store of each SQL family with 1,500 sessions and 400 tool calls, analysed."""
+    """A store of each SQL family with 1,500 sessions, 400 tool calls and 400 versions of
+    one working memory, analysed."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'plans.db'}"
     elif not servers.server_stores_enabled():

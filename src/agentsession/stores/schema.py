@@ -171,6 +171,9 @@ memory_history = sa.Table(
     sa.Column("at_seq", sa.Integer, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=True),
     sa.Column("data", JSONText, nullable=False),
+    # The memory as of a seq (a seek, not a walk back over the newer versions) and the
+    # clamp of a removal (only the rows above the new end).
+    sa.Index(None, "session_id", "at_seq", "version"),
     **TABLE_OPTIONS,
 )
 

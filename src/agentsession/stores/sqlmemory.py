@@ -1,11 +1,12 @@
 """Working-memory history on the SQL store: the ``memory_history`` table.
 
 Kept apart from :mod:`.sql` so each module stays one job; the store's transaction calls
-these with its connection. The primary key ``(session_id, version)`` serves every read:
-the memory as of a seq is the newest version whose ``at_seq`` is at or below it, and
-``at_seq`` never decreases with the version (docs/architecture.md, "Working-memory
-history"), so the read walks the key backwards from the newest version and stops at
-the first row that qualifies.
+these with its connection. The memory as of a seq is the newest version whose
+``at_seq`` is at or below it, and ``at_seq`` never decreases with the version
+(docs/architecture.md, "Working-memory history"), so it is also the row with the
+highest ``(at_seq, version)`` at or below it: one seek in the index
+``(session_id, at_seq, version)``, which also finds the rows a removal clamps, so
+neither costs more as the history grows.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def memory_at(conn: Connection, session_id: str, seq: int) -> WorkingMemory | No
     stmt = (
         sa.select(t.c.session_id, t.c.version, t.c.updated_at, t.c.data)
         .where(t.c.session_id == session_id, t.c.at_seq <= seq)
-        .order_by(t.c.version.desc())
+        .order_by(t.c.at_seq.desc(), t.c.version.desc())
         .limit(1)
     )
     row = conn.execute(stmt).mappings().first()

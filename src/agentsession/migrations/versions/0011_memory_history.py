@@ -4,10 +4,10 @@ Revision ID: 0011_memory_history
 Revises: 0010_summaries
 
 * ``memory_history``: one row per working-memory write, primary key
-  ``(session_id, version)``; ``at_seq`` is the session's ``message_count`` once the write
-  was stored (docs/architecture.md, "Working-memory history"). Each existing
-  ``working_memory`` row seeds one history row (its version, at the session's current
-  ``message_count``) in one ``INSERT ... SELECT``.
+  ``(session_id, version)``, index ``(session_id, at_seq, version)``; ``at_seq`` is the
+  session's ``message_count`` once the write was stored (docs/architecture.md,
+  "Working-memory history"). Each existing ``working_memory`` row seeds one history row
+  (its version, at the session's current ``message_count``) in one ``INSERT ... SELECT``.
 * ``rewinds`` (primary key ``(session_id, number)``) records every rewind of a session;
   ``rewound_messages`` (primary key ``(session_id, rewind_number, seq)``) keeps the
   messages a hiding rewind took out of the history.
@@ -60,6 +60,11 @@ def upgrade() -> None:
         sa.Column("data", JSONText, nullable=False),
         sa.PrimaryKeyConstraint("session_id", "version", name=op.f("pk_memory_history")),
         **TABLE_OPTIONS,
+    )
+    op.create_index(
+        op.f("ix_memory_history_session_id_at_seq_version"),
+        "memory_history",
+        ["session_id", "at_seq", "version"],
     )
     op.execute(
         "INSERT INTO memory_history (session_id, version, at_seq, updated_at, data) "
