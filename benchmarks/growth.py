@@ -37,6 +37,10 @@ timed through the SessionManager as an agent calls it:
 ``build_context``       a session of N messages (tool-call exchanges); build its
                         context at a budget of ``CONTEXT_BUDGET`` tokens, which every
                         size fills with the same newest messages (10 hold more).
+``memory_as_of``        a session whose memory was written after each of its N messages;
+                        read the memory as of seq 1 (behind N newer versions).
+``rewind_session``      the same; rewind the newest exchange (two messages and a memory
+                        patch, appended untimed right before).
 
 ``get_run`` and ``restore_session`` run with their windows (``Limits.default_page_size``,
 ``Policy.restore_*_limit``) set to :data:`WINDOW` rows, the smallest size, so every size
@@ -431,6 +435,62 @@ def build_context(size: int, samples: int) -> Iterator[list[Call]]:
         yield [build] * samples
 
 
+
+def session_with_memory_history(store: Any, size: int) -> str:
+    """A session of ``USER`` with ``size`` messages (tool-call exchanges) and its working
+    memory written after each of them (``size`` history rows), in batches; returns its id."""
+    sid = new_id("ses")
+    with store.transaction(write=True) as tx:
+        tx.insert_session(_session(0, session_id=sid, message_count=size, version=size + 1))
+    for batch in _batches(size):
+        with store.transaction(write=True) as tx:
+            tx.get_session(sid)
+            tx.insert_messages([_exchange(sid, i + 1, size) for i in batch])
+            for i in batch:
+                data = {"goal": "read every module", "facts": {"read": i + 1}}
+                memory = WorkingMemory(session_id=sid, version=i + 2, updated_at=T0, data=data)
+                tx.put_working_memory(memory, at_seq=i + 1)
+    return sid
+
+
+@contextmanager
+def memory_as_of(size: int, samples: int) -> Iterator[list[Call]]:
+    """The working memory as of seq 1 of a session whose memory was written after each
+    of its ``size`` messages: the oldest point, behind every other version."""
+    with sqlite_manager() as m:
+        sid = session_with_memory_history(m.store, size)
+
+        def read() -> object:
+            memory = m.get_working_memory(session_id=sid, user_id=USER, at_seq=1)
+            assert memory.data["facts"] == {"read": 1}, memory.data
+            return memory
+
+        yield [read] * samples
+
+
+@contextmanager
+def rewind_session(size: int, samples: int) -> Iterator[list[Prepared]]:
+    """A rewind of the newest exchange (two messages appended with a memory patch,
+    untimed, right before) of a session of ``size`` messages and memory versions: it
+    hides the two, clamps the history and writes back the memory as of ``size``."""
+    with sqlite_manager() as m:
+        sid = session_with_memory_history(m.store, size)
+        turn = [{"role": "user", "content": "and now?"}, {"role": "assistant", "content": "ok"}]
+
+        def append() -> object:
+            return m.append_messages(
+                session_id=sid, user_id=USER, messages=turn,
+                working_memory_patch={"next_action": "rewind me"},
+            )  # fmt: skip
+
+        def rewind() -> object:
+            result = m.rewind_session(session_id=sid, user_id=USER, to_seq=size)
+            assert result.count == 2 and result.number is not None, result
+            return result
+
+        yield [Prepared(append, rewind)] * samples
+
+
 # ===================================================================== tool lookups
 
 
@@ -562,6 +622,8 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("list_sessions_agent", list_sessions_agent, SIZES, "sessions of the user"),
     Workload("list_sessions_active", list_sessions_active, SIZES, "sessions of the user"),
     Workload("build_context", build_context, SIZES, "messages in the session"),
+    Workload("memory_as_of", memory_as_of, SIZES, "memory versions in the session"),
+    Workload("rewind_session", rewind_session, SIZES, "messages and memory versions"),
 )
 
 

@@ -31,6 +31,8 @@ GROWTH_WORKLOADS = [
     "list_sessions_agent",
     "list_sessions_active",
     "build_context",
+    "memory_as_of",
+    "rewind_session",
 ]
 
 
