@@ -27,7 +27,7 @@ from .pipeline import Change, Unchanged, WriteRequest
 from .policy import Limits
 from .reads import memory_as_of
 from .removal import removal_change
-from .validation import check_cursor_seq
+from .validation import check_cursor_seq, check_within
 
 __all__ = ["RewindUseCases"]
 
@@ -191,12 +191,7 @@ def _rewind(
     Raises:
         ValidationError: ``to`` above the session's ``message_count``.
     """
-    if to > s.message_count:
-        raise ValidationError(
-            f"to_seq must be at most the session's message_count ({s.message_count})",
-            field="to_seq",
-        )
-    if to == s.message_count:  # the memory as of it is the current one
+    if check_within(s, to, "to_seq") == s.message_count:  # the memory as of it is the current one
         current = memory_as_of(tx, s, to)
         return Unchanged(RewindResult(
             number=None, to_seq=to, count=0, mode=mode,
