@@ -52,8 +52,9 @@ def test_update_working_memory_is_in_effect_at_the_current_count(
     assert [_as_of(manager, sid, n) for n in range(4)] == [{}, {}, both, both]
 
 
-def test_as_of_zero_is_the_creation_state(manager: SessionManager) -> None:
-    """The memory given to create_session is the memory as of seq 0, whatever follows."""
+def test_as_of_zero_is_the_memory_before_the_first_message(manager: SessionManager) -> None:
+    """The memory as of seq 0 is the one in effect before the first message: the memory
+    given to create_session, or an update made before any message, whatever follows."""
     sid = manager.create_session(user_id=USER, working_memory={"goal": "g"}).session_id
     manager.update_working_memory(session_id=sid, user_id=USER, data={"goal": "later"})
     _append(manager, sid, 3, working_memory_patch={"x": 1})

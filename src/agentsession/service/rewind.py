@@ -60,9 +60,12 @@ class RewindUseCases(ServiceCore):
         rewind's number; ``remove=True`` deletes them. Either way the rewind is recorded
         (:meth:`list_rewinds`) and audited as ``session.rewound`` with ``to_seq``,
         ``count``, ``mode``, ``memory_version`` and ``summaries_removed`` when some went
-        (numbers only). Tool calls and runs stay: they record what really ran. The
-        memory given to :meth:`create_session` is the memory as of 0, so a rewind to 0
-        gives it back. A rewind that would change nothing (``to_seq ==
+        (numbers only). Tool calls and runs stay: they record what really ran. A rewind
+        to 0 gives back the memory in effect before the first message: the one given
+        to :meth:`create_session`, or the last one written before any message; for a
+        session stored before the history existed, a seq below the one its history
+        starts at (SQL: its ``message_count`` at the migration; Redis: none) reads an
+        empty memory. A rewind that would change nothing (``to_seq ==
         message_count``: the memory as of it is the current one) is a no-op: no version
         step, no audit event, no rewind recorded. Not an erasure (see
         :meth:`truncate_messages`). ``user_id`` names the caller.
