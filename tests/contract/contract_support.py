@@ -2,7 +2,9 @@
 and a failure-injecting store proxy (a real adapter wrapper, not a mock).
 
 Everything here talks to a store only through :class:`SessionManager` or the public
-store protocol, so it works for every backend registered in ``tests/conftest.py``.
+store protocol, so it works for every backend registered in ``tests/conftest.py``;
+the memory-history helpers alone reach into each store (they count or drop rows no
+protocol read exposes).
 """
 
 from __future__ import annotations
@@ -15,9 +17,15 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+import sqlalchemy as sa
+
 from agentsession import Message, Page, RecordWrite, Session, SessionManager
 from agentsession.ids import new_id
 from agentsession.stores.base import ScrubReport, SessionStore, StoreTransaction
+from agentsession.stores.memory import MemoryStore
+from agentsession.stores.redis_memory import memory_keys
+from agentsession.stores.schema import memory_history
+from agentsession.stores.sql import SQLStore
 
 #: Public methods of SessionManager (what callers may use).
 PUBLIC_METHODS = sorted(
@@ -374,3 +382,30 @@ READS: dict[str, Any] = {
 
 #: Every public method that takes a session id.
 ALL_SESSION_OPS: dict[str, Any] = {**READS, **VERSIONED_WRITES, **CONTENT_WRITES}
+
+
+def history_rows(store: SessionStore, session_id: str) -> int:
+    """How many working-memory history rows ``store`` holds for the session."""
+    if isinstance(store, MemoryStore):
+        return len(store._sessions[session_id].memory_history)
+    if isinstance(store, SQLStore):
+        rows = memory_history.c.session_id == session_id
+        stmt = sa.select(sa.func.count()).select_from(memory_history).where(rows)
+        with store.engine.connect() as conn:
+            return int(conn.execute(stmt).scalar_one())
+    _, history, at = memory_keys(session_id)
+    client: Any = store.client  # type: ignore[attr-defined]
+    assert client.hlen(history) == client.zcard(at)
+    return int(client.zcard(at))
+
+
+def drop_history(store: SessionStore, session_id: str) -> None:
+    """Delete the session's history rows, as a session stored before the history
+    existed has none (Redis) or fewer."""
+    if isinstance(store, MemoryStore):
+        store._sessions[session_id].memory_history.clear()
+    elif isinstance(store, SQLStore):
+        with store.engine.begin() as conn:
+            conn.execute(sa.delete(memory_history).where(memory_history.c.session_id == session_id))
+    else:
+        store.client.delete(*memory_keys(session_id)[1:])  # type: ignore[attr-defined]

@@ -8,7 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from contract_support import ADMIN, OTHER, USER, assistant_msg, audit_of, new_session, user_msg
+from contract_support import (
+    ADMIN,
+    OTHER,
+    USER,
+    assistant_msg,
+    audit_of,
+    drop_history,
+    new_session,
+    user_msg,
+)
 from message_formats import answer, calls, results, user
 
 from agentsession import (
@@ -133,6 +142,25 @@ def test_summaries_within_the_seq_are_copied_with_their_numbers(manager: Session
     assert [s.number for s in manager.list_summaries(**_kw(sid))] == [1, 2, 3]
 
 
+def test_a_seq_past_message_count_is_refused_alike_everywhere(manager: SessionManager) -> None:
+    """Fork, rewind, memory-as-of and summary refuse a seq above ``message_count`` with
+    the one message of one check."""
+    sid = new_session(manager).session_id
+    _chat(manager, sid, 1)
+    calls = [
+        lambda: manager.fork_session(**_kw(sid), at_seq=3),
+        lambda: manager.rewind_session(**_kw(sid), to_seq=3),
+        lambda: manager.get_working_memory(**_kw(sid), at_seq=3),
+        lambda: manager.add_summary(**_kw(sid), from_seq=1, to_seq=3, text="s"),
+    ]
+    said = set()
+    for call in calls:
+        with pytest.raises(ValidationError) as err:
+            call()
+        said.add(str(err.value).split(": ", 1)[-1].replace("to_seq", "at_seq"))
+    assert said == {"at_seq must be at most the session's message_count (2)"}
+
+
 def test_memory_of_the_fork_is_the_parent_memory_as_of_the_seq(manager: SessionManager) -> None:
     """Memory written at several points: the fork's memory is the parent's as of N, its
     history as of earlier seqs too; memory writes in either do not reach the other."""
@@ -161,6 +189,19 @@ def test_memory_of_the_fork_is_the_parent_memory_as_of_the_seq(manager: SessionM
     m.append_message(**_kw(bare), message=user_msg("x"))
     blank = m.fork_session(**_kw(bare))
     assert m.get_working_memory(**_kw(blank.session_id)).version == 0
+
+
+def test_a_session_without_history_rows_forks_its_current_memory(
+    store: SessionStore, manager: SessionManager
+) -> None:
+    """A session stored before the history existed has no history rows: a fork at its
+    ``message_count`` still gets its current memory (the memory as of that seq)."""
+    sid = new_session(manager, working_memory={"goal": "old"}).session_id
+    _chat(manager, sid, 2)
+    manager.update_working_memory(**_kw(sid), data={"goal": "now"})
+    drop_history(store, sid)
+    fork = manager.fork_session(**_kw(sid))
+    assert manager.get_working_memory(**_kw(fork.session_id)).data == {"goal": "now"}
 
 
 def test_deleting_the_parent_leaves_the_fork_whole(manager: SessionManager) -> None:

@@ -4,11 +4,14 @@ patches, replaces, creation, removals (the clamp) and deletion (docs/architectur
 
 from __future__ import annotations
 
+import random
+
 import pytest
-from contract_support import USER, user_msg
+from contract_support import USER, history_rows, user_msg
 
 from agentsession import SessionManager, ValidationError
 from agentsession.errors import SessionNotFound
+from agentsession.stores.base import SessionStore
 
 
 def _as_of(m: SessionManager, sid: str, seq: int) -> dict[str, object]:
@@ -49,8 +52,9 @@ def test_update_working_memory_is_in_effect_at_the_current_count(
     assert [_as_of(manager, sid, n) for n in range(4)] == [{}, {}, both, both]
 
 
-def test_as_of_zero_is_the_creation_state(manager: SessionManager) -> None:
-    """The memory given to create_session is the memory as of seq 0, whatever follows."""
+def test_as_of_zero_is_the_memory_before_the_first_message(manager: SessionManager) -> None:
+    """The memory as of seq 0 is the one in effect before the first message: the memory
+    given to create_session, or an update made before any message, whatever follows."""
     sid = manager.create_session(user_id=USER, working_memory={"goal": "g"}).session_id
     manager.update_working_memory(session_id=sid, user_id=USER, data={"goal": "later"})
     _append(manager, sid, 3, working_memory_patch={"x": 1})
@@ -105,3 +109,49 @@ def test_delete_removes_the_history(manager: SessionManager) -> None:
     with manager.store.transaction(write=False) as tx:
         assert tx.get_working_memory_at(sid, 0) is None
         assert tx.get_working_memory_at(sid, 10) is None
+
+
+def test_the_history_keeps_one_row_per_seq(store: SessionStore, manager: SessionManager) -> None:
+    """The review's case: 50 appends each patching memory, a rewind to 0, a truncate to
+    0 and a fork leave one history row in the session and one in the fork (the rows
+    nothing can read again are gone, and the fork does not copy them)."""
+    sid = manager.create_session(user_id=USER, working_memory={"m": 0}).session_id
+    for i in range(50):
+        _append(manager, sid, 1, working_memory_patch={"p": i % 10})
+    manager.rewind_session(session_id=sid, user_id=USER, to_seq=0)
+    manager.truncate_messages(session_id=sid, user_id=USER, after_seq=0)
+    fork = manager.fork_session(session_id=sid, user_id=USER)
+    assert history_rows(store, sid) == 1 and history_rows(store, fork.session_id) == 1
+    assert _as_of(manager, sid, 0) == _as_of(manager, fork.session_id, 0) == {"m": 0}
+
+
+def test_memory_as_of_matches_a_model_over_random_writes(
+    store: SessionStore, manager: SessionManager
+) -> None:
+    """Random appends (with and without a patch), replaces, truncates and rewinds: after
+    each, the memory as of every seq is the model's, and the history holds at most
+    ``message_count + 1`` rows."""
+    rng = random.Random(13)
+    sid = manager.create_session(user_id=USER, working_memory={"v": 0}).session_id
+    model: list[dict[str, object]] = [{"v": 0}]  # model[k]: the memory as of seq k
+    kw = {"session_id": sid, "user_id": USER}
+    for step in range(1, 41):
+        op = rng.choice(["append", "append", "patch", "update", "truncate", "rewind"])
+        n = len(model) - 1
+        if op == "append":
+            _append(manager, sid, k := rng.randint(1, 3))
+            model += [model[-1]] * k
+        elif op == "patch":
+            _append(manager, sid, k := rng.randint(1, 3), working_memory_patch={"v": step})
+            model += [model[-1]] * (k - 1) + [{**model[-1], "v": step}]
+        elif op == "update":
+            manager.update_working_memory(**kw, data={"v": step})  # type: ignore[arg-type]
+            model[-1] = {"v": step}
+        elif op == "truncate":
+            manager.truncate_messages(**kw, after_seq=(to := rng.randint(0, n)))  # type: ignore[arg-type]
+            model[to:] = [model[-1]]
+        else:
+            manager.rewind_session(**kw, to_seq=(to := rng.randint(0, n)))  # type: ignore[arg-type]
+            del model[to + 1 :]
+        assert [_as_of(manager, sid, k) for k in range(len(model))] == model, (step, op)
+        assert history_rows(store, sid) <= len(model)

@@ -13,13 +13,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ..errors import SessionExists, ValidationError
+from ..errors import SessionExists
 from ..ids import new_id
 from ..models import Session, WorkingMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import UNSET, ServiceCore
 from .pipeline import request_parts
+from .reads import memory_as_of
 from .transitions import expires_at, next_version
 from .validation import (
     check_cursor_seq,
@@ -27,6 +28,7 @@ from .validation import (
     check_metadata,
     check_title,
     check_ttl,
+    check_within,
 )
 
 __all__ = ["ForkUseCases"]
@@ -124,15 +126,10 @@ def _fork_point(tx: StoreTransaction, parent: Session, seq: int | None, key: str
     """The seq to fork ``parent`` at (``seq``, None: its ``message_count``).
 
     Raises:
-        ValidationError: ``seq`` past the parent's last message.
+        ValidationError: ``seq`` above the parent's ``message_count``.
         SessionExists: a session of the parent's owner and agent has ``key``.
     """
-    n = parent.message_count if seq is None else seq
-    if n > parent.message_count:
-        raise ValidationError(
-            f"at_seq {n} is past the parent's last message ({parent.message_count})",
-            field="at_seq",
-        )
+    n = parent.message_count if seq is None else check_within(parent, seq, "at_seq")
     if key is not None:
         found = tx.find_session_by_key(parent.user_id, parent.agent, key)
         if found is not None:
@@ -181,8 +178,8 @@ def _copy_state(
     n = fork.message_count
     id_part = new_id("msg")[4 : 4 + _ID_PART]
     copied = tx.copy_history(parent.session_id, fork.session_id, upto_seq=n, id_part=id_part)
-    memory = tx.get_working_memory_at(parent.session_id, n)
-    if memory is not None:
+    memory = memory_as_of(tx, parent, n)
+    if memory.version:
         own = WorkingMemory(
             session_id=fork.session_id, version=fork.version, updated_at=now, data=memory.data
         )

@@ -39,9 +39,13 @@ class MemoryUseCases(ServiceCore):
         """Return the working memory (an empty document at version 0 if never written),
         or with ``at_seq`` the memory as it stood at message ``at_seq``: the newest
         write made while the history ended at or before that seq, i.e. the memory in
-        effect when message ``at_seq + 1`` was appended (0: as the session was created;
-        ``message_count``: the current memory). Its ``version`` is the session version
-        the write produced (docs/architecture.md, "Working-memory history").
+        effect when message ``at_seq + 1`` was appended (0: before the first message,
+        i.e. the creation memory or the last update made before any message;
+        ``message_count``: the current memory). A session stored before the history
+        existed reads an empty document below the seq its history starts at (SQL: its
+        ``message_count`` at the migration; Redis: it has no history). Its ``version``
+        is the session version the write produced (docs/architecture.md,
+        "Working-memory history").
 
         ``user_id`` names the caller (the principal).
 

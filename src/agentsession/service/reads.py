@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..errors import ValidationError
 from ..models import Session, WorkingMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .pipeline import DueForExpiry, WritePipeline
 from .transitions import is_due, is_lapsed
 from .uow import UnitOfWork
+from .validation import check_within
 
 __all__ = ["ReadPath", "memory_of"]
 
@@ -94,12 +94,7 @@ def memory_as_of(tx: StoreTransaction, s: Session, seq: int) -> WorkingMemory:
     Raises:
         ValidationError: ``seq`` above the session's ``message_count``.
     """
-    if seq > s.message_count:
-        raise ValidationError(
-            f"at_seq must be at most the session's message_count ({s.message_count})",
-            field="at_seq",
-        )
-    if seq == s.message_count:
+    if check_within(s, seq, "at_seq") == s.message_count:
         return memory_of(tx, s)
     memory = tx.get_working_memory_at(s.session_id, seq) or WorkingMemory(session_id=s.session_id)
     return memory.model_copy(update={"session_version": s.version})

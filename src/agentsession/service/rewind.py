@@ -27,7 +27,7 @@ from .pipeline import Change, Unchanged, WriteRequest
 from .policy import Limits
 from .reads import memory_as_of
 from .removal import removal_change
-from .validation import check_cursor_seq
+from .validation import check_cursor_seq, check_within
 
 __all__ = ["RewindUseCases"]
 
@@ -60,9 +60,12 @@ class RewindUseCases(ServiceCore):
         rewind's number; ``remove=True`` deletes them. Either way the rewind is recorded
         (:meth:`list_rewinds`) and audited as ``session.rewound`` with ``to_seq``,
         ``count``, ``mode``, ``memory_version`` and ``summaries_removed`` when some went
-        (numbers only). Tool calls and runs stay: they record what really ran. The
-        memory given to :meth:`create_session` is the memory as of 0, so a rewind to 0
-        gives it back. A rewind that would change nothing (``to_seq ==
+        (numbers only). Tool calls and runs stay: they record what really ran. A rewind
+        to 0 gives back the memory in effect before the first message: the one given
+        to :meth:`create_session`, or the last one written before any message; for a
+        session stored before the history existed, a seq below the one its history
+        starts at (SQL: its ``message_count`` at the migration; Redis: none) reads an
+        empty memory. A rewind that would change nothing (``to_seq ==
         message_count``: the memory as of it is the current one) is a no-op: no version
         step, no audit event, no rewind recorded. Not an erasure (see
         :meth:`truncate_messages`). ``user_id`` names the caller.
@@ -191,12 +194,7 @@ def _rewind(
     Raises:
         ValidationError: ``to`` above the session's ``message_count``.
     """
-    if to > s.message_count:
-        raise ValidationError(
-            f"to_seq must be at most the session's message_count ({s.message_count})",
-            field="to_seq",
-        )
-    if to == s.message_count:  # the memory as of it is the current one
+    if check_within(s, to, "to_seq") == s.message_count:  # the memory as of it is the current one
         current = memory_as_of(tx, s, to)
         return Unchanged(RewindResult(
             number=None, to_seq=to, count=0, mode=mode,

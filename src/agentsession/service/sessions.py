@@ -405,7 +405,7 @@ def _with_memory(
     now: datetime,
 ) -> Session:
     """Store the initial working memory of a new session as its second version (the
-    memory as of seq 0: a rewind to 0 gives it back)."""
+    memory as of seq 0 until an update before the first message replaces it there)."""
     tx.put_working_memory(
         WorkingMemory(
             session_id=session.session_id,

@@ -26,7 +26,13 @@ from ..tokens import Tokenizer, message_tokens, text_tokens
 from .core import ServiceCore
 from .pipeline import Change, WriteRequest
 from .transitions import next_version
-from .validation import check_cursor_seq, check_limit, check_record_name, check_tokenizer
+from .validation import (
+    check_cursor_seq,
+    check_limit,
+    check_record_name,
+    check_tokenizer,
+    check_within,
+)
 
 __all__ = ["SummaryUseCases"]
 
@@ -176,11 +182,7 @@ def _check_count(value: Any, field: str) -> int | None:
 def _check_against(s: Session, fields: dict[str, Any], number: int) -> None:
     """The checks against the stored session: the range lies in its history, and a
     ``supersedes`` names an existing summary."""
-    if fields["to_seq"] > s.message_count:
-        raise ValidationError(
-            f"to_seq must be at most the session's message_count ({s.message_count})",
-            field="to_seq",
-        )
+    check_within(s, fields["to_seq"], "to_seq")
     target = fields["supersedes"]
     if target is not None and target >= number:
         raise ValidationError(f"supersedes names no summary ({target})", field="supersedes")

@@ -310,6 +310,21 @@ def check_cursor_seq(value: Any, field: str) -> int | None:
     return value
 
 
+def check_within(s: Session, seq: int, field: str) -> int:
+    """``seq``, checked to be at most ``s.message_count`` (a seq the session has reached:
+    a read or rewind as of it, a fork or summary up to it).
+
+    Raises:
+        ValidationError: ``seq`` above the session's ``message_count``.
+    """
+    if seq > s.message_count:
+        raise ValidationError(
+            f"{field} must be at most the session's message_count ({s.message_count})",
+            field=field,
+        )
+    return seq
+
+
 def check_time(value: Any, field: str) -> datetime | None:
     """None, or an aware datetime, returned in UTC."""
     if value is None:

@@ -463,7 +463,12 @@ class _MemoryTransaction:
         if data.memory_history and memory.version <= data.memory_history[-1][1].version:
             raise StoreConflict(f"memory version {memory.version} is not above the newest")
         self._set_attr(data, "memory", _copy(memory))
-        self._append(data.memory_history, (at_seq, _copy(memory)))
+        rows = data.memory_history
+        i = bisect_left(rows, at_seq, key=_at_seq)
+        if i == len(rows):
+            self._append(rows, (at_seq, _copy(memory)))
+        else:  # the rows at at_seq can never be read again: replace them
+            self._splice(rows, i, (at_seq, _copy(memory)))
 
     def get_working_memory_at(self, session_id: str, seq: int) -> WorkingMemory | None:
         data = self._s._sessions.get(session_id)
@@ -475,11 +480,17 @@ class _MemoryTransaction:
     def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:
         self._writing()
         rows = self._data(session_id).memory_history
-        i = bisect_right(rows, after_seq, key=_at_seq)
-        if i == len(rows):
+        i = bisect_left(rows, after_seq, key=_at_seq)
+        if i == len(rows) or (i == len(rows) - 1 and rows[i][0] == after_seq):
             return
+        # Only the newest row at or above after_seq can be read again: keep it, there.
+        self._splice(rows, i, (after_seq, rows[-1][1]))
+
+    def _splice(self, rows: list[tuple[int, WorkingMemory]], i: int,
+                row: tuple[int, WorkingMemory]) -> None:  # fmt: skip
+        """Replace ``rows[i:]`` by ``row``, undone on rollback."""
         before = rows[:]
-        rows[i:] = [(after_seq, m) for _, m in rows[i:]]
+        rows[i:] = [row]
         self._undo.append(functools.partial(rows.__setitem__, slice(None), before))
 
     # -- shared memory ---------------------------------------------------------------

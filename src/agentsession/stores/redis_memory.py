@@ -10,9 +10,11 @@ The memory as of a seq is the newest version whose ``at_seq`` is at or below it
 (docs/architecture.md, "Working-memory history"). ``at_seq`` never decreases with the
 version and equal scores sort by member, which the zero-padded version makes numeric
 order, so that row is the last member with a score at or below the seq: one
-ZREVRANGEBYSCORE with a limit of 1 and one HGET. A removal's clamp is the commit
-script's ``ZCLAMP`` (every member scored above the new end gets it), applied in the
-same script as the removal. Writes are buffered like every other write; every memory
+ZREVRANGEBYSCORE with a limit of 1 and one HGET. A write drops the stored rows at its
+``at_seq`` (the commit script's ``ZDROPAT``: ZREM and HDEL); a removal's clamp is its
+``ZCLAMP``: of the members scored at or above the new end the last one is kept, scored
+at it, the others are dropped, in the same script as the removal. So the history
+holds at most one row per ``at_seq``. Writes are buffered like every other write; every memory
 write also rewrites the session (its version), whose guard makes the transaction a
 compare-and-set.
 """
@@ -86,7 +88,8 @@ class MemoryOps:
 
     @translated
     def put_working_memory(self, memory: WorkingMemory, *, at_seq: int) -> None:
-        """Buffer the SET of the document, the HSET and ZADD of its history row."""
+        """Buffer the SET of the document, a ZDROPAT of the stored rows at ``at_seq``,
+        the HSET and ZADD of its history row."""
         self._writing()
         sid = memory.session_id
         self._require_session(sid)
@@ -95,6 +98,7 @@ class MemoryOps:
             self._check("HNX", history, str(memory.version))
         self._memory[sid] = memory.model_copy(deep=True)
         self._do("SET", current, _enc(memory))
+        self._do("ZDROPAT", at, at_seq)  # the rows at at_seq can never be read again
         self._do("HSET", history, str(memory.version), _enc(memory))
         self._do("ZADD", at, at_seq, _member(memory.version))
         self._new_history.setdefault(sid, []).append((at_seq, memory.model_copy(deep=True)))
@@ -119,7 +123,9 @@ class MemoryOps:
 
     @translated
     def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:
-        """Clamp this transaction's rows, and buffer a ZCLAMP of the stored ones."""
+        """Clamp this transaction's rows, and buffer a ZCLAMP of the stored ones (it
+        keeps the newest at or above ``after_seq`` only; reads here need no change: the
+        newest is the one they find at or above the clamp)."""
         self._writing()
         self._require_session(session_id)
         mine = self._new_history.get(session_id, [])

@@ -266,11 +266,20 @@ while i <= #ARGV do
     elseif op == 'ZCUT' then
       local s = arg()
       redis.call('ZREMRANGEBYSCORE', k, '(' .. s, '+inf')
-    elseif op == 'ZCLAMP' then
+    elseif op == 'ZCLAMP' or op == 'ZDROPAT' then
+      -- k: a memhist:at zset; its hash is k without ':at', fields the unpadded members.
+      -- ZCLAMP keeps the last member scored s or above, at s; ZDROPAT drops those at s.
       local s = arg()
-      for _, m in ipairs(redis.call('ZRANGEBYSCORE', k, '(' .. s, '+inf')) do
-        redis.call('ZADD', k, s, m)
+      local h = string.sub(k, 1, -4)
+      local ms = redis.call('ZRANGEBYSCORE', k, s, op == 'ZCLAMP' and '+inf' or s)
+      local keep = op == 'ZCLAMP' and #ms or 0
+      for j = 1, #ms do
+        if j ~= keep then
+          redis.call('ZREM', k, ms[j])
+          redis.call('HDEL', h, (string.gsub(ms[j], '^0+(%d)', '%1')))
+        end
       end
+      if keep > 0 then redis.call('ZADD', k, s, ms[keep]) end
     elseif op == 'SADD' then
       local m = arg()
       redis.call('SADD', k, m)

@@ -3,6 +3,7 @@
 Kept apart from :mod:`.sql` so each module stays one job; the store's transaction calls
 these with its connection. The memory as of a seq is the newest version whose
 ``at_seq`` is at or below it, and ``at_seq`` never decreases with the version
+(writes and removals keep at most one row per ``at_seq``, the newest)
 (docs/architecture.md, "Working-memory history"), so it is also the row with the
 highest ``(at_seq, version)`` at or below it: one seek in the index
 ``(session_id, at_seq, version)``, which also finds the rows a removal clamps, so
@@ -21,8 +22,13 @@ __all__ = ["insert_history", "memory_at", "rebase_history"]
 
 
 def insert_history(conn: Connection, memory: WorkingMemory, at_seq: int) -> None:
-    """Append the history row of a memory write (a duplicate version is an integrity
-    error: StoreConflict)."""
+    """Append the history row of a memory write, after one DELETE of the older rows at
+    the same ``at_seq`` (none of them can be read again; a duplicate version is kept, so
+    the INSERT's integrity error still says StoreConflict)."""
+    sid = memory.session_id
+    older = sa.delete(t).where(t.c.session_id == sid, t.c.at_seq == at_seq,
+                               t.c.version < memory.version)  # fmt: skip
+    conn.execute(older)
     row = {"session_id": memory.session_id, "version": memory.version, "at_seq": at_seq}
     conn.execute(sa.insert(t), [{**row, "updated_at": memory.updated_at, "data": memory.data}])
 
@@ -41,10 +47,12 @@ def memory_at(conn: Connection, session_id: str, seq: int) -> WorkingMemory | No
 
 
 def rebase_history(conn: Connection, session_id: str, after_seq: int) -> None:
-    """Set ``at_seq = after_seq`` where it is above (one UPDATE)."""
-    stmt = (
-        sa.update(t)
-        .where(t.c.session_id == session_id, t.c.at_seq > after_seq)
-        .values(at_seq=after_seq)
-    )
-    conn.execute(stmt)
+    """Of the rows with ``at_seq >= after_seq`` keep the newest version only, at
+    ``after_seq`` (it is the memory as of ``after_seq`` from now on; the others can
+    never be read again): one SELECT of the newest, one DELETE, one UPDATE."""
+    above = (t.c.session_id == session_id, t.c.at_seq >= after_seq)
+    newest = conn.execute(sa.select(sa.func.max(t.c.version)).where(*above)).scalar()
+    if newest is None:
+        return
+    conn.execute(sa.delete(t).where(*above, t.c.version < newest))
+    conn.execute(sa.update(t).where(*above).values(at_seq=after_seq))

@@ -49,7 +49,8 @@ def hide_messages(conn: Connection, session_id: str, *, after_seq: int, number: 
         m.c.payload, sa.literal(number, sa.Integer).label("rewind_number"),
     ).where(m.c.session_id == session_id, m.c.seq > after_seq)  # fmt: skip
     stmt = sa.insert(h).from_select([*columns, "rewind_number"], source)
-    return int(conn.execute(stmt).rowcount)
+    # PostgreSQL's driver answers -1 for an INSERT ... SELECT unless told to keep it.
+    return int(conn.execute(stmt.execution_options(preserve_rowcount=True)).rowcount)
 
 
 def get_rewound_messages(
