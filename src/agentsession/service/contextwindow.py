@@ -47,10 +47,13 @@ from ..models import Message, Summary
 from ..stores.base import StoreTransaction
 from ..tokens import Tokenizer, message_tokens, text_tokens
 
-__all__ = ["PAGE", "Window", "is_user_turn", "select_window", "well_formed"]
+__all__ = ["FIRST_PAGE", "LAST_PAGE", "Window", "is_user_turn", "select_window", "well_formed"]
 
-#: Messages read per step of the backward walk.
-PAGE = 64
+#: Messages read by the first step of the backward walk; each further step reads twice
+#: as many, up to :data:`LAST_PAGE`: a small budget reads little more than it keeps, a
+#: large one a few steps.
+FIRST_PAGE = 16
+LAST_PAGE = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,13 +228,16 @@ def _summaries(tx: StoreTransaction, session_id: str, message_count: int) -> Ite
 
 
 def _walk(tx: StoreTransaction, session_id: str, before: int) -> Iterator[Message]:
-    """The session's messages below seq ``before``, newest first, a page at a time."""
+    """The session's messages below seq ``before``, newest first, in pages of
+    :data:`FIRST_PAGE` doubling up to :data:`LAST_PAGE`."""
+    size = FIRST_PAGE
     while before > 1:
-        page = tx.get_messages(session_id, before_seq=before, limit=PAGE)
+        page = tx.get_messages(session_id, before_seq=before, limit=size)
         if not page:
             return
         yield from reversed(page)
         before = page[0].seq
+        size = min(2 * size, LAST_PAGE)
 
 
 def _step_back(needed: Counter[str], m: Message) -> Counter[str]:
