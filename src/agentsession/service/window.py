@@ -69,8 +69,8 @@ def align_window(
             or a cursor standing for one) and is not widened, so the page next to it
             keeps every message once.
         neighbour: the message right before or right after ``rows`` if the caller
-            read it already (in this transaction); a widening by that one message
-            then takes it instead of reading it again.
+            read it already (in this transaction); a widening step over it takes it
+            instead of reading it again (a step reads no more rows than before).
 
     Returns:
         The widened window: consecutive seqs, oldest first, ``rows`` in the middle.
@@ -140,12 +140,7 @@ def _widen_start(
         if rows[0].seq <= 1 or first - rows[0].seq >= MAX_WIDENING:
             return rows, True
         # Without a call missing, only the message right before can be wanted.
-        if not needed and neighbour is not None and neighbour.seq == rows[0].seq - 1:
-            older = [neighbour]
-        else:
-            older = tx.get_messages(
-                session_id, before_seq=rows[0].seq, limit=_STEP if needed else 1
-            )
+        older = _older(tx, session_id, rows[0].seq, _STEP if needed else 1, neighbour)
         if not older:
             return rows, True
         for i in range(len(older) - 1, -1, -1):
@@ -177,12 +172,7 @@ def _widen_end(
     while pending or is_reasoning(rows[-1]):
         if rows[-1].seq >= message_count or rows[-1].seq - last >= MAX_WIDENING:
             return rows, True
-        if not pending and neighbour is not None and neighbour.seq == rows[-1].seq + 1:
-            newer = [neighbour]
-        else:
-            newer = tx.get_messages(
-                session_id, after_seq=rows[-1].seq, limit=_STEP if pending else 1, newest=False
-            )
+        newer = _newer(tx, session_id, rows[-1].seq, _STEP if pending else 1, neighbour)
         if not newer:
             return rows, True
         for i, m in enumerate(newer):
@@ -196,3 +186,30 @@ def _widen_end(
             pending.update(opened_calls(m))
         rows = rows + newer
     return rows, False
+
+
+def _older(
+    tx: StoreTransaction, session_id: str, seq: int, limit: int, known: Message | None
+) -> list[Message]:
+    """The ``limit`` messages right before ``seq``, oldest first; ``known``, the one at
+    ``seq - 1`` if the caller read it already, is not read again."""
+    if known is None or known.seq != seq - 1:
+        return tx.get_messages(session_id, before_seq=seq, limit=limit)
+    if limit == 1:
+        return [known]
+    return [*tx.get_messages(session_id, before_seq=known.seq, limit=limit - 1), known]
+
+
+def _newer(
+    tx: StoreTransaction, session_id: str, seq: int, limit: int, known: Message | None
+) -> list[Message]:
+    """The ``limit`` messages right after ``seq``, oldest first; ``known``, the one at
+    ``seq + 1`` if the caller read it already, is not read again."""
+    if known is None or known.seq != seq + 1:
+        return tx.get_messages(session_id, after_seq=seq, limit=limit, newest=False)
+    if limit == 1:
+        return [known]
+    return [
+        known,
+        *tx.get_messages(session_id, after_seq=known.seq, limit=limit - 1, newest=False),
+    ]
