@@ -26,6 +26,7 @@ import sqlalchemy as sa
 
 from agentsession import SessionManager
 from agentsession.errors import StoreBusy, StoreError, VersionConflict
+from agentsession.stores import groupcommit
 from agentsession.stores.sql import SQLStore
 from service import EXE, running_service
 
@@ -43,10 +44,18 @@ def _store(sm: SessionManager) -> SQLStore:
     return store
 
 
-def _commits(store: SQLStore) -> list[int]:
-    """A list that grows by one on every COMMIT of the store's engine."""
+def _commits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one on every COMMIT of a write transaction (each ends by
+    ``end_transaction``, begun on the driver or by Core)."""
     seen: list[int] = []
-    sa.event.listen(store.engine, "commit", lambda conn: seen.append(1))
+    real = groupcommit.end_transaction
+
+    def counting(conn: Any, *, commit: bool) -> None:
+        if commit:
+            seen.append(1)
+        real(conn, commit=commit)
+
+    monkeypatch.setattr(groupcommit, "end_transaction", counting)
     return seen
 
 
@@ -77,18 +86,26 @@ def _queued_behind_turn(sm: SessionManager, jobs: list[Callable[[], Any]]) -> li
 
 
 def _first_commit_fails(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Make the next COMMIT fail (a disk I/O error); returns a list that gets one item
-    when it did."""
-    real_commit = sa.engine.RootTransaction.commit
+    """Make the next COMMIT of a write fail (a disk I/O error, no COMMIT sent); returns
+    a list that gets one item when it did."""
+    return _failing_commit(
+        monkeypatch, sa.exc.OperationalError("COMMIT", None, Exception("disk I/O error"))
+    )
+
+
+def _failing_commit(monkeypatch: pytest.MonkeyPatch, error: Exception) -> list[int]:
+    """Make the next COMMIT of a write raise ``error`` before it reaches SQLite (whose
+    transaction stays open); returns a list that gets one item when it did."""
+    real = groupcommit.end_transaction
     failed: list[int] = []
 
-    def failing_commit(self: Any) -> None:
-        if not failed:
+    def failing(conn: Any, *, commit: bool) -> None:
+        if commit and not failed:
             failed.append(1)
-            raise sa.exc.OperationalError("COMMIT", None, Exception("disk I/O error"))
-        real_commit(self)
+            raise error
+        real(conn, commit=commit)
 
-    monkeypatch.setattr(sa.engine.RootTransaction, "commit", failing_commit)
+    monkeypatch.setattr(groupcommit, "end_transaction", failing)
     return failed
 
 
@@ -105,9 +122,11 @@ def _appender(sm: SessionManager, sid: str, text: str, **kw: Any) -> Callable[[]
     )
 
 
-def test_queued_writers_share_one_commit(sm: SessionManager) -> None:
+def test_queued_writers_share_one_commit(
+    sm: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sids = [sm.create_session(user_id="u").session_id for _ in range(WRITERS)]
-    commits = _commits(_store(sm))
+    commits = _commits(monkeypatch)
     outcomes = _queued_behind_turn(sm, [_appender(sm, s, s) for s in sids])
     assert all(m.seq == 1 for m in outcomes), outcomes
     # The 8 queued writes: one COMMIT.
@@ -116,11 +135,13 @@ def test_queued_writers_share_one_commit(sm: SessionManager) -> None:
         assert [m.content for m in sm.get_messages(session_id=sid, user_id="u").items] == [sid]
 
 
-def test_without_group_commit_each_write_commits(tmp_path: Path) -> None:
+def test_without_group_commit_each_write_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sm = _manager(tmp_path / "sessions.db", group_commit=False)
     try:
         sids = [sm.create_session(user_id="u").session_id for _ in range(WRITERS)]
-        commits = _commits(_store(sm))
+        commits = _commits(monkeypatch)
         outcomes = _queued_behind_turn(sm, [_appender(sm, s, s) for s in sids])
         assert all(m.seq == 1 for m in outcomes)
         assert len(commits) == WRITERS
@@ -228,23 +249,13 @@ def test_a_failed_commit_fails_every_writer_of_the_batch(
 
 
 def test_a_commit_that_fails_at_the_driver_leaves_the_store_working(
-    sm: SessionManager,
+    sm: SessionManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SQLITE_BUSY on COMMIT leaves SQLite's transaction open: the writer connection is
     dropped (rolling it back, freeing the write lock), the write runs again (StoreBusy)
     and it and the next writes succeed."""
     sid = sm.create_session(user_id="u").session_id
-    dialect = _store(sm).engine.dialect
-    real = dialect.do_commit
-    failed: list[int] = []
-
-    def do_commit(dbapi_connection: Any) -> None:
-        if not failed:
-            failed.append(1)
-            raise sqlite3.OperationalError("database is locked")  # no COMMIT sent
-        real(dbapi_connection)
-
-    dialect.do_commit = do_commit  # type: ignore[method-assign]
+    failed = _failing_commit(monkeypatch, sqlite3.OperationalError("database is locked"))
     seqs = [
         sm.append_message(
             session_id=sid, user_id="u", message={"role": "user", "content": f"m{i}"}

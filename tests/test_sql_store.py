@@ -340,6 +340,44 @@ def test_run_writes_never_read_run_steps(sql_store: SQLStore) -> None:
     assert m.get_run(**kw, run_id=run_id).step_count == 31
 
 
+def test_newest_page_of_a_chat_is_two_selects(sql_store: SQLStore) -> None:
+    """The newest page of a chat without tool calls reads the session row and the
+    messages, nothing more: whether its first message (an assistant's) follows a
+    reasoning item is told by the one message read with the page. One that does is
+    still taken in."""
+    from agentsession import SessionManager
+
+    m = SessionManager(sql_store)
+    sid = m.create_session(user_id="alice").session_id
+    kw: dict[str, Any] = {"session_id": sid, "user_id": "alice"}
+    m.append_messages(
+        **kw,
+        messages=[
+            {"role": "user" if i % 2 else "assistant", "content": str(i)} for i in range(1, 11)
+        ],
+    )
+    with captured_sql(sql_store) as seen:
+        page = m.get_messages(**kw, limit=4)
+    assert [p.seq for p in page.items] == [7, 8, 9, 10] and page.items[0].role == "user"
+    assert [s.split()[0] for s, _ in seen if not s.startswith(("BEGIN", "COMMIT"))] == [
+        "SELECT", "SELECT"
+    ]
+    with captured_sql(sql_store) as seen:
+        page = m.get_messages(**kw, limit=3)
+    assert [p.seq for p in page.items] == [8, 9, 10] and page.items[0].role == "assistant"
+    assert len([s for s, _ in seen if s.startswith("SELECT")]) == 2
+    m.append_messages(
+        **kw,
+        messages=[
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {"role": "assistant", "content": "answer"},
+            {"role": "user", "content": "thanks"},
+        ],
+    )
+    page = m.get_messages(**kw, limit=2)
+    assert [p.seq for p in page.items] == [11, 12, 13]
+
+
 def test_c22_returned_models_do_not_alias_storage(sql_store: SQLStore) -> None:
     """Changing a returned JSON object in place changes nothing stored."""
     with sql_store.transaction(write=True) as tx:

@@ -164,3 +164,37 @@ def test_a_payload_changed_by_its_caller_during_the_write_is_stored_as_checked(
         [read] = sm.get_messages(session_id=s.session_id, user_id="u1").items
     for m in (returned, replayed, read):
         assert m.content == [{"type": "text", "text": "checked"}]
+
+
+@contextmanager
+def _driver_sql(store: SQLStore) -> Iterator[list[str]]:
+    """Every SQL text the writer's SQLite connection runs while the block runs (its
+    trace callback: what reaches SQLite, whoever sent it)."""
+    seen: list[str] = []
+    writes = store._writes
+    assert writes is not None
+    with writes.exclusive(5) as conn:  # the writer connection, made if none yet
+        driver = conn.connection.dbapi_connection
+    assert driver is not None
+    driver.set_trace_callback(seen.append)
+    try:
+        yield seen
+    finally:
+        driver.set_trace_callback(None)
+
+
+def test_a_write_begins_immediate_and_commits_on_the_driver(tmp_path: Path) -> None:
+    """A write's transaction is BEGIN IMMEDIATE ... COMMIT sent straight to SQLite; a
+    Core statement inside it (creating a session) joins it, and Core's commit ends it.
+    With a cursor listener, the BEGIN goes through Core, where the listener sees it."""
+    store = SQLStore(f"sqlite:///{tmp_path / 's.db'}", auto_migrate=True)
+    with SessionManager(store) as sm:
+        with _driver_sql(store) as seen:
+            sid = sm.create_session(user_id="u1").session_id
+            sm.append_message(session_id=sid, user_id="u1", message={"role": "user"})
+        transactions = [s for s in seen if s.split()[0] in ("BEGIN", "COMMIT", "ROLLBACK")]
+        assert transactions == ["BEGIN IMMEDIATE", "COMMIT"] * 2, seen
+        with captured_sql(store) as listened:
+            sm.append_message(session_id=sid, user_id="u1", message={"role": "user"})
+        assert listened[0][0] == "BEGIN IMMEDIATE"
+        assert sm.get_messages(session_id=sid, user_id="u1").items[-1].seq == 2

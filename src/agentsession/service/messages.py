@@ -225,16 +225,21 @@ def message_page(
     if size == 0:
         _check_anchor(tx, s.session_id, start.anchor)  # a stale cursor is refused here too
         return Page(items=[])
+    # Forwards, one more tells if more exist; backwards and aligned, the one before the
+    # page is what alignment asks of a page starting with a model output (does it
+    # follow a reasoning item?), read here rather than by a statement of its own.
+    extra = 1 if align or not start.older else 0
     read = tx.get_messages(
         s.session_id,
         after_seq=None if start.older else start.seq,
         before_seq=start.seq if start.older else None,
-        limit=size if start.older else size + 1,  # forwards, one more tells if more exist
+        limit=size + extra,
         newest=start.older,
     )
-    rows = read[:size]
+    rows = read[-size:] if start.older else read[:size]
     if align and rows:
         bounded = start.seq is not None
+        beyond = read[0] if start.older else read[-1]
         rows = align_window(
             tx,
             s.session_id,
@@ -242,6 +247,7 @@ def message_page(
             s.message_count,
             keep_start=bounded and not start.older,
             keep_end=bounded and start.older,
+            neighbour=beyond if len(read) > size else None,
         )
     # Checked after the read: message ids are never reused, so the anchor still there
     # now proves no removal (nor a re-append at its seqs) reached it before the read.

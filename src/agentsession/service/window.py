@@ -57,6 +57,7 @@ def align_window(
     *,
     keep_start: bool = False,
     keep_end: bool = False,
+    neighbour: Message | None = None,
 ) -> list[Message]:
     """Widen ``rows`` (consecutive messages, oldest first) so no call is split from its
     result and no reasoning item from its successor.
@@ -67,6 +68,9 @@ def align_window(
         keep_start / keep_end: that side is at a seq bound (``after=`` / ``before=``
             or a cursor standing for one) and is not widened, so the page next to it
             keeps every message once.
+        neighbour: the message right before or right after ``rows`` if the caller
+            read it already (in this transaction); a widening step over it takes it
+            instead of reading it again (a step reads no more rows than before).
 
     Returns:
         The widened window: consecutive seqs, oldest first, ``rows`` in the middle.
@@ -75,15 +79,22 @@ def align_window(
     # call or result crosses; reading there again would find the same. A side's
     # reasoning neighbour is asked for once: only that side's widening moves its edge,
     # and it asks again whenever it does.
+    # What is missing is counted again only after a side took messages in: a widening
+    # that took none leaves the same window (and the same count) behind.
     start_blocked, end_blocked = keep_start, keep_end
     start_checked = end_checked = False
+    counted = -1
     while rows:
-        needed, pending = _missing(rows)
+        if counted != len(rows):
+            needed, pending = _missing(rows)
+            counted = len(rows)
         if not start_blocked and (needed or not start_checked):
-            rows, start_blocked = _widen_start(tx, session_id, rows, needed)
+            rows, start_blocked = _widen_start(tx, session_id, rows, needed, neighbour)
             start_checked = True
         elif not end_blocked and (pending or not end_checked):
-            rows, end_blocked = _widen_end(tx, session_id, rows, pending, message_count)
+            rows, end_blocked = _widen_end(
+                tx, session_id, rows, pending, message_count, neighbour
+            )
             end_checked = True
         else:
             break
@@ -115,7 +126,11 @@ def _missing(rows: list[Message]) -> tuple[Counter[str], Counter[str]]:
 
 
 def _widen_start(
-    tx: StoreTransaction, session_id: str, rows: list[Message], needed: Counter[str]
+    tx: StoreTransaction,
+    session_id: str,
+    rows: list[Message],
+    needed: Counter[str],
+    neighbour: Message | None,
 ) -> tuple[list[Message], bool]:
     """Prepend older messages until the calls ``needed`` are made and the first message
     is not the successor of a reasoning item left out; return the window and whether it
@@ -125,9 +140,7 @@ def _widen_start(
         if rows[0].seq <= 1 or first - rows[0].seq >= MAX_WIDENING:
             return rows, True
         # Without a call missing, only the message right before can be wanted.
-        older = tx.get_messages(
-            session_id, before_seq=rows[0].seq, limit=_STEP if needed else 1
-        )
+        older = _older(tx, session_id, rows[0].seq, _STEP if needed else 1, neighbour)
         if not older:
             return rows, True
         for i in range(len(older) - 1, -1, -1):
@@ -150,6 +163,7 @@ def _widen_end(
     rows: list[Message],
     pending: Counter[str],
     message_count: int,
+    neighbour: Message | None,
 ) -> tuple[list[Message], bool]:
     """Append newer messages until the calls ``pending`` are answered and the last
     message is no reasoning item whose successor is left out; return the window and
@@ -158,9 +172,7 @@ def _widen_end(
     while pending or is_reasoning(rows[-1]):
         if rows[-1].seq >= message_count or rows[-1].seq - last >= MAX_WIDENING:
             return rows, True
-        newer = tx.get_messages(
-            session_id, after_seq=rows[-1].seq, limit=_STEP if pending else 1, newest=False
-        )
+        newer = _newer(tx, session_id, rows[-1].seq, _STEP if pending else 1, neighbour)
         if not newer:
             return rows, True
         for i, m in enumerate(newer):
@@ -174,3 +186,30 @@ def _widen_end(
             pending.update(opened_calls(m))
         rows = rows + newer
     return rows, False
+
+
+def _older(
+    tx: StoreTransaction, session_id: str, seq: int, limit: int, known: Message | None
+) -> list[Message]:
+    """The ``limit`` messages right before ``seq``, oldest first; ``known``, the one at
+    ``seq - 1`` if the caller read it already, is not read again."""
+    if known is None or known.seq != seq - 1:
+        return tx.get_messages(session_id, before_seq=seq, limit=limit)
+    if limit == 1:
+        return [known]
+    return [*tx.get_messages(session_id, before_seq=known.seq, limit=limit - 1), known]
+
+
+def _newer(
+    tx: StoreTransaction, session_id: str, seq: int, limit: int, known: Message | None
+) -> list[Message]:
+    """The ``limit`` messages right after ``seq``, oldest first; ``known``, the one at
+    ``seq + 1`` if the caller read it already, is not read again."""
+    if known is None or known.seq != seq + 1:
+        return tx.get_messages(session_id, after_seq=seq, limit=limit, newest=False)
+    if limit == 1:
+        return [known]
+    return [
+        known,
+        *tx.get_messages(session_id, after_seq=known.seq, limit=limit - 1, newest=False),
+    ]

@@ -22,11 +22,10 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from .sqlexec import observed
+from .sqlexec import end_transaction, observed
 
 __all__ = ["MAX_IDLE", "IdleReaders"]
 
@@ -116,19 +115,9 @@ def _driver_transaction(conn: Connection) -> Iterator[None]:
         yield
     except BaseException:
         with suppress(Exception):  # the block's error is the one to report
-            _end(conn, driver, commit=False)
+            end_transaction(conn, commit=False)
         raise
-    _end(conn, driver, commit=True)
-
-
-def _end(conn: Connection, driver: Any, *, commit: bool) -> None:
-    if conn.in_transaction():  # joined by Core: its commit or rollback ends both
-        if commit:
-            conn.commit()
-        else:
-            conn.rollback()
-    else:
-        driver.execute("COMMIT" if commit else "ROLLBACK")
+    end_transaction(conn, commit=True)
 
 
 def _driver_busy(conn: Connection) -> bool:

@@ -250,8 +250,10 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, timeout_ms: int) -> N
         mode = conn.get_execution_options().get(_BEGIN_MODE, "DEFERRED")
         dbapi_connection = conn.connection.dbapi_connection
         assert dbapi_connection is not None
-        if mode == "DEFERRED" and dbapi_connection.in_transaction:
-            return  # a read transaction begun on the driver (.idlereaders): Core joins it
+        if dbapi_connection.in_transaction:
+            # Begun on the driver (a read of .idlereaders, a write batch of
+            # .groupcommit): Core joins that transaction.
+            return
         sql = f"BEGIN {mode}"
         if observed(conn):
             conn.exec_driver_sql(sql)

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
-__all__ = ["CompiledStatement", "observed"]
+__all__ = ["CompiledStatement", "end_transaction", "observed"]
 
 _REQUIRED = object()
 
@@ -63,6 +63,25 @@ def observed(conn: Connection) -> bool:
         if joined:
             return True
     return False
+
+
+def end_transaction(conn: Connection, *, commit: bool) -> None:
+    """COMMIT (or ROLLBACK) a transaction begun with SQL on ``conn``'s DBAPI connection
+    (``BEGIN``, which costs a tenth of Core's ``begin()``): by Core if a Core statement
+    joined it (Core's commit or rollback then ends both), else by SQL on the driver.
+
+    Raises:
+        The driver's (or Core's) error when the COMMIT or ROLLBACK fails.
+    """
+    if conn.in_transaction():
+        if commit:
+            conn.commit()
+        else:
+            conn.rollback()
+        return
+    driver = conn.connection.dbapi_connection
+    assert driver is not None
+    driver.execute("COMMIT" if commit else "ROLLBACK")
 
 
 #: The events that see every statement as the driver receives it.
