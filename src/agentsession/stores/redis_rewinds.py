@@ -17,12 +17,12 @@ compare-and-set.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..jsonvalues import dumps, loads
 from ..models import Message, Rewind
+from .redis_replies import texts as _texts
 
 if TYPE_CHECKING:
     import redis
@@ -54,11 +54,6 @@ def dec_message(sid: str, text: str) -> Message:
 def _keys(session_id: str) -> tuple[str, str]:
     p = f"as:{{{session_id}}}:"
     return p + "rewinds", p + "rewound:"
-
-
-def _texts(reply: Any) -> list[str]:
-    assert not inspect.isawaitable(reply), "the store needs a sync redis.Redis client"
-    return [str(t) for t in reply]
 
 
 class RewindOps:

@@ -17,10 +17,10 @@ import redis
 from redis.typing import ResponseT
 
 from .base import ScrubReport
+from .redis_replies import SYNC_ONLY as _SYNC_ONLY
 
 __all__ = ["config_of", "scrub"]
 
-_SYNC_ONLY = "the store uses a synchronous client"
 _DELETED = "the erased keys were deleted from Redis's memory"
 _REPLICAS = (
     "replicas keep their own AOF and RDB files: run BGREWRITEAOF (and BGSAVE) there too"

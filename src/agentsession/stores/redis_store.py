@@ -91,7 +91,6 @@ Redis) logs a warning.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import random
@@ -137,6 +136,10 @@ from .redis_index import (
 )
 from .redis_memory import MemoryOps
 from .redis_records import RecordOps
+from .redis_replies import integer as _integer
+from .redis_replies import maybe_texts as _maybe_texts
+from .redis_replies import text as _text
+from .redis_replies import texts as _texts
 from .redis_rewinds import RewindOps, dec_message, enc_message
 
 try:
@@ -144,7 +147,6 @@ try:
     from redis.backoff import NoBackoff
     from redis.commands.core import Script
     from redis.retry import Retry
-    from redis.typing import ResponseT
 except ImportError as _exc:  # pragma: no cover - depends on the installed extras
     raise StoreError("the Redis store needs redis-py: pip install 'agentsession[redis]'") from _exc
 
@@ -327,41 +329,6 @@ def _enc_run(run: Run) -> str:
 
 def _dec(cls: type[M], text: str) -> M:
     return cls.model_validate(loads(text))
-
-
-# -- redis-py replies ---------------------------------------------------------------
-# redis-py types each command once for its sync and asyncio clients alike, as
-# ``ResponseT`` (``Awaitable[Any] | Any``) or ``Awaitable[X] | X``. The store uses only
-# the sync client, made with decode_responses=True, so a reply is already its value:
-# these narrow it to the shape its command returns (asserting it is not awaitable).
-_SYNC_ONLY = "an awaitable reply from redis-py: the store needs a sync redis.Redis client"
-
-
-def _text(reply: ResponseT) -> str | None:
-    """GET, HGET: the value, or None where the key (or field) is absent."""
-    assert not inspect.isawaitable(reply), _SYNC_ONLY
-    text: str | None = reply
-    return text
-
-
-def _texts(reply: ResponseT) -> list[str]:
-    """ZRANGE, ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZREVRANGEBYLEX: the members; HVALS."""
-    assert not inspect.isawaitable(reply), _SYNC_ONLY
-    texts: list[str] = reply
-    return texts
-
-
-def _maybe_texts(reply: ResponseT) -> list[str | None]:
-    """MGET, HMGET: a value per key (or field), None where absent."""
-    assert not inspect.isawaitable(reply), _SYNC_ONLY
-    texts: list[str | None] = reply
-    return texts
-
-
-def _integer(reply: ResponseT) -> int:
-    """INCR: the new value; ZCOUNT: the count."""
-    assert not inspect.isawaitable(reply), _SYNC_ONLY
-    return int(reply)
 
 
 def _copy(model: M) -> M:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, cast
 from ..jsonvalues import dumps, loads
 from ..models import Summary
 from .base import StoreConflict
+from .redis_replies import texts as _texts
 
 if TYPE_CHECKING:
     import redis
@@ -127,7 +128,3 @@ class SummaryOps:
 def _member(summary: Summary) -> str:
     """The zset member of a summary: its JSON without the version it was written at."""
     return dumps(summary.model_dump(mode="json", exclude={"session_version"}))
-
-
-def _texts(reply: object) -> list[str]:
-    return [str(t) for t in cast(list[str], reply)]
