@@ -22,7 +22,7 @@ demo: $(STAMP)
 # Durations measured on the project's 2-core machine (README, Development). Both run on
 # two pytest-xdist workers (each starts its own database servers).
 test: $(STAMP)
-	@echo "running the fast suite in 2 processes (about 6 minutes on 2 cores; make test-all adds the slow tests, about 28 minutes)"
+	@echo "running the fast suite in 2 processes (about 5-7 minutes on 2 cores; make test-all adds the slow tests, about 28 minutes)"
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
 
 # Two pytest-xdist workers (each starts its own database servers): the slow tests are
