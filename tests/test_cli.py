@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -294,3 +295,99 @@ def test_list_and_show_display_the_external_key_as_text(tmp_path: Path) -> None:
         )
         assert result.exit_code == 0, result.output
         assert key in result.output
+
+
+def _two_turns(url: str) -> str:
+    """The fixture's session with a second turn that changes the memory: seqs 1..3,
+    goal "say hi" up to seq 1, then "wave"."""
+    sid = _sid(url)
+    with SessionManager.from_url(url) as sm:
+        sm.append_messages(session_id=sid, user_id="alice", working_memory_patch={
+            "goal": "wave"}, messages=[{"role": "user", "content": "again"},
+                                       {"role": "assistant", "content": "a bad answer"}])
+    return sid
+
+
+def test_memory_at_seq_reads_the_memory_as_it_stood(url: str) -> None:
+    """``sessions memory --at-seq N`` shows the memory in effect at message N, titled
+    with the seq; a seq past the history exits 5."""
+    sid = _two_turns(url)
+    common = ("--url", url, "--user", "alice")
+    then = invoke("sessions", "memory", sid, "--at-seq", "1", "--json", *common)
+    assert then.exit_code == 0, then.output
+    assert json.loads(then.stdout)["data"]["goal"] == "say hi"
+    table = invoke("sessions", "memory", sid, "--at-seq", "1", *common)
+    words = " ".join(table.stdout.split())  # the title wraps to the table's width
+    assert "working memory at seq 1" in words and "say hi" in words
+    now = invoke("sessions", "memory", sid, "--json", *common)
+    assert json.loads(now.stdout)["data"]["goal"] == "wave"
+    past = invoke("sessions", "memory", sid, "--at-seq", "9", *common)
+    assert past.exit_code == 5 and past.stderr.startswith("error: at_seq must be at most")
+
+
+def test_rewind_then_rewinds_and_rewound(url: str) -> None:
+    """``sessions rewind`` prints number, count, mode and memory version; ``rewinds``
+    lists it; ``rewound`` shows the messages it hid; a second rewind with --remove."""
+    sid = _two_turns(url)
+    common = ("--url", url, "--user", "alice")
+    done = invoke("sessions", "rewind", sid, "--to-seq", "2", *common)
+    assert done.exit_code == 0, done.output
+    shown = "rewind 1: to seq 2, 1 message(s), mode hide, memory version "
+    assert re.fullmatch(re.escape(shown) + r"\d+\n", done.stdout), done.stdout
+    removed = json.loads(invoke(
+        "sessions", "rewind", sid, "--to-seq", "1", "--remove", "--json", *common).stdout)
+    assert (removed["number"], removed["to_seq"], removed["count"], removed["mode"]) == (
+        2, 1, 1, "remove")
+    memory = json.loads(invoke("sessions", "memory", sid, "--json", *common).stdout)
+    assert memory["data"]["goal"] == "say hi" and memory["version"] == removed["memory_version"]
+    same = invoke("sessions", "rewind", sid, "--to-seq", "1", *common)
+    assert same.exit_code == 0 and same.stdout.startswith("nothing to rewind")
+    rewinds = json.loads(invoke("sessions", "rewinds", sid, "--json", *common).stdout)
+    assert [(r["number"], r["to_seq"], r["count"], r["mode"]) for r in rewinds["items"]] == [
+        (1, 2, 1, "hide"), (2, 1, 1, "remove")]
+    table = invoke("sessions", "rewinds", sid, "--limit", "1", *common)
+    assert "rewinds" in table.stdout and "more: --cursor " in table.stdout
+    hidden = json.loads(invoke("sessions", "rewound", sid, "1", "--json", *common).stdout)
+    assert [(m["seq"], m["content"]) for m in hidden["items"]] == [(3, "a bad answer")]
+    assert "a bad answer" in invoke("sessions", "rewound", sid, "1", *common).stdout
+    gone = json.loads(invoke("sessions", "rewound", sid, "2", "--json", *common).stdout)
+    assert gone["items"] == []
+
+
+def test_rewind_and_rewound_errors(url: str) -> None:
+    """A to_seq past the history or below 0 exits 5, an unknown rewind number 3, a
+    CLOSED session 4, another user's session 3: one stderr line each, no traceback."""
+    sid = _sid(url)
+    common = ("--url", url, "--user", "alice")
+    past = invoke("sessions", "rewind", sid, "--to-seq", "5", *common)
+    assert past.exit_code == 5 and past.stderr.startswith("error: to_seq must be at most")
+    negative = invoke("sessions", "rewind", sid, "--to-seq", "-1", *common)
+    assert negative.exit_code == 5 and negative.stderr.startswith("error: to_seq")
+    unknown = invoke("sessions", "rewound", sid, "7", *common)
+    assert unknown.exit_code == 3 and unknown.stderr.count("\n") == 1
+    assert unknown.stderr.startswith("error: ") and "7" in unknown.stderr
+    assert invoke("close", sid, *common).exit_code == 0
+    closed = invoke("sessions", "rewind", sid, "--to-seq", "0", *common)
+    assert closed.exit_code == 4 and "Traceback" not in closed.output
+    other = invoke("sessions", "rewind", sid, "--to-seq", "0", "--url", url, "--user", "bob")
+    assert other.exit_code == 3 and other.stderr == f"error: session '{sid}' not found\n"
+
+
+def test_fork_prints_its_id_and_is_listed_by_parent(url: str) -> None:
+    """``sessions fork`` prints the fork's id (--json: the fork), which ``list --parent``
+    lists, with the messages up to --at-seq and the title; a bad --at-seq exits 5."""
+    sid = _two_turns(url)
+    common = ("--url", url, "--user", "alice")
+    result = invoke("sessions", "fork", sid, "--at-seq", "1", "--title", "retry", *common)
+    assert result.exit_code == 0, result.output
+    fork_id = result.stdout.strip()
+    assert fork_id.startswith("ses_") and fork_id != sid
+    listed = json.loads(invoke("sessions", "list", "--parent", sid, "--json", *common).stdout)
+    assert [(s["session_id"], s["title"], s["fork_seq"]) for s in listed["items"]] == [
+        (fork_id, "retry", 1)]
+    memory = json.loads(invoke("sessions", "memory", fork_id, "--json", *common).stdout)
+    assert memory["data"]["goal"] == "say hi"
+    whole = json.loads(invoke("sessions", "fork", sid, "--json", *common).stdout)
+    assert (whole["parent_session_id"], whole["message_count"]) == (sid, 3)
+    bad = invoke("sessions", "fork", sid, "--at-seq", "9", *common)
+    assert bad.exit_code == 5 and bad.stderr.startswith("error: at_seq must be at most")

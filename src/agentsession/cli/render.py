@@ -16,12 +16,24 @@ from pydantic import BaseModel
 from rich.table import Table
 from rich.text import Text
 
-from ..models import AuditEvent, Message, Run, RunStep, Session, ToolCall, WorkingMemory
+from ..models import (
+    AuditEvent,
+    Message,
+    Rewind,
+    RewindResult,
+    Run,
+    RunStep,
+    Session,
+    ToolCall,
+    WorkingMemory,
+)
 
 __all__ = [
     "audit_table",
     "memory_table",
     "messages_table",
+    "rewind_text",
+    "rewinds_table",
     "runs_table",
     "session_table",
     "sessions_table",
@@ -237,3 +249,30 @@ def audit_table(events: Sequence[AuditEvent]) -> Table:
         version = f"{e.version_before or '-'} → {e.version_after or '-'}"
         table.add_row(str(e.seq), _when(e.at), e.actor, e.action, version, short(e.details, 50))
     return table
+
+
+def rewinds_table(rewinds: Sequence[Rewind]) -> Table:
+    """Rewinds: number, the seq the history went back to, how many messages left it,
+    mode (hide or remove), the memory version the rewind wrote, when (UTC)."""
+    table = Table(title="rewinds")
+    for column in ("#", "to seq", "messages", "mode", "memory version", "at (UTC)"):
+        table.add_column(column, justify="left" if column in ("mode", "at (UTC)") else "right")
+    for r in rewinds:
+        table.add_row(
+            str(r.number), str(r.to_seq), str(r.count), r.mode, str(r.memory_version),
+            _when(r.created_at),
+        )  # fmt: skip
+    return table
+
+
+def rewind_text(result: RewindResult) -> str:
+    """One line saying what ``rewind_session`` did (or that it changed nothing)."""
+    if result.number is None:
+        return (
+            f"nothing to rewind: the history already ends at seq {result.to_seq} "
+            f"(memory version {result.memory_version})"
+        )
+    return (
+        f"rewind {result.number}: to seq {result.to_seq}, {result.count} message(s), "
+        f"mode {result.mode}, memory version {result.memory_version}"
+    )

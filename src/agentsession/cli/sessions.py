@@ -1,4 +1,8 @@
-"""``agentsession sessions ...``: read sessions and what is in them."""
+"""``agentsession sessions ...``: read sessions and what is in them.
+
+The two writes of the sub-app, ``rewind`` and ``fork``, live in
+:mod:`agentsession.cli.history` and are registered here.
+"""
 
 from __future__ import annotations
 
@@ -22,10 +26,13 @@ from .common import (
     resolve_options,
     show_page,
 )
+from .history import fork, rewind
 
 __all__ = ["sessions_app"]
 
-sessions_app = typer.Typer(help="Read sessions and what is in them.", no_args_is_help=True)
+sessions_app = typer.Typer(
+    help="Read sessions and what is in them; rewind or fork one.", no_args_is_help=True
+)
 
 
 @sessions_app.command("list")
@@ -80,13 +87,19 @@ def sessions_messages(
 @cli_errors
 def sessions_memory(
     ctx: typer.Context, session_id: SessionArg,
+    at_seq: Annotated[int | None, typer.Option(
+        "--at-seq", help="The memory as it stood at this message seq (0: before the first).",
+    )] = None,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
-    """Show the working memory."""
+    """Show the working memory, now or as of a message seq (--at-seq)."""
     opts = resolve_options(ctx, url, user, admin, as_json)
+    title = "working memory" if at_seq is None else f"working memory at seq {at_seq}"
     call_and_show(
-        opts, SessionManager.get_working_memory, render.memory_table, session_id=session_id
-    )
+        opts, SessionManager.get_working_memory,
+        lambda memory: render.memory_table(memory, title=title),
+        session_id=session_id, at_seq=at_seq,
+    )  # fmt: skip
 
 
 @sessions_app.command("tools")
@@ -148,3 +161,42 @@ def sessions_audit(
         opts, SessionManager.get_audit_log, session_id=session_id, limit=limit, cursor=cursor
     )
     show_page(opts, page, render.audit_table(page.items))
+
+
+@sessions_app.command("rewinds")
+@cli_errors
+def sessions_rewinds(
+    ctx: typer.Context, session_id: SessionArg,
+    limit: LimitOpt = None, cursor: CursorOpt = None,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Show a page of the rewinds, oldest first (sessions rewound: what one hid)."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    page = call(
+        opts, SessionManager.list_rewinds, session_id=session_id, limit=limit, cursor=cursor
+    )
+    show_page(opts, page, render.rewinds_table(page.items))
+
+
+@sessions_app.command("rewound")
+@cli_errors
+def sessions_rewound(
+    ctx: typer.Context, session_id: SessionArg,
+    number: Annotated[int, typer.Argument(help="The rewind's number (sessions rewinds).")],
+    limit: LimitOpt = None, cursor: CursorOpt = None,
+    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Show a page of the messages one rewind hid, oldest first, with their old seqs.
+
+    A rewind made with --remove kept none: an empty page.
+    """
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    page = call(
+        opts, SessionManager.get_rewound_messages, session_id=session_id, number=number,
+        limit=limit, cursor=cursor,
+    )  # fmt: skip
+    show_page(opts, page, render.messages_table(page.items))
+
+
+sessions_app.command("rewind")(rewind)
+sessions_app.command("fork")(fork)
