@@ -22,13 +22,13 @@ demo: $(STAMP)
 # Durations measured on the project's 2-core machine (README, Development). Both run on
 # two pytest-xdist workers (each starts its own database servers).
 test: $(STAMP)
-	@echo "running the fast suite in 2 processes (about 5-7 minutes on 2 cores; make test-all adds the slow tests, about 28 minutes)"
+	@echo "running the fast suite in 2 processes (about 5-7 minutes on 2 cores; make test-all adds the slow tests, 12-30 minutes)"
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
 
 # Two pytest-xdist workers (each starts its own database servers): the slow tests are
 # long single processes (the fuzz run, kill -9 cycles), so two of them keep both cores busy.
 test-all: $(STAMP)
-	@echo "running every test, the slow ones too, in 2 processes (about 28 minutes on 2 cores)"
+	@echo "running every test, the slow ones too, in 2 processes (12-30 minutes on 2 cores, by the machine)"
 	$(BIN)/python -m pytest -q -n 2 --durations=20 $(PYTEST_ARGS)
 
 # Its own environment (benchmarks/.venv: agentsession + the peers), not $(STAMP)'s.
