@@ -54,6 +54,7 @@ from .migrate import ensure_schema
 from .schema import (
     audit_events,
     idempotency_keys,
+    memory_history,
     messages,
     run_steps,
     runs,
@@ -310,6 +311,18 @@ class _Statements:
                 updated_at=sa.bindparam("updated_at"),
                 data=sa.bindparam("data"),
             )
+        )
+        # A working-memory write's history row, after dropping the older row(s) at its
+        # at_seq (docs/architecture.md, "Working-memory history"; :mod:`.sqlmemory`).
+        self.drop_older_history = compiled(
+            sa.delete(memory_history).where(
+                memory_history.c.session_id == sa.bindparam("session_id"),
+                memory_history.c.at_seq == sa.bindparam("at_seq"),
+                memory_history.c.version < sa.bindparam("version"),
+            )
+        )
+        self.insert_history = compiled(
+            sa.insert(memory_history).values({c.key: sa.bindparam(c.key) for c in memory_history.c})
         )
         self.get_idempotency = compiled(
             sa.select(idempotency_keys).where(
@@ -764,8 +777,12 @@ class _SQLTransaction(ForkOps):
     @_translated
     def put_working_memory(self, memory: WorkingMemory, *, at_seq: int) -> None:
         self._writing()
-        sqlmemory.insert_history(self._conn, memory, at_seq)
         values = {"version": memory.version, "updated_at": memory.updated_at, "data": memory.data}
+        # The history row first (a duplicate version is a StoreConflict before anything
+        # else is written), with the compiled statements: this is every memory write's path.
+        key = {"session_id": memory.session_id, "at_seq": at_seq}
+        self._execute(self._sql.drop_older_history, {**key, "version": memory.version})
+        self._execute(self._sql.insert_history, {**key, **values})
         # The manager holds the session row lock, so update-then-insert cannot race;
         # if it somehow did, the duplicate key becomes StoreConflict and a retry.
         updated = self._execute(

@@ -1,11 +1,12 @@
 """Working-memory history on the SQL store: the ``memory_history`` table.
 
 Kept apart from :mod:`.sql` so each module stays one job; the store's transaction calls
-these with its connection. The memory as of a seq is the newest version whose
-``at_seq`` is at or below it, and ``at_seq`` never decreases with the version
-(writes and removals keep at most one row per ``at_seq``, the newest)
-(docs/architecture.md, "Working-memory history"), so it is also the row with the
-highest ``(at_seq, version)`` at or below it: one seek in the index
+these with its connection (a memory write's own history row goes through the store's
+compiled statements instead: it is on every memory write's path). The memory as of a
+seq is the newest version whose ``at_seq`` is at or below it, and ``at_seq`` never
+decreases with the version (writes and removals keep at most one row per ``at_seq``,
+the newest; docs/architecture.md, "Working-memory history"), so it is also the row with
+the highest ``(at_seq, version)`` at or below it: one seek in the index
 ``(session_id, at_seq, version)``, which also finds the rows a removal clamps, so
 neither costs more as the history grows.
 """
@@ -18,19 +19,7 @@ from sqlalchemy.engine import Connection
 from ..models import WorkingMemory
 from .schema import memory_history as t
 
-__all__ = ["insert_history", "memory_at", "rebase_history"]
-
-
-def insert_history(conn: Connection, memory: WorkingMemory, at_seq: int) -> None:
-    """Append the history row of a memory write, after one DELETE of the older rows at
-    the same ``at_seq`` (none of them can be read again; a duplicate version is kept, so
-    the INSERT's integrity error still says StoreConflict)."""
-    sid = memory.session_id
-    older = sa.delete(t).where(t.c.session_id == sid, t.c.at_seq == at_seq,
-                               t.c.version < memory.version)  # fmt: skip
-    conn.execute(older)
-    row = {"session_id": memory.session_id, "version": memory.version, "at_seq": at_seq}
-    conn.execute(sa.insert(t), [{**row, "updated_at": memory.updated_at, "data": memory.data}])
+__all__ = ["memory_at", "rebase_history"]
 
 
 def memory_at(conn: Connection, session_id: str, seq: int) -> WorkingMemory | None:
