@@ -5,6 +5,7 @@ byte-exact, every tool call, re-runs add nothing, the source never written)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -380,13 +381,27 @@ def test_a_source_damaged_part_way_is_exit_2_as_a_bad_file(tmp_path: Path) -> No
 
 def as_other_user() -> list[str]:
     """The command prefix that runs a process as a user bound by file permissions: none
-    when we are not root, ``setpriv`` to nobody when we are (root ignores them)."""
+    when we are not root, ``setpriv`` to nobody when we are (root ignores them).
+
+    Skips when nobody cannot import agentsession from this checkout (a clone inside a
+    private folder, e.g. ``mktemp -d`` or a 0700 home): the test would fail on the
+    import, not on what it checks."""
     if os.geteuid() != 0:
         return []
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         pytest.skip("running as root and setpriv is not available")
-    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if not _imports_as(tuple(prefix)):
+        pytest.skip("user nobody cannot read this checkout (a private parent folder)")
+    return prefix
+
+
+@functools.cache
+def _imports_as(prefix: tuple[str, ...]) -> bool:
+    """Whether ``prefix`` + this interpreter can import agentsession."""
+    probe = [*prefix, sys.executable, "-c", "import agentsession"]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
 
 
 def test_a_read_only_database_in_a_read_only_folder_is_imported_and_left_as_it_is(
