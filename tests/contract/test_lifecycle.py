@@ -36,7 +36,7 @@ from agentsession import (
     ValidationError,
 )
 from agentsession.errors import StoreError
-from agentsession.stores.base import SessionStore, StoreTransaction
+from agentsession.stores.base import SessionHead, SessionStore, StoreTransaction
 
 
 def _close(m: SessionManager, ctx: Ctx) -> None:
@@ -632,3 +632,23 @@ def test_lifecycle_call_on_a_due_session_acts_as_on_expired(
     else:
         with pytest.raises(IllegalTransition):
             m.close_session(session_id=sid, user_id=USER)
+
+
+def test_a_session_head_is_the_head_of_the_session(store: SessionStore, clock: Any) -> None:
+    """get_session_head answers what SessionHead.of(get_session) answers, field for field
+    and of the same types: with a TTL and a leased run, closed, with messages, and
+    None for a session that is not there."""
+    m = SessionManager(store, clock=clock)
+    leased = m.create_session(user_id=USER, ttl_seconds=60).session_id
+    m.append_messages(session_id=leased, user_id=USER, messages=[user_msg("a"), user_msg("b")])
+    m.start_run(session_id=leased, user_id=USER, input="task", lease_seconds=30)
+    closed = m.create_session(user_id=OTHER).session_id
+    m.close_session(session_id=closed, user_id=OTHER)
+    with store.transaction(write=False) as tx:
+        for sid in (leased, closed):
+            s = tx.get_session(sid)
+            head = tx.get_session_head(sid)
+            assert s is not None and head == SessionHead.of(s)
+            assert [type(v) for v in head] == [type(v) for v in SessionHead.of(s)]
+        assert tx.get_session_head("ses_" + "0" * 26) is None
+    assert head is not None and head.status is SessionStatus.CLOSED

@@ -39,7 +39,7 @@ from agentsession import (
 )
 from agentsession.errors import StoreError
 from agentsession.service import Policy
-from agentsession.stores.base import SessionStore, StoreTransaction
+from agentsession.stores.base import SessionHead, SessionStore, StoreTransaction
 from frozen_clock import FrozenClock
 
 
@@ -349,6 +349,10 @@ class _ReadCommitted:
 
     def get_session(self, session_id: str) -> Session | None:
         return self._old if session_id == self._old.session_id else self._tx.get_session(session_id)
+
+    def get_session_head(self, session_id: str) -> SessionHead | None:
+        s = self.get_session(session_id)
+        return None if s is None else SessionHead.of(s)
 
     def get_messages(self, session_id: str, **kw: Any) -> list[Message]:
         self._committed = self._committed or kw.get("limit") is not None

@@ -12,7 +12,7 @@ from ..errors import ValidationError
 from ..ids import new_id
 from ..models import Message, Page, Session
 from ..principal import Principal
-from ..stores.base import StoreTransaction
+from ..stores.base import SessionHead, StoreTransaction
 from .core import ServiceCore
 from .paging import Listing, Position
 from .pipeline import Change, WriteRequest
@@ -195,24 +195,24 @@ class MessageUseCases(ServiceCore):
             newest_first=True,
         )
 
-        def read(tx: StoreTransaction, s: Session) -> Page[Message]:
+        def read(tx: StoreTransaction, s: SessionHead) -> Page[Message]:
             return message_page(tx, s, start, size, listing, align=align_tool_calls)
 
-        return self._reads.read(session_id, Principal(user_id, admin), read)
+        return self._reads.read_head(session_id, Principal(user_id, admin), read)
 
 
 def message_page(
     tx: StoreTransaction,
-    s: Session,
+    s: Session | SessionHead,
     start: Position,
     size: int,
     listing: Listing,
     *,
     align: bool,
 ) -> Page[Message]:
-    """The page of ``s``'s history at ``start``: ``size`` messages (more if aligned to
-    whole tool-call groups and reasoning items), with the cursor of the next one in the
-    same direction.
+    """The page of the history of ``s`` (a session or its head) at ``start``: ``size``
+    messages (more if aligned to whole tool-call groups and reasoning items), with the
+    cursor of the next one in the same direction.
 
     Seqs are gapless from 1 to ``s.message_count``, so more exist backwards when the
     page starts above seq 1, and forwards when a message above its end was read.

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from ..models import Session, WorkingMemory
 from ..principal import Principal
-from ..stores.base import StoreTransaction
+from ..stores.base import SessionHead, StoreTransaction
 from .pipeline import DueForExpiry, WritePipeline
 from .transitions import is_due, is_lapsed
 from .uow import UnitOfWork
@@ -22,6 +22,7 @@ from .validation import check_within
 __all__ = ["ReadPath", "memory_of"]
 
 T = TypeVar("T")
+S = TypeVar("S", Session, SessionHead)
 
 
 class ReadPath:
@@ -58,11 +59,30 @@ class ReadPath:
         Raises:
             Whatever ``find`` raises (e.g. SessionNotFound), and what :meth:`read` raises.
         """
+        return self._read(find, principal, fn, self._uow.load)
+
+    def read_head(
+        self,
+        session_id: str,
+        principal: Principal,
+        fn: Callable[[StoreTransaction, SessionHead], T],
+    ) -> T:
+        """As :meth:`read`, for a read that needs no more of the session row than its
+        :class:`~agentsession.stores.base.SessionHead` (no Session is built)."""
+        return self._read(lambda tx: session_id, principal, fn, self._uow.load_head)
+
+    def _read(
+        self,
+        find: Callable[[StoreTransaction], str],
+        principal: Principal,
+        fn: Callable[[StoreTransaction, S], T],
+        load: Callable[[StoreTransaction, str, Principal], S],
+    ) -> T:
         due: list[str] = []
 
         def body(tx: StoreTransaction) -> T:
             session_id = find(tx)
-            s = self._uow.load(tx, session_id, principal)
+            s = load(tx, session_id, principal)
             now = self._uow.now()
             if is_due(s, now) or is_lapsed(s, now):
                 due.append(session_id)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from ..errors import RunLeaseExpired, RunNotFound, RunNotRunning
 from ..models import Run, RunStatus, Session, SessionStatus
-from ..stores.base import StoreTransaction
+from ..stores.base import SessionHead, StoreTransaction
 from ..stores.listing import is_due
 
 __all__ = [
@@ -64,11 +64,11 @@ def as_of(s: Session, now: datetime) -> Session:
     return expired(s, s.expires_at, TTL_REASON)
 
 
-def is_lapsed(s: Session, now: datetime) -> bool:
-    """Whether the lease of the RUNNING run of ``s`` lapsed at or before ``now`` while
-    the session was ACTIVE: before its TTL deadline, if it has one (a session whose TTL
-    ran out first is expired instead, which interrupts the run as well). One compare on
-    the session row, no read of the run."""
+def is_lapsed(s: Session | SessionHead, now: datetime) -> bool:
+    """Whether the lease of the RUNNING run of ``s`` (a session or its head) lapsed at
+    or before ``now`` while the session was ACTIVE: before its TTL deadline, if it has
+    one (a session whose TTL ran out first is expired instead, which interrupts the run
+    as well). One compare on the session row, no read of the run."""
     lease = s.lease_expires_at
     if lease is None or lease > now:
         return False

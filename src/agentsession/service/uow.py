@@ -17,12 +17,13 @@ from ..errors import SessionNotFound, StoreBusy
 from ..ids import check_id, check_name
 from ..models import Session
 from ..principal import Principal
-from ..stores.base import SessionStore, StoreTransaction
+from ..stores.base import SessionHead, SessionStore, StoreTransaction
 from .policy import Policy
 
 __all__ = ["UnitOfWork", "utcnow"]
 
 T = TypeVar("T")
+S = TypeVar("S", Session, SessionHead)
 
 
 def utcnow() -> datetime:
@@ -83,9 +84,31 @@ class UnitOfWork:
             SessionNotFound: missing, deleted, or not the principal's (unless admin):
                 the same error in all three cases.
         """
-        check_id(session_id, field="session_id", prefix="ses")
-        check_name(principal.user_id, field="user_id")
-        s = tx.get_session(session_id)
-        if s is None or not principal.may_act_for(s.user_id):
-            raise SessionNotFound(session_id=session_id)
-        return s
+        return _owned(session_id, principal, tx.get_session)
+
+    @staticmethod
+    def load_head(tx: StoreTransaction, session_id: str, principal: Principal) -> SessionHead:
+        """As :meth:`load`, for a read that needs only the session's
+        :class:`~agentsession.stores.base.SessionHead` (no Session is built; nothing
+        is locked).
+
+        Raises:
+            ValidationError, SessionNotFound: as :meth:`load`.
+        """
+        return _owned(session_id, principal, tx.get_session_head)
+
+
+def _owned(session_id: str, principal: Principal, get: Callable[[str], S | None]) -> S:
+    """``get(session_id)`` (a session or its head), checked: the ids well-formed, the
+    session there and the principal's (or the principal an admin).
+
+    Raises:
+        ValidationError: a malformed session id or user id.
+        SessionNotFound: missing, deleted, or not the principal's: one error for all.
+    """
+    check_id(session_id, field="session_id", prefix="ses")
+    check_name(principal.user_id, field="user_id")
+    s = get(session_id)
+    if s is None or not principal.may_act_for(s.user_id):
+        raise SessionNotFound(session_id=session_id)
+    return s

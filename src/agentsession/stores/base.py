@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from ..errors import StoreBusy
 from ..models import (
@@ -49,6 +49,7 @@ __all__ = [
     "IdempotencyRecord",
     "JSONTexts",
     "ScrubReport",
+    "SessionHead",
     "SessionStore",
     "StoreConflict",
     "StoreTransaction",
@@ -95,6 +96,27 @@ class IdempotencyRecord:
     expires_at: datetime | None = None
 
 
+class SessionHead(NamedTuple):
+    """The few fields of a session row a read checks before it reads the session's
+    children (ownership, lifecycle, expiry, lease, the history's length): what
+    :meth:`StoreTransaction.get_session_head` returns, with no :class:`Session` built.
+    Each field is the :class:`Session` field of that name."""
+
+    session_id: str
+    user_id: str
+    status: SessionStatus
+    message_count: int
+    expires_at: datetime | None
+    lease_expires_at: datetime | None
+
+    @classmethod
+    def of(cls, s: Session) -> SessionHead:
+        """The head of ``s``."""
+        return cls(
+            s.session_id, s.user_id, s.status, s.message_count, s.expires_at, s.lease_expires_at
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class ScrubReport:
     """What :meth:`SessionStore.scrub` did to get erased rows off the store's disk.
@@ -117,6 +139,11 @@ class StoreTransaction(Protocol):
     # -- sessions --------------------------------------------------------------------
     def get_session(self, session_id: str) -> Session | None:
         """Return the session, or None. Locks its row in a write transaction."""
+
+    def get_session_head(self, session_id: str) -> SessionHead | None:
+        """Return the session's :class:`SessionHead` (equal to ``SessionHead.of`` its
+        :meth:`get_session`), or None. Meant for read transactions: a write reads the
+        session with :meth:`get_session`, which locks the row."""
 
     def insert_session(self, session: Session) -> None:
         """Insert a new session. Raises StoreConflict if the id exists, or if its

@@ -14,12 +14,14 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from ..models import Session, SessionStatus
+from .base import SessionHead
 
 __all__ = ["is_due", "listing_key", "merge_newest", "status_as_of"]
 
 
-def is_due(s: Session, now: datetime) -> bool:
-    """Whether ``s`` is ACTIVE and idle past its TTL at ``now`` (due for expiry)."""
+def is_due(s: Session | SessionHead, now: datetime) -> bool:
+    """Whether ``s`` (a session or its head) is ACTIVE and idle past its TTL at ``now``
+    (due for expiry)."""
     return s.status == SessionStatus.ACTIVE and s.expires_at is not None and s.expires_at <= now
 
 

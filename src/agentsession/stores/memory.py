@@ -38,7 +38,7 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
-from .base import IdempotencyRecord, JSONTexts, ScrubReport, StoreConflict
+from .base import IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
 from .listing import status_as_of
 from .recordkeys import select_keys
 
@@ -160,6 +160,10 @@ class _MemoryTransaction:
     def get_session(self, session_id: str) -> Session | None:
         data = self._s._sessions.get(session_id)
         return None if data is None else _copy(data.session)
+
+    def get_session_head(self, session_id: str) -> SessionHead | None:
+        data = self._s._sessions.get(session_id)  # a head holds no mutable value: no copy
+        return None if data is None else SessionHead.of(data.session)
 
     def insert_session(self, session: Session) -> None:
         self._writing()

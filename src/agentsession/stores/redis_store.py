@@ -118,7 +118,7 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
-from .base import IdempotencyRecord, JSONTexts, ScrubReport, StoreConflict
+from .base import IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
 from .listing import merge_newest, status_as_of
 from .redis_index import (
     ALL_SESSIONS,
@@ -861,6 +861,10 @@ class _RedisTransaction(
         if self._write:
             self._sessions[session_id] = session
         return None if session is None else _copy(session)
+
+    def get_session_head(self, session_id: str) -> SessionHead | None:
+        session = self.get_session(session_id)  # the row is one stored value
+        return None if session is None else SessionHead.of(session)
 
     @_translated
     def insert_session(self, session: Session) -> None:

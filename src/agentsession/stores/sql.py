@@ -45,7 +45,7 @@ from ..models import (
     WorkingMemory,
 )
 from . import sqlmemory, sqlrecords, sqlrewinds, sqlshared, sqlsummaries
-from .base import IdempotencyRecord, JSONTexts, ScrubReport, StoreConflict
+from .base import IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
 from .groupcommit import MAX_BATCH, GroupCommit
 from .idlereaders import IdleReaders
 from .keyhash import external_key_hash
@@ -265,6 +265,8 @@ class _Statements:
         get_session = sa.select(sessions).where(by_id)
         self.get_session = compiled(get_session)
         self.get_session_for_update = compiled(get_session.with_for_update())
+        head = [sessions.c[name] for name in SessionHead._fields]
+        self.get_session_head = compiled(sa.select(*head).where(by_id))
         self.find_session_by_key = compiled(
             sa.select(sessions.c.session_id).where(
                 sessions.c.user_id == sa.bindparam("user_id"),
@@ -498,6 +500,12 @@ class _SQLTransaction(ForkOps):
         if self._write:  # the row as stored, locked until the end of this transaction
             self._stored[session_id] = session
         return session
+
+    @_translated
+    def get_session_head(self, session_id: str) -> SessionHead | None:
+        stmt = self._sql.get_session_head  # six columns, two of them decoded; no Session
+        rows = stmt.rows(self._execute(stmt, {"session_id": session_id}))
+        return _session_head(rows[0]) if rows else None
 
     @_translated
     def insert_session(self, session: Session) -> None:
@@ -1037,6 +1045,14 @@ class _SQLTransaction(ForkOps):
         if user_id is not None:
             stmt = stmt.where(t.c.user_id == user_id)
         return int(self._conn.execute(stmt).rowcount)
+
+
+def _session_head(row: Sequence[Any]) -> SessionHead:
+    """The :class:`SessionHead` of a row of the ``get_session_head`` statement."""
+    session_id, user_id, status, count, expires_at, lease_expires_at = row
+    return SessionHead(
+        session_id, user_id, SessionStatus(status), count, expires_at, lease_expires_at
+    )
 
 
 def _session_row(session: Session) -> dict[str, Any]:
