@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from http_support import Api, assert_problem
 
@@ -29,6 +30,37 @@ def test_health_ready_openapi_docs(api: Api) -> None:
     assert "/v1/sessions/{session_id}/memory" in spec["paths"]
     assert "ApiKey" in spec["components"]["securitySchemes"]
     assert api.http.get("/docs").status_code == 200
+
+
+def test_openapi_states_what_the_session_contexts_read() -> None:
+    """The session contexts read the bearer key, the session id and the conditional
+    headers from the request themselves; every operation taking one still documents
+    them (path parameter with its pattern, the two headers on writes, the ApiKey
+    security requirement), as FastAPI wrote them when they were declared parameters."""
+    manager = SessionManager(MemoryStore())
+    app = create_app(manager, Settings(url="memory://"), keys=MemoryKeyStore())
+    paths = app.openapi()["paths"]
+    taking: dict[str, list[tuple[str, str]]] = {"_read_ctx": [], "_write_ctx": []}
+    for route in app.routes:
+        if not isinstance(route, APIRoute):
+            continue
+        for dependency in route.dependant.dependencies:
+            name = getattr(dependency.call, "__name__", "")
+            if name in taking:
+                taking[name] += [(route.path_format, m.lower()) for m in route.methods]
+    assert len(taking["_read_ctx"]) >= 15 and len(taking["_write_ctx"]) >= 15
+    for name, operations in taking.items():
+        for path, method in operations:
+            operation = paths[path][method]
+            params = {(p["in"], p["name"]): p for p in operation["parameters"]}
+            session_id = params[("path", "session_id")]
+            assert session_id["required"] and session_id["schema"]["pattern"].startswith("^ses_")
+            assert {"ApiKey": []} in operation["security"]
+            locations = [p["in"] for p in operation["parameters"]]
+            assert locations == sorted(locations, key=("path", "query", "header").index)
+            if name == "_write_ctx":
+                assert ("header", "if-match") in params
+                assert params[("header", "idempotency-key")]["schema"]["pattern"]
 
 
 def test_session_lifecycle_with_etags(api: Api) -> None:
