@@ -96,11 +96,7 @@ def create_app(
         )
     install_handlers(app)
     install_openapi(app)
-    # The routes go into the app's own list, not behind an included router each: the
-    # router's prefix, tags and responses are already on its routes, and FastAPI matches
-    # a flat list of routes with far less work per request than a tree of routers.
-    for router in routers():
-        app.router.routes.extend(router.routes)
+    _add_routes(app)
     # Added innermost first: the edge (request id, access line, catch-all 500) wraps
     # everything, so even a 500 carries the id, and the access log sees every answer,
     # the refusals of the limits too.
@@ -113,6 +109,15 @@ def create_app(
     )
     app.add_middleware(EdgeMiddleware)
     return app
+
+
+def _add_routes(app: FastAPI) -> None:
+    """Put every route of :func:`~agentsession.http.routes.routers` in the app's own
+    route list, not behind an included router each: a router's prefix, tags and
+    responses are already on its routes, and FastAPI matches a flat list with far less
+    work per request than a tree of included routers."""
+    for router in routers():
+        app.router.routes.extend(router.routes)
 
 
 def _threaded(manager: SessionManager, config: Settings) -> AsyncSessionManager:
