@@ -14,6 +14,7 @@ from http_support import Api, assert_problem
 from agentsession import Limits, SessionManager
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
+from agentsession.http.routes import routers
 from agentsession.settings import Settings
 from agentsession.stores.memory import MemoryStore
 
@@ -41,7 +42,7 @@ def test_openapi_states_what_the_session_contexts_read() -> None:
     app = create_app(manager, Settings(url="memory://"), keys=MemoryKeyStore())
     paths = app.openapi()["paths"]
     taking: dict[str, list[tuple[str, str]]] = {"_read_ctx": [], "_write_ctx": []}
-    for route in app.routes:
+    for route in (r for router in routers() for r in router.routes):
         if not isinstance(route, APIRoute):
             continue
         for dependency in route.dependant.dependencies:
@@ -49,6 +50,7 @@ def test_openapi_states_what_the_session_contexts_read() -> None:
             if name in taking:
                 taking[name] += [(route.path_format, m.lower()) for m in route.methods]
     assert len(taking["_read_ctx"]) >= 15 and len(taking["_write_ctx"]) >= 15
+    seen: list[int] = []
     for name, operations in taking.items():
         for path, method in operations:
             operation = paths[path][method]
@@ -61,6 +63,8 @@ def test_openapi_states_what_the_session_contexts_read() -> None:
             if name == "_write_ctx":
                 assert ("header", "if-match") in params
                 assert params[("header", "idempotency-key")]["schema"]["pattern"]
+            seen.extend(id(p) for p in operation["parameters"])
+    assert len(seen) == len(set(seen)), "operations share parameter objects"
 
 
 def test_session_lifecycle_with_etags(api: Api) -> None:

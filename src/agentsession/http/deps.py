@@ -267,7 +267,8 @@ def unmatched(session_id: str, current_version: int) -> VersionConflict:
 # an append's CPU. The OpenAPI document still states them: :data:`DOCUMENTED_BY` names,
 # for each context, a function that declares what it reads, and
 # :func:`~agentsession.http.openapi.install_openapi` adds those declarations to every
-# operation that takes the context.
+# operation that takes the context. Tests that override dependencies override the
+# contexts themselves: an override of _bearer or authenticate does not reach them.
 async def _read_ctx(request: Request) -> Ctx:
     principal = await authenticate(request, await _bearer(request))
     svc = services(request)

@@ -14,6 +14,7 @@ own schema instead; leaving the parameter out is how to send "none".
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -29,14 +30,21 @@ __all__ = ["install_openapi", "with_declared_parameters", "without_null_paramete
 _LOCATIONS = ("path", "query", "header", "cookie")
 
 
-def install_openapi(app: FastAPI) -> None:
+def install_openapi(app: FastAPI, routes: Iterable[BaseRoute]) -> None:
     """Make ``app.openapi()`` (and ``/openapi.json``) answer the tidied document,
-    built once on first use."""
+    built once on first use.
+
+    Args:
+        app: the app whose document it is.
+        routes: the app's routes as declared (each with its whole path), which
+            :func:`with_declared_parameters` inspects: what ``app.routes`` holds of an
+            included router depends on the FastAPI version.
+    """
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            document = with_declared_parameters(build(), app.routes)
+            document = with_declared_parameters(build(), routes)
             app.openapi_schema = without_null_parameters(document)
         return app.openapi_schema
 
@@ -66,9 +74,11 @@ def with_declared_parameters(
     document: dict[str, Any], routes: Iterable[BaseRoute]
 ) -> dict[str, Any]:
     """``document`` (changed in place and returned) with, on every operation of
-    ``routes`` that takes a dependency of ``DOCUMENTED_BY``, the parameters and security
-    requirement its declaring function states: each parameter first in its location,
-    as FastAPI lists a context declared as the operation's first argument."""
+    ``routes`` that takes a dependency of ``DOCUMENTED_BY`` (a dependency of the
+    endpoint itself, not of another dependency), the parameters and security
+    requirement its declaring function states, each parameter first in its location
+    (so ``session_id`` comes before an operation's own path parameters, in path
+    order). Every operation gets its own copies."""
     declared: dict[Callable[..., None], dict[str, Any]] = {}
     for route in routes:
         if not isinstance(route, APIRoute) or not route.include_in_schema:
@@ -105,11 +115,13 @@ def _declared_operation(declare: Callable[..., None], path: str) -> dict[str, An
 
 def _merge(operation: dict[str, Any], probe: dict[str, Any]) -> None:
     names = {(p["in"], p["name"]) for p in operation.get("parameters", [])}
-    added = [p for p in probe.get("parameters", []) if (p["in"], p["name"]) not in names]
+    added = [
+        copy.deepcopy(p) for p in probe.get("parameters", []) if (p["in"], p["name"]) not in names
+    ]
     merged = [*added, *operation.get("parameters", [])]
     if merged:
         operation["parameters"] = sorted(merged, key=lambda p: _LOCATIONS.index(p["in"]))
-    security = [*probe.get("security", [])]
+    security = copy.deepcopy(probe.get("security", []))
     security += [s for s in operation.get("security", []) if s not in security]
     if security:
         operation["security"] = security
