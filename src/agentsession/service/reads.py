@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from ..models import Session, WorkingMemory
 from ..principal import Principal
-from ..stores.base import SessionHead, StoreTransaction
+from ..stores.base import SessionHead, SessionOrHead, StoreTransaction
 from .pipeline import DueForExpiry, WritePipeline
 from .transitions import is_due, is_lapsed
 from .uow import UnitOfWork
@@ -22,7 +22,6 @@ from .validation import check_within
 __all__ = ["ReadPath", "memory_of"]
 
 T = TypeVar("T")
-S = TypeVar("S", Session, SessionHead)
 
 
 class ReadPath:
@@ -75,8 +74,8 @@ class ReadPath:
         self,
         find: Callable[[StoreTransaction], str],
         principal: Principal,
-        fn: Callable[[StoreTransaction, S], T],
-        load: Callable[[StoreTransaction, str, Principal], S],
+        fn: Callable[[StoreTransaction, SessionOrHead], T],
+        load: Callable[[StoreTransaction, str, Principal], SessionOrHead],
     ) -> T:
         due: list[str] = []
 

@@ -17,13 +17,12 @@ from ..errors import SessionNotFound, StoreBusy
 from ..ids import check_id, check_name
 from ..models import Session
 from ..principal import Principal
-from ..stores.base import SessionHead, SessionStore, StoreTransaction
+from ..stores.base import SessionHead, SessionOrHead, SessionStore, StoreTransaction
 from .policy import Policy
 
 __all__ = ["UnitOfWork", "utcnow"]
 
 T = TypeVar("T")
-S = TypeVar("S", Session, SessionHead)
 
 
 def utcnow() -> datetime:
@@ -98,7 +97,9 @@ class UnitOfWork:
         return _owned(session_id, principal, tx.get_session_head)
 
 
-def _owned(session_id: str, principal: Principal, get: Callable[[str], S | None]) -> S:
+def _owned(
+    session_id: str, principal: Principal, get: Callable[[str], SessionOrHead | None]
+) -> SessionOrHead:
     """``get(session_id)`` (a session or its head), checked: the ids well-formed, the
     session there and the principal's (or the principal an admin).
 

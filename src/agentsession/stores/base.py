@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from ..errors import StoreBusy
 from ..models import (
@@ -50,6 +50,7 @@ __all__ = [
     "JSONTexts",
     "ScrubReport",
     "SessionHead",
+    "SessionOrHead",
     "SessionStore",
     "StoreConflict",
     "StoreTransaction",
@@ -115,6 +116,10 @@ class SessionHead(NamedTuple):
         return cls(
             s.session_id, s.user_id, s.status, s.message_count, s.expires_at, s.lease_expires_at
         )
+
+
+#: A session or its head: what a check that reads only head fields takes.
+SessionOrHead = TypeVar("SessionOrHead", Session, SessionHead)
 
 
 @dataclass(frozen=True, slots=True)
