@@ -81,8 +81,11 @@ def test_listings_page_with_limit_and_cursor(url: str) -> None:
     """messages/tools/runs/audit take --limit and --cursor; a table says how to go on."""
     sid = _sid(url)
     with SessionManager.from_url(url) as sm:
-        sm.append_messages(session_id=sid, user_id="alice", messages=[
-            {"role": "user", "content": f"m{i}"} for i in range(2, 6)])
+        sm.append_messages(
+            session_id=sid,
+            user_id="alice",
+            messages=[{"role": "user", "content": f"m{i}"} for i in range(2, 6)],
+        )
     first = invoke("sessions", "messages", sid, "--url", url, "--user", "alice", "--limit", "2",
                    "--json")  # fmt: skip
     page = json.loads(first.stdout)
@@ -146,7 +149,9 @@ def test_steps_pages_a_runs_steps(url: str) -> None:
     assert json.loads(after.stdout) == page
     runs = json.loads(invoke("sessions", "runs", sid, "--json", *common).stdout)["items"]
     assert [(r["input"], r["step_count"], r["steps"]) for r in runs] == [
-        ("greet", 0, []), ("count", 3, [])]
+        ("greet", 0, []),
+        ("count", 3, []),
+    ]
 
 
 def test_not_found_is_one_line_and_exit_3(url: str) -> None:
@@ -186,8 +191,11 @@ def test_restore_names_interrupted_runs_and_calls(url: str) -> None:
     sid = _sid(url)
     with SessionManager.from_url(url) as sm:
         run = sm.start_run(session_id=sid, user_id="alice")
-        sm.append_message(session_id=sid, user_id="alice", message={
-            "type": "function_call", "call_id": "call_7", "name": "sh", "arguments": "{}"})
+        sm.append_message(
+            session_id=sid,
+            user_id="alice",
+            message={"type": "function_call", "call_id": "call_7", "name": "sh", "arguments": "{}"},
+        )
     result = invoke("restore", sid, "--url", url, "--user", "alice")
     assert result.exit_code == 0, result.output
     assert f"interrupted runs: {run.run_id}" in result.stdout
@@ -238,12 +246,13 @@ def test_exit_code_table() -> None:
     """Each error family maps to its documented exit code, most specific first."""
     assert exit_code_for(SessionNotFound(session_id="ses_x")) == 3
     assert exit_code_for(ValidationError("bad")) == 5
-    assert exit_code_for(
-        IllegalTransition(session_id="ses_x", status="EXPIRED", action="close")
-    ) == 4
-    assert exit_code_for(
-        VersionConflict(session_id="ses_x", expected_version=1, current_version=2)
-    ) == 4
+    assert (
+        exit_code_for(IllegalTransition(session_id="ses_x", status="EXPIRED", action="close")) == 4
+    )
+    assert (
+        exit_code_for(VersionConflict(session_id="ses_x", expected_version=1, current_version=2))
+        == 4
+    )
     assert exit_code_for(StoreError("disk")) == 1
     assert dict(EXIT_CODES)[ValidationError] == 5
 
@@ -302,9 +311,15 @@ def _two_turns(url: str) -> str:
     goal "say hi" up to seq 1, then "wave"."""
     sid = _sid(url)
     with SessionManager.from_url(url) as sm:
-        sm.append_messages(session_id=sid, user_id="alice", working_memory_patch={
-            "goal": "wave"}, messages=[{"role": "user", "content": "again"},
-                                       {"role": "assistant", "content": "a bad answer"}])
+        sm.append_messages(
+            session_id=sid,
+            user_id="alice",
+            working_memory_patch={"goal": "wave"},
+            messages=[
+                {"role": "user", "content": "again"},
+                {"role": "assistant", "content": "a bad answer"},
+            ],
+        )
     return sid
 
 
@@ -332,19 +347,26 @@ def test_rewind_then_rewinds_and_rewound(url: str) -> None:
     common = ("--url", url, "--user", "alice")
     done = invoke("sessions", "rewind", sid, "--to-seq", "2", *common)
     assert done.exit_code == 0, done.output
-    shown = "rewind 1: to seq 2, 1 message(s), mode hide, memory version "
+    shown = "rewind 1: to seq 2, 1 message, mode hide, memory version "
     assert re.fullmatch(re.escape(shown) + r"\d+\n", done.stdout), done.stdout
-    removed = json.loads(invoke(
-        "sessions", "rewind", sid, "--to-seq", "1", "--remove", "--json", *common).stdout)
+    removed = json.loads(
+        invoke("sessions", "rewind", sid, "--to-seq", "1", "--remove", "--json", *common).stdout
+    )
     assert (removed["number"], removed["to_seq"], removed["count"], removed["mode"]) == (
-        2, 1, 1, "remove")
+        2,
+        1,
+        1,
+        "remove",
+    )
     memory = json.loads(invoke("sessions", "memory", sid, "--json", *common).stdout)
     assert memory["data"]["goal"] == "say hi" and memory["version"] == removed["memory_version"]
     same = invoke("sessions", "rewind", sid, "--to-seq", "1", *common)
     assert same.exit_code == 0 and same.stdout.startswith("nothing to rewind")
     rewinds = json.loads(invoke("sessions", "rewinds", sid, "--json", *common).stdout)
     assert [(r["number"], r["to_seq"], r["count"], r["mode"]) for r in rewinds["items"]] == [
-        (1, 2, 1, "hide"), (2, 1, 1, "remove")]
+        (1, 2, 1, "hide"),
+        (2, 1, 1, "remove"),
+    ]
     table = invoke("sessions", "rewinds", sid, "--limit", "1", *common)
     assert "rewinds" in table.stdout and "more: --cursor " in table.stdout
     hidden = json.loads(invoke("sessions", "rewound", sid, "1", "--json", *common).stdout)
@@ -384,10 +406,161 @@ def test_fork_prints_its_id_and_is_listed_by_parent(url: str) -> None:
     assert fork_id.startswith("ses_") and fork_id != sid
     listed = json.loads(invoke("sessions", "list", "--parent", sid, "--json", *common).stdout)
     assert [(s["session_id"], s["title"], s["fork_seq"]) for s in listed["items"]] == [
-        (fork_id, "retry", 1)]
+        (fork_id, "retry", 1)
+    ]
     memory = json.loads(invoke("sessions", "memory", fork_id, "--json", *common).stdout)
     assert memory["data"]["goal"] == "say hi"
     whole = json.loads(invoke("sessions", "fork", sid, "--json", *common).stdout)
     assert (whole["parent_session_id"], whole["message_count"]) == (sid, 3)
     bad = invoke("sessions", "fork", sid, "--at-seq", "9", *common)
     assert bad.exit_code == 5 and bad.stderr.startswith("error: at_seq must be at most")
+
+
+def test_the_default_store_is_the_readme_sessions_db(tmp_path: Path, monkeypatch) -> None:
+    """Without --url or AGENTSESSION_URL the store is ./sessions.db, the name the README
+    and the examples use: a session made there is listed with no --url."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENTSESSION_URL", raising=False)
+    with SessionManager.from_url("sqlite:///sessions.db", auto_migrate=True) as sm:
+        sid = sm.create_session(user_id="alice").session_id
+    listed = invoke("sessions", "list", "--user", "alice", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert [s["session_id"] for s in json.loads(listed.stdout)["items"]] == [sid]
+    helped = runner.invoke(build_app(), ["--help"], env={"COLUMNS": "200"})
+    assert "AGENTSESSION_URL, else sqlite:///sessions.db" in " ".join(helped.stdout.split())
+
+
+READS_AND_CHANGES = [
+    ["sessions", "list"], ["sessions", "show", "ses_x"], ["sessions", "messages", "ses_x"],
+    ["sessions", "memory", "ses_x"], ["sessions", "tools", "ses_x"], ["sessions", "runs", "ses_x"],
+    ["sessions", "steps", "ses_x", "run_x"], ["sessions", "audit", "ses_x"],
+    ["sessions", "rewinds", "ses_x"], ["sessions", "rewound", "ses_x", "1"],
+    ["sessions", "rewind", "ses_x", "--to-seq", "0"], ["sessions", "fork", "ses_x"],
+    ["export", "ses_x"], ["close", "ses_x"], ["restore", "ses_x"], ["expire", "ses_x"],
+    ["delete", "ses_x", "--yes"], ["erase", "--yes"], ["sweep"], ["db", "current"],
+    ["serve"], ["import", "jsonl", "-"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("args", READS_AND_CHANGES, ids=" ".join)
+def test_a_missing_sqlite_file_is_refused_not_created(tmp_path: Path, args: list[str]) -> None:
+    """A mistyped database path: one ``error:`` line naming it and the command that
+    creates a database, exit 2, and no file left behind."""
+    db = tmp_path / "typo.db"
+    url = f"sqlite:///{db}"
+    # serve puts the URL in its environment for its workers: set back after the call
+    result = runner.invoke(
+        build_app(), ["--url", url, "--user", "alice", *args], input="",
+        env={"AGENTSESSION_URL": None},
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"error: no SQLite database at {db} (the store URL {url}); check --url or "
+        f"AGENTSESSION_URL, or create one with: agentsession --url {url} db upgrade\n"
+    )
+    assert not db.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_db_upgrade_and_an_auto_migrating_import_create_the_database(tmp_path: Path) -> None:
+    """``db upgrade`` creates a missing SQLite file; so does an import with
+    AGENTSESSION_AUTO_MIGRATE on (it creates the schema too)."""
+    made = tmp_path / "made.db"
+    assert invoke("db", "upgrade", "--url", f"sqlite:///{made}").exit_code == 0 and made.exists()
+    export = tmp_path / "one.jsonl"
+    with SessionManager.from_url(f"sqlite:///{made}") as sm:
+        sid = sm.create_session(user_id="alice").session_id
+    assert invoke("export", sid, "--url", f"sqlite:///{made}", "--user", "alice",
+                  "--out", str(export)).exit_code == 0  # fmt: skip
+    fresh = tmp_path / "fresh.db"
+    imported = runner.invoke(
+        build_app(), ["import", "jsonl", str(export), "--url", f"sqlite:///{fresh}", "--user",
+                      "bob"], env={"AGENTSESSION_AUTO_MIGRATE": "1"},
+    )  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    assert imported.stdout.startswith("imported ses_") and fresh.exists()
+
+
+@pytest.mark.parametrize("args", [["delete", "SID"], ["erase", "--user", "alice"]], ids=" ".join)
+def test_confirmation_without_a_terminal_says_pass_yes(url: str, args: list[str]) -> None:
+    """No terminal to answer on (stdin empty): exit 2 and one line saying to pass --yes;
+    a no exits 1; nothing is deleted either way; a yes on stdin goes ahead."""
+    sid = _sid(url)
+    args = [sid if a == "SID" else a for a in args]
+    action = args[0]
+    common = ["--url", url, "--user", "alice"]
+    result = runner.invoke(build_app(), [*args, *common], input="")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[-1] == (
+        f"error: {action} asks for confirmation and there is no terminal to answer on: "
+        f"pass --yes to {action} without asking"
+    )
+    assert "Aborted" not in result.output
+    declined = runner.invoke(build_app(), [*args, *common], input="n\n")
+    assert declined.exit_code == 1 and "not confirmed (pass --yes)" in declined.stderr
+    assert _sid(url) == sid
+    accepted = runner.invoke(build_app(), [*args, *common], input="y\n")
+    assert accepted.exit_code == 0, accepted.output
+    assert invoke("sessions", "show", sid, *common).exit_code == 3
+
+
+def test_serve_warns_when_no_api_key_exists(tmp_path: Path, monkeypatch) -> None:
+    """``serve`` on a store whose key file holds no active key says so on stderr, with
+    the exact command that makes one; with a key it says nothing."""
+    import uvicorn
+
+    started: list[str] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: started.append(app))
+    db = tmp_path / "served.db"
+    url = f"sqlite:///{db}"
+    assert invoke("db", "upgrade", "--url", url).exit_code == 0
+    env = {"AGENTSESSION_URL": url, "AGENTSESSION_KEYS_FILE": None}
+    bare = runner.invoke(build_app(), ["serve"], env=env)
+    assert bare.exit_code == 0, bare.output
+    keys = tmp_path / "served.db.keys.json"
+    assert bare.stderr == (
+        f"warning: no API key in {keys}: every request will be answered 401. Create one "
+        f"with: agentsession keys create --user USER --keys-file {keys}\n"
+    )
+    made = runner.invoke(
+        build_app(), ["keys", "create", "--user", "USER", "--keys-file", str(keys)], env=env
+    )
+    assert made.exit_code == 0, made.output
+    keyed = runner.invoke(build_app(), ["serve"], env=env)
+    assert keyed.exit_code == 0 and keyed.stderr == ""
+    assert started == ["agentsession.http.app:create_app"] * 2
+
+
+def test_export_out_says_what_it_wrote_where(url: str, tmp_path: Path) -> None:
+    """``export --out FILE`` prints one line: the session, the file, the count of each
+    kind of line; without --out stdout holds the export only."""
+    sid = _sid(url)
+    out = tmp_path / "x.jsonl"
+    result = invoke("export", sid, "--url", url, "--user", "alice", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        f"exported {sid} to {out}: 1 session, 1 working memory, 1 message, 1 memory, "
+        "1 tool call, 1 run\n"
+    )
+    assert len(out.read_text().splitlines()) == 6
+    plain = invoke("export", sid, "--url", url, "--user", "alice")
+    assert plain.stdout == out.read_text()
+
+
+def test_counts_are_printed_singular_and_plural(url: str, tmp_path: Path) -> None:
+    """One message, two messages: never "2 message" nor "1 message(s)"."""
+    from agentsession.cli.render import count
+
+    assert [count(1, "message"), count(50000, "message"), count(2, "tool_call"),
+            count(2, "summary"), count(2, "API key"), count(0, "working_memory")] == [
+        "1 message", "50000 messages", "2 tool calls", "2 summaries", "2 API keys",
+        "0 working memories"]  # fmt: skip
+    sid = _sid(url)
+    with SessionManager.from_url(url) as sm:
+        sm.append_messages(session_id=sid, user_id="alice", messages=[
+            {"role": "user", "content": f"m{i}"} for i in range(2)])  # fmt: skip
+    out = tmp_path / "x.jsonl"
+    assert invoke("export", sid, "--url", url, "--user", "alice", "--out", str(out)).exit_code == 0
+    imported = invoke("import", "jsonl", str(out), "--url", url, "--user", "bob")
+    assert imported.exit_code == 0, imported.output
+    assert ", 3 messages, 1 memory, 1 tool call, 1 run" in imported.stdout, imported.stdout
+    assert "(s)" not in imported.stdout

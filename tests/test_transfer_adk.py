@@ -234,7 +234,7 @@ def test_a_sqlite_url_with_a_query_imports(tmp_path: Path) -> None:
     path = tmp_path / "adk.db"
     asyncio.run(adk_file(path, url=True))
     done = cli_import(tmp_path, f"sqlite:///{path}?x=1")
-    assert done.exit_code == 0 and done.output.startswith("1 session(s) (1 new)"), done.output
+    assert done.exit_code == 0 and done.output.startswith("1 session (1 new)"), done.output
 
 
 def test_without_google_adk_the_import_names_the_extra(

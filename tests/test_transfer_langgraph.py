@@ -216,8 +216,8 @@ def test_the_benchmarks_langgraph_database_moves_into_ours(tmp_path: Path) -> No
         assert {s.session_id: s.version for s in sessions} == versions
     text = invoke(*args[:-1]).output  # a re-run's summary: the checkpoints were seen
     assert text.startswith(
-        f"3 thread(s) (0 new): {checkpoints} checkpoint(s) seen, 0 record(s) written, "
-        "0 message(s) imported"
+        f"3 threads (0 new): {checkpoints} checkpoints seen, 0 records written, "
+        "0 messages imported"
     ), text
     assert hashlib.sha256(peer.path.read_bytes()).hexdigest() == before
 
@@ -316,8 +316,8 @@ def test_a_rerun_replaces_a_special_write_the_source_replaced(tmp_path: Path) ->
     for _ in range(2):
         runs.append(invoke("import", "langgraph", str(source), "--url", url, "--user", "alice"))
     assert [r.exit_code for r in runs] == [0, 0, 0], runs[-1].output
-    assert [" 3 record(s) written" in runs[0].output, " 1 record(s) written" in runs[1].output,
-            " 0 record(s) written" in runs[2].output] == [True] * 3, runs  # fmt: skip
+    assert [" 3 records written" in runs[0].output, " 1 record written" in runs[1].output,
+            " 0 records written" in runs[2].output] == [True] * 3, runs  # fmt: skip
     with SessionManager.from_url(url) as manager:
         got = AgentSessionSaver(manager, user_id="alice").get_tuple(config)
     assert got is not None and sorted(got.pending_writes or []) == sorted(want or [])

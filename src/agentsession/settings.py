@@ -28,8 +28,8 @@ class Settings(BaseSettings):
     """Configuration of the CLI and the HTTP service.
 
     Attributes:
-        url: the store URL (``AGENTSESSION_URL``); default an SQLite file in the
-            current directory.
+        url: the store URL (``AGENTSESSION_URL``); default ``sqlite:///sessions.db``,
+            an SQLite file in the current directory (the name the README uses).
         auto_migrate: bring the schema to the current revision at start
             (``AGENTSESSION_AUTO_MIGRATE``); off by default: run ``agentsession db upgrade``.
         sqlite_synchronous: ``FULL`` (default; no acknowledged write lost on power loss)
@@ -76,7 +76,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="AGENTSESSION_", extra="ignore")
 
-    url: str = "sqlite:///agentsession.db"
+    url: str = "sqlite:///sessions.db"
     auto_migrate: bool = False
     sqlite_synchronous: str = "FULL"
     host: str = "127.0.0.1"

@@ -6,10 +6,12 @@ one line here and a module of its own next to this one.
 
 from __future__ import annotations
 
+import inspect
+
 import typer
 
 from ..settings import Settings
-from .common import AdminOpt, JsonOpt, Options, UrlOpt, UserOpt
+from .common import AdminOpt, JsonOpt, Options, UrlOpt, UserOpt, new_app
 from .db import db_app
 from .demo import demo, demo_continue
 from .erase import erase
@@ -37,12 +39,8 @@ def build_app() -> typer.Typer:
     Returns:
         A new typer app (call it to run the command line).
     """
-    app = typer.Typer(
-        name="agentsession",
-        help="Durable sessions for AI agents.",
-        no_args_is_help=True,
-        add_completion=False,
-        pretty_exceptions_enable=False,
+    app = new_app(
+        "Durable sessions for AI agents.", name="agentsession", pretty_exceptions_enable=False
     )
     app.callback()(_root)
     app.add_typer(sessions_app, name="sessions")
@@ -54,7 +52,20 @@ def build_app() -> typer.Typer:
     app.add_typer(keys_app, name="keys")
     app.command("export")(export)
     app.add_typer(import_app, name="import")
+    _whole_summaries(app)
     return app
+
+
+def _whole_summaries(app: typer.Typer) -> None:
+    """List every command under its docstring's whole first paragraph: click otherwise
+    cuts the summary at the first sentence or about 45 characters, with "..."."""
+    for info in app.registered_commands:
+        doc = inspect.getdoc(info.callback) if info.callback is not None else None
+        if info.short_help is None and doc:
+            info.short_help = " ".join(doc.split("\n\n", 1)[0].split())
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            _whole_summaries(group.typer_instance)
 
 
 def main() -> None:

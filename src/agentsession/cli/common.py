@@ -10,12 +10,16 @@ Settings (``AGENTSESSION_URL``...) are read here and passed down explicitly.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from ..errors import (
     AgentSessionError,
@@ -27,6 +31,7 @@ from ..errors import (
 )
 from ..models import Page
 from ..service import SessionManager
+from ..service.policy import Limits
 from ..settings import Settings
 from . import render
 
@@ -45,8 +50,11 @@ __all__ = [
     "call",
     "call_and_show",
     "cli_errors",
+    "confirm",
     "exit_code_for",
+    "new_app",
     "open_manager",
+    "require_database",
     "resolve_options",
     "show",
     "show_page",
@@ -108,17 +116,42 @@ def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def new_app(help_text: str, **options: Any) -> typer.Typer:
+    """A typer app (the root or a sub-app) with the help every command shares.
+
+    Help is click's plain text: flags show no type (typer's rich help prints
+    ``<bool>`` beside them), lines wrap to the terminal, ``[default: ...]`` is shown;
+    the app is listed under its whole ``help_text`` (click would cut it with "...").
+
+    Args:
+        help_text: what the app is for, one line.
+        options: more ``typer.Typer`` arguments (``name``, ...).
+
+    Returns:
+        A new app without commands.
+    """
+    return typer.Typer(
+        help=help_text, short_help=help_text, no_args_is_help=True, rich_markup_mode=None,
+        add_completion=False, **options,
+    )  # fmt: skip
+
+
 # ---------------------------------------------------------------- common options
 
+#: Where the store is when neither ``--url`` nor ``AGENTSESSION_URL`` says.
+DEFAULT_URL_HELP = f"AGENTSESSION_URL, else {Settings.model_fields['url'].default}"
+
 UrlOpt = Annotated[
-    str | None,
-    typer.Option("--url", help="Store URL (default: AGENTSESSION_URL, else sqlite file)."),
+    str | None, typer.Option("--url", help="Store URL.", show_default=DEFAULT_URL_HELP)
 ]
 UserOpt = Annotated[str | None, typer.Option("--user", "-u", help="Principal the call is made as.")]
 AdminOpt = Annotated[bool, typer.Option("--admin", help="Act as admin across users.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 SessionArg = Annotated[str, typer.Argument(help="Session id (ses_...).")]
-LimitOpt = Annotated[int | None, typer.Option(help="Page size (default 100).")]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option(help="Page size.", show_default=str(Limits().default_page_size)),
+]
 CursorOpt = Annotated[str | None, typer.Option(help="next_cursor of the previous page.")]
 
 
@@ -168,14 +201,85 @@ def resolve_options(
     )
 
 
-def open_manager(opts: Options) -> SessionManager:
-    """Open a SessionManager on ``opts.url`` with the settings from the environment.
+def _missing_sqlite_file(url: str) -> Path | None:
+    """The file an SQLite URL names when it does not exist, else None (other stores,
+    an existing file, or a URL that is not a plain file path, e.g. ``?uri=true``)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None  # SessionManager.from_url reports the bad URL
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    if "uri" in parsed.query:
+        return None
+    path = Path(parsed.database)
+    return None if path.exists() else path
+
+
+def require_database(url: str) -> None:
+    """Refuse an SQLite URL whose file is missing: a command that reads (or changes
+    what exists) would otherwise create an empty database at a mistyped path and list
+    nothing, or fail on its missing schema and leave the empty file behind.
+
+    A missing file is created only by ``db upgrade``, and by the commands that fill a
+    store (the imports, ``serve``) when ``AGENTSESSION_AUTO_MIGRATE`` is on: those
+    also create the schema.
 
     Raises:
+        UsageError: the file does not exist; the message names it and the command that
+            creates a database.
+    """
+    path = _missing_sqlite_file(url)
+    if path is not None:
+        raise UsageError(
+            f"no SQLite database at {path} (the store URL {url}); check --url or "
+            f"AGENTSESSION_URL, or create one with: agentsession --url {url} db upgrade"
+        )
+
+
+def open_manager(opts: Options, *, create: bool = False) -> SessionManager:
+    """Open a SessionManager on ``opts.url`` with the settings from the environment.
+
+    Args:
+        opts: the invocation's options.
+        create: the command fills a store (an import): it may create a missing SQLite
+            file when ``AGENTSESSION_AUTO_MIGRATE`` is on, which also creates the
+            schema. Otherwise a missing file is refused (:func:`require_database`).
+
+    Raises:
+        UsageError: a missing SQLite file and not ``create``.
         AgentSessionError: the store cannot be opened (bad URL, out-of-date schema...).
     """
     settings = Settings(url=opts.url)
+    if not (create and settings.auto_migrate):
+        require_database(opts.url)
     return SessionManager.from_url(settings.url, **settings.manager_options())
+
+
+def confirm(question: str, action: str) -> bool:
+    """Ask ``question`` on the terminal; True for yes.
+
+    Args:
+        question: the yes/no question.
+        action: what ``--yes`` does without asking, e.g. ``delete`` (for the error).
+
+    Returns:
+        Whether the answer was yes (a no, or Enter, is False).
+
+    Raises:
+        UsageError: no answer can be read (stdin is not a terminal and holds no
+            answer): the message says to pass ``--yes``.
+    """
+    try:
+        return typer.confirm(question, err=True)
+    except typer.Abort:
+        if sys.stdin.isatty():  # Ctrl-C or Ctrl-D at the prompt: the user's no
+            return False
+        typer.echo(err=True)  # end the unanswered question's line
+        raise UsageError(
+            f"{action} asks for confirmation and there is no terminal to answer on: "
+            f"pass --yes to {action} without asking"
+        ) from None
 
 
 def show(opts: Options, value: Any, table: Any) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import typer
 
 from ..stores import migrate
-from .common import JsonOpt, UrlOpt, cli_errors, resolve_options, show
+from .common import JsonOpt, UrlOpt, cli_errors, new_app, require_database, resolve_options, show
 
 __all__ = ["db_app"]
 
-db_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
+db_app = new_app("Database schema migrations.")
 
 NO_SCHEMA = "this store has no schema to migrate"
 
@@ -21,9 +21,12 @@ NO_SCHEMA = "this store has no schema to migrate"
 @db_app.command("upgrade")
 @cli_errors
 def db_upgrade(ctx: typer.Context, url: UrlOpt = None, as_json: JsonOpt = False) -> None:
-    """Bring the database schema to the current revision. Redis and memory have none:
-    the store is opened (URL, connection and Redis's durability check, as at start) and
-    the command exits 0, so one deployment script fits every store."""
+    """Create the database or bring its schema to the current revision.
+
+    Redis and memory have no schema: the store is opened (URL, connection and Redis's
+    durability check, as at start) and the command exits 0, so one deployment script
+    fits every store. This is the command that creates a missing SQLite file.
+    """
     opts = resolve_options(ctx, url, None, False, as_json)
     schema = migrate.upgrade_store(opts.url)
     text = f"schema at revision {schema.current}" if schema.has_schema else NO_SCHEMA
@@ -35,6 +38,7 @@ def db_upgrade(ctx: typer.Context, url: UrlOpt = None, as_json: JsonOpt = False)
 def db_current(ctx: typer.Context, url: UrlOpt = None, as_json: JsonOpt = False) -> None:
     """Show the database's schema revision and the one this code expects."""
     opts = resolve_options(ctx, url, None, False, as_json)
+    require_database(opts.url)
     schema = migrate.inspect_store(opts.url)
     data = {"current": schema.current, "head": schema.head, "up_to_date": schema.up_to_date}
     text = (

@@ -25,7 +25,9 @@ __all__ = ["demo", "demo_continue"]
 LangOpt = Annotated[str, typer.Option(help="zh or en: the language of the conversation.")]
 ModelOpt = Annotated[
     str | None,
-    typer.Option("--model", help="scripted (default) or openai; env AGENTSESSION_MODEL."),
+    typer.Option(
+        "--model", help="scripted or openai.", show_default="AGENTSESSION_MODEL, else scripted"
+    ),
 ]
 CmdOpt = Annotated[
     str | None, typer.Option("--cmd", help="Start command; must begin with the interpreter.")

@@ -1,6 +1,7 @@
 """``agentsession erase --user USER``: erase a user's data, get it off the store's disk,
 remove the user's API keys from the key file, and say what the operator must still do
-(docs/security.md, "Erasure"). Declining the confirmation exits 1."""
+(docs/security.md, "Erasure"). Declining the confirmation exits 1; no terminal to
+answer on without ``--yes`` exits 2."""
 
 from __future__ import annotations
 
@@ -17,10 +18,13 @@ from .common import (
     UrlOpt,
     UsageError,
     cli_errors,
+    confirm,
     open_manager,
+    require_database,
     resolve_options,
     show,
 )
+from .render import count
 
 __all__ = ["erase"]
 
@@ -40,8 +44,9 @@ KeysFileOpt = Annotated[
     str | None,
     typer.Option(
         "--keys-file",
-        help="The API key file to remove the user's keys from (default: the one `serve` "
-        "reads: AGENTSESSION_KEYS_FILE, else next to the SQLite database).",
+        help="The API key file to remove the user's keys from.",
+        show_default="the one `serve` reads: AGENTSESSION_KEYS_FILE, else next to the "
+        "SQLite database",
     ),
 ]
 
@@ -53,11 +58,15 @@ def erase(
 ) -> None:  # fmt: skip
     """Erase every session of a user for good, then get it off the store's disk and
     remove the user's API keys; prints what was done and what the operator must still
-    do (backups, replicas...). Exits 1 if the confirmation is declined."""
+    do (backups, replicas...).
+
+    Asks first; without a terminal to answer on, pass --yes (else exit 2). A no exits 1.
+    """
     opts = resolve_options(ctx, url, user, False, as_json)
     if opts.user is None:
         raise UsageError("--user is required: the user whose data to erase")
-    if not yes and not _confirmed(f"erase every session of {opts.user}, for good?"):
+    require_database(opts.url)  # before the question: a mistyped path is not asked about
+    if not yes and not confirm(f"erase every session of {opts.user}, for good?", "erase"):
         typer.echo("not confirmed (pass --yes): nothing erased", err=True)
         raise typer.Exit(1)
     # Checked before erasing: an untrusted key file stops the command, not half of it.
@@ -75,17 +84,7 @@ def erase(
     )
 
 
-def _confirmed(question: str) -> bool:
-    """Ask ``question``; no answer (end of input) is a no."""
-    try:
-        return typer.confirm(question)
-    except typer.Abort:
-        return False
-
-
-def _as_data(
-    user: str, store_url: str, erasure: Erasure, keys: tuple[int, str]
-) -> dict[str, Any]:
+def _as_data(user: str, store_url: str, erasure: Erasure, keys: tuple[int, str]) -> dict[str, Any]:
     return {
         "user_id": user,
         "sessions_deleted": erasure.sessions_deleted,
@@ -99,10 +98,10 @@ def _as_data(
 
 def _as_text(user: str, store_url: str, erasure: Erasure, keys: tuple[int, str]) -> str:
     lines = [
-        f"erased {user}: {erasure.sessions_deleted} session(s) deleted, "
-        f"{erasure.idempotency_keys_purged} idempotency key(s) purged, "
-        f"{erasure.shared_memory_deleted} shared-memory document(s) deleted",
-        f"{keys[0]} API key(s) of {user} removed from {keys[1]}",
+        f"erased {user}: {count(erasure.sessions_deleted, 'session')} deleted, "
+        f"{count(erasure.idempotency_keys_purged, 'idempotency key')} purged, "
+        f"{count(erasure.shared_memory_deleted, 'shared-memory document')} deleted",
+        f"{count(keys[0], 'API key')} of {user} removed from {keys[1]}",
         f"done by the store ({store_url}):",
         *(f"  - {step}" for step in erasure.store.done or ("nothing",)),
         "still to do by the operator:",

@@ -37,7 +37,7 @@ def rewind(
         "--to-seq", help="The message seq to go back to (0: before the first message).",
     )],
     remove: Annotated[bool, typer.Option(
-        "--remove", help="Delete the messages above it (default: keep them, hidden).",
+        "--remove", help="Delete the messages above it (without it: kept, hidden).",
     )] = False,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
@@ -57,7 +57,7 @@ def rewind(
 def fork(
     ctx: typer.Context, session_id: SessionArg,
     at_seq: Annotated[int | None, typer.Option(
-        "--at-seq", help="Fork at this message seq (default: the whole history).",
+        "--at-seq", help="Fork at this message seq.", show_default="the whole history",
     )] = None,
     title: Annotated[str | None, typer.Option(help="The fork's title.")] = None,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,

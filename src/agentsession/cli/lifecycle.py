@@ -18,12 +18,13 @@ from .common import (
     JsonOpt,
     SessionArg,
     UrlOpt,
-    UsageError,
     UserOpt,
     call,
     call_and_show,
     cli_errors,
+    confirm,
     open_manager,
+    require_database,
     resolve_options,
     show,
 )
@@ -90,10 +91,15 @@ def delete(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
-    """Delete a session and all its content for good."""
+    """Delete a session and all its content for good.
+
+    Asks first; without a terminal to answer on, pass --yes (else exit 2). A no exits 1.
+    """
     opts = resolve_options(ctx, url, user, admin, as_json)
-    if not yes and not typer.confirm(f"delete {session_id} and everything in it?"):
-        raise UsageError("not confirmed (pass --yes)")
+    require_database(opts.url)  # before the question: a mistyped path is not asked about
+    if not yes and not confirm(f"delete {session_id} and everything in it?", "delete"):
+        typer.echo("not confirmed (pass --yes): nothing deleted", err=True)
+        raise typer.Exit(1)
     call(opts, SessionManager.delete_session, session_id=session_id)
     show(opts, {"deleted": session_id}, f"deleted {session_id}")
 
@@ -116,9 +122,9 @@ def sweep(
         "purged_idempotency_keys": result.purged_idempotency_keys,
     }
     text = (
-        f"interrupted {len(result.interrupted_run_ids)} run(s) whose lease lapsed, "
-        f"expired {len(result.expired_session_ids)} session(s), "
-        f"purged {result.purged_idempotency_keys} idempotency key(s)"
+        f"interrupted {render.count(len(result.interrupted_run_ids), 'run')} whose lease "
+        f"lapsed, expired {render.count(len(result.expired_session_ids), 'session')}, "
+        f"purged {render.count(result.purged_idempotency_keys, 'idempotency key')}"
     )
     if result.failed_session_ids:
         text += f"; {len(result.failed_session_ids)} failed (logged; the next sweep retries)"

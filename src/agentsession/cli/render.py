@@ -1,8 +1,10 @@
 """How the CLI and the demo show sessions: rich tables for people, JSON for scripts.
 
-Every ``*_table`` function takes snapshots from the SessionManager and returns a
-``rich.table.Table``; :func:`to_json` turns the same snapshots into JSON-ready data.
-Nothing here reads or writes a store.
+Every ``*_table`` function takes snapshots from the SessionManager and returns a rich
+renderable: the listings a :class:`~agentsession.cli.fit.FitTable` that keeps the
+columns the terminal's width has room for (ids whole, never cut), one session or the
+working memory a two-column table; :func:`to_json` turns the same snapshots into
+JSON-ready data. Nothing here reads or writes a store.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -27,9 +30,11 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
+from .fit import Cell, Column, FitTable
 
 __all__ = [
     "audit_table",
+    "count",
     "memory_table",
     "messages_table",
     "rewind_text",
@@ -92,26 +97,36 @@ def _status(value: Any) -> str:
     return f"[{style}]{text}[/{style}]" if style else str(text)
 
 
-def sessions_table(sessions: Iterable[Session]) -> Table:
+def count(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless ``n`` is 1: ``count(2, "tool call")`` is
+    ``"2 tool calls"``, ``count(1, "summary")`` ``"1 summary"``; ``_`` reads as a space."""
+    words = noun.replace("_", " ")
+    if n == 1:
+        return f"{n} {words}"
+    if words.endswith("y") and words[-2:-1] not in tuple("aeiou"):
+        return f"{n} {words[:-1]}ies"
+    return f"{n} {words}s"
+
+
+def sessions_table(sessions: Iterable[Session]) -> FitTable:
     """A row per session: id, user, agent, external key, status, counts, last
-    activity, title."""
-    table = Table(title="sessions")
-    table.add_column("session_id", no_wrap=True)
-    table.add_column("user")
-    table.add_column("agent")
-    table.add_column("external key")
-    table.add_column("status", no_wrap=True)
-    table.add_column("msgs/runs/tools")
-    table.add_column("last active (UTC)")
-    table.add_column("title")
-    for s in sessions:
-        counts = f"{s.message_count}/{s.run_count}/{s.tool_call_count}"
-        table.add_row(
-            s.session_id, s.user_id, s.agent, Text(short(s.external_key or "", 30)),
-            _status(s.status), counts,
-            _when(s.last_active_at), short(s.title or "", 30),
-        )  # fmt: skip
-    return table
+    activity, title; narrow, the external key goes first, then user, counts, agent
+    and last activity."""
+    columns = [
+        Column("session_id"), Column("user", drop=4), Column("agent", drop=2),
+        Column("external key", drop=5, wrap=12), Column("status"),
+        Column("msgs/runs/tools", drop=3), Column("last active (UTC)", drop=1, wrap=10),
+        Column("title", wrap=12),
+    ]  # fmt: skip
+    rows: list[list[Cell]] = [
+        [
+            s.session_id, Text(s.user_id), Text(s.agent), Text(short(s.external_key or "", 30)),
+            _status(s.status), f"{s.message_count}/{s.run_count}/{s.tool_call_count}",
+            _when(s.last_active_at), Text(short(s.title or "", 30)),
+        ]
+        for s in sessions
+    ]  # fmt: skip
+    return FitTable("sessions", columns, rows)
 
 
 def session_table(s: Session) -> Table:
@@ -154,115 +169,131 @@ def memory_table(memory: WorkingMemory, title: str = "working memory") -> Table:
     return table
 
 
-def tools_table(calls: Sequence[ToolCall], runs: Sequence[Run] = ()) -> Table:
+def tools_table(calls: Sequence[ToolCall], runs: Sequence[Run] = ()) -> FitTable:
     """Tool history: seq, run (its seq when ``runs`` holds it, else its id), tool,
-    arguments, status, duration in ms."""
+    arguments, status, duration in ms; narrow, without the duration, then the run."""
     run_seq = {r.run_id: r.seq for r in runs}
-    table = Table(title="tool history")
-    for column in ("#", "run", "tool", "args", "status", "ms"):
-        table.add_column(column, justify="right" if column in ("#", "ms") else "left")
+    columns = [
+        Column("#", justify="right"), Column("run", drop=1), Column("tool"),
+        Column("args", wrap=12), Column("status", wrap=8), Column("ms", drop=2, justify="right"),
+    ]  # fmt: skip
+    rows: list[list[Cell]] = []
     for c in calls:
         args = (
             " ".join(str(v) for v in c.arguments.values())
             if c.tool != "update_memory"
             else ("patch " + ", ".join(sorted((c.arguments.get("patch") or {}).keys())))
         )
-        status = _status(c.status) + (f" ({c.error})" if c.error else "")
-        table.add_row(
-            str(c.seq), str(run_seq.get(c.run_id or "", c.run_id or "")), c.tool, short(args, 58),
-            status, f"{c.duration_ms:.0f}",
-        )  # fmt: skip
-    return table
+        status = _status(c.status) + (f" ({escape(c.error)})" if c.error else "")
+        rows.append([
+            str(c.seq), str(run_seq.get(c.run_id or "", c.run_id or "")), Text(c.tool),
+            Text(short(args, 58)), status, f"{c.duration_ms:.0f}",
+        ])  # fmt: skip
+    return FitTable("tool history", columns, rows)
 
 
-def runs_table(runs: Sequence[Run]) -> Table:
-    """Runs: seq, input, status (and error), started, ended, step count."""
-    table = Table(title="runs")
-    table.add_column("seq")
-    table.add_column("input")
-    table.add_column("status", no_wrap=True)
-    table.add_column("started (UTC)", no_wrap=True)
-    table.add_column("ended (UTC)", no_wrap=True)
-    table.add_column("steps")
-    for r in runs:
-        status = _status(r.status) + (f"\n{short(r.error, 40)}" if r.error else "")
-        table.add_row(
-            str(r.seq), short(r.input, 40), status, _when(r.started_at, "%m-%d %H:%M:%S"),
+def runs_table(runs: Sequence[Run]) -> FitTable:
+    """Runs: seq, run id (what ``sessions steps`` takes), input, status (and error),
+    step count, started, ended; narrow, without the ended, then the started time."""
+    columns = [
+        Column("seq"), Column("run_id"), Column("input", wrap=10), Column("status", wrap=11),
+        Column("steps", drop=1), Column("started (UTC)", drop=2), Column("ended (UTC)", drop=3),
+    ]  # fmt: skip
+    rows: list[list[Cell]] = [
+        [
+            str(r.seq), r.run_id, Text(short(r.input, 40)),
+            _status(r.status) + (f"\n{escape(short(r.error, 40))}" if r.error else ""),
+            str(r.step_count), _when(r.started_at, "%m-%d %H:%M:%S"),
             _when(r.ended_at, "%m-%d %H:%M:%S"),
-            str(r.step_count),
-        )  # fmt: skip
-    return table
+        ]
+        for r in runs
+    ]  # fmt: skip
+    return FitTable("runs", columns, rows)
 
 
-def steps_table(steps: Sequence[RunStep]) -> Table:
-    """Steps of a run: index, kind, name, status (and error), started, ended."""
-    table = Table(title="steps")
-    for column in ("#", "kind", "name", "status", "started (UTC)", "ended (UTC)"):
-        table.add_column(column, justify="right" if column == "#" else "left")
-    for st in steps:
-        status = _status(st.status) + (f" ({short(st.error, 40)})" if st.error else "")
-        table.add_row(
-            str(st.index), st.kind, st.name or "", status,
+def steps_table(steps: Sequence[RunStep]) -> FitTable:
+    """Steps of a run: index, kind, name, status (and error), started, ended;
+    narrow, without the ended, then the started time."""
+    columns = [
+        Column("#", justify="right"), Column("kind"), Column("name", wrap=10),
+        Column("status", wrap=8), Column("started (UTC)", drop=1), Column("ended (UTC)", drop=2),
+    ]  # fmt: skip
+    rows: list[list[Cell]] = [
+        [
+            str(st.index), Text(st.kind), Text(st.name or ""),
+            _status(st.status) + (f" ({escape(short(st.error, 40))})" if st.error else ""),
             _when(st.started_at, "%m-%d %H:%M:%S"), _when(st.ended_at, "%m-%d %H:%M:%S"),
-        )  # fmt: skip
-    return table
+        ]
+        for st in steps
+    ]  # fmt: skip
+    return FitTable("steps", columns, rows)
 
 
-def messages_table(messages: Sequence[Message]) -> Table:
+def messages_table(messages: Sequence[Message]) -> FitTable:
     """History in seq order: role, content (or the tool calls it makes)."""
-    table = Table(title="messages")
-    for column in ("seq", "role", "content"):
-        table.add_column(column)
+    rows: list[list[Cell]] = []
     for m in messages:
+        content: str | Text
         if m.tool_calls:
             calls = ", ".join(f"{(c.get('function') or {}).get('name')}()" for c in m.tool_calls)
-            content = f"{short(m.content or '', 60)} → {calls}".strip(" →")
+            content = Text(f"{short(m.content or '', 60)} → {calls}".strip(" →"))
         elif m.role.value == "tool":
             content = _tool_message(m.content)
         else:
-            content = short(m.content if m.content is not None else "", 90)
-        table.add_row(str(m.seq), m.role.value, content)
-    return table
+            content = Text(short(m.content if m.content is not None else "", 90))
+        rows.append([str(m.seq), m.role.value, content])
+    return FitTable("messages", [Column("seq"), Column("role"), Column("content", wrap=20)], rows)
 
 
-def _tool_message(content: Any) -> str:
+def _tool_message(content: Any) -> str | Text:
     try:
         data = json.loads(content) if isinstance(content, str) else content
     except json.JSONDecodeError:
-        return short(content, 90)
+        return Text(short(content, 90))
     if not isinstance(data, dict) or "status" not in data:
-        return short(content, 90)
+        return Text(short(content, 90))
     result = data.get("result")
     detail = ""
     if isinstance(result, dict) and "exit_code" in result:
         detail = f" exit {result['exit_code']}"
-    reused = f" (reused {data['reused_from']})" if data.get("reused_from") else ""
-    return _status(data["status"]) + detail + reused
+    reused = f" (reused {escape(str(data['reused_from']))})" if data.get("reused_from") else ""
+    return _status(escape(str(data["status"]))) + escape(detail) + reused
 
 
-def audit_table(events: Sequence[AuditEvent]) -> Table:
-    """Audit events: seq, time, actor, action, version change, details."""
-    table = Table(title="audit log")
-    for column in ("seq", "at (UTC)", "actor", "action", "version", "details"):
-        table.add_column(column)
-    for e in events:
-        version = f"{e.version_before or '-'} → {e.version_after or '-'}"
-        table.add_row(str(e.seq), _when(e.at), e.actor, e.action, version, short(e.details, 50))
-    return table
+def audit_table(events: Sequence[AuditEvent]) -> FitTable:
+    """Audit events: seq, time, actor, action, version change, details; narrow, the
+    time folds onto two lines, then the version change, then the actor go."""
+    columns = [
+        Column("seq"), Column("at (UTC)", wrap=10), Column("actor", drop=1), Column("action"),
+        Column("version", drop=2), Column("details", wrap=20),
+    ]  # fmt: skip
+    rows: list[list[Cell]] = [
+        [
+            str(e.seq), _when(e.at), Text(e.actor), Text(e.action),
+            f"{e.version_before or '-'} → {e.version_after or '-'}", Text(short(e.details, 50)),
+        ]
+        for e in events
+    ]  # fmt: skip
+    return FitTable("audit log", columns, rows)
 
 
-def rewinds_table(rewinds: Sequence[Rewind]) -> Table:
-    """Rewinds: number, the seq the history went back to, how many messages left it,
-    mode (hide or remove), the memory version the rewind wrote, when (UTC)."""
-    table = Table(title="rewinds")
-    for column in ("#", "to seq", "messages", "mode", "memory version", "at (UTC)"):
-        table.add_column(column, justify="left" if column in ("mode", "at (UTC)") else "right")
-    for r in rewinds:
-        table.add_row(
+def rewinds_table(rewinds: Sequence[Rewind]) -> FitTable:
+    """Rewinds: number (what ``sessions rewound`` takes), the seq the history went
+    back to, how many messages left it, mode (hide or remove), the memory version
+    the rewind wrote, when (UTC)."""
+    columns = [
+        Column("#", justify="right"), Column("to seq", justify="right"),
+        Column("messages", justify="right"), Column("mode"),
+        Column("memory version", drop=1, justify="right"), Column("at (UTC)", wrap=10),
+    ]  # fmt: skip
+    rows: list[list[Cell]] = [
+        [
             str(r.number), str(r.to_seq), str(r.count), r.mode, str(r.memory_version),
             _when(r.created_at),
-        )  # fmt: skip
-    return table
+        ]
+        for r in rewinds
+    ]  # fmt: skip
+    return FitTable("rewinds", columns, rows)
 
 
 def rewind_text(result: RewindResult) -> str:
@@ -273,6 +304,6 @@ def rewind_text(result: RewindResult) -> str:
             f"(memory version {result.memory_version})"
         )
     return (
-        f"rewind {result.number}: to seq {result.to_seq}, {result.count} message(s), "
+        f"rewind {result.number}: to seq {result.to_seq}, {count(result.count, 'message')}, "
         f"mode {result.mode}, memory version {result.memory_version}"
     )

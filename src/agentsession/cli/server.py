@@ -13,20 +13,31 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..settings import Settings
-from .common import Options, cli_errors
+from .common import Options, UrlOpt, cli_errors, new_app, require_database, resolve_options
 
 if TYPE_CHECKING:
     from ..http.keys import FileKeyStore
 
 __all__ = ["keys_app", "serve"]
 
-keys_app = typer.Typer(help="Create, list and revoke API keys of the HTTP service.")
+KeysFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--keys-file",
+        help="The key file.",
+        show_default="AGENTSESSION_KEYS_FILE, else <database>.keys.json next to an SQLite "
+        "database, else agentsession-keys.json",
+    ),
+]
+
+keys_app = new_app("Create, list and revoke API keys of the HTTP service.")
 
 
 def _key_store(ctx: typer.Context, keys_file: str | None) -> FileKeyStore:
@@ -59,7 +70,7 @@ def keys_create(
     user: str = typer.Option(..., "--user", help="The user the key acts as."),
     admin: bool = typer.Option(False, "--admin", help="May act on every user's sessions."),
     name: str | None = typer.Option(None, "--name", help="A label, e.g. the machine."),
-    keys_file: str | None = typer.Option(None, "--keys-file", help="The key file."),
+    keys_file: KeysFileOpt = None,
 ) -> None:
     """Create a key and print its token once (only its SHA-256 hash is stored); exit 2
     if the key file could have been written by another user."""
@@ -79,7 +90,7 @@ def keys_create(
 def keys_revoke(
     ctx: typer.Context,
     key_id: str = typer.Argument(..., help="The key id (the token's part before the dot)."),
-    keys_file: str | None = typer.Option(None, "--keys-file", help="The key file."),
+    keys_file: KeysFileOpt = None,
 ) -> None:
     """Revoke a key; requests with it are refused within about a second. Exit 1 if
     there is no such active key, 2 if the key file is not trusted."""
@@ -95,7 +106,7 @@ def keys_revoke(
 @keys_app.command("list")
 def keys_list(
     ctx: typer.Context,
-    keys_file: str | None = typer.Option(None, "--keys-file", help="The key file."),
+    keys_file: KeysFileOpt = None,
 ) -> None:
     """List keys (ids, users, roles; never tokens); exit 2 if the key file is not
     trusted."""
@@ -111,40 +122,64 @@ def keys_list(
 def _preflight(settings: Settings) -> None:
     """Open the store and the key file once, as each worker will, so that a bad setting
     (a short tombstone key, an unsafe database directory, a schema out of date) is one
-    ``error:`` line and an exit code here, not a traceback from every worker.
+    ``error:`` line and an exit code here, not a traceback from every worker; warn on
+    stderr when the key file holds no active key (every request would be a 401).
 
     Raises:
-        AgentSessionError: as :meth:`SessionManager.from_url` raises it.
+        AgentSessionError: as :meth:`SessionManager.from_url` or the key file raise it.
     """
     from ..http.keys import open_key_store
     from ..service import SessionManager
 
-    open_key_store(settings)
+    keys = open_key_store(settings)
     SessionManager.from_url(settings.url, **settings.manager_options()).close()
+    if not any(key.revoked_at is None for key in keys.list()):
+        path = shlex.quote(str(keys.path))
+        typer.echo(
+            f"warning: no API key in {keys.path}: every request will be answered 401. "
+            f"Create one with: agentsession keys create --user USER --keys-file {path}",
+            err=True,
+        )
+
+
+def _setting_default(name: str) -> str:
+    """``[default: ...]`` text of an option that falls back on a setting."""
+    return f"AGENTSESSION_{name.upper()}, else {Settings.model_fields[name].default}"
 
 
 @cli_errors
 def serve(
-    host: str | None = typer.Option(None, "--host", help="Default AGENTSESSION_HOST."),
-    port: int | None = typer.Option(None, "--port", help="Default AGENTSESSION_PORT."),
-    workers: int | None = typer.Option(None, "--workers", help="Worker processes."),
-    url: str | None = typer.Option(None, "--url", help="Store URL (AGENTSESSION_URL)."),
+    ctx: typer.Context,
+    host: str | None = typer.Option(
+        None, "--host", help="Address to listen on.", show_default=_setting_default("host")
+    ),
+    port: int | None = typer.Option(
+        None, "--port", help="Port to listen on.", show_default=_setting_default("port")
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", help="Worker processes.", show_default=_setting_default("workers")
+    ),
+    url: UrlOpt = None,
 ) -> None:
-    """Run the HTTP service with uvicorn (``agentsession.http.app:create_app``), its
-    protocol answering as problem+json (:mod:`agentsession.http.wire`) and its log
-    free of request content (:mod:`agentsession.http.logs`)."""
+    """Run the HTTP service (uvicorn; errors answered as problem+json, no request
+    content in its log).
+
+    Warns at start when the key file holds no API key, since every request needs one.
+    """
     try:
         import uvicorn
     except ImportError:
         typer.echo("the HTTP service needs: pip install 'agentsession[server]'", err=True)
         raise typer.Exit(2) from None
-    if url is not None:
-        # Workers are separate processes that build their own Settings from the env.
-        os.environ["AGENTSESSION_URL"] = url
+    # Workers are separate processes that build their own Settings from the env; the
+    # URL is --url, else the global --url, else AGENTSESSION_URL (resolved as such).
+    os.environ["AGENTSESSION_URL"] = resolve_options(ctx, url, None, False, False).url
     from ..http.logs import uvicorn_log_config
     from ..http.wire import PROTOCOL
 
     settings = Settings()
+    if not settings.auto_migrate:  # else the service creates the database and its schema
+        require_database(settings.url)
     _preflight(settings)
     uvicorn.run(
         "agentsession.http.app:create_app",

@@ -23,6 +23,7 @@ from .common import (
     call,
     call_and_show,
     cli_errors,
+    new_app,
     resolve_options,
     show_page,
 )
@@ -30,9 +31,7 @@ from .history import fork, rewind
 
 __all__ = ["sessions_app"]
 
-sessions_app = typer.Typer(
-    help="Read sessions and what is in them; rewind or fork one.", no_args_is_help=True
-)
+sessions_app = new_app("Read sessions and what is in them; rewind or fork one.")
 
 
 @sessions_app.command("list")
@@ -89,6 +88,7 @@ def sessions_memory(
     ctx: typer.Context, session_id: SessionArg,
     at_seq: Annotated[int | None, typer.Option(
         "--at-seq", help="The memory as it stood at this message seq (0: before the first).",
+        show_default="now",
     )] = None,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip

@@ -8,6 +8,7 @@ import itertools
 import json
 import sqlite3
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
@@ -30,6 +31,7 @@ from .common import (
     UsageError,
     UserOpt,
     cli_errors,
+    new_app,
     open_manager,
     resolve_options,
 )
@@ -39,22 +41,22 @@ if TYPE_CHECKING:
 
 __all__ = ["export", "import_app"]
 
-import_app = typer.Typer(
-    help="Import sessions: an export (jsonl) or another framework's database.",
-    no_args_is_help=True,
-)
+import_app = new_app("Import sessions: an export (jsonl) or another framework's database.")
 
 
 @cli_errors
 def export(
     ctx: typer.Context, session_id: SessionArg,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write here (default: stdout).")
+        Path | None, typer.Option("--out", "-o", help="The file to write.", show_default="stdout")
     ] = None,
     url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False,
 ) -> None:  # fmt: skip
     """Export one session as JSON Lines: session, working memory, messages, tool calls,
-    runs with their steps (docs/export.md)."""
+    runs with their steps (docs/export.md).
+
+    With --out, prints what was written where (the count of each kind, the file).
+    """
     opts = resolve_options(ctx, url, user, admin, False)
     with open_manager(opts) as sm:
         lines = export_session(sm, session_id=session_id, user_id=opts.principal, admin=opts.admin)
@@ -64,16 +66,25 @@ def export(
             return
         try:
             with out.open("w", encoding="utf-8") as f:
-                _write(f, itertools.chain([first], lines))
+                written = _write(f, itertools.chain([first], lines))
         except OSError as exc:
             message = f"cannot write {out}: {exc.strerror or exc}"
             raise ValidationError(message, field="out") from None
+    kinds = ", ".join(render.count(n, kind) for kind, n in written.items())
+    typer.echo(f"exported {session_id} to {out}: {kinds}")
 
 
-def _write(f: TextIO, lines: Iterator[dict[str, Any]]) -> None:
-    """One compact JSON object per line (UTF-8 as is)."""
+def _write(f: TextIO, lines: Iterator[dict[str, Any]]) -> Counter[str]:
+    """One compact JSON object per line (UTF-8 as is).
+
+    Returns:
+        How many lines of each ``type`` were written, in the order first written.
+    """
+    written: Counter[str] = Counter()
     for line in lines:
         f.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+        written[str(line.get("type"))] += 1
+    return written
 
 
 @import_app.command("jsonl")
@@ -86,7 +97,7 @@ def import_jsonl(
     """Create a new session from an export (new id; the same external key if it is
     free); prints the new session id."""
     opts = resolve_options(ctx, url, user, False, as_json)
-    with open_manager(opts) as sm:
+    with open_manager(opts, create=True) as sm:
         if str(file) == "-":
             done = import_session(sm, read_lines(sys.stdin.buffer), user_id=opts.principal)
         else:
@@ -105,7 +116,7 @@ def import_jsonl(
         "imported": done.counts,
     }
     text = f"imported {done.session.session_id}: " + ", ".join(
-        f"{n} {kind}" for kind, n in done.counts.items()
+        render.count(n, kind) for kind, n in done.counts.items()
     )
     if done.key_taken:
         text += " (its external key is in use: imported without one)"
@@ -136,7 +147,7 @@ def import_openai(
         raise UsageError(exc.message) from None
     progress = _progress("items", quiet)
     try:
-        with open_manager(opts) as sm, progress:
+        with open_manager(opts, create=True) as sm, progress:
             task = progress.add_task("import", total=source.item_count())
             report = import_openai_agents(
                 sm, source, user_id=opts.principal, agent=agent,
@@ -153,13 +164,15 @@ def import_openai(
         "failed": [{"session_id": s, "reason": r} for s, r in report.failed],
     }  # fmt: skip
     text = (
-        f"{report.sessions} session(s) ({report.created} new): {report.messages} message(s) "
-        f"and {report.tool_calls} tool call(s) imported"
+        f"{render.count(report.sessions, 'session')} ({report.created} new): "
+        f"{render.count(report.messages, 'message')} and "
+        f"{render.count(report.tool_calls, 'tool call')} imported"
     )
     if report.bad_rows or report.skipped_calls:
         text += (
-            f"; skipped {report.bad_rows} row(s) that are not JSON objects and "
-            f"{report.skipped_calls} call(s) with a tool name the tool history cannot take"
+            f"; skipped {render.count(report.bad_rows, 'row')} that are not JSON objects and "
+            f"{render.count(report.skipped_calls, 'call')} with a tool name the tool history "
+            "cannot take"
         )
     for session_id, reason in report.failed:
         text += f"\nnot imported: {session_id!r}: {reason}"
@@ -194,7 +207,7 @@ def import_langgraph(
         raise UsageError(exc.message) from None
     progress = _progress("checkpoints", quiet)
     try:
-        with open_manager(opts) as sm, progress:
+        with open_manager(opts, create=True) as sm, progress:
             task = progress.add_task("import", total=source.checkpoint_count())
             report = import_langgraph(
                 sm, source, user_id=opts.principal, advance=lambda n: progress.advance(task, n)
@@ -211,9 +224,10 @@ def import_langgraph(
         "warnings": [{"thread_id": t, "reason": r} for t, r in report.warnings],
     }  # fmt: skip
     text = (
-        f"{report.threads} thread(s) ({report.created} new): {report.checkpoints} "
-        f"checkpoint(s) seen, {report.records} record(s) written, {report.messages} message(s) "
-        "imported"
+        f"{render.count(report.threads, 'thread')} ({report.created} new): "
+        f"{render.count(report.checkpoints, 'checkpoint')} seen, "
+        f"{render.count(report.records, 'record')} written, "
+        f"{render.count(report.messages, 'message')} imported"
     )
     for thread_id, reason in report.failed:
         text += f"\nnot imported: {thread_id!r}: {reason}"
@@ -278,7 +292,7 @@ def import_adk(
         finally:
             await service.close()
 
-    with open_manager(opts) as sm, progress:
+    with open_manager(opts, create=True) as sm, progress:
         try:
             report = asyncio.run(run(sm))
         except ValidationError as exc:
@@ -297,12 +311,12 @@ def import_adk(
                    for a, u, s, r in report.failed],
     }  # fmt: skip
     text = (
-        f"{report.sessions} session(s) ({report.created} new): {report.events} event(s) "
-        f"imported, {report.states} state(s) written"
+        f"{render.count(report.sessions, 'session')} ({report.created} new): "
+        f"{render.count(report.events, 'event')} imported, "
+        f"{render.count(report.states, 'state')} written"
     )
     for a, u, s, r in report.failed:
         text += f"\nnot imported: {a!r}/{u!r}/{s!r}: {r}"
     _report(opts, data, text)
     if report.failed:
         raise typer.Exit(1)
-

@@ -357,8 +357,9 @@ def _continue(
         memory = restored.working_memory
         console.print(
             f"restored: status {before} → {restored.session.status.value}; "
-            f"{len(restored.messages)} messages, {len(restored.tool_calls)} tool calls, "
-            f"{len(restored.runs)} run(s) loaded from {backend.where}"
+            f"{render.count(len(restored.messages), 'message')}, "
+            f"{render.count(len(restored.tool_calls), 'tool call')}, "
+            f"{render.count(len(restored.runs), 'run')} loaded from {backend.where}"
         )
         console.print(
             f"working memory says: goal={memory.goal!r}, facts={memory.facts}, "
@@ -422,14 +423,15 @@ def _report(
     reused = [m for m in messages if m.role.value == "tool" and '"reused_from"' in str(m.content)]
     lines = [
         f"session {sid}: {session.status.value}, version {session.version}, "
-        f"{session.message_count} messages, {session.tool_call_count} tool calls, "
-        f"{session.run_count} runs",
+        f"{render.count(session.message_count, 'message')}, "
+        f"{render.count(session.tool_call_count, 'tool call')}, "
+        f"{render.count(session.run_count, 'run')}",
         f"process 1 pid {pid1}: created the session, run 1 diagnosed, closed it",
         f"process 2 pid {pid2}: restored it from {backend.url}, ran 2 and 3 (exit code {child_rc})",
         f"restore crossed a process boundary: {'yes' if pid1 != pid2 else 'NO'} "
         f"(pid {pid1} → pid {pid2})",
         f"diagnosis repeated after restore: {'no' if reused else 'YES'} "
-        f"(the start command ran {len(starts)} times: diagnose + verify)",
+        f"(the start command ran {render.count(len(starts), 'time')}: diagnose + verify)",
         "runs: " + ", ".join(f"{r.seq} {r.input} {r.status.value}" for r in runs),
         f"final verification: {'ok' if verified else 'FAILED'}"
         + (f" ({_outcome(final.result)})" if final is not None else ""),

@@ -1,0 +1,112 @@
+"""Every table command at 80 and at 200 columns: no line past the width, and the ids
+the next command takes are printed whole (and work there)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agentsession import SessionManager
+from agentsession.cli.app import build_app
+from agentsession.cli.fit import Column, FitTable
+
+runner = CliRunner()
+LONG = "fix the start-up failure of the flask app after the requests upgrade"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> dict[str, str]:
+    """A session with long text everywhere: title, external key, messages, a run with a
+    failed step and a long error, a tool call, a rewind."""
+    url = f"sqlite:///{tmp_path / 'tables.db'}"
+    with SessionManager.from_url(url, auto_migrate=True) as sm:
+        scope = {"user_id": "alice-with-a-longer-user-id"}
+        s = sm.create_session(**scope, agent="coding-agent", title=LONG, external_key=LONG)
+        sid = s.session_id
+        turn = [{"role": "user", "content": LONG * 3}, {"role": "assistant", "content": LONG}]
+        sm.append_messages(session_id=sid, **scope, messages=turn)
+        run = sm.start_run(session_id=sid, **scope, input=LONG)
+        step = {"kind": "tool", "name": LONG, "status": "error", "error": LONG}
+        sm.add_run_step(session_id=sid, **scope, run_id=run.run_id, **step)
+        call = {"tool": "run_command", "arguments": {"command": LONG}, "result": "ok"}
+        sm.record_tool_call(session_id=sid, **scope, run_id=run.run_id, **call)
+        sm.finish_run(session_id=sid, **scope, run_id=run.run_id, status="FAILED", error=LONG)
+        sm.rewind_session(session_id=sid, **scope, to_seq=1)
+    return {"url": url, "sid": sid, "run_id": run.run_id, "user": scope["user_id"]}
+
+
+def _tables(db: dict[str, str]) -> dict[str, list[str]]:
+    sid = db["sid"]
+    return {
+        "list": ["sessions", "list"],
+        "show": ["sessions", "show", sid],
+        "messages": ["sessions", "messages", sid],
+        "memory": ["sessions", "memory", sid],
+        "tools": ["sessions", "tools", sid],
+        "runs": ["sessions", "runs", sid],
+        "steps": ["sessions", "steps", sid, db["run_id"]],
+        "audit": ["sessions", "audit", sid],
+        "rewinds": ["sessions", "rewinds", sid],
+        "rewound": ["sessions", "rewound", sid, "1"],
+        "close": ["close", sid],
+        "restore": ["restore", sid],
+    }
+
+
+def _run(db: dict[str, str], args: list[str], width: int) -> str:
+    common = ["--url", db["url"], "--user", db["user"]]
+    result = runner.invoke(build_app(), [*args, *common], env={"COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_every_table_fits_the_width(db: dict[str, str], width: int) -> None:
+    """No line of any table command is wider than the terminal (the ``more:
+    --cursor`` line is the one exception: a cursor is copied whole)."""
+    for name, args in _tables(db).items():
+        out = _run(db, [*args, "--limit", "1"] if name == "audit" else args, width)
+        lines = [line for line in out.splitlines() if not line.startswith("more: --cursor ")]
+        assert max(len(line) for line in lines) <= width, (name, out)
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_the_ids_the_next_command_takes_are_whole(db: dict[str, str], width: int) -> None:
+    """``sessions list`` prints each session id whole, ``sessions runs`` each run id,
+    ``sessions rewinds`` each number; copied from the output, they work."""
+    listed = _run(db, ["sessions", "list"], width)
+    [sid] = re.findall(r"\bses_[a-z0-9]{26}\b", listed)
+    assert sid == db["sid"]
+    runs = _run(db, ["sessions", "runs", sid], width)
+    [run_id] = re.findall(r"\brun_[a-z0-9]{26}\b", runs)
+    assert run_id == db["run_id"]
+    steps = _run(db, ["sessions", "steps", sid, run_id, "--json"], width)
+    assert '"kind": "tool"' in steps
+    rewinds = _run(db, ["sessions", "rewinds", sid], width)
+    assert re.search(r"│\s+1 │\s+1 │", rewinds), rewinds
+    tools = _run(db, ["sessions", "tools", sid], width)
+    assert run_id in tools
+
+
+def test_narrow_tables_name_the_columns_they_leave_out(db: dict[str, str]) -> None:
+    """At 80 columns the listing leaves out its least needed columns and says which;
+    at 200 it shows them all."""
+    narrow = " ".join(_run(db, ["sessions", "list"], 80).split())
+    assert "not shown at this width: user," in narrow and "external key" in narrow
+    assert "(--json has every field)" in narrow
+    wide = _run(db, ["sessions", "list"], 200)
+    assert "not shown" not in wide and "external key" in wide and "coding-agent" in wide
+
+
+def test_a_fit_table_drops_by_rank_and_never_cuts_a_whole_column() -> None:
+    """The highest drop rank goes first; a column that does not wrap keeps its width;
+    a wrapping one gets what is left."""
+    columns = [Column("id"), Column("a", drop=1), Column("b", drop=2), Column("text", wrap=5)]
+    table = FitTable("t", columns, [["x" * 30, "a" * 10, "b" * 10, "word " * 20]])
+    assert table.fitting(200) == [0, 1, 2, 3]
+    assert table.fitting(60) == [0, 1, 3]  # 30 + 10 + 5 + 13 of borders = 58
+    assert table.fitting(40) == [0, 3]
+    assert table.fitting(10) == [0, 3]  # rank 0 is never left out
