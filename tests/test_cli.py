@@ -431,15 +431,29 @@ def test_the_default_store_is_the_readme_sessions_db(tmp_path: Path, monkeypatch
 
 
 READS_AND_CHANGES = [
-    ["sessions", "list"], ["sessions", "show", "ses_x"], ["sessions", "messages", "ses_x"],
-    ["sessions", "memory", "ses_x"], ["sessions", "tools", "ses_x"], ["sessions", "runs", "ses_x"],
-    ["sessions", "steps", "ses_x", "run_x"], ["sessions", "audit", "ses_x"],
-    ["sessions", "rewinds", "ses_x"], ["sessions", "rewound", "ses_x", "1"],
-    ["sessions", "rewind", "ses_x", "--to-seq", "0"], ["sessions", "fork", "ses_x"],
-    ["export", "ses_x"], ["close", "ses_x"], ["restore", "ses_x"], ["expire", "ses_x"],
-    ["delete", "ses_x", "--yes"], ["erase", "--yes"], ["sweep"], ["db", "current"],
-    ["serve"], ["import", "jsonl", "-"],
-]  # fmt: skip
+    ["sessions", "list"],
+    ["sessions", "show", "ses_x"],
+    ["sessions", "messages", "ses_x"],
+    ["sessions", "memory", "ses_x"],
+    ["sessions", "tools", "ses_x"],
+    ["sessions", "runs", "ses_x"],
+    ["sessions", "steps", "ses_x", "run_x"],
+    ["sessions", "audit", "ses_x"],
+    ["sessions", "rewinds", "ses_x"],
+    ["sessions", "rewound", "ses_x", "1"],
+    ["sessions", "rewind", "ses_x", "--to-seq", "0"],
+    ["sessions", "fork", "ses_x"],
+    ["export", "ses_x"],
+    ["close", "ses_x"],
+    ["restore", "ses_x"],
+    ["expire", "ses_x"],
+    ["delete", "ses_x", "--yes"],
+    ["erase", "--yes"],
+    ["sweep"],
+    ["db", "current"],
+    ["serve"],
+    ["import", "jsonl", "-"],
+]
 
 
 @pytest.mark.parametrize("args", READS_AND_CHANGES, ids=" ".join)
@@ -450,9 +464,11 @@ def test_a_missing_sqlite_file_is_refused_not_created(tmp_path: Path, args: list
     url = f"sqlite:///{db}"
     # serve puts the URL in its environment for its workers: set back after the call
     result = runner.invoke(
-        build_app(), ["--url", url, "--user", "alice", *args], input="",
+        build_app(),
+        ["--url", url, "--user", "alice", *args],
+        input="",
         env={"AGENTSESSION_URL": None},
-    )  # fmt: skip
+    )
     assert result.exit_code == 2, result.output
     assert result.stderr == (
         f"error: no SQLite database at {db} (the store URL {url}); check --url or "
@@ -469,13 +485,18 @@ def test_db_upgrade_and_an_auto_migrating_import_create_the_database(tmp_path: P
     export = tmp_path / "one.jsonl"
     with SessionManager.from_url(f"sqlite:///{made}") as sm:
         sid = sm.create_session(user_id="alice").session_id
-    assert invoke("export", sid, "--url", f"sqlite:///{made}", "--user", "alice",
-                  "--out", str(export)).exit_code == 0  # fmt: skip
+    assert (
+        invoke(
+            "export", sid, "--url", f"sqlite:///{made}", "--user", "alice", "--out", str(export)
+        ).exit_code
+        == 0
+    )
     fresh = tmp_path / "fresh.db"
     imported = runner.invoke(
-        build_app(), ["import", "jsonl", str(export), "--url", f"sqlite:///{fresh}", "--user",
-                      "bob"], env={"AGENTSESSION_AUTO_MIGRATE": "1"},
-    )  # fmt: skip
+        build_app(),
+        ["import", "jsonl", str(export), "--url", f"sqlite:///{fresh}", "--user", "bob"],
+        env={"AGENTSESSION_AUTO_MIGRATE": "1"},
+    )
     assert imported.exit_code == 0, imported.output
     assert imported.stdout.startswith("imported ses_") and fresh.exists()
 
@@ -550,14 +571,28 @@ def test_counts_are_printed_singular_and_plural(url: str, tmp_path: Path) -> Non
     """One message, two messages: never "2 message" nor "1 message(s)"."""
     from agentsession.cli.render import count
 
-    assert [count(1, "message"), count(50000, "message"), count(2, "tool_call"),
-            count(2, "summary"), count(2, "API key"), count(0, "working_memory")] == [
-        "1 message", "50000 messages", "2 tool calls", "2 summaries", "2 API keys",
-        "0 working memories"]  # fmt: skip
+    assert [
+        count(1, "message"),
+        count(50000, "message"),
+        count(2, "tool_call"),
+        count(2, "summary"),
+        count(2, "API key"),
+        count(0, "working_memory"),
+    ] == [
+        "1 message",
+        "50000 messages",
+        "2 tool calls",
+        "2 summaries",
+        "2 API keys",
+        "0 working memories",
+    ]
     sid = _sid(url)
     with SessionManager.from_url(url) as sm:
-        sm.append_messages(session_id=sid, user_id="alice", messages=[
-            {"role": "user", "content": f"m{i}"} for i in range(2)])  # fmt: skip
+        sm.append_messages(
+            session_id=sid,
+            user_id="alice",
+            messages=[{"role": "user", "content": f"m{i}"} for i in range(2)],
+        )
     out = tmp_path / "x.jsonl"
     assert invoke("export", sid, "--url", url, "--user", "alice", "--out", str(out)).exit_code == 0
     imported = invoke("import", "jsonl", str(out), "--url", url, "--user", "bob")

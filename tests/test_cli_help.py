@@ -18,8 +18,17 @@ runner = CliRunner()
 
 #: Options whose value falls back on a setting or a library default when not given:
 #: their help names that default too.
-FALLBACKS = {"--url", "--limit", "--host", "--port", "--workers", "--keys-file", "--model",
-             "--out", "--at-seq"}  # fmt: skip
+FALLBACKS = {
+    "--url",
+    "--limit",
+    "--host",
+    "--port",
+    "--workers",
+    "--keys-file",
+    "--model",
+    "--out",
+    "--at-seq",
+}
 SPHINX = re.compile(r":(class|func|meth|mod|attr|data|exc|obj|ref):`|``")
 
 
@@ -41,8 +50,18 @@ def _id(value: object) -> str:
 def test_the_walk_reaches_every_command() -> None:
     """The walk sees the sub-apps' commands, the hidden one too."""
     paths = {" ".join(path) for path, _ in COMMANDS}
-    assert {"", "sessions list", "sessions steps", "db upgrade", "keys create", "serve",
-            "import jsonl", "demo-continue", "delete", "erase"} <= paths  # fmt: skip
+    assert {
+        "",
+        "sessions list",
+        "sessions steps",
+        "db upgrade",
+        "keys create",
+        "serve",
+        "import jsonl",
+        "demo-continue",
+        "delete",
+        "erase",
+    } <= paths
 
 
 @pytest.mark.parametrize("width", [80, 200])

@@ -336,6 +336,7 @@ def test_serve_in_an_unsafe_directory_prints_one_error_line(tmp_path: Path) -> N
     unsafe = tmp_path / "open"
     unsafe.mkdir()
     unsafe.chmod(0o777)
+    (unsafe / "sessions.db").touch()  # a missing file would be refused first (exit 2)
     env = {**os.environ, "AGENTSESSION_URL": f"sqlite:///{unsafe / 'sessions.db'}"}
     out = subprocess.run(
         [str(EXE), "serve", "--host", "127.0.0.1", "--port", str(free_port())],

@@ -10,6 +10,7 @@ Settings (``AGENTSESSION_URL``...) are read here and passed down explicitly.
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -131,9 +132,13 @@ def new_app(help_text: str, **options: Any) -> typer.Typer:
         A new app without commands.
     """
     return typer.Typer(
-        help=help_text, short_help=help_text, no_args_is_help=True, rich_markup_mode=None,
-        add_completion=False, **options,
-    )  # fmt: skip
+        help=help_text,
+        short_help=help_text,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        add_completion=False,
+        **options,
+    )
 
 
 # ---------------------------------------------------------------- common options
@@ -233,7 +238,8 @@ def require_database(url: str) -> None:
     if path is not None:
         raise UsageError(
             f"no SQLite database at {path} (the store URL {url}); check --url or "
-            f"AGENTSESSION_URL, or create one with: agentsession --url {url} db upgrade"
+            f"AGENTSESSION_URL, or create one with: agentsession --url {shlex.quote(url)} "
+            "db upgrade"
         )
 
 

@@ -113,19 +113,28 @@ def sessions_table(sessions: Iterable[Session]) -> FitTable:
     activity, title; narrow, the external key goes first, then user, counts, agent
     and last activity."""
     columns = [
-        Column("session_id"), Column("user", drop=4), Column("agent", drop=2),
-        Column("external key", drop=5, wrap=12), Column("status"),
-        Column("msgs/runs/tools", drop=3), Column("last active (UTC)", drop=1, wrap=10),
+        Column("session_id"),
+        Column("user", drop=4),
+        Column("agent", drop=2),
+        Column("external key", drop=5, wrap=12),
+        Column("status"),
+        Column("msgs/runs/tools", drop=3),
+        Column("last active (UTC)", drop=1, wrap=10),
         Column("title", wrap=12),
-    ]  # fmt: skip
+    ]
     rows: list[list[Cell]] = [
         [
-            s.session_id, Text(s.user_id), Text(s.agent), Text(short(s.external_key or "", 30)),
-            _status(s.status), f"{s.message_count}/{s.run_count}/{s.tool_call_count}",
-            _when(s.last_active_at), Text(short(s.title or "", 30)),
+            s.session_id,
+            Text(s.user_id),
+            Text(s.agent),
+            Text(short(s.external_key or "", 30)),
+            _status(s.status),
+            f"{s.message_count}/{s.run_count}/{s.tool_call_count}",
+            _when(s.last_active_at),
+            Text(short(s.title or "", 30)),
         ]
         for s in sessions
-    ]  # fmt: skip
+    ]
     return FitTable("sessions", columns, rows)
 
 
@@ -174,9 +183,13 @@ def tools_table(calls: Sequence[ToolCall], runs: Sequence[Run] = ()) -> FitTable
     arguments, status, duration in ms; narrow, without the duration, then the run."""
     run_seq = {r.run_id: r.seq for r in runs}
     columns = [
-        Column("#", justify="right"), Column("run", drop=1), Column("tool"),
-        Column("args", wrap=12), Column("status", wrap=8), Column("ms", drop=2, justify="right"),
-    ]  # fmt: skip
+        Column("#", justify="right"),
+        Column("run", drop=1),
+        Column("tool"),
+        Column("args", wrap=12),
+        Column("status", wrap=8),
+        Column("ms", drop=2, justify="right"),
+    ]
     rows: list[list[Cell]] = []
     for c in calls:
         args = (
@@ -185,10 +198,16 @@ def tools_table(calls: Sequence[ToolCall], runs: Sequence[Run] = ()) -> FitTable
             else ("patch " + ", ".join(sorted((c.arguments.get("patch") or {}).keys())))
         )
         status = _status(c.status) + (f" ({escape(c.error)})" if c.error else "")
-        rows.append([
-            str(c.seq), str(run_seq.get(c.run_id or "", c.run_id or "")), Text(c.tool),
-            Text(short(args, 58)), status, f"{c.duration_ms:.0f}",
-        ])  # fmt: skip
+        rows.append(
+            [
+                str(c.seq),
+                str(run_seq.get(c.run_id or "", c.run_id or "")),
+                Text(c.tool),
+                Text(short(args, 58)),
+                status,
+                f"{c.duration_ms:.0f}",
+            ]
+        )
     return FitTable("tool history", columns, rows)
 
 
@@ -196,18 +215,26 @@ def runs_table(runs: Sequence[Run]) -> FitTable:
     """Runs: seq, run id (what ``sessions steps`` takes), input, status (and error),
     step count, started, ended; narrow, without the ended, then the started time."""
     columns = [
-        Column("seq"), Column("run_id"), Column("input", wrap=10), Column("status", wrap=11),
-        Column("steps", drop=1), Column("started (UTC)", drop=2), Column("ended (UTC)", drop=3),
-    ]  # fmt: skip
+        Column("seq"),
+        Column("run_id"),
+        Column("input", wrap=10),
+        Column("status", wrap=11),
+        Column("steps", drop=1),
+        Column("started (UTC)", drop=2),
+        Column("ended (UTC)", drop=3),
+    ]
     rows: list[list[Cell]] = [
         [
-            str(r.seq), r.run_id, Text(short(r.input, 40)),
+            str(r.seq),
+            r.run_id,
+            Text(short(r.input, 40)),
             _status(r.status) + (f"\n{escape(short(r.error, 40))}" if r.error else ""),
-            str(r.step_count), _when(r.started_at, "%m-%d %H:%M:%S"),
+            str(r.step_count),
+            _when(r.started_at, "%m-%d %H:%M:%S"),
             _when(r.ended_at, "%m-%d %H:%M:%S"),
         ]
         for r in runs
-    ]  # fmt: skip
+    ]
     return FitTable("runs", columns, rows)
 
 
@@ -215,17 +242,24 @@ def steps_table(steps: Sequence[RunStep]) -> FitTable:
     """Steps of a run: index, kind, name, status (and error), started, ended;
     narrow, without the ended, then the started time."""
     columns = [
-        Column("#", justify="right"), Column("kind"), Column("name", wrap=10),
-        Column("status", wrap=8), Column("started (UTC)", drop=1), Column("ended (UTC)", drop=2),
-    ]  # fmt: skip
+        Column("#", justify="right"),
+        Column("kind"),
+        Column("name", wrap=10),
+        Column("status", wrap=8),
+        Column("started (UTC)", drop=1),
+        Column("ended (UTC)", drop=2),
+    ]
     rows: list[list[Cell]] = [
         [
-            str(st.index), Text(st.kind), Text(st.name or ""),
+            str(st.index),
+            Text(st.kind),
+            Text(st.name or ""),
             _status(st.status) + (f" ({escape(short(st.error, 40))})" if st.error else ""),
-            _when(st.started_at, "%m-%d %H:%M:%S"), _when(st.ended_at, "%m-%d %H:%M:%S"),
+            _when(st.started_at, "%m-%d %H:%M:%S"),
+            _when(st.ended_at, "%m-%d %H:%M:%S"),
         ]
         for st in steps
-    ]  # fmt: skip
+    ]
     return FitTable("steps", columns, rows)
 
 
@@ -264,16 +298,24 @@ def audit_table(events: Sequence[AuditEvent]) -> FitTable:
     """Audit events: seq, time, actor, action, version change, details; narrow, the
     time folds onto two lines, then the version change, then the actor go."""
     columns = [
-        Column("seq"), Column("at (UTC)", wrap=10), Column("actor", drop=1), Column("action"),
-        Column("version", drop=2), Column("details", wrap=20),
-    ]  # fmt: skip
+        Column("seq"),
+        Column("at (UTC)", wrap=10),
+        Column("actor", drop=1),
+        Column("action"),
+        Column("version", drop=2),
+        Column("details", wrap=20),
+    ]
     rows: list[list[Cell]] = [
         [
-            str(e.seq), _when(e.at), Text(e.actor), Text(e.action),
-            f"{e.version_before or '-'} → {e.version_after or '-'}", Text(short(e.details, 50)),
+            str(e.seq),
+            _when(e.at),
+            Text(e.actor),
+            Text(e.action),
+            f"{e.version_before or '-'} → {e.version_after or '-'}",
+            Text(short(e.details, 50)),
         ]
         for e in events
-    ]  # fmt: skip
+    ]
     return FitTable("audit log", columns, rows)
 
 
@@ -282,17 +324,24 @@ def rewinds_table(rewinds: Sequence[Rewind]) -> FitTable:
     back to, how many messages left it, mode (hide or remove), the memory version
     the rewind wrote, when (UTC)."""
     columns = [
-        Column("#", justify="right"), Column("to seq", justify="right"),
-        Column("messages", justify="right"), Column("mode"),
-        Column("memory version", drop=1, justify="right"), Column("at (UTC)", wrap=10),
-    ]  # fmt: skip
+        Column("#", justify="right"),
+        Column("to seq", justify="right"),
+        Column("messages", justify="right"),
+        Column("mode"),
+        Column("memory version", drop=1, justify="right"),
+        Column("at (UTC)", wrap=10),
+    ]
     rows: list[list[Cell]] = [
         [
-            str(r.number), str(r.to_seq), str(r.count), r.mode, str(r.memory_version),
+            str(r.number),
+            str(r.to_seq),
+            str(r.count),
+            r.mode,
+            str(r.memory_version),
             _when(r.created_at),
         ]
         for r in rewinds
-    ]  # fmt: skip
+    ]
     return FitTable("rewinds", columns, rows)
 
 
