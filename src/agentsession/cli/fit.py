@@ -66,7 +66,7 @@ class FitTable:
             tuple(c if isinstance(c, Text) else Text.from_markup(c) for c in row) for row in rows
         ]
         self.natural = [
-            max([len(col.header), *(_width(row[i]) for row in self.rows)])
+            max([cell_len(col.header), *(_width(row[i]) for row in self.rows)])
             for i, col in enumerate(self.columns)
         ]
 
