@@ -1,12 +1,14 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both set up
 # their own virtual environment in .venv on first use. `make test-all` (CI) adds the
 # slow tests; PYTEST_ARGS passes options through (e.g. PYTEST_ARGS="-x -k keys").
+# Both test targets first install the database servers the tests need when they are
+# missing (test-servers: as root with apt-get; otherwise their tests skip, named at the end).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint bench bench-stores bench-growth setup clean
+.PHONY: demo test test-all test-servers lint bench bench-stores bench-growth setup clean
 
 setup: $(STAMP)
 
@@ -19,15 +21,20 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/agentsession demo
 
+# PostgreSQL, MariaDB and Redis for the store tests (scripts/install-test-servers.sh):
+# installed from Debian packages when missing, as root with apt-get; else it says how.
+test-servers:
+	@bash scripts/install-test-servers.sh
+
 # Durations measured on the project's 2-core machine (README, Development). Both run on
 # two pytest-xdist workers (each starts its own database servers).
-test: $(STAMP)
+test: $(STAMP) test-servers
 	@echo "running the fast suite in 2 processes (about 5-7 minutes on 2 cores; make test-all adds the slow tests, 12-30 minutes)"
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
 
 # Two pytest-xdist workers (each starts its own database servers): the slow tests are
 # long single processes (the fuzz run, kill -9 cycles), so two of them keep both cores busy.
-test-all: $(STAMP)
+test-all: $(STAMP) test-servers
 	@echo "running every test, the slow ones too, in 2 processes (12-30 minutes on 2 cores, by the machine)"
 	$(BIN)/python -m pytest -q -n 2 --durations=20 $(PYTEST_ARGS)
 

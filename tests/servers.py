@@ -4,9 +4,13 @@ Each server is started once per test session (once per worker under pytest-xdist
 loopback, on a free port, with its data in a fresh temporary directory, and stopped
 (directory removed) when the session ends.
 No Docker and no system service: the binaries come from the Debian packages
-``postgresql``, ``mariadb-server`` and ``redis-server`` (``.ci/run`` installs them).
-A missing binary skips the tests that need it with a reason naming the package, and
-:func:`pytest_terminal_summary` prints one line per server store at the end.
+``postgresql``, ``mariadb-server`` and ``redis-server`` (``make test`` and ``make
+test-all`` install them when they can: ``scripts/install-test-servers.sh``, as root with
+apt-get). A missing binary skips the tests that need it with a reason naming the
+command that installs it; :func:`pytest_terminal_summary` prints one line per server
+store, and the run's output ends, after pytest's own last line, with a red
+``SERVER STORES SKIPPED`` block naming each skipped store, its skipped tests and that
+command (:func:`pytest_sessionfinish`).
 
 Fixtures (import them into ``tests/conftest.py``):
 
@@ -52,7 +56,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,10 +88,17 @@ START_TIMEOUT = 60.0  # seconds a server may take to accept connections
 _REPORT: dict[str, tuple[str, Any, Any]] = {}
 _WORKER_REPORTS: list[dict[str, tuple[str, Any, Any]]] = []
 _INSTALL_HINT = {
-    "postgres": "PostgreSQL server not installed: apt-get install postgresql",
-    "mysql": "MariaDB server not installed: apt-get install mariadb-server",
-    "redis": "Redis server not installed: apt-get install redis-server",
+    "postgres": "PostgreSQL server not installed: sudo apt-get install -y postgresql",
+    "mysql": "MariaDB server not installed: sudo apt-get install -y mariadb-server",
+    "redis": "Redis server not installed: sudo apt-get install -y redis-server",
 }
+#: Installs every missing server at once, their system services left stopped.
+INSTALL_ALL = "sudo make test-servers"
+#: Where the server binaries are looked for besides PATH (Debian's mariadbd is in
+#: /usr/sbin), and Debian's PostgreSQL binaries, one directory per major version.
+#: The install script looks in the same places.
+_SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/sbin")
+_POSTGRES_INITDB = "/usr/lib/postgresql/*/bin/initdb"
 
 
 def server_stores_enabled() -> bool:
@@ -163,7 +174,7 @@ def _free_port() -> int:
 
 
 def _which(*names: str) -> str | None:
-    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin", "/sbin"])
+    path = os.pathsep.join([os.environ.get("PATH", ""), *_SBIN_DIRS])
     for name in names:
         found = shutil.which(name, path=path)
         if found:
@@ -266,7 +277,7 @@ def _postgres_bin() -> Path:
         part = Path(path).parent.parent.name
         return tuple(int(x) for x in part.split(".") if x.isdigit())
 
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=version)
+    candidates = sorted(glob.glob(_POSTGRES_INITDB), key=version)
     if candidates:
         return Path(candidates[-1]).parent
     found = _which("initdb")
@@ -641,11 +652,51 @@ def redis_url(redis_server: Server) -> str:
     return f"{redis_server.url_prefix}/0"
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """On an xdist worker, hand this worker's servers to the controller."""
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> Generator[None, None, None]:
+    """On an xdist worker, hand this worker's servers to the controller. Elsewhere, once
+    pytest has printed its last line (this wrapper is the outermost), end the output
+    with the skipped server stores, in red: one line each with the number of its
+    skipped tests and the command that installs its server, then the one for all."""
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["agentsession_servers"] = {k: list(v) for k, v in _REPORT.items()}
+    result = yield
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = _skipped_stores()
+    if workeroutput is None and reporter is not None and skipped:
+        counts = _skipped_tests(reporter, skipped)
+        reporter.write_sep("!", f"SERVER STORES SKIPPED: {', '.join(skipped)}", red=True, bold=True)
+        for kind, reason in skipped.items():
+            line = f"{kind}: SKIPPED, {counts[kind]} of its tests did not run; {reason}"
+            reporter.write_line(line, red=True, bold=True)
+        reporter.write_line(f"install every missing server: {INSTALL_ALL}", red=True, bold=True)
+    return result
+
+
+def _entries(kind: str) -> list[tuple[str, Any, Any]]:
+    """What this process and every finished xdist worker say of the ``kind`` server."""
+    return [r[kind] for r in (_REPORT, *_WORKER_REPORTS) if kind in r]
+
+
+def _skipped_stores() -> dict[str, str]:
+    """kind -> skip reason, for each server store no process of this run started."""
+    skipped = {}
+    for kind in ("postgres", "mysql", "redis"):
+        entries = _entries(kind)
+        if entries and not any(e[0] == "started" for e in entries):
+            skipped[kind] = str(entries[0][1])
+    return skipped
+
+
+def _skipped_tests(reporter: Any, skipped: dict[str, str]) -> dict[str, int]:
+    """kind -> how many of the run's skipped tests gave that store's skip reason."""
+    reasons = [
+        str(r.longrepr[-1])
+        for r in reporter.stats.get("skipped", ())
+        if isinstance(r.longrepr, tuple)
+    ]
+    return {kind: sum(reason in text for text in reasons) for kind, reason in skipped.items()}
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -661,7 +712,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     worker), skipped (why), or not enabled."""
     lines = []
     for kind in ("postgres", "mysql", "redis"):
-        entries = [r[kind] for r in (_REPORT, *_WORKER_REPORTS) if kind in r]
+        entries = _entries(kind)
         started = [e for e in entries if e[0] == "started"]
         if started:
             times = ", ".join(f"{e[1]:.2f} s" for e in started)

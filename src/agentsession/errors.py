@@ -363,6 +363,10 @@ class RunAlreadyRunning(Conflict):
 class ToolCallExists(Conflict):
     """A tool call with this caller-chosen ``call_id`` is already in the session.
 
+    ``call_id`` is unique in a session; a model provider's id (an OpenAI ``call_...``,
+    the ``tool_call_id`` of its messages) may repeat, so it belongs in
+    ``provider_call_id``, which the message says.
+
     Attributes:
         session_id, call_id: the session and the id that was sent again.
     """
@@ -376,8 +380,11 @@ class ToolCallExists(Conflict):
 
     def _default_message(self) -> str:
         return (
-            f"tool call {self.call_id!r} is already recorded in session {self.session_id!r}; "
-            "send a new call_id, or an idempotency key to make retries safe"
+            f"tool call {self.call_id!r} is already recorded in session {self.session_id!r}: "
+            "call_id must be unique in the session. A model provider's id (the "
+            "tool_call_id of its messages), which may repeat, goes in provider_call_id "
+            "(leave call_id out for a generated one); to make retries safe, send an "
+            "idempotency key"
         )
 
 

@@ -7,11 +7,11 @@ All timestamps are timezone-aware UTC ``datetime`` objects.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from pydantic import (
     BaseModel,
@@ -673,12 +673,19 @@ class AuditEvent(_Snapshot):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-class Page(_Snapshot, Generic[T]):
+class Page(_Snapshot, Sequence[T], Generic[T]):
     """One page of a listing; pass ``next_cursor`` back as ``cursor`` for the next page.
 
     ``next_cursor`` is None on the last page, and only there: a page that leaves items
     out always has one, and a cursor never leads to an empty page. ``has_more`` says
     the same as a bool (it is in the JSON too).
+
+    A page is a read-only sequence of its ``items``: ``for item in page``,
+    ``len(page)``, ``page[0]``, ``page[-1]``, ``page[1:3]`` (a list), ``item in page``,
+    ``reversed(page)``; ``bool(page)`` is False when it holds no items (an empty
+    listing, or ``limit=0``), whatever ``has_more`` says. Iterating it therefore does not
+    give pydantic's ``(field, value)`` pairs, so ``dict(page)`` does not work: use
+    ``page.model_dump()`` (the JSON shape ``{"items", "next_cursor", "has_more"}``).
     """
 
     items: list[T]
@@ -689,6 +696,31 @@ class Page(_Snapshot, Generic[T]):
     def has_more(self) -> bool:
         """True exactly when ``next_cursor`` is not None."""
         return self.next_cursor is not None
+
+    # pydantic's __iter__ yields (field, value) pairs; a page iterates its items.
+    def __iter__(self) -> Iterator[T]:  # type: ignore[override]
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        return self.items[index]
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.items
+
+    def __reversed__(self) -> Iterator[T]:
+        return reversed(self.items)
 
 
 class RestoredSession(_Snapshot):
