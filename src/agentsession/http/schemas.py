@@ -291,6 +291,17 @@ class AppendMessages(_Body):
         return self
 
 
+class ReplaceMessages(_Body):
+    """``PUT .../messages?after_seq=N``: the messages that take the place of every
+    message above seq ``after_seq``, in one step (the message shape of ``POST``)."""
+
+    messages: list[dict[str, Any]] = Field(
+        description=f"1 to {Limits().max_batch_messages} messages, stored from seq "
+        "`after_seq + 1` in the step that removes the ones above `after_seq`.",
+        json_schema_extra={"minItems": 1, "maxItems": Limits().max_batch_messages},
+    )
+
+
 class RecordToolCall(_Body):
     """``POST .../tool-calls``."""
 
