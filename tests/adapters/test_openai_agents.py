@@ -387,18 +387,45 @@ def test_the_readme_example_runs_and_the_cli_shows_its_session(tmp_path: Path) -
     session_id = lines[2].split()[1].rstrip(":")
     assert lines[2] == f"session {session_id}: 6 messages"
     shown = subprocess.run(
-        [sys.executable, "-m", "agentsession", "--url", "sqlite:///sessions.db", "sessions",
-         "messages", session_id, "--user", "alice"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "agentsession",
+            "--url",
+            "sqlite:///sessions.db",
+            "sessions",
+            "messages",
+            session_id,
+            "--user",
+            "alice",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     for text in ("Weather in Zürich?", "get_weather()", "rain, 7°C in Zürich", "umbrella"):
         assert text in shown.stdout
     tools = subprocess.run(
-        [sys.executable, "-m", "agentsession", "--url", "sqlite:///sessions.db", "sessions",
-         "tools", session_id, "--user", "alice", "--json"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "agentsession",
+            "--url",
+            "sqlite:///sessions.db",
+            "sessions",
+            "tools",
+            session_id,
+            "--user",
+            "alice",
+            "--json",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert tools.returncode == 0, tools.stderr
     calls = json.loads(tools.stdout)["items"]  # one per run of the example
     assert [(c["tool"], c["provider_call_id"]) for c in calls] == [("get_weather", "call_1")] * 2
@@ -660,8 +687,9 @@ def tool_history(harness: Harness, session_id: str = "conversation_123") -> list
 
 
 #: Twelve items of one conversation, and what a compaction makes of them.
-TWELVE = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"}
-          for i in range(12)]  # fmt: skip
+TWELVE = [
+    {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(12)
+]
 COMPACTED = [
     {"role": "user", "content": "turn 10"},
     {"type": "compaction", "id": "cmp_1", "encrypted_content": "summary of turns 0-11"},
@@ -698,8 +726,10 @@ def test_compaction_replaces_the_history_in_one_step(harness: Harness) -> None:
     s = harness.manager.get_session_by_key(
         user_id="alice", agent="openai-agents", external_key="conversation_123"
     )
-    actions = [e.action for e in harness.manager.get_audit_log(
-        session_id=s.session_id, user_id="alice").items]  # fmt: skip
+    actions = [
+        e.action
+        for e in harness.manager.get_audit_log(session_id=s.session_id, user_id="alice").items
+    ]
     assert actions[-2:] == ["message.appended", "message.replaced"]
 
 
@@ -749,8 +779,10 @@ def test_c25_5_compaction_killed_between_clear_and_add_keeps_the_old_items(
         run(AgentSessionSession("trip", backend=manager, user_id="alice").add_items(TWELVE))
     done = subprocess.run(
         [sys.executable, "-c", CRASHING_COMPACTION, url, str(Path(__file__).parent)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 9, done.stderr
     with SessionManager.from_url(url) as manager:
         session = AgentSessionSession("trip", backend=manager, user_id="alice")

@@ -45,9 +45,11 @@ def test_replace_swaps_the_newest_messages_in_one_version_step(
     all in one version step audited with counts and seqs only."""
     version = _five(manager, sid)
     stored = manager.replace_messages(
-        session_id=sid, user_id=USER, after_seq=2,
+        session_id=sid,
+        user_id=USER,
+        after_seq=2,
         messages=[assistant_msg("summary"), user_msg("next")],
-    )  # fmt: skip
+    )
     assert [(m.seq, m.session_version) for m in stored] == [(3, version + 1), (4, version + 1)]
     assert _history(manager, sid) == [(1, "m1"), (2, "m2"), (3, "summary"), (4, "next")]
     s = manager.get_session(session_id=sid, user_id=USER)
@@ -90,9 +92,12 @@ def test_c25_5_a_failure_after_the_removal_leaves_the_old_history(
 
     def replace() -> Any:
         return m.replace_messages(
-            session_id=sid, user_id=USER, after_seq=0, messages=[assistant_msg("compacted")],
+            session_id=sid,
+            user_id=USER,
+            after_seq=0,
+            messages=[assistant_msg("compacted")],
             idempotency_key="compact-1",
-        )  # fmt: skip
+        )
 
     with pytest.raises(StoreError, match="injected"):
         replace()
@@ -105,9 +110,8 @@ def test_c25_5_a_failure_after_the_removal_leaves_the_old_history(
 @pytest.mark.store_independent
 @pytest.mark.parametrize(
     ("after_seq", "messages"),
-    [(-1, [user_msg("x")]), (None, [user_msg("x")]), (0, []),
-     (0, [{"content": "no role"}])],
-)  # fmt: skip
+    [(-1, [user_msg("x")]), (None, [user_msg("x")]), (0, []), (0, [{"content": "no role"}])],
+)
 def test_bad_after_seq_or_batch_is_refused_and_writes_nothing(
     manager: SessionManager, sid: str, after_seq: Any, messages: Any
 ) -> None:
@@ -116,8 +120,9 @@ def test_bad_after_seq_or_batch_is_refused_and_writes_nothing(
     _five(manager, sid)
     before = snapshot(manager, sid)
     with pytest.raises(ValidationError):
-        manager.replace_messages(session_id=sid, user_id=USER, after_seq=after_seq,
-                                 messages=messages)  # fmt: skip
+        manager.replace_messages(
+            session_id=sid, user_id=USER, after_seq=after_seq, messages=messages
+        )
     assert snapshot(manager, sid) == before
 
 

@@ -181,8 +181,12 @@ class MessageUseCases(ServiceCore):
                 kept, removed = cut.session, cut.details["count"]
             stored = insert_messages(tx, kept, now, payloads, texts)
             new = kept.model_copy(update={"message_count": kept.message_count + len(stored)})
-            details = {"removed": removed, "count": len(stored),
-                       "first_seq": stored[0].seq, "last_seq": stored[-1].seq}  # fmt: skip
+            details = {
+                "removed": removed,
+                "count": len(stored),
+                "first_seq": stored[0].seq,
+                "last_seq": stored[-1].seq,
+            }
             return Change(new, "message.replaced", details, stored)
 
         request = WriteRequest(
