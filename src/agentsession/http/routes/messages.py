@@ -13,7 +13,7 @@ from ..problems import ERRORS, WRITE_ERRORS, problem_responses
 from ..routing import StrictRoute
 from ..schemas import (
     AppendMessages,
-    CursorQuery,
+    BoundedCursorQuery,
     Items,
     LimitQuery,
     PopResult,
@@ -63,9 +63,13 @@ async def append_messages(ctx: WriteCtx, body: AppendMessages) -> Response:
 async def get_messages(
     ctx: ReadCtx,
     limit: LimitQuery = None,
-    before: Annotated[int | None, seq_query("Start below this seq.")] = None,
-    after: Annotated[int | None, seq_query("Start above this seq.")] = None,
-    cursor: CursorQuery = None,
+    before: Annotated[
+        int | None, seq_query("Start below this seq. Not together with `after`: 400.")
+    ] = None,
+    after: Annotated[
+        int | None, seq_query("Start above this seq. Not together with `before`: 400.")
+    ] = None,
+    cursor: BoundedCursorQuery = None,
     align_tool_calls: bool = True,
 ) -> Response:
     """A page of history, oldest first, in seq order: the newest messages unless a
