@@ -25,6 +25,8 @@ from agentsession import (
     VersionConflict,
 )
 from agentsession.service import Limits
+from agentsession.stores.base import SessionStore
+from agentsession.stores.sql import SQLStore
 
 #: Keys whose code-point order differs from a case-folding, locale or UTF-16 order, and
 #: two that only a trailing space tells apart (MariaDB PAD SPACE collations would
@@ -83,12 +85,16 @@ def _worst_case(size: int, text: bool) -> bytes:
 
 @pytest.mark.parametrize("text", [False, True], ids=["escapes", "escapes-and-text"])
 def test_c25_6_a_worst_case_record_at_the_maximum_round_trips(
-    manager: SessionManager, sid: str, text: bool
+    store: SessionStore, manager: SessionManager, sid: str, text: bool
 ) -> None:
     """A record of exactly ``Limits.max_record_bytes`` (8 MiB) of quotes, backslashes
-    and NULs (and multi-byte text), with a worst-case meta of 64 KiB, is kept exactly
-    on every store: MariaDB at its default ``max_allowed_packet`` (16 MiB) too, which
-    the escaped text of such a record (16 MiB and more) would exceed."""
+    and NULs (and multi-byte text), with a worst-case meta near 64 KiB, is kept exactly
+    on every store: MariaDB at its default ``max_allowed_packet`` (16 MiB, checked) too,
+    which the escaped text of such a record (16 MiB and more) would exceed."""
+    if isinstance(store, SQLStore) and store.engine.dialect.name in ("mysql", "mariadb"):
+        with store.engine.connect() as conn:
+            packet = conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar()
+        assert packet == 16 * 1024 * 1024  # the servers' default: the test is honest
     data = _worst_case(Limits().max_record_bytes, text)
     meta = {"q": "'\"\\\u00e9" * 8000}
     _put(manager, sid, RecordWrite("big", "k", data, meta))
