@@ -338,10 +338,8 @@ class _Exchange:
         return self._exchange(_Call("GET", path, parse, params=query, session_id=session_id))
 
 
-
 class _SessionRequests(_Exchange):
     """Session, lifecycle and user requests."""
-
 
     def create_session(
         self,
@@ -619,10 +617,8 @@ class _SessionRequests(_Exchange):
         return self._read("/v1/whoami", lambda r: dict(r.json()))
 
 
-
 class _HistoryRequests(_Exchange):
     """Message and working-memory requests."""
-
 
     def append_message(
         self,
@@ -706,6 +702,29 @@ class _HistoryRequests(_Exchange):
             after=after,
             cursor=cursor,
             align_tool_calls="true" if align_tool_calls else "false",
+        )
+
+    def replace_messages(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        after_seq: int,
+        messages: Sequence[Mapping[str, Any]],
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[list[Message]]:
+        """See :meth:`SessionManager.replace_messages` (``PUT .../messages``)."""
+        return self._write(
+            "PUT",
+            f"/v1/sessions/{_sid(session_id)}/messages",
+            _items(_MESSAGES),
+            session_id=session_id,
+            body={"messages": [dict(m) for m in messages]},
+            params={"after_seq": after_seq},
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
         )
 
     def truncate_messages(
@@ -907,10 +926,8 @@ class _HistoryRequests(_Exchange):
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-
 class _RecordRequests(_Exchange):
     """Tool-call, run and audit requests."""
-
 
     def record_tool_call(
         self,
@@ -1001,7 +1018,6 @@ class _RecordRequests(_Exchange):
         }
         path = f"/v1/sessions/{_sid(session_id)}/tool-calls/find"
         return self._exchange(_Call("POST", path, parse, body=body, session_id=session_id))
-
 
     def start_run(
         self,
@@ -1210,9 +1226,7 @@ class _SharedRequests(_Exchange):
     ) -> _Flow[SharedMemory]:
         """See :meth:`SessionManager.get_shared_memory` (``app``, and another user's
         document, need an admin key)."""
-        return self._read(
-            _shared_path(scope, agent), _model(SharedMemory), user_id=target_user_id
-        )
+        return self._read(_shared_path(scope, agent), _model(SharedMemory), user_id=target_user_id)
 
     def update_shared_memory(
         self,
@@ -1601,6 +1615,7 @@ class SessionClient:
     append_message = _sync(_Requests.append_message)
     append_messages = _sync(_Requests.append_messages)
     get_messages = _sync(_Requests.get_messages)
+    replace_messages = _sync(_Requests.replace_messages)
     truncate_messages = _sync(_Requests.truncate_messages)
     rewind_session = _sync(_Requests.rewind_session)
     list_rewinds = _sync(_Requests.list_rewinds)
@@ -1692,6 +1707,7 @@ class AsyncSessionClient:
     append_message = _async(_Requests.append_message)
     append_messages = _async(_Requests.append_messages)
     get_messages = _async(_Requests.get_messages)
+    replace_messages = _async(_Requests.replace_messages)
     truncate_messages = _async(_Requests.truncate_messages)
     rewind_session = _async(_Requests.rewind_session)
     list_rewinds = _async(_Requests.list_rewinds)

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -25,17 +26,21 @@ agents = pytest.importorskip(
 )
 
 from agents import Agent, RunConfig, Runner, SessionSettings, function_tool  # noqa: E402
+from agents.memory import OpenAIResponsesCompactionSession  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 
 from agentsession import (  # noqa: E402
+    AgentSessionError,
     Limits,
     SessionManager,
     SessionNotActive,
+    StoreError,
     ValidationError,
 )
 from agentsession.adapters.openai_agents import AgentSessionSession  # noqa: E402
 from agentsession.http.app import create_app  # noqa: E402
 from agentsession.http.keys import MemoryKeyStore  # noqa: E402
+from agentsession.service import messages as service_messages  # noqa: E402
 from agentsession.settings import Settings  # noqa: E402
 from agentsession.stores.base import SessionStore  # noqa: E402
 
@@ -382,18 +387,45 @@ def test_the_readme_example_runs_and_the_cli_shows_its_session(tmp_path: Path) -
     session_id = lines[2].split()[1].rstrip(":")
     assert lines[2] == f"session {session_id}: 6 messages"
     shown = subprocess.run(
-        [sys.executable, "-m", "agentsession", "--url", "sqlite:///sessions.db", "sessions",
-         "messages", session_id, "--user", "alice"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "agentsession",
+            "--url",
+            "sqlite:///sessions.db",
+            "sessions",
+            "messages",
+            session_id,
+            "--user",
+            "alice",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     for text in ("Weather in Zürich?", "get_weather()", "rain, 7°C in Zürich", "umbrella"):
         assert text in shown.stdout
     tools = subprocess.run(
-        [sys.executable, "-m", "agentsession", "--url", "sqlite:///sessions.db", "sessions",
-         "tools", session_id, "--user", "alice", "--json"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "agentsession",
+            "--url",
+            "sqlite:///sessions.db",
+            "sessions",
+            "tools",
+            session_id,
+            "--user",
+            "alice",
+            "--json",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert tools.returncode == 0, tools.stderr
     calls = json.loads(tools.stdout)["items"]  # one per run of the example
     assert [(c["tool"], c["provider_call_id"]) for c in calls] == [("get_weather", "call_1")] * 2
@@ -652,3 +684,106 @@ def tool_history(harness: Harness, session_id: str = "conversation_123") -> list
         user_id="alice", agent="openai-agents", external_key=session_id
     )
     return harness.manager.get_tool_history(session_id=s.session_id, user_id="alice").items
+
+
+#: Twelve items of one conversation, and what a compaction makes of them.
+TWELVE = [
+    {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(12)
+]
+COMPACTED = [
+    {"role": "user", "content": "turn 10"},
+    {"type": "compaction", "id": "cmp_1", "encrypted_content": "summary of turns 0-11"},
+]
+
+
+class Compactor:
+    """The ``responses.compact`` call of an OpenAI client, answering ``COMPACTED``
+    (the compaction session needs nothing else of the client)."""
+
+    def __init__(self) -> None:
+        self.responses = self
+
+    async def compact(self, **request: Any) -> Any:
+        """The compacted output, without usage."""
+        return SimpleNamespace(output=[dict(i) for i in COMPACTED], usage=None)
+
+
+def compaction(session: AgentSessionSession) -> Any:
+    """openai-agents' compaction session over ``session``, with a :class:`Compactor`."""
+    return OpenAIResponsesCompactionSession(
+        session.session_id, session, client=Compactor(), model="gpt-4.1"
+    )
+
+
+def test_compaction_replaces_the_history_in_one_step(harness: Harness) -> None:
+    """openai-agents' compaction session replaces the twelve items with the compacted
+    ones through the adapter's atomic replace: one ``message.replaced`` version step,
+    no truncate in between."""
+    session = harness.session()
+    run(session.add_items(TWELVE))
+    run(compaction(session).run_compaction({"force": True}))
+    assert run(session.get_items()) == COMPACTED
+    s = harness.manager.get_session_by_key(
+        user_id="alice", agent="openai-agents", external_key="conversation_123"
+    )
+    actions = [
+        e.action
+        for e in harness.manager.get_audit_log(session_id=s.session_id, user_id="alice").items
+    ]
+    assert actions[-2:] == ["message.appended", "message.replaced"]
+
+
+def test_c25_5_compaction_failing_between_clear_and_add_keeps_the_old_items(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outage when the compacted items are stored (every insert of messages fails,
+    so openai-agents' own restore fails too): the twelve old items remain, never none."""
+
+    def outage(*args: Any, **kwargs: Any) -> Any:
+        raise StoreError("the store is down")
+
+    session = harness.session()
+    run(session.add_items(TWELVE))
+    monkeypatch.setattr(service_messages, "insert_messages", outage)
+    with pytest.raises(AgentSessionError):
+        run(compaction(session).run_compaction({"force": True}))
+    monkeypatch.undo()
+    assert run(session.get_items()) == TWELVE
+
+
+CRASHING_COMPACTION = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    sys.path.insert(0, sys.argv[2])
+    from agentsession import SessionManager
+    from agentsession.adapters.openai_agents import AgentSessionSession
+    from agentsession.service import messages
+    from test_openai_agents import compaction
+
+    # The process dies the moment the compacted items are stored.
+    messages.insert_messages = lambda *args, **kwargs: os._exit(9)
+    manager = SessionManager.from_url(sys.argv[1])
+    session = AgentSessionSession("trip", backend=manager, user_id="alice")
+    asyncio.run(compaction(session).run_compaction({"force": True}))
+    """
+)
+
+
+def test_c25_5_compaction_killed_between_clear_and_add_keeps_the_old_items(
+    tmp_path: Path,
+) -> None:
+    """A process killed while compaction stores the compacted items: the twelve old
+    items remain in the SQLite file, never none."""
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    with SessionManager.from_url(url, auto_migrate=True) as manager:
+        run(AgentSessionSession("trip", backend=manager, user_id="alice").add_items(TWELVE))
+    done = subprocess.run(
+        [sys.executable, "-c", CRASHING_COMPACTION, url, str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 9, done.stderr
+    with SessionManager.from_url(url) as manager:
+        session = AgentSessionSession("trip", backend=manager, user_id="alice")
+        assert run(session.get_items()) == TWELVE

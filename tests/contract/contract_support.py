@@ -303,9 +303,7 @@ def _kw(ctx: Ctx, user: str | None, extra: dict[str, Any]) -> dict[str, Any]:
 
 #: Every mutation that takes ``expected_version``: name -> fn(manager, ctx, user, **kw).
 VERSIONED_WRITES: dict[str, Any] = {
-    "update_session": lambda m, c, u=None, **kw: m.update_session(
-        **_kw(c, u, kw), title="renamed"
-    ),
+    "update_session": lambda m, c, u=None, **kw: m.update_session(**_kw(c, u, kw), title="renamed"),
     "append_message": lambda m, c, u=None, **kw: m.append_message(
         **_kw(c, u, kw), message=user_msg("one more")
     ),
@@ -316,6 +314,9 @@ VERSIONED_WRITES: dict[str, Any] = {
     ),
     "truncate_messages": lambda m, c, u=None, **kw: m.truncate_messages(
         **_kw(c, u, kw), after_seq=1
+    ),
+    "replace_messages": lambda m, c, u=None, **kw: m.replace_messages(
+        **_kw(c, u, kw), after_seq=1, messages=[assistant_msg("compacted")]
     ),
     "pop_message": lambda m, c, u=None, **kw: m.pop_message(**_kw(c, u, kw)),
     "rewind_session": lambda m, c, u=None, **kw: m.rewind_session(**_kw(c, u, kw), to_seq=1),
@@ -361,8 +362,9 @@ CONTENT_WRITES["modify_working_memory"] = lambda m, c, u=None, **kw: m.modify_wo
 READS: dict[str, Any] = {
     "get_session": lambda m, c, u=None, **kw: m.get_session(**_kw(c, u, kw)),
     "get_messages": lambda m, c, u=None, **kw: m.get_messages(**_kw(c, u, kw)).items,
-    "get_messages.window":
-        lambda m, c, u=None, **kw: m.get_messages(**_kw(c, u, kw), limit=1).items,
+    "get_messages.window": lambda m, c, u=None, **kw: (
+        m.get_messages(**_kw(c, u, kw), limit=1).items
+    ),
     "get_working_memory": lambda m, c, u=None, **kw: m.get_working_memory(**_kw(c, u, kw)),
     "get_tool_history": lambda m, c, u=None, **kw: m.get_tool_history(**_kw(c, u, kw)).items,
     "find_tool_call": lambda m, c, u=None, **kw: m.find_tool_call(

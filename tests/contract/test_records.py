@@ -25,6 +25,8 @@ from agentsession import (
     VersionConflict,
 )
 from agentsession.service import Limits
+from agentsession.stores.base import SessionStore
+from agentsession.stores.sql import SQLStore
 
 #: Keys whose code-point order differs from a case-folding, locale or UTF-16 order, and
 #: two that only a trailing space tells apart (MariaDB PAD SPACE collations would
@@ -74,6 +76,44 @@ def test_big_record_round_trips(manager: SessionManager, sid: str) -> None:
     assert got is not None and got.data == data
 
 
+def _worst_case(size: int, text: bool) -> bytes:
+    """``size`` bytes that a client escaping into SQL text doubles: quotes, backslashes
+    and NULs; with ``text``, multi-byte UTF-8 text among them."""
+    unit = b"'\\\x00\"" + ("\u00e9\u4e2d\U0001f600".encode() if text else b"")
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+@pytest.mark.parametrize("text", [False, True], ids=["escapes", "escapes-and-text"])
+def test_c25_6_a_worst_case_record_at_the_maximum_round_trips(
+    store: SessionStore, manager: SessionManager, sid: str, text: bool
+) -> None:
+    """A record of exactly ``Limits.max_record_bytes`` (8 MiB) of quotes, backslashes
+    and NULs (and multi-byte text), with a worst-case meta near 64 KiB, is kept exactly
+    on every store: MariaDB at its default ``max_allowed_packet`` (16 MiB, checked) too,
+    which the escaped text of such a record (16 MiB and more) would exceed."""
+    if isinstance(store, SQLStore) and store.engine.dialect.name in ("mysql", "mariadb"):
+        with store.engine.connect() as conn:
+            packet = conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar()
+        assert packet == 16 * 1024 * 1024  # the servers' default: the test is honest
+    data = _worst_case(Limits().max_record_bytes, text)
+    meta = {"q": "'\"\\\u00e9" * 8000}
+    _put(manager, sid, RecordWrite("big", "k", data, meta))
+    got = manager.get_record(session_id=sid, user_id=USER, namespace="big", key="k")
+    assert got is not None and got.data == data and got.meta == meta
+
+
+def test_c25_6_two_worst_case_records_in_one_put(manager: SessionManager, sid: str) -> None:
+    """Two records of 8 MiB of quotes, backslashes and NULs in one ``put_records`` are
+    both kept: no store sends them to its server as one statement too big for it."""
+    first, second = (
+        _worst_case(Limits().max_record_bytes, False),
+        _worst_case(Limits().max_record_bytes, True),
+    )
+    _put(manager, sid, RecordWrite("big", "a", first), RecordWrite("big", "b", second))
+    got = [r.data for r in manager.list_records(session_id=sid, user_id=USER, namespace="big")]
+    assert got == [first, second]
+
+
 def test_listing_is_in_code_point_order_on_every_store(manager: SessionManager, sid: str) -> None:
     writes = [RecordWrite(ns, k, k.encode()) for ns in ("n", "n2", "") for k in reversed(KEYS)]
     _put(manager, sid, *writes)
@@ -94,7 +134,11 @@ def test_prefix_and_exclusive_bounds(manager: SessionManager, sid: str) -> None:
     keys = ["a", "ab", "ab%", "ab_", "abc", "abd", "ac", "b"]
     _put(manager, sid, *(RecordWrite("ns", k) for k in keys), RecordWrite("other", "abc"))
     assert [k for _, k in _keys(manager, sid, namespace="ns", prefix="ab")] == [
-        "ab", "ab%", "ab_", "abc", "abd"
+        "ab",
+        "ab%",
+        "ab_",
+        "abc",
+        "abd",
     ]
     assert _keys(manager, sid, prefix="abc") == [("ns", "abc"), ("other", "abc")]
     got = _keys(manager, sid, namespace="ns", prefix="ab", after="ab", before="abd")

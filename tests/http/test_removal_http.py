@@ -1,5 +1,6 @@
-"""Removing messages over HTTP: ``DELETE /v1/sessions/{id}/messages?after_seq=N`` and
-``POST /v1/sessions/{id}/messages/pop``, and the clients' methods of the same names."""
+"""Removing messages over HTTP: ``DELETE /v1/sessions/{id}/messages?after_seq=N``,
+``POST /v1/sessions/{id}/messages/pop`` and ``PUT /v1/sessions/{id}/messages?after_seq=N``
+(replace), and the clients' methods of the same names."""
 
 from __future__ import annotations
 
@@ -57,6 +58,27 @@ def test_truncate_without_a_valid_after_seq_is_refused(api: Api, query: str) -> 
     assert _contents(api, sid) == ["m1", "m2"]
 
 
+def test_replace_answers_the_new_messages_and_etag(api: Api) -> None:
+    """``PUT`` replaces the messages above ``after_seq`` in one version step; a retry
+    with the same key is replayed; an empty batch is refused and changes nothing."""
+    sid = _session_with(api, 5)
+    version = api.http.get(f"/v1/sessions/{sid}", headers=api.alice).json()["version"]
+    headers = {**api.alice, "Idempotency-Key": "compact-1"}
+    body = {"messages": [{"role": "assistant", "content": "summary"}]}
+    url = f"/v1/sessions/{sid}/messages?after_seq=1"
+    r = api.http.put(url, json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    [stored] = r.json()["items"]
+    assert (stored["seq"], stored["session_version"]) == (2, version + 1)
+    assert r.headers["etag"] == f'"{sid}@{version + 1}"'
+    again = api.http.put(url, json=body, headers=headers)
+    assert again.json() == r.json() and again.headers["idempotent-replayed"] == "true"
+    assert _contents(api, sid) == ["m1", "summary"]
+    assert_problem(api.http.put(url, json={"messages": []}, headers=api.alice), 400)
+    assert_problem(api.http.put(f"/v1/sessions/{sid}/messages", json=body, headers=api.alice), 422)
+    assert _contents(api, sid) == ["m1", "summary"]
+
+
 def test_pop_returns_the_newest_message_then_null(api: Api) -> None:
     sid = _session_with(api, 1)
     r = api.http.post(f"/v1/sessions/{sid}/messages/pop", headers=api.alice)
@@ -90,9 +112,7 @@ def test_pop_with_a_stale_if_match_is_412_and_removes_nothing(api: Api) -> None:
 def test_removal_from_a_closed_session_is_409(api: Api) -> None:
     sid = _session_with(api, 2)
     etag = api.http.get(f"/v1/sessions/{sid}", headers=api.alice).headers["etag"]
-    closed = api.http.post(
-        f"/v1/sessions/{sid}/close", headers={**api.alice, "If-Match": etag}
-    )
+    closed = api.http.post(f"/v1/sessions/{sid}/close", headers={**api.alice, "If-Match": etag})
     assert closed.status_code == 200, closed.text
     for r in (
         api.http.post(f"/v1/sessions/{sid}/messages/pop", headers=api.alice),

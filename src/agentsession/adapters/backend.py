@@ -54,8 +54,7 @@ def sync_backend(backend: Backend) -> SyncBackend:
         return backend.manager
     if isinstance(backend, AsyncSessionClient):
         raise TypeError(
-            "this adapter makes blocking calls: give it a SessionClient, not an "
-            "AsyncSessionClient"
+            "this adapter makes blocking calls: give it a SessionClient, not an AsyncSessionClient"
         )
     raise TypeError(
         "backend must be a SessionManager, AsyncSessionManager or SessionClient, not "
@@ -95,6 +94,15 @@ class AsyncBackend(Protocol):
     ) -> Page[Message]: ...
 
     async def pop_message(self, *, session_id: str, user_id: str) -> Message | None: ...
+
+    async def replace_messages(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        after_seq: int,
+        messages: Sequence[Mapping[str, Any]],
+    ) -> list[Message]: ...
 
     async def truncate_messages(
         self, *, session_id: str, user_id: str, after_seq: int
@@ -138,6 +146,9 @@ class ThreadedClient:
 
     async def pop_message(self, **kwargs: Any) -> Message | None:
         return await self._run(self._client.pop_message, kwargs)
+
+    async def replace_messages(self, **kwargs: Any) -> list[Message]:
+        return await self._run(self._client.replace_messages, kwargs)
 
     async def truncate_messages(self, **kwargs: Any) -> object:
         return await self._run(self._client.truncate_messages, kwargs)

@@ -27,6 +27,11 @@ Mapping (docs/adapters.md has the table and the pitfalls):
 * ``get_items(limit)`` answers exactly the newest ``limit`` items (no widening to whole
   tool-call groups); ``pop_item`` is ``pop_message``; ``clear_session`` truncates the
   history and keeps the session, its working memory and its audit log.
+* Compaction: ``OpenAIResponsesCompactionSession`` over this adapter replaces the
+  history through :meth:`AgentSessionSession._atomic_replace_items`, the SDK's hook
+  for it: one ``replace_messages`` transaction, so a crash or an outage between
+  removing the old items and storing the compacted ones cannot leave the session
+  empty.
 * ``run_hooks()`` gives ``RunHooks`` that record each function tool call of a run in
   the session's tool history (:mod:`agentsession.adapters.openai_agents_hooks`).
 * A CLOSED or EXPIRED session is not restored behind the caller's back: a write raises
@@ -192,6 +197,39 @@ class AgentSessionSession:
             )
 
         await self._keyed.with_session(clear)
+
+    async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
+        """Replace every item with ``items`` in one transaction (``replace_messages``
+        with ``after_seq=0``; ``[]`` clears, a truncate, atomic too): a crash or an
+        outage leaves the old items or the new ones, never none.
+
+        openai-agents' ``OpenAIResponsesCompactionSession`` looks this hook up on the
+        wrapped session's class and, when present, replaces the history with the
+        compacted items through it instead of ``clear_session`` then ``add_items``
+        (which an outage between the two leaves empty). It checks nothing about the
+        items it replaces, as the SDK's own stores do not.
+
+        Returns:
+            True: the history was replaced (the session is created if it did not exist).
+
+        Raises:
+            ValidationError / PayloadTooLarge / UnsupportedValue: an item as in
+                :meth:`add_items`, or more than ``limits.max_batch_messages`` items
+                (nothing changes).
+            SessionNotActive: the session is CLOSED or EXPIRED.
+        """
+        if not items:
+            await self.clear_session()
+            return True
+        messages = [message_of_item(item, f"items[{i}]") for i, item in enumerate(items)]
+
+        async def replace(sid: str) -> None:
+            await self._keyed.backend.replace_messages(
+                session_id=sid, user_id=self.user_id, after_seq=0, messages=messages
+            )
+
+        await self._keyed.with_session(replace, create=True)
+        return True
 
     def run_hooks(self) -> RunHooks[Any]:
         """``RunHooks`` for ``Runner.run(..., hooks=session.run_hooks())`` that record each

@@ -127,6 +127,17 @@ CursorQuery = Annotated[
     Query(max_length=CURSOR_MAX_CHARS, description="`next_cursor` of the previous page."),
 ]
 
+#: ``cursor`` of a listing that also takes a seq bound (``after``, ``before``), with the
+#: rule between them (``paging.Listing.start``) stated.
+BoundedCursorQuery = Annotated[
+    str | None,
+    Query(
+        max_length=CURSOR_MAX_CHARS,
+        description="`next_cursor` of the previous page. Not together with a seq bound "
+        "(`after`, `before`): 400, `field` `cursor`.",
+    ),
+]
+
 
 T = TypeVar("T")
 
@@ -263,19 +274,26 @@ class AppendMessages(_Body):
     ``role`` out; it is derived from their ``type`` and not added to what is stored.
     """
 
-    message: dict[str, Any] | None = None
+    message: dict[str, Any] | None = Field(
+        default=None,
+        description="One message. Exactly one of `message` and `messages` (else 422).",
+    )
     messages: list[dict[str, Any]] | None = Field(
         default=None,
-        description=f"1 to {Limits().max_batch_messages} messages, stored in one step.",
+        description=f"1 to {Limits().max_batch_messages} messages, stored in one step. "
+        "Exactly one of `message` and `messages` (else 422).",
         json_schema_extra={"minItems": 1, "maxItems": Limits().max_batch_messages},
     )
     working_memory_patch: dict[str, Any] | None = Field(
-        default=None, description="An RFC 7396 merge patch applied in the same transaction."
+        default=None,
+        description="An RFC 7396 merge patch applied in the same transaction. Not together "
+        "with `working_memory_ops`: 400, `field` `working_memory_ops`.",
     )
     working_memory_ops: list[dict[str, Any]] | None = Field(
         default=None,
         description="RFC 6902 JSON Patch ops applied to the working memory in the same "
-        "transaction (instead of `working_memory_patch`).",
+        "transaction. Not together with `working_memory_patch`: 400, `field` "
+        "`working_memory_ops`.",
     )
     shared_memory_ops: SharedMemoryOps | None = Field(
         default=None,
@@ -291,6 +309,17 @@ class AppendMessages(_Body):
         return self
 
 
+class ReplaceMessages(_Body):
+    """``PUT .../messages?after_seq=N``: the messages that take the place of every
+    message above seq ``after_seq``, in one step (the message shape of ``POST``)."""
+
+    messages: list[dict[str, Any]] = Field(
+        description=f"1 to {Limits().max_batch_messages} messages, stored from seq "
+        "`after_seq + 1` in the step that removes the ones above `after_seq`.",
+        json_schema_extra={"minItems": 1, "maxItems": Limits().max_batch_messages},
+    )
+
+
 class RecordToolCall(_Body):
     """``POST .../tool-calls``."""
 
@@ -299,20 +328,48 @@ class RecordToolCall(_Body):
     result: Any = None
     status: str = Field(default="ok", json_schema_extra={"enum": [s.value for s in ToolCallStatus]})
     error: str | None = Field(default=None, max_length=TEXT_CHARS)
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
+    started_at: datetime | None = Field(
+        default=None,
+        description="When the call started (default: `ended_at`). Not after `ended_at`: "
+        "400, `field` `started_at`.",
+    )
+    ended_at: datetime | None = Field(
+        default=None,
+        description="When the call ended (default: now). Not before `started_at`: 400, "
+        "`field` `started_at`.",
+    )
     run_id: str | None = Field(default=None, pattern=id_pattern("run"))
     call_id: str | None = Field(default=None, max_length=CALL_ID_CHARS, pattern=CALL_ID)
     provider_call_id: str | None = Field(default=None, max_length=CALL_ID_CHARS, pattern=CALL_ID)
+
+
+#: The rule between the fields of a tool-call lookup (``SessionManager.find_tool_call``).
+FIND_RULE = (
+    "Exactly one of `tool` (with `arguments`) and `provider_call_id`: 400, `field` "
+    "`tool` when neither is given, `provider_call_id` when it comes with `tool` or "
+    "`arguments`."
+)
 
 
 class FindToolCall(_Body):
     """``POST .../tool-calls/find``: ``tool`` (with ``arguments``, default ``{}``), or
     ``provider_call_id`` alone."""
 
-    tool: str | None = Field(default=None, max_length=TOOL_NAME_CHARS, pattern=TOOL)
-    arguments: dict[str, Any] | None = None
-    provider_call_id: str | None = Field(default=None, max_length=CALL_ID_CHARS, pattern=CALL_ID)
+    tool: str | None = Field(
+        default=None,
+        max_length=TOOL_NAME_CHARS,
+        pattern=TOOL,
+        description=f"The tool's name. {FIND_RULE}",
+    )
+    arguments: dict[str, Any] | None = Field(
+        default=None, description="With `tool`: its arguments (default {})."
+    )
+    provider_call_id: str | None = Field(
+        default=None,
+        max_length=CALL_ID_CHARS,
+        pattern=CALL_ID,
+        description=f"The model provider's call id. {FIND_RULE}",
+    )
 
 
 #: ``lease_seconds``: its bounds (``check_lease``) stated for the OpenAPI document.
@@ -442,8 +499,13 @@ class AddSummary(_Body):
     counts left out are counted by the default tokenizer (``bytes/4``)."""
 
     text: str = Field(min_length=1, max_length=TEXT_CHARS)
-    from_seq: Positive
-    to_seq: Positive
+    from_seq: Positive = Field(
+        description="The first seq summarised. At most `to_seq`: 400, `field` `from_seq`."
+    )
+    to_seq: Positive = Field(
+        description="The last seq summarised. At least `from_seq` (400, `field` "
+        "`from_seq`) and at most the session's `message_count` (400, `field` `to_seq`)."
+    )
     author: str | None = Field(
         default=None, max_length=SUMMARY_LABEL_CHARS, pattern=SUMMARY_LABEL,
         description="Who wrote it; absent = the caller's user id.",

@@ -100,6 +100,7 @@ class AsyncSessionManager:
     append_message = _mirror(SessionManager.append_message)
     append_messages = _mirror(SessionManager.append_messages)
     get_messages = _mirror(SessionManager.get_messages)
+    replace_messages = _mirror(SessionManager.replace_messages)
     truncate_messages = _mirror(SessionManager.truncate_messages)
     pop_message = _mirror(SessionManager.pop_message)
     rewind_session = _mirror(SessionManager.rewind_session)

@@ -1,4 +1,5 @@
-"""Use cases on the message history: append (one, or a batch), read a window."""
+"""Use cases on the message history: append (one, or a batch), replace the newest
+messages, read a window."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..stores.base import SessionHead, StoreTransaction
 from .core import ServiceCore
 from .paging import Listing, Position
 from .pipeline import Change, WriteRequest
+from .removal import removal_change
 from .statechange import StateChange
 from .transitions import running_run
 from .validation import check_cursor_seq, check_message
@@ -101,17 +103,7 @@ class MessageUseCases(ServiceCore):
             Forbidden: ``shared_memory_ops["app"]`` without admin.
             SessionNotFound, SessionNotActive, VersionConflict, IdempotencyKeyReused.
         """
-        if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
-            raise ValidationError("messages must be a list of message objects", field="messages")
-        if not messages:
-            raise ValidationError("messages must not be empty", field="messages")
-        if len(messages) > self.limits.max_batch_messages:
-            raise ValidationError(
-                f"at most {self.limits.max_batch_messages} messages per call",
-                field="messages",
-            )
-        checked = [check_message(m, f"messages[{i}]", self.limits) for i, m in enumerate(messages)]
-        payloads, texts = [c[0] for c in checked], [c[1] for c in checked]
+        payloads, texts = self._checked_batch(messages)
         state = StateChange.check(
             working_memory_patch, working_memory_ops, shared_memory_ops, self.limits, admin=admin
         )
@@ -140,6 +132,96 @@ class MessageUseCases(ServiceCore):
             touch=True,
         )
         return self._pipeline.write(request).value
+
+    def replace_messages(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        after_seq: int,
+        messages: Sequence[Mapping[str, Any]],
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> list[Message]:
+        """Remove every message with ``seq > after_seq`` and append ``messages`` in their
+        place, in one transaction and one version step: a reader, a crash or an outage
+        sees the history before or after, never the removal alone (``after_seq=0``
+        replaces the whole history, e.g. with a compacted one).
+
+        The removal is :meth:`truncate_messages`'s (the summaries reaching past
+        ``after_seq`` go too; tool calls, runs and working memory stay; an ``after_seq``
+        at or above ``message_count`` removes nothing); the messages follow
+        :meth:`append_messages`'s rules and get the seqs after the ones kept.
+        One audit event ``message.replaced`` with counts and seqs only (``removed``,
+        ``count``, ``first_seq``, ``last_seq``). ``user_id`` names the caller.
+
+        Returns:
+            The stored messages in seq order, each with the session's new version.
+
+        Raises:
+            ValidationError / PayloadTooLarge / UnsupportedValue: a bad message, an
+                empty list or more than ``limits.max_batch_messages`` (to remove only,
+                call :meth:`truncate_messages`), ``after_seq`` not an integer from 0 to
+                2**53-1.
+            RunNotFound / RunNotRunning: a ``run_id`` that is not a RUNNING run.
+            SessionNotFound, SessionNotActive, VersionConflict, IdempotencyKeyReused.
+            StoreError: the store's messages disagree with the session's count.
+        """
+        after = check_cursor_seq(after_seq, "after_seq")
+        if after is None:
+            raise ValidationError("after_seq is required (0 replaces all)", field="after_seq")
+        payloads, texts = self._checked_batch(messages)
+
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
+            _check_runs(tx, s, payloads)
+            kept, removed = s, 0
+            if after < s.message_count:
+                cut = removal_change(tx, s, after, "message.replaced", None)
+                kept, removed = cut.session, cut.details["count"]
+            stored = insert_messages(tx, kept, now, payloads, texts)
+            new = kept.model_copy(update={"message_count": kept.message_count + len(stored)})
+            details = {
+                "removed": removed,
+                "count": len(stored),
+                "first_seq": stored[0].seq,
+                "last_seq": stored[-1].seq,
+            }
+            return Change(new, "message.replaced", details, stored)
+
+        request = WriteRequest(
+            scope="replace_messages",
+            session_id=session_id,
+            principal=Principal(user_id, admin),
+            change=change,
+            result_type=_MESSAGES,
+            request=(after, payloads),
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            touch=True,
+        )
+        return self._pipeline.write(request).value
+
+    def _checked_batch(
+        self, messages: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """The checked payloads of a batch of 1..``limits.max_batch_messages`` messages,
+        and their JSON texts (:func:`~.validation.check_message`).
+
+        Raises:
+            ValidationError / PayloadTooLarge / UnsupportedValue: as ``append_messages``.
+        """
+        if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
+            raise ValidationError("messages must be a list of message objects", field="messages")
+        if not messages:
+            raise ValidationError("messages must not be empty", field="messages")
+        if len(messages) > self.limits.max_batch_messages:
+            raise ValidationError(
+                f"at most {self.limits.max_batch_messages} messages per call",
+                field="messages",
+            )
+        checked = [check_message(m, f"messages[{i}]", self.limits) for i, m in enumerate(messages)]
+        return [c[0] for c in checked], [c[1] for c in checked]
 
     def get_messages(
         self,
@@ -263,9 +345,7 @@ def message_page(
     return Page(items=rows, next_cursor=listing.cursor(position) if more else None)
 
 
-def _exists_after(
-    tx: StoreTransaction, session_id: str, seq: int, read: list[Message]
-) -> bool:
+def _exists_after(tx: StoreTransaction, session_id: str, seq: int, read: list[Message]) -> bool:
     """Whether the history holds a message above ``seq``: seen in ``read`` (the rows
     read for the page, oldest first), else asked of the store (an aligned page that
     widened past them)."""
@@ -274,9 +354,7 @@ def _exists_after(
     return bool(tx.get_messages(session_id, after_seq=seq, limit=1))
 
 
-def _check_anchor(
-    tx: StoreTransaction, session_id: str, anchor: tuple[int, str] | None
-) -> None:
+def _check_anchor(tx: StoreTransaction, session_id: str, anchor: tuple[int, str] | None) -> None:
     """A messages cursor is valid while the message it was anchored on is still there:
     removals only cut the newest messages, so then every message up to it is too. No
     anchor (a caller's seq bound, a cursor issued before anchors): nothing to check.
@@ -292,12 +370,10 @@ def _check_anchor(
     found = tx.get_messages(session_id, after_seq=seq - 1, before_seq=seq + 1)
     if not found or found[0].message_id != message_id:
         raise ValidationError(
-            "cursor is stale: messages were removed since it was issued; read again "
-            "without it",
+            "cursor is stale: messages were removed since it was issued; read again without it",
             field="cursor",
             stale=True,
         )
-
 
 
 def _check_runs(tx: StoreTransaction, s: Session, payloads: list[dict[str, Any]]) -> None:

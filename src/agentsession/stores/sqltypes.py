@@ -8,12 +8,14 @@
   makes: real UTF-8, NUL kept as the escape ``\\u0000``. Deliberately
   not ``jsonb``, which cannot hold ``\\u0000``.
 * :data:`LONG_TEXT`: text without a practical size limit (MySQL ``TEXT`` stops at 64 KB).
-* :data:`BLOB`: bytes without a practical size limit (``BLOB``, ``BYTEA``, ``LONGBLOB``).
+* :data:`BLOB`: bytes without a practical size limit (``BLOB``, ``BYTEA``, ``LONGBLOB``),
+  sent to MySQL as base64 so a record at its maximum fits the default packet size.
 * :func:`binary_text`: text that sorts by code point and compares exactly everywhere.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -32,8 +34,35 @@ __all__ = ["BLOB", "LONG_TEXT", "JSONText", "UTCDateTime", "binary_text"]
 #: Text of any length: ``TEXT`` on SQLite and PostgreSQL, ``LONGTEXT`` (4 GB) on MySQL.
 LONG_TEXT = sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 
-#: Bytes of any length: ``BLOB`` (SQLite), ``BYTEA`` (PostgreSQL), ``LONGBLOB`` (MySQL).
-BLOB = sa.LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
+
+class _Base64Blob(sa.types.TypeDecorator[bytes]):
+    """``LONGBLOB`` whose values travel to MySQL/MariaDB as base64 text and are decoded
+    by the server (``FROM_BASE64(%s)``).
+
+    PyMySQL has no binary parameters: it writes bytes into the statement's text as hex
+    (``_binary X'...'``, two bytes per byte), so one statement holding an 8 MiB record
+    (``Limits.max_record_bytes``) is over 16 MiB, the default ``max_allowed_packet`` of
+    both servers, and the server drops the connection. Base64 is 4 bytes per 3, needs
+    no escaping, and keeps such a statement near 11 MiB, under the default; no server
+    setting is needed. Reads are unchanged (results are binary).
+    """
+
+    impl = mysql.LONGBLOB
+    cache_ok = True
+
+    def bind_expression(self, bindvalue: Any) -> Any:
+        return sa.func.from_base64(bindvalue, type_=self)
+
+    def bind_processor(self, dialect: Dialect) -> Processor:
+        def process(value: bytes | None) -> str | None:
+            return None if value is None else base64.b64encode(value).decode("ascii")
+
+        return process
+
+
+#: Bytes of any length: ``BLOB`` (SQLite), ``BYTEA`` (PostgreSQL), ``LONGBLOB`` (MySQL,
+#: sent as base64: :class:`_Base64Blob`).
+BLOB = sa.LargeBinary().with_variant(_Base64Blob(), "mysql", "mariadb")
 
 _MYSQL = ("mysql", "mariadb")
 

@@ -10,7 +10,7 @@ from ...models import AuditEvent, Page
 from ..deps import ReadCtx, reply
 from ..problems import ERRORS
 from ..routing import StrictRoute
-from ..schemas import CursorQuery, LimitQuery, seq_query
+from ..schemas import BoundedCursorQuery, LimitQuery, seq_query
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/audit",
@@ -25,7 +25,7 @@ async def get_audit_log(
     ctx: ReadCtx,
     after: Annotated[int | None, seq_query()] = None,
     limit: LimitQuery = None,
-    cursor: CursorQuery = None,
+    cursor: BoundedCursorQuery = None,
 ) -> Response:
     """A page of audit events, oldest first; no message content."""
     page = await ctx.manager.get_audit_log(**ctx.who, after=after, limit=limit, cursor=cursor)

@@ -1,4 +1,5 @@
-"""Messages: append one or a batch, read a window of history, remove the newest."""
+"""Messages: append one or a batch, read a window of history, remove or replace the
+newest."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from ..problems import ERRORS, WRITE_ERRORS, problem_responses
 from ..routing import StrictRoute
 from ..schemas import (
     AppendMessages,
-    CursorQuery,
+    BoundedCursorQuery,
     Items,
     LimitQuery,
     PopResult,
+    ReplaceMessages,
     SharedMemoryOps,
     seq_query,
 )
@@ -61,9 +63,13 @@ async def append_messages(ctx: WriteCtx, body: AppendMessages) -> Response:
 async def get_messages(
     ctx: ReadCtx,
     limit: LimitQuery = None,
-    before: Annotated[int | None, seq_query("Start below this seq.")] = None,
-    after: Annotated[int | None, seq_query("Start above this seq.")] = None,
-    cursor: CursorQuery = None,
+    before: Annotated[
+        int | None, seq_query("Start below this seq. Not together with `after`: 400.")
+    ] = None,
+    after: Annotated[
+        int | None, seq_query("Start above this seq. Not together with `before`: 400.")
+    ] = None,
+    cursor: BoundedCursorQuery = None,
     align_tool_calls: bool = True,
 ) -> Response:
     """A page of history, oldest first, in seq order: the newest messages unless a
@@ -77,6 +83,37 @@ async def get_messages(
         align_tool_calls=align_tool_calls,
     )
     return reply(page)
+
+
+@router.put("", response_model=Items[Message], responses=WRITE_ERRORS)
+async def replace_messages(
+    ctx: WriteCtx,
+    body: ReplaceMessages,
+    after_seq: Annotated[
+        int,
+        seq_query(
+            "Replace every message above this seq (0 = all; at or above the session's "
+            "`message_count`: remove nothing, append)."
+        ),
+    ],
+) -> Response:
+    """Remove every message with ``seq > after_seq`` and store ``messages`` in their
+    place, in one transaction and one version step (``{"items"}``, each with
+    ``session_version``, also the ETag): a crash or an outage leaves the history before
+    or after, never the removal alone. ``If-Match`` is required when the service
+    requires it for destructive requests; an ``Idempotency-Key`` makes a retry answer
+    the first result."""
+    stored, replayed = await write(
+        ctx.manager.replace_messages(
+            **ctx.who,
+            after_seq=after_seq,
+            messages=body.messages,
+            expected_version=await ctx.expected_version(required=True),
+            idempotency_key=ctx.idempotency_key,
+        )
+    )
+    etag = version_etag(ctx.session_id, stored[0].session_version)
+    return reply({"items": stored}, etag=etag, replayed=replayed)
 
 
 @router.delete("", response_model=TruncateResult, responses=WRITE_ERRORS)

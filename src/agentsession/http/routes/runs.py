@@ -13,7 +13,7 @@ from ..problems import ERRORS, WRITE_ERRORS
 from ..routing import StrictRoute
 from ..schemas import (
     PAGE_MAX,
-    CursorQuery,
+    BoundedCursorQuery,
     FinishRun,
     HeartbeatRun,
     LimitQuery,
@@ -74,7 +74,7 @@ async def list_runs(
     status: RunStatus | None = None,
     after: Annotated[int | None, seq_query()] = None,
     limit: LimitQuery = None,
-    cursor: CursorQuery = None,
+    cursor: BoundedCursorQuery = None,
 ) -> Response:
     """A page of runs, oldest first, without their steps (``step_count`` says how many);
     a restore's cursor pages back to older ones."""
@@ -100,7 +100,7 @@ async def list_run_steps(
         int | None,
         Query(ge=1, le=PAGE_MAX, description=f"Page size, 1..{PAGE_MAX} (default {_STEPS})."),
     ] = None,
-    cursor: CursorQuery = None,
+    cursor: BoundedCursorQuery = None,
 ) -> Response:
     """A page of the run's steps, oldest first; ``next_cursor`` continues, null on the
     last page. Unlike the other listings, ``limit`` is at least 1 (the manager refuses

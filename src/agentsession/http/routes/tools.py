@@ -14,8 +14,9 @@ from ..protocol import RequestInvalid
 from ..routing import StrictRoute
 from ..schemas import (
     CALL_ID,
+    FIND_RULE,
     TOOL,
-    CursorQuery,
+    BoundedCursorQuery,
     FindToolCall,
     LimitQuery,
     RecordToolCall,
@@ -61,7 +62,7 @@ async def get_tool_history(
     tool: Annotated[str | None, Query(max_length=TOOL_NAME_CHARS, pattern=TOOL)] = None,
     after: Annotated[int | None, seq_query()] = None,
     limit: LimitQuery = None,
-    cursor: CursorQuery = None,
+    cursor: BoundedCursorQuery = None,
 ) -> Response:
     """A page of tool calls, oldest first (a restore's cursor pages back to older ones)."""
     page = await ctx.manager.get_tool_history(
@@ -88,12 +89,17 @@ async def find_tool_call(ctx: ReadCtx, body: FindToolCall) -> Response:
 @router.get("/find", response_model=dict[str, ToolCall | None], deprecated=True)
 async def find_tool_call_by_query(
     ctx: ReadCtx,
-    tool: Annotated[str | None, Query(max_length=TOOL_NAME_CHARS, pattern=TOOL)] = None,
+    tool: Annotated[
+        str | None,
+        Query(
+            max_length=TOOL_NAME_CHARS, pattern=TOOL, description=f"The tool's name. {FIND_RULE}"
+        ),
+    ] = None,
     arguments: Annotated[
         str | None,
         Query(
-            description="The arguments as a JSON object (default {}), read by the same "
-            "strict reader as bodies."
+            description="With `tool`: its arguments as a JSON object (default {}), read by "
+            "the same strict reader as bodies."
         ),
     ] = None,
     provider_call_id: Annotated[
@@ -101,7 +107,7 @@ async def find_tool_call_by_query(
         Query(
             max_length=CALL_ID_CHARS,
             pattern=CALL_ID,
-            description="The model provider's call id, instead of tool.",
+            description=f"The model provider's call id. {FIND_RULE}",
         ),
     ] = None,
 ) -> Response:
