@@ -129,7 +129,8 @@ def test_export_then_import_recreates_an_equal_session(store: SessionStore) -> N
     lines = [json.loads(json.dumps(line)) for line in export_session(
         manager, session_id=original.session_id, user_id="alice")]  # fmt: skip
     assert [line["type"] for line in lines] == (
-        ["session", "working_memory", "memory"] + ["message"] * 7 + ["tool_call"] * 2 + ["run"] * 3
+        ["session", "working_memory", "memory"] + ["message"] * 7 + ["tool_call"] * 2
+        + ["run"] * 3
     )
     assert [line["message"]["seq"] for line in lines[3:10]] == list(range(1, 8))
     for owner in ("bob", "alice"):
@@ -140,11 +141,7 @@ def test_export_then_import_recreates_an_equal_session(store: SessionStore) -> N
         )
         assert content(reader, done.session) == content(reader, original)
         assert done.counts == {
-            "working_memory": 1,
-            "memory": 1,
-            "message": 7,
-            "tool_call": 2,
-            "run": 3,
+            "working_memory": 1, "memory": 1, "message": 7, "tool_call": 2, "run": 3
         }
 
 
@@ -189,9 +186,7 @@ def test_a_bad_export_file_is_refused_naming_its_line(tmp_path: Path) -> None:
         json.dumps({"type": "message", "message": {}}) + "\n": "line 1: expected",
         json.dumps({**session, "format_version": 9}) + "\n": "format_version 9",
         json.dumps(session) + "\n" + json.dumps({"type": "audit"}) + "\n": "line 2: the type",
-        json.dumps(session)
-        + "\n"
-        + json.dumps({"type": "message", "message": {"role": "x"}})
+        json.dumps(session) + "\n" + json.dumps({"type": "message", "message": {"role": "x"}})
         + "\n": "line 2:",
     }
     for i, (text, error) in enumerate(cases.items()):
@@ -695,11 +690,8 @@ def test_records_go_along_with_an_export_and_an_old_export_still_imports(
     assert done.counts["record"] == 6
     copied = manager.list_records(session_id=done.session.session_id, user_id="bob", limit=4)
     copied += manager.list_records(
-        session_id=done.session.session_id,
-        user_id="bob",
-        namespace=copied[-1].namespace,
-        after=copied[-1].key,
-        limit=4,
+        session_id=done.session.session_id, user_id="bob", namespace=copied[-1].namespace,
+        after=copied[-1].key, limit=4,
     )
     assert [(r.namespace, r.key, r.data, r.meta) for r in copied] == [
         (w.namespace, w.key, w.data, w.meta) for w in written
@@ -755,11 +747,11 @@ def test_an_export_of_a_truncated_session_imports(store: SessionStore) -> None:
     done = import_session(manager, enumerate(lines, start=1), user_id="bob")
     copy = {"session_id": done.session.session_id, "user_id": "bob"}
     assert done.counts["summary"] == 3
-    assert [m.content for m in manager.get_messages(**copy).items] == [f"m{i}" for i in range(5)]
+    assert [m.content for m in manager.get_messages(**copy).items] == [
+        f"m{i}" for i in range(5)
+    ]
     assert [(s.number, s.text, s.supersedes) for s in manager.list_summaries(**copy)] == [
-        (1, "1-2", None),
-        (2, "1-4", 1),
-        (3, "3-5", None),
+        (1, "1-2", None), (2, "1-4", 1), (3, "3-5", None)
     ]
 
 

@@ -42,7 +42,7 @@ from ..adapters.adk import AgentSessionService
 from ..errors import AgentSessionError, ImportSourceError, ValidationError
 from ..jsonvalues import check_json
 from ..service import SessionManager
-from .sourcecheck import at_row, refusal, unreadable
+from .sourcecheck import at_row, first_lines, refusal, unreadable
 from .sqlitefile import require_file
 
 __all__ = ["AdkImportReport", "import_google_adk", "list_source", "open_source", "shown_source"]
@@ -263,21 +263,24 @@ async def list_source(
 
     Raises:
         ImportSourceError: a database without ADK's tables (checked before ADK's
-            service reads it, which would create them), or one ADK's service cannot
-            list (unreachable, rows it cannot read: ``cannot read <name>: ...``).
+            service reads it, which would create them), one that does not answer
+            (``cannot read <name>: ...``), or sessions ADK's service cannot list
+            (``<name>: sessions of app 'NAME': ...``: a state that is not JSON...).
     """
-    try:
-        if isinstance(source, DatabaseSessionService):
+    if isinstance(source, DatabaseSessionService):
+        try:
             async with source.db_engine.connect() as conn:
                 tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
-            _require_adk_tables(tables, name)
-        found: list[Session] = []
-        for app in apps:
+        except Exception as exc:  # the source's driver, whatever it raises
+            raise unreadable(name, exc) from exc
+        _require_adk_tables(tables, name)
+    found: list[Session] = []
+    for app in apps:
+        try:
             found += (await source.list_sessions(app_name=app)).sessions
-    except ImportSourceError:
-        raise
-    except Exception as exc:  # the source's driver or ADK's service, whatever it raises
-        raise unreadable(name, exc) from exc
+        except Exception as exc:  # ADK's own error: json, pydantic, its driver's...
+            reason = f"cannot list them ({type(exc).__name__}: {first_lines(exc)})"
+            raise refusal(name, f"sessions of app {app!r}", reason) from exc
     return found
 
 
@@ -344,8 +347,8 @@ async def _read(source: BaseSessionService, brief: Session, name: str) -> Sessio
         )
         events = [] if full is None else [e.model_dump(mode="json") for e in full.events]
     except Exception as exc:  # ADK's own error: json, pydantic, its driver's...
-        line = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise refusal(name, row, f"cannot read it ({type(exc).__name__}: {line})") from exc
+        reason = f"cannot read it ({type(exc).__name__}: {first_lines(exc)})"
+        raise refusal(name, row, reason) from exc
     if full is not None:
         with at_row(name, row):
             check_json(full.state, field="state")

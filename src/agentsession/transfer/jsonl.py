@@ -14,7 +14,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from enum import Enum
@@ -401,6 +402,7 @@ class _Writer:
         self._source = source
         self._batch: list[dict[str, Any]] = []
         self._batch_lines: list[int] = []
+        self._record_lines: list[int] = []  # the lines of the records waiting
         self._records = RecordBatch(self._put, manager.limits)
         # exported summary number -> imported one (a removal of messages may leave gaps)
         self._numbers: dict[int, int] = {}
@@ -422,7 +424,9 @@ class _Writer:
             raise ValidationError(f"the type must be {', '.join(_KINDS)}, not {kind!r}")
         record = _record(line, kind)
         if kind == "record":
-            self._records.add(_record_write(record))
+            write = _record_write(record)
+            self._record_lines.append(number)
+            self._records.add(write)
             self.counts[kind] = self.counts.get(kind, 0) + 1
             return
         if kind != "message":
@@ -453,11 +457,29 @@ class _Writer:
         """
         self._records.flush()
         if self._batch:
-            first, last = self._batch_lines[0], self._batch_lines[-1]
-            label = f"line {first}" if first == last else f"lines {first}-{last}"
-            with _line(self._source, label):
-                self._manager.append_messages(**self._scope, messages=self._batch)
+            self._batched(
+                "messages", self._batch_lines,
+                lambda: self._manager.append_messages(**self._scope, messages=self._batch),
+            )  # fmt: skip
             self._batch, self._batch_lines = [], []
+
+    def _batched(self, name: str, lines: list[int], write: Callable[[], Any]) -> Any:
+        """``write()``, a batch of the lines ``lines``; a refusal names the line of the
+        item it names (its field ``<name>[i]``), else the batch's lines.
+
+        Raises:
+            ImportSourceError: as the manager refuses.
+        """
+        try:
+            return write()
+        except AgentSessionError as exc:
+            index = re.match(rf"{name}\[(\d+)\]", str(exc.context.get("field") or ""))
+            first, last = lines[0], lines[-1]
+            label = f"line {first}" if first == last else f"lines {first}-{last}"
+            if index and int(index[1]) < len(lines):
+                label = f"line {lines[int(index[1])]}"
+            with _line(self._source, label):
+                raise
 
     def finish(self) -> None:
         """Write what waits: the messages and records of the last batch, and the
@@ -489,8 +511,19 @@ class _Writer:
         self._manager.update_working_memory(**self._scope, data=data)
 
     def _put(self, records: list[RecordWrite]) -> int:
-        """Put one batch of records; answers how many were written."""
-        return self._manager.put_records(**self._scope, records=records).written
+        """Put one batch of records (the first waiting); answers how many were written.
+
+        Raises:
+            ImportSourceError: as the manager refuses, naming the record's line.
+        """
+        lines, self._record_lines = (
+            self._record_lines[: len(records)],
+            self._record_lines[len(records) :],
+        )
+        done = self._batched(
+            "records", lines, lambda: self._manager.put_records(**self._scope, records=records)
+        )
+        return int(done.written)
 
     def _tool_call(self, call: dict[str, Any]) -> None:
         tool: Any = call.get("tool")  # None or a bad name: the manager refuses it

@@ -52,7 +52,7 @@ from ..adapters.langgraph import AGENT, checkpoint_record, strict_serde, write_r
 from ..errors import AgentSessionError, ImportSourceError, ValidationError
 from ..models import RecordWrite
 from ..service import SessionManager
-from .sourcecheck import at_row, column, parse_json, refusal, scan, unreadable
+from .sourcecheck import at_row, column, first_lines, parse_json, refusal, scan, unreadable
 from .sqlitefile import ReadOnlyDatabase, require_file
 
 __all__ = ["LangGraphImportReport", "LangGraphSource", "import_langgraph"]
@@ -231,7 +231,7 @@ class LangGraphSource:
             except sqlite3.DatabaseError as exc:
                 raise unreadable(self.name, exc) from None
             except Exception as exc:  # SqliteSaver's own error on a row changed since
-                reason = f"cannot read it ({type(exc).__name__}: {str(exc)[:200]})"
+                reason = f"cannot read it ({type(exc).__name__}: {first_lines(exc)})"
                 raise refusal(self.name, f"thread {thread_id!r}", reason) from exc
             yield Checkpoint(
                 thread_id, ns, checkpoint_id, parent.get("checkpoint_id"),

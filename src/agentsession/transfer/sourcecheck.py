@@ -25,6 +25,7 @@ __all__ = [
     "Column",
     "at_row",
     "column",
+    "first_lines",
     "json_text",
     "parse_json",
     "refusal",
@@ -85,8 +86,14 @@ def unreadable(source: str, exc: BaseException) -> ImportSourceError:
     """The error of a source its reader cannot read at all (a SQLite file cut short
     or damaged, not a database, a server that does not answer): ``cannot read
     <source>: <the reader's first line>``."""
-    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return ImportSourceError(f"cannot read {source}: {line[:300]}", source=source)
+    return ImportSourceError(f"cannot read {source}: {first_lines(exc)}", source=source)
+
+
+def first_lines(exc: BaseException) -> str:
+    """``exc``'s message on one line: its first three lines joined (a pydantic error
+    says what is wrong on its second), at most 300 characters; its class when empty."""
+    lines = [text.strip() for text in str(exc).splitlines() if text.strip()]
+    return "; ".join(lines[:3])[:300] or type(exc).__name__
 
 
 @contextmanager
