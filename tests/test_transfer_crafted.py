@@ -112,6 +112,8 @@ JSONL_CASES: dict[str, tuple[str | bytes, int, str]] = {
     "null agent": (json.dumps({**HEAD, "session": {"agent": None}}) + "\n", 1, "agent"),
     "text role": (f"{json.dumps(HEAD)}\n{MESSAGE}\n" + line("message", {"role": 5}) + "\n", 3,
                   "role"),
+    "role a list": (f"{json.dumps(HEAD)}\n" + line("message", {"role": ["user"]}) + "\n", 2,
+                    "role"),
     "null tool": (f"{json.dumps(HEAD)}\n" + line("tool_call", {"tool": None}) + "\n", 2, "tool"),
     "time as number": (f"{json.dumps(HEAD)}\n" + line("tool_call", {
         "tool": "t", "started_at": 5}) + "\n", 2, "ISO 8601"),
@@ -349,6 +351,25 @@ def test_an_openai_agents_file_wrong_as_a_whole_is_refused(tmp_path: Path) -> No
         assert held(url) == before, name
 
 
+def test_items_of_odd_shapes_import_or_are_refused_never_crash(tmp_path: Path) -> None:
+    """Items that are JSON objects of odd shapes (a role that is a list or an object,
+    fields of the wrong type): the adapter stores each as it is (role "assistant" where
+    it is no role), a call whose name is no tool name is skipped; no TypeError."""
+    odd = [{"role": ["user"], "content": "a"}, {"role": {"r": 1}, "content": 5},
+           {"type": 5, "call_id": [], "name": {}}, {"type": "function_call", "call_id": "c",
+           "name": ["t"], "arguments": 5}, {"type": "function_call_output", "call_id": "c",
+           "output": {"o": [1]}}]  # fmt: skip
+    source = tmp_path / "agents.db"
+    oa_database(source, OA_SCHEMA, [(i + 2, "s2", json.dumps(x), T) for i, x in enumerate(odd)])
+    url = store(tmp_path)
+    done = runner.invoke(build_app(), ["import", "openai-agents", str(source), "--url", url,
+                                       "--user", "alice", "--json"])  # fmt: skip
+    assert done.exit_code == 0, (done.output, done.exception)
+    report = json.loads(done.stdout)
+    assert (report["messages"], report["failed"]) == (len(odd) + 1, []), report
+    assert report["skipped_calls"] == 1  # the call named ["t"]: no tool name
+
+
 def test_rows_openai_agents_skips_are_still_skipped(tmp_path: Path) -> None:
     """A row ``SQLiteSession`` itself skips (text that is not JSON, JSON that is not an
     object) is skipped and counted, as documented: the source is readable."""
@@ -434,6 +455,10 @@ LG_CASES: dict[str, tuple[bool, tuple[str, Any], str, str]] = {
     "metadata one level too deep": (False, cp(metadata=json.dumps(nested(MAX_DEPTH + 1))),
                                     "checkpoints", "nests deeper"),
     "metadata not utf-8": (False, cp(metadata=b'{"a": "\xff"}'), "checkpoints", "not UTF-8"),
+    "metadata huge integer": (False, cp(metadata='{"a": 100000000000000000000000000000}'),
+                              "checkpoints", "metadata cannot be stored"),
+    "metadata lone surrogate": (False, cp(metadata='{"\\ud800": 1}'), "checkpoints",
+                                "metadata cannot be stored"),
     "metadata an integer": (True, cp(metadata=7), "checkpoints", "metadata holds an integer"),
     "checkpoint as text": (False, cp(checkpoint="abc"), "checkpoints", "checkpoint holds text"),
     "null type": (False, cp(type=None), "checkpoints", "type holds NULL"),

@@ -244,8 +244,10 @@ class LangGraphSource:
 
 
 def _metadata(source: str, label: str, raw: str | bytes | None) -> None:
-    """Check a checkpoint's metadata as ``SqliteSaver`` reads it: NULL (``{}``), or
-    UTF-8 JSON text of an object, within the store's depth.
+    """Check a checkpoint's metadata as ``SqliteSaver`` reads it and the import stores
+    it: NULL (``{}``), or UTF-8 JSON text of an object, within the store's depth, that
+    ``JsonPlusSerializer`` can write (an integer beyond 64 bits or a lone surrogate
+    it cannot).
 
     Raises:
         ImportSourceError: anything else, naming the row.
@@ -256,6 +258,11 @@ def _metadata(source: str, label: str, raw: str | bytes | None) -> None:
         value = parse_json(raw, field="metadata")
         if not isinstance(value, dict):
             raise ValidationError("metadata is not a JSON object", field="metadata")
+        try:
+            strict_serde().dumps_typed(value)
+        except (TypeError, ValueError) as exc:  # msgpack's words for what it cannot hold
+            reason = f"metadata cannot be stored ({first_lines(exc)})"
+            raise ValidationError(reason, field="metadata") from None
 
 
 @dataclass
