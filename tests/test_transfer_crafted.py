@@ -90,51 +90,124 @@ MESSAGE = line("message", {"role": "user", "content": "hi"})
 RUN = {"input": 1, "status": "SUCCEEDED", "steps": [{"kind": "tool", "name": "n"}]}
 #: name -> (the file's text or bytes, the line refused, words of the error)
 JSONL_CASES: dict[str, tuple[str | bytes, int, str]] = {
-    "deep message": (f'{json.dumps(HEAD)}\n{MESSAGE}\n{{"type":"message","message":'
-                     f'{{"role":"user","content":{DEEP}}}}}\n', 3, "nests deeper"),
+    "deep message": (
+        f'{json.dumps(HEAD)}\n{MESSAGE}\n{{"type":"message","message":'
+        f'{{"role":"user","content":{DEEP}}}}}\n',
+        3,
+        "nests deeper",
+    ),
     "deep first line": (DEEP + "\n", 1, "nests deeper"),
-    "one level too deep": (json.dumps(HEAD) + "\n" + line("run", {**RUN, "steps": [
-        {"kind": "tool", "name": "n", "input": nested(MAX_DEPTH + 1)}]}) + "\n", 2, "nest"),
+    "one level too deep": (
+        json.dumps(HEAD)
+        + "\n"
+        + line(
+            "run", {**RUN, "steps": [{"kind": "tool", "name": "n", "input": nested(MAX_DEPTH + 1)}]}
+        )
+        + "\n",
+        2,
+        "nest",
+    ),
     "not json": (f"{json.dumps(HEAD)}\n{MESSAGE}\n{{'role': 'user'}}\n", 3, "not JSON"),
     "cut mid-line": (f"{json.dumps(HEAD)}\n{MESSAGE}\n{MESSAGE[:20]}", 3, "not JSON"),
-    "not utf-8": (json.dumps(HEAD).encode() + b"\n" + MESSAGE.encode() + b"\n\xff\xfe\n", 3,
-                  "not UTF-8"),
+    "not utf-8": (
+        json.dumps(HEAD).encode() + b"\n" + MESSAGE.encode() + b"\n\xff\xfe\n",
+        3,
+        "not UTF-8",
+    ),
     "empty file": ("", 1, "no lines"),
     "blank lines only": ("\n\n", 1, "no lines"),
     "unknown version": (json.dumps({**HEAD, "format_version": 99}) + "\n", 1, "format_version"),
     "version as text": (json.dumps({**HEAD, "format_version": "4"}) + "\n", 1, "format_version"),
-    "text ttl": (json.dumps({**HEAD, "session": {"agent": "a", "ttl_seconds": "x"}}) + "\n", 1,
-                 "ttl_seconds"),
-    "huge ttl": (json.dumps({**HEAD, "session": {"agent": "a", "ttl_seconds": 10**30}}) + "\n",
-                 1, "ttl_seconds"),
-    "5000 digits": (json.dumps(HEAD) + "\n" + '{"type":"message","message":{"role":"user",'
-                    '"content":' + "9" * 5000 + "}}\n", 2, "not JSON"),
+    "text ttl": (
+        json.dumps({**HEAD, "session": {"agent": "a", "ttl_seconds": "x"}}) + "\n",
+        1,
+        "ttl_seconds",
+    ),
+    "huge ttl": (
+        json.dumps({**HEAD, "session": {"agent": "a", "ttl_seconds": 10**30}}) + "\n",
+        1,
+        "ttl_seconds",
+    ),
+    "5000 digits": (
+        json.dumps(HEAD) + "\n" + '{"type":"message","message":{"role":"user",'
+        '"content":' + "9" * 5000 + "}}\n",
+        2,
+        "not JSON",
+    ),
     "null agent": (json.dumps({**HEAD, "session": {"agent": None}}) + "\n", 1, "agent"),
-    "text role": (f"{json.dumps(HEAD)}\n{MESSAGE}\n" + line("message", {"role": 5}) + "\n", 3,
-                  "role"),
-    "role a list": (f"{json.dumps(HEAD)}\n" + line("message", {"role": ["user"]}) + "\n", 2,
-                    "role"),
+    "text role": (
+        f"{json.dumps(HEAD)}\n{MESSAGE}\n" + line("message", {"role": 5}) + "\n",
+        3,
+        "role",
+    ),
+    "role a list": (
+        f"{json.dumps(HEAD)}\n" + line("message", {"role": ["user"]}) + "\n",
+        2,
+        "role",
+    ),
     "null tool": (f"{json.dumps(HEAD)}\n" + line("tool_call", {"tool": None}) + "\n", 2, "tool"),
-    "time as number": (f"{json.dumps(HEAD)}\n" + line("tool_call", {
-        "tool": "t", "started_at": 5}) + "\n", 2, "ISO 8601"),
-    "text at_seq": (f"{json.dumps(HEAD)}\n" + line("memory", {"at_seq": "x", "data": {}}) + "\n",
-                    2, "at_seq"),
-    "negative lease": (f"{json.dumps(HEAD)}\n" + line("run", {**RUN, "lease_seconds": -5}) + "\n",
-                       2, "lease_seconds"),
-    "text summary seq": (f"{json.dumps(HEAD)}\n{MESSAGE}\n" + line("summary", {
-        "text": "s", "from_seq": "a", "to_seq": 1, "summary_tokens": 1, "replaced_tokens": 1,
-        "tokenizer": "chars"}) + "\n", 3, "from_seq"),
-    "record not base64": (f"{json.dumps(HEAD)}\n" + line("record", {
-        "namespace": "n", "key": "k", "data": "***"}) + "\n", 2, "base64"),
-    "record key a number": (f"{json.dumps(HEAD)}\n" + line("record", {
-        "namespace": "n", "key": 5, "data": ""}) + "\n", 2, "strings"),
-    "steps not objects": (f"{json.dumps(HEAD)}\n" + line("run", {**RUN, "steps": [1]}) + "\n", 2,
-                          "run.steps"),
-    "unknown line type": (f"{json.dumps(HEAD)}\n" + json.dumps({"type": "audit"}) + "\n", 2,
-                          "the type"),
-    "a call id twice": (f"{json.dumps(HEAD)}\n{MESSAGE}\n" + "\n".join(
-        [line("tool_call", {"tool": "t", "call_id": "c"})] * 2) + "\n", 4, "already recorded"),
-}  # fmt: skip
+    "time as number": (
+        f"{json.dumps(HEAD)}\n" + line("tool_call", {"tool": "t", "started_at": 5}) + "\n",
+        2,
+        "ISO 8601",
+    ),
+    "text at_seq": (
+        f"{json.dumps(HEAD)}\n" + line("memory", {"at_seq": "x", "data": {}}) + "\n",
+        2,
+        "at_seq",
+    ),
+    "negative lease": (
+        f"{json.dumps(HEAD)}\n" + line("run", {**RUN, "lease_seconds": -5}) + "\n",
+        2,
+        "lease_seconds",
+    ),
+    "text summary seq": (
+        f"{json.dumps(HEAD)}\n{MESSAGE}\n"
+        + line(
+            "summary",
+            {
+                "text": "s",
+                "from_seq": "a",
+                "to_seq": 1,
+                "summary_tokens": 1,
+                "replaced_tokens": 1,
+                "tokenizer": "chars",
+            },
+        )
+        + "\n",
+        3,
+        "from_seq",
+    ),
+    "record not base64": (
+        f"{json.dumps(HEAD)}\n"
+        + line("record", {"namespace": "n", "key": "k", "data": "***"})
+        + "\n",
+        2,
+        "base64",
+    ),
+    "record key a number": (
+        f"{json.dumps(HEAD)}\n" + line("record", {"namespace": "n", "key": 5, "data": ""}) + "\n",
+        2,
+        "strings",
+    ),
+    "steps not objects": (
+        f"{json.dumps(HEAD)}\n" + line("run", {**RUN, "steps": [1]}) + "\n",
+        2,
+        "run.steps",
+    ),
+    "unknown line type": (
+        f"{json.dumps(HEAD)}\n" + json.dumps({"type": "audit"}) + "\n",
+        2,
+        "the type",
+    ),
+    "a call id twice": (
+        f"{json.dumps(HEAD)}\n{MESSAGE}\n"
+        + "\n".join([line("tool_call", {"tool": "t", "call_id": "c"})] * 2)
+        + "\n",
+        4,
+        "already recorded",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", list(JSONL_CASES), ids=str)
@@ -165,17 +238,24 @@ def test_the_deepest_export_a_store_holds_still_imports(tmp_path: Path) -> None:
     store takes it imports (the line limit, ``LINE_LEVELS``, leaves room for it)."""
     url = store(tmp_path)
     deepest = nested(MAX_DEPTH - 1)  # a step's input sits one level down the step
-    text = json.dumps(HEAD) + "\n" + line("run", {**RUN, "steps": [
-        {"kind": "tool", "name": "n", "input": deepest}]}) + "\n"  # fmt: skip
+    text = (
+        json.dumps(HEAD)
+        + "\n"
+        + line("run", {**RUN, "steps": [{"kind": "tool", "name": "n", "input": deepest}]})
+        + "\n"
+    )
     assert text.count("[") + 2 <= LINE_LEVELS + 1  # and the line's own two objects
     with SessionManager.from_url(url) as manager:
-        done = import_session(manager, enumerate([json.loads(x) for x in text.splitlines()], 1),
-                              user_id="bob")  # fmt: skip
+        done = import_session(
+            manager, enumerate([json.loads(x) for x in text.splitlines()], 1), user_id="bob"
+        )
         steps = manager.list_run_steps(
-            session_id=done.session.session_id, user_id="bob",
+            session_id=done.session.session_id,
+            user_id="bob",
             run_id=manager.list_runs(session_id=done.session.session_id, user_id="bob")
-            .items[0].run_id,
-        ).items  # fmt: skip
+            .items[0]
+            .run_id,
+        ).items
     assert steps[0].input == deepest
 
 
@@ -188,15 +268,15 @@ def test_an_export_cut_short_is_refused_and_leaves_nothing(tmp_path: Path) -> No
         s = manager.create_session(user_id="alice", agent="a")
         scope = {"session_id": s.session_id, "user_id": "alice"}
         manager.update_working_memory(**scope, data={"goal": "g"})
-        manager.append_messages(**scope, messages=[{"role": "user", "content": f"m{i}"}
-                                                   for i in range(5)])  # fmt: skip
+        manager.append_messages(
+            **scope, messages=[{"role": "user", "content": f"m{i}"} for i in range(5)]
+        )
         manager.record_tool_call(**scope, tool="t", arguments={}, result=1)
         text = "".join(json.dumps(x) + "\n" for x in export_session(manager, **scope))
     path = tmp_path / "cut.jsonl"
     path.write_text(text[: len(text) - 30], encoding="utf-8")
     last = text.count("\n")
-    refused(url, ["import", "jsonl", str(path), "--user", "bob"], path, f"line {last}",
-            "not JSON")  # fmt: skip
+    refused(url, ["import", "jsonl", str(path), "--user", "bob"], path, f"line {last}", "not JSON")
 
 
 def test_a_process_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
@@ -204,12 +284,26 @@ def test_a_process_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
     line, exit 2."""
     url = store(tmp_path)
     path = tmp_path / "deep.jsonl"
-    path.write_text(f"{json.dumps(HEAD)}\n{line('message', {'role': 'user'})[:-2]}"
-                    f',"content":{DEEP}}}}}\n')  # fmt: skip
+    path.write_text(
+        f'{json.dumps(HEAD)}\n{line("message", {"role": "user"})[:-2]},"content":{DEEP}}}}}\n'
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "agentsession", "import", "jsonl", str(path), "--url", url,
-         "--user", "bob"], capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "agentsession",
+            "import",
+            "jsonl",
+            str(path),
+            "--url",
+            url,
+            "--user",
+            "bob",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"error: {path}: line 2: ") and done.stderr.count("\n") == 1
 
@@ -235,10 +329,12 @@ def oa_database(path: Path, schema: str, rows: list[tuple[Any, ...]]) -> None:
     then ``rows`` of session ``s2`` as (id, session_id, message_data, created_at)."""
     with sqlite3.connect(path) as db:
         db.executescript(schema)
-        db.executemany("INSERT INTO agent_sessions VALUES (?, '2026-01-01 00:00:00', NULL)",
-                       [("s1",), ("s2",)])  # fmt: skip
-        db.execute("INSERT INTO agent_messages VALUES (1, 's1', ?, '2026-01-01 00:00:00')",
-                   (GOOD_ITEM,))  # fmt: skip
+        db.executemany(
+            "INSERT INTO agent_sessions VALUES (?, '2026-01-01 00:00:00', NULL)", [("s1",), ("s2",)]
+        )
+        db.execute(
+            "INSERT INTO agent_messages VALUES (1, 's1', ?, '2026-01-01 00:00:00')", (GOOD_ITEM,)
+        )
         db.executemany("INSERT INTO agent_messages VALUES (?, ?, ?, ?)", rows)
     db.close()
 
@@ -246,30 +342,74 @@ def oa_database(path: Path, schema: str, rows: list[tuple[Any, ...]]) -> None:
 T = "2026-01-01 00:00:01"
 #: name -> (schema, the bad rows, the row named, words of the error)
 OA_CASES: dict[str, tuple[str, list[tuple[Any, ...]], str, str]] = {
-    "deep item": (OA_SCHEMA, [(2, "s2", '{"content":' + DEEP + "}", T)], "agent_messages rowid 2",
-                  "message_data nests deeper than 64"),
-    "one level too deep": (OA_SCHEMA, [(2, "s2", json.dumps({"c": nested(MAX_DEPTH)}), T)],
-                           "agent_messages rowid 2", "nests deeper"),
-    "text id": (OA_LOOSE, [("abc", "s2", GOOD_ITEM, T)], "agent_messages rowid 2",
-                "id holds text, not an integer"),
+    "deep item": (
+        OA_SCHEMA,
+        [(2, "s2", '{"content":' + DEEP + "}", T)],
+        "agent_messages rowid 2",
+        "message_data nests deeper than 64",
+    ),
+    "one level too deep": (
+        OA_SCHEMA,
+        [(2, "s2", json.dumps({"c": nested(MAX_DEPTH)}), T)],
+        "agent_messages rowid 2",
+        "nests deeper",
+    ),
+    "text id": (
+        OA_LOOSE,
+        [("abc", "s2", GOOD_ITEM, T)],
+        "agent_messages rowid 2",
+        "id holds text, not an integer",
+    ),
     "real id": (OA_LOOSE, [(2.5, "s2", GOOD_ITEM, T)], "agent_messages rowid 2", "id holds a real"),
-    "null session id": (OA_LOOSE, [(2, None, GOOD_ITEM, T)], "agent_messages rowid 2",
-                        "session_id holds NULL"),
-    "blob session id": (OA_LOOSE, [(2, b"s2", GOOD_ITEM, T)], "agent_messages rowid 2",
-                        "session_id holds a blob"),
-    "integer item": (OA_LOOSE, [(2, "s2", 5, T)], "agent_messages rowid 2",
-                     "message_data holds an integer"),
-    "item not utf-8": (OA_SCHEMA, [(2, "s2", b'{"c":"\xff"}', T)], "agent_messages rowid 2",
-                       "message_data is not UTF-8"),
-    "text not utf-8": (OA_SCHEMA, [(2, "s2", "TEXT_FF", T)], "agent_messages rowid 2",
-                       "message_data is not valid utf-8"),
-    "time not a time": (OA_SCHEMA, [(2, "s2", GOOD_ITEM, "yesterday")], "agent_messages rowid 2",
-                        "created_at is not a time"),
-    "null time": (OA_LOOSE, [(2, "s2", GOOD_ITEM, None)], "agent_messages rowid 2",
-                  "created_at holds NULL"),
-    "negative huge time": (OA_LOOSE, [(2, "s2", GOOD_ITEM, -(2**63))], "agent_messages rowid 2",
-                           "created_at holds an integer"),
-}  # fmt: skip
+    "null session id": (
+        OA_LOOSE,
+        [(2, None, GOOD_ITEM, T)],
+        "agent_messages rowid 2",
+        "session_id holds NULL",
+    ),
+    "blob session id": (
+        OA_LOOSE,
+        [(2, b"s2", GOOD_ITEM, T)],
+        "agent_messages rowid 2",
+        "session_id holds a blob",
+    ),
+    "integer item": (
+        OA_LOOSE,
+        [(2, "s2", 5, T)],
+        "agent_messages rowid 2",
+        "message_data holds an integer",
+    ),
+    "item not utf-8": (
+        OA_SCHEMA,
+        [(2, "s2", b'{"c":"\xff"}', T)],
+        "agent_messages rowid 2",
+        "message_data is not UTF-8",
+    ),
+    "text not utf-8": (
+        OA_SCHEMA,
+        [(2, "s2", "TEXT_FF", T)],
+        "agent_messages rowid 2",
+        "message_data is not valid utf-8",
+    ),
+    "time not a time": (
+        OA_SCHEMA,
+        [(2, "s2", GOOD_ITEM, "yesterday")],
+        "agent_messages rowid 2",
+        "created_at is not a time",
+    ),
+    "null time": (
+        OA_LOOSE,
+        [(2, "s2", GOOD_ITEM, None)],
+        "agent_messages rowid 2",
+        "created_at holds NULL",
+    ),
+    "negative huge time": (
+        OA_LOOSE,
+        [(2, "s2", GOOD_ITEM, -(2**63))],
+        "agent_messages rowid 2",
+        "created_at holds an integer",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", list(OA_CASES), ids=str)
@@ -283,15 +423,20 @@ def test_a_crafted_openai_agents_database_is_refused_naming_its_row(
     if rows[0][2] == "TEXT_FF":  # text (not a blob) holding a byte that is not UTF-8
         oa_database(source, schema, [])
         with sqlite3.connect(source) as db:
-            db.execute("INSERT INTO agent_messages VALUES (2, 's2', CAST(x'7b22ff7d' AS TEXT), ?)",
-                       (T,))  # fmt: skip
+            db.execute(
+                "INSERT INTO agent_messages VALUES (2, 's2', CAST(x'7b22ff7d' AS TEXT), ?)", (T,)
+            )
         db.close()
     else:
         oa_database(source, schema, rows)
     url = store(tmp_path)
     refused(url, ["import", "openai-agents", str(source), "--user", "alice"], source, row, words)
-    assert_library_refuses(url, lambda m: import_openai_agents(
-        m, OpenAIAgentsSource(source), user_id="alice"), str(source), row)  # fmt: skip
+    assert_library_refuses(
+        url,
+        lambda m: import_openai_agents(m, OpenAIAgentsSource(source), user_id="alice"),
+        str(source),
+        row,
+    )
 
 
 def assert_library_refuses(
@@ -332,8 +477,7 @@ def whole_file_cases(tmp_path: Path, good: Callable[[Path], None], table: str) -
 
 def big_oa(path: Path) -> None:
     """A good database of many rows (so that half of it is a file cut short)."""
-    rows = [(i, "s2", json.dumps({"role": "user", "content": "x" * 500}), T)
-            for i in range(2, 200)]  # fmt: skip
+    rows = [(i, "s2", json.dumps({"role": "user", "content": "x" * 500}), T) for i in range(2, 200)]
     oa_database(path, OA_SCHEMA, rows)
 
 
@@ -343,8 +487,9 @@ def test_an_openai_agents_file_wrong_as_a_whole_is_refused(tmp_path: Path) -> No
     url = store(tmp_path)
     for name, path in whole_file_cases(tmp_path, big_oa, "agent_messages").items():
         before = held(url)
-        done = runner.invoke(build_app(), ["import", "openai-agents", str(path), "--url", url,
-                                           "--user", "alice"])  # fmt: skip
+        done = runner.invoke(
+            build_app(), ["import", "openai-agents", str(path), "--url", url, "--user", "alice"]
+        )
         assert done.exit_code == 2 and isinstance(done.exception, SystemExit), (name, done.output)
         assert done.stderr.startswith("error: ") and str(path) in done.stderr, (name, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -353,29 +498,43 @@ def test_an_openai_agents_file_wrong_as_a_whole_is_refused(tmp_path: Path) -> No
 
 def test_items_of_odd_shapes_import_or_are_refused_never_crash(tmp_path: Path) -> None:
     """Items that are JSON objects of odd shapes (a role that is a list or an object,
-    fields of the wrong type): the adapter stores each as it is (role "assistant" where
-    it is no role), a call whose name is no tool name is skipped; no TypeError."""
-    odd = [{"role": ["user"], "content": "a"}, {"role": {"r": 1}, "content": 5},
-           {"type": 5, "call_id": [], "name": {}}, {"type": "function_call", "call_id": "c",
-           "name": ["t"], "arguments": 5}, {"type": "function_call_output", "call_id": "c",
-           "output": {"o": [1]}}]  # fmt: skip
+    fields of the wrong type, call arguments nesting past any parser's limit): the
+    adapter stores each as it is (role "assistant" where it is no role), a call whose
+    name is no tool name is skipped, arguments too deep are kept as text; no
+    TypeError or RecursionError."""
+    odd = [
+        {"role": ["user"], "content": "a"},
+        {"role": {"r": 1}, "content": 5},
+        {"type": 5, "call_id": [], "name": {}},
+        {"type": "function_call", "call_id": "c", "name": ["t"], "arguments": 5},
+        {"type": "function_call_output", "call_id": "c", "output": {"o": [1]}},
+        {"type": "function_call", "call_id": "d", "name": "deep", "arguments": DEEP},
+        {"type": "function_call_output", "call_id": "d", "output": "o"},
+    ]
     source = tmp_path / "agents.db"
     oa_database(source, OA_SCHEMA, [(i + 2, "s2", json.dumps(x), T) for i, x in enumerate(odd)])
     url = store(tmp_path)
-    done = runner.invoke(build_app(), ["import", "openai-agents", str(source), "--url", url,
-                                       "--user", "alice", "--json"])  # fmt: skip
+    done = runner.invoke(
+        build_app(),
+        ["import", "openai-agents", str(source), "--url", url, "--user", "alice", "--json"],
+    )
     assert done.exit_code == 0, (done.output, done.exception)
     report = json.loads(done.stdout)
     assert (report["messages"], report["failed"]) == (len(odd) + 1, []), report
     assert report["skipped_calls"] == 1  # the call named ["t"]: no tool name
+    with SessionManager.from_url(url) as manager:
+        s2 = manager.list_sessions(user_id="alice", limit=10).items[0]
+        calls = manager.get_tool_history(session_id=s2.session_id, user_id="alice").items
+    assert [c.arguments for c in calls] == [{"arguments": DEEP}]  # too deep to parse: as text
 
 
 def test_rows_openai_agents_skips_are_still_skipped(tmp_path: Path) -> None:
     """A row ``SQLiteSession`` itself skips (text that is not JSON, JSON that is not an
     object) is skipped and counted, as documented: the source is readable."""
     source = tmp_path / "agents.db"
-    oa_database(source, OA_SCHEMA, [(2, "s2", "not json", T), (3, "s2", "[1]", T),
-                                    (4, "s2", GOOD_ITEM, T)])  # fmt: skip
+    oa_database(
+        source, OA_SCHEMA, [(2, "s2", "not json", T), (3, "s2", "[1]", T), (4, "s2", GOOD_ITEM, T)]
+    )
     url = store(tmp_path)
     with SessionManager.from_url(url) as manager:
         report = import_openai_agents(manager, OpenAIAgentsSource(source), user_id="alice")
@@ -415,8 +574,10 @@ def lg_database(
             db.executescript(LG_LOOSE)
             db.execute("ATTACH ? AS g", (str(good),))
             db.execute("INSERT INTO checkpoints SELECT * FROM g.checkpoints")
-            db.execute("INSERT INTO writes SELECT thread_id, checkpoint_ns, checkpoint_id, "
-                       "task_id, task_path, idx, channel, type, value FROM g.writes")  # fmt: skip
+            db.execute(
+                "INSERT INTO writes SELECT thread_id, checkpoint_ns, checkpoint_id, "
+                "task_id, task_path, idx, channel, type, value FROM g.writes"
+            )
             db.commit()
             db.execute("DETACH g")
         else:
@@ -431,17 +592,33 @@ def lg_database(
 
 def cp(**change: Any) -> tuple[str, tuple[Any, ...]]:
     """A checkpoints row of thread ``t2``, with ``change``."""
-    row = {"thread_id": "t2", "checkpoint_ns": "", "checkpoint_id": "c2",
-           "parent_checkpoint_id": None, "type": "msgpack", "checkpoint": b"\x80",
-           "metadata": b'{"step": 1}', **change}  # fmt: skip
+    row = {
+        "thread_id": "t2",
+        "checkpoint_ns": "",
+        "checkpoint_id": "c2",
+        "parent_checkpoint_id": None,
+        "type": "msgpack",
+        "checkpoint": b"\x80",
+        "metadata": b'{"step": 1}',
+        **change,
+    }
     return "checkpoints", tuple(row.values())
 
 
 def wr(**change: Any) -> tuple[str, tuple[Any, ...]]:
     """A writes row of thread ``t2``, with ``change``."""
-    row = {"thread_id": "t2", "checkpoint_ns": "", "checkpoint_id": "c2", "task_id": "task",
-           "task_path": "", "idx": 0, "channel": "ch", "type": "msgpack", "value": b"\x80",
-           **change}  # fmt: skip
+    row = {
+        "thread_id": "t2",
+        "checkpoint_ns": "",
+        "checkpoint_id": "c2",
+        "task_id": "task",
+        "task_path": "",
+        "idx": 0,
+        "channel": "ch",
+        "type": "msgpack",
+        "value": b"\x80",
+        **change,
+    }
     return "writes", tuple(row.values())
 
 
@@ -450,15 +627,31 @@ LG_CASES: dict[str, tuple[bool, tuple[str, Any], str, str]] = {
     "metadata not json": (False, cp(metadata=b"not json"), "checkpoints", "metadata is not JSON"),
     "metadata text not json": (False, cp(metadata="{'a': 1}"), "checkpoints", "is not JSON"),
     "metadata an array": (False, cp(metadata=b"[1]"), "checkpoints", "not a JSON object"),
-    "deep metadata": (False, cp(metadata=('{"a":' + DEEP + "}").encode()), "checkpoints",
-                      "metadata nests deeper"),
-    "metadata one level too deep": (False, cp(metadata=json.dumps(nested(MAX_DEPTH + 1))),
-                                    "checkpoints", "nests deeper"),
+    "deep metadata": (
+        False,
+        cp(metadata=('{"a":' + DEEP + "}").encode()),
+        "checkpoints",
+        "metadata nests deeper",
+    ),
+    "metadata one level too deep": (
+        False,
+        cp(metadata=json.dumps(nested(MAX_DEPTH + 1))),
+        "checkpoints",
+        "nests deeper",
+    ),
     "metadata not utf-8": (False, cp(metadata=b'{"a": "\xff"}'), "checkpoints", "not UTF-8"),
-    "metadata huge integer": (False, cp(metadata='{"a": 100000000000000000000000000000}'),
-                              "checkpoints", "metadata cannot be stored"),
-    "metadata lone surrogate": (False, cp(metadata='{"\\ud800": 1}'), "checkpoints",
-                                "metadata cannot be stored"),
+    "metadata huge integer": (
+        False,
+        cp(metadata='{"a": 100000000000000000000000000000}'),
+        "checkpoints",
+        "metadata cannot be stored",
+    ),
+    "metadata lone surrogate": (
+        False,
+        cp(metadata='{"\\ud800": 1}'),
+        "checkpoints",
+        "metadata cannot be stored",
+    ),
     "metadata an integer": (True, cp(metadata=7), "checkpoints", "metadata holds an integer"),
     "checkpoint as text": (False, cp(checkpoint="abc"), "checkpoints", "checkpoint holds text"),
     "null type": (False, cp(type=None), "checkpoints", "type holds NULL"),
@@ -468,7 +661,7 @@ LG_CASES: dict[str, tuple[bool, tuple[str, Any], str, str]] = {
     "huge idx": (False, wr(idx=1e300), "writes", "idx holds a real number"),
     "blob channel": (False, wr(channel=b"ch"), "writes", "channel holds a blob"),
     "value as text": (False, wr(value="abc"), "writes", "value holds text"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", list(LG_CASES), ids=str)
@@ -486,8 +679,12 @@ def test_a_crafted_langgraph_database_is_refused_naming_its_row(tmp_path: Path, 
     row = f"{table} rowid {rowid}"
     url = store(tmp_path)
     refused(url, ["import", "langgraph", str(source), "--user", "alice"], source, row, words)
-    assert_library_refuses(url, lambda m: import_langgraph(
-        m, LangGraphSource(source), user_id="alice"), str(source), row)  # fmt: skip
+    assert_library_refuses(
+        url,
+        lambda m: import_langgraph(m, LangGraphSource(source), user_id="alice"),
+        str(source),
+        row,
+    )
 
 
 def test_a_langgraph_file_wrong_as_a_whole_is_refused(tmp_path: Path) -> None:
@@ -497,8 +694,9 @@ def test_a_langgraph_file_wrong_as_a_whole_is_refused(tmp_path: Path) -> None:
     cases = whole_file_cases(tmp_path, lambda p: lg_database(p, checkpoints=60), "writes")
     for name, path in cases.items():
         before = held(url)
-        done = runner.invoke(build_app(), ["import", "langgraph", str(path), "--url", url,
-                                           "--user", "alice"])  # fmt: skip
+        done = runner.invoke(
+            build_app(), ["import", "langgraph", str(path), "--url", url, "--user", "alice"]
+        )
         assert done.exit_code == 2 and isinstance(done.exception, SystemExit), (name, done.output)
         assert done.stderr.startswith("error: ") and str(path) in done.stderr, (name, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -546,20 +744,42 @@ def adk_database(path: Path) -> None:
 ADK_CASES: dict[str, tuple[str, tuple[Any, ...], str, str]] = {
     "event one level too deep": (
         "UPDATE events SET event_data = json_set(event_data, '$.custom_metadata', json(?)) "
-        "WHERE session_id = 's2'", (json.dumps({"a": nested(MAX_DEPTH)}),),
-        "session notes/u/s2", "nests deeper than 64"),
-    "deep event": ("UPDATE events SET event_data = ? WHERE session_id = 's2'",
-                   ('{"custom_metadata":{"a":' + DEEP + "}}",), "session notes/u/s2",
-                   "cannot read it"),
-    "event not json": ("UPDATE events SET event_data = 'not json' WHERE session_id = 's2'", (),
-                       "session notes/u/s2", "Invalid JSON"),
-    "state not json": ("UPDATE sessions SET state = 'nope' WHERE id = 's2'", (),
-                       "sessions of app 'notes'", "Invalid JSON"),
-    "deep state": ("UPDATE sessions SET state = ? WHERE id = 's2'", ('{"a":' + DEEP + "}",),
-                   "sessions of app 'notes'", "RecursionError"),
-    "text update time": ("UPDATE sessions SET update_time = 'x' WHERE id = 's2'", (),
-                         "sessions of app 'notes'", "last_update_time"),
-}  # fmt: skip
+        "WHERE session_id = 's2'",
+        (json.dumps({"a": nested(MAX_DEPTH)}),),
+        "session notes/u/s2",
+        "nests deeper than 64",
+    ),
+    "deep event": (
+        "UPDATE events SET event_data = ? WHERE session_id = 's2'",
+        ('{"custom_metadata":{"a":' + DEEP + "}}",),
+        "session notes/u/s2",
+        "cannot read it",
+    ),
+    "event not json": (
+        "UPDATE events SET event_data = 'not json' WHERE session_id = 's2'",
+        (),
+        "session notes/u/s2",
+        "Invalid JSON",
+    ),
+    "state not json": (
+        "UPDATE sessions SET state = 'nope' WHERE id = 's2'",
+        (),
+        "sessions of app 'notes'",
+        "Invalid JSON",
+    ),
+    "deep state": (
+        "UPDATE sessions SET state = ? WHERE id = 's2'",
+        ('{"a":' + DEEP + "}",),
+        "sessions of app 'notes'",
+        "RecursionError",
+    ),
+    "text update time": (
+        "UPDATE sessions SET update_time = 'x' WHERE id = 's2'",
+        (),
+        "sessions of app 'notes'",
+        "last_update_time",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", list(ADK_CASES), ids=str)

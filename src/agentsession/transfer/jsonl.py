@@ -457,10 +457,12 @@ class _Writer:
         """
         self._records.flush()
         if self._batch:
+            batch = self._batch
             self._batched(
-                "messages", self._batch_lines,
-                lambda: self._manager.append_messages(**self._scope, messages=self._batch),
-            )  # fmt: skip
+                "messages",
+                self._batch_lines,
+                lambda: self._manager.append_messages(**self._scope, messages=batch),
+            )
             self._batch, self._batch_lines = [], []
 
     def _batched(self, name: str, lines: list[int], write: Callable[[], Any]) -> Any:

@@ -165,10 +165,16 @@ class OpenAIAgentsSource:
         """
         rows: list[Row] = []
         bad = 0
-        for label, values in scan(
-            self._db, self.name, self._messages, _MESSAGE_COLUMNS,
-            where="session_id = ?", params=(session_id,), order="id",
-        ):  # fmt: skip
+        found = scan(
+            self._db,
+            self.name,
+            self._messages,
+            _MESSAGE_COLUMNS,
+            where="session_id = ?",
+            params=(session_id,),
+            order="id",
+        )
+        for label, values in found:
             row = self._row(label, values)
             if row is None:
                 bad += 1
@@ -360,10 +366,11 @@ def _answered(rows: list[Row]) -> list[tuple[Row, Row]]:
 
 
 def _arguments(text: Any) -> dict[str, Any]:
-    """A call's arguments as the JSON object they encode; anything else (not JSON, not
-    an object) under ``{"arguments": text}``."""
+    """A call's arguments as the JSON object they encode; anything else (not text, not
+    JSON, nesting deeper than a stored value may, not an object) under
+    ``{"arguments": text}``."""
     try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
+        value = json.loads(json_text(text, field="arguments")) if isinstance(text, str) else None
+    except (ValidationError, ValueError):  # too deep to parse, or not JSON
         value = None
     return value if isinstance(value, dict) else {"arguments": text}
