@@ -361,8 +361,9 @@ def damage_late_pages(path: Path) -> None:
 
 
 def test_a_source_damaged_part_way_is_exit_2_as_a_bad_file(tmp_path: Path) -> None:
-    """A database that opens but fails as it is read: ``error: cannot read ...`` on
-    one line and exit 2, as a file that cannot be opened."""
+    """A database that opens but fails as it is read: ``error: cannot read ...`` (or,
+    where the damage reads as text that is not UTF-8, the row that holds it) on one
+    line and exit 2, as a file that cannot be opened; nothing is imported."""
     source = tmp_path / "agents.db"
     peer_database(source)
     with sqlite3.connect(source) as db:
@@ -375,8 +376,10 @@ def test_a_source_damaged_part_way_is_exit_2_as_a_bad_file(tmp_path: Path) -> No
     SessionManager.from_url(url, auto_migrate=True).close()
     done = invoke("import", "openai-agents", str(source), "--url", url, "--user", "alice")
     assert done.exit_code == 2, done.output
-    assert done.output.startswith(f"error: cannot read {source}: ")
+    assert done.output.startswith((f"error: cannot read {source}: ", f"error: {source}: "))
     assert len(done.output.strip().splitlines()) == 1, done.output
+    with SessionManager.from_url(url) as manager:
+        assert manager.list_sessions(user_id="alice").items == []
 
 
 def as_other_user() -> list[str]:
