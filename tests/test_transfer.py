@@ -177,7 +177,7 @@ def test_the_cli_exports_to_a_file_and_imports_it(tmp_path: Path) -> None:
 
 def test_a_bad_export_file_is_refused_naming_its_line(tmp_path: Path) -> None:
     """Not JSON, a first line that is no session, an unknown format version or line
-    type: exit 5 with the line number."""
+    type: exit 2 naming the file and the line number."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     SessionManager.from_url(url, auto_migrate=True).close()
     session = {"type": "session", "format_version": 1, "session": {"agent": "a"}}
@@ -193,8 +193,8 @@ def test_a_bad_export_file_is_refused_naming_its_line(tmp_path: Path) -> None:
         path = tmp_path / f"bad{i}.jsonl"
         path.write_text(text, encoding="utf-8")
         done = invoke("import", "jsonl", str(path), "--url", url, "--user", "alice")
-        assert done.exit_code == 5, (text, done.output)
-        assert error in done.output
+        assert done.exit_code == 2, (text, done.output)
+        assert done.output.startswith(f"error: {path}: ") and error in done.output
 
 
 # ------------------------------------------------------------------ openai-agents
@@ -361,8 +361,9 @@ def damage_late_pages(path: Path) -> None:
 
 
 def test_a_source_damaged_part_way_is_exit_2_as_a_bad_file(tmp_path: Path) -> None:
-    """A database that opens but fails as it is read: ``error: cannot read ...`` on
-    one line and exit 2, as a file that cannot be opened."""
+    """A database that opens but fails as it is read: ``error: cannot read ...`` (or,
+    where the damage reads as text that is not UTF-8, the row that holds it) on one
+    line and exit 2, as a file that cannot be opened; nothing is imported."""
     source = tmp_path / "agents.db"
     peer_database(source)
     with sqlite3.connect(source) as db:
@@ -375,8 +376,10 @@ def test_a_source_damaged_part_way_is_exit_2_as_a_bad_file(tmp_path: Path) -> No
     SessionManager.from_url(url, auto_migrate=True).close()
     done = invoke("import", "openai-agents", str(source), "--url", url, "--user", "alice")
     assert done.exit_code == 2, done.output
-    assert done.output.startswith(f"error: cannot read {source}: ")
+    assert done.output.startswith((f"error: cannot read {source}: ", f"error: {source}: "))
     assert len(done.output.strip().splitlines()) == 1, done.output
+    with SessionManager.from_url(url) as manager:
+        assert manager.list_sessions(user_id="alice").items == []
 
 
 def as_other_user() -> list[str]:
@@ -530,9 +533,9 @@ def test_messages_of_a_session_missing_from_the_sessions_table_are_imported(
 
 
 def test_bad_files_and_records_are_an_error_line_and_an_exit_code(tmp_path: Path) -> None:
-    """A missing path, a folder, bytes that are not UTF-8, an unwritable ``--out``,
-    run steps that are not objects, an unknown session status: ``error: ...`` and
-    exit 5, no traceback; a bad session line writes nothing."""
+    """A missing path, a folder, bytes that are not UTF-8, run steps that are not
+    objects, an unknown session status: ``error: ...`` naming the file, exit 2; an
+    unwritable ``--out``: exit 5; no traceback, and no session stays."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     with SessionManager.from_url(url, auto_migrate=True) as manager:
         s = manager.create_session(user_id="alice", agent="a")
@@ -556,20 +559,21 @@ def test_bad_files_and_records_are_an_error_line_and_an_exit_code(tmp_path: Path
     ]
     for args, error in cases:
         done = invoke(*args, "--url", url, "--user", "bob" if args[0] == "import" else "alice")
-        assert done.exit_code == 5, (args, done.output, done.exception)
-        assert f"error: {error}" in done.output, (args, done.output)
+        assert done.exit_code == (2 if args[0] == "import" else 5), (args, done.output)
+        where = f"{args[-1]}: " if args[0] == "import" and "cannot" not in error else ""
+        assert f"error: {where}{error}" in done.output, (args, done.output)
     with SessionManager.from_url(url) as manager:
-        made = manager.list_sessions(user_id="bob").items
-        assert [x.run_count for x in made] == [0]  # the steps file's session, no run
+        assert manager.list_sessions(user_id="bob").items == []  # the steps file's is gone
 
 
 def test_import_errors_name_the_file_line_and_need_only_the_appended_fields(
     tmp_path: Path,
 ) -> None:
     """Line numbers count blank lines; every refusal of the manager (a conflict too)
-    is prefixed ``line N:``; a tool call without a tool is refused, not stored as
-    "None"; a message record needs only the fields it was appended with, and a field
-    of the wrong shape is one line of error."""
+    is prefixed ``<file>: line N:``, exit 2; a tool call without a tool is refused,
+    not stored as "None"; a message record needs only the fields it was appended
+    with, and a field of the wrong shape is one line of error; a refused file leaves
+    no session."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     SessionManager.from_url(url, auto_migrate=True).close()
     head = json.dumps({"type": "session", "format_version": 1, "session": {"agent": "a"}})
@@ -577,22 +581,20 @@ def test_import_errors_name_the_file_line_and_need_only_the_appended_fields(
     no_tool = {"type": "tool_call", "tool_call": {"arguments": {}}}
     bare = {"type": "message", "message": {"role": "user", "content": "hi"}}
     cases = [
-        ([head, "", json.dumps(bare), json.dumps(call), "", json.dumps(call)], 4, "line 6:"),
-        ([head, "", json.dumps(no_tool)], 5, "line 3: "),
-        ([head, json.dumps({"type": "message", "message": {"role": 5}})], 5, "line 2: "),
+        ([head, "", json.dumps(bare), json.dumps(call), "", json.dumps(call)], "line 6:"),
+        ([head, "", json.dumps(no_tool)], "line 3: "),
+        ([head, json.dumps({"type": "message", "message": {"role": 5}})], "line 2: "),
     ]
-    for i, (lines, code, error) in enumerate(cases):
+    for i, (lines, error) in enumerate(cases):
         path = tmp_path / f"f{i}.jsonl"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         done = invoke("import", "jsonl", str(path), "--url", url, "--user", "bob")
-        assert done.exit_code == code, (lines, done.output, done.exception)
-        assert f"error: {error}" in done.output and "None" not in done.output, done.output
+        assert done.exit_code == 2, (lines, done.output, done.exception)
+        assert f"error: {path}: {error}" in done.output, done.output
+        assert "None" not in done.output.replace(str(path), ""), done.output
         assert len(done.output.strip().splitlines()) == 1, done.output
     with SessionManager.from_url(url) as manager:
-        made = manager.list_sessions(user_id="bob").items
-        assert sorted((x.message_count, x.tool_call_count) for x in made) == [
-            (0, 0), (0, 0), (1, 1)
-        ]
+        assert manager.list_sessions(user_id="bob").items == []
 
 
 def test_the_benchmarks_openai_agents_database_moves_into_ours(tmp_path: Path) -> None:

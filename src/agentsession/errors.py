@@ -14,7 +14,8 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     ├── ValidationError              400  bad field, bad cursor, bad limit
     │   ├── PayloadTooLarge          413  a JSON document over its byte limit
     │   ├── UnsupportedValue         422  a value that is not JSON (names its path)
-    │   └── ContextBudgetTooSmall    422  build_context's minimum does not fit the budget
+    │   ├── ContextBudgetTooSmall    422  build_context's minimum does not fit the budget
+    │   └── ImportSourceError        422  an import's source is malformed (names file, row)
     ├── Forbidden                    403  needs an admin principal
     ├── NotFound                     404  missing, deleted, or owned by another user
     │   ├── SessionNotFound
@@ -49,6 +50,7 @@ __all__ = [
     "Forbidden",
     "IdempotencyKeyReused",
     "IllegalTransition",
+    "ImportSourceError",
     "NotFound",
     "PatchConflict",
     "PayloadTooLarge",
@@ -193,6 +195,44 @@ class ContextBudgetTooSmall(ValidationError):
             f"budget_tokens={self.budget_tokens} is too small: the system text, the summary "
             f"and the newest user message with what follows it need {self.needed_tokens}"
         )
+
+
+class ImportSourceError(ValidationError):
+    """An import's source cannot be read as its format: not UTF-8, not JSON, nesting
+    deeper than a stored value may, a value of the wrong type in a column or field, a
+    file cut short, not a database of that kind, an unknown format version, or a line
+    the store refuses. The import writes nothing (docs/export.md, "What an import
+    refuses").
+
+    The message starts with the source and the row, e.g. ``agents.db: agent_messages
+    rowid 17: message_data nests deeper than 64 levels``; the error the row caused, if
+    any, is chained as ``__cause__``.
+
+    Attributes:
+        source: the file as given (or a URL, its password masked).
+        row: where in it (``line 3``, ``agent_messages rowid 17``, ``session
+            app/user/id``); None when the source as a whole is wrong.
+        field: the column or field, when known.
+    """
+
+    http_status = 422
+    code = "import-source-error"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        source: str,
+        row: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.source = source
+        self.row = row
+        super().__init__(message, field=field, source=source, row=row)
+
+    def _default_message(self) -> str:
+        where = f"{self.source}: {self.row}" if self.row else self.source
+        return f"{where}: malformed"
 
 
 class Forbidden(AgentSessionError):

@@ -20,17 +20,26 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
+import re
+from itertools import accumulate, repeat
 from typing import Any
 
 import orjson
 
 from .errors import PayloadTooLarge, UnsupportedValue
 
-__all__ = ["MAX_DEPTH", "canonical_hash", "check_json", "dumps", "loads"]
+__all__ = ["MAX_DEPTH", "canonical_hash", "check_json", "dumps", "loads", "text_depth"]
 
 #: The deepest nesting of a stored value (the value itself is level 0).
 MAX_DEPTH = 64
 _INT_BOUND = 2**64  # integers must fit in 64 bits (signed or unsigned) to be stored
+
+# Possessive quantifiers: a long string costs one linear pass, never backtracking.
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
+# Each bracket as a step: an opener 2 - 1 = +1, a closer 0 - 1 = -1.
+_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 
 
 def check_json(value: Any, *, field: str, limit_bytes: int | None = None, depth: int = 0) -> str:
@@ -120,6 +129,23 @@ def _check_str(text: str, path: str) -> None:
         raise UnsupportedValue(
             f"{path} holds a lone surrogate, which is not valid Unicode text", field=path
         ) from None
+
+
+def text_depth(text: str) -> int:
+    """The deepest bracket nesting of JSON text outside its strings, in one linear pass
+    (no recursion), so a parser is never handed text deeper than a caller allows.
+
+    Args:
+        text: JSON text (or any text: only brackets outside strings count).
+
+    Returns:
+        The bracket depth: 0 for a scalar, 1 for ``[]`` or ``{}``, 2 for ``[[]]``...; a
+        value whose deepest container sits ``n`` levels below it (``check_json``'s
+        levels) has depth ``n + 1``.
+    """
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    steps = brackets.encode("ascii").translate(_STEPS)
+    return max(accumulate(map(operator.sub, steps, repeat(1))), default=0)
 
 
 # One encoder each, built once: json.dumps with any keyword argument builds a new

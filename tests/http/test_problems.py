@@ -64,6 +64,9 @@ def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:
         errors.ContextBudgetTooSmall: lambda: errors.ContextBudgetTooSmall(
             needed_tokens=120, budget_tokens=100
         ),
+        errors.ImportSourceError: lambda: errors.ImportSourceError(
+            "a.db: t rowid 1: x is text", source="a.db", row="t rowid 1", field="x"
+        ),
     }
     factory = samples.get(cls)
     return factory() if factory is not None else cls("msg")
@@ -97,6 +100,8 @@ def test_every_error_class_has_a_problem_and_round_trips(cls: type) -> None:
         assert (back.namespace, back.key) == ("ns", "k")  # type: ignore[attr-defined]
     if cls is errors.RewindNotFound:
         assert back.number == 3  # type: ignore[attr-defined]
+    if cls is errors.ImportSourceError:
+        assert (back.source, back.row, back.field) == ("a.db", "t rowid 1", "x")  # type: ignore[attr-defined]
 
 
 def test_not_found_bodies_do_not_echo_the_id() -> None:

@@ -288,7 +288,8 @@ def message_of_item(item: Any, field: str = "item") -> dict[str, Any]:
     kind = item.get("type")
     call_id = item.get("call_id")
     role = item.get("role")
-    message: dict[str, Any] = {"role": role if role in _ROLES else "assistant"}
+    known = isinstance(role, str) and role in _ROLES  # a list or object: not hashable
+    message: dict[str, Any] = {"role": role if known else "assistant"}
     text = _text(
         item.get("output")
         if isinstance(kind, str) and kind.endswith("_output")

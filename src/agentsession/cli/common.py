@@ -26,6 +26,7 @@ from ..errors import (
     AgentSessionError,
     Conflict,
     IdempotencyKeyReused,
+    ImportSourceError,
     NotFound,
     ValidationError,
     VersionConflict,
@@ -67,6 +68,7 @@ T = TypeVar("T")
 
 #: Error class -> process exit code; the first matching row wins (most specific first).
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (ImportSourceError, 2),  # the file named on the command line is wrong: usage
     (ValidationError, 5),
     (NotFound, 3),
     (Conflict, 4),

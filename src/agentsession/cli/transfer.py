@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import sqlite3
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from ..errors import AgentSessionError, ValidationError
+from ..errors import ImportSourceError, ValidationError
 from ..service import SessionManager
 from ..transfer.jsonl import export_session, import_session, read_lines
 from ..transfer.openai_agents import OpenAIAgentsSource, import_openai_agents
@@ -98,17 +97,19 @@ def import_jsonl(
     free); prints the new session id."""
     opts = resolve_options(ctx, url, user, False, as_json)
     with open_manager(opts, create=True) as sm:
+        name = "<stdin>" if str(file) == "-" else str(file)
         if str(file) == "-":
-            done = import_session(sm, read_lines(sys.stdin.buffer), user_id=opts.principal)
+            lines = read_lines(sys.stdin.buffer, source=name)
+            done = import_session(sm, lines, user_id=opts.principal, source=name)
         else:
             try:
                 f = file.open("rb")
             except OSError as exc:
-                raise ValidationError(
-                    f"cannot read {file}: {exc.strerror or exc}", field="file"
-                ) from None
+                message = f"cannot read {file}: {exc.strerror or exc}"
+                raise ImportSourceError(message, source=name, field="file") from None
             with f:
-                done = import_session(sm, read_lines(f), user_id=opts.principal)
+                lines = read_lines(f, source=name)
+                done = import_session(sm, lines, user_id=opts.principal, source=name)
     data = {
         "session_id": done.session.session_id,
         "external_key": done.session.external_key,
@@ -153,8 +154,6 @@ def import_openai(
                 sm, source, user_id=opts.principal, agent=agent,
                 advance=lambda n: progress.advance(task, n),
             )  # fmt: skip
-    except sqlite3.DatabaseError as exc:  # damaged part-way: the source, as at opening
-        raise UsageError(f"cannot read {db_path}: {exc}") from None
     finally:
         source.close()
     data = {
@@ -212,8 +211,6 @@ def import_langgraph(
             report = import_langgraph(
                 sm, source, user_id=opts.principal, advance=lambda n: progress.advance(task, n)
             )
-    except sqlite3.DatabaseError as exc:  # damaged part-way: the source, as at opening
-        raise UsageError(f"cannot read {db_path}: {exc}") from None
     finally:
         source.close()
     data = {
@@ -273,6 +270,7 @@ def import_adk(
         typer.echo("error: import google-adk needs: pip install 'agentsession[adk]'", err=True)
         raise typer.Exit(2) from None
     opts = resolve_options(ctx, url, None, False, as_json)
+    shown = adk.shown_source(source)
     try:
         service = adk.open_source(source)
     except ValidationError as exc:  # the source named on the command line: a usage error
@@ -281,29 +279,19 @@ def import_adk(
 
     async def run(sm: SessionManager) -> AdkImportReport:
         try:
-            sessions = await adk.list_source(service, app)
+            sessions = await adk.list_source(service, app, name=shown)
             for name in dict.fromkeys(app):  # a mistyped app name imports nothing: say so
                 if not any(s.app_name == name for s in sessions):
                     typer.echo(f"warning: no sessions of app {name!r}", err=True)
             task = progress.add_task("import", total=len(sessions))
             return await adk.import_google_adk(
-                sm, service, sessions, advance=lambda n: progress.advance(task, n)
+                sm, service, sessions, name=shown, advance=lambda n: progress.advance(task, n)
             )
         finally:
             await service.close()
 
     with open_manager(opts, create=True) as sm, progress:
-        try:
-            report = asyncio.run(run(sm))
-        except ValidationError as exc:
-            if exc.field != "source":
-                raise
-            raise UsageError(exc.message) from None
-        except AgentSessionError:
-            raise
-        except Exception as exc:  # the source's driver or ADK: one line, no traceback
-            line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise UsageError(f"cannot read {adk.shown_source(source)}: {line}") from None
+        report = asyncio.run(run(sm))
     data = {
         "sessions": report.sessions, "created": report.created, "events": report.events,
         "states": report.states,

@@ -22,12 +22,9 @@ Rules (RFC 8259, RFC 9110):
 from __future__ import annotations
 
 import json
-import operator
-import re
-from itertools import accumulate, repeat
 from typing import Any
 
-from ..jsonvalues import MAX_DEPTH
+from ..jsonvalues import MAX_DEPTH, text_depth
 from .protocol import MalformedJson, UnsupportedMediaType
 
 __all__ = ["MAX_REQUEST_DEPTH", "check_media_type", "read_json"]
@@ -37,11 +34,6 @@ __all__ = ["MAX_REQUEST_DEPTH", "check_media_type", "read_json"]
 #: every value a store accepts fits, and the parser never goes deeper.
 MAX_REQUEST_DEPTH = MAX_DEPTH + 3
 
-# Possessive quantifiers: a long string costs one linear pass, never backtracking.
-_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
-# Each bracket as a step: an opener 2 - 1 = +1, a closer 0 - 1 = -1.
-_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 _BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 
 
@@ -91,7 +83,7 @@ def read_json(data: bytes | str, *, where: str) -> Any:
             a duplicate key).
     """
     text = _decode(data, where) if isinstance(data, bytes) else data
-    if _depth(text) > MAX_REQUEST_DEPTH:
+    if text_depth(text) > MAX_REQUEST_DEPTH:
         raise MalformedJson(
             f"{where} nests deeper than {MAX_REQUEST_DEPTH} levels",
             field=where,
@@ -136,13 +128,6 @@ def _decode(data: bytes, where: str) -> str:
         raise MalformedJson(
             f"{where} is not UTF-8 (byte {exc.start}); JSON is read as UTF-8 only", field=where
         ) from None
-
-
-def _depth(text: str) -> int:
-    """The deepest bracket nesting outside strings, in one linear pass (no recursion)."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    steps = brackets.encode("ascii").translate(_STEPS)
-    return max(accumulate(map(operator.sub, steps, repeat(1))), default=0)
 
 
 def _first_repeat(items: list[tuple[str, Any]]) -> str:

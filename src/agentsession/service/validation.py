@@ -231,7 +231,7 @@ def _check_role(payload: dict[str, Any], field: str) -> None:
     role is derived from its type; a call or output item needs a ``call_id``."""
     derived = item_role(payload)
     role = payload.get("role", derived)
-    if role not in Role._value2member_map_:
+    if not isinstance(role, str) or role not in Role._value2member_map_:  # a list: unhashable
         raise ValidationError(
             f"{field}.role must be one of system, developer, user, assistant, tool (it may be left "
             f"out on a Responses item of type {', '.join(ITEM_ROLES)})",

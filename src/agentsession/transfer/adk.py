@@ -39,8 +39,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from ..adapters.adk import AgentSessionService
-from ..errors import AgentSessionError, ValidationError
+from ..errors import AgentSessionError, ImportSourceError, ValidationError
+from ..jsonvalues import check_json
 from ..service import SessionManager
+from .sourcecheck import at_row, first_lines, refusal, unreadable
 from .sqlitefile import require_file
 
 __all__ = ["AdkImportReport", "import_google_adk", "list_source", "open_source", "shown_source"]
@@ -66,10 +68,10 @@ def open_source(source: str) -> DatabaseSessionService | SqliteSessionService:
         the caller closes it (``await service.close()``).
 
     Raises:
-        ValidationError: a path or SQLite URL that is not a file (or is a directory), a
-            SQLite file without ADK's tables or of the other service's schema (saying
-            what to pass instead), or a URL SQLAlchemy or ADK cannot use
-            (``field="source"``).
+        ImportSourceError: a path or SQLite URL that is not a file (or is a
+            directory), not SQLite, a SQLite file without ADK's tables or of the other
+            service's schema (saying what to pass instead) (``field="source"``).
+        ValidationError: a URL SQLAlchemy or ADK cannot use (``field="source"``).
     """
     if "://" not in source:
         plain = _SqliteSource(source, "SqliteSessionService")
@@ -126,13 +128,14 @@ class _SqliteSource:
             (``SqliteSessionService`` or ``DatabaseSessionService``).
 
     Raises:
-        ValidationError: not a file, not SQLite, without ADK's tables, or a file of
+        ImportSourceError: not a file, not SQLite, without ADK's tables, or a file of
             the other service (``field="source"``).
     """
 
     def __init__(self, path: str, wanted: str) -> None:
         if not path or path == ":memory:":
-            raise ValidationError(f"no such database file: {path or ':memory:'}", field="source")
+            message = f"no such database file: {path or ':memory:'}"
+            raise ImportSourceError(message, source=path or ":memory:", field="source")
         require_file(Path(path), "source")
         source = Path(path).resolve()
         self._copy: tempfile.TemporaryDirectory[str] | None = None
@@ -163,8 +166,8 @@ def _check_schema(file: Path, query: dict[str, str], shown: str, wanted: str) ->
     without ``event_data``); a ``SqliteSessionService`` file has neither.
 
     Raises:
-        ValidationError: not SQLite, not ADK, or the other service's file, naming what
-            to pass instead.
+        ImportSourceError: not SQLite, not ADK, or the other service's file, naming
+            what to pass instead.
     """
     try:
         uri = f"file:{_uri_path(file)}?" + "&".join(f"{k}={v}" for k, v in query.items())
@@ -172,18 +175,20 @@ def _check_schema(file: Path, query: dict[str, str], shown: str, wanted: str) ->
             tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
             columns = {row[1] for row in db.execute("PRAGMA table_info(events)")}
     except sqlite3.DatabaseError as exc:
-        raise ValidationError(f"cannot read {shown}: {exc}", field="source") from exc
+        raise unreadable(shown, exc) from exc
     _require_adk_tables(tables, shown)
     database = "adk_internal_metadata" in tables or "event_data" not in columns
     if database and wanted == "SqliteSessionService":
-        raise ValidationError(
+        raise ImportSourceError(
             f"{shown} is a DatabaseSessionService database: pass "
             f"sqlite+aiosqlite:///{Path(shown).resolve()}",
+            source=shown,
             field="source",
         )
     if not database and wanted == "DatabaseSessionService":
-        raise ValidationError(
+        raise ImportSourceError(
             f"{shown} is a SqliteSessionService database: pass its path ({shown})",
+            source=shown,
             field="source",
         )
 
@@ -214,13 +219,14 @@ def _require_adk_tables(tables: set[str], name: str) -> None:
     """Refuse a source without ADK's tables (ADK's service would create them in it).
 
     Raises:
-        ValidationError: ``sessions`` or ``events`` missing from ``tables``.
+        ImportSourceError: ``sessions`` or ``events`` missing from ``tables``.
     """
     missing = sorted(_ADK_TABLES - tables)
     if missing:
-        raise ValidationError(
+        raise ImportSourceError(
             f"{name} is not an ADK session database (no {', '.join(missing)} table); "
             "nothing was read or written",
+            source=name,
             field="source",
         )
 
@@ -242,28 +248,39 @@ class AdkImportReport:
     failed: list[tuple[str, str, str, str]] = field(default_factory=list)
 
 
-async def list_source(source: BaseSessionService, apps: Sequence[str]) -> list[Session]:
+async def list_source(
+    source: BaseSessionService, apps: Sequence[str], *, name: str = "the ADK source"
+) -> list[Session]:
     """The sessions to import from ``source``.
 
     Args:
-        source: a service from :func:`open_source`; apps: the app names.
+        source: a service from :func:`open_source`; apps: the app names; name: the
+            source in errors (:func:`shown_source`).
 
     Returns:
         Every session of ``apps`` in the source, without events, app by app (each
         app's in the source's order).
 
     Raises:
-        ValidationError: a database without ADK's tables (checked before ADK's
-            service reads it, which would create them).
-        Exception: as the source's service raises (unreachable server...).
+        ImportSourceError: a database without ADK's tables (checked before ADK's
+            service reads it, which would create them), one that does not answer
+            (``cannot read <name>: ...``), or sessions ADK's service cannot list
+            (``<name>: sessions of app 'NAME': ...``: a state that is not JSON...).
     """
     if isinstance(source, DatabaseSessionService):
-        async with source.db_engine.connect() as conn:
-            tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
-        _require_adk_tables(tables, source.db_engine.url.render_as_string(hide_password=True))
+        try:
+            async with source.db_engine.connect() as conn:
+                tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
+        except Exception as exc:  # the source's driver, whatever it raises
+            raise unreadable(name, exc) from exc
+        _require_adk_tables(tables, name)
     found: list[Session] = []
     for app in apps:
-        found += (await source.list_sessions(app_name=app)).sessions
+        try:
+            found += (await source.list_sessions(app_name=app)).sessions
+        except Exception as exc:  # ADK's own error: json, pydantic, its driver's...
+            reason = f"cannot list them ({type(exc).__name__}: {first_lines(exc)})"
+            raise refusal(name, f"sessions of app {app!r}", reason) from exc
     return found
 
 
@@ -273,26 +290,38 @@ async def import_google_adk(
     sessions: Sequence[Session],
     *,
     advance: Callable[[int], None] | None = None,
+    name: str = "the ADK source",
 ) -> AdkImportReport:
     """Import ``sessions`` (from :func:`list_source`) of ``source`` (see the module
     docstring); re-running adds nothing. Each keeps its app name, user id and session
-    id. A session that fails (an id or event the store refuses, a stored history that
-    diverged) is reported in ``failed`` and the others go on.
+    id. Every session is read and checked first; then a session that fails (an id or
+    event the store refuses, a stored history that diverged) is reported in
+    ``failed`` and the others go on.
 
     Args:
         advance: called with 1 after each session (for a progress bar).
+        name: the source in errors (:func:`shown_source`).
 
     Returns:
         The counts, and the sessions not imported with why. One source session is
         held in memory at a time.
+
+    Raises:
+        ImportSourceError: a session ADK's service cannot read, or holding a value
+            nesting deeper than a stored value may (naming it: ``session
+            app/user/id``); nothing is written then.
     """
+    for brief in sessions:
+        await _read(source, brief, name)
     report = AdkImportReport()
     target = AgentSessionService(manager)
     try:
         for brief in sessions:
             report.sessions += 1
+            full = await _read(source, brief, name)
             try:
-                await _import_one(source, target, brief, report)
+                if full is not None:  # None: deleted since it was listed
+                    await _import_one(target, full, report)
             except AgentSessionError as exc:
                 report.failed.append((brief.app_name, brief.user_id, brief.id, exc.message))
             if advance is not None:
@@ -302,26 +331,45 @@ async def import_google_adk(
     return report
 
 
-async def _import_one(
-    source: BaseSessionService,
-    target: AgentSessionService,
-    brief: Session,
-    report: AdkImportReport,
-) -> None:
-    """Bring one source session up to date (the module docstring has the rules).
+async def _read(source: BaseSessionService, brief: Session, name: str) -> Session | None:
+    """The whole session ``brief`` names, read through ADK's service and checked as
+    the store will check it; None when it is gone.
+
+    Raises:
+        ImportSourceError: ADK's service cannot read it (a row of the wrong type, not
+            JSON, too deep for its parser...), or a value of it nests deeper than a
+            stored value may.
+    """
+    row = f"session {brief.app_name}/{brief.user_id}/{brief.id}"
+    try:
+        full = await source.get_session(
+            app_name=brief.app_name, user_id=brief.user_id, session_id=brief.id
+        )
+        events = [] if full is None else [e.model_dump(mode="json") for e in full.events]
+    except Exception as exc:  # ADK's own error: json, pydantic, its driver's...
+        reason = f"cannot read it ({type(exc).__name__}: {first_lines(exc)})"
+        raise refusal(name, row, reason) from exc
+    if full is not None:
+        with at_row(name, row):
+            check_json(full.state, field="state")
+            for i, event in enumerate(events):
+                check_json(event, field=f"events[{i}]")
+    return full
+
+
+async def _import_one(target: AgentSessionService, full: Session, report: AdkImportReport) -> None:
+    """Bring one source session, read whole, up to date (the module docstring has
+    the rules).
 
     Raises:
         ValidationError: its stored events are not a prefix of the source's.
         AgentSessionError: as the store raises.
     """
     key: dict[str, Any] = {
-        "app_name": brief.app_name,
-        "user_id": brief.user_id,
-        "session_id": brief.id,
+        "app_name": full.app_name,
+        "user_id": full.user_id,
+        "session_id": full.id,
     }
-    full = await source.get_session(**key)
-    if full is None:
-        return  # deleted since it was listed
     mine = await target.get_session(**key)
     if mine is None:
         mine = await target.create_session(**key)

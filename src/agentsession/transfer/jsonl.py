@@ -14,8 +14,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+import re
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from enum import Enum
 from typing import IO, Any, TypeVar
@@ -25,10 +26,19 @@ from pydantic import BaseModel
 
 from ..adapters.backend import RecordBatch
 from ..errors import AgentSessionError, SessionExists, ValidationError
+from ..jsonvalues import MAX_DEPTH, text_depth
 from ..models import RecordWrite, Run, RunStatus, Session, SessionStatus, WorkingMemory
 from ..service import SessionManager
+from .sourcecheck import at_row
 
-__all__ = ["FORMAT_VERSION", "ImportedSession", "export_session", "import_session", "read_lines"]
+__all__ = [
+    "FORMAT_VERSION",
+    "LINE_LEVELS",
+    "ImportedSession",
+    "export_session",
+    "import_session",
+    "read_lines",
+]
 
 #: The version of the line format exports write (2 added ``record`` lines, 3 ``summary``
 #: lines, 4 ``memory`` lines: the working-memory history); an export says the lowest
@@ -208,35 +218,48 @@ class ImportedSession:
         self.session, self.key_taken, self.counts = session, key_taken, counts
 
 
-def read_lines(f: IO[bytes]) -> Iterator[tuple[int, Any]]:
+def read_lines(f: IO[bytes], *, source: str | None = None) -> Iterator[tuple[int, Any]]:
     """The JSON value of each non-blank line of an export, with its line number in the
     file (blank lines counted), ready for :func:`import_session`.
 
     Args:
         f: the file, opened in binary (it must be UTF-8).
+        source: the file's name in errors (default: ``f.name``, else ``-``).
 
     Raises:
-        ValidationError: a line that is not UTF-8 or not JSON (``line N: ...``).
+        ImportSourceError: a line that is not UTF-8, nests deeper than
+            :data:`LINE_LEVELS`, or is not JSON (``<source>: line N: ...``).
     """
+    name = source if source is not None else str(getattr(f, "name", "-"))
     for number, raw in enumerate(f, start=1):
-        with _line(f"line {number}"):
+        with at_row(name, f"line {number}"):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise ValidationError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
             if not text.strip():
                 continue
+            if text_depth(text) > LINE_LEVELS + 1:
+                raise ValidationError(
+                    f"nests deeper than {LINE_LEVELS} levels (a value in it may nest "
+                    f"{MAX_DEPTH}, the most a store holds)"
+                )
             try:
                 value = json.loads(text)
             except ValueError as exc:
-                raise ValidationError(f"not JSON ({exc})") from None
+                raise ValidationError(f"not JSON ({str(exc)[:200]})") from None
         yield number, value
 
 
 def import_session(
-    manager: SessionManager, lines: Iterable[tuple[int, Any]], *, user_id: str
+    manager: SessionManager,
+    lines: Iterable[tuple[int, Any]],
+    *,
+    user_id: str,
+    source: str = "the export",
 ) -> ImportedSession:
-    """Create a new session, owned by ``user_id``, from the lines of an export.
+    """Create a new session, owned by ``user_id``, from the lines of an export: all of
+    them, or nothing.
 
     The session gets a new id, the export's agent, title, metadata, TTL, working memory
     and external key (left out when another session of the user and agent has it);
@@ -249,62 +272,72 @@ def import_session(
         lines: ``(line number, parsed JSON value)`` pairs in file order, ``session``
             first (:func:`read_lines`, or ``enumerate(values, start=1)``).
         user_id: the owner of the new session.
+        source: the file's name in errors.
 
     Returns:
         The new session (after the import), whether its key was taken, and the counts.
 
     Raises:
-        AgentSessionError: its message starts ``line N:`` (``lines N-M:`` for a batch of
-            messages): a line out of place, of an unknown type or format version, a
-            field of the wrong shape (ValidationError), or a write the manager refuses
-            (its own error: ValidationError, PayloadTooLarge, ToolCallExists, ...). A
-            bad session line (its status too) fails before any write; after it, the
-            session made so far stays.
+        ImportSourceError: its message starts ``<source>: line N:`` (``lines N-M:``
+            for a batch of messages): no lines, a line out of place, of an unknown
+            type or format version, a field of the wrong shape, or a write the
+            manager refuses (its error chained as ``__cause__``). The session made
+            so far is deleted: nothing of the file stays.
+        StoreError: the store failed (the session made so far is deleted too, when
+            the store lets it).
     """
     it = iter(lines)
-    first_number, first = next(it, (1, None))
-    with _line(f"line {first_number}"):
+    first_number, first = next(it, (1, _EMPTY))
+    with _line(source, f"line {first_number}"):
+        if first is _EMPTY:
+            raise ValidationError("no lines: an export starts with its session line")
         head = _record(first, "session")
         status = _enum(SessionStatus, head.get("status", "ACTIVE"), "session.status")
         session, key_taken = _create(manager, head, user_id)
-    writer = _Writer(manager, session.session_id, user_id)
-    for number, line in it:
-        with _line(f"line {number}"):
-            writer.add(line, number)
-    writer.finish()
     scope: dict[str, Any] = {"session_id": session.session_id, "user_id": user_id}
-    with _line(f"line {first_number}"):
-        if status is SessionStatus.CLOSED:
-            manager.close_session(**scope, reason=head.get("status_reason"))
-        elif status is SessionStatus.EXPIRED:
-            manager.expire_session(**scope, reason=head.get("status_reason"))
-    return ImportedSession(manager.get_session(**scope), key_taken, writer.counts)
+    try:
+        writer = _Writer(manager, scope, source)
+        for number, line in it:
+            with _line(source, f"line {number}"):
+                writer.add(line, number)
+        writer.finish()
+        with _line(source, f"line {first_number}"):
+            if status is SessionStatus.CLOSED:
+                manager.close_session(**scope, reason=head.get("status_reason"))
+            elif status is SessionStatus.EXPIRED:
+                manager.expire_session(**scope, reason=head.get("status_reason"))
+        return ImportedSession(manager.get_session(**scope), key_taken, writer.counts)
+    except BaseException:
+        with suppress(AgentSessionError):  # the store failing too: the import's error
+            manager.delete_session(**scope)
+        raise
+
+
+#: The deepest a line of an export nests below itself: a stored value (``MAX_DEPTH``
+#: levels below its own) sits at most 4 levels down a line (a run step's input:
+#: ``{"run": {"steps": [{"input": ...}]}}``), so every exported value fits.
+LINE_LEVELS = MAX_DEPTH + 4
+#: What ``next`` answers for lines without any.
+_EMPTY = object()
 
 
 @contextmanager
-def _line(label: str) -> Iterator[None]:
-    """Prefix the errors raised inside with ``label`` (``line N``), once: an
-    AgentSessionError keeps its class; a pydantic or enum error becomes one line of
-    ValidationError.
+def _line(source: str, label: str) -> Iterator[None]:
+    """Turn what is raised inside into one ImportSourceError naming ``source`` and
+    ``label`` (``line N``), once (an inner label wins): a refusal of a check here or
+    of the manager, or a pydantic error (its first error). A StoreError passes.
 
     Raises:
-        AgentSessionError: as raised inside, its message prefixed.
+        ImportSourceError: as described; StoreError: as raised.
     """
-    try:
-        yield
-    except AgentSessionError as exc:
-        if "line" not in exc.context:
-            exc.context["line"] = label
-            exc.message = f"{label}: {exc.message}"
-            exc.args = (exc.message,)
-        raise
-    except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ValidationError(
-            f"{label}: {where}: {first['msg']}{more}", field=label, line=label
-        ) from None
+    with at_row(source, label):
+        try:
+            yield
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+            raise ValidationError(f"{where}: {first['msg']}{more}", field=where) from None
 
 
 def _enum(kind: type[_E], value: Any, name: str) -> _E:
@@ -363,11 +396,13 @@ def _create(manager: SessionManager, head: dict[str, Any], user_id: str) -> tupl
 class _Writer:
     """The lines after the session line, written in order; messages in batches."""
 
-    def __init__(self, manager: SessionManager, session_id: str, user_id: str) -> None:
+    def __init__(self, manager: SessionManager, scope: dict[str, Any], source: str) -> None:
         self._manager = manager
-        self._scope: dict[str, Any] = {"session_id": session_id, "user_id": user_id}
+        self._scope = scope
+        self._source = source
         self._batch: list[dict[str, Any]] = []
         self._batch_lines: list[int] = []
+        self._record_lines: list[int] = []  # the lines of the records waiting
         self._records = RecordBatch(self._put, manager.limits)
         # exported summary number -> imported one (a removal of messages may leave gaps)
         self._numbers: dict[int, int] = {}
@@ -375,6 +410,7 @@ class _Writer:
         # The working_memory line's data: written by finish() unless memory lines
         # (the history, which ends with it) came.
         self._current: Any = None
+        self._current_line = 0
 
     def add(self, line: Any, number: int) -> None:
         """Write line ``number`` (a message may wait for its batch).
@@ -388,13 +424,15 @@ class _Writer:
             raise ValidationError(f"the type must be {', '.join(_KINDS)}, not {kind!r}")
         record = _record(line, kind)
         if kind == "record":
-            self._records.add(_record_write(record))
+            write = _record_write(record)
+            self._record_lines.append(number)
+            self._records.add(write)
             self.counts[kind] = self.counts.get(kind, 0) + 1
             return
         if kind != "message":
             self.flush()
         if kind == "working_memory":
-            self._current = record.get("data")
+            self._current, self._current_line = record.get("data"), number
         elif kind == "memory":
             self._memory(record)
         elif kind == "message":
@@ -415,14 +453,35 @@ class _Writer:
         for theirs.
 
         Raises:
-            AgentSessionError: as the manager raises, prefixed ``lines N-M:``.
+            ImportSourceError: as the manager refuses, naming ``lines N-M``.
         """
         self._records.flush()
         if self._batch:
-            first, last = self._batch_lines[0], self._batch_lines[-1]
-            with _line(f"line {first}" if first == last else f"lines {first}-{last}"):
-                self._manager.append_messages(**self._scope, messages=self._batch)
+            batch = self._batch
+            self._batched(
+                "messages",
+                self._batch_lines,
+                lambda: self._manager.append_messages(**self._scope, messages=batch),
+            )
             self._batch, self._batch_lines = [], []
+
+    def _batched(self, name: str, lines: list[int], write: Callable[[], Any]) -> Any:
+        """``write()``, a batch of the lines ``lines``; a refusal names the line of the
+        item it names (its field ``<name>[i]``), else the batch's lines.
+
+        Raises:
+            ImportSourceError: as the manager refuses.
+        """
+        try:
+            return write()
+        except AgentSessionError as exc:
+            index = re.match(rf"{name}\[(\d+)\]", str(exc.context.get("field") or ""))
+            first, last = lines[0], lines[-1]
+            label = f"line {first}" if first == last else f"lines {first}-{last}"
+            if index and int(index[1]) < len(lines):
+                label = f"line {lines[int(index[1])]}"
+            with _line(self._source, label):
+                raise
 
     def finish(self) -> None:
         """Write what waits: the messages and records of the last batch, and the
@@ -430,11 +489,12 @@ class _Writer:
         end of its messages.
 
         Raises:
-            AgentSessionError: as the manager raises.
+            ImportSourceError: as the manager refuses, naming the line.
         """
         self.flush()
         if self._current and not self.counts.get("memory"):
-            self._manager.update_working_memory(**self._scope, data=self._current)
+            with _line(self._source, f"line {self._current_line}"):
+                self._manager.update_working_memory(**self._scope, data=self._current)
 
     def _memory(self, line: dict[str, Any]) -> None:
         """Write a history row's memory where the export had it: after the messages
@@ -453,8 +513,19 @@ class _Writer:
         self._manager.update_working_memory(**self._scope, data=data)
 
     def _put(self, records: list[RecordWrite]) -> int:
-        """Put one batch of records; answers how many were written."""
-        return self._manager.put_records(**self._scope, records=records).written
+        """Put one batch of records (the first waiting); answers how many were written.
+
+        Raises:
+            ImportSourceError: as the manager refuses, naming the record's line.
+        """
+        lines, self._record_lines = (
+            self._record_lines[: len(records)],
+            self._record_lines[len(records) :],
+        )
+        done = self._batched(
+            "records", lines, lambda: self._manager.put_records(**self._scope, records=records)
+        )
+        return int(done.written)
 
     def _tool_call(self, call: dict[str, Any]) -> None:
         tool: Any = call.get("tool")  # None or a bad name: the manager refuses it

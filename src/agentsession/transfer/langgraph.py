@@ -49,9 +49,10 @@ from langgraph.checkpoint.sqlite.utils import pending_writes_sql
 from ..adapters.backend import RecordBatch
 from ..adapters.langchain import message_of_lc
 from ..adapters.langgraph import AGENT, checkpoint_record, strict_serde, write_record
-from ..errors import AgentSessionError, ValidationError
+from ..errors import AgentSessionError, ImportSourceError, ValidationError
 from ..models import RecordWrite
 from ..service import SessionManager
+from .sourcecheck import at_row, column, first_lines, parse_json, refusal, scan, unreadable
 from .sqlitefile import ReadOnlyDatabase, require_file
 
 __all__ = ["LangGraphImportReport", "LangGraphSource", "import_langgraph"]
@@ -59,6 +60,30 @@ __all__ = ["LangGraphImportReport", "LangGraphSource", "import_langgraph"]
 _CHECKPOINT_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, " \
     "checkpoint, metadata"  # fmt: skip
 _WRITE_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value"
+_NOT_OURS = "is not a LangGraph SqliteSaver database"
+#: The columns as ``SqliteSaver`` writes them (``setup()``): ids and names text, the
+#: serialized values blobs with their type's name, the metadata JSON.
+_KEYS = (
+    column("thread_id", "text"),
+    column("checkpoint_ns", "text"),
+    column("checkpoint_id", "text"),
+)
+_CHECKPOINT_SPEC = (
+    *_KEYS,
+    column("parent_checkpoint_id", "text", "null"),
+    column("type", "text"),
+    column("checkpoint", "blob", "null", read=False),
+    column("metadata", "blob", "text", "null"),
+)
+_WRITE_SPEC = (
+    *_KEYS,
+    column("task_id", "text"),
+    column("idx", "integer"),
+    column("channel", "text"),
+    column("type", "text"),
+    column("value", "blob", "null", read=False),
+    column("task_path", "text"),  # last: a database from before it has none
+)
 
 
 class Blob(NamedTuple):
@@ -106,31 +131,29 @@ class LangGraphSource:
         path: the database file.
 
     Raises:
-        ValidationError: a file that is not there ("no such database file"), cannot
+        ImportSourceError: a file that is not there ("no such database file"), cannot
             be opened for reading ("cannot open ..."), or is not a ``SqliteSaver``
             database ("... is not a LangGraph SqliteSaver database").
     """
 
     def __init__(self, path: str | Path) -> None:
         file = Path(path)
+        self.name = str(file)
         require_file(file, "path")
         try:
             self._file = ReadOnlyDatabase(file)
         except (sqlite3.OperationalError, OSError) as exc:
-            raise ValidationError(f"cannot open {file} for reading ({exc})", field="path") from None
+            message = f"cannot open {file} for reading ({exc})"
+            raise ImportSourceError(message, source=self.name) from None
         except sqlite3.DatabaseError as exc:  # e.g. "file is not a database"
-            raise ValidationError(
-                f"{file} is not a LangGraph SqliteSaver database ({exc})", field="path"
-            ) from None
+            raise ImportSourceError(f"{file} {_NOT_OURS} ({exc})", source=self.name) from None
         db = self._file.connection
         try:
             db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints LIMIT 1").fetchall()
             db.execute(f"SELECT {_WRITE_COLUMNS} FROM writes LIMIT 1").fetchall()
         except sqlite3.DatabaseError as exc:
             self.close()
-            raise ValidationError(
-                f"{file} is not a LangGraph SqliteSaver database ({exc})", field="path"
-            ) from None
+            raise ImportSourceError(f"{file} {_NOT_OURS} ({exc})", source=self.name) from None
         self._saver = SqliteSaver(db, serde=_Verbatim())
         try:  # a database from before task_path was added reads it as ""
             db.execute("SELECT task_path FROM writes LIMIT 1").fetchall()
@@ -138,37 +161,108 @@ class LangGraphSource:
             self._saver._has_task_path = False
         self._saver.is_setup = True  # setup() writes; the tables are checked above
 
+    def check(self) -> None:
+        """Read every row of both tables once, checking each value as ``SqliteSaver``
+        and the import use it, so that a malformed source is refused before anything
+        is written.
+
+        Raises:
+            ImportSourceError: a value of the wrong type (an id or channel that is
+                not text, an ``idx`` that is not an integer, a checkpoint or value
+                that is not a blob...), text that is not UTF-8, metadata that is not
+                a JSON object or nests deeper than a stored value may, or a file that
+                cannot be read to its end.
+        """
+        db = self._file.connection
+        for label, values in scan(db, self.name, "checkpoints", _CHECKPOINT_SPEC):
+            _metadata(self.name, label, values["metadata"])
+        spec = _WRITE_SPEC if self._saver._has_task_path else _WRITE_SPEC[:-1]
+        for _ in scan(db, self.name, "writes", spec):
+            pass
+
     def thread_ids(self) -> list[str]:
-        """Every thread that has a checkpoint, oldest first (by its first checkpoint)."""
-        rows = self._file.connection.execute(
-            "SELECT thread_id FROM checkpoints GROUP BY thread_id "
-            "ORDER BY MIN(checkpoint_id), thread_id"
-        )
+        """Every thread that has a checkpoint, oldest first (by its first checkpoint).
+
+        Raises:
+            ImportSourceError: the file cannot be read.
+        """
+        try:
+            rows = self._file.connection.execute(
+                "SELECT thread_id FROM checkpoints GROUP BY thread_id "
+                "ORDER BY MIN(checkpoint_id), thread_id"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise unreadable(self.name, exc) from None
         return [str(r[0]) for r in rows]
 
     def checkpoint_count(self) -> int:
-        """How many checkpoints the database holds, in all threads."""
-        row = self._file.connection.execute("SELECT COUNT(*) FROM checkpoints").fetchone()
+        """How many checkpoints the database holds, in all threads.
+
+        Raises:
+            ImportSourceError: the file cannot be read.
+        """
+        try:
+            row = self._file.connection.execute("SELECT COUNT(*) FROM checkpoints").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise unreadable(self.name, exc) from None
         return int(row[0])
 
     def checkpoints(self, thread_id: str) -> Iterator[Checkpoint]:
         """The thread's checkpoints, newest first (every namespace), read lazily through
-        ``SqliteSaver.list``, each with its pending writes' rows."""
+        ``SqliteSaver.list``, each with its pending writes' rows.
+
+        Raises:
+            ImportSourceError: ``SqliteSaver`` cannot read a row (the file changed or
+                was damaged since :meth:`check`).
+        """
         sql = pending_writes_sql(self._saver._has_task_path)
         db = self._file.connection
-        for found in self._saver.list({"configurable": {"thread_id": thread_id}}):
-            conf = found.config["configurable"]
-            parent = found.parent_config["configurable"] if found.parent_config else {}
-            ns, checkpoint_id = str(conf["checkpoint_ns"]), str(conf["checkpoint_id"])
-            writes = db.execute(sql, (thread_id, ns, checkpoint_id)).fetchall()
+        listed = self._saver.list({"configurable": {"thread_id": thread_id}})
+        while True:
+            try:
+                found = next(listed, None)
+                if found is None:
+                    return
+                conf = found.config["configurable"]
+                parent = found.parent_config["configurable"] if found.parent_config else {}
+                ns, checkpoint_id = str(conf["checkpoint_ns"]), str(conf["checkpoint_id"])
+                writes = db.execute(sql, (thread_id, ns, checkpoint_id)).fetchall()
+                metadata = dict(found.metadata)
+            except sqlite3.DatabaseError as exc:
+                raise unreadable(self.name, exc) from None
+            except Exception as exc:  # SqliteSaver's own error on a row changed since
+                reason = f"cannot read it ({type(exc).__name__}: {first_lines(exc)})"
+                raise refusal(self.name, f"thread {thread_id!r}", reason) from exc
             yield Checkpoint(
                 thread_id, ns, checkpoint_id, parent.get("checkpoint_id"),
-                cast(Blob, found.checkpoint), dict(found.metadata), writes,
+                cast(Blob, found.checkpoint), metadata, writes,
             )  # fmt: skip
 
     def close(self) -> None:
         """Close the database."""
         self._file.close()
+
+
+def _metadata(source: str, label: str, raw: str | bytes | None) -> None:
+    """Check a checkpoint's metadata as ``SqliteSaver`` reads it and the import stores
+    it: NULL (``{}``), or UTF-8 JSON text of an object, within the store's depth, that
+    ``JsonPlusSerializer`` can write (an integer beyond 64 bits or a lone surrogate
+    it cannot).
+
+    Raises:
+        ImportSourceError: anything else, naming the row.
+    """
+    if raw is None:
+        return
+    with at_row(source, label):
+        value = parse_json(raw, field="metadata")
+        if not isinstance(value, dict):
+            raise ValidationError("metadata is not a JSON object", field="metadata")
+        try:
+            strict_serde().dumps_typed(value)
+        except (TypeError, ValueError) as exc:  # msgpack's words for what it cannot hold
+            reason = f"metadata cannot be stored ({first_lines(exc)})"
+            raise ValidationError(reason, field="metadata") from None
 
 
 @dataclass
@@ -225,13 +319,17 @@ def import_langgraph(
         and one thread's messages are held in memory at a time.
 
     Raises:
-        sqlite3.DatabaseError: the source cannot be read part-way.
+        ImportSourceError: a malformed source (:meth:`LangGraphSource.check`, run
+            first: nothing is written then).
     """
+    source.check()
     report = LangGraphImportReport()
     for thread_id in source.thread_ids():
         report.threads += 1
         try:
             _import_thread(manager, source, thread_id, user_id, report, advance)
+        except ImportSourceError:  # the source, not this thread: the import stops
+            raise
         except AgentSessionError as exc:
             report.failed.append((thread_id, exc.message))
     return report
@@ -339,8 +437,13 @@ def _import_messages(
         for message in page.items:
             lc = message.payload().get("lc")
             if stored >= len(derived) or lc != derived[stored]["lc"]:
-                report.warnings.append((thread_id, "messages left alone: the session's "
-                                        f"messages differ from the thread's at {stored + 1}"))
+                report.warnings.append(
+                    (
+                        thread_id,
+                        "messages left alone: the session's "
+                        f"messages differ from the thread's at {stored + 1}",
+                    )
+                )
                 return  # fmt: skip
             stored += 1
         after = page.items[-1].seq if page.items and page.next_cursor else None

@@ -27,13 +27,14 @@ import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..adapters.openai_agents import message_of_item
-from ..errors import AgentSessionError, ValidationError
+from ..errors import AgentSessionError, ImportSourceError, ValidationError
 from ..service import SessionManager
+from .sourcecheck import at_row, column, json_text, scan, unreadable, utc_text
 from .sqlitefile import ReadOnlyDatabase, require_file
 
 __all__ = ["ImportReport", "OpenAIAgentsSource", "import_openai_agents"]
@@ -42,6 +43,16 @@ __all__ = ["ImportReport", "OpenAIAgentsSource", "import_openai_agents"]
 _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 #: Tool names and provider call ids the tool history takes.
 _LABEL = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_NOT_OURS = "is not an openai-agents SQLiteSession database"
+#: The columns read, and the SQLite classes each may hold (``SQLiteSession`` writes
+#: text; a ``message_data`` it skips, NULL or not JSON, is skipped here too).
+_SESSION_COLUMNS = (column("session_id", "text"), column("created_at", "text"))
+_MESSAGE_COLUMNS = (
+    column("id", "integer"),
+    column("session_id", "text"),
+    column("message_data", "text", "blob", "null"),
+    column("created_at", "text"),
+)
 
 
 @dataclass(frozen=True)
@@ -61,9 +72,10 @@ class OpenAIAgentsSource:
         sessions_table, messages_table: its table names (``SQLiteSession``'s defaults).
 
     Raises:
-        ValidationError: a table name that is not a plain identifier; a file that is
-            not there or cannot be opened for reading ("cannot open ..."); a file that
-            is not such a database ("... is not an openai-agents ...").
+        ValidationError: a table name that is not a plain identifier.
+        ImportSourceError: a file that is not there or cannot be opened for reading
+            ("cannot open ..."); a file that is not such a database ("... is not an
+            openai-agents ...").
     """
 
     def __init__(
@@ -77,16 +89,16 @@ class OpenAIAgentsSource:
             if not _TABLE.fullmatch(value):
                 raise ValidationError(f"{name} must be a plain SQL identifier", field=name)
         file = Path(path)
+        self.name = str(file)
         require_file(file, "path")
         self._sessions, self._messages = sessions_table, messages_table
         try:
             self._file = ReadOnlyDatabase(file)
         except (sqlite3.OperationalError, OSError) as exc:
-            raise ValidationError(f"cannot open {file} for reading ({exc})", field="path") from None
+            message = f"cannot open {file} for reading ({exc})"
+            raise ImportSourceError(message, source=self.name) from None
         except sqlite3.DatabaseError as exc:  # e.g. "file is not a database"
-            raise ValidationError(
-                f"{file} is not an openai-agents SQLiteSession database ({exc})", field="path"
-            ) from None
+            raise ImportSourceError(f"{file} {_NOT_OURS} ({exc})", source=self.name) from None
         try:
             self._db = self._file.connection
             self._db.execute(f"SELECT session_id FROM {sessions_table} LIMIT 1").fetchall()
@@ -95,46 +107,100 @@ class OpenAIAgentsSource:
             ).fetchall()
         except sqlite3.DatabaseError as exc:
             self.close()
-            raise ValidationError(
-                f"{file} is not an openai-agents SQLiteSession database ({exc})", field="path"
-            ) from None
+            raise ImportSourceError(f"{file} {_NOT_OURS} ({exc})", source=self.name) from None
+
+    def check(self) -> None:
+        """Read every row of both tables once, as the import reads them, so that a
+        malformed source is refused before anything is written.
+
+        Raises:
+            ImportSourceError: a value of the wrong type (``id`` not an integer, a
+                ``session_id`` that is not text, ``created_at`` not a time...), text
+                that is not UTF-8, a ``message_data`` nesting deeper than a stored
+                value may, or a file that cannot be read to its end.
+        """
+        for label, values in scan(self._db, self.name, self._sessions, _SESSION_COLUMNS):
+            with at_row(self.name, label):
+                utc_text(values["created_at"], field="created_at")
+        for label, values in scan(self._db, self.name, self._messages, _MESSAGE_COLUMNS):
+            self._row(label, values)
 
     def session_ids(self) -> list[str]:
         """Every source session id, in the order they were created: those of the
         sessions table and those of messages without a row there (``SQLiteSession``
-        reads them all the same), the latter dated by their first message."""
-        rows = self._db.execute(
-            f"SELECT session_id FROM (SELECT session_id, created_at FROM {self._sessions} "
-            f"UNION ALL SELECT session_id, MIN(created_at) FROM {self._messages} "
-            f"WHERE session_id NOT IN (SELECT session_id FROM {self._sessions}) "
-            "GROUP BY session_id) ORDER BY created_at, session_id"
-        )
+        reads them all the same), the latter dated by their first message.
+
+        Raises:
+            ImportSourceError: the file cannot be read.
+        """
+        try:
+            rows = self._db.execute(
+                f"SELECT session_id FROM (SELECT session_id, created_at FROM {self._sessions} "
+                f"UNION ALL SELECT session_id, MIN(created_at) FROM {self._messages} "
+                f"WHERE session_id NOT IN (SELECT session_id FROM {self._sessions}) "
+                "GROUP BY session_id) ORDER BY created_at, session_id"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise unreadable(self.name, exc) from None
         return [str(r[0]) for r in rows]
 
     def item_count(self) -> int:
-        """How many items the database holds, in all sessions."""
-        return int(self._db.execute(f"SELECT COUNT(*) FROM {self._messages}").fetchone()[0])
+        """How many items the database holds, in all sessions.
+
+        Raises:
+            ImportSourceError: the file cannot be read.
+        """
+        try:
+            row = self._db.execute(f"SELECT COUNT(*) FROM {self._messages}").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise unreadable(self.name, exc) from None
+        return int(row[0])
 
     def rows(self, session_id: str) -> tuple[list[Row], int]:
         """A session's items in order, and how many rows were not a JSON object
-        (skipped, as ``SQLiteSession`` skips them)."""
-        cursor = self._db.execute(
-            f"SELECT id, message_data, created_at FROM {self._messages} "
-            "WHERE session_id = ? ORDER BY id",
-            (session_id,),
-        )
+        (skipped, as ``SQLiteSession`` skips them).
+
+        Raises:
+            ImportSourceError: as :meth:`check` (the file changed since).
+        """
         rows: list[Row] = []
         bad = 0
-        for row_id, data, created in cursor:
-            try:
-                item = json.loads(data)
-            except (TypeError, ValueError):
-                item = None
-            if not isinstance(item, dict):
+        found = scan(
+            self._db,
+            self.name,
+            self._messages,
+            _MESSAGE_COLUMNS,
+            where="session_id = ?",
+            params=(session_id,),
+            order="id",
+        )
+        for label, values in found:
+            row = self._row(label, values)
+            if row is None:
                 bad += 1
-                continue
-            rows.append(Row(int(row_id), _utc(created), item))
+            else:
+                rows.append(row)
         return rows, bad
+
+    def _row(self, label: str, values: dict[str, Any]) -> Row | None:
+        """The item of a checked row, or None for a row ``SQLiteSession`` skips (no
+        text, text that is not JSON, JSON that is not an object).
+
+        Raises:
+            ImportSourceError: text that is not UTF-8, nesting deeper than a stored
+                value may, or a ``created_at`` that is not a time.
+        """
+        with at_row(self.name, label):
+            created = utc_text(values["created_at"], field="created_at")
+            data = values["message_data"]
+            if data is None:
+                return None
+            text = json_text(data, field="message_data")
+        try:
+            item = json.loads(text)
+        except ValueError:
+            return None
+        return Row(values["id"], created, item) if isinstance(item, dict) else None
 
     def close(self) -> None:
         """Close the connection (and remove the private copy, if one was read)."""
@@ -186,10 +252,12 @@ def import_openai_agents(
         items are held in memory at a time.
 
     Raises:
-        sqlite3.DatabaseError: the source cannot be read part-way (changed or damaged
-            under the import). Every AgentSessionError (a refusal, StoreError,
-            StoreBusy) is one session's: it goes to ``failed`` and the others go on.
+        ImportSourceError: a malformed source (:meth:`OpenAIAgentsSource.check`, run
+            first: nothing is written then). Every other AgentSessionError (a
+            refusal, StoreError, StoreBusy) is one session's: it goes to ``failed``
+            and the others go on.
     """
+    source.check()
     report = ImportReport()
     for source_id in source.session_ids():
         rows, bad = source.rows(source_id)
@@ -298,19 +366,11 @@ def _answered(rows: list[Row]) -> list[tuple[Row, Row]]:
 
 
 def _arguments(text: Any) -> dict[str, Any]:
-    """A call's arguments as the JSON object they encode; anything else (not JSON, not
-    an object) under ``{"arguments": text}``."""
+    """A call's arguments as the JSON object they encode; anything else (not text, not
+    JSON, nesting deeper than a stored value may, not an object) under
+    ``{"arguments": text}``."""
     try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
+        value = json.loads(json_text(text, field="arguments")) if isinstance(text, str) else None
+    except (ValidationError, ValueError):  # too deep to parse, or not JSON
         value = None
     return value if isinstance(value, dict) else {"arguments": text}
-
-
-def _utc(text: Any) -> datetime:
-    """A ``CURRENT_TIMESTAMP`` text (UTC, ``YYYY-MM-DD HH:MM:SS``) as an aware time; now
-    when it is not one."""
-    try:
-        return datetime.fromisoformat(str(text)).replace(tzinfo=UTC)
-    except ValueError:
-        return datetime.now(UTC)

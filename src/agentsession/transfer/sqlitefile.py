@@ -8,7 +8,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from ..errors import ValidationError
+from ..errors import ImportSourceError
 
 __all__ = ["ReadOnlyDatabase", "require_file"]
 
@@ -20,13 +20,14 @@ def require_file(file: Path, field: str) -> None:
         file: the source's path; field: the error's field.
 
     Raises:
-        ValidationError: ``file`` is a directory (``... is a directory, not a database
-            file``) or is not there (``no such database file: ...``).
+        ImportSourceError: ``file`` is a directory (``... is a directory, not a
+            database file``) or is not there (``no such database file: ...``).
     """
     if file.is_dir():
-        raise ValidationError(f"{file} is a directory, not a database file", field=field)
+        message = f"{file} is a directory, not a database file"
+        raise ImportSourceError(message, source=str(file), field=field)
     if not file.is_file():
-        raise ValidationError(f"no such database file: {file}", field=field)
+        raise ImportSourceError(f"no such database file: {file}", source=str(file), field=field)
 
 
 class ReadOnlyDatabase:
