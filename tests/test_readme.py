@@ -70,7 +70,9 @@ def python_blocks(text: str) -> dict[str, str]:
         AssertionError: an unclosed fence.
     """
     blocks: dict[str, str] = {}
-    heading, count, language, lines = "(top)", 0, None, []
+    heading, count = "(top)", 0
+    language: str | None = None
+    lines: list[str] = []
     for line in text.splitlines():
         fence = _FENCE.match(line)
         if language is None:
