@@ -5,6 +5,7 @@ PostgreSQL dump and, after ``compact`` (VACUUM FULL), its table files."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import sqlite3
@@ -40,7 +41,7 @@ def test_sqlite_erasure_leaves_no_canary_in_db_wal_or_shm(tmp_path: Path) -> Non
     c = write_canaries(sm)
     assert c.found_in(_bytes_of(files)) == sorted(c.values)  # the scan does see them
     erasure = sm.erase_user(user_id=c.user)
-    assert erasure.sessions_deleted == 2 and erasure.store.pending == ()
+    assert erasure.sessions_deleted == len(c.session_ids) and erasure.store.pending == ()
     assert c.found_in(_bytes_of(files)) == []  # the process still runs
     store.close()
     assert c.found_in(_bytes_of(files)) == []
@@ -78,10 +79,10 @@ def test_sqlite_delete_session_leaves_no_canary_on_disk(tmp_path: Path) -> None:
         for sid in c.session_ids:
             sm.delete_session(session_id=sid, user_id=c.user)
         found = c.found_in(_bytes_of(files))
-        # Erasing by session leaves the user's session-less idempotency keys (none here)
-        # and their shared-memory document (the user's, not the session's), keyed by
-        # user and agent.
-        assert found == sorted((*USER_DOCUMENT, "agent", "user_id"))
+        # Erasing by session leaves the user's shared-memory document (the user's, not
+        # the session's), keyed by user and agent, and the idempotency record of the
+        # admin's keyed write to it (session-less, the user's as its owner).
+        assert found == sorted((*USER_DOCUMENT, "agent", "idempotency_key", "user_id"))
         sm.store.close()
 
 
@@ -269,3 +270,71 @@ def test_mariadb_compact_rebuilds_every_table(mysql_url: str) -> None:
         store.close()
     assert report.done[0].startswith(f"OPTIMIZE TABLE of {len(metadata.tables)} tables")
     assert all("OPTIMIZE TABLE" not in step for step in report.pending)
+
+
+def _race(n: int, call: Callable[[], Any]) -> None:
+    """Run ``call`` in ``n`` threads released together; re-raise the first error."""
+    start, errors = threading.Barrier(n), []
+
+    def run() -> None:
+        start.wait()
+        try:
+            call()
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_postgres_racing_writers_on_one_key_leave_no_user_id_in_the_server_log(
+    postgres_server: servers.Server, postgres_url: str
+) -> None:
+    """Writers racing on one idempotency key, on the first write of one shared document
+    and on opening one external key lose their race without a unique violation:
+    PostgreSQL logs each one with the key's values (``DETAIL: Key (user_id, ...)=(...)
+    already exists``), where an erasure cannot reach them."""
+    user = f"CANARY-racer-{secrets.token_hex(6)}"
+    key = f"CANARY-race-key-{secrets.token_hex(6)}"
+    logged_before = postgres_server.log.stat().st_size
+    with SessionManager(SQLStore(postgres_url, auto_migrate=True)) as sm:
+        sid = sm.create_session(user_id=user).session_id
+        for n in range(5):
+            _race(
+                8,
+                functools.partial(
+                    sm.append_message,
+                    session_id=sid,
+                    user_id=user,
+                    message={"role": "user", "content": f"m{n}"},
+                    idempotency_key=f"{key}-{n}",
+                ),
+            )
+            _race(
+                8,
+                functools.partial(
+                    sm.update_shared_memory,
+                    scope="user",
+                    agent=f"a{n}",
+                    user_id=user,
+                    data={"n": 1},
+                ),
+            )
+            _race(
+                8,
+                functools.partial(
+                    sm.open_session, user_id=user, agent=f"a{n}", external_key=f"{key}-{n}"
+                ),
+            )
+        history = sm.get_messages(session_id=sid, user_id=user).items
+        assert [m.content for m in history] == [f"m{i}" for i in range(5)]  # one per key
+        assert len(sm.list_sessions(user_id=user).items) == 6  # one per external key
+        sm.store.close()
+    with postgres_server.log.open("rb") as log:
+        log.seek(logged_before)
+        written = log.read().decode("utf-8", errors="replace")
+    assert "already exists" not in written and user not in written and key not in written
