@@ -313,17 +313,21 @@ def _race(n: int, call: Callable[[], Any]) -> None:
     assert errors == []
 
 
-def test_postgres_racing_writers_on_one_key_leave_no_user_id_in_the_server_log(
-    postgres_server: servers.Server, postgres_url: str
+@pytest.mark.parametrize("database", ["postgres", "mysql"])
+def test_racing_writers_on_one_key_leave_no_user_id_in_the_server_log(
+    database: str, request: pytest.FixtureRequest
 ) -> None:
     """Writers racing on one idempotency key, on the first write of one shared document
-    and on opening one external key lose their race without a unique violation:
-    PostgreSQL logs each one with the key's values (``DETAIL: Key (user_id, ...)=(...)
-    already exists``), where an erasure cannot reach them."""
+    and on opening one external key leave no user id or key in the server's log:
+    PostgreSQL logs every unique violation with the key's values (``DETAIL: Key
+    (user_id, ...)=(...) already exists``), where an erasure cannot reach them, so the
+    store loses such races without one; MariaDB logs no failed statement."""
+    server: servers.Server = request.getfixturevalue(f"{database}_server")
+    url: str = request.getfixturevalue(f"{database}_url")
     user = f"CANARY-racer-{secrets.token_hex(6)}"
     key = f"CANARY-race-key-{secrets.token_hex(6)}"
-    logged_before = postgres_server.log.stat().st_size
-    with SessionManager(SQLStore(postgres_url, auto_migrate=True)) as sm:
+    logged_before = server.log.stat().st_size
+    with SessionManager(SQLStore(url, auto_migrate=True)) as sm:
         sid = sm.create_session(user_id=user).session_id
         for n in range(5):
             _race(
@@ -356,7 +360,7 @@ def test_postgres_racing_writers_on_one_key_leave_no_user_id_in_the_server_log(
         assert [m.content for m in history] == [f"m{i}" for i in range(5)]  # one per key
         assert len(sm.list_sessions(user_id=user).items) == 6  # one per external key
         sm.store.close()
-    with postgres_server.log.open("rb") as log:
+    with server.log.open("rb") as log:
         log.seek(logged_before)
         written = log.read().decode("utf-8", errors="replace")
     assert "already exists" not in written and user not in written and key not in written
