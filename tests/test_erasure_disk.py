@@ -283,6 +283,40 @@ def test_mariadb_erasure_leaves_no_canary_in_any_table(mysql_url: str) -> None:
         store.close()
 
 
+def _pg_admin(postgres_server: servers.Server) -> psycopg.Connection[Any]:
+    return psycopg.connect(
+        host="127.0.0.1", port=postgres_server.port, user="postgres", autocommit=True
+    )
+
+
+def test_postgres_wal_keeps_erased_rows_until_the_documented_steps(
+    postgres_server: servers.Server, postgres_url: str
+) -> None:
+    """docs/security.md: after an erasure ``pg_wal`` still holds the rows (and a
+    recycled segment would keep them); ``CHECKPOINT; SELECT pg_switch_wal();
+    CHECKPOINT;`` with ``wal_recycle=off`` removes every segment that held them."""
+    with _pg_admin(postgres_server) as conn:
+        conn.execute("ALTER SYSTEM SET wal_recycle = off")
+        conn.execute("SELECT pg_reload_conf()")
+        wal = Path(conn.execute("SHOW data_directory").fetchone()[0]) / "pg_wal"
+    try:
+        with SessionManager(SQLStore(postgres_url, auto_migrate=True)) as sm:
+            c = write_canaries(sm)
+            sm.erase_user(user_id=c.user)
+            sm.store.close()
+        segments = lambda: sorted(p for p in wal.iterdir() if p.is_file())  # noqa: E731
+        assert c.found_in(_bytes_of(segments())) != []  # what the steps are for
+        with _pg_admin(postgres_server) as conn:
+            conn.execute("CHECKPOINT")
+            conn.execute("SELECT pg_switch_wal()")
+            conn.execute("CHECKPOINT")
+        assert c.found_in(_bytes_of(segments())) == []
+    finally:
+        with _pg_admin(postgres_server) as conn:
+            conn.execute("ALTER SYSTEM RESET wal_recycle")
+            conn.execute("SELECT pg_reload_conf()")
+
+
 def test_mariadb_compact_rebuilds_every_table(mysql_url: str) -> None:
     store = SQLStore(mysql_url, auto_migrate=True)
     try:
