@@ -15,6 +15,21 @@ from typing import Any
 
 from agentsession import RecordWrite, SessionManager
 
+#: Kinds an admin writes into the user's data, each with an idempotency key (the
+#: admin's): their records are the admin's, about the user, and go with the user.
+ADMIN_WRITTEN = (
+    "admin_title",
+    "admin_message",
+    "admin_memory",
+    "admin_record",
+    "admin_summary",
+    "admin_tool_result",
+    "admin_run_input",
+    "admin_step_output",
+    "admin_fork_title",
+    "admin_shared_memory",
+)
+
 #: Kinds of free text: never in the audit log.
 FREE_TEXT = (
     "title",
@@ -51,11 +66,17 @@ FREE_TEXT = (
     "shared_memory",
     "shared_memory_create",
     "shared_memory_append",
+    *ADMIN_WRITTEN,
 )
 
 #: Kinds kept in the user's ``user`` shared-memory document: erased with the user, but
 #: not with one session (the document is the user's, shared by their sessions).
-USER_DOCUMENT = ("shared_memory", "shared_memory_create", "shared_memory_append")
+USER_DOCUMENT = (
+    "shared_memory",
+    "shared_memory_create",
+    "shared_memory_append",
+    "admin_shared_memory",
+)
 
 #: Kinds of identifiers (restricted to A-Z a-z 0-9 . _ : @ + -): they may stand in the
 #: live audit log, but not in a tombstone nor anywhere once the user is erased.
@@ -72,7 +93,7 @@ IDENTIFIERS = (
 
 #: Kinds stored as bytes: a store may hold them as they are, in base64 (Redis) or in
 #: hex (a PostgreSQL dump of ``bytea``), so each form counts as found.
-BYTES = ("record_data",)
+BYTES = ("record_data", "admin_record")
 
 
 @dataclass
@@ -83,11 +104,20 @@ class Canaries:
         values: every canary by kind (:data:`FREE_TEXT` and :data:`IDENTIFIERS`).
         user: the owner of every session (itself the ``user_id`` canary).
         session_ids: the sessions written.
+        keyed: every keyed write, as ``(caller, scope, idempotency key)``.
     """
 
     values: dict[str, str]
     user: str
     session_ids: list[str] = field(default_factory=list)
+    keyed: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def key(self, caller: str, scope: str) -> str:
+        """A new idempotency key for ``caller``'s ``scope`` write (it holds the
+        ``idempotency_key`` canary), noted in :attr:`keyed`."""
+        key = f"{self.values['idempotency_key']}-{len(self.keyed)}"
+        self.keyed.append((caller, scope, key))
+        return key
 
     def free_text(self) -> dict[str, str]:
         """The free-text canaries only."""
@@ -111,14 +141,16 @@ def _add(path: str, value: str) -> dict[str, Any]:
     return {"op": "add", "path": path, "value": value}
 
 
-def write_canaries(m: SessionManager) -> Canaries:
+def write_canaries(m: SessionManager, *, admin: str = "root") -> Canaries:
     """Store a canary of every kind, through every write that takes user content, in
     two sessions of a new user: one closed with a reason, one expired with a reason
     and restored. Audited actions covered: created, updated, message appended, memory
     updated, records put, summary added, tool call recorded, run started, step added,
     run finished, rewound, closed, expired, restored. The user's shared-memory document of the
     agent gets a canary through ``update_shared_memory`` and through
-    ``shared_memory_ops`` on the create and the append."""
+    ``shared_memory_ops`` on the create and the append. Then ``admin`` writes into the
+    user's data through every keyed write an admin may make for a user
+    (:func:`_write_as_admin`)."""
     tag = secrets.token_hex(6)
     v = {kind: f"CANARY-{kind.replace('_', '-')}-{tag}" for kind in FREE_TEXT + IDENTIFIERS}
     user = v["user_id"]
@@ -130,7 +162,7 @@ def write_canaries(m: SessionManager) -> Canaries:
         metadata={"note": v["session_metadata"]},
         working_memory={"seed": v["initial_memory"]},
         external_key=v["external_key"],
-        idempotency_key=v["idempotency_key"],
+        idempotency_key=c.key(user, "create_session"),
         shared_memory_ops={"user": [_add("/created", v["shared_memory_create"])]},
     )
     kw: dict[str, Any] = {"session_id": s.session_id, "user_id": user}
@@ -178,4 +210,69 @@ def write_canaries(m: SessionManager) -> Canaries:
     c.session_ids.append(other.session_id)
     m.expire_session(session_id=other.session_id, user_id=user, reason=v["expire_reason"])
     m.restore_session(session_id=other.session_id, user_id=user)
+    _write_as_admin(m, c, other.session_id, admin)
     return c
+
+
+def _write_as_admin(m: SessionManager, c: Canaries, sid: str, admin: str) -> None:
+    """``admin`` writes canaries into the user's session ``sid``, a fork of it and the
+    user's shared-memory document, each write with an idempotency key of its own (every
+    keyed session write, fork and shared-memory write an admin may make for a user)."""
+    v = c.values
+    kw: dict[str, Any] = {"session_id": sid, "user_id": admin, "admin": True}
+
+    def key(scope: str) -> str:
+        return c.key(admin, scope)
+
+    m.update_session(**kw, title=v["admin_title"], idempotency_key=key("update_session"))
+    m.append_messages(
+        **kw,
+        messages=[{"role": "user", "content": v["admin_message"]}] * 3,
+        idempotency_key=key("append_messages"),
+    )
+    m.update_working_memory(
+        **kw, patch={"admin": v["admin_memory"]}, idempotency_key=key("update_working_memory")
+    )
+    record = RecordWrite("admin", "k", v["admin_record"].encode(), {})
+    m.put_records(**kw, records=[record], idempotency_key=key("put_records"))
+    m.add_summary(
+        **kw, text=v["admin_summary"], from_seq=1, to_seq=1, idempotency_key=key("add_summary")
+    )
+    run = m.start_run(**kw, input={"a": v["admin_run_input"]}, idempotency_key=key("start_run"))
+    m.heartbeat_run(
+        **kw, run_id=run.run_id, lease_seconds=600, idempotency_key=key("heartbeat_run")
+    )
+    m.record_tool_call(
+        **kw,
+        tool=v["tool"],
+        arguments={},
+        result={"r": v["admin_tool_result"]},
+        run_id=run.run_id,
+        idempotency_key=key("record_tool_call"),
+    )
+    m.add_run_step(
+        **kw,
+        run_id=run.run_id,
+        kind="llm",
+        output={"o": v["admin_step_output"]},
+        idempotency_key=key("add_run_step"),
+    )
+    m.finish_run(**kw, run_id=run.run_id, status="SUCCEEDED", idempotency_key=key("finish_run"))
+    fork = m.fork_session(**kw, title=v["admin_fork_title"], idempotency_key=key("fork_session"))
+    c.session_ids.append(fork.session_id)
+    m.pop_message(**kw, idempotency_key=key("pop_message"))
+    m.truncate_messages(**kw, after_seq=1, idempotency_key=key("truncate_messages"))
+    m.rewind_session(**kw, to_seq=0, idempotency_key=key("rewind_session"))
+    m.delete_records(**kw, namespace="admin", idempotency_key=key("delete_records"))
+    m.expire_session(**kw)  # takes no idempotency key, nor does restore
+    m.restore_session(**kw)
+    m.close_session(**kw, idempotency_key=key("close_session"))
+    m.update_shared_memory(
+        scope="user",
+        agent=v["agent"],
+        user_id=admin,
+        target_user_id=c.user,
+        admin=True,
+        ops=[_add("/admin", v["admin_shared_memory"])],
+        idempotency_key=key("update_shared_memory"),
+    )

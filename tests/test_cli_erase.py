@@ -4,6 +4,7 @@ what the operator must still do; the settings of erasure (tombstone key, Redis A
 from __future__ import annotations
 
 import json
+import secrets
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,21 @@ def test_redis_rewrite_setting_is_a_redis_store_option() -> None:
     on = Settings(url="redis://h/0", redis_rewrite_aof=True).manager_options()
     assert on["rewrite_aof_after_erasure"] is True
     assert "rewrite_aof_after_erasure" not in Settings(url="sqlite:///x.db").manager_options()
+
+
+def test_erase_removes_an_admins_keyed_write_for_the_user_from_the_files(
+    url: str, tmp_path: Path
+) -> None:
+    """An admin's keyed write to alice's shared memory is in the admin's idempotency
+    record: ``erase --user alice`` purges it, and the SQLite files no longer hold it."""
+    secret = f"CANARY-cli-{secrets.token_hex(6)}".encode()
+    with SessionManager.from_url(url) as sm:
+        admin = {"user_id": "root", "admin": True, "idempotency_key": "admin-k"}
+        note = {"note": secret.decode()}
+        sm.update_shared_memory(scope="user", agent="a", target_user_id="alice", data=note, **admin)
+    files = [tmp_path / f"erase.db{suffix}" for suffix in ("", "-wal", "-shm")]
+    assert any(secret in p.read_bytes() for p in files if p.exists())
+    result = runner.invoke(build_app(), ["erase", "--url", url, "--user", "alice", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "1 idempotency key(s) purged" in " ".join(result.output.split())
+    assert not any(secret in p.read_bytes() for p in files if p.exists())

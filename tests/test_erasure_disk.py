@@ -5,6 +5,7 @@ PostgreSQL dump and, after ``compact`` (VACUUM FULL), its table files."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import sqlite3
@@ -40,7 +41,7 @@ def test_sqlite_erasure_leaves_no_canary_in_db_wal_or_shm(tmp_path: Path) -> Non
     c = write_canaries(sm)
     assert c.found_in(_bytes_of(files)) == sorted(c.values)  # the scan does see them
     erasure = sm.erase_user(user_id=c.user)
-    assert erasure.sessions_deleted == 2 and erasure.store.pending == ()
+    assert erasure.sessions_deleted == len(c.session_ids) and erasure.store.pending == ()
     assert c.found_in(_bytes_of(files)) == []  # the process still runs
     store.close()
     assert c.found_in(_bytes_of(files)) == []
@@ -78,10 +79,10 @@ def test_sqlite_delete_session_leaves_no_canary_on_disk(tmp_path: Path) -> None:
         for sid in c.session_ids:
             sm.delete_session(session_id=sid, user_id=c.user)
         found = c.found_in(_bytes_of(files))
-        # Erasing by session leaves the user's session-less idempotency keys (none here)
-        # and their shared-memory document (the user's, not the session's), keyed by
-        # user and agent.
-        assert found == sorted((*USER_DOCUMENT, "agent", "user_id"))
+        # Erasing by session leaves the user's shared-memory document (the user's, not
+        # the session's), keyed by user and agent, and the idempotency record of the
+        # admin's keyed write to it (session-less, the user's as its owner).
+        assert found == sorted((*USER_DOCUMENT, "agent", "idempotency_key", "user_id"))
         sm.store.close()
 
 
@@ -260,6 +261,62 @@ def test_postgres_erasure_leaves_no_canary_in_a_dump_nor_after_compact_in_the_fi
     assert c.found_in(_bytes_of(_pg_table_files(postgres_server, postgres_url))) == []
 
 
+def _every_row(store: SQLStore) -> bytes:
+    """Every row of every table of the store, as text."""
+    with store.engine.connect() as conn:
+        rows = [row for t in metadata.sorted_tables for row in conn.execute(sa.select(t))]
+    return repr(rows).encode("utf-8") + b"".join(
+        v for row in rows for v in row if isinstance(v, bytes)
+    )
+
+
+def test_mariadb_erasure_leaves_no_canary_in_any_table(mysql_url: str) -> None:
+    store = SQLStore(mysql_url, auto_migrate=True)
+    with SessionManager(store) as sm:
+        c = write_canaries(sm)
+        # The scan does see them (but those no live row holds: replaced, deleted).
+        assert {"admin_shared_memory", "admin_message", "idempotency_key"} <= set(
+            c.found_in(_every_row(store))
+        )
+        sm.erase_user(user_id=c.user)
+        assert c.found_in(_every_row(store)) == []
+        store.close()
+
+
+def _pg_admin(postgres_server: servers.Server) -> psycopg.Connection[Any]:
+    return psycopg.connect(
+        host="127.0.0.1", port=postgres_server.port, user="postgres", autocommit=True
+    )
+
+
+def test_postgres_wal_keeps_erased_rows_until_the_documented_steps(
+    postgres_server: servers.Server, postgres_url: str
+) -> None:
+    """docs/security.md: after an erasure ``pg_wal`` still holds the rows (and a
+    recycled segment would keep them); ``CHECKPOINT; SELECT pg_switch_wal();
+    CHECKPOINT;`` with ``wal_recycle=off`` removes every segment that held them."""
+    with _pg_admin(postgres_server) as conn:
+        conn.execute("ALTER SYSTEM SET wal_recycle = off")
+        conn.execute("SELECT pg_reload_conf()")
+        wal = Path(conn.execute("SHOW data_directory").fetchone()[0]) / "pg_wal"
+    try:
+        with SessionManager(SQLStore(postgres_url, auto_migrate=True)) as sm:
+            c = write_canaries(sm)
+            sm.erase_user(user_id=c.user)
+            sm.store.close()
+        segments = lambda: sorted(p for p in wal.iterdir() if p.is_file())  # noqa: E731
+        assert c.found_in(_bytes_of(segments())) != []  # what the steps are for
+        with _pg_admin(postgres_server) as conn:
+            conn.execute("CHECKPOINT")
+            conn.execute("SELECT pg_switch_wal()")
+            conn.execute("CHECKPOINT")
+        assert c.found_in(_bytes_of(segments())) == []
+    finally:
+        with _pg_admin(postgres_server) as conn:
+            conn.execute("ALTER SYSTEM RESET wal_recycle")
+            conn.execute("SELECT pg_reload_conf()")
+
+
 def test_mariadb_compact_rebuilds_every_table(mysql_url: str) -> None:
     store = SQLStore(mysql_url, auto_migrate=True)
     try:
@@ -269,3 +326,75 @@ def test_mariadb_compact_rebuilds_every_table(mysql_url: str) -> None:
         store.close()
     assert report.done[0].startswith(f"OPTIMIZE TABLE of {len(metadata.tables)} tables")
     assert all("OPTIMIZE TABLE" not in step for step in report.pending)
+
+
+def _race(n: int, call: Callable[[], Any]) -> None:
+    """Run ``call`` in ``n`` threads released together; re-raise the first error."""
+    start, errors = threading.Barrier(n), []
+
+    def run() -> None:
+        start.wait()
+        try:
+            call()
+        except Exception as exc:  # reported by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+@pytest.mark.parametrize("database", ["postgres", "mysql"])
+def test_racing_writers_on_one_key_leave_no_user_id_in_the_server_log(
+    database: str, request: pytest.FixtureRequest
+) -> None:
+    """Writers racing on one idempotency key, on the first write of one shared document
+    and on opening one external key leave no user id or key in the server's log:
+    PostgreSQL logs every unique violation with the key's values (``DETAIL: Key
+    (user_id, ...)=(...) already exists``), where an erasure cannot reach them, so the
+    store loses such races without one; MariaDB logs no failed statement."""
+    server: servers.Server = request.getfixturevalue(f"{database}_server")
+    url: str = request.getfixturevalue(f"{database}_url")
+    user = f"CANARY-racer-{secrets.token_hex(6)}"
+    key = f"CANARY-race-key-{secrets.token_hex(6)}"
+    logged_before = server.log.stat().st_size
+    with SessionManager(SQLStore(url, auto_migrate=True)) as sm:
+        sid = sm.create_session(user_id=user).session_id
+        for n in range(5):
+            _race(
+                8,
+                functools.partial(
+                    sm.append_message,
+                    session_id=sid,
+                    user_id=user,
+                    message={"role": "user", "content": f"m{n}"},
+                    idempotency_key=f"{key}-{n}",
+                ),
+            )
+            _race(
+                8,
+                functools.partial(
+                    sm.update_shared_memory,
+                    scope="user",
+                    agent=f"a{n}",
+                    user_id=user,
+                    data={"n": 1},
+                ),
+            )
+            _race(
+                8,
+                functools.partial(
+                    sm.open_session, user_id=user, agent=f"a{n}", external_key=f"{key}-{n}"
+                ),
+            )
+        history = sm.get_messages(session_id=sid, user_id=user).items
+        assert [m.content for m in history] == [f"m{i}" for i in range(5)]  # one per key
+        assert len(sm.list_sessions(user_id=user).items) == 6  # one per external key
+        sm.store.close()
+    with server.log.open("rb") as log:
+        log.seek(logged_before)
+        written = log.read().decode("utf-8", errors="replace")
+    assert "already exists" not in written and user not in written and key not in written

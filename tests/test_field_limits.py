@@ -25,6 +25,7 @@ FIELD_OF_COLUMN = {
     ("audit_events", "request_id"): fl.REQUEST_ID_CHARS,
     ("idempotency_keys", "user_id"): fl.NAME_CHARS,
     ("idempotency_keys", "idem_key"): fl.IDEMPOTENCY_KEY_CHARS,
+    ("idempotency_keys", "owner_id"): fl.NAME_CHARS,
     ("run_steps", "kind"): fl.STEP_KIND_CHARS,
     ("run_steps", "status"): fl.STEP_STATUS_CHARS,
     ("run_steps", "name"): fl.STEP_NAME_CHARS,

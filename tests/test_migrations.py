@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0011_memory_history"
+    assert head_revision() == "0012_idempotency_owner"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -744,3 +744,40 @@ def test_memory_history_seeds_one_row_per_working_memory(db_url: str) -> None:
     finally:
         store.close()
     assert seeded is not None and (seeded.version, seeded.data) == (version, {"g": 1})
+
+
+def test_idempotency_owner_is_filled_in_for_records_written_before_0012(db_url: str) -> None:
+    """Upgrading to 0012 names the owner of each stored record: a session write's from
+    its session, a shared-memory write's from the document in its result; the erasure
+    of the owner then purges an admin's records too."""
+    upgrade(db_url)
+    admin: dict[str, Any] = {"user_id": "root", "admin": True}
+    with SessionManager.from_url(db_url) as sm:
+        sid = sm.create_session(user_id="alice", agent="a").session_id
+        message = {"role": "user", "content": "m"}
+        sm.append_message(session_id=sid, message=message, idempotency_key="k1", **admin)
+        for scope, target in (("user", "alice"), ("app", None)):
+            key = f"k-{scope}"
+            sm.update_shared_memory(
+                scope=scope,
+                agent="a",
+                target_user_id=target,
+                data={"x": 1},
+                idempotency_key=key,
+                **admin,
+            )
+    _downgrade(db_url, "0011_memory_history")
+    assert upgrade(db_url) == head_revision()
+    keys = [("append_messages", "k1"), ("update_shared_memory", "k-user")]
+    keys.append(("update_shared_memory", "k-app"))
+    store = SQLStore(db_url)
+    try:
+        with store.transaction(write=False) as tx:
+            owners = [tx.get_idempotency("root", scope, k) for scope, k in keys]
+        assert [r.owner_id if r else "gone" for r in owners] == ["alice", "alice", None]
+        SessionManager(store).erase_user(user_id="alice")
+        with store.transaction(write=False) as tx:
+            left = [k for scope, k in keys if tx.get_idempotency("root", scope, k)]
+        assert left == ["k-app"]  # the app document is no user's
+    finally:
+        store.close()

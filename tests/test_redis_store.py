@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +237,32 @@ def test_idempotency_records_carry_a_redis_expiry(redis_url: str) -> None:
         m.create_session(user_id=USER, idempotency_key="k")
         (key,) = store.client.scan_iter(match="as:idem:{alice}:*")
         assert 89_000 < store.client.ttl(key) <= 90_000
+
+
+def test_admin_records_for_a_user_leave_no_index_entry_once_gone(
+    redis_store: RedisStore,
+) -> None:
+    """An admin's keyed writes for alice are indexed under alice too; whichever way a
+    record goes (with its session, purged by the sweep, or expired by Redis and then
+    swept), alice's index entry and its owner entry go with it."""
+    m = SessionManager(redis_store)
+    r = redis_store.client
+    admin: dict[str, Any] = {"user_id": "root", "admin": True}
+    sid = m.create_session(user_id=USER).session_id
+    m.update_session(session_id=sid, title="t", idempotency_key="u1", **admin)
+    for key in ("s1", "s2"):
+        m.update_shared_memory(
+            scope="user", agent=key, target_user_id=USER, data={"a": 1}, idempotency_key=key,
+            **admin,
+        )
+    assert len(r.zrange("as:idem:user:{alice}", 0, -1)) == 3 == r.hlen("as:idem:owners")
+    m.delete_session(session_id=sid, user_id=USER)
+    assert len(r.zrange("as:idem:user:{alice}", 0, -1)) == 2 == r.hlen("as:idem:owners")
+    r.delete("as:idem:{root}:update_shared_memory:s1")  # as if Redis expired it
+    with redis_store.transaction(write=True) as tx:
+        assert tx.purge_idempotency(created_before=datetime.now(UTC) + timedelta(days=1)) == 1
+    assert r.zrange("as:idem:user:{alice}", 0, -1) == [] and r.hlen("as:idem:owners") == 0
+    assert r.zrange("as:idem:user:{root}", 0, -1) == []
 
 
 def test_timestamps_round_trip_exactly(redis_store: RedisStore) -> None:

@@ -24,6 +24,7 @@ AUDITED_ACTIONS = {
     "records.put", "summary.added", "tool_call.recorded", "run.started", "run.step_added",
     "run.finished", "session.rewound",
     "session.closed", "session.expired", "session.restored", "session.deleted",
+    "session.forked", "message.popped", "message.truncated", "records.deleted",
 }  # fmt: skip
 
 
@@ -136,6 +137,63 @@ def test_scrub_runs_after_each_erasure_has_committed(store: SessionStore) -> Non
     assert recorder.scrubs[1] == (False, [])
     assert erasure.sessions_deleted == 1 and (erasure.store.done or erasure.store.pending)
     assert erasure.operator_steps == OPERATOR_STEPS
+
+
+def test_erasure_purges_every_keyed_record_of_the_user_whoever_wrote_it(
+    manager: SessionManager, store: SessionStore
+) -> None:
+    """The user's own keyed writes and an admin's keyed writes into the user's data
+    (every keyed write an admin may make for a user: session writes, a fork, the user's
+    shared-memory document) leave no idempotency record after the user's erasure."""
+    c = write_canaries(manager, admin=ADMIN)
+    callers = {caller for caller, _, _ in c.keyed}
+    scopes = {scope for _, scope, _ in c.keyed}
+    assert callers == {c.user, ADMIN} and {"fork_session", "update_shared_memory"} <= scopes
+
+    def records() -> list[Any]:
+        with store.transaction(write=False) as tx:
+            return [r for r in (tx.get_idempotency(*k) for k in c.keyed) if r is not None]
+
+    assert len(records()) == len(c.keyed)
+    erasure = manager.erase_user(user_id=ADMIN, target_user_id=c.user, admin=True)
+    assert erasure.sessions_deleted == len(c.session_ids) == 3
+    assert erasure.idempotency_keys_purged == 1  # the shared-memory write; the rest went
+    assert records() == []  # with their sessions
+
+
+def test_replay_after_erasure_returns_no_erased_content(manager: SessionManager) -> None:
+    """The same keyed admin request again after the erasure finds no record: a
+    shared-memory write runs again (a new document, version 1, nothing of the erased
+    one), a session write or fork finds no session."""
+    c = write_canaries(manager, admin=ADMIN)
+    agent = c.values["agent"]
+    [shared_key] = [k for _, scope, k in c.keyed if scope == "update_shared_memory"]
+    [fork_key] = [k for _, scope, k in c.keyed if scope == "fork_session"]
+    ops = [{"op": "add", "path": "/admin", "value": c.values["admin_shared_memory"]}]
+    again: dict[str, Any] = {
+        "scope": "user",
+        "agent": agent,
+        "user_id": ADMIN,
+        "target_user_id": c.user,
+        "admin": True,
+        "ops": ops,
+        "idempotency_key": shared_key,
+    }
+    before = manager.update_shared_memory(**again)
+    assert before.version > 1 and "created" in before.data  # a replay of the first answer
+    manager.erase_user(user_id=c.user)
+    after = manager.update_shared_memory(**again)
+    assert after.version == 1 and after.data == {"admin": c.values["admin_shared_memory"]}
+    others = {k: v for k, v in c.values.items() if k not in ("admin_shared_memory", "agent")}
+    assert c.found_in(json.dumps(dump(after)), others) == ["user_id"]  # its new owner
+    with pytest.raises(SessionNotFound):
+        manager.fork_session(
+            session_id=c.session_ids[1],
+            user_id=ADMIN,
+            admin=True,
+            title=c.values["admin_fork_title"],
+            idempotency_key=fork_key,
+        )
 
 
 def test_erase_user_counts_sessions_and_purged_keys(manager: SessionManager) -> None:

@@ -55,8 +55,9 @@ class Erasure:
 
     Attributes:
         sessions_deleted: how many sessions of the user were deleted.
-        idempotency_keys_purged: the user's idempotency records purged beyond those
-            deleted with their sessions.
+        idempotency_keys_purged: the idempotency records purged beyond those deleted
+            with their sessions: the user's own, and those of writes to the user's data
+            by others (an admin's, on their behalf).
         shared_memory_deleted: the user's ``user``-scope shared-memory documents
             deleted (one per agent the user had one for).
         store: what the store did to get the deleted rows off its disk, and what it
@@ -124,7 +125,8 @@ class ErasureUseCases(ServiceCore):
         self, *, user_id: str, target_user_id: str | None = None, admin: bool = False
     ) -> int:
         """Erase every session of a user (right to erasure), their ``user``-scope
-        shared-memory documents (every agent's) and their idempotency keys;
+        shared-memory documents (every agent's) and the idempotency records of their
+        writes and of writes to their data (an admin's too);
         :meth:`erase_user` without its report.
 
         Args:
@@ -150,8 +152,14 @@ class ErasureUseCases(ServiceCore):
         compact: bool = False,
     ) -> Erasure:
         """Erase every session of a user, their ``user``-scope shared-memory documents
-        and their idempotency keys in one transaction, then have the store get the
-        deleted rows off its disk (its ``scrub``).
+        and every idempotency record of their data in one transaction, then have the
+        store get the deleted rows off its disk (its ``scrub``).
+
+        An idempotency record holds the first answer of a keyed write, so the records of
+        the user's writes and of writes to their data by anyone (an admin's for them:
+        the record's ``owner_id``) all go; the same keyed request sent again later finds
+        no record and runs again (a session write: SessionNotFound), never replaying
+        erased content.
 
         Args:
             user_id: the caller (the principal). target_user_id: the owner whose data to

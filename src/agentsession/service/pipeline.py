@@ -202,7 +202,7 @@ class WritePipeline:
                 raise SessionNotActive(session_id=s.session_id, status=s.status.value)
             check_version(s, req.expected_version)
             result, version = self._apply(tx, req, s, now)
-            self._remember(tx, req.principal, req.scope, key, fingerprint, s.session_id, result)
+            self._remember(tx, req.principal, req.scope, key, fingerprint, s, result)
             return Written(result, replayed=False, session_version=version)
 
         try:
@@ -255,7 +255,7 @@ class WritePipeline:
             if replay is not _NO_RECORD:
                 return Written(SESSION.validate_python(replay), replayed=True)
             session = build(tx, self._uow.now())
-            self._remember(tx, principal, scope, key, fingerprint, session.session_id, session)
+            self._remember(tx, principal, scope, key, fingerprint, session, session)
             return Written(session, replayed=False)
 
         written = self._uow.run(body, write=True)
@@ -270,11 +270,15 @@ class WritePipeline:
         request: tuple[Any, ...],
         result_type: TypeAdapter[R],
         change: Callable[[StoreTransaction, datetime], R],
+        *,
+        owner: str | None,
     ) -> Written[R]:
         """Run a write that belongs to no session (a shared-memory document):
         ``change(tx, now)`` writes and returns the result; a retried idempotency key of
-        ``scope`` answers the first result instead (its record names no session). No
-        session version step and no audit event.
+        ``scope`` answers the first result instead (its record names no session, and
+        ``owner``: the user whose data it writes, None for no user's, so that user's
+        erasure purges it whoever the caller was). No session version step and no
+        audit event.
 
         Raises:
             ValidationError: a malformed key. IdempotencyKeyReused, StoreBusy, and
@@ -288,7 +292,7 @@ class WritePipeline:
             if replay is not _NO_RECORD:
                 return Written(result_type.validate_python(replay), replayed=True)
             result = change(tx, self._uow.now())
-            self._remember(tx, principal, scope, key, fingerprint, None, result)
+            self._remember(tx, principal, scope, key, fingerprint, owner, result)
             return Written(result, replayed=False)
 
         written = self._uow.run(body, write=True)
@@ -453,19 +457,24 @@ class WritePipeline:
         scope: str,
         key: str | None,
         fingerprint: str,
-        session_id: str | None,
+        target: Session | str | None,
         result: Any,
     ) -> None:
+        """Store the idempotency record of ``key`` (None: nothing). ``target`` is the
+        session written (the record goes with it; its owner owns the record too) or,
+        for a session-less write, the user whose data it wrote (None: no user's)."""
         if key is None:
             return
         now = self._uow.now()
+        session, owner = (target, target.user_id) if isinstance(target, Session) else (None, target)
         tx.put_idempotency(
             IdempotencyRecord(
+                owner_id=owner,
                 user_id=principal.user_id,
                 scope=scope,
                 key=key,
                 fingerprint=fingerprint,
-                session_id=session_id,
+                session_id=None if session is None else session.session_id,
                 result=dumps(_to_json(result)),
                 created_at=now,
                 expires_at=now + self._retention,

@@ -136,6 +136,7 @@ class SharedMemoryUseCases(ServiceCore):
             (scope, agent, owner, checked, expected_version),
             _SHARED,
             change,
+            owner=owner,
         ).value
 
     def delete_shared_memory(

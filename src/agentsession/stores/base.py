@@ -75,7 +75,7 @@ class IdempotencyRecord:
     """The stored first result of a request sent with an idempotency key.
 
     Attributes:
-        user_id: the principal; keys are scoped per user and ``scope``.
+        user_id: the principal (the caller); keys are scoped per caller and ``scope``.
         scope: the operation, e.g. ``"append_messages"``.
         key: the client's idempotency key.
         fingerprint: hex SHA-256 of the canonical request, to detect a different request.
@@ -85,6 +85,10 @@ class IdempotencyRecord:
         expires_at: when the record may be forgotten: ``created_at`` plus the policy's
             idempotency retention, set by the service layer. A store may drop the record
             by itself then (Redis sets it as the key's expiry); None = kept until purged.
+        owner_id: the user whose data the request wrote (the session's owner, the
+            ``user`` shared document's), which an admin's request on their behalf is
+            not; None when it wrote no user's data (the ``app`` document). The erasure
+            of either user purges the record (:meth:`StoreTransaction.purge_idempotency`).
     """
 
     user_id: str
@@ -95,6 +99,7 @@ class IdempotencyRecord:
     result: str
     created_at: datetime
     expires_at: datetime | None = None
+    owner_id: str | None = None
 
 
 class SessionHead(NamedTuple):
@@ -355,6 +360,7 @@ class StoreTransaction(Protocol):
     ) -> list[Message]:
         """The messages rewind ``number`` hid, with ``seq > after_seq``, oldest first,
         at most ``limit``, as they were stored. Costs O(returned rows)."""
+
     # -- forks -----------------------------------------------------------------------
     def copy_history(
         self, source_id: str, target_id: str, *, upto_seq: int, id_part: str
@@ -519,14 +525,17 @@ class StoreTransaction(Protocol):
         """Return the record stored for this key, or None."""
 
     def put_idempotency(self, record: IdempotencyRecord) -> None:
-        """Store a record. Raises StoreConflict if one exists for (user_id, scope, key)."""
+        """Store a record. Raises StoreConflict if one exists for (user_id, scope, key)
+        (a SQL store inserts-or-ignores, so a lost race leaves no error in the server's
+        log)."""
 
     def delete_idempotency(self, user_id: str, scope: str, key: str) -> None:
         """Remove one record (used to replace an expired one). Absent: no-op."""
 
     def purge_idempotency(self, *, created_before: datetime, user_id: str | None = None) -> int:
-        """Delete records older than ``created_before`` (optionally of one user only);
-        return how many went."""
+        """Delete records older than ``created_before``; with ``user_id``, only those of
+        that user: written by them (``user_id``) or to their data (``owner_id``). Return
+        how many went."""
 
 
 @runtime_checkable
@@ -566,4 +575,3 @@ class SessionStore(Protocol):
 
     def close(self) -> None:
         """Release connections the store created. Further use raises StoreError."""
-

@@ -710,7 +710,7 @@ class _MemoryTransaction:
         doomed = {
             k: r
             for k, r in self._s._idempotency.items()
-            if r.created_at < created_before and (user_id is None or r.user_id == user_id)
+            if r.created_at < created_before and user_id in (None, r.user_id, r.owner_id)
         }
         for k in doomed:
             del self._s._idempotency[k]

@@ -25,6 +25,10 @@ _DELETED = "the erased keys were deleted from Redis's memory"
 _REPLICAS = (
     "replicas keep their own AOF and RDB files: run BGREWRITEAOF (and BGSAVE) there too"
 )
+_SLOWLOG = (
+    "the slow log keeps the arguments of slow commands (the store's write scripts "
+    "included) in memory until SLOWLOG RESET or a restart"
+)
 _AOF_KEEPS = (
     "the append-only file keeps the erased values until its next rewrite: run "
     "`agentsession erase --compact`, or open the store with rewrite_aof_after_erasure=True "
@@ -85,7 +89,7 @@ def scrub(client: redis.Redis, *, rewrite_aof: bool, timeout_seconds: float) -> 
             "RDB snapshots (dump.rdb) taken before the erasure hold the erased values "
             "until the next snapshot replaces them (BGSAVE)"
         )
-    pending.append(_REPLICAS)
+    pending += [_SLOWLOG, _REPLICAS]
     return ScrubReport(tuple(done), tuple(pending))
 
 

@@ -35,7 +35,10 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
                                     (or of a deleted shared document's ``shm_`` audit id)
     as:idem:{uid}:<scope>:<key>  string  IdempotencyRecord JSON, with a Redis expiry
     as:idem:by_time         zset    score = created_at in us, member = record key
-    as:idem:user:{uid}      zset    the same, per user
+    as:idem:user:{uid}      zset    the same, per user: written by them, or to their data
+                                    (the record's ``owner_id``, an admin's write for them)
+    as:idem:owners          hash    record key -> owner_id, for the records whose owner is
+                                    not their caller (to find the owner's index entry)
 
 Timestamps are microseconds since the Unix epoch in scores (exact in a double until the
 year 2255) and in fixed-width index members, ISO 8601 with microseconds in JSON.
@@ -170,6 +173,7 @@ M = TypeVar("M", bound=BaseModel)
 _AUDIT_SEQ = "as:audit_seq"
 _TOMBSTONES = "as:tombstones"
 _IDEM_BY_TIME = "as:idem:by_time"
+_IDEM_OWNERS = "as:idem:owners"
 #: Expiry of a session's write lock (ms): far above a transaction's usual few ms; a
 #: holder that died frees the session after this long.
 _LOCK_TTL_MS = 500
@@ -228,6 +232,11 @@ while i <= #ARGV do
       redis.call('ZREM', 'as:idem:by_time', rk)
       local uid = string.match(rk, '^as:idem:{([^}]*)}')
       if uid then redis.call('ZREM', 'as:idem:user:{' .. uid .. '}', rk) end
+      local owner = redis.call('HGET', 'as:idem:owners', rk)
+      if owner then
+        redis.call('ZREM', 'as:idem:user:{' .. owner .. '}', rk)
+        redis.call('HDEL', 'as:idem:owners', rk)
+      end
     end
     for _, t in ipairs(redis.call('SMEMBERS', p .. 'calls:tools')) do
       redis.call('DEL', p .. 'calls:tool:' .. t)
@@ -386,6 +395,7 @@ def _enc_record(r: IdempotencyRecord) -> str:
             "session_id": r.session_id,
             "result": r.result,
             "created_at": r.created_at.isoformat(),
+            "owner_id": r.owner_id,
         }
     )
 
@@ -400,6 +410,7 @@ def _dec_record(text: str) -> IdempotencyRecord:
         session_id=row["session_id"],
         result=row["result"],
         created_at=datetime.fromisoformat(row["created_at"]).astimezone(UTC),
+        owner_id=row.get("owner_id"),
     )
 
 
@@ -1279,6 +1290,9 @@ class _RedisTransaction(
             self._do("SETEX", k, _enc_record(record), max(1, math.ceil(lifetime)))
         self._do("ZADD", _IDEM_BY_TIME, at, k)
         self._do("ZADD", _idem_user_index(record.user_id), at, k)
+        if record.owner_id is not None and record.owner_id != record.user_id:
+            self._do("ZADD", _idem_user_index(record.owner_id), at, k)
+            self._do("HSET", _IDEM_OWNERS, k, record.owner_id)
         if record.session_id is not None:
             self._do("SADD", _prefix(record.session_id) + "idem", k)
         self._idem[k] = record
@@ -1287,6 +1301,9 @@ class _RedisTransaction(
         self._do("DEL", k)
         self._do("ZREM", _IDEM_BY_TIME, k)
         self._do("ZREM", _idem_user_index(record.user_id), k)
+        if record.owner_id is not None and record.owner_id != record.user_id:
+            self._do("ZREM", _idem_user_index(record.owner_id), k)
+            self._do("HDEL", _IDEM_OWNERS, k)
         if record.session_id is not None:
             self._do("SREM", _prefix(record.session_id) + "idem", k)
         self._idem[k] = None
@@ -1309,11 +1326,15 @@ class _RedisTransaction(
         ]
         count = 0
         raws = _maybe_texts(self._r.mget(keys)) if keys else []
-        for k, raw in zip(keys, raws, strict=True):
+        owners = _maybe_texts(self._r.hmget(_IDEM_OWNERS, keys)) if keys else []
+        for k, raw, owner in zip(keys, raws, owners, strict=True):
             if raw is None:  # expired by Redis already: drop the stale index entries
                 self._do("ZREM", _IDEM_BY_TIME, k)
                 uid = k.split("{", 1)[1].split("}", 1)[0]
                 self._do("ZREM", _idem_user_index(uid), k)
+                if owner is not None:
+                    self._do("ZREM", _idem_user_index(owner), k)
+                    self._do("HDEL", _IDEM_OWNERS, k)
                 continue
             self._drop_idempotency(k, _dec_record(raw))
             count += 1
@@ -1321,7 +1342,7 @@ class _RedisTransaction(
             if (
                 record is not None
                 and record.created_at < created_before
-                and (user_id is None or record.user_id == user_id)
+                and user_id in (None, record.user_id, record.owner_id)
             ):
                 self._drop_idempotency(k, record)
                 count += 1

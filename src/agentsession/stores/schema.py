@@ -358,7 +358,10 @@ idempotency_keys = sa.Table(
     sa.Column("session_id", sa.String(ID), nullable=True),
     sa.Column("result", LONG_TEXT, nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),
+    # The user whose data the request wrote (the caller may be an admin): erased with them.
+    sa.Column("owner_id", sa.String(NAME_CHARS), nullable=True),
     sa.Index(None, "session_id"),
     sa.Index(None, "created_at"),
+    sa.Index(None, "owner_id"),
     **TABLE_OPTIONS,
 )

@@ -17,7 +17,7 @@ SQLAlchemy's per-execution overhead; everything else goes through ``Connection.e
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -65,6 +65,7 @@ from .schema import (
 from .sqldialect import (
     connection_mode,
     create_store_engine,
+    insert_unless_present,
     masked_url,
     parse_url,
     translate_error,
@@ -510,7 +511,10 @@ class _SQLTransaction(ForkOps):
     @_translated
     def insert_session(self, session: Session) -> None:
         self._writing()
-        self._conn.execute(sa.insert(sessions), _session_row(session))
+        # A racing create of the same external key loses here, with no unique violation
+        # (and so no user id) in the server's log.
+        if not insert_unless_present(self._conn, sessions, _session_row(session)):
+            raise StoreConflict(f"session {session.session_id!r} lost a race on its key")
 
     @_translated
     def find_session_by_key(self, user_id: str, agent: str, external_key: str) -> str | None:
@@ -1004,30 +1008,14 @@ class _SQLTransaction(ForkOps):
         rows = stmt.rows(self._execute(stmt, params))
         if not rows:
             return None
-        row = stmt.record(rows[0])
-        return IdempotencyRecord(
-            user_id=row["user_id"],
-            scope=row["scope"],
-            key=row["idem_key"],
-            fingerprint=row["fingerprint"],
-            session_id=row["session_id"],
-            result=row["result"],
-            created_at=row["created_at"],
-        )
+        return _idempotency_record(stmt.record(rows[0]))
 
     @_translated
     def put_idempotency(self, record: IdempotencyRecord) -> None:
         self._writing()
-        row = {
-            "user_id": record.user_id,
-            "scope": record.scope,
-            "idem_key": record.key,
-            "fingerprint": record.fingerprint,
-            "session_id": record.session_id,
-            "result": record.result,
-            "created_at": record.created_at,
-        }
-        self._conn.execute(sa.insert(idempotency_keys), row)
+        row = _idempotency_row(record)
+        if not insert_unless_present(self._conn, idempotency_keys, row):
+            raise StoreConflict(f"idempotency key {record.key!r} exists")
 
     @_translated
     def delete_idempotency(self, user_id: str, scope: str, key: str) -> None:
@@ -1043,8 +1031,37 @@ class _SQLTransaction(ForkOps):
         t = idempotency_keys
         stmt = sa.delete(t).where(t.c.created_at < created_before)
         if user_id is not None:
-            stmt = stmt.where(t.c.user_id == user_id)
+            stmt = stmt.where(sa.or_(t.c.user_id == user_id, t.c.owner_id == user_id))
         return int(self._conn.execute(stmt).rowcount)
+
+
+def _idempotency_record(row: Mapping[str, Any]) -> IdempotencyRecord:
+    """The record of an ``idempotency_keys`` row (by column name)."""
+    return IdempotencyRecord(
+        user_id=row["user_id"],
+        scope=row["scope"],
+        key=row["idem_key"],
+        fingerprint=row["fingerprint"],
+        session_id=row["session_id"],
+        result=row["result"],
+        created_at=row["created_at"],
+        owner_id=row["owner_id"],
+    )
+
+
+def _idempotency_row(record: IdempotencyRecord) -> dict[str, Any]:
+    """The ``idempotency_keys`` row of a record (its ``expires_at`` is not stored: the
+    manager checks the retention itself)."""
+    return {
+        "user_id": record.user_id,
+        "scope": record.scope,
+        "idem_key": record.key,
+        "fingerprint": record.fingerprint,
+        "session_id": record.session_id,
+        "result": record.result,
+        "created_at": record.created_at,
+        "owner_id": record.owner_id,
+    }
 
 
 def _session_head(row: Sequence[Any]) -> SessionHead:

@@ -41,6 +41,8 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from ..errors import StoreBusy, StoreError, ValidationError
@@ -53,6 +55,7 @@ __all__ = [
     "check_database",
     "connection_mode",
     "create_store_engine",
+    "insert_unless_present",
     "masked_url",
     "migration_lock",
     "parse_url",
@@ -426,6 +429,39 @@ class Translating(Protocol):
 T = TypeVar("T", bound=Translating)
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def insert_unless_present(conn: Connection, table: sa.Table, row: dict[str, Any]) -> bool:
+    """Insert ``row`` into ``table`` unless a row with the same primary or unique key is
+    there; return whether it was inserted.
+
+    A lost race on a unique key is then no error: PostgreSQL writes every unique
+    violation to its server log with the key's values (``DETAIL: Key (user_id, ...)=(...)
+    already exists``), which would keep user ids and keys there after an erasure.
+    PostgreSQL and SQLite run ``INSERT ... ON CONFLICT DO NOTHING`` (the row count tells
+    a skipped row). MariaDB/MySQL run a plain ``INSERT``: a duplicate key raises
+    (StoreConflict through :func:`translate_error`). ``INSERT IGNORE`` would also turn
+    strict-mode errors into warnings, and ``ON DUPLICATE KEY UPDATE`` reports a
+    matched row like an inserted one under ``CLIENT_FOUND_ROWS`` (the drivers' setting);
+    and the server logs no failed statement unless an audit or error-log plugin is on.
+
+    Args:
+        conn: a connection inside the store's write transaction.
+        table: the table; row: column name -> value.
+
+    Returns:
+        True when inserted, False when a row with the same key was there (PostgreSQL
+        and SQLite only; on MariaDB/MySQL a duplicate raises).
+    """
+    name = conn.dialect.name
+    if name == "postgresql":
+        stmt: Any = pg_dialect.insert(table).on_conflict_do_nothing()
+    elif name == "sqlite":
+        stmt = sqlite_dialect.insert(table).on_conflict_do_nothing()
+    else:
+        stmt = sa.insert(table)
+    # SQLAlchemy reports an INSERT's row count only when asked to keep it.
+    return conn.execute(stmt, row, execution_options={"preserve_rowcount": True}).rowcount == 1
 
 
 def translated(method: Callable[Concatenate[T, P], R]) -> Callable[Concatenate[T, P], R]:

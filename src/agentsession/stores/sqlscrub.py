@@ -17,8 +17,9 @@
 * MariaDB/MySQL: InnoDB purges deleted records into free space of its pages, not
   overwritten. ``compact`` runs ``OPTIMIZE TABLE`` (a rebuild for InnoDB).
 
-What the database keeps elsewhere (PostgreSQL's WAL and archives, MariaDB's binary,
-redo and undo logs) is reported as pending, with the step that reaches it.
+What the database keeps elsewhere (PostgreSQL's WAL, recycled segments included, and
+archives; MariaDB's binary, query, redo and undo logs) is reported as pending, with the
+step that reaches it (docs/security.md, "What each store still keeps after an erasure").
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ _SQLITE_WAL_LEFT = (
 
 _SQLITE_ZEROED = "secure_delete: the erased rows were overwritten with zeros in the database"
 _PG_WAL = (
-    "PostgreSQL's WAL (pg_wal) holds the erased rows until checkpoints recycle its "
-    "segments; archived WAL (archive_command, pgBackRest, WAL-G...) and standby servers "
-    "keep their own copies: expire them"
+    "PostgreSQL's WAL (pg_wal) holds the erased rows, and a checkpoint recycles its "
+    "segments by renaming them, not overwriting them: run CHECKPOINT; SELECT "
+    "pg_switch_wal(); CHECKPOINT; with wal_recycle=off so old segments are deleted "
+    "(docs/security.md); archived WAL (archive_command, pgBackRest, WAL-G...) and "
+    "standby servers keep their own copies: expire them"
 )
 _PG_DEAD_ROWS = (
     "the table, TOAST and index files keep the erased rows as dead row versions until "
@@ -56,8 +59,9 @@ _PG_DEAD_ROWS = (
 )
 _MYSQL_LOGS = (
     "MariaDB/MySQL keep the erased rows in the binary log if it is on (PURGE BINARY "
-    "LOGS, binlog_expire_logs_seconds) and in the redo log and undo tablespaces until "
-    "they are overwritten; replicas keep their own copies"
+    "LOGS, binlog_expire_logs_seconds), in the general and slow query logs if they are "
+    "on, and in the redo log and undo tablespaces until they are overwritten; replicas "
+    "keep their own copies"
 )
 _MYSQL_FREE_SPACE = (
     "the InnoDB table files keep the erased rows in freed space until OPTIMIZE TABLE "

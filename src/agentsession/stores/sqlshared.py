@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection
 from ..models import SharedMemory
 from .base import StoreConflict
 from .schema import shared_memory as t
+from .sqldialect import insert_unless_present
 
 __all__ = ["delete_shared", "delete_user_shared", "get_shared", "put_shared"]
 
@@ -52,8 +53,9 @@ def put_shared(conn: Connection, doc: SharedMemory, expected_version: int) -> No
     key = {"agent": doc.agent, "user_id": doc.user_id or ""}
     values = {"version": doc.version, "updated_at": doc.updated_at, "data": doc.data}
     if expected_version == 0:
-        # A concurrent first write makes this a duplicate key: StoreConflict.
-        conn.execute(sa.insert(t), {**key, **values})
+        # A concurrent first write won: StoreConflict, with no error in the server log.
+        if not insert_unless_present(conn, t, {**key, **values}):
+            raise StoreConflict(f"shared memory of {doc.agent!r} changed concurrently")
         return
     # Compare-and-set: a writer that committed since our read moved the version,
     # so nothing matches (the row lock makes the second writer wait, then re-check).
