@@ -140,5 +140,5 @@ def test_erase_removes_an_admins_keyed_write_for_the_user_from_the_files(
     assert any(secret in p.read_bytes() for p in files if p.exists())
     result = runner.invoke(build_app(), ["erase", "--url", url, "--user", "alice", "--yes"])
     assert result.exit_code == 0, result.output
-    assert "1 idempotency key(s) purged" in " ".join(result.output.split())
+    assert "1 idempotency key purged" in " ".join(result.output.split())
     assert not any(secret in p.read_bytes() for p in files if p.exists())
