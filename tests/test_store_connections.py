@@ -3,8 +3,9 @@
 A pooled connection closed by the server (PostgreSQL ``idle_session_timeout``,
 MariaDB ``wait_timeout``, or killed) must not fail the next call of the library, the
 LangGraph saver or ``serve``; a connection lost at the COMMIT surfaces as
-StoreUnavailable and is not re-run; a full SQLite database is StoreUnavailable, a 503
-with ``Retry-After`` over HTTP, and StoreUnavailable again in both clients.
+StoreUnavailable and is not re-run; a full SQLite database (and a Redis over its
+``maxmemory``) is StoreUnavailable, a 503 with ``Retry-After`` over HTTP, and
+StoreUnavailable again in both clients.
 The server stopped and started again under load is in ``test_store_outage.py``.
 """
 
@@ -351,3 +352,26 @@ def test_other_driver_errors_stay_store_error() -> None:
     assert type(translate_error(other)) is StoreError
     syntax = sa.exc.ProgrammingError("SELECT", None, pymysql.err.ProgrammingError(1064, "x"))
     assert type(translate_error(syntax)) is StoreError
+
+
+def test_redis_out_of_memory_is_store_unavailable(
+    redis_server: servers.Server, redis_url: str
+) -> None:
+    """A Redis refusing writes (over ``maxmemory``: OOM) is StoreUnavailable, a 503 with
+    ``Retry-After`` over HTTP (before: StoreError, a 500); reads go on working."""
+    manager = SessionManager.from_url(redis_url)
+    sid = manager.create_session(user_id="alice").session_id
+    http, headers = _serve(manager)
+    port = redis_server.port
+    servers.redis_command(port, "CONFIG", "SET", "maxmemory", "1")
+    try:
+        with pytest.raises(StoreUnavailable, match="maxmemory"):
+            manager.append_message(session_id=sid, user_id="alice", message=USER)
+        r = http.post(f"/v1/sessions/{sid}/messages", json={"message": USER}, headers=headers)
+        assert (r.status_code, r.headers.get("retry-after")) == (503, "1")
+        assert r.json()["type"].endswith("/store-unavailable")
+        assert manager.get_session(session_id=sid, user_id="alice").message_count == 0
+    finally:
+        servers.redis_command(port, "CONFIG", "SET", "maxmemory", "0")
+    manager.append_message(session_id=sid, user_id="alice", message=USER)
+    manager.close()

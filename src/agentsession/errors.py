@@ -559,8 +559,9 @@ class StoreUnavailable(StoreError):
     A transaction whose connection was lost before its COMMIT is re-run on a fresh
     connection first; this is raised when that did not help (nothing was written),
     and when the connection was lost during the COMMIT, whose outcome is then
-    unknown: the write may or may not be stored. Retry with the same idempotency key, which makes
-    the retry safe either way (docs/deployment.md, "When the store is unavailable").
+    unknown: the write may or may not be stored. Retry with the same idempotency key,
+    which makes the retry safe either way (docs/deployment.md, "When the store is
+    unavailable").
     """
 
     http_status = 503

@@ -14,11 +14,6 @@ from .base import StoreConflict
 
 __all__ = ["translate", "translated"]
 
-# Error replies of a Redis that refuses writes: over ``maxmemory``, its last background
-# save failed (``stop-writes-on-bgsave-error``, e.g. a full disk), or a replica during
-# a failover.
-_REFUSING = ("OOM", "MISCONF", "READONLY")
-
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")  # the transaction class a method of which `translated` wraps
@@ -47,7 +42,11 @@ def translate(exc: Exception, *, committing: bool = False) -> StoreError:
     if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
         outcome = " (the commit's outcome is unknown)" if committing else ""
         return StoreUnavailable(f"Redis unreachable{outcome}: {exc}")
-    if isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith(_REFUSING):
+    # Refusing writes: over ``maxmemory`` (OOM), a replica during a failover
+    # (READONLY), or its last background save failed (MISCONF, e.g. a full disk).
+    if isinstance(exc, redis.exceptions.OutOfMemoryError | redis.exceptions.ReadOnlyError) or (
+        isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("MISCONF")
+    ):
         return StoreUnavailable(f"Redis refuses writes: {exc}")
     if isinstance(exc, redis.exceptions.RedisError):
         return StoreError(f"Redis failed: {exc}")
