@@ -2,7 +2,8 @@
 
 Each server is started once per test session (once per worker under pytest-xdist), on
 loopback, on a free port, with its data in a fresh temporary directory, and stopped
-(directory removed) when the session ends.
+(directory removed) when the session ends. :meth:`Server.halt` and :meth:`Server.resume`
+stop a server and start it again on the same port and data, as an outage would.
 No Docker and no system service: the binaries come from the Debian packages
 ``postgresql``, ``mariadb-server`` and ``redis-server`` (``make test`` and ``make
 test-all`` install them when they can: ``scripts/install-test-servers.sh``, as root with
@@ -133,6 +134,8 @@ class Server:
     log: Path
     _stop: Callable[[], None]
     _admin: Any = None
+    _halt: Callable[[], None] | None = None
+    _resume: Callable[[], Any] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -155,6 +158,22 @@ class Server:
             else:
                 with self._admin.cursor() as cur:
                     cur.execute(f"DROP DATABASE IF EXISTS {name}")
+
+    def halt(self) -> None:
+        """Stop the server process as an outage would (its open connections are closed),
+        keeping its data directory and port for :meth:`resume`."""
+        assert self._halt is not None
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                self._admin.close()
+            self._admin = None
+        self._halt()
+
+    def resume(self) -> None:
+        """Start a server stopped by :meth:`halt` again, on the same port and data; return
+        once it accepts connections."""
+        assert self._resume is not None
+        self._admin = self._resume()
 
     def stop(self) -> None:
         """Stop the server and remove its directory."""
@@ -330,31 +349,23 @@ def start_postgres(*, durable: bool = False) -> Server:
             f"-k {tmp} -p {port} -c listen_addresses=127.0.0.1 -c fsync={flag} "
             f"-c synchronous_commit={flag} -c full_page_writes={flag} -c max_connections=200"
         )
-        _run(
-            [
-                str(bindir / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(log),
-                "-w",
-                "-t",
-                str(int(START_TIMEOUT)),
-                "-o",
-                opts,
-                "start",
-            ],
-            run_as,
-            log,
-            cwd=tmp,
-        )
+        pg_ctl = [str(bindir / "pg_ctl"), "-D", str(data), "-w", "-t", str(int(START_TIMEOUT))]
+        _run([*pg_ctl, "-l", str(log), "-o", opts, "start"], run_as, log, cwd=tmp)
     except BaseException:
         _stop_postgres(bindir, data, run_as, tmp)
         raise
     startup = time.monotonic() - started
-    admin = psycopg.connect(
-        host="127.0.0.1", port=port, user="postgres", dbname="postgres", autocommit=True
-    )
+
+    def connect() -> Any:
+        return psycopg.connect(
+            host="127.0.0.1", port=port, user="postgres", dbname="postgres", autocommit=True
+        )
+
+    def resume() -> Any:
+        _run([*pg_ctl, "-l", str(log), "-o", opts, "start"], run_as, log, cwd=tmp)
+        return connect()
+
+    admin = connect()
     version = admin.execute("SHOW server_version").fetchone()[0]
     return Server(
         kind="postgres",
@@ -366,6 +377,8 @@ def start_postgres(*, durable: bool = False) -> Server:
         log=log,
         _stop=lambda: _stop_postgres(bindir, data, run_as, tmp),
         _admin=admin,
+        _halt=lambda: _run([*pg_ctl, "-m", "fast", "stop"], run_as, log, cwd=tmp),
+        _resume=resume,
     )
 
 
@@ -430,30 +443,32 @@ def start_mysql(*, durable: bool = False) -> Server:
             log,
             cwd=tmp,
         )
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [
-                    server,
-                    "--no-defaults",
-                    f"--datadir={data}",
-                    f"--socket={sock}",
-                    f"--port={port}",
-                    "--bind-address=127.0.0.1",
-                    f"--pid-file={tmp / 'server.pid'}",
-                    "--skip-name-resolve",
-                    "--character-set-server=utf8mb4",
-                    f"--innodb-flush-log-at-trx-commit={1 if durable else 2}",
-                    f"--innodb-doublewrite={1 if durable else 0}",
-                    *(["--sync-binlog=1"] if durable else []),
-                    "--innodb-buffer-pool-size=128M",
-                    "--max-connections=300",
-                    *user_args,
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=tmp,
-            )
+
+        def launch() -> None:
+            nonlocal proc
+            with log.open("ab") as out:
+                proc = subprocess.Popen(
+                    args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tmp
+                )
+
+        args = [
+            server,
+            "--no-defaults",
+            f"--datadir={data}",
+            f"--socket={sock}",
+            f"--port={port}",
+            "--bind-address=127.0.0.1",
+            f"--pid-file={tmp / 'server.pid'}",
+            "--skip-name-resolve",
+            "--character-set-server=utf8mb4",
+            f"--innodb-flush-log-at-trx-commit={1 if durable else 2}",
+            f"--innodb-doublewrite={1 if durable else 0}",
+            *(["--sync-binlog=1"] if durable else []),
+            "--innodb-buffer-pool-size=128M",
+            "--max-connections=300",
+            *user_args,
+        ]
+        launch()
 
         def connect() -> Any:
             return pymysql.connect(unix_socket=str(sock), user="root", autocommit=True)
@@ -469,7 +484,19 @@ def start_mysql(*, durable: bool = False) -> Server:
             except OSError:
                 return False
 
-        _wait(ready, "mariadbd", log, lambda: proc is not None and proc.poll() is None)
+        def alive() -> bool:
+            return proc is not None and proc.poll() is None
+
+        def resume() -> Any:
+            launch()
+            _wait(ready, "mariadbd", log, alive)
+            return connect()
+
+        def halt() -> None:
+            if proc is not None:
+                _terminate(proc)
+
+        _wait(ready, "mariadbd", log, alive)
         admin = connect()
         with admin.cursor() as cur:
             # --skip-name-resolve: root@localhost only matches the socket; tests use TCP.
@@ -490,6 +517,8 @@ def start_mysql(*, durable: bool = False) -> Server:
         log=log,
         _stop=stop,
         _admin=admin,
+        _halt=halt,
+        _resume=resume,
     )
 
 
@@ -532,35 +561,37 @@ def start_redis() -> Server:
     tmp = _tempdir("redis", _RunAs())
     log = tmp / "server.log"
     port = _free_port()
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--dir",
-                str(tmp),
-                "--daemonize",
-                "no",
-                "--protected-mode",
-                "yes",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=tmp,
-        )
+    args = [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--dir",
+        str(tmp),
+        "--daemonize",
+        "no",
+        "--protected-mode",
+        "yes",
+    ]
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def launch() -> None:
+        with log.open("ab") as out:
+            procs.append(
+                subprocess.Popen(
+                    args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tmp
+                )
+            )
 
     def stop() -> None:
-        _terminate(proc)
+        _terminate(procs[-1])
         shutil.rmtree(tmp, ignore_errors=True)
 
     def ready() -> bool:
@@ -569,8 +600,13 @@ def start_redis() -> Server:
         except (OSError, RuntimeError):
             return False
 
+    def resume() -> None:
+        launch()
+        _wait(ready, "redis-server", log, lambda: procs[-1].poll() is None)
+
+    launch()
     try:
-        _wait(ready, "redis-server", log, lambda: proc.poll() is None)
+        _wait(ready, "redis-server", log, lambda: procs[-1].poll() is None)
         info = redis_command(port, "INFO", "server")
     except BaseException:
         stop()
@@ -588,6 +624,8 @@ def start_redis() -> Server:
         startup_seconds=time.monotonic() - started,
         log=log,
         _stop=stop,
+        _halt=lambda: _terminate(procs[-1]),
+        _resume=resume,
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agentsession import Policy, SessionManager
-from agentsession.errors import SessionNotFound, StoreError, ValidationError
+from agentsession.errors import SessionNotFound, StoreError, StoreUnavailable, ValidationError
 from agentsession.models import SessionStatus
 from agentsession.stores.base import StoreConflict
 from agentsession.stores.redis_index import key_index
@@ -306,7 +306,8 @@ def test_config_disabled_warns(
 
 
 def test_server_gone_is_a_store_error(plain_redis: tuple[subprocess.Popen[bytes], int]) -> None:
-    """No redis.* exception escapes: a vanished server is StoreError, at open and later."""
+    """No redis.* exception escapes: a vanished server is StoreUnavailable (a
+    StoreError), at open and later."""
     proc, port = plain_redis
     url = f"redis://127.0.0.1:{port}/0"
     store = RedisStore(url, require_durable=False, socket_timeout_seconds=2)
@@ -319,12 +320,12 @@ def test_server_gone_is_a_store_error(plain_redis: tuple[subprocess.Popen[bytes]
         lambda: m.append_message(session_id=sid, user_id=USER, message={"role": "user"}),
         lambda: m.list_sessions(user_id=USER),
     ):
-        with pytest.raises(StoreError) as info:
+        with pytest.raises(StoreUnavailable) as info:
             call()
         assert not isinstance(info.value, redis.RedisError)
         assert isinstance(info.value.__cause__, redis.RedisError)
     store.close()
-    with pytest.raises(StoreError, match="unreachable"):
+    with pytest.raises(StoreUnavailable, match="unreachable"):
         RedisStore(url, socket_timeout_seconds=2)
 
 

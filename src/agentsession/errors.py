@@ -36,6 +36,7 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     ├── IdempotencyKeyReused         422  same key, different request
     └── StoreError                   500  the store failed; nothing was written
         ├── StoreBusy                503  transient (lock timeout); safe to retry
+        ├── StoreUnavailable         503  unreachable, connection lost, or disk full
         └── SchemaOutOfDate          500  database schema older than the code: run migrations
 """
 
@@ -66,6 +67,7 @@ __all__ = [
     "SessionNotFound",
     "StoreBusy",
     "StoreError",
+    "StoreUnavailable",
     "ToolCallExists",
     "UnsupportedValue",
     "ValidationError",
@@ -595,6 +597,22 @@ class StoreBusy(StoreError):
 
     http_status = 503
     code = "store-busy"
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached or cannot write: the connection was refused or lost
+    (a server stopped, restarting or failing over), or its disk is full.
+
+    A transaction whose connection was lost before its COMMIT is re-run on a fresh
+    connection first; this is raised when that did not help (nothing was written),
+    and when the connection was lost during the COMMIT, whose outcome is then
+    unknown: the write may or may not be stored. Retry with the same idempotency key,
+    which makes the retry safe either way (docs/deployment.md, "When the store is
+    unavailable").
+    """
+
+    http_status = 503
+    code = "store-unavailable"
 
 
 class SchemaOutOfDate(StoreError):

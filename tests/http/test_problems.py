@@ -89,6 +89,8 @@ def test_every_error_class_has_a_problem_and_round_trips(cls: type) -> None:
             "internal error",
             "the store failed; nothing was written",
             "the store is busy; retry shortly",
+            "the store is unreachable or full; retry after Retry-After seconds with the "
+            "same Idempotency-Key",
         )
     if cls is errors.VersionConflict:
         assert back.current_version == 2  # type: ignore[attr-defined]

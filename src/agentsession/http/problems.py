@@ -49,6 +49,7 @@ from ..errors import (
     SessionNotFound,
     StoreBusy,
     StoreError,
+    StoreUnavailable,
     ToolCallExists,
     UnsupportedValue,
     ValidationError,
@@ -101,6 +102,9 @@ class Problem:
 
 _STORE_DETAIL = "the store failed; nothing was written"
 
+#: The ``Retry-After`` (seconds) of a 503 from the store: busy, unreachable or full.
+STORE_RETRY_AFTER_SECONDS = 1
+
 #: The one table: error class -> problem. A test checks every error class is here.
 PROBLEMS: dict[type[AgentSessionError], Problem] = {
     AgentSessionError: Problem("Internal Server Error", "internal error", ()),
@@ -128,6 +132,12 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     IdempotencyKeyReused: Problem("Idempotency Key Reused"),
     StoreError: Problem("Internal Server Error", _STORE_DETAIL, ()),
     StoreBusy: Problem("Service Unavailable", "the store is busy; retry shortly", ()),
+    StoreUnavailable: Problem(
+        "Service Unavailable",
+        "the store is unreachable or full; retry after Retry-After seconds with the "
+        "same Idempotency-Key",
+        (),
+    ),
     SchemaOutOfDate: Problem("Internal Server Error", _STORE_DETAIL, ()),
     Unauthenticated: Problem("Unauthorized"),
     TooManyRequests: Problem("Too Many Requests"),
@@ -168,8 +178,9 @@ _STATUS_TEXT = {
     "retry after `Retry-After` seconds",
     431: "The request's header section is larger, or has more fields, than the limit",
     500: "Internal error (no details)",
-    503: "The store is busy or unreachable, or the worker serves its most requests at "
-    "once; retry after `Retry-After` seconds",
+    503: "The store is busy (`store-busy`), unreachable or out of disk space "
+    "(`store-unavailable`), or the worker serves its most requests at once; retry after "
+    "`Retry-After` seconds, a write with the same `Idempotency-Key`",
 }
 
 
@@ -248,8 +259,8 @@ def problem_response(exc: AgentSessionError) -> Response:
     headers = {}
     if isinstance(exc, Unauthenticated):
         headers["WWW-Authenticate"] = 'Bearer realm="agentsession"'
-    if isinstance(exc, StoreBusy):
-        headers["Retry-After"] = "1"
+    if isinstance(exc, StoreBusy | StoreUnavailable):
+        headers["Retry-After"] = str(STORE_RETRY_AFTER_SECONDS)
     if isinstance(exc, TooManyRequests):
         headers["Retry-After"] = str(exc.retry_after)
     return JSONResponse(

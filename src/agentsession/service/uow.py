@@ -1,8 +1,9 @@
-"""The unit of work: one store transaction per call, re-run when the store lost a race.
+"""The unit of work: one store transaction per call, re-run when the store lost a race
+or the connection before the COMMIT.
 
 Every read and write of the service layer runs its body through
-:meth:`UnitOfWork.run`. A body may run more than once (on StoreBusy), so it must not
-keep state outside the transaction between runs.
+:meth:`UnitOfWork.run`. A body may run more than once (on StoreBusy or ConnectionLost),
+so it must not keep state outside the transaction between runs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..errors import SessionNotFound, StoreBusy
 from ..ids import check_id, check_name
 from ..models import Session
 from ..principal import Principal
-from ..stores.base import SessionHead, SessionOrHead, SessionStore, StoreTransaction
+from ..stores.base import ConnectionLost, SessionHead, SessionOrHead, SessionStore, StoreTransaction
 from .policy import Policy
 
 __all__ = ["UnitOfWork", "utcnow"]
@@ -53,18 +54,22 @@ class UnitOfWork:
 
     def run(self, fn: Callable[[StoreTransaction], T], *, write: bool) -> T:
         """Run ``fn`` in one transaction and return its result; re-run it when the store
-        reports a lost race (StoreBusy), at most ``policy.max_retries`` times and not
-        after ``policy.max_retry_seconds``, with a random exponential backoff.
+        reports a lost race (StoreBusy) or lost its connection before the COMMIT
+        (ConnectionLost: the server rolled it back; a fresh connection is taken), at
+        most ``policy.max_retries`` times and not after ``policy.max_retry_seconds``,
+        with a random exponential backoff.
 
         Raises:
-            StoreBusy: still busy at the bound. Whatever ``fn`` raises (rolled back).
+            StoreBusy: still busy at the bound. StoreUnavailable: still no connection
+            at the bound, or the connection was lost during the COMMIT (never re-run:
+            its outcome is unknown). Whatever ``fn`` raises (rolled back).
         """
         started = time.monotonic()
         for attempt in range(1, self._policy.max_retries + 1):
             try:
                 with self.store.transaction(write=write) as tx:
                     result = fn(tx)
-            except StoreBusy:
+            except (StoreBusy, ConnectionLost):
                 spent = time.monotonic() - started
                 if attempt == self._policy.max_retries or spent >= self._policy.max_retry_seconds:
                     raise

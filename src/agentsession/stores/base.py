@@ -15,7 +15,11 @@ Contract, for every method of :class:`StoreTransaction`:
   until the transaction ends, so the manager's read-check-write is not check-then-act.
 * Driver errors never escape: a transient one (lock timeout, serialization failure,
   a racing insert on a unique key) is raised as :class:`StoreBusy` (the manager retries
-  the whole transaction), anything else as :class:`~agentsession.errors.StoreError`.
+  the whole transaction); a connection the server dropped before the COMMIT as
+  :class:`ConnectionLost` (the manager re-runs the transaction on a fresh connection);
+  an unreachable store, a connection lost during the COMMIT or a full disk as
+  :class:`~agentsession.errors.StoreUnavailable`; anything else as
+  :class:`~agentsession.errors.StoreError`.
 
 The conformance suite in ``tests/contract`` is the executable form of this contract.
 """
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
-from ..errors import StoreBusy
+from ..errors import StoreBusy, StoreUnavailable
 from ..models import (
     AuditEvent,
     Message,
@@ -46,6 +50,7 @@ from ..models import (
 )
 
 __all__ = [
+    "ConnectionLost",
     "IdempotencyRecord",
     "JSONTexts",
     "ScrubReport",
@@ -68,6 +73,13 @@ class StoreConflict(StoreBusy):
     """
 
     code = "store-conflict"
+
+
+class ConnectionLost(StoreUnavailable):
+    """The server closed the transaction's connection before its COMMIT was sent (an
+    idle timeout, a restart, a failover): the server rolled the transaction back, so
+    nothing of it was written, and the manager re-runs it whole on a fresh connection.
+    """
 
 
 @dataclass(frozen=True, slots=True)

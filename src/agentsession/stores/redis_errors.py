@@ -9,7 +9,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import redis
 
-from ..errors import StoreBusy, StoreError
+from ..errors import StoreBusy, StoreError, StoreUnavailable
 from .base import StoreConflict
 
 __all__ = ["translate", "translated"]
@@ -27,8 +27,9 @@ def translate(exc: Exception, *, committing: bool = False) -> StoreError:
             unknown if the connection failed.
 
     Returns:
-        StoreConflict (a lost WATCH race), StoreBusy (loading, a busy script) or
-        StoreError.
+        StoreConflict (a lost WATCH race), StoreBusy (loading, a busy script),
+        StoreUnavailable (unreachable, or refusing writes: out of memory, or its last
+        save to disk failed, e.g. a full disk) or StoreError.
     """
     if isinstance(exc, redis.exceptions.WatchError):
         return StoreConflict(f"Redis transaction lost a race: {exc}")
@@ -36,9 +37,17 @@ def translate(exc: Exception, *, committing: bool = False) -> StoreError:
         return StoreBusy(f"Redis is loading its data set: {exc}")
     if isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("BUSY"):
         return StoreBusy(f"Redis is busy running a script: {exc}")
+    if isinstance(exc, redis.exceptions.AuthenticationError):
+        return StoreError(f"Redis refused the credentials: {exc}")
     if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
         outcome = " (the commit's outcome is unknown)" if committing else ""
-        return StoreError(f"Redis unreachable{outcome}: {exc}")
+        return StoreUnavailable(f"Redis unreachable{outcome}: {exc}")
+    # Refusing writes: over ``maxmemory`` (OOM), a replica during a failover
+    # (READONLY), or its last background save failed (MISCONF, e.g. a full disk).
+    if isinstance(exc, redis.exceptions.OutOfMemoryError | redis.exceptions.ReadOnlyError) or (
+        isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("MISCONF")
+    ):
+        return StoreUnavailable(f"Redis refuses writes: {exc}")
     if isinstance(exc, redis.exceptions.RedisError):
         return StoreError(f"Redis failed: {exc}")
     return StoreError(f"undecodable data in Redis: {exc}")

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreUnavailable
 from ..jsonvalues import dumps
 from ..models import (
     AuditEvent,
@@ -73,6 +73,7 @@ from .sqldialect import (
 from .sqldialect import translated as _translated
 from .sqlexec import CompiledStatement, observed
 from .sqlforks import ForkOps
+from .sqlpool import StalePings
 from .sqlscrub import scrub_database
 from .sqltypes import LONG_TEXT
 
@@ -151,7 +152,10 @@ class SQLStore:
         self._errors = (SQLAlchemyError, sqlite3.Error, engine.dialect.loaded_dbapi.Error)
         self._writes: GroupCommit | None = None
         self._readers: IdleReaders | None = None
-        if engine.dialect.name == "sqlite":
+        self._pings: StalePings | None = None
+        if engine.dialect.name != "sqlite":
+            self._pings = StalePings(engine)
+        else:
             self._readers = IdleReaders(engine)
             self._writes = GroupCommit(
                 lambda: connection_mode(engine.connect(), write=True),
@@ -187,13 +191,19 @@ class SQLStore:
     def transaction(self, *, write: bool) -> Iterator[_SQLTransaction]:
         """Open a transaction (see :class:`~agentsession.stores.base.SessionStore`).
 
-        Commits when the block ends, rolls back if it raises.
+        Commits when the block ends, rolls back if it raises. A pooled connection the
+        server may have closed is pinged first (:mod:`.sqlpool`).
 
         Raises:
             StoreBusy: a lock was not granted within ``busy_timeout_seconds``.
+            ConnectionLost: the server closed the connection before the COMMIT (the
+                transaction was rolled back; run it again).
+            StoreUnavailable: the database cannot be reached, the connection was lost
+                during the COMMIT (outcome unknown), or the disk is full.
             StoreError: the store is closed, or the database failed.
         """
         engine = self.engine
+        committing = False  # an error from here on ended the COMMIT: outcome unknown
         try:
             if write and self._writes is not None:
                 with self._writes.write(self._busy_timeout) as conn:
@@ -207,8 +217,16 @@ class SQLStore:
                 connection_mode(conn, write=write)
                 with conn.begin():
                     yield from self._run(conn, write=write)
+                    committing = True
         except self._errors as exc:
-            raise translate_error(exc) from exc
+            error = translate_error(exc, committing=committing)
+            if isinstance(error, StoreUnavailable) and self._pings is not None:
+                self._pings.connection_lost()
+            raise error from exc
+        except StoreUnavailable:  # raised by a statement of the transaction
+            if self._pings is not None:
+                self._pings.connection_lost()
+            raise
 
     def _run(self, conn: Connection, *, write: bool) -> Iterator[_SQLTransaction]:
         tx = _SQLTransaction(conn, self._sql, self._errors, write=write)

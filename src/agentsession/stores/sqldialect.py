@@ -45,9 +45,9 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-from ..errors import StoreBusy, StoreError, ValidationError
+from ..errors import StoreBusy, StoreError, StoreUnavailable, ValidationError
 from ..privatefiles import check_directory, create_private, tighten
-from .base import StoreConflict
+from .base import ConnectionLost, StoreConflict
 from .sqlexec import observed
 
 __all__ = [
@@ -89,6 +89,19 @@ _MYSQL_BUSY_CODES = {1205, 1213, 3572}
 # Integrity errors that mean "lost a race": unique/primary key, or a vanished parent row.
 _PG_CONFLICT_STATES = {"23505", "23503"}
 _MYSQL_CONFLICT_CODES = {1062, 1452, 1216}
+# The store cannot be reached or cannot write (StoreUnavailable). SQLite: SQLITE_FULL
+# (disk full, or max_page_count reached). PostgreSQL: the SQLSTATE classes 08
+# (connection exception) and 53 (insufficient resources: disk full, out of memory, too
+# many connections), shutdown or recovery (57P01-57P03), idle-session timeout (57P05)
+# and 58 (system error, e.g. an I/O error). MySQL/MariaDB: can't connect (2002, 2003),
+# gone away (2006), lost (2013, 2055), too many connections (1040), shutting down
+# (1053), disk full (1021), table full (1114), and "Got error 28 (No space left on
+# device)" from the storage engine (1030).
+_SQLITE_UNAVAILABLE_CODES = {13}
+_PG_UNAVAILABLE_CLASSES = ("08", "53", "58")
+_PG_UNAVAILABLE_STATES = {"57P01", "57P02", "57P03", "57P05"}
+_MYSQL_UNAVAILABLE_CODES = {1021, 1040, 1053, 1114, 2002, 2003, 2006, 2013, 2055}
+_MYSQL_NO_SPACE = 1030
 
 #: The sql_mode of every MySQL/MariaDB connection: the server's plus STRICT_ALL_TABLES
 #: (see the module docstring).
@@ -478,19 +491,36 @@ def translated(method: Callable[Concatenate[T, P], R]) -> Callable[Concatenate[T
     return wrapper
 
 
-def translate_error(exc: BaseException) -> StoreError:
+def translate_error(exc: BaseException, *, committing: bool = False) -> StoreError:
     """Map a driver or SQLAlchemy error to the store's errors (raise it ``from exc``).
+
+    Args:
+        exc: the error caught. committing: it was raised by the COMMIT, whose outcome
+            is unknown when the connection was lost (so it is not re-run).
 
     Returns:
         :class:`StoreBusy` for a transient condition (locked database, lock wait
         timeout, deadlock, serialization failure, pool timeout); :class:`StoreConflict`
-        for a lost race on a unique key or a vanished parent row; else
+        for a lost race on a unique key or a vanished parent row;
+        :class:`ConnectionLost` for a connection the server dropped before the COMMIT
+        (the transaction was rolled back: re-run it); :class:`StoreUnavailable` for an
+        unreachable server, a connection lost at the COMMIT or a full disk; else
         :class:`StoreError`. The message carries the driver's text, never parameters.
     """
     orig = getattr(exc, "orig", None) or exc
     detail = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
     if isinstance(exc, sa.exc.TimeoutError) or _is_busy(orig):
         return StoreBusy(f"the database is busy: {detail}")
+    dropped = bool(getattr(exc, "connection_invalidated", False))
+    if dropped and committing:
+        return StoreUnavailable(
+            f"the connection was lost during the COMMIT, whose outcome is unknown: {detail}"
+        )
+    if dropped:
+        return ConnectionLost(f"the connection was lost before the COMMIT: {detail}")
+    if _is_unavailable(exc, orig):
+        outcome = " (the COMMIT's outcome is unknown)" if committing else ""
+        return StoreUnavailable(f"the database is unavailable{outcome}: {detail}")
     if isinstance(exc, sa.exc.IntegrityError) and _is_conflict(orig):
         return StoreConflict(f"a concurrent write won: {detail}")
     return StoreError(f"database error: {detail}")
@@ -516,6 +546,25 @@ def _is_busy(orig: BaseException) -> bool:
     if mysql_code is not None:
         return mysql_code in _MYSQL_BUSY_CODES
     return getattr(orig, "sqlstate", None) in _PG_BUSY_STATES
+
+
+def _is_unavailable(exc: BaseException, orig: BaseException) -> bool:
+    if isinstance(orig, sqlite3.Error):
+        code = getattr(orig, "sqlite_errorcode", None)
+        if code is not None:
+            return code & 0xFF in _SQLITE_UNAVAILABLE_CODES
+        return "database or disk is full" in str(orig)
+    mysql_code = _mysql_code(orig)
+    if mysql_code is not None:
+        if mysql_code == _MYSQL_NO_SPACE:
+            return "error 28 " in str(orig)
+        return mysql_code in _MYSQL_UNAVAILABLE_CODES
+    if not hasattr(orig, "sqlstate"):  # not psycopg's
+        return False
+    state = orig.sqlstate
+    if state is None:  # psycopg: a client-side failure to connect or to talk
+        return isinstance(exc, sa.exc.OperationalError)
+    return state.startswith(_PG_UNAVAILABLE_CLASSES) or state in _PG_UNAVAILABLE_STATES
 
 
 def _is_conflict(orig: BaseException) -> bool:
