@@ -73,6 +73,7 @@ from .models import (
     Run,
     RunStatus,
     RunStep,
+    Scope,
     Session,
     SessionStatus,
     SharedMemory,
@@ -228,7 +229,7 @@ def _ops_member(ops: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
     return {} if ops is None else {"working_memory_ops": [dict(op) for op in ops]}
 
 
-def _shared_path(scope: str, agent: str) -> str:
+def _shared_path(scope: Scope, agent: str) -> str:
     return f"/v1/shared-memory/{quote(scope, safe='')}/{quote(agent, safe='')}"
 
 
@@ -242,6 +243,19 @@ def _shared_member(ops: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> dic
     if ops is None:
         return {}
     return {"shared_memory_ops": {scope: [dict(op) for op in v] for scope, v in ops.items()}}
+
+
+def _memory_write(
+    data: Mapping[str, Any] | None,
+    patch: Mapping[str, Any] | None,
+    ops: Sequence[Mapping[str, Any]] | None,
+) -> dict[str, Any]:
+    """The ``data``, ``patch`` or ``ops`` member of a ``POST .../memory`` body."""
+    if data is not None:
+        return {"data": dict(data)}
+    if patch is not None:
+        return {"patch": dict(patch)}
+    return {"ops": [dict(op) for op in ops or ()]}
 
 
 def _items(adapter: TypeAdapter[list[M]]) -> Callable[[httpx.Response], list[M]]:
@@ -862,20 +876,26 @@ class _HistoryRequests(_Exchange):
         idempotency_key: str | None = None,
         admin: bool = False,
         ops: Sequence[Mapping[str, Any]] | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> _Flow[WorkingMemory]:
         """See :meth:`SessionManager.update_working_memory` (PUT ``data``, PATCH
-        ``patch`` as a merge patch, PATCH ``ops`` as ``application/json-patch+json``)."""
+        ``patch`` as a merge patch, PATCH ``ops`` as ``application/json-patch+json``;
+        with ``shared_memory_ops``, one POST carrying both)."""
         if sum(arg is not None for arg in (data, patch, ops)) != 1:
             raise ValueError("pass exactly one of data, patch and ops")
         body: Any
-        if data is not None:
-            body, content_type = dict(data), "application/json"
+        method, content_type = "PATCH", "application/json"
+        if shared_memory_ops is not None:  # only the POST form carries them
+            body, method = _memory_write(data, patch, ops), "POST"
+            body.update(_shared_member(shared_memory_ops))
+        elif data is not None:
+            body, method = dict(data), "PUT"
         elif patch is not None:
             body, content_type = dict(patch), MERGE_PATCH
         else:
             body, content_type = [dict(op) for op in ops or ()], JSON_PATCH
         return self._write(
-            "PUT" if data is not None else "PATCH",
+            method,
             f"/v1/sessions/{_sid(session_id)}/memory",
             _model(WorkingMemory),
             session_id=session_id,
@@ -1218,7 +1238,7 @@ class _SharedRequests(_Exchange):
     def get_shared_memory(
         self,
         *,
-        scope: str,
+        scope: Scope,
         agent: str,
         user_id: str | None = None,
         target_user_id: str | None = None,
@@ -1231,7 +1251,7 @@ class _SharedRequests(_Exchange):
     def update_shared_memory(
         self,
         *,
-        scope: str,
+        scope: Scope,
         agent: str,
         user_id: str | None = None,
         target_user_id: str | None = None,
@@ -1263,7 +1283,7 @@ class _SharedRequests(_Exchange):
     def delete_shared_memory(
         self,
         *,
-        scope: str,
+        scope: Scope,
         agent: str,
         user_id: str | None = None,
         target_user_id: str | None = None,

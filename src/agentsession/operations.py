@@ -24,7 +24,7 @@ from typing import Literal
 __all__ = ["OPERATIONS", "ETagKind", "IfMatch", "Operation", "Route", "operation_ids"]
 
 #: What the success answer's ``ETag`` names: the session's version after the call
-#: (``"<session_id>:<version>"``), a shared-memory document's own version
+#: (``"<session_id>@<version>"``), a shared-memory document's own version
 #: (``"<version>"``), or nothing.
 ETagKind = Literal["none", "session", "document"]
 
@@ -236,12 +236,16 @@ OPERATIONS: tuple[Operation, ...] = (
         "update_working_memory",
         "WorkingMemory",
         (
-            _write("PUT", _S + "/memory", if_match="required"),
+            _write("POST", _S + "/memory", 200, "UpdateWorkingMemory", if_match="required"),
+            _write(
+                "PUT", _S + "/memory", if_match="required", operation_id="replace_working_memory"
+            ),
             _write(
                 "PATCH", _S + "/memory", if_match="required", operation_id="patch_working_memory"
             ),
         ),
-        special="PATCH content types: merge patch or JSON Patch ops by Content-Type",
+        special="PATCH content types: merge patch or JSON Patch ops by Content-Type; "
+        "POST only with shared_memory_ops",
     ),
     Operation(
         "modify_working_memory",
