@@ -9,8 +9,12 @@ headers, and its CLI command exists; every public method of each surface is a ro
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
 import typing
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +23,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from agentsession import SessionManager
+from agentsession import client as client_module
 from agentsession.cli.app import build_app
 from agentsession.client import AsyncSessionClient, SessionClient
 from agentsession.http import schemas
@@ -169,3 +174,27 @@ def test_every_row_is_named_once() -> None:
     assert len(names) == len(set(names))
     ids = [route.operation_id or op.name for op, route in ROUTES]
     assert len(ids) == len(set(ids))
+
+
+GENERATOR = Path(__file__).resolve().parent.parent / "scripts" / "generate_client.py"
+
+
+def _generated(op: Operation) -> bool:
+    """The row's client flow is generated: a plain read (scripts/generate_client.py)."""
+    plain = op.client and op.special is None and len(op.routes) == 1
+    return plain and op.routes[0].method == "GET"
+
+
+@pytest.mark.parametrize("op", [op for op in OPERATIONS if op.client], ids=lambda op: op.name)
+def test_plain_reads_are_generated_and_the_rest_written_by_hand(op: Operation) -> None:
+    module = getattr(client_module._Requests, op.name).__module__
+    assert (module == "agentsession.clientgen") == _generated(op), module
+
+
+def test_the_generated_client_flows_are_current() -> None:
+    """``make check-generated``: clientgen.py is what the table makes of it."""
+    env = {**os.environ, "PYTHONPATH": str(GENERATOR.parent.parent / "src")}
+    run = subprocess.run(
+        [sys.executable, str(GENERATOR), "--check"], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr

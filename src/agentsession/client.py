@@ -60,7 +60,6 @@ from .clientcore import (
     _model,
     _ops_member,
     _opt_dict,
-    _page,
     _Retry,
     _shared_member,
     _shared_path,
@@ -70,26 +69,23 @@ from .clientcore import (
     _target,
     _time,
 )
+from .clientgen import PlainReads
 from .errors import AgentSessionError, RecordNotFound, ValidationError, VersionConflict
 from .http.protocol import format_document_etag
 from .models import (
-    AuditEvent,
     Context,
     DeleteRecordsResult,
     Message,
-    Page,
     PutRecordsResult,
     Record,
     RecordWrite,
     RestoredSession,
-    Rewind,
     RewindResult,
     Run,
     RunStatus,
     RunStep,
     Scope,
     Session,
-    SessionStatus,
     SharedMemory,
     Summary,
     ToolCall,
@@ -144,14 +140,6 @@ class _SessionRequests(_Exchange):
             session_id=None,
             body=body,
             idempotency_key=idempotency_key,
-        )
-
-    def get_session(
-        self, *, session_id: str, user_id: str | None = None, admin: bool = False
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.get_session`."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}", _model(Session), session_id=session_id
         )
 
     def get_session_by_key(
@@ -230,30 +218,6 @@ class _SessionRequests(_Exchange):
             session_id=session_id,
             body=body,
             idempotency_key=idempotency_key,
-        )
-
-    def list_sessions(
-        self,
-        *,
-        user_id: str | None = None,
-        status: SessionStatus | str | None = None,
-        agent: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        all_users: bool = False,
-        admin: bool = False,
-        parent_session_id: str | None = None,
-    ) -> _Flow[Page[Session]]:
-        """See :meth:`SessionManager.list_sessions`."""
-        return self._read(
-            "/v1/sessions",
-            _page(Session),
-            status=status,
-            agent=agent,
-            limit=limit,
-            cursor=cursor,
-            all_users="true" if all_users else None,
-            parent_session_id=parent_session_id,
         )
 
     def update_session(
@@ -387,7 +351,7 @@ class _SessionRequests(_Exchange):
         return self._read("/v1/whoami", lambda r: dict(r.json()))
 
 
-class _HistoryRequests(_Exchange):
+class _HistoryRequests(PlainReads):
     """Message and working-memory requests."""
 
     def append_message(
@@ -448,30 +412,6 @@ class _HistoryRequests(_Exchange):
             body=body,
             expected_version=expected_version,
             idempotency_key=idempotency_key,
-        )
-
-    def get_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        limit: int | None = None,
-        before: int | None = None,
-        after: int | None = None,
-        cursor: str | None = None,
-        align_tool_calls: bool = True,
-        admin: bool = False,
-    ) -> _Flow[Page[Message]]:
-        """See :meth:`SessionManager.get_messages`."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/messages",
-            _page(Message),
-            session_id=session_id,
-            limit=limit,
-            before=before,
-            after=after,
-            cursor=cursor,
-            align_tool_calls="true" if align_tool_calls else "false",
         )
 
     def replace_messages(
@@ -565,60 +505,6 @@ class _HistoryRequests(_Exchange):
             body={"to_seq": to_seq, "remove": remove},
             expected_version=expected_version,
             idempotency_key=idempotency_key,
-        )
-
-    def list_rewinds(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Page[Rewind]]:
-        """See :meth:`SessionManager.list_rewinds` (``GET .../rewinds``)."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/rewinds",
-            _page(Rewind),
-            session_id=session_id,
-            limit=limit,
-            cursor=cursor,
-        )
-
-    def get_rewound_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        number: int,
-        limit: int | None = None,
-        cursor: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Page[Message]]:
-        """See :meth:`SessionManager.get_rewound_messages`
-        (``GET .../rewinds/{number}/messages``)."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/rewinds/{int(number)}/messages",
-            _page(Message),
-            session_id=session_id,
-            limit=limit,
-            cursor=cursor,
-        )
-
-    def get_working_memory(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        admin: bool = False,
-        at_seq: int | None = None,
-    ) -> _Flow[WorkingMemory]:
-        """See :meth:`SessionManager.get_working_memory` (``GET .../memory?at_seq=N``)."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/memory",
-            _model(WorkingMemory),
-            session_id=session_id,
-            at_seq=at_seq,
         )
 
     def update_working_memory(
@@ -746,28 +632,6 @@ class _RecordRequests(_Exchange):
             body=body,
             expected_version=expected_version,
             idempotency_key=idempotency_key,
-        )
-
-    def get_tool_history(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        tool: str | None = None,
-        after: int | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Page[ToolCall]]:
-        """See :meth:`SessionManager.get_tool_history`."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/tool-calls",
-            _page(ToolCall),
-            session_id=session_id,
-            tool=tool,
-            after=after,
-            limit=limit,
-            cursor=cursor,
         )
 
     def find_tool_call(
@@ -912,79 +776,6 @@ class _RecordRequests(_Exchange):
             body=body,
             expected_version=expected_version,
             idempotency_key=idempotency_key,
-        )
-
-    def get_run(
-        self, *, session_id: str, user_id: str | None = None, run_id: str, admin: bool = False
-    ) -> _Flow[Run]:
-        """See :meth:`SessionManager.get_run`."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}",
-            _model(Run),
-            session_id=session_id,
-        )
-
-    def list_run_steps(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        run_id: str,
-        after: int | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Page[RunStep]]:
-        """See :meth:`SessionManager.list_run_steps` (``limit`` at least 1)."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}/steps",
-            lambda r: Page[RunStep].model_validate(r.json()),
-            session_id=session_id,
-            after=after,
-            limit=limit,
-            cursor=cursor,
-        )
-
-    def list_runs(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        status: RunStatus | str | None = None,
-        after: int | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Page[Run]]:
-        """See :meth:`SessionManager.list_runs`."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/runs",
-            _page(Run),
-            session_id=session_id,
-            status=status,
-            after=after,
-            limit=limit,
-            cursor=cursor,
-        )
-
-    def get_audit_log(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        after: int | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Page[AuditEvent]]:
-        """See :meth:`SessionManager.get_audit_log`."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/audit",
-            _page(AuditEvent),
-            session_id=session_id,
-            after=after,
-            limit=limit,
-            cursor=cursor,
         )
 
 
@@ -1234,24 +1025,6 @@ class _ContextRequests(_Exchange):
             body={k: v for k, v in body.items() if v is not None},
             expected_version=expected_version,
             idempotency_key=idempotency_key,
-        )
-
-    def list_summaries(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        after: int | None = None,
-        limit: int | None = None,
-        admin: bool = False,
-    ) -> _Flow[list[Summary]]:
-        """See :meth:`SessionManager.list_summaries` (``GET .../summaries``)."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/summaries",
-            lambda r: [Summary.model_validate(item) for item in r.json()["items"]],
-            session_id=session_id,
-            after=after,
-            limit=limit,
         )
 
 

@@ -197,6 +197,16 @@ def _model(cls: type[M]) -> Callable[[httpx.Response], M]:
     return lambda r: cls.model_validate(r.json())
 
 
+def _list(cls: type[M]) -> Callable[[httpx.Response], list[M]]:
+    """An ``{"items": [...]}`` answer as a list of ``cls``."""
+    return lambda r: [cls.model_validate(item) for item in r.json()["items"]]
+
+
+def _flag(value: bool, default: bool) -> str | None:
+    """A boolean query parameter: left out (None) at its default, else its JSON text."""
+    return None if value == default else ("true" if value else "false")
+
+
 def _page(cls: type[M]) -> Callable[[httpx.Response], Page[M]]:
     return lambda r: Page[cls].model_validate(r.json())  # type: ignore[valid-type]
 

@@ -137,7 +137,10 @@ OPERATIONS: tuple[Operation, ...] = (
         "list_sessions", "Page[Session]", (Route("GET", "/v1/sessions"),), cli="sessions list"
     ),
     Operation(
-        "get_session_by_key", "Session", (Route("GET", "/v1/sessions-by-key", etag="session"),)
+        "get_session_by_key",
+        "Session",
+        (Route("GET", "/v1/sessions-by-key", etag="session"),),
+        special="its 404 is SessionNotFound though the request names no session id",
     ),
     Operation(
         "open_session",
