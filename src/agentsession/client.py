@@ -41,7 +41,6 @@ import inspect
 import random
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from datetime import datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote
 
@@ -52,10 +51,8 @@ from .clientcore import (
     JSON_PATCH,
     MERGE_PATCH,
     _Call,
-    _enum,
     _Exchange,
     _Flow,
-    _items,
     _memory_write,
     _model,
     _ops_member,
@@ -67,30 +64,22 @@ from .clientcore import (
     _Sleep,
     _Stepper,
     _target,
-    _time,
 )
-from .clientgen import PlainReads
+from .clientgen import PlainRequests
 from .errors import AgentSessionError, RecordNotFound, ValidationError, VersionConflict
 from .http.protocol import format_document_etag
 from .models import (
     Context,
-    DeleteRecordsResult,
     Message,
     PutRecordsResult,
     Record,
     RecordWrite,
-    RestoredSession,
-    RewindResult,
     Run,
-    RunStatus,
-    RunStep,
     Scope,
     Session,
     SharedMemory,
     Summary,
     ToolCall,
-    ToolCallStatus,
-    TruncateResult,
     WorkingMemory,
 )
 from .service import UNSET
@@ -106,41 +95,6 @@ _MESSAGES = TypeAdapter(list[Message])
 
 class _SessionRequests(_Exchange):
     """Session, lifecycle and user requests."""
-
-    def create_session(
-        self,
-        *,
-        user_id: str | None = None,
-        agent: str = "default",
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        ttl_seconds: float | None = None,
-        working_memory: Mapping[str, Any] | None = None,
-        external_key: str | None = None,
-        idempotency_key: str | None = None,
-        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.create_session`; the owner is the key's user (an
-        admin key may send ``app`` shared-memory ops)."""
-        body = {
-            "agent": agent,
-            "title": title,
-            "metadata": None if metadata is None else dict(metadata),
-            "ttl_seconds": ttl_seconds,
-            "working_memory": None if working_memory is None else dict(working_memory),
-        }
-        if external_key is not None:  # sent only when given: older servers refuse it
-            body["external_key"] = external_key
-        body.update(_shared_member(shared_memory_ops))
-        return self._write(
-            "POST",
-            "/v1/sessions",
-            _model(Session),
-            session_id=None,
-            body=body,
-            idempotency_key=idempotency_key,
-        )
 
     def get_session_by_key(
         self, *, user_id: str | None = None, agent: str, external_key: str
@@ -250,82 +204,6 @@ class _SessionRequests(_Exchange):
             idempotency_key=idempotency_key,
         )
 
-    def close_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        reason: str | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.close_session`."""
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/close",
-            _model(Session),
-            session_id=session_id,
-            body={"reason": reason},
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def expire_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        reason: str | None = None,
-        expected_version: int | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.expire_session`."""
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/expire",
-            _model(Session),
-            session_id=session_id,
-            body={"reason": reason},
-            expected_version=expected_version,
-        )
-
-    def restore_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        message_limit: int | None = None,
-        expected_version: int | None = None,
-        admin: bool = False,
-    ) -> _Flow[RestoredSession]:
-        """See :meth:`SessionManager.restore_session`."""
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/restore",
-            _model(RestoredSession),
-            session_id=session_id,
-            body={"message_limit": message_limit},
-            expected_version=expected_version,
-        )
-
-    def delete_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        expected_version: int | None = None,
-        admin: bool = False,
-    ) -> _Flow[None]:
-        """See :meth:`SessionManager.delete_session`."""
-        return self._write(
-            "DELETE",
-            f"/v1/sessions/{_sid(session_id)}",
-            lambda r: None,
-            session_id=session_id,
-            expected_version=expected_version,
-        )
-
     def delete_user_data(
         self,
         *,
@@ -351,7 +229,7 @@ class _SessionRequests(_Exchange):
         return self._read("/v1/whoami", lambda r: dict(r.json()))
 
 
-class _HistoryRequests(PlainReads):
+class _HistoryRequests(PlainRequests):
     """Message and working-memory requests."""
 
     def append_message(
@@ -384,83 +262,6 @@ class _HistoryRequests(PlainReads):
             idempotency_key=idempotency_key,
         )
 
-    def append_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        messages: Sequence[Mapping[str, Any]],
-        working_memory_patch: Mapping[str, Any] | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-        working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
-        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-    ) -> _Flow[list[Message]]:
-        """See :meth:`SessionManager.append_messages`."""
-        body = {
-            "messages": [dict(m) for m in messages],
-            "working_memory_patch": _opt_dict(working_memory_patch),
-            **_ops_member(working_memory_ops),
-            **_shared_member(shared_memory_ops),
-        }
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/messages",
-            _items(_MESSAGES),
-            session_id=session_id,
-            body=body,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def replace_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        after_seq: int,
-        messages: Sequence[Mapping[str, Any]],
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[list[Message]]:
-        """See :meth:`SessionManager.replace_messages` (``PUT .../messages``)."""
-        return self._write(
-            "PUT",
-            f"/v1/sessions/{_sid(session_id)}/messages",
-            _items(_MESSAGES),
-            session_id=session_id,
-            body={"messages": [dict(m) for m in messages]},
-            params={"after_seq": after_seq},
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def truncate_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        after_seq: int,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[TruncateResult]:
-        """See :meth:`SessionManager.truncate_messages` (``DELETE .../messages``). It
-        carries an ``Idempotency-Key`` too (a uuid4 unless given), so a retried
-        truncate answers the first result."""
-        return self._write(
-            "DELETE",
-            f"/v1/sessions/{_sid(session_id)}/messages",
-            _model(TruncateResult),
-            session_id=session_id,
-            params={"after_seq": after_seq},
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-            keyed=True,
-        )
-
     def pop_message(
         self,
         *,
@@ -481,28 +282,6 @@ class _HistoryRequests(PlainReads):
             f"/v1/sessions/{_sid(session_id)}/messages/pop",
             parse,
             session_id=session_id,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def rewind_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        to_seq: int,
-        remove: bool = False,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[RewindResult]:
-        """See :meth:`SessionManager.rewind_session` (``POST .../rewind``)."""
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/rewind",
-            _model(RewindResult),
-            session_id=session_id,
-            body={"to_seq": to_seq, "remove": remove},
             expected_version=expected_version,
             idempotency_key=idempotency_key,
         )
@@ -591,49 +370,6 @@ class _HistoryRequests(PlainReads):
 class _RecordRequests(_Exchange):
     """Tool-call, run and audit requests."""
 
-    def record_tool_call(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        tool: str,
-        arguments: Mapping[str, Any] | None = None,
-        result: Any = None,
-        status: ToolCallStatus | str = ToolCallStatus.OK,
-        error: str | None = None,
-        started_at: datetime | None = None,
-        ended_at: datetime | None = None,
-        run_id: str | None = None,
-        call_id: str | None = None,
-        provider_call_id: str | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[ToolCall]:
-        """See :meth:`SessionManager.record_tool_call`."""
-        body = {
-            "tool": tool,
-            "arguments": _opt_dict(arguments),
-            "result": result,
-            "status": _enum(status),
-            "error": error,
-            "started_at": _time(started_at),
-            "ended_at": _time(ended_at),
-            "run_id": run_id,
-            "call_id": call_id,
-        }
-        if provider_call_id is not None:  # a server older than the field refuses it
-            body["provider_call_id"] = provider_call_id
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/tool-calls",
-            _model(ToolCall),
-            session_id=session_id,
-            body=body,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
     def find_tool_call(
         self,
         *,
@@ -659,32 +395,6 @@ class _RecordRequests(_Exchange):
         path = f"/v1/sessions/{_sid(session_id)}/tool-calls/find"
         return self._exchange(_Call("POST", path, parse, body=body, session_id=session_id))
 
-    def start_run(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        input: Any = None,
-        metadata: Mapping[str, Any] | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-        lease_seconds: float | None = None,
-    ) -> _Flow[Run]:
-        """See :meth:`SessionManager.start_run`."""
-        body = {"input": input, "metadata": _opt_dict(metadata)}
-        if lease_seconds is not None:  # sent only when given: older servers refuse it
-            body["lease_seconds"] = lease_seconds
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/runs",
-            _model(Run),
-            session_id=session_id,
-            body=body,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
     def heartbeat_run(
         self,
         *,
@@ -706,76 +416,6 @@ class _RecordRequests(_Exchange):
             # A retried heartbeat just extends the lease again; a generated key would
             # store an idempotency record for every beat.
             auto_key=False,
-        )
-
-    def add_run_step(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        run_id: str,
-        kind: str,
-        name: str | None = None,
-        input: Any = None,
-        output: Any = None,
-        status: str = "ok",
-        error: str | None = None,
-        started_at: datetime | None = None,
-        ended_at: datetime | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[RunStep]:
-        """See :meth:`SessionManager.add_run_step`."""
-        body = {
-            "kind": kind,
-            "name": name,
-            "input": input,
-            "output": output,
-            "status": status,
-            "error": error,
-            "started_at": _time(started_at),
-            "ended_at": _time(ended_at),
-        }
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}/steps",
-            _model(RunStep),
-            session_id=session_id,
-            body=body,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def finish_run(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        run_id: str,
-        status: RunStatus | str,
-        error: str | None = None,
-        output: Any = None,
-        usage: Mapping[str, int] | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Run]:
-        """See :meth:`SessionManager.finish_run`."""
-        body = {
-            "status": _enum(status),
-            "error": error,
-            "output": output,
-            "usage": None if usage is None else dict(usage),
-        }
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}/finish",
-            _model(Run),
-            session_id=session_id,
-            body=body,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
         )
 
 
@@ -933,32 +573,6 @@ class _SessionRecordRequests(_Exchange):
             before=before,
             limit=limit,
             order="desc" if descending else "asc",
-        )
-
-    def delete_records(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        namespace: str | None = None,
-        prefix: str | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[DeleteRecordsResult]:
-        """See :meth:`SessionManager.delete_records` (``DELETE .../records``). It
-        carries an ``Idempotency-Key`` too (a uuid4 unless given), so a retried delete
-        answers the first result."""
-        params = {k: v for k, v in (("namespace", namespace), ("prefix", prefix)) if v is not None}
-        return self._write(
-            "DELETE",
-            f"/v1/sessions/{_sid(session_id)}/records",
-            _model(DeleteRecordsResult),
-            session_id=session_id,
-            params=params,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-            keyed=True,
         )
 
 

@@ -202,6 +202,26 @@ def _list(cls: type[M]) -> Callable[[httpx.Response], list[M]]:
     return lambda r: [cls.model_validate(item) for item in r.json()["items"]]
 
 
+def _members(**values: Any) -> dict[str, Any]:
+    """A request's body or query: the members given (a None one is left out, which the
+    service reads as its default; a server older than the member takes the request)."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _dicts(items: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:
+    return None if items is None else [dict(item) for item in items]
+
+
+def _scoped(ops: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> dict[str, Any] | None:
+    """Shared-memory ops by scope, as JSON."""
+    return None if ops is None else {scope: [dict(op) for op in v] for scope, v in ops.items()}
+
+
+def _nothing(response: httpx.Response) -> None:
+    """An answer with nothing to read (204)."""
+    return None
+
+
 def _flag(value: bool, default: bool) -> str | None:
     """A boolean query parameter: left out (None) at its default, else its JSON text."""
     return None if value == default else ("true" if value else "false")

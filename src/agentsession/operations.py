@@ -107,6 +107,7 @@ def _write(
 
 
 _BASE64 = "records' base64: binary values travel as base64 text"
+_TOKENIZER = "over HTTP only the default tokenizer counts"
 _SHARED_ETAG = "shared-memory ETags: the document's own version, not a session's"
 
 #: Every public operation, in the order of the OpenAPI document's tags.
@@ -227,6 +228,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "pop_message",
         "Message | None",
         (_write("POST", _S + "/messages/pop", if_match="required"),),
+        special='the answer is {"message": ...}, null when the history was empty',
     ),
     # Working memory
     Operation(
@@ -315,9 +317,14 @@ OPERATIONS: tuple[Operation, ...] = (
         "build_context",
         "Context",
         (Route("GET", _S + "/context"),),
-        special="over HTTP only the default tokenizer counts",
+        special=_TOKENIZER,
     ),
-    Operation("add_summary", "Summary", (_write("POST", _S + "/summaries", 201, "AddSummary"),)),
+    Operation(
+        "add_summary",
+        "Summary",
+        (_write("POST", _S + "/summaries", 201, "AddSummary"),),
+        special=_TOKENIZER,
+    ),
     Operation("list_summaries", "list[Summary]", (Route("GET", _S + "/summaries"),)),
     # Tool calls
     Operation(
@@ -344,6 +351,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "heartbeat_run",
         "Run",
         (_write("POST", _RUN + "/heartbeat", 200, "HeartbeatRun", if_match="none"),),
+        special="no generated Idempotency-Key: a retried beat only extends the lease again",
     ),
     Operation("list_runs", "Page[Run]", (Route("GET", _S + "/runs"),), cli="sessions runs"),
     Operation("get_run", "Run", (Route("GET", _RUN),)),
@@ -370,7 +378,12 @@ OPERATIONS: tuple[Operation, ...] = (
         library=False,
         special="the API key's user and role: no store call",
     ),
-    Operation("delete_user_data", "int", (Route("DELETE", "/v1/users/{user_id}/data"),)),
+    Operation(
+        "delete_user_data",
+        "int",
+        (Route("DELETE", "/v1/users/{user_id}/data"),),
+        special="the path's user is target_user_id, else user_id; the answer a count",
+    ),
     Operation(
         "erase_user",
         "Erasure",
