@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from agentsession import clientcore, models
 from agentsession.http.routes import routers
 from agentsession.operations import OPERATIONS, Operation, Route
-from agentsession.service import SessionManager
+from agentsession.service import UNSET, SessionManager
 
 TARGET = Path(__file__).resolve().parent.parent / "src" / "agentsession" / "clientgen.py"
 
@@ -102,6 +102,8 @@ def _query_and_body(route: Route) -> tuple[set[str], set[str]]:
 
 
 def _default(value: object) -> str:
+    if value is UNSET:
+        return "UNSET"
     if isinstance(value, enum.Enum):
         return f"{type(value).__name__}.{value.name}"
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -169,14 +171,18 @@ def _arguments(op: Operation, params: dict[str, inspect.Parameter]) -> list[str]
     query, body = _query_and_body(route)
     arguments = [_path(route.path, params), _parse(op.result)]
     arguments.append("session_id=session_id" if "session_id" in params else "session_id=None")
-    sent = {"query": [], "body": []}
+    sent: dict[str, list[str]] = {"query": [], "body": [], "given": []}
     for name, p in params.items():
         if name in in_path or name in IDENTITY or name in HEADERS:
             continue
         where = "query" if name in query else "body" if name in body else None
         if where is None:
             raise ValueError(f"{op.name}: the route takes no `{name}`")
-        if where == "query" and p.annotation == "bool":
+        if p.default is UNSET:  # left out means something else than null
+            if where != "body":
+                raise ValueError(f"{op.name}: `{name}` may be left out only in a body")
+            sent["given"].append(f"{name}={_value(p)}")
+        elif where == "query" and p.annotation == "bool":
             sent[where].append(f"{name}=_flag({name}, {p.default!r})")
         else:
             sent[where].append(f"{name}={_value(p)}")
@@ -184,7 +190,9 @@ def _arguments(op: Operation, params: dict[str, inspect.Parameter]) -> list[str]
         return arguments[:2] + [a for a in arguments[2:] if a != "session_id=None"] + sent["query"]
     arguments.insert(0, repr(route.method))
     if body:
-        arguments.append(f"body=_members({', '.join(sent['body'])})")
+        members = [f"_members({', '.join(sent['body'])})" if sent["body"] else ""]
+        members.append(f"_given({', '.join(sent['given'])})" if sent["given"] else "")
+        arguments.append("body=" + (" | ".join(m for m in members if m) or "{}"))
     if sent["query"]:
         arguments.append(f"params=_members({', '.join(sent['query'])})")
     arguments += [f"{name}={name}" for name in HEADERS if name in params]
@@ -224,6 +232,8 @@ def _imports(text: str) -> str:
     lines.append(f"from .clientcore import {', '.join(helpers)}")
     model_names = sorted(words & set(models.__all__))
     lines.append(f"from .models import {', '.join(model_names)}")
+    if "UNSET" in words:
+        lines.append("from .service import UNSET")
     return "\n".join(lines)
 
 

@@ -82,7 +82,6 @@ from .models import (
     ToolCall,
     WorkingMemory,
 )
-from .service import UNSET
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 __all__ = ["AsyncSessionClient", "SessionClient"]
@@ -140,68 +139,6 @@ class _SessionRequests(_Exchange):
             body=body,
             idempotency_key=idempotency_key,
             params=params,
-        )
-
-    def fork_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        at_seq: int | None = None,
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        external_key: str | None = None,
-        ttl_seconds: float | None = UNSET,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.fork_session` (``POST /v1/sessions/{id}/fork``);
-        the caller is the key's user. ``ttl_seconds`` left out is the parent's."""
-        body: dict[str, Any] = {
-            "at_seq": at_seq,
-            "title": title,
-            "metadata": _opt_dict(metadata),
-            "external_key": external_key,
-        }
-        if ttl_seconds is not UNSET:
-            body["ttl_seconds"] = ttl_seconds
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/fork",
-            _model(Session),
-            session_id=session_id,
-            body=body,
-            idempotency_key=idempotency_key,
-        )
-
-    def update_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        title: str | None = UNSET,
-        metadata: Mapping[str, Any] = UNSET,
-        ttl_seconds: float | None = UNSET,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.update_session`."""
-        body: dict[str, Any] = {}
-        if title is not UNSET:
-            body["title"] = title
-        if metadata is not UNSET:
-            body["metadata"] = None if metadata is None else dict(metadata)
-        if ttl_seconds is not UNSET:
-            body["ttl_seconds"] = ttl_seconds
-        return self._write(
-            "PATCH",
-            f"/v1/sessions/{_sid(session_id)}",
-            _model(Session),
-            session_id=session_id,
-            body=body,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
         )
 
     def delete_user_data(

@@ -20,6 +20,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from .http.protocol import PROBLEM_CONTENT_TYPE, ServerError, error_from_problem, format_etag
 from .models import Page, Scope
+from .service import UNSET
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -151,7 +152,8 @@ def _enum(value: Any) -> Any:
 
 
 def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if value is None else dict(value)
+    """A mapping as a JSON object; None and ``UNSET`` (an argument left out) as they are."""
+    return value if value is None or value is UNSET else dict(value)
 
 
 def _ops_member(ops: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
@@ -206,6 +208,12 @@ def _members(**values: Any) -> dict[str, Any]:
     """A request's body or query: the members given (a None one is left out, which the
     service reads as its default; a server older than the member takes the request)."""
     return {name: value for name, value in values.items() if value is not None}
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """A request's members whose argument was passed (not ``UNSET``), a None too: where
+    leaving a member out means something else than null (a fork's TTL is its parent's)."""
+    return {name: value for name, value in values.items() if value is not UNSET}
 
 
 def _dicts(items: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:

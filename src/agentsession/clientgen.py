@@ -18,6 +18,7 @@ from .clientcore import (
     _Exchange,
     _flag,
     _Flow,
+    _given,
     _list,
     _members,
     _model,
@@ -47,6 +48,7 @@ from .models import (
     TruncateResult,
     WorkingMemory,
 )
+from .service import UNSET
 
 __all__ = ["PlainRequests"]
 
@@ -348,6 +350,61 @@ class PlainWrites(_Exchange):
                 external_key=external_key,
                 shared_memory_ops=_scoped(shared_memory_ops),
             ),
+            idempotency_key=idempotency_key,
+        )
+
+    def fork_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        at_seq: int | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        external_key: str | None = None,
+        ttl_seconds: float | None = UNSET,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Session]:
+        """See :meth:`SessionManager.fork_session`.
+
+        ``POST /v1/sessions/{session_id}/fork``
+        """
+        return self._write(
+            "POST",
+            f"/v1/sessions/{_sid(session_id)}/fork",
+            _model(Session),
+            session_id=session_id,
+            body=_members(
+                at_seq=at_seq, title=title, metadata=_opt_dict(metadata), external_key=external_key
+            )
+            | _given(ttl_seconds=ttl_seconds),
+            idempotency_key=idempotency_key,
+        )
+
+    def update_session(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        title: str | None = UNSET,
+        metadata: Mapping[str, Any] = UNSET,
+        ttl_seconds: float | None = UNSET,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Session]:
+        """See :meth:`SessionManager.update_session`.
+
+        ``PATCH /v1/sessions/{session_id}``
+        """
+        return self._write(
+            "PATCH",
+            f"/v1/sessions/{_sid(session_id)}",
+            _model(Session),
+            session_id=session_id,
+            body=_given(title=title, metadata=_opt_dict(metadata), ttl_seconds=ttl_seconds),
+            expected_version=expected_version,
             idempotency_key=idempotency_key,
         )
 

@@ -155,13 +155,11 @@ OPERATIONS: tuple[Operation, ...] = (
         "Session",
         (Route("POST", _S + "/fork", 201, "ForkSession", "session", idempotency_key=True),),
         cli="sessions fork",
-        special="a field left out means the parent's (ttl_seconds)",
     ),
     Operation(
         "update_session",
         "Session",
         (_write("PATCH", _S, 200, "UpdateSession", if_match="required"),),
-        special="a field left out stays; an explicit null clears it",
     ),
     Operation(
         "delete_session",
