@@ -198,3 +198,17 @@ def test_the_generated_client_flows_are_current() -> None:
         [sys.executable, str(GENERATOR), "--check"], env=env, capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr
+
+
+def test_the_table_and_the_client_import_without_the_server_extra() -> None:
+    """No FastAPI, Starlette or uvicorn behind ``agentsession.operations`` and the client
+    (the ``server`` extra is optional)."""
+    code = (
+        "import sys\n"
+        "for name in ('fastapi', 'starlette', 'uvicorn'):\n"
+        "    sys.modules[name] = None\n"
+        "import agentsession.client, agentsession.operations\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(GENERATOR.parent.parent / "src")}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
