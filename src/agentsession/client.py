@@ -25,9 +25,11 @@ With the async client every method is a coroutine (``await client.get_session(..
 Listings return one :class:`~agentsession.models.Page` per call, as the manager does;
 pass its ``next_cursor`` as ``cursor`` for the next one.
 
-Design (sans-I/O): each method is written once, in :class:`_Requests`, as a *flow*: a
-generator that yields the I/O it needs (:class:`_Send` one HTTP request, :class:`_Sleep`)
-and returns the method's result (the machinery: :mod:`agentsession.clientcore`). The
+Design (sans-I/O): each method is written once, as a *flow*: a generator that yields
+the I/O it needs (one HTTP request, or a sleep) and returns the method's result (the
+machinery: :mod:`agentsession.clientcore`). The flows of the plain operations are
+generated from the table of operations (:mod:`agentsession.clientgen`); the others
+are written here, in :class:`_Requests`, each row's ``special`` saying why. The
 retry loop and the 412 re-read loop are flows too. The two clients only run flows:
 ``SessionClient`` with ``httpx.Client`` and ``time.sleep``, ``AsyncSessionClient`` with
 ``httpx.AsyncClient`` and ``asyncio.sleep``.
