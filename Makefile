@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all test-servers lint bench bench-stores bench-growth setup clean
+.PHONY: demo test test-all test-servers lint generate check-generated bench bench-stores bench-growth setup clean
 
 setup: $(STAMP)
 
@@ -55,9 +55,17 @@ bench-growth: $(STAMP)
 	$(BIN)/python benchmarks/growth.py --json benchmarks/results/growth.json $(BENCH_ARGS)
 
 # mypy --strict over src/agentsession; its settings are [tool.mypy] in pyproject.toml.
-lint: $(STAMP)
+lint: $(STAMP) check-generated
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
+
+# src/agentsession/clientgen.py, the client flows of the plain reads, is written from
+# the table of operations (agentsession/operations.py) by scripts/generate_client.py.
+generate: $(STAMP)
+	$(BIN)/python scripts/generate_client.py
+
+check-generated: $(STAMP)
+	$(BIN)/python scripts/generate_client.py --check
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache

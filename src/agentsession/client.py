@@ -25,11 +25,14 @@ With the async client every method is a coroutine (``await client.get_session(..
 Listings return one :class:`~agentsession.models.Page` per call, as the manager does;
 pass its ``next_cursor`` as ``cursor`` for the next one.
 
-Design (sans-I/O): each method is written once, in :class:`_Requests`, as a *flow*: a
-generator that yields the I/O it needs (:class:`_Send` one HTTP request, :class:`_Sleep`)
-and returns the method's result. The retry loop and the 412 re-read loop are flows too.
-The two clients only run flows: ``SessionClient`` with ``httpx.Client`` and
-``time.sleep``, ``AsyncSessionClient`` with ``httpx.AsyncClient`` and ``asyncio.sleep``.
+Design (sans-I/O): each method is written once, as a *flow*: a generator that yields
+the I/O it needs (one HTTP request, or a sleep) and returns the method's result (the
+machinery: :mod:`agentsession.clientcore`). The flows of the plain operations are
+generated from the table of operations (:mod:`agentsession.clientgen`); the others
+are written here, in :class:`_Requests`, each row's ``special`` saying why. The
+retry loop and the 412 re-read loop are flows too. The two clients only run flows:
+``SessionClient`` with ``httpx.Client`` and ``time.sleep``, ``AsyncSessionClient`` with
+``httpx.AsyncClient`` and ``asyncio.sleep``.
 """
 
 from __future__ import annotations
@@ -37,352 +40,62 @@ from __future__ import annotations
 import asyncio
 import base64
 import inspect
-import json
 import random
 import time
-import uuid
-from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import TypeAdapter
 
-from .errors import AgentSessionError, RecordNotFound, ValidationError, VersionConflict
-from .http.protocol import (
-    PROBLEM_CONTENT_TYPE,
-    ServerError,
-    error_from_problem,
-    format_document_etag,
-    format_etag,
+from .clientcore import (
+    JSON_PATCH,
+    MERGE_PATCH,
+    _Call,
+    _Exchange,
+    _Flow,
+    _memory_write,
+    _model,
+    _ops_member,
+    _opt_dict,
+    _Retry,
+    _shared_member,
+    _shared_path,
+    _sid,
+    _Sleep,
+    _Stepper,
+    _target,
 )
+from .clientgen import PlainRequests
+from .errors import AgentSessionError, RecordNotFound, ValidationError, VersionConflict
+from .http.protocol import format_document_etag
 from .models import (
-    AuditEvent,
     Context,
-    DeleteRecordsResult,
     Message,
-    Page,
     PutRecordsResult,
     Record,
     RecordWrite,
-    RestoredSession,
-    Rewind,
-    RewindResult,
     Run,
-    RunStatus,
-    RunStep,
+    Scope,
     Session,
-    SessionStatus,
     SharedMemory,
     Summary,
     ToolCall,
-    ToolCallStatus,
-    TruncateResult,
     WorkingMemory,
 )
-from .service import UNSET
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 __all__ = ["AsyncSessionClient", "SessionClient"]
 
 T = TypeVar("T")
-M = TypeVar("M", bound=BaseModel)
 P = ParamSpec("P")
-
-#: Answers worth retrying: the request may not have been processed, or is safe to repeat.
-RETRY_STATUSES = frozenset({500, 502, 503, 504})
-MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 
 _MESSAGES = TypeAdapter(list[Message])
 
 
-# ------------------------------------------------------------------ flows
-
-
-@dataclass(frozen=True, slots=True)
-class _Send:
-    """I/O step: send this request once. The flow is answered with the
-    ``httpx.Response``, or has the ``httpx.TransportError`` thrown into it."""
-
-    method: str
-    path: str
-    params: dict[str, Any]
-    content: bytes | None
-    headers: dict[str, str]
-
-    def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
-        """The ``httpx.Request`` for ``http`` (its base URL, auth header, timeout)."""
-        return http.build_request(
-            self.method, self.path, params=self.params, content=self.content, headers=self.headers
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class _Sleep:
-    """I/O step: wait ``seconds``; the flow is answered with None."""
-
-    seconds: float
-
-
-#: A method's work without its I/O: yields steps, is sent their answers, returns a T.
-_Flow = Generator[_Send | _Sleep, Any, T]
-
-
-class _Stepper(Generic[T]):
-    """Walks a flow for a client: ``for step in stepper`` gives each I/O step; set
-    ``reply`` (or ``error``) to answer it. ``result`` is what the flow returned."""
-
-    def __init__(self, flow: _Flow[T]) -> None:
-        self._flow = flow
-        self.reply: Any = None
-        self.error: httpx.TransportError | None = None
-        self.result: T
-
-    def __iter__(self) -> Iterator[_Send | _Sleep]:
-        return self
-
-    def __next__(self) -> _Send | _Sleep:
-        reply, error, self.reply, self.error = self.reply, self.error, None, None
-        try:
-            return self._flow.send(reply) if error is None else self._flow.throw(error)
-        except StopIteration as stop:
-            self.result = stop.value
-            raise StopIteration from None
-
-
-@dataclass(slots=True)
-class _Call(Generic[T]):
-    """One HTTP request and how to read its answer."""
-
-    method: str
-    path: str
-    parse: Callable[[httpx.Response], T]
-    params: dict[str, Any] = field(default_factory=dict)
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    content_type: str = "application/json"
-    session_id: str | None = None
-
-    def send(self) -> _Send:
-        """The request as sent (the same bytes and headers on every retry)."""
-        if self.body is None and self.method in ("GET", "DELETE"):
-            return _Send(self.method, self.path, self.params, None, self.headers)
-        content = json.dumps(self.body, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        headers = {**self.headers, "Content-Type": self.content_type}
-        return _Send(self.method, self.path, self.params, content, headers)
-
-
-@dataclass(frozen=True, slots=True)
-class _Retry:
-    max_retries: int
-    backoff: float
-    max_backoff: float
-
-    def delay(self, attempt: int, response: httpx.Response | None) -> float:
-        if response is not None:
-            after = response.headers.get("retry-after", "")
-            if after.isdigit():
-                return min(float(after), self.max_backoff)
-        return min(self.max_backoff, self.backoff * 2.0**attempt) * random.uniform(0.5, 1.0)
-
-
-def _raise_for(call: _Call[Any], response: httpx.Response) -> None:
-    if response.status_code < 400:
-        return
-    body: Any = None
-    content_type = response.headers.get("content-type", "")
-    if content_type.startswith((PROBLEM_CONTENT_TYPE, "application/json")):
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-    if not isinstance(body, dict):
-        if response.status_code >= 500:
-            raise ServerError(f"HTTP {response.status_code}")
-        body = {"detail": f"HTTP {response.status_code}: {response.text[:200]}"}
-    raise error_from_problem(body, response.status_code, session_id=call.session_id)
-
-
-def _sid(session_id: str) -> str:
-    return quote(session_id, safe="")
-
-
-def _time(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _enum(value: Any) -> Any:
-    return getattr(value, "value", value)
-
-
-def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if value is None else dict(value)
-
-
-def _ops_member(ops: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
-    """``{"working_memory_ops": [...]}``, or nothing when there are none (so a server
-    without JSON Patch still takes the body)."""
-    return {} if ops is None else {"working_memory_ops": [dict(op) for op in ops]}
-
-
-def _shared_path(scope: str, agent: str) -> str:
-    return f"/v1/shared-memory/{quote(scope, safe='')}/{quote(agent, safe='')}"
-
-
-def _target(target_user_id: str | None) -> dict[str, Any]:
-    """The ``user_id`` query parameter naming another user's shared document."""
-    return {} if target_user_id is None else {"user_id": target_user_id}
-
-
-def _shared_member(ops: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> dict[str, Any]:
-    """``{"shared_memory_ops": {...}}``, or nothing when there are none."""
-    if ops is None:
-        return {}
-    return {"shared_memory_ops": {scope: [dict(op) for op in v] for scope, v in ops.items()}}
-
-
-def _items(adapter: TypeAdapter[list[M]]) -> Callable[[httpx.Response], list[M]]:
-    return lambda r: adapter.validate_python(r.json()["items"])
-
-
-def _model(cls: type[M]) -> Callable[[httpx.Response], M]:
-    return lambda r: cls.model_validate(r.json())
-
-
-def _page(cls: type[M]) -> Callable[[httpx.Response], Page[M]]:
-    return lambda r: Page[cls].model_validate(r.json())  # type: ignore[valid-type]
-
-
-# --------------------------------------------------------------- the methods
-
-
-class _Exchange:
-    """Sends calls as flows: retries with bounded backoff, typed errors; the base of the
-    request classes below."""
-
-    def __init__(self, retry: _Retry) -> None:
-        self._retry = retry
-
-    def _exchange(self, call: _Call[T]) -> _Flow[T]:
-        """Send ``call``, retrying with bounded backoff; parse the answer or raise its
-        typed error."""
-        send = call.send()
-        for attempt in range(self._retry.max_retries + 1):
-            last = attempt == self._retry.max_retries
-            try:
-                response = yield send
-            except httpx.TransportError:
-                if last:
-                    raise
-                yield _Sleep(self._retry.delay(attempt, None))
-                continue
-            if response.status_code in RETRY_STATUSES and not last:
-                yield _Sleep(self._retry.delay(attempt, response))
-                continue
-            _raise_for(call, response)
-            return call.parse(response)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _write(
-        self,
-        method: str,
-        path: str,
-        parse: Callable[[httpx.Response], T],
-        *,
-        session_id: str | None,
-        body: Any = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        content_type: str = "application/json",
-        params: dict[str, Any] | None = None,
-        keyed: bool = False,
-        if_match: str | None = None,
-        auto_key: bool = True,
-    ) -> _Flow[T]:
-        # ``keyed``: a key is sent whatever the method (a DELETE the service replays).
-        # ``if_match``: the header as is (a shared document's ETag names no session).
-        # ``auto_key`` False: no generated key (a write whose retry is harmless anyway).
-        headers = {} if if_match is None else {"If-Match": if_match}
-        if expected_version is not None and session_id is not None:
-            headers["If-Match"] = format_etag(session_id, expected_version)
-        key = idempotency_key
-        if key is None and auto_key and (keyed or method in ("POST", "PUT", "PATCH")):
-            key = str(uuid.uuid4())
-        if key is not None:
-            headers["Idempotency-Key"] = key
-        return self._exchange(
-            _Call(
-                method,
-                path,
-                parse,
-                body=body,
-                params=params or {},
-                headers=headers,
-                content_type=content_type,
-                session_id=session_id,
-            )
-        )
-
-    def _read(
-        self,
-        path: str,
-        parse: Callable[[httpx.Response], T],
-        *,
-        session_id: str | None = None,
-        **params: Any,
-    ) -> _Flow[T]:
-        query = {k: _enum(v) for k, v in params.items() if v is not None}
-        return self._exchange(_Call("GET", path, parse, params=query, session_id=session_id))
-
-
 class _SessionRequests(_Exchange):
     """Session, lifecycle and user requests."""
-
-    def create_session(
-        self,
-        *,
-        user_id: str | None = None,
-        agent: str = "default",
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        ttl_seconds: float | None = None,
-        working_memory: Mapping[str, Any] | None = None,
-        external_key: str | None = None,
-        idempotency_key: str | None = None,
-        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.create_session`; the owner is the key's user (an
-        admin key may send ``app`` shared-memory ops)."""
-        body = {
-            "agent": agent,
-            "title": title,
-            "metadata": None if metadata is None else dict(metadata),
-            "ttl_seconds": ttl_seconds,
-            "working_memory": None if working_memory is None else dict(working_memory),
-        }
-        if external_key is not None:  # sent only when given: older servers refuse it
-            body["external_key"] = external_key
-        body.update(_shared_member(shared_memory_ops))
-        return self._write(
-            "POST",
-            "/v1/sessions",
-            _model(Session),
-            session_id=None,
-            body=body,
-            idempotency_key=idempotency_key,
-        )
-
-    def get_session(
-        self, *, session_id: str, user_id: str | None = None, admin: bool = False
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.get_session`."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}", _model(Session), session_id=session_id
-        )
 
     def get_session_by_key(
         self, *, user_id: str | None = None, agent: str, external_key: str
@@ -430,168 +143,6 @@ class _SessionRequests(_Exchange):
             params=params,
         )
 
-    def fork_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        at_seq: int | None = None,
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        external_key: str | None = None,
-        ttl_seconds: float | None = UNSET,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.fork_session` (``POST /v1/sessions/{id}/fork``);
-        the caller is the key's user. ``ttl_seconds`` left out is the parent's."""
-        body: dict[str, Any] = {
-            "at_seq": at_seq,
-            "title": title,
-            "metadata": _opt_dict(metadata),
-            "external_key": external_key,
-        }
-        if ttl_seconds is not UNSET:
-            body["ttl_seconds"] = ttl_seconds
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/fork",
-            _model(Session),
-            session_id=session_id,
-            body=body,
-            idempotency_key=idempotency_key,
-        )
-
-    def list_sessions(
-        self,
-        *,
-        user_id: str | None = None,
-        status: SessionStatus | str | None = None,
-        agent: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        all_users: bool = False,
-        admin: bool = False,
-        parent_session_id: str | None = None,
-    ) -> _Flow[Page[Session]]:
-        """See :meth:`SessionManager.list_sessions`."""
-        return self._read(
-            "/v1/sessions",
-            _page(Session),
-            status=status,
-            agent=agent,
-            limit=limit,
-            cursor=cursor,
-            all_users="true" if all_users else None,
-            parent_session_id=parent_session_id,
-        )
-
-    def update_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        title: str | None = UNSET,
-        metadata: Mapping[str, Any] = UNSET,
-        ttl_seconds: float | None = UNSET,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.update_session`."""
-        body: dict[str, Any] = {}
-        if title is not UNSET:
-            body["title"] = title
-        if metadata is not UNSET:
-            body["metadata"] = None if metadata is None else dict(metadata)
-        if ttl_seconds is not UNSET:
-            body["ttl_seconds"] = ttl_seconds
-        return self._write(
-            "PATCH",
-            f"/v1/sessions/{_sid(session_id)}",
-            _model(Session),
-            session_id=session_id,
-            body=body,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def close_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        reason: str | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.close_session`."""
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/close",
-            _model(Session),
-            session_id=session_id,
-            body={"reason": reason},
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def expire_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        reason: str | None = None,
-        expected_version: int | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.expire_session`."""
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/expire",
-            _model(Session),
-            session_id=session_id,
-            body={"reason": reason},
-            expected_version=expected_version,
-        )
-
-    def restore_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        message_limit: int | None = None,
-        expected_version: int | None = None,
-        admin: bool = False,
-    ) -> _Flow[RestoredSession]:
-        """See :meth:`SessionManager.restore_session`."""
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/restore",
-            _model(RestoredSession),
-            session_id=session_id,
-            body={"message_limit": message_limit},
-            expected_version=expected_version,
-        )
-
-    def delete_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        expected_version: int | None = None,
-        admin: bool = False,
-    ) -> _Flow[None]:
-        """See :meth:`SessionManager.delete_session`."""
-        return self._write(
-            "DELETE",
-            f"/v1/sessions/{_sid(session_id)}",
-            lambda r: None,
-            session_id=session_id,
-            expected_version=expected_version,
-        )
-
     def delete_user_data(
         self,
         *,
@@ -617,7 +168,7 @@ class _SessionRequests(_Exchange):
         return self._read("/v1/whoami", lambda r: dict(r.json()))
 
 
-class _HistoryRequests(_Exchange):
+class _HistoryRequests(PlainRequests):
     """Message and working-memory requests."""
 
     def append_message(
@@ -650,107 +201,6 @@ class _HistoryRequests(_Exchange):
             idempotency_key=idempotency_key,
         )
 
-    def append_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        messages: Sequence[Mapping[str, Any]],
-        working_memory_patch: Mapping[str, Any] | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-        working_memory_ops: Sequence[Mapping[str, Any]] | None = None,
-        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-    ) -> _Flow[list[Message]]:
-        """See :meth:`SessionManager.append_messages`."""
-        body = {
-            "messages": [dict(m) for m in messages],
-            "working_memory_patch": _opt_dict(working_memory_patch),
-            **_ops_member(working_memory_ops),
-            **_shared_member(shared_memory_ops),
-        }
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/messages",
-            _items(_MESSAGES),
-            session_id=session_id,
-            body=body,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def get_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        limit: int | None = None,
-        before: int | None = None,
-        after: int | None = None,
-        cursor: str | None = None,
-        align_tool_calls: bool = True,
-        admin: bool = False,
-    ) -> _Flow[Page[Message]]:
-        """See :meth:`SessionManager.get_messages`."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/messages",
-            _page(Message),
-            session_id=session_id,
-            limit=limit,
-            before=before,
-            after=after,
-            cursor=cursor,
-            align_tool_calls="true" if align_tool_calls else "false",
-        )
-
-    def replace_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        after_seq: int,
-        messages: Sequence[Mapping[str, Any]],
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[list[Message]]:
-        """See :meth:`SessionManager.replace_messages` (``PUT .../messages``)."""
-        return self._write(
-            "PUT",
-            f"/v1/sessions/{_sid(session_id)}/messages",
-            _items(_MESSAGES),
-            session_id=session_id,
-            body={"messages": [dict(m) for m in messages]},
-            params={"after_seq": after_seq},
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def truncate_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        after_seq: int,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[TruncateResult]:
-        """See :meth:`SessionManager.truncate_messages` (``DELETE .../messages``). It
-        carries an ``Idempotency-Key`` too (a uuid4 unless given), so a retried
-        truncate answers the first result."""
-        return self._write(
-            "DELETE",
-            f"/v1/sessions/{_sid(session_id)}/messages",
-            _model(TruncateResult),
-            session_id=session_id,
-            params={"after_seq": after_seq},
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-            keyed=True,
-        )
-
     def pop_message(
         self,
         *,
@@ -775,82 +225,6 @@ class _HistoryRequests(_Exchange):
             idempotency_key=idempotency_key,
         )
 
-    def rewind_session(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        to_seq: int,
-        remove: bool = False,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[RewindResult]:
-        """See :meth:`SessionManager.rewind_session` (``POST .../rewind``)."""
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/rewind",
-            _model(RewindResult),
-            session_id=session_id,
-            body={"to_seq": to_seq, "remove": remove},
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def list_rewinds(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Page[Rewind]]:
-        """See :meth:`SessionManager.list_rewinds` (``GET .../rewinds``)."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/rewinds",
-            _page(Rewind),
-            session_id=session_id,
-            limit=limit,
-            cursor=cursor,
-        )
-
-    def get_rewound_messages(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        number: int,
-        limit: int | None = None,
-        cursor: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Page[Message]]:
-        """See :meth:`SessionManager.get_rewound_messages`
-        (``GET .../rewinds/{number}/messages``)."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/rewinds/{int(number)}/messages",
-            _page(Message),
-            session_id=session_id,
-            limit=limit,
-            cursor=cursor,
-        )
-
-    def get_working_memory(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        admin: bool = False,
-        at_seq: int | None = None,
-    ) -> _Flow[WorkingMemory]:
-        """See :meth:`SessionManager.get_working_memory` (``GET .../memory?at_seq=N``)."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/memory",
-            _model(WorkingMemory),
-            session_id=session_id,
-            at_seq=at_seq,
-        )
-
     def update_working_memory(
         self,
         *,
@@ -862,20 +236,26 @@ class _HistoryRequests(_Exchange):
         idempotency_key: str | None = None,
         admin: bool = False,
         ops: Sequence[Mapping[str, Any]] | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> _Flow[WorkingMemory]:
         """See :meth:`SessionManager.update_working_memory` (PUT ``data``, PATCH
-        ``patch`` as a merge patch, PATCH ``ops`` as ``application/json-patch+json``)."""
+        ``patch`` as a merge patch, PATCH ``ops`` as ``application/json-patch+json``;
+        with ``shared_memory_ops``, one POST carrying both)."""
         if sum(arg is not None for arg in (data, patch, ops)) != 1:
             raise ValueError("pass exactly one of data, patch and ops")
         body: Any
-        if data is not None:
-            body, content_type = dict(data), "application/json"
+        method, content_type = "PATCH", "application/json"
+        if shared_memory_ops is not None:  # only the POST form carries them
+            body, method = _memory_write(data, patch, ops), "POST"
+            body.update(_shared_member(shared_memory_ops))
+        elif data is not None:
+            body, method = dict(data), "PUT"
         elif patch is not None:
             body, content_type = dict(patch), MERGE_PATCH
         else:
             body, content_type = [dict(op) for op in ops or ()], JSON_PATCH
         return self._write(
-            "PUT" if data is not None else "PATCH",
+            method,
             f"/v1/sessions/{_sid(session_id)}/memory",
             _model(WorkingMemory),
             session_id=session_id,
@@ -929,71 +309,6 @@ class _HistoryRequests(_Exchange):
 class _RecordRequests(_Exchange):
     """Tool-call, run and audit requests."""
 
-    def record_tool_call(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        tool: str,
-        arguments: Mapping[str, Any] | None = None,
-        result: Any = None,
-        status: ToolCallStatus | str = ToolCallStatus.OK,
-        error: str | None = None,
-        started_at: datetime | None = None,
-        ended_at: datetime | None = None,
-        run_id: str | None = None,
-        call_id: str | None = None,
-        provider_call_id: str | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[ToolCall]:
-        """See :meth:`SessionManager.record_tool_call`."""
-        body = {
-            "tool": tool,
-            "arguments": _opt_dict(arguments),
-            "result": result,
-            "status": _enum(status),
-            "error": error,
-            "started_at": _time(started_at),
-            "ended_at": _time(ended_at),
-            "run_id": run_id,
-            "call_id": call_id,
-        }
-        if provider_call_id is not None:  # a server older than the field refuses it
-            body["provider_call_id"] = provider_call_id
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/tool-calls",
-            _model(ToolCall),
-            session_id=session_id,
-            body=body,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def get_tool_history(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        tool: str | None = None,
-        after: int | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Page[ToolCall]]:
-        """See :meth:`SessionManager.get_tool_history`."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/tool-calls",
-            _page(ToolCall),
-            session_id=session_id,
-            tool=tool,
-            after=after,
-            limit=limit,
-            cursor=cursor,
-        )
-
     def find_tool_call(
         self,
         *,
@@ -1019,32 +334,6 @@ class _RecordRequests(_Exchange):
         path = f"/v1/sessions/{_sid(session_id)}/tool-calls/find"
         return self._exchange(_Call("POST", path, parse, body=body, session_id=session_id))
 
-    def start_run(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        input: Any = None,
-        metadata: Mapping[str, Any] | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-        lease_seconds: float | None = None,
-    ) -> _Flow[Run]:
-        """See :meth:`SessionManager.start_run`."""
-        body = {"input": input, "metadata": _opt_dict(metadata)}
-        if lease_seconds is not None:  # sent only when given: older servers refuse it
-            body["lease_seconds"] = lease_seconds
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/runs",
-            _model(Run),
-            session_id=session_id,
-            body=body,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
     def heartbeat_run(
         self,
         *,
@@ -1068,149 +357,6 @@ class _RecordRequests(_Exchange):
             auto_key=False,
         )
 
-    def add_run_step(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        run_id: str,
-        kind: str,
-        name: str | None = None,
-        input: Any = None,
-        output: Any = None,
-        status: str = "ok",
-        error: str | None = None,
-        started_at: datetime | None = None,
-        ended_at: datetime | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[RunStep]:
-        """See :meth:`SessionManager.add_run_step`."""
-        body = {
-            "kind": kind,
-            "name": name,
-            "input": input,
-            "output": output,
-            "status": status,
-            "error": error,
-            "started_at": _time(started_at),
-            "ended_at": _time(ended_at),
-        }
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}/steps",
-            _model(RunStep),
-            session_id=session_id,
-            body=body,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def finish_run(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        run_id: str,
-        status: RunStatus | str,
-        error: str | None = None,
-        output: Any = None,
-        usage: Mapping[str, int] | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Run]:
-        """See :meth:`SessionManager.finish_run`."""
-        body = {
-            "status": _enum(status),
-            "error": error,
-            "output": output,
-            "usage": None if usage is None else dict(usage),
-        }
-        return self._write(
-            "POST",
-            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}/finish",
-            _model(Run),
-            session_id=session_id,
-            body=body,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    def get_run(
-        self, *, session_id: str, user_id: str | None = None, run_id: str, admin: bool = False
-    ) -> _Flow[Run]:
-        """See :meth:`SessionManager.get_run`."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}",
-            _model(Run),
-            session_id=session_id,
-        )
-
-    def list_run_steps(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        run_id: str,
-        after: int | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Page[RunStep]]:
-        """See :meth:`SessionManager.list_run_steps` (``limit`` at least 1)."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/runs/{quote(run_id, safe='')}/steps",
-            lambda r: Page[RunStep].model_validate(r.json()),
-            session_id=session_id,
-            after=after,
-            limit=limit,
-            cursor=cursor,
-        )
-
-    def list_runs(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        status: RunStatus | str | None = None,
-        after: int | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Page[Run]]:
-        """See :meth:`SessionManager.list_runs`."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/runs",
-            _page(Run),
-            session_id=session_id,
-            status=status,
-            after=after,
-            limit=limit,
-            cursor=cursor,
-        )
-
-    def get_audit_log(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        after: int | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[Page[AuditEvent]]:
-        """See :meth:`SessionManager.get_audit_log`."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/audit",
-            _page(AuditEvent),
-            session_id=session_id,
-            after=after,
-            limit=limit,
-            cursor=cursor,
-        )
-
 
 class _SharedRequests(_Exchange):
     """Shared-memory requests."""
@@ -1218,7 +364,7 @@ class _SharedRequests(_Exchange):
     def get_shared_memory(
         self,
         *,
-        scope: str,
+        scope: Scope,
         agent: str,
         user_id: str | None = None,
         target_user_id: str | None = None,
@@ -1231,7 +377,7 @@ class _SharedRequests(_Exchange):
     def update_shared_memory(
         self,
         *,
-        scope: str,
+        scope: Scope,
         agent: str,
         user_id: str | None = None,
         target_user_id: str | None = None,
@@ -1263,7 +409,7 @@ class _SharedRequests(_Exchange):
     def delete_shared_memory(
         self,
         *,
-        scope: str,
+        scope: Scope,
         agent: str,
         user_id: str | None = None,
         target_user_id: str | None = None,
@@ -1368,32 +514,6 @@ class _SessionRecordRequests(_Exchange):
             order="desc" if descending else "asc",
         )
 
-    def delete_records(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        namespace: str | None = None,
-        prefix: str | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-        admin: bool = False,
-    ) -> _Flow[DeleteRecordsResult]:
-        """See :meth:`SessionManager.delete_records` (``DELETE .../records``). It
-        carries an ``Idempotency-Key`` too (a uuid4 unless given), so a retried delete
-        answers the first result."""
-        params = {k: v for k, v in (("namespace", namespace), ("prefix", prefix)) if v is not None}
-        return self._write(
-            "DELETE",
-            f"/v1/sessions/{_sid(session_id)}/records",
-            _model(DeleteRecordsResult),
-            session_id=session_id,
-            params=params,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-            keyed=True,
-        )
-
 
 def _record_of(item: dict[str, Any]) -> Record:
     """A record from its JSON answer (``data`` in base64)."""
@@ -1458,24 +578,6 @@ class _ContextRequests(_Exchange):
             body={k: v for k, v in body.items() if v is not None},
             expected_version=expected_version,
             idempotency_key=idempotency_key,
-        )
-
-    def list_summaries(
-        self,
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        after: int | None = None,
-        limit: int | None = None,
-        admin: bool = False,
-    ) -> _Flow[list[Summary]]:
-        """See :meth:`SessionManager.list_summaries` (``GET .../summaries``)."""
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}/summaries",
-            lambda r: [Summary.model_validate(item) for item in r.json()["items"]],
-            session_id=session_id,
-            after=after,
-            limit=limit,
         )
 
 

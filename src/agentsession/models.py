@@ -40,6 +40,7 @@ __all__ = [
     "Run",
     "RunStatus",
     "RunStep",
+    "Scope",
     "Session",
     "SessionStatus",
     "SharedMemory",
@@ -334,6 +335,11 @@ class WorkingMemory(_Snapshot):
         return dict(self.data.get("facts") or {})
 
 
+#: The scope of a shared-memory document: per agent (``app``) or per user and agent
+#: (``user``).
+Scope = Literal["app", "user"]
+
+
 class SharedMemory(_Snapshot):
     """A JSON object shared by sessions: per agent (``scope="app"``, every user of the
     agent, ``user_id`` None) or per user and agent (``scope="user"``, that user's
@@ -344,7 +350,7 @@ class SharedMemory(_Snapshot):
     locking of the document uses this version, not a session's.
     """
 
-    scope: Literal["app", "user"]
+    scope: Scope
     agent: str
     user_id: str | None = None
     version: int = 0

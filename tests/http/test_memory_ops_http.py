@@ -1,5 +1,6 @@
 """JSON Patch ops over HTTP: ``PATCH .../memory`` as ``application/json-patch+json``
-(RFC 6902 section 6), ``working_memory_ops`` in an append, and the clients' mirror."""
+(RFC 6902 section 6), ``working_memory_ops`` in an append, ``POST .../memory`` with
+shared-memory ops, and the clients' mirror."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from agentsession import AsyncSessionManager, PatchConflict, SessionManager, Val
 from agentsession.client import AsyncSessionClient, SessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
+from agentsession.http.protocol import format_etag
 from agentsession.settings import Settings
 from agentsession.stores.memory import MemoryStore
 from inprocess import InProcess
@@ -37,10 +39,14 @@ def _patch(api: Api, sid: str, body: Any, media: str = JSON_PATCH) -> httpx.Resp
 def test_json_patch_body_applies_ops(api: Api) -> None:
     """Null is stored, an object replaced whole; the ETag is the new version."""
     sid = api.create(working_memory={"adk": {"state": {"p": {"a": 1, "b": 2}}}})["session_id"]
-    r = _patch(api, sid, [
-        {"op": "add", "path": "/adk/state/p", "value": {"a": 9}},
-        {"op": "add", "path": "/adk/state/flag", "value": None},
-    ])
+    r = _patch(
+        api,
+        sid,
+        [
+            {"op": "add", "path": "/adk/state/p", "value": {"a": 9}},
+            {"op": "add", "path": "/adk/state/flag", "value": None},
+        ],
+    )
     assert r.status_code == 200, r.text
     assert r.json()["data"] == {"adk": {"state": {"p": {"a": 9}, "flag": None}}}
     assert r.headers["etag"] == f'"{sid}@{r.json()["version"]}"'
@@ -51,8 +57,9 @@ def test_json_patch_body_applies_ops(api: Api) -> None:
 
 def test_conflicting_op_is_409_patch_conflict(api: Api) -> None:
     sid = api.create()["session_id"]
-    r = _patch(api, sid, [{"op": "add", "path": "/a", "value": 1},
-                          {"op": "remove", "path": "/missing"}])
+    r = _patch(
+        api, sid, [{"op": "add", "path": "/a", "value": 1}, {"op": "remove", "path": "/missing"}]
+    )
     body = assert_problem(r, 409, "patch-conflict")
     assert (body["field"], body["op"], body["path"]) == ("ops[1]", "remove", "/missing")
     assert api.manager.get_working_memory(session_id=sid, user_id="alice").data == {}
@@ -78,22 +85,35 @@ def test_malformed_patch_is_400_naming_the_field(
 def test_append_with_working_memory_ops(api: Api) -> None:
     sid = api.create(working_memory={"n": 1})["session_id"]
     url = f"/v1/sessions/{sid}/messages"
-    r = api.http.post(url, headers=api.alice, json={
-        "message": {"role": "user", "content": "hi"},
-        "working_memory_ops": [{"op": "replace", "path": "/n", "value": None}],
-    })
+    r = api.http.post(
+        url,
+        headers=api.alice,
+        json={
+            "message": {"role": "user", "content": "hi"},
+            "working_memory_ops": [{"op": "replace", "path": "/n", "value": None}],
+        },
+    )
     assert r.status_code == 201, r.text
     memory = api.manager.get_working_memory(session_id=sid, user_id="alice")
     assert memory.data == {"n": None} and memory.version == r.json()["session_version"]
-    failed = api.http.post(url, headers=api.alice, json={
-        "message": {"role": "user", "content": "lost"},
-        "working_memory_ops": [{"op": "test", "path": "/n", "value": 1}],
-    })
+    failed = api.http.post(
+        url,
+        headers=api.alice,
+        json={
+            "message": {"role": "user", "content": "lost"},
+            "working_memory_ops": [{"op": "test", "path": "/n", "value": 1}],
+        },
+    )
     assert_problem(failed, 409, "patch-conflict")
-    both = api.http.post(url, headers=api.alice, json={
-        "message": {"role": "user"}, "working_memory_patch": {},
-        "working_memory_ops": [],
-    })
+    both = api.http.post(
+        url,
+        headers=api.alice,
+        json={
+            "message": {"role": "user"},
+            "working_memory_patch": {},
+            "working_memory_ops": [],
+        },
+    )
     assert assert_problem(both, 400)["field"] == "working_memory_ops"
     assert api.manager.get_session(session_id=sid, user_id="alice").message_count == 1
 
@@ -111,10 +131,7 @@ def test_clients_mirror_the_manager() -> None:
         want = list(inspect.signature(getattr(SessionManager, name)).parameters)
         mirrored = inspect.signature(getattr(AsyncSessionManager, name)).parameters
         assert list(mirrored) == want, name
-        # Over HTTP a working-memory update carries no shared-memory ops (an append does).
-        got = list(inspect.signature(getattr(SessionClient, name)).parameters)
-        http_only = name != "update_working_memory"
-        assert got == [p for p in want if http_only or p != "shared_memory_ops"]
+        assert list(inspect.signature(getattr(SessionClient, name)).parameters) == want, name
     app, token = _app()
     ops = [{"op": "add", "path": "/p", "value": {"x": None}}]
     with TestClient(app) as http:
@@ -123,7 +140,8 @@ def test_clients_mirror_the_manager() -> None:
         memory = client.update_working_memory(session_id=s.session_id, ops=ops)
         assert memory.data == {"p": {"x": None}}
         client.append_message(
-            session_id=s.session_id, message={"role": "user"},
+            session_id=s.session_id,
+            message={"role": "user"},
             working_memory_ops=[{"op": "remove", "path": "/p/x"}],
         )
         assert client.get_working_memory(session_id=s.session_id).data == {"p": {}}
@@ -146,3 +164,74 @@ def test_clients_mirror_the_manager() -> None:
             return (await c.get_working_memory(session_id=s.session_id)).data
 
     assert asyncio.run(main()) == {"p": {"x": None}}
+
+
+def test_post_memory_writes_working_and_shared_memory_in_one_step(api: Api) -> None:
+    """``POST .../memory``: the memory write and its shared-memory ops apply together
+    (the new ETag), or neither does; ``app`` ops need an admin key."""
+    sid = api.create(agent="coding", working_memory={"n": 0})["session_id"]
+    url = f"/v1/sessions/{sid}/memory"
+    r = api.http.post(
+        url,
+        headers=api.alice,
+        json={
+            "patch": {"n": 1},
+            "shared_memory_ops": {"user": [{"op": "add", "path": "/s", "value": 1}]},
+        },
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["data"] == {"n": 1}
+    assert r.headers["etag"] == format_etag(sid, r.json()["version"])
+    shared = api.manager.get_shared_memory(scope="user", agent="coding", user_id="alice")
+    assert (shared.version, shared.data) == (1, {"s": 1})
+    failing = api.http.post(
+        url,
+        headers=api.alice,
+        json={
+            "data": {"n": 2},
+            "shared_memory_ops": {"user": [{"op": "remove", "path": "/gone"}]},
+        },
+    )
+    assert_problem(failing, 409, "patch-conflict")
+    denied = api.http.post(
+        url,
+        headers=api.alice,
+        json={
+            "ops": [{"op": "replace", "path": "/n", "value": 3}],
+            "shared_memory_ops": {"app": []},
+        },
+    )
+    assert_problem(denied, 403)
+    assert_problem(api.http.post(url, headers=api.alice, json={"data": {}, "patch": {}}), 400)
+    memory = api.manager.get_working_memory(session_id=sid, user_id="alice")
+    assert memory.data == {"n": 1}
+    assert api.manager.get_shared_memory(scope="user", agent="coding", user_id="alice").version == 1
+
+
+def test_clients_send_shared_memory_ops_with_a_memory_update() -> None:
+    """``update_working_memory(shared_memory_ops=...)`` reaches the server from the sync
+    and the async client; without them the request is the PUT or PATCH it was."""
+    app, token = _app()
+    add = {"user": [{"op": "add", "path": "/k", "value": "v"}]}
+    with TestClient(app) as http:
+        client = SessionClient("http://testserver", token, transport=InProcess(http))
+        s = client.create_session(agent="a")
+        memory = client.update_working_memory(
+            session_id=s.session_id, data={"goal": "g"}, shared_memory_ops=add
+        )
+        assert memory.data == {"goal": "g"}
+        assert client.get_shared_memory(scope="user", agent="a").data == {"k": "v"}
+        client.close()
+
+    async def main() -> Any:
+        transport = httpx.ASGITransport(app=app)
+        async with AsyncSessionClient("http://t", token, transport=transport) as c:
+            s = await c.create_session(agent="b")
+            await c.update_working_memory(
+                session_id=s.session_id,
+                ops=[{"op": "add", "path": "/x", "value": 1}],
+                shared_memory_ops=add,
+            )
+            return (await c.get_shared_memory(scope="user", agent="b")).data
+
+    assert asyncio.run(main()) == {"k": "v"}

@@ -237,7 +237,7 @@ def test_malformed_run_id_is_404_like_a_missing_run(api: Api, tail: str, bad: st
         ("PUT", "/v1/sessions", "GET, POST"),
         ("OPTIONS", "/v1/sessions/{sid}", "DELETE, GET, PATCH"),
         ("POST", "/v1/sessions/{sid}", "DELETE, GET, PATCH"),
-        ("OPTIONS", "/v1/sessions/{sid}/memory", "GET, PATCH, PUT"),
+        ("OPTIONS", "/v1/sessions/{sid}/memory", "GET, PATCH, POST, PUT"),
         ("DELETE", "/v1/sessions/{sid}/tool-calls/find", "GET, POST"),
         ("PUT", "/v1/sessions/{sid}/runs/run_x/steps", "GET, POST"),
     ],

@@ -26,6 +26,7 @@ from .middleware import EdgeMiddleware
 from .openapi import install_openapi
 from .problems import install_handlers
 from .routes import routers
+from .routing import operation_id
 
 __all__ = ["create_app"]
 
@@ -89,11 +90,11 @@ def create_app(
         # A trailing slash is an unknown path (404 problem+json), never a bare 307
         # redirect sent before authentication.
         redirect_slashes=False,
+        # operationIds are the operation names of agentsession.operations.
+        generate_unique_id_function=operation_id,
     )
     if manager is not None:
-        app.state.services = Services(
-            _threaded(manager, config), key_store, config, auth_limiter
-        )
+        app.state.services = Services(_threaded(manager, config), key_store, config, auth_limiter)
     install_handlers(app)
     _add_routes(app)
     # Added innermost first: the edge (request id, access line, catch-all 500) wraps

@@ -1,5 +1,5 @@
 """How requests reach the routes: strict JSON bodies, only declared query parameters,
-and the methods a path allows.
+the methods a path allows, and each route's ``operationId``.
 
 Every router is built with ``route_class=StrictRoute``: a query parameter the
 operation does not declare is refused (422 naming it), and before FastAPI reads the
@@ -23,10 +23,11 @@ from starlette.responses import Response
 from starlette.routing import Match
 from starlette.types import Scope
 
+from ..operations import operation_ids
 from .protocol import UnsupportedMediaType
 from .strictjson import check_media_type, read_json
 
-__all__ = ["StrictJsonRequest", "StrictRoute", "allowed_methods"]
+__all__ = ["StrictJsonRequest", "StrictRoute", "allowed_methods", "operation_id"]
 
 
 class StrictJsonRequest(Request):
@@ -115,3 +116,21 @@ def allowed_methods(routes: list[Any], scope: Scope) -> list[str]:
         for method in _METHODS
         if any(route.matches({**scope, "method": method})[0] is Match.FULL for route in routes)
     ]
+
+
+def operation_id(route: APIRoute) -> str:
+    """The OpenAPI ``operationId`` of ``route``: its operation's name in
+    :data:`agentsession.operations.OPERATIONS` (FastAPI's ``generate_unique_id_function``).
+
+    Raises:
+        LookupError: no row of the table declares the route (method and whole path).
+    """
+    ids = operation_ids()
+    for method in sorted(route.methods or ()):
+        found = ids.get((method, route.path_format))
+        if found is not None:
+            return found
+    raise LookupError(
+        f"no operation in agentsession.operations declares {sorted(route.methods or ())} "
+        f"{route.path_format}"
+    )

@@ -76,6 +76,7 @@ __all__ = [
     "StartRun",
     "StepIn",
     "UpdateSession",
+    "UpdateWorkingMemory",
     "decode_base64",
     "seq_query",
 ]
@@ -250,6 +251,27 @@ class UpdateSession(_Body):
     title: str | None = Field(default=None, max_length=TITLE_CHARS)
     metadata: dict[str, Any] | None = None
     ttl_seconds: float | None = Field(default=None, strict=True, json_schema_extra=_TTL)
+
+
+class UpdateWorkingMemory(_Body):
+    """``POST .../memory``: one of ``data``, ``patch`` and ``ops``, with
+    ``shared_memory_ops`` applied in the same transaction."""
+
+    data: dict[str, Any] | None = Field(
+        default=None, description="The whole new document. Exactly one of data, patch, ops."
+    )
+    patch: dict[str, Any] | None = Field(
+        default=None, description="An RFC 7396 merge patch. Exactly one of data, patch, ops."
+    )
+    ops: list[dict[str, Any]] | None = Field(
+        default=None, description="RFC 6902 JSON Patch ops. Exactly one of data, patch, ops."
+    )
+    shared_memory_ops: SharedMemoryOps | None = Field(
+        default=None,
+        description="RFC 6902 JSON Patch ops by scope for the shared memory of the "
+        "session's agent (`app`, admin keys only) and of its owner and agent (`user`), "
+        "applied in the same transaction.",
+    )
 
 
 class Reason(_Body):

@@ -13,14 +13,14 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from pydantic import TypeAdapter
 
 from ..errors import Forbidden, ValidationError, VersionConflict
 from ..ids import check_name, derived_id
 from ..jsonvalues import check_json
-from ..models import AuditEvent, Session, SharedMemory
+from ..models import AuditEvent, Scope, Session, SharedMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
@@ -37,7 +37,6 @@ __all__ = [
     "check_shared_ops",
 ]
 
-Scope = Literal["app", "user"]
 #: The scopes, in the order a session write applies them.
 SCOPES: tuple[Scope, ...] = ("app", "user")
 
@@ -222,9 +221,7 @@ class SharedMemoryUseCases(ServiceCore):
         return derived_id("shm", hmac.new(self._tombstone_key, message, "sha256").digest())
 
 
-def _owner(
-    scope: Any, agent: Any, user_id: Any, target_user_id: Any, admin: bool
-) -> str | None:
+def _owner(scope: Any, agent: Any, user_id: Any, target_user_id: Any, admin: bool) -> str | None:
     """The document's ``user_id`` key (None for the app scope), after the checks: the
     app scope needs admin; a user document is the caller's, or ``target_user_id``'s
     (another user's needs admin; checked before any read, so a refusal says nothing of

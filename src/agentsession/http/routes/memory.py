@@ -1,5 +1,5 @@
 """Working memory: read, replace (PUT), merge-patch (PATCH, RFC 7396) or JSON Patch
-(PATCH, RFC 6902)."""
+(PATCH, RFC 6902), or any of the three with shared-memory ops (POST)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from fastapi import APIRouter, Body, Response
 from ...errors import ValidationError
 from ...models import WorkingMemory
 from ..deps import ReadCtx, WriteCtx, reply, write
-from ..problems import ERRORS, WRITE_ERRORS
+from ..problems import ERRORS, WRITE_ERRORS, problem_responses
 from ..routing import StrictRoute
-from ..schemas import seq_query
+from ..schemas import SharedMemoryOps, UpdateWorkingMemory, seq_query
 
 #: The media type of an RFC 6902 op list (RFC 6902, section 6).
 JSON_PATCH = "application/json-patch+json"
@@ -85,8 +85,7 @@ async def patch_working_memory(ctx: WriteCtx, patch: Any = Body()) -> Response:
     # Any body, checked here: the schema per media type is in openapi_extra above.
     if not isinstance(patch, list if ops else dict):
         raise ValidationError(
-            f"a {JSON_PATCH} body is a list of ops; any other PATCH body is a merge-patch "
-            "object",
+            f"a {JSON_PATCH} body is a list of ops; any other PATCH body is a merge-patch object",
             field="body",
         )
     memory, replayed = await write(
@@ -94,6 +93,25 @@ async def patch_working_memory(ctx: WriteCtx, patch: Any = Body()) -> Response:
             **ctx.who,
             patch=patch if isinstance(patch, dict) else None,
             ops=patch if isinstance(patch, list) else None,
+            expected_version=await ctx.expected_version(required=True),
+            idempotency_key=ctx.idempotency_key,
+        )
+    )
+    return reply(memory, etag=(ctx.session_id, memory.version), replayed=replayed)
+
+
+@router.post("", response_model=WorkingMemory, responses={**WRITE_ERRORS, **problem_responses(403)})
+async def update_working_memory(ctx: WriteCtx, body: UpdateWorkingMemory) -> Response:
+    """Replace the document (``data``), merge-patch it (``patch``) or apply JSON Patch
+    ``ops``, and apply ``shared_memory_ops`` in the same transaction (all or nothing);
+    the answer's ETag is the session's new version."""
+    memory, replayed = await write(
+        ctx.manager.update_working_memory(
+            **ctx.who,
+            data=body.data,
+            patch=body.patch,
+            ops=body.ops,
+            shared_memory_ops=SharedMemoryOps.by_scope_of(body.shared_memory_ops),
             expected_version=await ctx.expected_version(required=True),
             idempotency_key=ctx.idempotency_key,
         )

@@ -1,0 +1,318 @@
+"""The sans-I/O machinery of the clients (:mod:`agentsession.client`): a method's work
+is a *flow*, a generator that yields the I/O it needs (:class:`_Send` one HTTP request,
+:class:`_Sleep`) and returns the method's result; :class:`_Exchange` sends one request
+as a flow, with retries and typed errors. Private to the client modules.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, ParamSpec, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from .http.protocol import PROBLEM_CONTENT_TYPE, ServerError, error_from_problem, format_etag
+from .models import Page, Scope
+from .service import UNSET
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+P = ParamSpec("P")
+
+#: Answers worth retrying: the request may not have been processed, or is safe to repeat.
+RETRY_STATUSES = frozenset({500, 502, 503, 504})
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+# ------------------------------------------------------------------ flows
+
+
+@dataclass(frozen=True, slots=True)
+class _Send:
+    """I/O step: send this request once. The flow is answered with the
+    ``httpx.Response``, or has the ``httpx.TransportError`` thrown into it."""
+
+    method: str
+    path: str
+    params: dict[str, Any]
+    content: bytes | None
+    headers: dict[str, str]
+
+    def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
+        """The ``httpx.Request`` for ``http`` (its base URL, auth header, timeout)."""
+        return http.build_request(
+            self.method, self.path, params=self.params, content=self.content, headers=self.headers
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Sleep:
+    """I/O step: wait ``seconds``; the flow is answered with None."""
+
+    seconds: float
+
+
+#: A method's work without its I/O: yields steps, is sent their answers, returns a T.
+_Flow = Generator[_Send | _Sleep, Any, T]
+
+
+class _Stepper(Generic[T]):
+    """Walks a flow for a client: ``for step in stepper`` gives each I/O step; set
+    ``reply`` (or ``error``) to answer it. ``result`` is what the flow returned."""
+
+    def __init__(self, flow: _Flow[T]) -> None:
+        self._flow = flow
+        self.reply: Any = None
+        self.error: httpx.TransportError | None = None
+        self.result: T
+
+    def __iter__(self) -> Iterator[_Send | _Sleep]:
+        return self
+
+    def __next__(self) -> _Send | _Sleep:
+        reply, error, self.reply, self.error = self.reply, self.error, None, None
+        try:
+            return self._flow.send(reply) if error is None else self._flow.throw(error)
+        except StopIteration as stop:
+            self.result = stop.value
+            raise StopIteration from None
+
+
+@dataclass(slots=True)
+class _Call(Generic[T]):
+    """One HTTP request and how to read its answer."""
+
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    params: dict[str, Any] = field(default_factory=dict)
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
+    session_id: str | None = None
+
+    def send(self) -> _Send:
+        """The request as sent (the same bytes and headers on every retry)."""
+        if self.body is None and self.method in ("GET", "DELETE"):
+            return _Send(self.method, self.path, self.params, None, self.headers)
+        content = json.dumps(self.body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        headers = {**self.headers, "Content-Type": self.content_type}
+        return _Send(self.method, self.path, self.params, content, headers)
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    max_retries: int
+    backoff: float
+    max_backoff: float
+
+    def delay(self, attempt: int, response: httpx.Response | None) -> float:
+        if response is not None:
+            after = response.headers.get("retry-after", "")
+            if after.isdigit():
+                return min(float(after), self.max_backoff)
+        return min(self.max_backoff, self.backoff * 2.0**attempt) * random.uniform(0.5, 1.0)
+
+
+def _raise_for(call: _Call[Any], response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    body: Any = None
+    content_type = response.headers.get("content-type", "")
+    if content_type.startswith((PROBLEM_CONTENT_TYPE, "application/json")):
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+    if not isinstance(body, dict):
+        if response.status_code >= 500:
+            raise ServerError(f"HTTP {response.status_code}")
+        body = {"detail": f"HTTP {response.status_code}: {response.text[:200]}"}
+    raise error_from_problem(body, response.status_code, session_id=call.session_id)
+
+
+def _sid(session_id: str) -> str:
+    return quote(session_id, safe="")
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _enum(value: Any) -> Any:
+    return getattr(value, "value", value)
+
+
+def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A mapping as a JSON object; None and ``UNSET`` (an argument left out) as they are."""
+    return value if value is None or value is UNSET else dict(value)
+
+
+def _ops_member(ops: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
+    """``{"working_memory_ops": [...]}``, or nothing when there are none (so a server
+    without JSON Patch still takes the body)."""
+    return {} if ops is None else {"working_memory_ops": [dict(op) for op in ops]}
+
+
+def _shared_path(scope: Scope, agent: str) -> str:
+    return f"/v1/shared-memory/{quote(scope, safe='')}/{quote(agent, safe='')}"
+
+
+def _target(target_user_id: str | None) -> dict[str, Any]:
+    """The ``user_id`` query parameter naming another user's shared document."""
+    return {} if target_user_id is None else {"user_id": target_user_id}
+
+
+def _shared_member(ops: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> dict[str, Any]:
+    """``{"shared_memory_ops": {...}}``, or nothing when there are none."""
+    if ops is None:
+        return {}
+    return {"shared_memory_ops": {scope: [dict(op) for op in v] for scope, v in ops.items()}}
+
+
+def _memory_write(
+    data: Mapping[str, Any] | None,
+    patch: Mapping[str, Any] | None,
+    ops: Sequence[Mapping[str, Any]] | None,
+) -> dict[str, Any]:
+    """The ``data``, ``patch`` or ``ops`` member of a ``POST .../memory`` body."""
+    if data is not None:
+        return {"data": dict(data)}
+    if patch is not None:
+        return {"patch": dict(patch)}
+    return {"ops": [dict(op) for op in ops or ()]}
+
+
+def _items(adapter: TypeAdapter[list[M]]) -> Callable[[httpx.Response], list[M]]:
+    return lambda r: adapter.validate_python(r.json()["items"])
+
+
+def _model(cls: type[M]) -> Callable[[httpx.Response], M]:
+    return lambda r: cls.model_validate(r.json())
+
+
+def _list(cls: type[M]) -> Callable[[httpx.Response], list[M]]:
+    """An ``{"items": [...]}`` answer as a list of ``cls``."""
+    return lambda r: [cls.model_validate(item) for item in r.json()["items"]]
+
+
+def _members(**values: Any) -> dict[str, Any]:
+    """A request's body or query: the members given (a None one is left out, which the
+    service reads as its default; a server older than the member takes the request)."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """A request's members whose argument was passed (not ``UNSET``), a None too: where
+    leaving a member out means something else than null (a fork's TTL is its parent's)."""
+    return {name: value for name, value in values.items() if value is not UNSET}
+
+
+def _dicts(items: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:
+    return None if items is None else [dict(item) for item in items]
+
+
+def _scoped(ops: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> dict[str, Any] | None:
+    """Shared-memory ops by scope, as JSON."""
+    return None if ops is None else {scope: [dict(op) for op in v] for scope, v in ops.items()}
+
+
+def _nothing(response: httpx.Response) -> None:
+    """An answer with nothing to read (204)."""
+    return None
+
+
+def _flag(value: bool, default: bool) -> str | None:
+    """A boolean query parameter: left out (None) at its default, else its JSON text."""
+    return None if value == default else ("true" if value else "false")
+
+
+def _page(cls: type[M]) -> Callable[[httpx.Response], Page[M]]:
+    return lambda r: Page[cls].model_validate(r.json())  # type: ignore[valid-type]
+
+
+class _Exchange:
+    """Sends calls as flows: retries with bounded backoff, typed errors; the base of the
+    request classes of :mod:`agentsession.client` and :mod:`agentsession.clientgen`."""
+
+    def __init__(self, retry: _Retry) -> None:
+        self._retry = retry
+
+    def _exchange(self, call: _Call[T]) -> _Flow[T]:
+        """Send ``call``, retrying with bounded backoff; parse the answer or raise its
+        typed error."""
+        send = call.send()
+        for attempt in range(self._retry.max_retries + 1):
+            last = attempt == self._retry.max_retries
+            try:
+                response = yield send
+            except httpx.TransportError:
+                if last:
+                    raise
+                yield _Sleep(self._retry.delay(attempt, None))
+                continue
+            if response.status_code in RETRY_STATUSES and not last:
+                yield _Sleep(self._retry.delay(attempt, response))
+                continue
+            _raise_for(call, response)
+            return call.parse(response)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write(
+        self,
+        method: str,
+        path: str,
+        parse: Callable[[httpx.Response], T],
+        *,
+        session_id: str | None,
+        body: Any = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+        content_type: str = "application/json",
+        params: dict[str, Any] | None = None,
+        keyed: bool = False,
+        if_match: str | None = None,
+        auto_key: bool = True,
+    ) -> _Flow[T]:
+        # ``keyed``: a key is sent whatever the method (a DELETE the service replays).
+        # ``if_match``: the header as is (a shared document's ETag names no session).
+        # ``auto_key`` False: no generated key (a write whose retry is harmless anyway).
+        headers = {} if if_match is None else {"If-Match": if_match}
+        if expected_version is not None and session_id is not None:
+            headers["If-Match"] = format_etag(session_id, expected_version)
+        key = idempotency_key
+        if key is None and auto_key and (keyed or method in ("POST", "PUT", "PATCH")):
+            key = str(uuid.uuid4())
+        if key is not None:
+            headers["Idempotency-Key"] = key
+        return self._exchange(
+            _Call(
+                method,
+                path,
+                parse,
+                body=body,
+                params=params or {},
+                headers=headers,
+                content_type=content_type,
+                session_id=session_id,
+            )
+        )
+
+    def _read(
+        self,
+        path: str,
+        parse: Callable[[httpx.Response], T],
+        *,
+        session_id: str | None = None,
+        **params: Any,
+    ) -> _Flow[T]:
+        query = {k: _enum(v) for k, v in params.items() if v is not None}
+        return self._exchange(_Call("GET", path, parse, params=query, session_id=session_id))
