@@ -30,7 +30,7 @@ from ..jsonvalues import dumps, loads
 
 Processor = Callable[[Any], Any]
 
-__all__ = ["BLOB", "LONG_TEXT", "JSONText", "UTCDateTime", "binary_text"]
+__all__ = ["BLOB", "LONG_TEXT", "Base64Text", "JSONText", "UTCDateTime", "binary_text"]
 
 
 class _Base64Blob(sa.types.TypeDecorator[bytes]):
