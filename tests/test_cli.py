@@ -272,12 +272,15 @@ def test_keys_create_writes_next_to_the_global_url_store(tmp_path: Path) -> None
     """``agentsession --url X keys create`` puts the key where ``serve --url X`` reads
     it (next to X's database), not next to the default store."""
     db = tmp_path / "other.db"
+    assert invoke("--url", f"sqlite:///{db}", "db", "upgrade").exit_code == 0
+    keys = tmp_path / "other.db.keys.json"
+    empty = invoke("--url", f"sqlite:///{db}", "keys", "list")
+    assert (empty.exit_code, empty.stdout, empty.stderr) == (0, "", f"no keys in {keys}\n")
     result = invoke("--url", f"sqlite:///{db}", "keys", "create", "--user", "alice")
     assert result.exit_code == 0, result.output
-    keys = tmp_path / "other.db.keys.json"
     assert keys.exists() and "alice" in keys.read_text()
     listed = invoke("--url", f"sqlite:///{db}", "keys", "list")
-    assert "alice" in listed.stdout
+    assert "alice" in listed.stdout and listed.stderr == ""
 
 
 def test_tools_table_names_the_run_of_each_call(url: str) -> None:
@@ -453,6 +456,9 @@ READS_AND_CHANGES = [
     ["db", "current"],
     ["serve"],
     ["import", "jsonl", "-"],
+    ["keys", "list"],
+    ["keys", "revoke", "key_x"],
+    ["keys", "create", "--user", "alice"],
 ]
 
 

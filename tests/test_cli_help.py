@@ -91,3 +91,22 @@ def test_help_shows_every_default(path: tuple[str, ...], command: Any) -> None:
         assert record is not None
         if param.default is not None or set(param.opts) & FALLBACKS:
             assert "[default: " in record[1], (path, param.opts, record)
+
+
+@pytest.mark.parametrize(("path", "command"), VISIBLE, ids=_id)
+def test_help_names_arguments_as_click_does(path: tuple[str, ...], command: Any) -> None:
+    """Each argument is its name in capitals in the usage line and in the Arguments
+    section, without typer's ``{session_id}`` braces or a ``<str>`` type beside it."""
+    arguments = [p for p in command.params if p.param_type_name == "argument"]
+    result = runner.invoke(build_app(), [*path, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    usage = result.output.splitlines()[0]
+    assert "{" not in usage, usage
+    if not arguments:
+        return
+    section = result.output.split("Arguments:\n", 1)[1].split("\n\n", 1)[0]
+    for param in arguments:
+        name = param.name.upper()
+        assert re.search(rf" \[?{name}\]?( |$)", usage), (usage, name)
+        row = next(line for line in section.splitlines() if line.strip().startswith(name))
+        assert not re.search(r"<\w+>", row), row

@@ -528,6 +528,27 @@ def test_items_of_odd_shapes_import_or_are_refused_never_crash(tmp_path: Path) -
     assert [c.arguments for c in calls] == [{"arguments": DEEP}]  # too deep to parse: as text
 
 
+def test_c25_an_item_too_large_refuses_the_import_before_any_write(tmp_path: Path) -> None:
+    """A thousand small items, then one of 5 MiB (10 MiB of JSON once a message, over
+    ``max_message_bytes``): exit 2 naming the source row of the big item, nothing
+    imported (it imported the first batch of 1000, then reported "messages[0]")."""
+    small = [
+        (i + 2, "s2", json.dumps({"role": "user", "content": f"m{i}"}), T) for i in range(1000)
+    ]
+    big = json.dumps({"role": "user", "content": "x" * (5 * 1024 * 1024)})
+    source = tmp_path / "agents.db"
+    oa_database(source, OA_SCHEMA, [*small, (1002, "s2", big, T)])
+    url = store(tmp_path)
+    args = ["import", "openai-agents", str(source), "--user", "alice"]
+    refused(url, args, source, "agent_messages rowid 1002", "bytes of JSON; the limit is")
+    assert_library_refuses(
+        url,
+        lambda m: import_openai_agents(m, OpenAIAgentsSource(source), user_id="alice"),
+        str(source),
+        "agent_messages rowid 1002",
+    )
+
+
 def test_rows_openai_agents_skips_are_still_skipped(tmp_path: Path) -> None:
     """A row ``SQLiteSession`` itself skips (text that is not JSON, JSON that is not an
     object) is skipped and counted, as documented: the source is readable."""

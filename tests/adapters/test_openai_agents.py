@@ -697,21 +697,23 @@ COMPACTED = [
 
 
 class Compactor:
-    """The ``responses.compact`` call of an OpenAI client, answering ``COMPACTED``
-    (the compaction session needs nothing else of the client)."""
+    """The ``responses.compact`` call of an OpenAI client, answering ``output``
+    (``COMPACTED`` by default; the compaction session needs nothing else of the client)."""
 
-    def __init__(self) -> None:
+    def __init__(self, output: list[dict[str, Any]] = COMPACTED) -> None:
         self.responses = self
+        self.output = output
 
     async def compact(self, **request: Any) -> Any:
         """The compacted output, without usage."""
-        return SimpleNamespace(output=[dict(i) for i in COMPACTED], usage=None)
+        return SimpleNamespace(output=[dict(i) for i in self.output], usage=None)
 
 
-def compaction(session: AgentSessionSession) -> Any:
-    """openai-agents' compaction session over ``session``, with a :class:`Compactor`."""
+def compaction(session: AgentSessionSession, output: list[dict[str, Any]] = COMPACTED) -> Any:
+    """openai-agents' compaction session over ``session``, with a :class:`Compactor`
+    answering ``output``."""
     return OpenAIResponsesCompactionSession(
-        session.session_id, session, client=Compactor(), model="gpt-4.1"
+        session.session_id, session, client=Compactor(output), model="gpt-4.1"
     )
 
 
@@ -731,6 +733,18 @@ def test_compaction_replaces_the_history_in_one_step(harness: Harness) -> None:
         for e in harness.manager.get_audit_log(session_id=s.session_id, user_id="alice").items
     ]
     assert actions[-2:] == ["message.appended", "message.replaced"]
+
+
+def test_c25_compaction_to_more_items_than_one_batch(harness: Harness) -> None:
+    """A compaction of 1500 items into 1002, more than ``max_batch_messages`` (1000)
+    allows in one replace: the adapter declines its atomic hook and openai-agents
+    clears and adds, so the history is the 1002 items (it raised before)."""
+    items = [{"role": "user", "content": f"item {i}"} for i in range(1500)]
+    compacted = [{"role": "assistant", "content": f"kept {i}"} for i in range(1002)]
+    session = harness.session()
+    run(session.add_items(items))
+    run(compaction(session, compacted).run_compaction({"force": True}))
+    assert run(session.get_items()) == compacted
 
 
 def test_c25_5_compaction_failing_between_clear_and_add_keeps_the_old_items(

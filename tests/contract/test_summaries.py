@@ -7,7 +7,7 @@ contract_support."""
 from __future__ import annotations
 
 import pytest
-from contract_support import USER, audit_of, new_session
+from contract_support import USER, audit_of, new_session, user_msg
 
 from agentsession import SessionManager, ValidationError
 from agentsession.tokens import DEFAULT_TOKENIZER, message_tokens, text_tokens
@@ -160,6 +160,21 @@ def test_truncate_and_pop_drop_the_summaries_reaching_past_the_end(
     with manager.store.transaction(write=False) as tx:
         assert [s.number for s in tx.list_summaries(sid, before_number=3, limit=1)] == [2]
         assert [s.number for s in tx.list_summaries(sid, limit=1, newest=True)] == [2]
+
+
+def test_c25_replace_audits_the_summaries_it_removed(manager: SessionManager) -> None:
+    """``replace_messages`` counts the summaries its removal took in its audit event,
+    as truncate_messages and pop_message do, and says nothing when it took none."""
+    sid = _session(manager, 10)
+    kw = {"session_id": sid, "user_id": USER}
+    for first, last in ((1, 4), (1, 8), (5, 9)):
+        manager.add_summary(**kw, text=f"{first}-{last}", from_seq=first, to_seq=last)
+    manager.replace_messages(**kw, after_seq=6, messages=[user_msg("new")])
+    assert _ranges(manager, sid) == [(1, 1, 4)]
+    manager.replace_messages(**kw, after_seq=5, messages=[user_msg("again")])
+    events = [e for e in audit_of(manager, sid) if e.action == "message.replaced"]
+    assert [e.details.get("summaries_removed") for e in events] == [2, None]
+    assert events[0].details["removed"] == 4
 
 
 def test_a_regrown_history_is_not_replaced_by_a_stale_summary(manager: SessionManager) -> None:

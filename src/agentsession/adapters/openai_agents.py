@@ -209,18 +209,25 @@ class AgentSessionSession:
         (which an outage between the two leaves empty). It checks nothing about the
         items it replaces, as the SDK's own stores do not.
 
+        One replace holds at most ``limits.max_batch_messages`` items (1000 by
+        default). For more, the hook declines (False) and the SDK clears and adds
+        (:meth:`add_items` splits the items into batches): such a compaction is not
+        atomic, and an outage part-way leaves what the SDK's own restore could put back.
+
         Returns:
-            True: the history was replaced (the session is created if it did not exist).
+            True: the history was replaced (the session is created if it did not
+            exist); False: more items than one replace holds, nothing was done.
 
         Raises:
             ValidationError / PayloadTooLarge / UnsupportedValue: an item as in
-                :meth:`add_items`, or more than ``limits.max_batch_messages`` items
-                (nothing changes).
+                :meth:`add_items` (nothing changes).
             SessionNotActive: the session is CLOSED or EXPIRED.
         """
         if not items:
             await self.clear_session()
             return True
+        if len(items) > self._keyed.limits.max_batch_messages:
+            return False
         messages = [message_of_item(item, f"items[{i}]") for i, item in enumerate(items)]
 
         async def replace(sid: str) -> None:

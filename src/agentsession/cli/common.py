@@ -21,6 +21,7 @@ import typer
 from rich.console import Console
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
+from typer.core import TyperCommand
 
 from ..errors import (
     AgentSessionError,
@@ -119,11 +120,54 @@ def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def _argument_name(param: Any) -> str:
+    """An argument as click names it: its metavar, else its name in capitals
+    (``SESSION_ID``), ``...`` after one that takes several values."""
+    name = (param.metavar or param.name or "").upper()
+    return f"{name}..." if param.nargs != 1 else name
+
+
+class _Command(TyperCommand):
+    """A command whose help names its arguments as click does: ``SESSION_ID`` in the
+    usage line (``[NAME]`` when optional) and in the Arguments section, where typer
+    prints ``{session_id}`` and ``session_id <str>``."""
+
+    # ctx and formatter are the click objects typer vendors (typer._click), untyped here.
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = _argument_name(param)
+                pieces.append(name if param.required else f"[{name}]")
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        records = [(p, p.get_help_record(ctx)) for p in self.get_params(ctx)]
+        args = [
+            (_argument_name(p), r[1]) for p, r in records if r and p.param_type_name == "argument"
+        ]
+        opts = [r for p, r in records if r and p.param_type_name == "option"]
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+class _App(typer.Typer):
+    """A typer app whose commands are :class:`_Command` unless one says otherwise."""
+
+    def command(self, *args: Any, cls: type[TyperCommand] | None = None, **kw: Any) -> Any:
+        return super().command(*args, cls=cls or _Command, **kw)
+
+
 def new_app(help_text: str, **options: Any) -> typer.Typer:
     """A typer app (the root or a sub-app) with the help every command shares.
 
     Help is click's plain text: flags show no type (typer's rich help prints
-    ``<bool>`` beside them), lines wrap to the terminal, ``[default: ...]`` is shown;
+    ``<bool>`` beside them), arguments are named as click names them (``SESSION_ID``,
+    :class:`_Command`), lines wrap to the terminal, ``[default: ...]`` is shown;
     the app is listed under its whole ``help_text`` (click would cut it with "...").
 
     Args:
@@ -133,7 +177,7 @@ def new_app(help_text: str, **options: Any) -> typer.Typer:
     Returns:
         A new app without commands.
     """
-    return typer.Typer(
+    return _App(
         help=help_text,
         short_help=help_text,
         no_args_is_help=True,

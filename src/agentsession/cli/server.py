@@ -42,13 +42,21 @@ keys_app = new_app("Create, list and revoke API keys of the HTTP service.")
 
 def _key_store(ctx: typer.Context, keys_file: str | None) -> FileKeyStore:
     """The key file: ``--keys-file``, else the one next to the store the global
-    ``--url`` (or ``AGENTSESSION_URL``) names, as ``serve --url`` reads it."""
+    ``--url`` (or ``AGENTSESSION_URL``) names, as ``serve --url`` reads it.
+
+    Raises:
+        UsageError: the key file would be the one next to an SQLite database that does
+            not exist (a mistyped ``--url``): listing it would show nothing and
+            creating a key would file it beside no database.
+    """
     from ..http.keys import FileKeyStore, default_keys_file
 
     settings = Settings()
     root = ctx.find_root().obj
     if isinstance(root, Options):
         settings = settings.model_copy(update={"url": root.url})
+    if keys_file is None and settings.keys_file is None:
+        require_database(settings.url)
     return FileKeyStore(keys_file or default_keys_file(settings))
 
 
@@ -65,6 +73,7 @@ def _key_errors() -> Iterator[None]:
 
 
 @keys_app.command("create")
+@cli_errors
 def keys_create(
     ctx: typer.Context,
     user: str = typer.Option(..., "--user", help="The user the key acts as."),
@@ -73,7 +82,9 @@ def keys_create(
     keys_file: KeysFileOpt = None,
 ) -> None:
     """Create a key and print its token once (only its SHA-256 hash is stored); exit 2
-    if the key file could have been written by another user."""
+    if the key file could have been written by another user, or if it would go next
+    to an SQLite database that does not exist (create the database first, or give
+    --keys-file)."""
     with _key_errors():
         store = _key_store(ctx, keys_file)
         key, token = store.create(user_id=user, admin=admin, name=name)
@@ -87,13 +98,15 @@ def keys_create(
 
 
 @keys_app.command("revoke")
+@cli_errors
 def keys_revoke(
     ctx: typer.Context,
     key_id: str = typer.Argument(..., help="The key id (the token's part before the dot)."),
     keys_file: KeysFileOpt = None,
 ) -> None:
     """Revoke a key; requests with it are refused within about a second. Exit 1 if
-    there is no such active key, 2 if the key file is not trusted."""
+    there is no such active key, 2 if the key file is not trusted or would be next to
+    an SQLite database that does not exist."""
     with _key_errors():
         store = _key_store(ctx, keys_file)
         revoked = store.revoke(key_id.split(".", 1)[0])
@@ -104,15 +117,19 @@ def keys_revoke(
 
 
 @keys_app.command("list")
+@cli_errors
 def keys_list(
     ctx: typer.Context,
     keys_file: KeysFileOpt = None,
 ) -> None:
-    """List keys (ids, users, roles; never tokens); exit 2 if the key file is not
-    trusted."""
+    """List keys (ids, users, roles; never tokens), or one line naming the key file
+    when it holds none; exit 2 if the key file is not trusted or would be next to an
+    SQLite database that does not exist."""
     with _key_errors():
         store = _key_store(ctx, keys_file)
         keys = store.list()
+    if not keys:
+        typer.echo(f"no keys in {store.path}", err=True)
     for key in keys:
         state = f"revoked {key.revoked_at}" if key.revoked_at else "active"
         role = "admin" if key.admin else "user"

@@ -154,7 +154,9 @@ class MessageUseCases(ServiceCore):
         at or above ``message_count`` removes nothing); the messages follow
         :meth:`append_messages`'s rules and get the seqs after the ones kept.
         One audit event ``message.replaced`` with counts and seqs only (``removed``,
-        ``count``, ``first_seq``, ``last_seq``). ``user_id`` names the caller.
+        ``count``, ``first_seq``, ``last_seq``, and ``summaries_removed`` when the
+        removal took summaries, as :meth:`truncate_messages` records it). ``user_id``
+        names the caller.
 
         Returns:
             The stored messages in seq order, each with the session's new version.
@@ -175,14 +177,17 @@ class MessageUseCases(ServiceCore):
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
             _check_runs(tx, s, payloads)
-            kept, removed = s, 0
+            kept, removed, summaries = s, 0, {}
             if after < s.message_count:
                 cut = removal_change(tx, s, after, "message.replaced", None)
                 kept, removed = cut.session, cut.details["count"]
+                # As truncate_messages and pop_message audit it (only when some went).
+                summaries = {k: v for k, v in cut.details.items() if k == "summaries_removed"}
             stored = insert_messages(tx, kept, now, payloads, texts)
             new = kept.model_copy(update={"message_count": kept.message_count + len(stored)})
             details = {
                 "removed": removed,
+                **summaries,
                 "count": len(stored),
                 "first_seq": stored[0].seq,
                 "last_seq": stored[-1].seq,

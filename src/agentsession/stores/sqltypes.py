@@ -7,7 +7,8 @@
 * :class:`JSONText`: a JSON value stored as the text :func:`agentsession.jsonvalues.dumps`
   makes: real UTF-8, NUL kept as the escape ``\\u0000``. Deliberately
   not ``jsonb``, which cannot hold ``\\u0000``.
-* :data:`LONG_TEXT`: text without a practical size limit (MySQL ``TEXT`` stops at 64 KB).
+* :data:`LONG_TEXT`: text without a practical size limit (MySQL ``TEXT`` stops at 64 KB),
+  sent to MySQL as base64 like every long text and JSON column (:class:`Base64Text`).
 * :data:`BLOB`: bytes without a practical size limit (``BLOB``, ``BYTEA``, ``LONGBLOB``),
   sent to MySQL as base64 so a record at its maximum fits the default packet size.
 * :func:`binary_text`: text that sorts by code point and compares exactly everywhere.
@@ -29,10 +30,7 @@ from ..jsonvalues import dumps, loads
 
 Processor = Callable[[Any], Any]
 
-__all__ = ["BLOB", "LONG_TEXT", "JSONText", "UTCDateTime", "binary_text"]
-
-#: Text of any length: ``TEXT`` on SQLite and PostgreSQL, ``LONGTEXT`` (4 GB) on MySQL.
-LONG_TEXT = sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+__all__ = ["BLOB", "LONG_TEXT", "Base64Text", "JSONText", "UTCDateTime", "binary_text"]
 
 
 class _Base64Blob(sa.types.TypeDecorator[bytes]):
@@ -63,6 +61,40 @@ class _Base64Blob(sa.types.TypeDecorator[bytes]):
 #: Bytes of any length: ``BLOB`` (SQLite), ``BYTEA`` (PostgreSQL), ``LONGBLOB`` (MySQL,
 #: sent as base64: :class:`_Base64Blob`).
 BLOB = sa.LargeBinary().with_variant(_Base64Blob(), "mysql", "mariadb")
+
+
+class Base64Text(sa.types.TypeDecorator[str]):
+    """MySQL/MariaDB ``LONGTEXT`` whose values travel as the base64 of their UTF-8 and
+    are decoded by the server (``CAST(FROM_BASE64(%s) AS CHAR CHARACTER SET utf8mb4)``).
+
+    For the same reason as :class:`_Base64Blob`: PyMySQL escapes text into the
+    statement, ``\\``, quotes and NUL taking two bytes each, and JSON text already
+    writes a backslash or NUL of the content as two or six characters. A message
+    write's idempotency result of about 8 MiB of JSON could so become a statement over
+    16 MiB, the servers' default ``max_allowed_packet``, and the server drops the
+    connection. Base64 is 4 bytes per 3 whatever the text holds. Used on MySQL only,
+    by every long text or JSON column (:data:`LONG_TEXT`, :class:`JSONText`,
+    ``PlainText(long=True)``); reads are unchanged.
+    """
+
+    impl = mysql.LONGTEXT
+    cache_ok = True
+
+    def bind_expression(self, bindvalue: Any) -> Any:
+        return sa.cast(sa.func.from_base64(bindvalue), mysql.CHAR(charset="utf8mb4"))
+
+    def bind_processor(self, dialect: Dialect) -> Processor:
+        def process(value: str | None) -> str | None:
+            if value is None:
+                return None
+            return base64.b64encode(value.encode("utf-8")).decode("ascii")
+
+        return process
+
+
+#: Text of any length: ``TEXT`` on SQLite and PostgreSQL, ``LONGTEXT`` (4 GB) on MySQL
+#: (sent as base64: :class:`Base64Text`).
+LONG_TEXT = sa.Text().with_variant(Base64Text(), "mysql", "mariadb")
 
 _MYSQL = ("mysql", "mariadb")
 
@@ -192,7 +224,7 @@ class JSONText(sa.types.TypeDecorator[Any]):
 
     def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
         if dialect.name in _MYSQL:
-            return mysql.LONGTEXT()
+            return Base64Text()
         return sa.Text()
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> str:
@@ -248,7 +280,7 @@ class PlainText(sa.types.TypeDecorator[str]):
         if self.length is not None:
             return sa.String(self.length)
         if self.long and dialect.name in _MYSQL:
-            return mysql.LONGTEXT()
+            return Base64Text()
         return sa.Text()
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:

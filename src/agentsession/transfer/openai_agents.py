@@ -33,7 +33,8 @@ from typing import Any
 
 from ..adapters.openai_agents import message_of_item
 from ..errors import AgentSessionError, ImportSourceError, ValidationError
-from ..service import SessionManager
+from ..service import Limits, SessionManager
+from ..service.validation import check_message
 from .sourcecheck import at_row, column, json_text, scan, unreadable, utc_text
 from .sqlitefile import ReadOnlyDatabase, require_file
 
@@ -109,21 +110,33 @@ class OpenAIAgentsSource:
             self.close()
             raise ImportSourceError(f"{file} {_NOT_OURS} ({exc})", source=self.name) from None
 
-    def check(self) -> None:
+    def check(self, limits: Limits | None = None) -> None:
         """Read every row of both tables once, as the import reads them, so that a
         malformed source is refused before anything is written.
+
+        Args:
+            limits: the limits of the store imported into
+                (``SessionManager.limits``): each item is checked as the message it
+                becomes, so that an item the store refuses (over
+                ``limits.max_message_bytes``) stops the import before any write,
+                instead of leaving its session half imported. None: no such check.
 
         Raises:
             ImportSourceError: a value of the wrong type (``id`` not an integer, a
                 ``session_id`` that is not text, ``created_at`` not a time...), text
                 that is not UTF-8, a ``message_data`` nesting deeper than a stored
-                value may, or a file that cannot be read to its end.
+                value may, an item the store would refuse as a message (too large),
+                or a file that cannot be read to its end. It names the source row
+                (``agent_messages rowid N``).
         """
         for label, values in scan(self._db, self.name, self._sessions, _SESSION_COLUMNS):
             with at_row(self.name, label):
                 utc_text(values["created_at"], field="created_at")
         for label, values in scan(self._db, self.name, self._messages, _MESSAGE_COLUMNS):
-            self._row(label, values)
+            row = self._row(label, values)
+            if row is not None and limits is not None:
+                with at_row(self.name, label):
+                    check_message(message_of_item(row.item, "message_data"), "message_data", limits)
 
     def session_ids(self) -> list[str]:
         """Every source session id, in the order they were created: those of the
@@ -238,9 +251,10 @@ def import_openai_agents(
     advance: Callable[[int], None] | None = None,
 ) -> ImportReport:
     """Import every session of ``source`` (see the module docstring); re-running adds
-    nothing. A session that fails (a session id the store refuses as external key, a
-    stored history that diverged, an item too large) is reported in ``failed`` and the
-    others go on.
+    nothing. An item the store would refuse (too large) stops the import before any
+    write, naming its source row. A session that fails (a session id the store refuses
+    as external key, a stored history that diverged, the store failing) is reported in
+    ``failed`` and the others go on.
 
     Args:
         user_id: the owner of the imported sessions; agent: the agent they are filed under.
@@ -252,12 +266,13 @@ def import_openai_agents(
         items are held in memory at a time.
 
     Raises:
-        ImportSourceError: a malformed source (:meth:`OpenAIAgentsSource.check`, run
+        ImportSourceError: a malformed source, or an item the store would refuse as
+            a message (:meth:`OpenAIAgentsSource.check` with ``manager.limits``, run
             first: nothing is written then). Every other AgentSessionError (a
             refusal, StoreError, StoreBusy) is one session's: it goes to ``failed``
             and the others go on.
     """
-    source.check()
+    source.check(manager.limits)
     report = ImportReport()
     for source_id in source.session_ids():
         rows, bad = source.rows(source_id)
@@ -340,11 +355,15 @@ def _record_calls(
             report.skipped_calls += 1
             continue
         manager.record_tool_call(
-            **scope, tool=name, arguments=_arguments(item.get("arguments")),
-            result=answer.item.get("output"), started_at=row.created_at,
-            ended_at=answer.created_at, call_id=call_id,
+            **scope,
+            tool=name,
+            arguments=_arguments(item.get("arguments")),
+            result=answer.item.get("output"),
+            started_at=row.created_at,
+            ended_at=answer.created_at,
+            call_id=call_id,
             provider_call_id=provider if _LABEL.fullmatch(str(provider)) else None,
-        )  # fmt: skip
+        )
         report.tool_calls += 1
 
 
