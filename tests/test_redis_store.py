@@ -25,13 +25,13 @@ from agentsession import Policy, SessionManager
 from agentsession.errors import SessionNotFound, StoreError, StoreUnavailable, ValidationError
 from agentsession.models import SessionStatus
 from agentsession.stores.base import StoreConflict
-from agentsession.stores.redis_index import key_index
+from agentsession.stores.redis.index import key_index
 from agentsession.stores.registry import open_store
 from frozen_clock import FrozenClock
 from servers import Server, redis_command
 
 redis = pytest.importorskip("redis", reason="redis-py not installed: pip install -e '.[dev]'")
-from agentsession.stores.redis_store import (  # noqa: E402
+from agentsession.stores.redis.store import (  # noqa: E402
     _LOCK_TTL_MS,
     _LOCK_WAIT_S,
     RedisStore,
@@ -286,7 +286,7 @@ def test_not_durable_server_is_refused_or_warned(
         with pytest.raises(StoreError, match="appendfsync everysec") as info:
             RedisStore(redis_url)
         assert info.value.context["appendfsync"] == "everysec"
-        with caplog.at_level(logging.WARNING, logger="agentsession.stores.redis_store"):
+        with caplog.at_level(logging.WARNING, logger="agentsession.stores.redis.store"):
             RedisStore(redis_url, require_durable=False).close()
         assert "appendfsync everysec" in caplog.text
     finally:
@@ -299,7 +299,7 @@ def test_config_disabled_warns(
 ) -> None:
     """A server that refuses CONFIG (managed Redis) is used, with a warning."""
     _, port = plain_redis
-    with caplog.at_level(logging.WARNING, logger="agentsession.stores.redis_store"):
+    with caplog.at_level(logging.WARNING, logger="agentsession.stores.redis.store"):
         store = RedisStore(f"redis://127.0.0.1:{port}/0")
     store.close()
     assert "cannot read the persistence settings" in caplog.text

@@ -31,7 +31,7 @@ from agentsession.http.keys import FileKeyStore, MemoryKeyStore
 from agentsession.http.protocol import ServerError, Unauthenticated
 from agentsession.ids import new_id
 from agentsession.settings import Settings
-from agentsession.stores.memory import MemoryStore
+from agentsession.stores.inmemory import MemoryStore
 from service import free_port
 
 

@@ -1,6 +1,6 @@
 """``agentsession db upgrade|current``: database schema migrations.
 
-The store is reached only through :mod:`agentsession.stores.migrate`, which also
+The store is reached only through :mod:`agentsession.stores.sql.migrate`, which also
 handles the stores without a schema (``memory://``, ``redis://``).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from ..stores import migrate
+from ..stores.sql import migrate
 from .common import JsonOpt, UrlOpt, cli_errors, new_app, require_database, resolve_options, show
 
 __all__ = ["db_app"]

@@ -16,8 +16,8 @@ from typing import Any
 import redis
 from redis.typing import ResponseT
 
-from .base import ScrubReport
-from .redis_replies import SYNC_ONLY as _SYNC_ONLY
+from ..base import ScrubReport
+from .replies import SYNC_ONLY as _SYNC_ONLY
 
 __all__ = ["config_of", "scrub"]
 

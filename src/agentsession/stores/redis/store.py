@@ -10,10 +10,10 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:{sid}:msgs           zset    score = seq, member = {"id","seq","at","p": payload} JSON;
                                     removing messages cuts the top (ZREMRANGEBYSCORE)
     as:{sid}:memory, as:{sid}:memhist, as:{sid}:memhist:at  the working memory and its
-                                    history (:mod:`.redis_memory`)
-    as:{sid}:records, as:{sid}:records:idx  the session's records (:mod:`.redis_records`)
-    as:{sid}:summaries      zset    the session's summaries (:mod:`.redis_summaries`)
-    as:{sid}:rewinds, as:{sid}:rewound:<n>  rewinds and hidden messages (:mod:`.redis_rewinds`)
+                                    history (:mod:`.memory`)
+    as:{sid}:records, as:{sid}:records:idx  the session's records (:mod:`.records`)
+    as:{sid}:summaries      zset    the session's summaries (:mod:`.summaries`)
+    as:{sid}:rewinds, as:{sid}:rewound:<n>  rewinds and hidden messages (:mod:`.rewinds`)
     as:{sid}:calls          hash    call_id -> ToolCall JSON
     as:{sid}:calls:seq      zset    score = seq, member = call_id
     as:{sid}:calls:find     hash    "<tool>\\x1f<arguments_hash>" -> call_id of the newest
@@ -28,8 +28,8 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:{sid}:idem           set     keys of the idempotency records of this session
     as:{sid}:lock           string  the write lock: a writer's random token, PX expiry
     as:sessions, as:user:{uid}:..., as:status:..., as:agent:..., as:due
-                                    the session indexes (:mod:`.redis_index`)
-    as:shared:...           the shared-memory documents (:mod:`.redis_shared`)
+                                    the session indexes (:mod:`.index`)
+    as:shared:...           the shared-memory documents (:mod:`.shared`)
     as:audit_seq            string  INCR counter of audit seqs, store-wide
     as:tombstones           hash    sid -> JSON list of the audit events of a deleted session
                                     (or of a deleted shared document's ``shm_`` audit id)
@@ -107,9 +107,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel
 
-from ..errors import StoreBusy, StoreError
-from ..jsonvalues import dumps, loads
-from ..models import (
+from ...errors import StoreBusy, StoreError
+from ...jsonvalues import dumps, loads
+from ...models import (
     AuditEvent,
     Message,
     Run,
@@ -121,9 +121,9 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
-from .base import IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
-from .listing import merge_newest, status_as_of
-from .redis_index import (
+from ..base import IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
+from ..listing import merge_newest, status_as_of
+from .index import (
     ALL_SESSIONS,
     DUE,
     INDEX_VERSION,
@@ -137,13 +137,13 @@ from .redis_index import (
     user_due,
     user_index,
 )
-from .redis_memory import MemoryOps
-from .redis_records import RecordOps
-from .redis_replies import integer as _integer
-from .redis_replies import maybe_texts as _maybe_texts
-from .redis_replies import text as _text
-from .redis_replies import texts as _texts
-from .redis_rewinds import RewindOps, dec_message, enc_message
+from .memory import MemoryOps
+from .records import RecordOps
+from .replies import integer as _integer
+from .replies import maybe_texts as _maybe_texts
+from .replies import text as _text
+from .replies import texts as _texts
+from .rewinds import RewindOps, dec_message, enc_message
 
 try:
     import redis
@@ -153,13 +153,13 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the installed extras
     raise StoreError("the Redis store needs redis-py: pip install 'agentsession[redis]'") from _exc
 
-from .redis_errors import translate as _translate
-from .redis_errors import translated as _translated
-from .redis_forks import FORK_LUA, ForkOps
-from .redis_scrub import config_of
-from .redis_scrub import scrub as scrub_files
-from .redis_shared import SharedMemoryOps
-from .redis_summaries import SummaryOps
+from .errors import translate as _translate
+from .errors import translated as _translated
+from .forks import FORK_LUA, ForkOps
+from .scrub import config_of
+from .scrub import scrub as scrub_files
+from .shared import SharedMemoryOps
+from .summaries import SummaryOps
 
 __all__ = ["AOF_REWRITE_WAIT_S", "RedisStore"]
 
@@ -440,7 +440,7 @@ def _scan_index(
     limit: int,
     keep: Callable[[Session], bool],
 ) -> list[Session]:
-    """Up to ``limit`` sessions of the lexicographic set ``index`` (:mod:`.redis_index`),
+    """Up to ``limit`` sessions of the lexicographic set ``index`` (:mod:`.index`),
     newest first, strictly after the cursor ``after``, that ``keep`` accepts. Reads the
     set in chunks, one MGET each, so the few rows ``keep`` refuses (due sessions in an
     ACTIVE listing, sessions changed since the set was read) cost no round trip each."""
@@ -465,7 +465,7 @@ def _list_sessions(
     limit: int,
     now: datetime,
 ) -> list[Session]:
-    """``StoreTransaction.list_sessions`` on the index sets (:mod:`.redis_index`);
+    """``StoreTransaction.list_sessions`` on the index sets (:mod:`.index`);
     ``filters`` are its ``user_id``, ``status``, ``agent`` and ``parent_session_id``."""
     user_id, status, agent, parent = filters
     if limit <= 0:
@@ -526,7 +526,7 @@ class RedisStore:
             StoreError: the server is unreachable, not durable (``require_durable``), or
                 ``client`` does not decode responses.
         """
-        from ..errors import ValidationError
+        from ...errors import ValidationError
 
         if client is None and url is None:
             raise ValidationError("pass a redis:// URL or a client", field="url")
@@ -659,7 +659,7 @@ class RedisStore:
             tx.unlock()
 
     def scrub(self, *, compact: bool = False) -> ScrubReport:
-        """Get erased keys out of Redis's files (:mod:`.redis_scrub`): with ``compact``
+        """Get erased keys out of Redis's files (:mod:`.scrub`): with ``compact``
         or ``rewrite_aof_after_erasure``, rewrite the AOF and wait for it (at most
         :data:`AOF_REWRITE_WAIT_S`); report the RDB snapshots and replicas.
 

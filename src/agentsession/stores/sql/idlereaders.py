@@ -2,7 +2,7 @@
 
 Taking a connection from SQLAlchemy's pool and giving it back costs more than a short
 read itself (checkout and checkin events, the fairy, the reset on return). A read
-transaction of :class:`~agentsession.stores.sql.SQLStore` on SQLite therefore takes a
+transaction of :class:`~agentsession.stores.sql.store.SQLStore` on SQLite therefore takes a
 connection left idle by an earlier read, and leaves it idle after its own
 transaction ended (committed or rolled back). The transaction itself is begun and
 ended with SQL on the driver connection (``BEGIN`` / ``COMMIT``), unless the engine is
@@ -12,7 +12,7 @@ everything else. Each read still has a connection to itself, in its own transact
 
 A connection made before someone started to observe the engine (event listeners,
 ``echo``) would not show its statements to them, so such a one is closed and a fresh
-one taken instead (:func:`~agentsession.stores.sqlexec.observed`). A process forked
+one taken instead (:func:`~agentsession.stores.sql.execute.observed`). A process forked
 from one that held idle connections takes its own from the pool.
 """
 
@@ -25,7 +25,7 @@ from contextlib import contextmanager, suppress
 
 from sqlalchemy.engine import Connection, Engine
 
-from .sqlexec import end_transaction, observed
+from .execute import end_transaction, observed
 
 __all__ = ["MAX_IDLE", "IdleReaders"]
 

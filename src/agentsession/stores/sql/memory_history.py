@@ -1,6 +1,6 @@
 """Working-memory history on the SQL store: the ``memory_history`` table.
 
-Kept apart from :mod:`.sql` so each module stays one job; the store's transaction calls
+Kept apart from :mod:`.store` so each module stays one job; the store's transaction calls
 these with its connection (a memory write's own history row goes through the store's
 compiled statements instead: it is on every memory write's path). The memory as of a
 seq is the newest version whose ``at_seq`` is at or below it, and ``at_seq`` never
@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..models import WorkingMemory
+from ...models import WorkingMemory
 from .schema import memory_history as t
 
 __all__ = ["memory_at", "rebase_history"]

@@ -1,6 +1,6 @@
 """Summaries on the Redis store, as a part of its transaction class.
 
-Key layout (``{sid}`` as in :mod:`.redis_store`)::
+Key layout (``{sid}`` as in :mod:`.store`)::
 
     as:{sid}:summaries    zset  score = number, member = the Summary as JSON
 
@@ -18,10 +18,10 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
-from ..jsonvalues import dumps, loads
-from ..models import Summary
-from .base import StoreConflict
-from .redis_replies import texts as _texts
+from ...jsonvalues import dumps, loads
+from ...models import Summary
+from ..base import StoreConflict
+from .replies import texts as _texts
 
 if TYPE_CHECKING:
     import redis

@@ -1,16 +1,16 @@
 """The SQL store: the storage port on SQLAlchemy Core, SQLite by default.
 
 One implementation for SQLite, PostgreSQL (psycopg 3) and MySQL/MariaDB (PyMySQL); what
-differs between them lives in :mod:`agentsession.stores.sqldialect` and
-:mod:`agentsession.stores.sqltypes`. The schema is :mod:`agentsession.stores.schema`,
-created and changed only by migrations (:mod:`agentsession.stores.migrate`).
+differs between them lives in :mod:`agentsession.stores.sql.dialect` and
+:mod:`agentsession.stores.sql.columns`. The schema is :mod:`agentsession.stores.sql.schema`,
+created and changed only by migrations (:mod:`agentsession.stores.sql.migrate`).
 
 Costs, independent of history length: appending is one INSERT per message (one
 executemany per batch); the last N messages are one ``ORDER BY seq DESC LIMIT N`` over
 the ``(session_id, seq)`` index; a run is read and written as its row only (``step_count``
 kept by each step insert), and its steps are read in pages over their primary key.
 Statements on hot paths are built once per store, compiled once for the engine's dialect
-and executed on the DBAPI cursor of the pooled connection (:mod:`.sqlexec`), which skips
+and executed on the DBAPI cursor of the pooled connection (:mod:`.execute`), which skips
 SQLAlchemy's per-execution overhead; everything else goes through ``Connection.execute``.
 """
 
@@ -27,9 +27,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..errors import StoreError, StoreUnavailable
-from ..jsonvalues import dumps
-from ..models import (
+from ...errors import StoreError, StoreUnavailable
+from ...jsonvalues import dumps
+from ...models import (
     AuditEvent,
     Message,
     Record,
@@ -44,13 +44,30 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
-from . import sqlmemory, sqlrecords, sqlrewinds, sqlshared, sqlsummaries
-from .base import IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
+from ..base import IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
+from ..keyhash import external_key_hash
+from ..listing import merge_newest
+from . import memory_history as sqlmemory
+from . import records as sqlrecords
+from . import rewinds as sqlrewinds
+from . import shared as sqlshared
+from . import summaries as sqlsummaries
+from .columns import LONG_TEXT
+from .dialect import (
+    connection_mode,
+    create_store_engine,
+    insert_unless_present,
+    masked_url,
+    parse_url,
+    translate_error,
+)
+from .dialect import translated as _translated
+from .execute import CompiledStatement, observed
+from .forks import ForkOps
 from .groupcommit import MAX_BATCH, GroupCommit
 from .idlereaders import IdleReaders
-from .keyhash import external_key_hash
-from .listing import merge_newest
 from .migrate import ensure_schema
+from .pool import StalePings
 from .schema import (
     audit_events,
     idempotency_keys,
@@ -62,20 +79,7 @@ from .schema import (
     tool_calls,
     working_memory,
 )
-from .sqldialect import (
-    connection_mode,
-    create_store_engine,
-    insert_unless_present,
-    masked_url,
-    parse_url,
-    translate_error,
-)
-from .sqldialect import translated as _translated
-from .sqlexec import CompiledStatement, observed
-from .sqlforks import ForkOps
-from .sqlpool import StalePings
-from .sqlscrub import scrub_database
-from .sqltypes import LONG_TEXT
+from .scrub import scrub_database
 
 __all__ = ["SQLStore"]
 
@@ -192,7 +196,7 @@ class SQLStore:
         """Open a transaction (see :class:`~agentsession.stores.base.SessionStore`).
 
         Commits when the block ends, rolls back if it raises. A pooled connection the
-        server may have closed is pinged first (:mod:`.sqlpool`).
+        server may have closed is pinged first (:mod:`.pool`).
 
         Raises:
             StoreBusy: a lock was not granted within ``busy_timeout_seconds``.
@@ -236,7 +240,7 @@ class SQLStore:
             tx.close()
 
     def scrub(self, *, compact: bool = False) -> ScrubReport:
-        """Get erased rows off the disk (see :mod:`.sqlscrub`): on SQLite a WAL
+        """Get erased rows off the disk (see :mod:`.scrub`): on SQLite a WAL
         checkpoint that truncates the ``-wal`` file (in this process's write turn);
         ``compact`` also runs ``VACUUM`` / ``VACUUM FULL`` / ``OPTIMIZE TABLE``.
 
@@ -274,7 +278,7 @@ SESSION_COLUMNS = tuple(c.key for c in sessions.c if c.key != "session_id")
 
 class _Statements:
     """Statements of the hot paths, built and compiled once per store (for its dialect);
-    values are bound per call. See :mod:`.sqlexec`."""
+    values are bound per call. See :mod:`.execute`."""
 
     def __init__(self, dialect: sa.engine.Dialect) -> None:
         def compiled(stmt: Any) -> CompiledStatement:
@@ -334,7 +338,7 @@ class _Statements:
             )
         )
         # A working-memory write's history row, after dropping the older row(s) at its
-        # at_seq (docs/architecture.md, "Working-memory history"; :mod:`.sqlmemory`).
+        # at_seq (docs/architecture.md, "Working-memory history"; :mod:`.memory_history`).
         self.drop_older_history = compiled(
             sa.delete(memory_history).where(
                 memory_history.c.session_id == sa.bindparam("session_id"),
@@ -489,7 +493,7 @@ class _SQLTransaction(ForkOps):
     def _dbapi_cursor(self) -> Any:
         """The DBAPI cursor of this transaction's connection, opened on first use; None
         when the engine is observed (events, echo): then statements go through
-        ``exec_driver_sql`` (see :mod:`.sqlexec`)."""
+        ``exec_driver_sql`` (see :mod:`.execute`)."""
         if self._cursor is None and self._direct:
             dbapi_connection = self._conn.connection.dbapi_connection
             assert dbapi_connection is not None
@@ -707,7 +711,7 @@ class _SQLTransaction(ForkOps):
         params = {"session_id": session_id, "after_seq": after_seq}
         return int(self._execute(self._sql.delete_messages, params).rowcount)
 
-    # -- records (:mod:`.sqlrecords`) ----------------------------------------------------
+    # -- records (:mod:`.records`) ----------------------------------------------------
     @_translated
     def put_records(self, records: Sequence[Record]) -> None:
         self._writing()
@@ -747,7 +751,7 @@ class _SQLTransaction(ForkOps):
         self._writing()
         return sqlrecords.delete_records(self._conn, session_id, namespace=namespace, prefix=prefix)
 
-    # -- summaries (:mod:`.sqlsummaries`) ------------------------------------------------
+    # -- summaries (:mod:`.summaries`) ------------------------------------------------
     @_translated
     def insert_summary(self, summary: Summary) -> None:
         self._writing()
@@ -768,7 +772,7 @@ class _SQLTransaction(ForkOps):
         self._writing()
         return sqlsummaries.delete_summaries(self._conn, session_id, after_seq=after_seq)
 
-    # -- rewinds (:mod:`.sqlrewinds`) --------------------------------------------------
+    # -- rewinds (:mod:`.rewinds`) --------------------------------------------------
     @_translated
     def insert_rewind(self, rewind: Rewind) -> None:
         self._writing()
@@ -832,7 +836,7 @@ class _SQLTransaction(ForkOps):
         self._writing()
         sqlmemory.rebase_history(self._conn, session_id, after_seq)
 
-    # -- shared memory (:mod:`.sqlshared`) ---------------------------------------------
+    # -- shared memory (:mod:`.shared`) ---------------------------------------------
     @_translated
     def get_shared_memory(self, agent: str, user_id: str | None) -> SharedMemory | None:
         return sqlshared.get_shared(self._conn, agent, user_id, lock=self._write)

@@ -45,10 +45,10 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-from ..errors import StoreBusy, StoreError, StoreUnavailable, ValidationError
-from ..privatefiles import check_directory, create_private, tighten
-from .base import ConnectionLost, StoreConflict
-from .sqlexec import observed
+from ...errors import StoreBusy, StoreError, StoreUnavailable, ValidationError
+from ...privatefiles import check_directory, create_private, tighten
+from ..base import ConnectionLost, StoreConflict
+from .execute import observed
 
 __all__ = [
     "SQLITE_SYNCHRONOUS",
@@ -274,7 +274,7 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, timeout_ms: int) -> N
         if observed(conn):
             conn.exec_driver_sql(sql)
             return
-        # Straight to the driver (see .sqlexec): a Core round trip per BEGIN costs more
+        # Straight to the driver (see .execute): a Core round trip per BEGIN costs more
         # than the BEGIN. Errors are wrapped as exec_driver_sql would wrap them.
         try:
             dbapi_connection.execute(sql)

@@ -1,9 +1,9 @@
 """Session records on the SQL store: the ``session_records`` table.
 
-Kept apart from :mod:`.sql` so each module stays one job; the store's transaction calls
+Kept apart from :mod:`.store` so each module stays one job; the store's transaction calls
 these with its connection. Rows are keyed ``(session_id, namespace, key)``, and that
 primary key serves every lookup and listing of one session in ``(namespace, key)``
-order (code-point order on every dialect: :func:`.sqltypes.binary_text`).
+order (code-point order on every dialect: :func:`.columns.binary_text`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..models import Record
-from .recordkeys import prefix_end
+from ...models import Record
+from ..recordkeys import prefix_end
 from .schema import session_records as t
 
 __all__ = ["delete_records", "get_record", "list_records", "put_records"]

@@ -1,7 +1,7 @@
 """Rewinds on the Redis store, as a part of its transaction class; and the message
 codec the store's message keys share with them.
 
-Key layout (``{sid}`` as in :mod:`.redis_store`)::
+Key layout (``{sid}`` as in :mod:`.store`)::
 
     as:{sid}:rewinds      zset  score = number, member = the Rewind as JSON
     as:{sid}:rewound:<n>  zset  score = seq, member = a message as in ``as:{sid}:msgs``
@@ -20,9 +20,9 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..jsonvalues import dumps, loads
-from ..models import Message, Rewind
-from .redis_replies import texts as _texts
+from ...jsonvalues import dumps, loads
+from ...models import Message, Rewind
+from .replies import texts as _texts
 
 if TYPE_CHECKING:
     import redis

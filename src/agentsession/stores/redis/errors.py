@@ -9,8 +9,8 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import redis
 
-from ..errors import StoreBusy, StoreError, StoreUnavailable
-from .base import StoreConflict
+from ...errors import StoreBusy, StoreError, StoreUnavailable
+from ..base import StoreConflict
 
 __all__ = ["translate", "translated"]
 

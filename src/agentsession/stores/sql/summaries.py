@@ -1,6 +1,6 @@
 """Summaries on the SQL store: the ``summaries`` table.
 
-Kept apart from :mod:`.sql` so each module stays one job; the store's transaction calls
+Kept apart from :mod:`.store` so each module stays one job; the store's transaction calls
 these with its connection. The primary key ``(session_id, number)`` serves every read
 (a number range, oldest or newest first) and refuses a duplicate number.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..models import Summary
+from ...models import Summary
 from .schema import summaries as t
 
 __all__ = ["delete_summaries", "insert_summary", "list_summaries"]

@@ -1,6 +1,6 @@
 """Working memory and its history on the Redis store, as a part of its transaction class.
 
-Key layout (``{sid}`` as in :mod:`.redis_store`)::
+Key layout (``{sid}`` as in :mod:`.store`)::
 
     as:{sid}:memory       string  the current WorkingMemory as JSON
     as:{sid}:memhist      hash    version -> the WorkingMemory written at it, as JSON
@@ -26,9 +26,9 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..jsonvalues import dumps, loads
-from ..models import WorkingMemory
-from .redis_errors import translated
+from ...jsonvalues import dumps, loads
+from ...models import WorkingMemory
+from .errors import translated
 
 if TYPE_CHECKING:
     import redis

@@ -18,15 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
-from ..jsonvalues import dumps, loads
-from ..models import SharedMemory
-from .base import StoreConflict
-from .redis_errors import translated
+from ...jsonvalues import dumps, loads
+from ...models import SharedMemory
+from ..base import StoreConflict
+from .errors import translated
 
 if TYPE_CHECKING:
     import redis
 
-    from .redis_store import _SessionLock
+    from .store import _SessionLock
 
 __all__ = ["SharedMemoryOps"]
 

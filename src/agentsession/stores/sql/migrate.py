@@ -3,7 +3,7 @@
 No ``alembic.ini`` is needed: the scripts ship inside the package
 (:mod:`agentsession.migrations`) and run on a connection this module opens. Migrating is
 safe when several processes start at once: each takes the database-wide migration lock
-(:func:`agentsession.stores.sqldialect.migration_lock`) before Alembic reads the current
+(:func:`agentsession.stores.sql.dialect.migration_lock`) before Alembic reads the current
 revision, so exactly one of them migrates and the others then find the schema at head.
 """
 
@@ -22,10 +22,9 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..errors import SchemaOutOfDate, StoreError
-from .registry import has_schema, open_store
-from .schema import metadata
-from .sqldialect import (
+from ...errors import SchemaOutOfDate, StoreError
+from ..registry import has_schema, open_store
+from .dialect import (
     check_database,
     create_store_engine,
     masked_url,
@@ -33,6 +32,7 @@ from .sqldialect import (
     parse_url,
     translate_error,
 )
+from .schema import metadata
 
 __all__ = [
     "StoreSchema",
@@ -44,7 +44,7 @@ __all__ = [
     "upgrade_store",
 ]
 
-_SCRIPTS = Path(__file__).resolve().parent.parent / "migrations"
+_SCRIPTS = Path(__file__).resolve().parents[2] / "migrations"
 
 
 @lru_cache(maxsize=1)
@@ -63,7 +63,7 @@ def current_revision(url: str, *, busy_timeout_seconds: float = 30.0) -> str | N
     """Return the database's schema revision, or None if it has no schema yet.
 
     Args:
-        url: database URL, as for :class:`~agentsession.stores.sql.SQLStore`.
+        url: database URL, as for :class:`~agentsession.stores.sql.store.SQLStore`.
         busy_timeout_seconds: how long to wait for a lock held by another connection.
 
     Raises:
@@ -87,7 +87,7 @@ def upgrade(url: str, *, revision: str = "head", busy_timeout_seconds: float = 3
     once: one migrates, the others wait for the lock and find nothing left to do.
 
     Args:
-        url: database URL, as for :class:`~agentsession.stores.sql.SQLStore`.
+        url: database URL, as for :class:`~agentsession.stores.sql.store.SQLStore`.
         revision: target revision id; older ones exist for tests and staged rollouts.
         busy_timeout_seconds: how long to wait for the migration lock.
 
@@ -119,7 +119,7 @@ def ensure_schema(
     """Check the schema of ``engine``'s database; migrate it if allowed. Return its revision.
 
     The first check takes no lock, so an up-to-date database costs one query (plus the
-    character-set check of :func:`~agentsession.stores.sqldialect.check_database` on
+    character-set check of :func:`~agentsession.stores.sql.dialect.check_database` on
     PostgreSQL and MySQL, before anything is created or read).
 
     Raises:

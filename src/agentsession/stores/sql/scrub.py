@@ -1,6 +1,6 @@
 """After an erasure: what each SQL database can do to get the deleted rows off its disk.
 
-* SQLite: every connection runs with ``secure_delete=ON`` (:mod:`.sqldialect`), so a
+* SQLite: every connection runs with ``secure_delete=ON`` (:mod:`.dialect`), so a
   delete overwrites the rows with zeros in the pages it changes; but the WAL still
   holds the older page images that carried them. ``PRAGMA wal_checkpoint(TRUNCATE)``
   copies the newest pages into the database file and truncates the ``-wal`` file to
@@ -29,8 +29,8 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from ..errors import StoreError
-from .base import ScrubReport
+from ...errors import StoreError
+from ..base import ScrubReport
 from .schema import metadata
 
 __all__ = ["scrub_database"]
@@ -100,7 +100,7 @@ def _sqlite(engine: Engine, compact: bool) -> ScrubReport:
     done, pending = [_SQLITE_ZEROED], []
     raw = engine.raw_connection()
     try:
-        # The driver connection runs in autocommit (sqldialect): VACUUM and the
+        # The driver connection runs in autocommit (dialect): VACUUM and the
         # checkpoint need to run outside any transaction.
         db = raw.driver_connection
         assert db is not None

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Dialect
 
-from ..jsonvalues import dumps, loads
+from ...jsonvalues import dumps, loads
 
 Processor = Callable[[Any], Any]
 

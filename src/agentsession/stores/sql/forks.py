@@ -1,6 +1,6 @@
 """Forks on the SQL store: the copy of a session's history into a new session.
 
-Kept apart from :mod:`.sql` so each module stays one job; the store's transaction
+Kept apart from :mod:`.store` so each module stays one job; the store's transaction
 class takes :class:`ForkOps` as a base. Each table is copied by one
 ``INSERT INTO ... SELECT ...`` (``insert().from_select``), so a fork costs the same
 number of statements whatever the parent holds; the rows never travel to the client.
@@ -17,8 +17,8 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from .dialect import translated
 from .schema import memory_history, messages, summaries
-from .sqldialect import translated
 
 __all__ = ["ForkOps"]
 

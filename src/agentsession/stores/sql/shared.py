@@ -1,6 +1,6 @@
 """Shared memory on the SQL store: the ``shared_memory`` table.
 
-Kept apart from :mod:`.sql` so each module stays one job; the store's transaction calls
+Kept apart from :mod:`.store` so each module stays one job; the store's transaction calls
 these with its connection. A document is keyed by ``(agent, user_id)``, ``user_id`` ''
 for the app scope.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..models import SharedMemory
-from .base import StoreConflict
+from ...models import SharedMemory
+from ..base import StoreConflict
+from .dialect import insert_unless_present
 from .schema import shared_memory as t
-from .sqldialect import insert_unless_present
 
 __all__ = ["delete_shared", "delete_user_shared", "get_shared", "put_shared"]
 

@@ -3,7 +3,7 @@
 SQLite lets one connection write at a time, and at ``synchronous=FULL`` every COMMIT
 waits for an fsync of the WAL. A store that commits once per write therefore tops out at
 one write per fsync however many threads call it. Here the writers of one
-:class:`~agentsession.stores.sql.SQLStore` take turns on one dedicated writer
+:class:`~agentsession.stores.sql.store.SQLStore` take turns on one dedicated writer
 connection (first come, first served), and a turn that ends while others wait does not
 commit: it hands the open transaction to the next writer, who adds its own changes. The
 last writer of a batch (nobody waiting, or :data:`MAX_BATCH` writes in it) commits, and
@@ -35,8 +35,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from ..errors import StoreBusy, StoreError
-from .sqlexec import end_transaction, observed
+from ...errors import StoreBusy, StoreError
+from .execute import end_transaction, observed
 
 __all__ = ["MAX_BATCH", "FifoLock", "GroupCommit"]
 
@@ -346,7 +346,7 @@ def _begin(conn: Connection) -> None:
     SQL on its DBAPI connection, which costs a tenth of Core's ``begin()``, unless the
     engine is observed (events, ``echo``): then Core begins it, and reports it. A Core
     statement inside a transaction begun on the driver joins it (the store's ``begin``
-    hook emits no BEGIN then); :func:`~.sqlexec.end_transaction` ends either kind.
+    hook emits no BEGIN then); :func:`~.execute.end_transaction` ends either kind.
 
     Raises:
         The driver's error when BEGIN fails (the database is locked, after the busy

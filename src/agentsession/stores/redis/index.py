@@ -32,9 +32,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 
-from ..models import Session, SessionStatus
-from .keyhash import external_key_hash
-from .redis_errors import translated
+from ...models import Session, SessionStatus
+from ..keyhash import external_key_hash
+from .errors import translated
 
 if TYPE_CHECKING:
     import redis

@@ -10,8 +10,8 @@ removes all of it. ``audit_events`` and ``idempotency_keys`` carry a
 ``session_id`` without a foreign key: a session's tombstone audit event is written after
 the session is gone, and the store deletes their other rows explicitly.
 
-JSON documents are :class:`~agentsession.stores.sqltypes.JSONText`, timestamps
-:class:`~agentsession.stores.sqltypes.UTCDateTime`. A column holding a bounded field is
+JSON documents are :class:`~agentsession.stores.sql.columns.JSONText`, timestamps
+:class:`~agentsession.stores.sql.columns.UTCDateTime`. A column holding a bounded field is
 at least as wide as the field's limit in :mod:`agentsession.fieldlimits` (the one table
 of them; ``tests/test_field_limits.py`` checks every pair), and every key fits
 MariaDB's 3072-byte InnoDB key limit at 4 bytes per utf8mb4 character.
@@ -23,7 +23,7 @@ from typing import Final, TypedDict
 
 import sqlalchemy as sa
 
-from ..fieldlimits import (
+from ...fieldlimits import (
     EXTERNAL_KEY_CHARS,
     IDEMPOTENCY_KEY_CHARS,
     NAME_CHARS,
@@ -33,7 +33,7 @@ from ..fieldlimits import (
     STEP_STATUS_CHARS,
     SUMMARY_LABEL_CHARS,
 )
-from .sqltypes import BLOB, LONG_TEXT, JSONText, PlainText, UTCDateTime, binary_text
+from .columns import BLOB, LONG_TEXT, JSONText, PlainText, UTCDateTime, binary_text
 
 __all__ = [
     "audit_events",

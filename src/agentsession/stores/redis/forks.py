@@ -2,7 +2,7 @@
 part of its transaction class.
 
 The copy never passes through the client: the transaction buffers one ``FORK`` op,
-and the commit script (``_APPLY_LUA`` of :mod:`.redis_store`, :data:`FORK_LUA` here)
+and the commit script (``_APPLY_LUA`` of :mod:`.store`, :data:`FORK_LUA` here)
 copies the rows server-side in the same atomic run as the rest of the transaction:
 the messages with score (seq) ``<= N`` with their ids rewritten, the memory-history
 rows with ``at_seq <= N`` and the summaries with ``to_seq <= N`` with their
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
-from ..jsonvalues import loads
-from .redis_errors import translated
+from ...jsonvalues import loads
+from .errors import translated
 
 if TYPE_CHECKING:
     import redis

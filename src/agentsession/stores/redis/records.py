@@ -1,6 +1,6 @@
 """Session records on the Redis store, as a part of its transaction class.
 
-Key layout (``{sid}`` as in :mod:`.redis_store`)::
+Key layout (``{sid}`` as in :mod:`.store`)::
 
     as:{sid}:records      hash  "<namespace>\\x00<key>" -> {"d": base64 data, "m": meta,
                                 "v": version, "t": updated_at} JSON
@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..jsonvalues import dumps, loads
-from ..models import Record
-from .recordkeys import prefix_end, select_keys
+from ...jsonvalues import dumps, loads
+from ...models import Record
+from ..recordkeys import prefix_end, select_keys
 
 if TYPE_CHECKING:
     import redis

@@ -1,6 +1,6 @@
 """Rewinds on the SQL store: the ``rewinds`` and ``rewound_messages`` tables.
 
-Kept apart from :mod:`.sql` so each module stays one job; the store's transaction calls
+Kept apart from :mod:`.store` so each module stays one job; the store's transaction calls
 these with its connection. The primary keys serve every read: ``(session_id, number)``
 a range of rewinds, ``(session_id, rewind_number, seq)`` one rewind's messages in seq
 order. A hiding rewind copies its messages with one ``INSERT ... SELECT``.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..models import Message, Rewind
+from ...models import Message, Rewind
 from .schema import messages as m
 from .schema import rewinds as t
 from .schema import rewound_messages as h
