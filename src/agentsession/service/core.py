@@ -65,7 +65,7 @@ class ServiceCore:
         self._tombstone_key = key if key is not None else secrets.token_bytes(32)
         self._uow = UnitOfWork(store, clock or utcnow, self.policy)
         # Imported here: leases -> interrupted -> messages import this module.
-        from .leases import lapse_change
+        from .changes.leases import lapse_change
 
         self._pipeline = WritePipeline(self._uow, self.policy, lapse=lapse_change)
         self._reads = ReadPath(self._uow, self._pipeline)

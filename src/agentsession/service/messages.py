@@ -14,11 +14,11 @@ from ..ids import new_id
 from ..models import Message, Page, Session
 from ..principal import Principal
 from ..stores.base import SessionHead, StoreTransaction
+from .changes.statechange import StateChange
 from .core import ServiceCore
 from .paging import Listing, Position
 from .pipeline import Change, WriteRequest
 from .removal import removal_change
-from .statechange import StateChange
 from .transitions import running_run
 from .validation import check_cursor_seq, check_message
 from .window import align_window

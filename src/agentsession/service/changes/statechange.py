@@ -8,15 +8,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..errors import ValidationError
-from ..models import Session
-from ..stores.base import StoreTransaction
-from .memory import apply_memory
-from .patchops import check_ops
-from .pipeline import request_parts
-from .policy import Limits
-from .shared import Scope, apply_shared_ops, check_shared_ops
-from .validation import check_patch
+from ...errors import ValidationError
+from ...models import Session
+from ...stores.base import StoreTransaction
+from ..memory import apply_memory
+from ..patchops import check_ops
+from ..pipeline import request_parts
+from ..policy import Limits
+from ..shared import Scope, apply_shared_ops, check_shared_ops
+from ..validation import check_patch
 
 __all__ = ["StateChange"]
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from ..callgroups import answered_calls, in_tool_exchange, opened_calls, results_for
-from ..models import Message, RunStatus, Session, SessionStatus
-from ..stores.base import StoreTransaction
-from .messages import insert_messages
-from .transitions import newest_run
+from ...callgroups import answered_calls, in_tool_exchange, opened_calls, results_for
+from ...models import Message, RunStatus, Session, SessionStatus
+from ...stores.base import StoreTransaction
+from ..messages import insert_messages
+from ..transitions import newest_run
 
 __all__ = ["INTERRUPTED_TEXT", "SYNTHETIC", "AnsweredCalls", "answer_interrupted_calls"]
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..models import RunStatus, Session
-from ..stores.base import StoreTransaction
+from ...models import RunStatus, Session
+from ...stores.base import StoreTransaction
+from ..pipeline import Change
+from ..transitions import LEASE_LAPSED, current_run
 from .interrupted import answer_interrupted_calls
-from .pipeline import Change
-from .transitions import LEASE_LAPSED, current_run
 
 __all__ = ["lapse_change"]
 
