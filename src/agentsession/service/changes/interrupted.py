@@ -25,8 +25,8 @@ from typing import Any, Final
 from ...callgroups import answered_calls, in_tool_exchange, opened_calls, results_for
 from ...models import Message, RunStatus, Session, SessionStatus
 from ...stores.base import StoreTransaction
-from ..messages import insert_messages
 from ..transitions import newest_run
+from .messages import insert_messages
 
 __all__ = ["INTERRUPTED_TEXT", "SYNTHETIC", "AnsweredCalls", "answer_interrupted_calls"]
 

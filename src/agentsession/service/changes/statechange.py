@@ -11,12 +11,12 @@ from typing import Any
 from ...errors import ValidationError
 from ...models import Session
 from ...stores.base import StoreTransaction
-from ..memory import apply_memory
 from ..patchops import check_ops
 from ..pipeline import request_parts
 from ..policy import Limits
-from ..shared import Scope, apply_shared_ops, check_shared_ops
 from ..validation import check_patch
+from .memory import apply_memory
+from .shared import Scope, apply_shared_ops, check_shared_ops
 
 __all__ = ["StateChange"]
 
