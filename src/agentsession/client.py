@@ -51,13 +51,6 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from .errors import AgentSessionError, RecordNotFound, ValidationError, VersionConflict
-from .http.protocol import (
-    PROBLEM_CONTENT_TYPE,
-    ServerError,
-    error_from_problem,
-    format_document_etag,
-    format_etag,
-)
 from .models import (
     AuditEvent,
     Context,
@@ -81,6 +74,13 @@ from .models import (
     ToolCallStatus,
     TruncateResult,
     WorkingMemory,
+)
+from .protocol import (
+    PROBLEM_CONTENT_TYPE,
+    ServerError,
+    error_from_problem,
+    format_document_etag,
+    format_etag,
 )
 from .service import UNSET
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
@@ -1559,7 +1559,7 @@ class SessionClient:
         transport: an httpx transport (tests: ``httpx.ASGITransport`` or a fault injector).
 
     Raises (from every method): the typed errors of :mod:`agentsession.errors`, plus
-    :class:`~agentsession.http.protocol.Unauthenticated` (401) and
+    :class:`~agentsession.protocol.Unauthenticated` (401) and
     ``httpx.TransportError`` once retries are used up.
     """
 

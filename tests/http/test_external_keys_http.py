@@ -17,7 +17,7 @@ from agentsession import SessionExists, SessionManager, SessionNotFound
 from agentsession.client import AsyncSessionClient, SessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
-from agentsession.http.protocol import RequestInvalid
+from agentsession.protocol import RequestInvalid
 from agentsession.settings import Settings
 from agentsession.stores.inmemory import MemoryStore
 from inprocess import InProcess

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 from starlette.types import Scope
 
-from .protocol import UnsupportedMediaType
+from ..protocol import UnsupportedMediaType
 from .strictjson import check_media_type, read_json
 
 __all__ = ["StrictJsonRequest", "StrictRoute", "allowed_methods"]

@@ -16,8 +16,8 @@ import inspect
 import re
 from typing import Any
 
-from ..errors import AgentSessionError, ValidationError
-from ..ids import ID_PATTERN
+from .errors import AgentSessionError, ValidationError
+from .ids import ID_PATTERN
 
 __all__ = [
     "PROBLEM_BASE",
@@ -180,7 +180,7 @@ def problem_fields(context: dict[str, Any]) -> dict[str, Any]:
 
 
 def _error_classes() -> dict[str, list[type[AgentSessionError]]]:
-    from .. import errors
+    from . import errors
 
     found: dict[str, list[type[AgentSessionError]]] = {}
     classes = [getattr(errors, name) for name in errors.__all__]
@@ -208,7 +208,7 @@ def error_from_problem(
     back = {v: k for k, v in RENAMED_FIELDS.items()}
     context = {back.get(k, k): v for k, v in body.items() if k not in reserved}
     candidates = _error_classes().get(code, [])
-    from ..errors import NotFound, RecordNotFound, RewindNotFound, RunNotFound, SessionNotFound
+    from .errors import NotFound, RecordNotFound, RewindNotFound, RunNotFound, SessionNotFound
 
     cls: type[AgentSessionError]
     if code == "not-found":
