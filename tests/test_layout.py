@@ -166,6 +166,31 @@ def test_no_service_cycle_counting_deferred_imports() -> None:
     assert cycle is None, "import cycle (deferred imports counted): " + " -> ".join(cycle or [])
 
 
+def reached(graph: Graph, start: str) -> set[str]:
+    """The modules ``start`` imports, straight or through others (``start`` left out)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    seen.discard(start)
+    return seen
+
+
+def test_client_stands_below_http_and_service() -> None:
+    """The HTTP client needs the wire contract (``agentsession.protocol``), the models
+    and the errors, never the service it talks to nor the server's modules: counting
+    deferred imports, nothing it reaches is under ``agentsession.http`` or
+    ``agentsession.service``."""
+    graph = import_graph(SRC, "agentsession", deferred=True)
+    below = reached(graph, "agentsession.client")
+    assert "agentsession.protocol" in below
+    above = sorted(m for m in below if m.split(".")[1] in ("http", "service"))
+    assert not above, "the client reaches " + ", ".join(above)
+
+
 def _write(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         path = root / name
@@ -221,6 +246,7 @@ def test_import_graph_counts_deferred_imports_when_asked(tmp_path: Path) -> None
     graph = import_graph(tmp_path, "pkg", deferred=True)
     assert graph["pkg.b"] == {"pkg.a"}
     assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.a"]
+    assert reached(graph, "pkg.a") == {"pkg.b"}
     assert within(graph, "pkg.b") == {"pkg.b": set()}
 
 

@@ -82,8 +82,8 @@ from .protocol import (
     format_document_etag,
     format_etag,
 )
-from .service import UNSET
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
+from .unset import UNSET
 
 __all__ = ["AsyncSessionClient", "SessionClient"]
 

@@ -16,19 +16,10 @@ from .reads import ReadPath
 from .uow import UnitOfWork, utcnow
 from .validation import check_limit
 
-__all__ = ["MIN_TOMBSTONE_KEY_BYTES", "UNSET", "ServiceCore"]
+__all__ = ["MIN_TOMBSTONE_KEY_BYTES", "ServiceCore"]
 
 #: The shortest ``Policy.tombstone_key`` accepted.
 MIN_TOMBSTONE_KEY_BYTES = 16
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-#: Marks an optional argument the caller did not pass (distinct from an explicit None).
-UNSET: Any = _Unset()
 
 
 class ServiceCore:

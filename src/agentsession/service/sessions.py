@@ -11,8 +11,9 @@ from ..ids import check_id, check_name, new_id
 from ..models import Page, Session, SessionStatus, WorkingMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
+from ..unset import UNSET
 from .changes.shared import Scope, apply_shared_ops, check_shared_ops
-from .core import UNSET, ServiceCore
+from .core import ServiceCore
 from .pipeline import SESSION, Change, WritePipeline, WriteRequest, request_parts
 from .transitions import as_of, expires_at, next_version
 from .validation import (
