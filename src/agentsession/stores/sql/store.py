@@ -32,26 +32,17 @@ from ...jsonvalues import dumps
 from ...models import (
     AuditEvent,
     Message,
-    Record,
-    Rewind,
     Run,
     RunStatus,
     RunStep,
     Session,
     SessionStatus,
-    SharedMemory,
-    Summary,
     ToolCall,
     WorkingMemory,
 )
 from ..base import IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
 from ..keyhash import external_key_hash
 from ..listing import merge_newest
-from . import memory_history as sqlmemory
-from . import records as sqlrecords
-from . import rewinds as sqlrewinds
-from . import shared as sqlshared
-from . import summaries as sqlsummaries
 from .columns import LONG_TEXT
 from .dialect import (
     connection_mode,
@@ -66,8 +57,11 @@ from .execute import CompiledStatement, observed
 from .forks import ForkOps
 from .groupcommit import MAX_BATCH, GroupCommit
 from .idlereaders import IdleReaders
+from .memory_history import MemoryHistoryOps
 from .migrate import ensure_schema
 from .pool import StalePings
+from .records import RecordOps
+from .rewinds import RewindOps
 from .schema import (
     audit_events,
     idempotency_keys,
@@ -80,6 +74,8 @@ from .schema import (
     working_memory,
 )
 from .scrub import scrub_database
+from .shared import SharedMemoryOps
+from .summaries import SummaryOps
 
 __all__ = ["SQLStore"]
 
@@ -468,7 +464,9 @@ class _Statements:
         return stmt
 
 
-class _SQLTransaction(ForkOps):
+class _SQLTransaction(
+    ForkOps, RecordOps, SummaryOps, RewindOps, MemoryHistoryOps, SharedMemoryOps
+):
     """One transaction on one connection (the StoreTransaction protocol)."""
 
     def __init__(
@@ -711,95 +709,16 @@ class _SQLTransaction(ForkOps):
         params = {"session_id": session_id, "after_seq": after_seq}
         return int(self._execute(self._sql.delete_messages, params).rowcount)
 
-    # -- records (:mod:`.records`) ----------------------------------------------------
-    @_translated
-    def put_records(self, records: Sequence[Record]) -> None:
-        self._writing()
-        sqlrecords.put_records(self._conn, records)
 
-    @_translated
-    def get_record(self, session_id: str, namespace: str, key: str) -> Record | None:
-        return sqlrecords.get_record(self._conn, session_id, namespace, key)
 
-    @_translated
-    def list_records(
-        self,
-        session_id: str,
-        *,
-        namespace: str | None = None,
-        prefix: str | None = None,
-        after: str | None = None,
-        before: str | None = None,
-        limit: int | None = None,
-        descending: bool = False,
-    ) -> list[Record]:
-        return sqlrecords.list_records(
-            self._conn,
-            session_id,
-            namespace=namespace,
-            prefix=prefix,
-            after=after,
-            before=before,
-            limit=limit,
-            descending=descending,
-        )
 
-    @_translated
-    def delete_records(
-        self, session_id: str, *, namespace: str | None = None, prefix: str | None = None
-    ) -> int:
-        self._writing()
-        return sqlrecords.delete_records(self._conn, session_id, namespace=namespace, prefix=prefix)
 
-    # -- summaries (:mod:`.summaries`) ------------------------------------------------
-    @_translated
-    def insert_summary(self, summary: Summary) -> None:
-        self._writing()
-        sqlsummaries.insert_summary(self._conn, summary)
 
-    @_translated
-    def list_summaries(
-        self, session_id: str, *, after_number: int | None = None,
-        before_number: int | None = None, limit: int | None = None, newest: bool = False,
-    ) -> list[Summary]:  # fmt: skip
-        return sqlsummaries.list_summaries(
-            self._conn, session_id, after_number=after_number,
-            before_number=before_number, limit=limit, newest=newest,
-        )  # fmt: skip
 
-    @_translated
-    def delete_summaries(self, session_id: str, *, after_seq: int) -> int:
-        self._writing()
-        return sqlsummaries.delete_summaries(self._conn, session_id, after_seq=after_seq)
 
-    # -- rewinds (:mod:`.rewinds`) --------------------------------------------------
-    @_translated
-    def insert_rewind(self, rewind: Rewind) -> None:
-        self._writing()
-        sqlrewinds.insert_rewind(self._conn, rewind)
 
-    @_translated
-    def list_rewinds(
-        self, session_id: str, *, after_number: int | None = None, limit: int | None = None,
-        newest: bool = False,
-    ) -> list[Rewind]:  # fmt: skip
-        return sqlrewinds.list_rewinds(
-            self._conn, session_id, after_number=after_number, limit=limit, newest=newest
-        )
 
-    @_translated
-    def hide_messages(self, session_id: str, *, after_seq: int, number: int) -> int:
-        self._writing()
-        return sqlrewinds.hide_messages(self._conn, session_id, after_seq=after_seq, number=number)
 
-    @_translated
-    def get_rewound_messages(
-        self, session_id: str, number: int, *, after_seq: int | None = None,
-        limit: int | None = None,
-    ) -> list[Message]:  # fmt: skip
-        return sqlrewinds.get_rewound_messages(
-            self._conn, session_id, number, after_seq=after_seq, limit=limit
-        )
 
     # -- working memory --------------------------------------------------------------
     @_translated
@@ -827,34 +746,11 @@ class _SQLTransaction(ForkOps):
                 sa.insert(working_memory), {**values, "session_id": memory.session_id}
             )
 
-    @_translated
-    def get_working_memory_at(self, session_id: str, seq: int) -> WorkingMemory | None:
-        return sqlmemory.memory_at(self._conn, session_id, seq)
 
-    @_translated
-    def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:
-        self._writing()
-        sqlmemory.rebase_history(self._conn, session_id, after_seq)
 
-    # -- shared memory (:mod:`.shared`) ---------------------------------------------
-    @_translated
-    def get_shared_memory(self, agent: str, user_id: str | None) -> SharedMemory | None:
-        return sqlshared.get_shared(self._conn, agent, user_id, lock=self._write)
 
-    @_translated
-    def put_shared_memory(self, doc: SharedMemory, *, expected_version: int) -> None:
-        self._writing()
-        sqlshared.put_shared(self._conn, doc, expected_version)
 
-    @_translated
-    def delete_shared_memory(self, agent: str, user_id: str | None) -> bool:
-        self._writing()
-        return sqlshared.delete_shared(self._conn, agent, user_id)
 
-    @_translated
-    def delete_user_shared_memory(self, user_id: str) -> int:
-        self._writing()
-        return sqlshared.delete_user_shared(self._conn, user_id)
 
     # -- tool calls ------------------------------------------------------------------
     @_translated
