@@ -31,12 +31,8 @@ from frozen_clock import FrozenClock
 from servers import Server, redis_command
 
 redis = pytest.importorskip("redis", reason="redis-py not installed: pip install -e '.[dev]'")
-from agentsession.stores.redis.store import (  # noqa: E402
-    _LOCK_TTL_MS,
-    _LOCK_WAIT_S,
-    RedisStore,
-    _masked,
-)
+from agentsession.stores.redis.locks import LOCK_TTL_MS, LOCK_WAIT_S  # noqa: E402
+from agentsession.stores.redis.store import RedisStore, _masked  # noqa: E402
 
 USER = "alice"
 
@@ -206,10 +202,10 @@ def test_a_dead_writers_lock_expires(redis_store: RedisStore) -> None:
     at most its expiry; it does not block the session."""
     m = SessionManager(redis_store)
     sid = m.create_session(user_id=USER).session_id
-    redis_store.client.set(f"as:{{{sid}}}:lock", "dead-writer", px=_LOCK_TTL_MS)
+    redis_store.client.set(f"as:{{{sid}}}:lock", "dead-writer", px=LOCK_TTL_MS)
     started = time.monotonic()
     m.append_message(session_id=sid, user_id=USER, message={"role": "user", "content": "x"})
-    assert _LOCK_TTL_MS / 1000 * 0.8 <= time.monotonic() - started < _LOCK_WAIT_S
+    assert LOCK_TTL_MS / 1000 * 0.8 <= time.monotonic() - started < LOCK_WAIT_S
     assert m.get_session(session_id=sid, user_id=USER).message_count == 1
 
 

@@ -26,7 +26,8 @@ from .errors import translated
 if TYPE_CHECKING:
     import redis
 
-    from .store import _SessionLock
+    from .locks import SessionLock
+
 
 __all__ = ["SharedMemoryOps"]
 
@@ -48,7 +49,7 @@ class SharedMemoryOps:
     _shared: dict[str, SharedMemory | None]
     _r: redis.Redis
     _write: bool
-    _lock: _SessionLock
+    _lock: SessionLock
     _writing: Callable[[], None]
     _read: Callable[[str], str | None]
     _do: Callable[..., None]

@@ -66,10 +66,10 @@ of one session (16 appenders, say) would each read, lose the compare-and-set, re
 and exhaust their retries; with it, one writes while the others wait. The wait polls
 (``SET NX`` every 0.5-10 ms), so it is not a fair queue, and a waiter keeps its thread.
 The lock is only a traffic light: correctness stays with the guards, so a holder that
-stalls past the lock's expiry (``_LOCK_TTL_MS``, 500 ms, also what a writer that died
-holding it costs the next one) costs a re-run, never a lost update. A transaction
+stalls past the lock's expiry (``LOCK_TTL_MS`` in :mod:`.locks`, 500 ms, also what a
+writer that died holding it costs the next one) costs a re-run, never a lost update. A transaction
 waits for at most one session lock (the first session it reads; others are only
-guarded); a wait longer than ``_LOCK_WAIT_S`` raises StoreBusy (the manager re-runs the
+guarded); a wait longer than ``LOCK_WAIT_S`` raises StoreBusy (the manager re-runs the
 transaction within its retry budget, then it is a 503). Writers of one shared document
 queue the same way on ``<shared key>:lock``, taken before a write transaction's
 guarded read of the document, after its session's lock (app document before user
@@ -96,9 +96,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
-import secrets
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -148,7 +145,6 @@ from .rewinds import RewindOps, dec_message, enc_message
 try:
     import redis
     from redis.backoff import NoBackoff
-    from redis.commands.core import Script
     from redis.retry import Retry
 except ImportError as _exc:  # pragma: no cover - depends on the installed extras
     raise StoreError("the Redis store needs redis-py: pip install 'agentsession[redis]'") from _exc
@@ -156,6 +152,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the installed extra
 from .errors import translate as _translate
 from .errors import translated as _translated
 from .forks import FORK_LUA, ForkOps
+from .locks import UNLOCK_LUA, SessionLock
 from .scrub import config_of
 from .scrub import scrub as scrub_files
 from .shared import SharedMemoryOps
@@ -174,21 +171,8 @@ _AUDIT_SEQ = "as:audit_seq"
 _TOMBSTONES = "as:tombstones"
 _IDEM_BY_TIME = "as:idem:by_time"
 _IDEM_OWNERS = "as:idem:owners"
-#: Expiry of a session's write lock (ms): far above a transaction's usual few ms; a
-#: holder that died frees the session after this long.
-_LOCK_TTL_MS = 500
-#: Longest wait for the lock (s) before StoreBusy: many expiries, so a waiter behind a
-#: dead holder gets the lock rather than giving up as it frees, and 16 writers queued on
-#: one session on a loaded 2-core machine (the polling is not a fair queue) all get
-#: their turn (2 s was not enough there: StoreBusy, then a 503).
-_LOCK_WAIT_S = 10.0
 #: Sessions whose indexes one commit of the rebuild at open writes.
 _REINDEX_BATCH = 50
-#: Delete the lock only if it is still ours (it may have expired and been re-taken).
-_UNLOCK_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 # Checks first (nothing written if one fails), then writes. ARGV[1] = number of checks;
 # each op is an opcode and its operands; a key operand is an index into KEYS.
@@ -553,7 +537,7 @@ class RedisStore:
         self._rewrite_aof = rewrite_aof_after_erasure
         try:
             self._apply = client.register_script(_APPLY_LUA)
-            self._unlock = client.register_script(_UNLOCK_LUA)
+            self._unlock = client.register_script(UNLOCK_LUA)
             self._check_durability(client, require_durable)
             self._ensure_indexes(client)
         except BaseException as exc:
@@ -682,51 +666,6 @@ class RedisStore:
             client.close()
 
 
-class _SessionLock:
-    """The write locks of one transaction (see the module docstring): a session's or a
-    shared document's, each ``SET NX PX`` with a random token, released by a
-    compare-and-delete script, so only its holder frees it.
-
-    Args:
-        client: the store's client; release: the registered ``_UNLOCK_LUA`` script.
-    """
-
-    def __init__(self, client: redis.Redis, release: Script) -> None:
-        self._r = client
-        self._release = release
-        self._held: dict[str, str] = {}  # lock key -> our token
-
-    def take(self, key: str, what: str) -> None:
-        """Wait for the lock ``key`` (``what`` it guards, for the error) and hold it
-        until :meth:`release`; a lock already held is not taken again.
-
-        Raises:
-            StoreBusy: still held by other writers after ``_LOCK_WAIT_S``.
-        """
-        if key in self._held:
-            return
-        token = secrets.token_hex(8)
-        deadline = time.monotonic() + _LOCK_WAIT_S
-        delay = 0.0005
-        while not self._r.set(key, token, nx=True, px=_LOCK_TTL_MS):
-            if time.monotonic() >= deadline:
-                raise StoreBusy(f"{what} is locked by another writer")
-            time.sleep(random.uniform(delay / 2, delay))
-            delay = min(delay * 2, 0.01)
-        self._held[key] = token
-
-    def release(self) -> None:
-        """Release the locks held (errors only logged: a lock expires by itself)."""
-        held, self._held = self._held, {}
-        for key, token in held.items():
-            try:
-                self._release(keys=[key], args=[token], client=self._r)
-            except redis.RedisError as exc:
-                logger.warning(
-                    "could not release %s (it expires in %d ms): %s", key, _LOCK_TTL_MS, exc
-                )
-
-
 def _key_owner(tx: _RedisTransaction, user_id: str, agent: str, external_key: str) -> str | None:
     """The id in the key's entry if that session exists and has this key, else None.
 
@@ -780,7 +719,7 @@ class _RedisTransaction(
         self._steps: dict[tuple[str, str], list[RunStep]] = {}
         self._audit: dict[str, list[AuditEvent]] = {}
         self._idem: dict[str, IdempotencyRecord | None] = {}
-        self._lock = _SessionLock(client, store._unlock)
+        self._lock = SessionLock(client, store._unlock)
         self._may_lock = write  # only before the first session read
 
     def unlock(self) -> None:
