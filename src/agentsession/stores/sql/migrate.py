@@ -9,7 +9,6 @@ revision, so exactly one of them migrates and the others then find the schema at
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -23,11 +22,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from ...errors import SchemaOutOfDate, StoreError
-from ..registry import has_schema, open_store
 from .dialect import (
     check_database,
     create_store_engine,
-    masked_url,
     migration_lock,
     parse_url,
     translate_error,
@@ -35,13 +32,10 @@ from .dialect import (
 from .schema import metadata
 
 __all__ = [
-    "StoreSchema",
     "current_revision",
     "ensure_schema",
     "head_revision",
-    "inspect_store",
     "upgrade",
-    "upgrade_store",
 ]
 
 _SCRIPTS = Path(__file__).resolve().parents[2] / "migrations"
@@ -149,86 +143,6 @@ def ensure_schema(
         raise translate_error(exc) from exc
     except (CommandError, RevisionError) as exc:
         raise StoreError(f"migration failed: {exc}") from exc
-
-
-@dataclass(frozen=True)
-class StoreSchema:
-    """Where a store's schema stands, for any store URL.
-
-    Attributes:
-        url: the store URL with any password masked.
-        current: the database's revision (None: no schema yet, or a store without one).
-        head: the revision this code expects (None: the store has no schema, e.g.
-            ``memory://`` and ``redis://``).
-    """
-
-    url: str
-    current: str | None
-    head: str | None
-
-    @property
-    def has_schema(self) -> bool:
-        """Whether the store has a schema to migrate (the SQL stores)."""
-        return self.head is not None
-
-    @property
-    def up_to_date(self) -> bool:
-        """Whether the schema is at the revision this code expects (always for none)."""
-        return self.current == self.head
-
-
-def upgrade_store(url: str) -> StoreSchema:
-    """Bring any store's schema to the newest revision; what ``agentsession db upgrade`` does.
-
-    A store without a schema (``memory://``, ``redis://``) is opened and closed instead,
-    so the URL, the connection and Redis's durability check fail as they would at start:
-    one deployment script fits every store.
-
-    Args:
-        url: any store URL :func:`~agentsession.stores.registry.open_store` accepts.
-
-    Returns:
-        The schema after the upgrade (``current == head``; both None without a schema).
-
-    Raises:
-        ValidationError: an unsupported URL.
-        SchemaOutOfDate: the database is at a revision this code does not know (newer).
-        StoreError: the store cannot be reached, or the migration failed.
-    """
-    if not has_schema(url):
-        return StoreSchema(url=_check_schemaless(url), current=None, head=None)
-    revision = upgrade(url)
-    return StoreSchema(url=masked_url(parse_url(url)), current=revision, head=head_revision())
-
-
-def inspect_store(url: str) -> StoreSchema:
-    """Read any store's schema revision without changing it (``agentsession db current``).
-
-    Args:
-        url: any store URL :func:`~agentsession.stores.registry.open_store` accepts; a
-            store without a schema is opened and closed to check it.
-
-    Returns:
-        The database's revision and the one this code expects (both None without a schema).
-
-    Raises:
-        ValidationError: an unsupported URL.
-        StoreError: the store cannot be reached or read.
-    """
-    if not has_schema(url):
-        return StoreSchema(url=_check_schemaless(url), current=None, head=None)
-    current = current_revision(url)
-    return StoreSchema(url=masked_url(parse_url(url)), current=current, head=head_revision())
-
-
-def _check_schemaless(url: str) -> str:
-    """Open and close a store without a schema (raising what its start would raise);
-    return its URL with any password masked."""
-    store = open_store(url)
-    try:
-        return str(store.url)
-    finally:
-        store.close()
 
 
 def _current(conn: Connection) -> str | None:
