@@ -103,7 +103,7 @@ from agentsession.models import (  # noqa: E402
     WorkingMemory,
 )
 from agentsession.service import Limits, Policy, lifecycle  # noqa: E402
-from agentsession.stores.sql import SQLStore  # noqa: E402
+from agentsession.stores.sql.store import SQLStore  # noqa: E402
 
 USER = "bench"
 GOAL = 2.0

@@ -31,7 +31,8 @@ from pydantic import BaseModel
 from agentsession import clientcore, models
 from agentsession.http.routes import routers
 from agentsession.operations import OPERATIONS, Operation, Route
-from agentsession.service import UNSET, SessionManager
+from agentsession.service import SessionManager
+from agentsession.unset import UNSET
 
 TARGET = Path(__file__).resolve().parent.parent / "src" / "agentsession" / "clientgen.py"
 
@@ -233,7 +234,7 @@ def _imports(text: str) -> str:
     model_names = sorted(words & set(models.__all__))
     lines.append(f"from .models import {', '.join(model_names)}")
     if "UNSET" in words:
-        lines.append("from .service import UNSET")
+        lines.append("from .unset import UNSET")
     return "\n".join(lines)
 
 

@@ -38,9 +38,9 @@ import sqlalchemy as sa
 import servers
 from agentsession import SessionManager
 from agentsession.stores.base import SessionStore
-from agentsession.stores.memory import MemoryStore
-from agentsession.stores.schema import metadata
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.sql.schema import metadata
+from agentsession.stores.sql.store import SQLStore
 from frozen_clock import FrozenClock
 
 
@@ -159,7 +159,7 @@ def _mysql(mysql_store_url: str) -> SessionStore:
 
 def _redis(redis_url: str) -> SessionStore:
     pytest.importorskip("redis", reason="redis-py not installed: pip install -e '.[dev]'")
-    from agentsession.stores.redis_store import RedisStore
+    from agentsession.stores.redis.store import RedisStore
 
     return RedisStore(redis_url)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql.store import SQLStore
 
 
 @contextmanager

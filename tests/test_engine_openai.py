@@ -18,7 +18,7 @@ from agentsession.engine import (
     ProjectTools,
 )
 from agentsession.engine.model import parse_completion
-from agentsession.stores.memory import MemoryStore
+from agentsession.stores.inmemory import MemoryStore
 
 USER = "alice"
 

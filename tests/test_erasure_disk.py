@@ -23,9 +23,9 @@ import sqlalchemy as sa
 
 import servers
 from agentsession import SessionManager
-from agentsession.stores.redis_store import RedisStore
-from agentsession.stores.schema import metadata
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.redis.store import RedisStore
+from agentsession.stores.sql.schema import metadata
+from agentsession.stores.sql.store import SQLStore
 from canaries import USER_DOCUMENT, Canaries, write_canaries
 
 

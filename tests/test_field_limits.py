@@ -9,8 +9,8 @@ import sqlalchemy as sa
 
 from agentsession import fieldlimits as fl
 from agentsession.http import schemas
-from agentsession.stores.schema import metadata
-from agentsession.stores.sqltypes import PlainText
+from agentsession.stores.sql.columns import PlainText
+from agentsession.stores.sql.schema import metadata
 
 # (table, column) -> the longest value it must hold, in characters. Columns of
 # generated ids hold ID_CHARS; the rest are fixed vocabularies of the library.

@@ -26,8 +26,8 @@ import sqlalchemy as sa
 
 from agentsession import SessionManager
 from agentsession.errors import StoreBusy, StoreError, VersionConflict
-from agentsession.stores import groupcommit
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql import groupcommit
+from agentsession.stores.sql.store import SQLStore
 from service import EXE, running_service
 
 WRITERS = 8

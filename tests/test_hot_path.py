@@ -21,9 +21,9 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from agentsession import ids
-from agentsession.stores.sql import SQLStore
-from agentsession.stores.sqlexec import CompiledStatement, observed
-from agentsession.stores.sqltypes import JSONText, PlainText, UTCDateTime
+from agentsession.stores.sql.columns import JSONText, PlainText, UTCDateTime
+from agentsession.stores.sql.execute import CompiledStatement, observed
+from agentsession.stores.sql.store import SQLStore
 
 SQLITE = sqlite.dialect()
 IST = timezone(timedelta(hours=5, minutes=30))

@@ -13,9 +13,9 @@ import sqlalchemy as sa
 
 from agentsession import SessionManager
 from agentsession.errors import SessionNotFound
-from agentsession.stores import idlereaders
-from agentsession.stores.idlereaders import MAX_IDLE
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql import idlereaders
+from agentsession.stores.sql.idlereaders import MAX_IDLE
+from agentsession.stores.sql.store import SQLStore
 from sqlcapture import captured_sql
 
 

@@ -2,7 +2,9 @@
 
 The import graph holds the imports that run when a module is imported: module-level ones,
 including those under ``if``/``try``/``with`` and in class bodies, but not those inside
-functions (deferred on purpose) nor under ``if TYPE_CHECKING:`` (never run).
+functions (deferred) nor under ``if TYPE_CHECKING:`` (never run). Counting the deferred
+ones too, there is no cycle either: a function-level import may keep a heavy module from
+loading early, never hide two modules that need each other.
 """
 
 from __future__ import annotations
@@ -52,6 +54,24 @@ def _import_time_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.Impo
             yield from _import_time_imports(node.body)
 
 
+def _all_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement of ``body`` that can run: the import-time ones and those
+    inside functions, but none under ``if TYPE_CHECKING:``."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            yield from _all_imports(node.orelse)
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                block = getattr(node, field, None)
+                if isinstance(block, list):
+                    yield from _all_imports([n for n in block if isinstance(n, ast.stmt)])
+                    for inner in block:  # except handlers and match cases hold statements
+                        if isinstance(inner, ast.ExceptHandler | ast.match_case):
+                            yield from _all_imports(inner.body)
+
+
 def _targets(
     node: ast.Import | ast.ImportFrom, module: str, is_package: bool, known: set[str]
 ) -> Iterator[str]:
@@ -73,13 +93,15 @@ def _targets(
             yield source
 
 
-def import_graph(root: Path, package: str) -> Graph:
+def import_graph(root: Path, package: str, *, deferred: bool = False) -> Graph:
     """Module -> the modules of the same package it imports at import time.
 
     Args:
         root: the import root (the directory holding the package).
         package: the top-level package name, e.g. ``agentsession``.
+        deferred: count the imports inside functions too.
     """
+    imports = _all_imports if deferred else _import_time_imports
     files = {module_name(p, root): p for p in (root / package).rglob("*.py")}
     known = set(files)
     graph: Graph = {}
@@ -88,7 +110,7 @@ def import_graph(root: Path, package: str) -> Graph:
         is_package = path.name == "__init__.py"
         graph[module] = {
             target
-            for node in _import_time_imports(tree.body)
+            for node in imports(tree.body)
             for target in _targets(node, module, is_package, known)
         }
     return graph
@@ -125,6 +147,44 @@ def test_no_import_cycle() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
+def test_no_cycle_counting_deferred_imports() -> None:
+    """No module of agentsession reaches itself again, counting the imports made inside
+    functions too: in the service layer each use case imports the state changes it
+    shares with others (``service.changes``), never another use case that would import
+    it back; the store registry loads a store's module when asked, and nothing the store
+    imports needs the registry."""
+    graph = import_graph(SRC, "agentsession", deferred=True)
+    assert "agentsession.service.changes.leases" in graph["agentsession.service.core"]
+    assert "agentsession.stores.sql.store" in graph["agentsession.stores.registry"]
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle (deferred imports counted): " + " -> ".join(cycle or [])
+
+
+def reached(graph: Graph, start: str) -> set[str]:
+    """The modules ``start`` imports, straight or through others (``start`` left out)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    seen.discard(start)
+    return seen
+
+
+def test_client_stands_below_http_and_service() -> None:
+    """The HTTP client needs the wire contract (``agentsession.protocol``), the models
+    and the errors, never the service it talks to nor the server's modules: counting
+    deferred imports, nothing it reaches is under ``agentsession.http`` or
+    ``agentsession.service``."""
+    graph = import_graph(SRC, "agentsession", deferred=True)
+    below = reached(graph, "agentsession.client")
+    assert "agentsession.protocol" in below
+    above = sorted(m for m in below if m.split(".")[1] in ("http", "service"))
+    assert not above, "the client reaches " + ", ".join(above)
+
+
 def _write(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         path = root / name
@@ -157,6 +217,30 @@ def test_import_graph_sees_cycles_and_skips_deferred_imports(tmp_path: Path) -> 
     assert find_cycle(graph) is None
     _write(tmp_path, {"pkg/sub/c.py": "try:\n    import pkg.a\nexcept ImportError:\n    pass\n"})
     assert find_cycle(import_graph(tmp_path, "pkg")) == ["pkg.a", "pkg.b", "pkg.sub.c", "pkg.a"]
+
+
+def test_import_graph_counts_deferred_imports_when_asked(tmp_path: Path) -> None:
+    """With ``deferred=True`` an import inside a function (or a method, or a block in
+    one) is an arrow; one under ``if TYPE_CHECKING:`` still is not."""
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from . import b\n",
+            "pkg/b.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from . import c\n"
+                "class B:\n    def f(self):\n        try:\n            from . import a\n"
+                "        except ImportError:\n            pass\n"
+            ),
+            "pkg/c.py": "",
+        },
+    )
+    assert find_cycle(import_graph(tmp_path, "pkg")) is None
+    graph = import_graph(tmp_path, "pkg", deferred=True)
+    assert graph["pkg.b"] == {"pkg.a"}
+    assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.a"]
+    assert reached(graph, "pkg.a") == {"pkg.b"}
 
 
 def _oversized(path: Path) -> Iterator[str]:

@@ -25,11 +25,11 @@ from agentsession import RecordWrite, SessionManager
 from agentsession.errors import SchemaOutOfDate, SessionExists
 from agentsession.ids import new_id
 from agentsession.models import AuditEvent, Message, Session
-from agentsession.stores.migrate import current_revision, head_revision, upgrade
-from agentsession.stores.schema import metadata
-from agentsession.stores.sql import SQLStore
-from agentsession.stores.sqldialect import create_store_engine, migration_lock, parse_url
-from agentsession.stores.sqltypes import UTCDateTime
+from agentsession.stores.sql.columns import UTCDateTime
+from agentsession.stores.sql.dialect import create_store_engine, migration_lock, parse_url
+from agentsession.stores.sql.migrate import current_revision, head_revision, upgrade
+from agentsession.stores.sql.schema import metadata
+from agentsession.stores.sql.store import SQLStore
 
 SPAWN = multiprocessing.get_context("spawn")
 

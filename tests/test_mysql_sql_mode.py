@@ -16,7 +16,7 @@ from agentsession import SessionManager
 from agentsession.errors import StoreError
 from agentsession.fieldlimits import IDEMPOTENCY_KEY_CHARS
 from agentsession.stores.base import IdempotencyRecord
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql.store import SQLStore
 
 pytestmark = pytest.mark.skipif(
     not servers.server_stores_enabled(),

@@ -14,7 +14,7 @@ import pytest
 from agentsession import SessionManager
 from agentsession.errors import StoreError
 from agentsession.http.keys import FileKeyStore
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql.store import SQLStore
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 import servers
 from agentsession.jsonvalues import canonical_hash
 from agentsession.models import Session, SessionStatus, ToolCall, WorkingMemory
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql.store import SQLStore
 from sqlcapture import captured_sql
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

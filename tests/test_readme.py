@@ -190,7 +190,7 @@ def test_every_link_reaches_its_page_and_heading() -> None:
 def test_the_command_line_examples_say_what_the_commands_do() -> None:
     """``db upgrade``'s comment names the head revision (what the command prints), and
     the ADK import's source is not the store file the examples use."""
-    from agentsession.stores.migrate import head_revision
+    from agentsession.stores.sql.migrate import head_revision
 
     text = "\n".join(_text(page) for page in PAGES)
     revisions = re.findall(r"schema at revision (\S+)", text)

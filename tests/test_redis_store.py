@@ -25,18 +25,14 @@ from agentsession import Policy, SessionManager
 from agentsession.errors import SessionNotFound, StoreError, StoreUnavailable, ValidationError
 from agentsession.models import SessionStatus
 from agentsession.stores.base import StoreConflict
-from agentsession.stores.redis_index import key_index
+from agentsession.stores.redis.index import key_index
 from agentsession.stores.registry import open_store
 from frozen_clock import FrozenClock
 from servers import Server, redis_command
 
 redis = pytest.importorskip("redis", reason="redis-py not installed: pip install -e '.[dev]'")
-from agentsession.stores.redis_store import (  # noqa: E402
-    _LOCK_TTL_MS,
-    _LOCK_WAIT_S,
-    RedisStore,
-    _masked,
-)
+from agentsession.stores.redis.locks import LOCK_TTL_MS, LOCK_WAIT_S  # noqa: E402
+from agentsession.stores.redis.store import RedisStore, _masked  # noqa: E402
 
 USER = "alice"
 
@@ -206,10 +202,10 @@ def test_a_dead_writers_lock_expires(redis_store: RedisStore) -> None:
     at most its expiry; it does not block the session."""
     m = SessionManager(redis_store)
     sid = m.create_session(user_id=USER).session_id
-    redis_store.client.set(f"as:{{{sid}}}:lock", "dead-writer", px=_LOCK_TTL_MS)
+    redis_store.client.set(f"as:{{{sid}}}:lock", "dead-writer", px=LOCK_TTL_MS)
     started = time.monotonic()
     m.append_message(session_id=sid, user_id=USER, message={"role": "user", "content": "x"})
-    assert _LOCK_TTL_MS / 1000 * 0.8 <= time.monotonic() - started < _LOCK_WAIT_S
+    assert LOCK_TTL_MS / 1000 * 0.8 <= time.monotonic() - started < LOCK_WAIT_S
     assert m.get_session(session_id=sid, user_id=USER).message_count == 1
 
 
@@ -286,7 +282,7 @@ def test_not_durable_server_is_refused_or_warned(
         with pytest.raises(StoreError, match="appendfsync everysec") as info:
             RedisStore(redis_url)
         assert info.value.context["appendfsync"] == "everysec"
-        with caplog.at_level(logging.WARNING, logger="agentsession.stores.redis_store"):
+        with caplog.at_level(logging.WARNING, logger="agentsession.stores.redis.store"):
             RedisStore(redis_url, require_durable=False).close()
         assert "appendfsync everysec" in caplog.text
     finally:
@@ -299,7 +295,7 @@ def test_config_disabled_warns(
 ) -> None:
     """A server that refuses CONFIG (managed Redis) is used, with a warning."""
     _, port = plain_redis
-    with caplog.at_level(logging.WARNING, logger="agentsession.stores.redis_store"):
+    with caplog.at_level(logging.WARNING, logger="agentsession.stores.redis.store"):
         store = RedisStore(f"redis://127.0.0.1:{port}/0")
     store.close()
     assert "cannot read the persistence settings" in caplog.text

@@ -21,8 +21,8 @@ import servers
 from agentsession import PayloadTooLarge, SessionManager
 from agentsession.errors import StoreError
 from agentsession.jsonvalues import dumps
-from agentsession.stores.migrate import upgrade
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql.migrate import upgrade
+from agentsession.stores.sql.store import SQLStore
 
 MiB = 1024 * 1024
 USER = "alice"

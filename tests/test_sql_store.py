@@ -18,10 +18,10 @@ import sqlalchemy as sa
 from agentsession.errors import StoreError, ValidationError
 from agentsession.models import AuditEvent, Message, Run, RunStep, Session, ToolCall, WorkingMemory
 from agentsession.stores.base import IdempotencyRecord, StoreConflict
-from agentsession.stores.memory import MemoryStore
+from agentsession.stores.inmemory import MemoryStore
 from agentsession.stores.registry import open_store
-from agentsession.stores.sql import SQLStore
-from agentsession.stores.sqldialect import masked_url, parse_url
+from agentsession.stores.sql.dialect import masked_url, parse_url
+from agentsession.stores.sql.store import SQLStore
 from sqlcapture import captured_sql
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

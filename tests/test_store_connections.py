@@ -30,7 +30,7 @@ from agentsession.client import AsyncSessionClient, SessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.settings import Settings
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql.store import SQLStore
 from inprocess import InProcess
 
 #: The server-side idle timeout the tests set (seconds), and how long they stay idle.
@@ -336,7 +336,7 @@ def test_disk_full_and_refused_connections_are_store_unavailable(error: Exceptio
     """Each store's disk-full and connection errors translate to StoreUnavailable (the
     server stores' disk-full codes are checked here, as a full disk cannot be made on
     the shared test servers); a COMMIT's one says its outcome is unknown."""
-    from agentsession.stores.sqldialect import translate_error
+    from agentsession.stores.sql.dialect import translate_error
 
     assert type(translate_error(error)) is StoreUnavailable
     assert "outcome is unknown" in str(translate_error(error, committing=True))
@@ -346,7 +346,7 @@ def test_other_driver_errors_stay_store_error() -> None:
     """What is neither busy, a conflict nor unavailable stays a plain StoreError."""
     import pymysql
 
-    from agentsession.stores.sqldialect import translate_error
+    from agentsession.stores.sql.dialect import translate_error
 
     other = sa.exc.OperationalError("COMMIT", None, Exception("disk I/O error"))
     assert type(translate_error(other)) is StoreError

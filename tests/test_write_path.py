@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from agentsession import SessionManager, jsonvalues
-from agentsession.stores import sql, sqltypes
 from agentsession.stores.base import SessionStore, StoreTransaction
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql import columns
+from agentsession.stores.sql import store as sql_store
+from agentsession.stores.sql.store import SQLStore
 from sqlcapture import captured_sql
 
 
@@ -73,14 +74,14 @@ def test_a_changed_external_key_moves_its_lookup(tmp_path: Path) -> None:
 
 def test_one_datetime_is_formatted_once(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[datetime] = []
-    real = sqltypes._utc
+    real = columns._utc
 
     def counted(value: datetime) -> datetime:
         calls.append(value)
         return real(value)
 
-    monkeypatch.setattr(sqltypes, "_utc", counted)
-    bind = sqltypes._sqlite_datetime_bind
+    monkeypatch.setattr(columns, "_utc", counted)
+    bind = columns._sqlite_datetime_bind
     now = datetime(2026, 1, 1, 12, 0, 0, 5, tzinfo=UTC)
     later = now + timedelta(microseconds=1)
     assert bind(now) == bind(now) == "2026-01-01T12:00:00.000005+00:00"
@@ -107,7 +108,7 @@ def test_an_appended_payload_is_encoded_once(
             encoded.append(value)
             return real(value)
 
-        for module in (jsonvalues, sqltypes, sql):
+        for module in (jsonvalues, columns, sql_store):
             monkeypatch.setattr(module, "dumps", counted)
         message = {"content": "hé\x00", "role": "user", "extra": [1, 2.5]}
         with captured_sql(store) as seen:

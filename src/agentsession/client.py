@@ -69,7 +69,6 @@ from .clientcore import (
 )
 from .clientgen import PlainRequests
 from .errors import AgentSessionError, RecordNotFound, ValidationError, VersionConflict
-from .http.protocol import format_document_etag
 from .models import (
     Context,
     Message,
@@ -83,6 +82,9 @@ from .models import (
     Summary,
     ToolCall,
     WorkingMemory,
+)
+from .protocol import (
+    format_document_etag,
 )
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
@@ -661,7 +663,7 @@ class SessionClient:
         transport: an httpx transport (tests: ``httpx.ASGITransport`` or a fault injector).
 
     Raises (from every method): the typed errors of :mod:`agentsession.errors`, plus
-    :class:`~agentsession.http.protocol.Unauthenticated` (401) and
+    :class:`~agentsession.protocol.Unauthenticated` (401) and
     ``httpx.TransportError`` once retries are used up.
     """
 

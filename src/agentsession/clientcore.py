@@ -18,9 +18,9 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from .http.protocol import PROBLEM_CONTENT_TYPE, ServerError, error_from_problem, format_etag
 from .models import Page, Scope
-from .service import UNSET
+from .protocol import PROBLEM_CONTENT_TYPE, ServerError, error_from_problem, format_etag
+from .unset import UNSET
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

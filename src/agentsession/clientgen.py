@@ -48,7 +48,7 @@ from .models import (
     TruncateResult,
     WorkingMemory,
 )
-from .service import UNSET
+from .unset import UNSET
 
 __all__ = ["PlainRequests"]
 

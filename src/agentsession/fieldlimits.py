@@ -2,7 +2,7 @@
 
 Validation refuses a longer value before anything is written (``ValidationError``; the
 HTTP request models state the same bounds), and every SQL column holding one of these
-fields is at least this wide (:mod:`agentsession.stores.schema`), so a value validation
+fields is at least this wide (:mod:`agentsession.stores.sql.schema`), so a value validation
 accepts is stored whole on every store, never cut short and never a database error.
 ``tests/test_field_limits.py`` checks each field against its columns. Memory and Redis
 have no widths; SQLite ignores them.
@@ -45,7 +45,7 @@ EXTERNAL_KEY_CHARS: Final = 256
 STEP_KIND_CHARS: Final = NAME_CHARS
 STEP_STATUS_CHARS: Final = NAME_CHARS
 #: A run step's ``name`` (any text). PostgreSQL stores it escaped (``\\`` and NUL take
-#: two characters, :class:`~agentsession.stores.sqltypes.PlainText`), so its column is
+#: two characters, :class:`~agentsession.stores.sql.columns.PlainText`), so its column is
 #: at least twice as wide.
 STEP_NAME_CHARS: Final = 120
 #: Idempotency keys: printable ASCII.

@@ -26,7 +26,7 @@ import pytest
 
 from agentsession import SessionManager
 from agentsession.adapters.openai_agents import AgentSessionSession
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql.store import SQLStore
 
 _WORKDIR = Path(tempfile.mkdtemp(prefix="agentsession-upstream-"))
 _TEMPLATE = _WORKDIR / "template.db"

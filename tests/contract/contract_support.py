@@ -22,10 +22,10 @@ import sqlalchemy as sa
 from agentsession import Message, Page, RecordWrite, Session, SessionManager
 from agentsession.ids import new_id
 from agentsession.stores.base import ScrubReport, SessionStore, StoreTransaction
-from agentsession.stores.memory import MemoryStore
-from agentsession.stores.redis_memory import memory_keys
-from agentsession.stores.schema import memory_history
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.redis.memory import memory_keys
+from agentsession.stores.sql.schema import memory_history
+from agentsession.stores.sql.store import SQLStore
 
 #: Public methods of SessionManager (what callers may use).
 PUBLIC_METHODS = sorted(

@@ -31,7 +31,7 @@ from agentsession import (
 )
 from agentsession.ids import ID_PATTERN
 from agentsession.stores.base import SessionStore
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql.store import SQLStore
 
 
 def _kw(sid: str, user_id: str = USER) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from agentsession import (
 )
 from agentsession.service import Limits
 from agentsession.stores.base import SessionStore
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql.store import SQLStore
 
 #: Keys whose code-point order differs from a case-folding, locale or UTF-16 order, and
 #: two that only a trailing space tells apart (MariaDB PAD SPACE collations would

@@ -21,7 +21,7 @@ from agentsession import (
     ValidationError,
 )
 from agentsession.models import RunStatus
-from agentsession.service.interrupted import SYNTHETIC
+from agentsession.service.changes.interrupted import SYNTHETIC
 from agentsession.service.transitions import LEASE_LAPSED
 from frozen_clock import FrozenClock
 

@@ -13,9 +13,9 @@ from agentsession import SessionManager, VersionConflict
 from agentsession.client import AsyncSessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
-from agentsession.http.protocol import ServerError
+from agentsession.protocol import ServerError
 from agentsession.settings import Settings
-from agentsession.stores.memory import MemoryStore
+from agentsession.stores.inmemory import MemoryStore
 
 
 class FlakyASGI(httpx.AsyncBaseTransport):

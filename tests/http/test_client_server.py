@@ -28,10 +28,10 @@ from agentsession import (
 from agentsession.client import AsyncSessionClient, SessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import FileKeyStore, MemoryKeyStore
-from agentsession.http.protocol import ServerError, Unauthenticated
 from agentsession.ids import new_id
+from agentsession.protocol import ServerError, Unauthenticated
 from agentsession.settings import Settings
-from agentsession.stores.memory import MemoryStore
+from agentsession.stores.inmemory import MemoryStore
 from service import free_port
 
 

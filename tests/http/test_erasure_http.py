@@ -18,7 +18,7 @@ from agentsession import SessionManager
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.settings import Settings
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql.store import SQLStore
 from canaries import write_canaries
 
 

@@ -17,9 +17,9 @@ from agentsession import SessionExists, SessionManager, SessionNotFound
 from agentsession.client import AsyncSessionClient, SessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
-from agentsession.http.protocol import RequestInvalid
+from agentsession.protocol import RequestInvalid
 from agentsession.settings import Settings
-from agentsession.stores.memory import MemoryStore
+from agentsession.stores.inmemory import MemoryStore
 from inprocess import InProcess
 
 pytestmark = pytest.mark.store_independent

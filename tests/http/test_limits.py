@@ -19,9 +19,9 @@ from http_support import assert_problem, call_asgi
 from agentsession import SessionManager
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
-from agentsession.http.protocol import TooManyRequests, error_from_problem
+from agentsession.protocol import TooManyRequests, error_from_problem
 from agentsession.settings import Settings
-from agentsession.stores.memory import MemoryStore
+from agentsession.stores.inmemory import MemoryStore
 
 pytestmark = pytest.mark.store_independent
 

@@ -18,9 +18,9 @@ from agentsession import AsyncSessionManager, PatchConflict, SessionManager, Val
 from agentsession.client import AsyncSessionClient, SessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
-from agentsession.http.protocol import format_etag
+from agentsession.protocol import format_etag
 from agentsession.settings import Settings
-from agentsession.stores.memory import MemoryStore
+from agentsession.stores.inmemory import MemoryStore
 from inprocess import InProcess
 
 pytestmark = pytest.mark.store_independent

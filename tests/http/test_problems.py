@@ -10,7 +10,7 @@ import pytest
 
 from agentsession import errors
 from agentsession.http.problems import PROBLEMS, problem_body, too_large
-from agentsession.http.protocol import (
+from agentsession.protocol import (
     PROBLEM_BASE,
     PreconditionRequired,
     RequestInvalid,

@@ -1,6 +1,6 @@
 """``agentsession db upgrade|current``: database schema migrations.
 
-The store is reached only through :mod:`agentsession.stores.migrate`, which also
+The store is reached only through :mod:`agentsession.stores.revisions`, which also
 handles the stores without a schema (``memory://``, ``redis://``).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from ..stores import migrate
+from ..stores import revisions
 from .common import JsonOpt, UrlOpt, cli_errors, new_app, require_database, resolve_options, show
 
 __all__ = ["db_app"]
@@ -28,7 +28,7 @@ def db_upgrade(ctx: typer.Context, url: UrlOpt = None, as_json: JsonOpt = False)
     fits every store. This is the command that creates a missing SQLite file.
     """
     opts = resolve_options(ctx, url, None, False, as_json)
-    schema = migrate.upgrade_store(opts.url)
+    schema = revisions.upgrade_store(opts.url)
     text = f"schema at revision {schema.current}" if schema.has_schema else NO_SCHEMA
     show(opts, {"url": schema.url, "revision": schema.current}, text)
 
@@ -39,7 +39,7 @@ def db_current(ctx: typer.Context, url: UrlOpt = None, as_json: JsonOpt = False)
     """Show the database's schema revision and the one this code expects."""
     opts = resolve_options(ctx, url, None, False, as_json)
     require_database(opts.url)
-    schema = migrate.inspect_store(opts.url)
+    schema = revisions.inspect_store(opts.url)
     data = {"current": schema.current, "head": schema.head, "up_to_date": schema.up_to_date}
     text = (
         f"current {schema.current or '(none)'}, head {schema.head}"

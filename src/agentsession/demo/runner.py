@@ -43,8 +43,8 @@ from ..engine import (
     ToolError,
 )
 from ..errors import AgentSessionError
-from ..http.protocol import Unauthenticated
 from ..models import RunStatus
+from ..protocol import Unauthenticated
 from ..service import SessionManager
 from ..service.contextbuild import render_memory
 from .workspace import DemoError, Workspace, prepare_workspace, use_project

@@ -29,8 +29,8 @@ from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from ..ids import is_id
+from ..protocol import TooManyRequests
 from ..settings import Settings
-from .protocol import TooManyRequests
 
 __all__ = ["AuthFailureLimiter", "key_id_of"]
 

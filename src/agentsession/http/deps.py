@@ -24,12 +24,12 @@ from ..fieldlimits import IDEMPOTENCY_KEY_CHARS
 from ..ids import is_id
 from ..models import Message, Page, RestoredSession, Session
 from ..principal import Principal
+from ..protocol import PreconditionRequired, Unauthenticated, format_etag, parse_if_match
 from ..service import AsyncSessionManager, WriteReport, write_report
 from ..service.validation import check_key
 from ..settings import Settings
 from .authlimit import AuthFailureLimiter, key_id_of
 from .keys import KeyStore
-from .protocol import PreconditionRequired, Unauthenticated, format_etag, parse_if_match
 from .schemas import IDEMPOTENCY_KEY, id_pattern
 
 __all__ = [

@@ -33,6 +33,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..protocol import PROBLEM_BASE
 from ..settings import Settings
 from .middleware import send_problem
 from .problems import (
@@ -43,7 +44,6 @@ from .problems import (
     plain_body,
     too_large,
 )
-from .protocol import PROBLEM_BASE
 
 __all__ = ["GuardMiddleware", "HeaderLimits"]
 

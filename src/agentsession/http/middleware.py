@@ -20,10 +20,10 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..fieldlimits import REQUEST_ID_CHARS
+from ..protocol import PROBLEM_CONTENT_TYPE
 from ..service import request_id_context
 from .logs import log_access, log_failure, method_of, route_of
 from .problems import internal_error_body
-from .protocol import PROBLEM_CONTENT_TYPE
 
 __all__ = [
     "EdgeMiddleware",

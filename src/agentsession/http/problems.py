@@ -55,8 +55,7 @@ from ..errors import (
     ValidationError,
     VersionConflict,
 )
-from .logs import log_failure
-from .protocol import (
+from ..protocol import (
     PROBLEM_BASE,
     PROBLEM_CONTENT_TYPE,
     MalformedJson,
@@ -68,6 +67,7 @@ from .protocol import (
     UnsupportedMediaType,
     problem_fields,
 )
+from .logs import log_failure
 
 __all__ = [
     "ERRORS",

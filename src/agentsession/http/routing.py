@@ -24,7 +24,7 @@ from starlette.routing import Match
 from starlette.types import Scope
 
 from ..operations import operation_ids
-from .protocol import UnsupportedMediaType
+from ..protocol import UnsupportedMediaType
 from .strictjson import check_media_type, read_json
 
 __all__ = ["StrictJsonRequest", "StrictRoute", "allowed_methods", "operation_id"]

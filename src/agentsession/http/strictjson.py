@@ -25,7 +25,7 @@ import json
 from typing import Any
 
 from ..jsonvalues import MAX_DEPTH, text_depth
-from .protocol import MalformedJson, UnsupportedMediaType
+from ..protocol import MalformedJson, UnsupportedMediaType
 
 __all__ = ["MAX_REQUEST_DEPTH", "check_media_type", "read_json"]
 

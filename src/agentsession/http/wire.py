@@ -30,10 +30,10 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from ..protocol import PROBLEM_CONTENT_TYPE
 from ..settings import Settings
 from .guards import HeaderLimits
 from .problems import plain_body
-from .protocol import PROBLEM_CONTENT_TYPE
 
 __all__ = ["LINGER_SECONDS", "PROTOCOL", "ProblemHttpProtocol"]
 

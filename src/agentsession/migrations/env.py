@@ -1,4 +1,4 @@
-"""Alembic environment of agentsession, run only through :mod:`agentsession.stores.migrate`.
+"""Alembic environment of agentsession, run only through :mod:`agentsession.stores.sql.migrate`.
 
 The caller hands over a connection that already holds the migration lock and an open
 transaction (``config.attributes["connection"]``); Alembic runs inside that transaction,
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from alembic import context
 
-from agentsession.stores.schema import metadata
+from agentsession.stores.sql.schema import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:
     raise RuntimeError(
         "agentsession migrations run through `agentsession db upgrade` or "
-        "agentsession.stores.migrate.upgrade(url), not the alembic command line"
+        "agentsession.stores.sql.migrate.upgrade(url), not the alembic command line"
     )
 
 context.configure(connection=connection, target_metadata=metadata)

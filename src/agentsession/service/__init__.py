@@ -7,14 +7,12 @@ The layers are drawn in docs/architecture.md.
 
 from .aio import AsyncSessionManager
 from .context import WriteReport, request_id_context, write_report
-from .core import UNSET
 from .erasure import Erasure
 from .lifecycle import SweepResult
 from .manager import SessionManager
 from .policy import Limits, Policy
 
 __all__ = [
-    "UNSET",
     "AsyncSessionManager",
     "Erasure",
     "Limits",

@@ -16,19 +16,10 @@ from .reads import ReadPath
 from .uow import UnitOfWork, utcnow
 from .validation import check_limit
 
-__all__ = ["MIN_TOMBSTONE_KEY_BYTES", "UNSET", "ServiceCore"]
+__all__ = ["MIN_TOMBSTONE_KEY_BYTES", "ServiceCore"]
 
 #: The shortest ``Policy.tombstone_key`` accepted.
 MIN_TOMBSTONE_KEY_BYTES = 16
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-#: Marks an optional argument the caller did not pass (distinct from an explicit None).
-UNSET: Any = _Unset()
 
 
 class ServiceCore:
@@ -65,7 +56,7 @@ class ServiceCore:
         self._tombstone_key = key if key is not None else secrets.token_bytes(32)
         self._uow = UnitOfWork(store, clock or utcnow, self.policy)
         # Imported here: leases -> interrupted -> messages import this module.
-        from .leases import lapse_change
+        from .changes.leases import lapse_change
 
         self._pipeline = WritePipeline(self._uow, self.policy, lapse=lapse_change)
         self._reads = ReadPath(self._uow, self._pipeline)

@@ -18,7 +18,8 @@ from ..ids import new_id
 from ..models import Session, WorkingMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
-from .core import UNSET, ServiceCore
+from ..unset import UNSET
+from .core import ServiceCore
 from .pipeline import request_parts
 from .reads import memory_as_of
 from .transitions import expires_at, next_version

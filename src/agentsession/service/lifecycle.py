@@ -16,8 +16,8 @@ from ..errors import IllegalTransition, StoreError
 from ..models import RestoredSession, RunStatus, Session, SessionStatus
 from ..principal import Principal
 from ..stores.base import StoreTransaction
+from .changes.interrupted import answer_interrupted_calls
 from .core import ServiceCore
-from .interrupted import answer_interrupted_calls
 from .messages import message_page
 from .paging import Listing, Position, read_gapless
 from .pipeline import SESSION, Change, WriteRequest, expiry_change

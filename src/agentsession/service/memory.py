@@ -15,17 +15,15 @@ from ..errors import ValidationError, VersionConflict
 from ..models import Session, WorkingMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
+from .changes.memory import apply_memory
+from .changes.shared import apply_shared_ops, check_shared_ops
 from .core import ServiceCore
-from .mergepatch import merge_patch
-from .patchops import apply_ops, check_ops
+from .patchops import check_ops
 from .pipeline import Change, WriteRequest, request_parts
-from .policy import Limits
 from .reads import memory_as_of, memory_of
-from .shared import apply_shared_ops, check_shared_ops
-from .transitions import next_version
 from .validation import check_cursor_seq, check_memory, check_patch
 
-__all__ = ["MemoryUseCases", "apply_memory"]
+__all__ = ["MemoryUseCases"]
 
 _MEMORY: TypeAdapter[WorkingMemory] = TypeAdapter(WorkingMemory)
 
@@ -180,42 +178,3 @@ class MemoryUseCases(ServiceCore):
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def apply_memory(
-    tx: StoreTransaction,
-    s: Session,
-    now: datetime,
-    limits: Limits,
-    *,
-    data: dict[str, Any] | None = None,
-    patch: dict[str, Any] | None = None,
-    ops: list[dict[str, Any]] | None = None,
-    ops_field: str = "ops",
-    at_seq: int,
-) -> WorkingMemory:
-    """Write the working memory (``data``, or the current one merge-patched with
-    ``patch`` or changed by the checked JSON Patch ``ops``) at the version ``s`` (the
-    session before this change) will have once the change is stored; the write
-    pipeline sets ``session_version`` on the answer. ``ops_field`` names the ops'
-    argument in errors. ``at_seq`` is the session's ``message_count`` once the change
-    is stored (an append's last seq): the history row's position
-    (docs/architecture.md, "Working-memory history").
-
-    Raises:
-        PatchConflict: an op does not apply to the current document.
-        PayloadTooLarge, ValidationError: the new document breaks ``limits``.
-    """
-    if patch is not None or ops is not None:
-        current = tx.get_working_memory(s.session_id)
-        base = current.data if current else {}
-        if patch is not None:
-            new = merge_patch(base, patch)
-        else:
-            new = apply_ops(
-                base, ops or [], field=ops_field, limit_bytes=limits.max_working_memory_bytes
-            )
-        data = check_memory(new, limits)
-    memory = WorkingMemory(
-        session_id=s.session_id, version=next_version(s), updated_at=now, data=data or {}
-    )
-    tx.put_working_memory(memory, at_seq=at_seq)
-    return memory

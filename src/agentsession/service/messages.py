@@ -10,22 +10,21 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ..errors import ValidationError
-from ..ids import new_id
 from ..models import Message, Page, Session
 from ..principal import Principal
 from ..stores.base import SessionHead, StoreTransaction
+from .changes.messages import insert_messages
+from .changes.removal import removal_change
+from .changes.statechange import StateChange
 from .core import ServiceCore
 from .paging import Listing, Position
 from .pipeline import Change, WriteRequest
-from .removal import removal_change
-from .statechange import StateChange
 from .transitions import running_run
 from .validation import check_cursor_seq, check_message
 from .window import align_window
 
-__all__ = ["MessageUseCases", "insert_messages", "message_page"]
+__all__ = ["MessageUseCases", "message_page"]
 
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
@@ -392,28 +391,3 @@ def _check_runs(tx: StoreTransaction, s: Session, payloads: list[dict[str, Any]]
         running_run(tx, s, run_id)
 
 
-def insert_messages(
-    tx: StoreTransaction,
-    s: Session,
-    now: datetime,
-    payloads: list[dict[str, Any]],
-    texts: list[str] | None = None,
-) -> list[Message]:
-    """Insert checked payloads (their ``run_id`` runs of ``s``) as the next seqs of
-    ``s``, created ``now``; return the stored messages. ``texts``: the payloads' JSON
-    as checked, so no store encodes them again. The caller counts the messages into
-    the session's ``message_count``."""
-    stored = [
-        _MESSAGE.validate_python(
-            {
-                **payload,
-                "message_id": new_id("msg"),
-                "session_id": s.session_id,
-                "seq": s.message_count + 1 + i,
-                "created_at": now,
-            }
-        )
-        for i, payload in enumerate(payloads)
-    ]
-    tx.insert_messages(stored, payloads=texts)
-    return stored

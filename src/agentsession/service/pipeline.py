@@ -106,7 +106,7 @@ class Unchanged:
 ChangeFn = Callable[[StoreTransaction, Session, datetime], Change | Session | Unchanged]
 
 #: ``lapse(tx, session, now)``: the change that interrupts the run of a session whose
-#: lease lapsed (:func:`agentsession.service.leases.lapse_change`).
+#: lease lapsed (:func:`agentsession.service.changes.leases.lapse_change`).
 LapseFn = Callable[[StoreTransaction, Session, datetime], Change]
 
 

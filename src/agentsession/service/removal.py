@@ -11,7 +11,6 @@ records and on the store's disk until their retention or a scrub.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from pydantic import TypeAdapter
 
@@ -19,11 +18,12 @@ from ..errors import StoreError, ValidationError
 from ..models import Message, Session, TruncateResult
 from ..principal import Principal
 from ..stores.base import StoreTransaction
+from .changes.removal import removal_change
 from .core import ServiceCore
 from .pipeline import Change, Unchanged, WriteRequest
 from .validation import check_cursor_seq
 
-__all__ = ["RemovalUseCases", "removal_change"]
+__all__ = ["RemovalUseCases"]
 
 _TRUNCATED: TypeAdapter[TruncateResult] = TypeAdapter(TruncateResult)
 _POPPED: TypeAdapter[Message | None] = TypeAdapter(Message | None)
@@ -139,27 +139,3 @@ class RemovalUseCases(ServiceCore):
         return self._pipeline.write(request).value
 
 
-def removal_change(
-    tx: StoreTransaction, s: Session, after_seq: int, action: str, result: Any
-) -> Change:
-    """Delete ``s``'s messages above ``after_seq`` (there is at least one) and the
-    summaries reaching past it, clamp the working-memory history to the new end (the
-    memory does not change, so its versions were in effect there), and describe the
-    change: the new count, and an audit event of counts and seqs, never content.
-
-    Raises:
-        StoreError: the store held another number of messages than the session counts.
-    """
-    removed = tx.delete_messages(s.session_id, after_seq=after_seq)
-    if removed != s.message_count - after_seq:
-        raise StoreError(
-            "the store's messages disagree with the session's message_count",
-            session_id=s.session_id,
-        )
-    summaries = tx.delete_summaries(s.session_id, after_seq=after_seq)
-    tx.rebase_memory_history(s.session_id, after_seq=after_seq)
-    details = {"count": removed, "first_seq": after_seq + 1, "last_seq": s.message_count}
-    if summaries:  # only then, so a session without summaries is audited as before
-        details["summaries_removed"] = summaries
-    new = s.model_copy(update={"message_count": after_seq})
-    return Change(new, action, details, result)

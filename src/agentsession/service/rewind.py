@@ -20,13 +20,13 @@ from ..errors import RewindNotFound, ValidationError
 from ..models import Message, Page, Rewind, RewindResult, Session
 from ..principal import Principal
 from ..stores.base import StoreTransaction
+from .changes.memory import apply_memory
+from .changes.removal import removal_change
 from .core import ServiceCore
-from .memory import apply_memory
 from .paging import Listing, read_forward
 from .pipeline import Change, Unchanged, WriteRequest
 from .policy import Limits
 from .reads import memory_as_of
-from .removal import removal_change
 from .validation import check_cursor_seq, check_within
 
 __all__ = ["RewindUseCases"]

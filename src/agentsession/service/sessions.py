@@ -8,12 +8,13 @@ from typing import Any
 
 from ..errors import Forbidden, SessionExists, SessionNotFound, StoreBusy
 from ..ids import check_id, check_name, new_id
-from ..models import Page, Session, SessionStatus, WorkingMemory
+from ..models import Page, Scope, Session, SessionStatus, WorkingMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
-from .core import UNSET, ServiceCore
+from ..unset import UNSET
+from .changes.shared import apply_shared_ops, check_shared_ops
+from .core import ServiceCore
 from .pipeline import SESSION, Change, WritePipeline, WriteRequest, request_parts
-from .shared import Scope, apply_shared_ops, check_shared_ops
 from .transitions import as_of, expires_at, next_version
 from .validation import (
     check_enum,

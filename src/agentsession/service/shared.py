@@ -19,26 +19,17 @@ from pydantic import TypeAdapter
 
 from ..errors import Forbidden, ValidationError, VersionConflict
 from ..ids import check_name, derived_id
-from ..jsonvalues import check_json
-from ..models import AuditEvent, Scope, Session, SharedMemory
+from ..models import AuditEvent, Scope, SharedMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
+from .changes.shared import SCOPES, check_document, current_document, write_document
 from .core import ServiceCore
 from .erasure import tombstone_id
-from .patchops import apply_ops, check_ops
-from .policy import Limits
+from .patchops import check_ops
 from .validation import check_expected_version
 
-__all__ = [
-    "SCOPES",
-    "Scope",
-    "SharedMemoryUseCases",
-    "apply_shared_ops",
-    "check_shared_ops",
-]
+__all__ = ["SharedMemoryUseCases"]
 
-#: The scopes, in the order a session write applies them.
-SCOPES: tuple[Scope, ...] = ("app", "user")
 
 _SHARED: TypeAdapter[SharedMemory] = TypeAdapter(SharedMemory)
 
@@ -119,14 +110,14 @@ class SharedMemoryUseCases(ServiceCore):
                 max_ops=limits.max_patch_ops,
             )
         else:
-            checked = _check_document(data, limits, field="data")
+            checked = check_document(data, limits, field="data")
 
         def change(tx: StoreTransaction, now: datetime) -> SharedMemory:
-            current = _current(tx, scope, agent, owner)
+            current = current_document(tx, scope, agent, owner)
             _check_version(current, expected_version)
             if isinstance(checked, list):
-                return _write(tx, current, now, limits, ops=checked, field="ops")
-            return _write(tx, current, now, limits, data=checked)
+                return write_document(tx, current, now, limits, ops=checked, field="ops")
+            return write_document(tx, current, now, limits, data=checked)
 
         return self._pipeline.write_sessionless(
             Principal(user_id, admin),
@@ -181,7 +172,7 @@ class SharedMemoryUseCases(ServiceCore):
         hashed_owner = "" if owner is None else tombstone_id(self._tombstone_key, owner)
 
         def body(tx: StoreTransaction) -> bool:
-            current = _current(tx, scope, agent, owner)
+            current = current_document(tx, scope, agent, owner)
             _check_version(current, expected_version)
             if current.version == 0:
                 return False
@@ -260,96 +251,3 @@ def _check_version(current: SharedMemory, expected_version: int | None) -> None:
         )
 
 
-def _check_document(data: Any, limits: Limits, *, field: str) -> dict[str, Any]:
-    """A whole shared document: a JSON object within the memory size limit."""
-    if not isinstance(data, Mapping):
-        raise ValidationError(f"{field} must be a JSON object", field=field)
-    document = dict(data)
-    check_json(document, field=field, limit_bytes=limits.max_working_memory_bytes)
-    return document
-
-
-def _current(tx: StoreTransaction, scope: Scope, agent: str, owner: str | None) -> SharedMemory:
-    doc = tx.get_shared_memory(agent, owner)
-    return doc if doc is not None else SharedMemory(scope=scope, agent=agent, user_id=owner)
-
-
-def _write(
-    tx: StoreTransaction,
-    current: SharedMemory,
-    now: datetime,
-    limits: Limits,
-    *,
-    data: dict[str, Any] | None = None,
-    ops: list[dict[str, Any]] | None = None,
-    field: str = "ops",
-) -> SharedMemory:
-    """Store ``data`` (or ``current`` changed by ``ops``) one version above ``current``,
-    compare-and-set against its version."""
-    if ops is not None:
-        data = _check_document(
-            apply_ops(current.data, ops, field=field, limit_bytes=limits.max_working_memory_bytes),
-            limits,
-            field=field,
-        )
-    doc = current.model_copy(
-        update={"version": current.version + 1, "updated_at": now, "data": data or {}}
-    )
-    tx.put_shared_memory(doc, expected_version=current.version)
-    return doc
-
-
-def check_shared_ops(
-    value: Any, limits: Limits, *, admin: bool, field: str = "shared_memory_ops"
-) -> dict[Scope, list[dict[str, Any]]]:
-    """``{"app": [...ops], "user": [...ops]}`` (either key may be left out) checked:
-    each list as :func:`~.patchops.check_ops`; the ``app`` key needs ``admin``.
-
-    Raises:
-        ValidationError: not an object, an unknown scope, malformed ops
-            (``field`` e.g. ``shared_memory_ops.user[1].path``). Forbidden: ``app``
-            without admin.
-    """
-    if not isinstance(value, Mapping):
-        raise ValidationError(f"{field} must be an object of op lists by scope", field=field)
-    unknown = sorted(str(k) for k in value if k not in SCOPES)
-    if unknown:
-        raise ValidationError(
-            f"{field} takes the scopes 'app' and 'user', not {unknown[0][:40]!r}", field=field
-        )
-    if "app" in value and not admin:
-        raise Forbidden("the app scope of shared memory is shared by every user: needs admin=True")
-    limit = limits.max_working_memory_bytes
-    return {
-        scope: check_ops(
-            value[scope], field=f"{field}.{scope}", limit_bytes=limit, max_ops=limits.max_patch_ops
-        )
-        for scope in SCOPES
-        if scope in value
-    }
-
-
-def apply_shared_ops(
-    tx: StoreTransaction,
-    s: Session,
-    now: datetime,
-    limits: Limits,
-    ops: Mapping[Scope, list[dict[str, Any]]],
-    *,
-    field: str = "shared_memory_ops",
-) -> list[str]:
-    """Apply checked ``ops`` to the documents of ``s``'s agent (``app``) and of its
-    owner and agent (``user``), in the session write's transaction.
-
-    Returns:
-        The scopes written, for the session's audit event (no values).
-
-    Raises:
-        PatchConflict, ValidationError, PayloadTooLarge: an op does not apply, or the
-            result is not an object within the limit.
-    """
-    for scope, scope_ops in ops.items():
-        owner = None if scope == "app" else s.user_id
-        current = _current(tx, scope, s.agent, owner)
-        _write(tx, current, now, limits, ops=scope_ops, field=f"{field}.{scope}")
-    return list(ops)

@@ -59,11 +59,11 @@ def open_store(url: str, **options: Any) -> SessionStore:
     """Open the store that ``url`` names.
 
     Args:
-        url: ``memory://`` (:class:`~agentsession.stores.memory.MemoryStore`),
+        url: ``memory://`` (:class:`~agentsession.stores.inmemory.MemoryStore`),
             ``sqlite:///path/to/file.db``, ``postgresql+psycopg://user:pw@host/db`` or
-            ``mysql+pymysql://user:pw@host/db`` (:class:`~agentsession.stores.sql.SQLStore`),
+            ``mysql+pymysql://user:pw@host/db`` (:class:`~agentsession.stores.sql.store.SQLStore`),
             ``redis://[:pw@]host[:port][/db]`` or ``rediss://...``
-            (:class:`~agentsession.stores.redis_store.RedisStore`).
+            (:class:`~agentsession.stores.redis.store.RedisStore`).
         options: keyword arguments of the store's constructor, e.g. ``auto_migrate=True``,
             ``sqlite_synchronous="NORMAL"`` or ``require_durable=False``.
             ``auto_migrate`` is accepted and ignored by ``memory://`` and ``redis://``,
@@ -80,7 +80,7 @@ def open_store(url: str, **options: Any) -> SessionStore:
     """
     backend = _backend(url)
     if backend == "memory":
-        from .memory import MemoryStore
+        from .inmemory import MemoryStore
 
         options.pop("auto_migrate", None)
         if options:
@@ -89,7 +89,7 @@ def open_store(url: str, **options: Any) -> SessionStore:
             )
         return MemoryStore()
     if backend in _SQL_BACKENDS:
-        from .sql import SQLStore
+        from .sql.store import SQLStore
 
         unknown = set(options) - set(inspect.signature(SQLStore).parameters) - {"url"}
         if unknown:
@@ -98,7 +98,7 @@ def open_store(url: str, **options: Any) -> SessionStore:
             )
         return SQLStore(url, **options)
     if backend in ("redis", "rediss"):
-        from .redis_store import RedisStore
+        from .redis.store import RedisStore
 
         options.pop("auto_migrate", None)  # Redis has no schema to migrate
         unknown = set(options) - set(inspect.signature(RedisStore).parameters) - {"url"}

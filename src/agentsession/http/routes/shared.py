@@ -15,9 +15,9 @@ from ...errors import Forbidden, ValidationError, VersionConflict
 from ...fieldlimits import NAME_CHARS
 from ...models import SharedMemory
 from ...principal import Principal
+from ...protocol import PreconditionRequired, format_document_etag, parse_document_if_match
 from ..deps import Auth, IdempotencyKey, Services, reply, services, write
 from ..problems import ERRORS, problem_responses
-from ..protocol import PreconditionRequired, format_document_etag, parse_document_if_match
 from ..routing import StrictRoute
 from ..schemas import NAME
 from .memory import JSON_PATCH, MERGE_PATCH

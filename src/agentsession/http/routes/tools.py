@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query, Response
 
 from ...fieldlimits import CALL_ID_CHARS, TOOL_NAME_CHARS
 from ...models import Page, ToolCall
+from ...protocol import RequestInvalid
 from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
-from ..protocol import RequestInvalid
 from ..routing import StrictRoute
 from ..schemas import (
     CALL_ID,

@@ -3,7 +3,7 @@
 Revision ID: 0001_initial
 Revises: (none)
 
-Written out in full rather than derived from ``agentsession.stores.schema``, so this
+Written out in full rather than derived from ``agentsession.stores.sql.schema``, so this
 revision keeps creating the same tables however the current schema moves on.
 """
 
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Final
 import sqlalchemy as sa
 from alembic import op
 
-from agentsession.stores.sqltypes import LONG_TEXT, JSONText, UTCDateTime
+from agentsession.stores.sql.columns import LONG_TEXT, JSONText, UTCDateTime
 
 if TYPE_CHECKING:
     # Only the type (which keywords ``**`` passes): the values stay written out below.
-    from agentsession.stores.schema import TableOptions
+    from agentsession.stores.sql.schema import TableOptions
 
 revision = "0001_initial"
 down_revision = None

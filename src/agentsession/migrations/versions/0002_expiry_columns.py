@@ -15,7 +15,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 from alembic import op
 
-from agentsession.stores.sqltypes import UTCDateTime
+from agentsession.stores.sql.columns import UTCDateTime
 
 revision = "0002_expiry_columns"
 down_revision = "0001_initial"

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql, postgresql
 
-from agentsession.stores.sqltypes import JSONText, UTCDateTime
+from agentsession.stores.sql.columns import JSONText, UTCDateTime
 
 revision = "0007_records"
 down_revision = "0006_external_keys"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from agentsession.stores.sqltypes import JSONText, UTCDateTime
+from agentsession.stores.sql.columns import JSONText, UTCDateTime
 
 revision = "0008_shared_memory"
 down_revision = "0007_records"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from agentsession.stores.sqltypes import UTCDateTime
+from agentsession.stores.sql.columns import UTCDateTime
 
 revision = "0009_run_leases"
 down_revision = "0008_shared_memory"

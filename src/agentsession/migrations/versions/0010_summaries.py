@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from agentsession.stores.sqltypes import PlainText, UTCDateTime
+from agentsession.stores.sql.columns import PlainText, UTCDateTime
 
 revision = "0010_summaries"
 down_revision = "0009_run_leases"

@@ -23,8 +23,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from agentsession.stores.schema import TableOptions
-from agentsession.stores.sqltypes import JSONText, UTCDateTime
+from agentsession.stores.sql.columns import JSONText, UTCDateTime
+from agentsession.stores.sql.schema import TableOptions
 
 revision = "0011_memory_history"
 down_revision = "0010_summaries"

@@ -1,0 +1,45 @@
+"""Appending messages to a session's history inside a write: the state change that
+append, replace and the answers to interrupted tool calls share."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ...ids import new_id
+from ...models import Message, Session
+from ...stores.base import StoreTransaction
+
+__all__ = ["insert_messages"]
+
+
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def insert_messages(
+    tx: StoreTransaction,
+    s: Session,
+    now: datetime,
+    payloads: list[dict[str, Any]],
+    texts: list[str] | None = None,
+) -> list[Message]:
+    """Insert checked payloads (their ``run_id`` runs of ``s``) as the next seqs of
+    ``s``, created ``now``; return the stored messages. ``texts``: the payloads' JSON
+    as checked, so no store encodes them again. The caller counts the messages into
+    the session's ``message_count``."""
+    stored = [
+        _MESSAGE.validate_python(
+            {
+                **payload,
+                "message_id": new_id("msg"),
+                "session_id": s.session_id,
+                "seq": s.message_count + 1 + i,
+                "created_at": now,
+            }
+        )
+        for i, payload in enumerate(payloads)
+    ]
+    tx.insert_messages(stored, payloads=texts)
+    return stored

@@ -1,0 +1,1 @@
+"""The SQL store on SQLAlchemy Core: :mod:`.store`, its schema, dialects and aggregate parts."""

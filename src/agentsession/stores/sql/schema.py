@@ -1,0 +1,367 @@
+"""The current SQL schema, as SQLAlchemy Core tables.
+
+This module describes the schema at the newest migration; the database itself is only
+ever created and changed by the migrations in :mod:`agentsession.migrations` (never
+``metadata.create_all``). Keep the two in step: a new column here needs a new revision.
+
+Every table that belongs to a session references ``sessions`` with
+``ON DELETE CASCADE`` (``run_steps`` through ``runs``), so deleting the session row
+removes all of it. ``audit_events`` and ``idempotency_keys`` carry a
+``session_id`` without a foreign key: a session's tombstone audit event is written after
+the session is gone, and the store deletes their other rows explicitly.
+
+JSON documents are :class:`~agentsession.stores.sql.columns.JSONText`, timestamps
+:class:`~agentsession.stores.sql.columns.UTCDateTime`. A column holding a bounded field is
+at least as wide as the field's limit in :mod:`agentsession.fieldlimits` (the one table
+of them; ``tests/test_field_limits.py`` checks every pair), and every key fits
+MariaDB's 3072-byte InnoDB key limit at 4 bytes per utf8mb4 character.
+"""
+
+from __future__ import annotations
+
+from typing import Final, TypedDict
+
+import sqlalchemy as sa
+
+from ...fieldlimits import (
+    EXTERNAL_KEY_CHARS,
+    IDEMPOTENCY_KEY_CHARS,
+    NAME_CHARS,
+    RECORD_KEY_CHARS,
+    RECORD_NAMESPACE_CHARS,
+    STEP_KIND_CHARS,
+    STEP_STATUS_CHARS,
+    SUMMARY_LABEL_CHARS,
+)
+from .columns import BLOB, LONG_TEXT, JSONText, PlainText, UTCDateTime, binary_text
+
+__all__ = [
+    "audit_events",
+    "idempotency_keys",
+    "memory_history",
+    "messages",
+    "metadata",
+    "rewinds",
+    "rewound_messages",
+    "run_steps",
+    "runs",
+    "session_records",
+    "sessions",
+    "shared_memory",
+    "summaries",
+    "tool_calls",
+    "working_memory",
+]
+
+ID = 64  # generated ids (fieldlimits.ID_CHARS), with room to spare
+LABEL = 255  # tool names, tool call ids, actors, request ids, step names: wider than needed
+
+
+class TableOptions(TypedDict):
+    """Dialect keyword arguments of every ``sa.Table`` (a TypedDict, so that ``**`` passes
+    them as exactly these keywords rather than as any of ``Table``'s typed ones)."""
+
+    mysql_engine: str
+    mysql_charset: str
+    mysql_collate: str
+
+
+# MySQL: 4-byte UTF-8 and binary collation, so ids compare and sort like everywhere else.
+TABLE_OPTIONS: Final[TableOptions] = {
+    "mysql_engine": "InnoDB",
+    "mysql_charset": "utf8mb4",
+    "mysql_collate": "utf8mb4_bin",
+}
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+def _session_fk() -> sa.ForeignKey:
+    return sa.ForeignKey("sessions.session_id", ondelete="CASCADE")
+
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("session_id", sa.String(ID), primary_key=True),
+    sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("agent", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("title", PlainText(), nullable=True),
+    sa.Column("metadata", JSONText, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("status_reason", PlainText(), nullable=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Column("last_active_at", UTCDateTime, nullable=False),
+    sa.Column("closed_at", UTCDateTime, nullable=True),
+    sa.Column("expired_at", UTCDateTime, nullable=True),
+    sa.Column("ttl_seconds", sa.Double, nullable=True),
+    sa.Column("expires_at", UTCDateTime, nullable=True),
+    sa.Column("message_count", sa.Integer, nullable=False),
+    sa.Column("run_count", sa.Integer, nullable=False),
+    sa.Column("tool_call_count", sa.Integer, nullable=False),
+    # The caller's key, and its hex SHA-256 that the unique index holds (exact compare
+    # on every dialect; MariaDB's VARCHAR compare ignores trailing spaces).
+    sa.Column("external_key", sa.String(EXTERNAL_KEY_CHARS), nullable=True),
+    sa.Column("external_key_hash", sa.String(64), nullable=True),
+    # The lease deadline of the session's RUNNING run (docs/architecture.md, "Run leases").
+    sa.Column("lease_expires_at", UTCDateTime, nullable=True),
+    sa.Index(None, "user_id", "agent", "external_key_hash", unique=True),
+    # Listings, newest first: one index per filter, so none scans or sorts.
+    sa.Index(None, "user_id", "updated_at", "session_id"),
+    sa.Index(None, "user_id", "status", "updated_at", "session_id"),
+    sa.Index(None, "user_id", "agent", "updated_at", "session_id"),
+    sa.Index(None, "updated_at", "session_id"),
+    sa.Index(None, "status", "updated_at", "session_id"),
+    sa.Index(None, "agent", "updated_at", "session_id"),
+    # Due sessions (ACTIVE past expires_at): the sweep, and listings by status.
+    sa.Index(None, "status", "expires_at"),
+    sa.Index(None, "user_id", "status", "expires_at"),
+    # Runs whose lease lapsed: the sweep.
+    sa.Index(None, "lease_expires_at"),
+    # A fork's parent and the parent's message seq it was taken at (NULL: no fork).
+    sa.Column("parent_session_id", sa.String(ID), nullable=True),
+    sa.Column("fork_seq", sa.Integer, nullable=True),
+    # A parent's forks, newest first.
+    sa.Index(None, "parent_session_id", "updated_at", "session_id"),
+    **TABLE_OPTIONS,
+)
+
+messages = sa.Table(
+    "messages",
+    metadata,
+    sa.Column("message_id", sa.String(ID), primary_key=True),
+    sa.Column("session_id", sa.String(ID), _session_fk(), nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("run_id", sa.String(ID), nullable=True),
+    # Message.payload(): exactly what the client appended, unset fields left out.
+    sa.Column("payload", JSONText, nullable=False),
+    sa.Index(None, "session_id", "seq", unique=True),
+    **TABLE_OPTIONS,
+)
+
+working_memory = sa.Table(
+    "working_memory",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=True),
+    sa.Column("data", JSONText, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+# Every working-memory write: the memory as of a message seq is the row with the
+# highest version among those with at_seq <= seq (docs/architecture.md,
+# "Working-memory history"); the primary key serves that read.
+memory_history = sa.Table(
+    "memory_history",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("at_seq", sa.Integer, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=True),
+    sa.Column("data", JSONText, nullable=False),
+    # The memory as of a seq (a seek, not a walk back over the newer versions) and the
+    # clamp of a removal (only the rows above the new end).
+    sa.Index(None, "session_id", "at_seq", "version"),
+    **TABLE_OPTIONS,
+)
+
+# Documents shared by sessions: per agent (user_id '' = the app scope) or per user and
+# agent. No foreign key: they outlive every session; erasure deletes a user's rows.
+shared_memory = sa.Table(
+    "shared_memory",
+    metadata,
+    sa.Column("agent", sa.String(NAME_CHARS), primary_key=True),
+    sa.Column("user_id", sa.String(NAME_CHARS), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=True),
+    sa.Column("data", JSONText, nullable=False),
+    sa.Index(None, "user_id"),
+    **TABLE_OPTIONS,
+)
+
+session_records = sa.Table(
+    "session_records",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    # Code-point order and exact compare on every dialect (binary_text).
+    sa.Column("namespace", binary_text(RECORD_NAMESPACE_CHARS), primary_key=True),
+    sa.Column("key", binary_text(RECORD_KEY_CHARS), primary_key=True),
+    sa.Column("data", BLOB, nullable=False),
+    sa.Column("meta", JSONText, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+# Stored summaries of seq ranges (compaction), numbered 1, 2, 3... per session.
+summaries = sa.Table(
+    "summaries",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("from_seq", sa.Integer, nullable=False),
+    sa.Column("to_seq", sa.Integer, nullable=False),
+    sa.Column("author", sa.String(SUMMARY_LABEL_CHARS), nullable=False),
+    sa.Column("model", sa.String(SUMMARY_LABEL_CHARS), nullable=True),
+    sa.Column("summary_tokens", sa.Integer, nullable=False),
+    sa.Column("replaced_tokens", sa.Integer, nullable=False),
+    sa.Column("tokenizer", sa.String(SUMMARY_LABEL_CHARS), nullable=False),
+    sa.Column("supersedes", sa.Integer, nullable=True),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("text", PlainText(long=True), nullable=False),
+    **TABLE_OPTIONS,
+)
+
+# Every rewind of a session, numbered 1, 2, 3... per session.
+rewinds = sa.Table(
+    "rewinds",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("to_seq", sa.Integer, nullable=False),
+    sa.Column("count", sa.Integer, nullable=False),
+    sa.Column("mode", sa.String(16), nullable=False),
+    sa.Column("memory_version", sa.Integer, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+# The messages a hiding rewind took out of the history, by rewind number and seq.
+rewound_messages = sa.Table(
+    "rewound_messages",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("rewind_number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("message_id", sa.String(ID), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("run_id", sa.String(ID), nullable=True),
+    sa.Column("payload", JSONText, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+tool_calls = sa.Table(
+    "tool_calls",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("call_id", sa.String(LABEL), primary_key=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("provider_call_id", sa.String(LABEL), nullable=True),
+    sa.Column("run_id", sa.String(ID), nullable=True),
+    sa.Column("tool", sa.String(LABEL), nullable=False),
+    sa.Column("arguments", JSONText, nullable=False),
+    sa.Column("arguments_hash", sa.String(64), nullable=False),
+    sa.Column("result", JSONText, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("error", PlainText(long=True), nullable=True),
+    sa.Column("started_at", UTCDateTime, nullable=False),
+    sa.Column("ended_at", UTCDateTime, nullable=False),
+    sa.Column("duration_ms", sa.Double, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index(None, "session_id", "seq", unique=True),
+    # Newest first by seq within each lookup: find_tool_call, tool history, provider id.
+    sa.Index(None, "session_id", "tool", "arguments_hash", "seq"),
+    sa.Index(None, "session_id", "tool", "seq"),
+    sa.Index(None, "session_id", "provider_call_id", "seq"),
+    **TABLE_OPTIONS,
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("run_id", sa.String(ID), primary_key=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("input", JSONText, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("started_at", UTCDateTime, nullable=True),
+    sa.Column("ended_at", UTCDateTime, nullable=True),
+    sa.Column("error", PlainText(long=True), nullable=True),
+    sa.Column("output", JSONText, nullable=False),
+    sa.Column("usage", JSONText, nullable=False),
+    sa.Column("metadata", JSONText, nullable=False),
+    # Kept by every step insert, so a run is read and written without its steps.
+    sa.Column("step_count", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("lease_seconds", sa.Double, nullable=True),
+    sa.Column("lease_expires_at", UTCDateTime, nullable=True),
+    sa.Index(None, "session_id", "seq", unique=True),
+    **TABLE_OPTIONS,
+)
+
+run_steps = sa.Table(
+    "run_steps",
+    metadata,
+    sa.Column("session_id", sa.String(ID), primary_key=True),
+    sa.Column("run_id", sa.String(ID), primary_key=True),
+    sa.Column("step_index", sa.Integer, primary_key=True),
+    sa.Column("kind", sa.String(STEP_KIND_CHARS), nullable=False),
+    sa.Column("name", PlainText(LABEL), nullable=True),
+    sa.Column("input", JSONText, nullable=False),
+    sa.Column("output", JSONText, nullable=False),
+    sa.Column("status", sa.String(STEP_STATUS_CHARS), nullable=False),
+    sa.Column("error", PlainText(long=True), nullable=True),
+    sa.Column("started_at", UTCDateTime, nullable=False),
+    sa.Column("ended_at", UTCDateTime, nullable=True),
+    # Cascades from sessions through runs.
+    sa.ForeignKeyConstraint(
+        ["session_id", "run_id"], ["runs.session_id", "runs.run_id"], ondelete="CASCADE"
+    ),
+    **TABLE_OPTIONS,
+)
+
+audit_events = sa.Table(
+    "audit_events",
+    metadata,
+    # SQLite AUTOINCREMENT: never reuse the seq of a deleted row ("seqs increase").
+    sa.Column(
+        "seq",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("session_id", sa.String(ID), nullable=False),
+    sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("actor", sa.String(LABEL), nullable=False),
+    sa.Column("action", sa.String(64), nullable=False),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Column("version_before", sa.Integer, nullable=True),
+    sa.Column("version_after", sa.Integer, nullable=True),
+    sa.Column("request_id", sa.String(LABEL), nullable=True),
+    sa.Column("details", JSONText, nullable=False),
+    sa.Index(None, "session_id", "seq"),
+    sqlite_autoincrement=True,
+    **TABLE_OPTIONS,
+)
+
+idempotency_keys = sa.Table(
+    "idempotency_keys",
+    metadata,
+    sa.Column("user_id", sa.String(NAME_CHARS), primary_key=True),
+    sa.Column("scope", sa.String(64), primary_key=True),
+    sa.Column("idem_key", sa.String(IDEMPOTENCY_KEY_CHARS), primary_key=True),
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("session_id", sa.String(ID), nullable=True),
+    sa.Column("result", LONG_TEXT, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    # The user whose data the request wrote (the caller may be an admin): erased with them.
+    sa.Column("owner_id", sa.String(NAME_CHARS), nullable=True),
+    sa.Index(None, "session_id"),
+    sa.Index(None, "created_at"),
+    sa.Index(None, "owner_id"),
+    **TABLE_OPTIONS,
+)
