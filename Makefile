@@ -54,9 +54,11 @@ bench-growth: $(STAMP)
 	mkdir -p benchmarks/results
 	$(BIN)/python benchmarks/growth.py --json benchmarks/results/growth.json $(BENCH_ARGS)
 
-# mypy --strict over src/agentsession; its settings are [tool.mypy] in pyproject.toml.
+# ruff check and ruff format --check over every Python file of the repository; mypy
+# --strict over src/agentsession (its settings are [tool.mypy] in pyproject.toml).
 lint: $(STAMP) check-generated
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests scripts benchmarks examples
+	$(BIN)/ruff format --check src tests scripts benchmarks examples
 	$(BIN)/mypy
 
 # src/agentsession/clientgen.py, the client flows of the plain reads, is written from

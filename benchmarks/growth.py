@@ -435,7 +435,6 @@ def build_context(size: int, samples: int) -> Iterator[list[Call]]:
         yield [build] * samples
 
 
-
 def session_with_memory_history(store: Any, size: int) -> str:
     """A session of ``USER`` with ``size`` messages (tool-call exchanges) and its working
     memory written after each of them (``size`` history rows), in batches; returns its id."""
@@ -698,7 +697,7 @@ def markdown(
     lines = [
         f"Cost versus size, SQLite (journal_mode={settings['journal_mode']}, "
         f"synchronous={settings['synchronous']}); median of {samples} calls per size, "
-        "ms per call, sizes timed round-robin.",
+        "ms per call, sizes timed round-robin."
     ]
     groups: dict[tuple[int, ...], list[dict[str, Any]]] = {}
     for row in rows:

@@ -756,7 +756,7 @@ class OpenAIAgents(Participant):
     }
     caveats: ClassVar[dict[str, str]] = {
         "create_with": "no create call: the session row appears with the first add_items; "
-        "timed = SQLiteSession(...) (schema check, connection) + add_items(5 items)",
+        "timed = SQLiteSession(...) (schema check, connection) + add_items(5 items)"
     }
 
     def open(self) -> None:
@@ -1026,7 +1026,7 @@ class LangGraph(Participant):
     )
     unsupported: ClassVar[dict[str, str]] = {
         "list_sessions": "the checkpointer lists checkpoints, not threads; threads have no "
-        "owner to list by",
+        "owner to list by"
     }
     caveats: ClassVar[dict[str, str]] = {
         "load_last": "no windowed read: get_state loads the whole message list, sliced [-n:]",

@@ -485,11 +485,7 @@ async def workload_d(phase: Phase) -> None:
         counts[p.key] = n
 
     series = await round_robin(
-        parts,
-        c.list_reads,
-        lambda p, i: p.list_sessions(),
-        budget_s=c.budget_s,
-        after=remember,
+        parts, c.list_reads, lambda p, i: p.list_sessions(), budget_s=c.budget_s, after=remember
     )
     for p in parts:
         entry = series[p.key].entry()

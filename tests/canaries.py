@@ -171,12 +171,16 @@ def write_canaries(m: SessionManager, *, admin: str = "root") -> Canaries:
     m.append_messages(
         **kw,
         messages=[
-            {"role": "user", "content": v["message_content"],
-             "metadata": {"m": v["message_metadata"]}, "x_extra": v["message_extra_field"]},
+            {
+                "role": "user",
+                "content": v["message_content"],
+                "metadata": {"m": v["message_metadata"]},
+                "x_extra": v["message_extra_field"],
+            }
         ],
         working_memory_patch={"patched": v["memory_patch"]},
         shared_memory_ops={"user": [_add("/appended", v["shared_memory_append"])]},
-    )  # fmt: skip
+    )
     m.update_shared_memory(
         scope="user", agent=v["agent"], user_id=user, ops=[_add("/s", v["shared_memory"])]
     )
@@ -185,23 +189,43 @@ def write_canaries(m: SessionManager, *, admin: str = "root") -> Canaries:
         v["record_namespace"], v["record_key"], v["record_data"].encode(), {"m": v["record_meta"]}
     )
     m.put_records(**kw, records=[record])
-    m.add_summary(**kw, text=v["summary_text"], from_seq=1, to_seq=1,
-                  author=v["summary_author"], model=v["summary_model"])  # fmt: skip
+    m.add_summary(
+        **kw,
+        text=v["summary_text"],
+        from_seq=1,
+        to_seq=1,
+        author=v["summary_author"],
+        model=v["summary_model"],
+    )
     run = m.start_run(**kw, input={"task": v["run_input"]}, metadata={"r": v["run_metadata"]})
     m.record_tool_call(
-        **kw, tool=v["tool"], arguments={"q": v["tool_arguments"]},
-        result={"r": v["tool_result"]}, status="error", error=v["tool_error"],
-        run_id=run.run_id, call_id=v["call_id"], provider_call_id=v["provider_call_id"],
-    )  # fmt: skip
+        **kw,
+        tool=v["tool"],
+        arguments={"q": v["tool_arguments"]},
+        result={"r": v["tool_result"]},
+        status="error",
+        error=v["tool_error"],
+        run_id=run.run_id,
+        call_id=v["call_id"],
+        provider_call_id=v["provider_call_id"],
+    )
     m.add_run_step(
-        **kw, run_id=run.run_id, kind=v["step_kind"], name=v["step_name"],
-        input={"i": v["step_input"]}, output={"o": v["step_output"]},
-        status=v["step_status"], error=v["step_error"],
-    )  # fmt: skip
+        **kw,
+        run_id=run.run_id,
+        kind=v["step_kind"],
+        name=v["step_name"],
+        input={"i": v["step_input"]},
+        output={"o": v["step_output"]},
+        status=v["step_status"],
+        error=v["step_error"],
+    )
     m.finish_run(
-        **kw, run_id=run.run_id, status="FAILED", error=v["run_error"],
+        **kw,
+        run_id=run.run_id,
+        status="FAILED",
+        error=v["run_error"],
         output={"o": v["run_output"]},
-    )  # fmt: skip
+    )
     # A message a rewind hides: kept out of the history, readable by the rewind's number.
     m.append_message(**kw, message={"role": "user", "content": v["rewound_message"]})
     m.rewind_session(**kw, to_seq=1)

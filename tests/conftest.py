@@ -165,10 +165,7 @@ def _redis(redis_url: str) -> SessionStore:
 
 
 #: Every store the contract suite runs against. New stores add themselves here.
-STORES: dict[str, Callable[..., SessionStore]] = {
-    "memory": _memory,
-    "sqlite": _sqlite,
-}
+STORES: dict[str, Callable[..., SessionStore]] = {"memory": _memory, "sqlite": _sqlite}
 if servers.server_stores_enabled():
     STORES.update(postgres=_postgres, mysql=_mysql, redis=_redis)
 

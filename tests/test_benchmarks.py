@@ -242,12 +242,7 @@ def test_round_robin_interleaves_and_stops_a_failing_participant(bench: Any) -> 
     log: list[str] = []
     a, b = _Fake("a", log), _Fake("b", log, fail_at=1)
     series = asyncio.run(
-        run.round_robin(
-            [a, b],
-            3,
-            lambda p, i: p.op(i) if p.key == "a" else p.aop(i),
-            budget_s=60,
-        )
+        run.round_robin([a, b], 3, lambda p, i: p.op(i) if p.key == "a" else p.aop(i), budget_s=60)
     )
     assert log == ["a0", "b0", "a1", "a2"]
     assert len(series["a"].samples) == 3 and series["a"].error is None
@@ -296,8 +291,13 @@ def test_growth_times_sizes_round_robin_and_flags_a_missed_goal(growth: ModuleTy
     order.clear()
     growth.seconds_per_call(growth.Workload("prepared", prepared, (1, 2), "things"), 1)
     assert order == [("before", 1), 1, ("before", 2), 2]
-    row = {"workload": "fake", "unit": "things", "ms": {"1": 1.0, "2": 1.5, "3": 2.5},
-           "factor": 2.5, "sizes": [1, 2, 3]}  # fmt: skip
+    row = {
+        "workload": "fake",
+        "unit": "things",
+        "ms": {"1": 1.0, "2": 1.5, "3": 2.5},
+        "factor": 2.5,
+        "sizes": [1, 2, 3],
+    }
     sweep = {"due": 7, "batch": 100, "before": 2.0, "after": 0.5}
     text = growth.markdown([row], {"journal_mode": "wal", "synchronous": "FULL"}, 3, sweep)
     assert "| workload | N counts | 1 | 2 | 3 | 3 vs 1 (goal <= 2x) | 3 vs 2 |" in text
@@ -312,10 +312,7 @@ def test_growth_has_the_workloads_of_the_issue_at_10_1000_and_20000(growth: Modu
     assert all(w.sizes == (10, 1_000, 20_000) for w in growth.WORKLOADS)
 
 
-@pytest.mark.parametrize(
-    "name",
-    GROWTH_WORKLOADS,
-)
+@pytest.mark.parametrize("name", GROWTH_WORKLOADS)
 def test_growth_workload_runs_at_tiny_sizes(growth: ModuleType, name: str) -> None:
     """Each workload builds its state and makes its calls (which check their answers) at
     sizes 2 and 5; a number per size comes back. No timing is asserted."""
@@ -338,8 +335,13 @@ def test_make_bench_runs_the_growth_section(bench: Any, growth: ModuleType) -> N
     """run.py's default workloads include (g), cost versus size, rendered by growth.py."""
     _, _, run = bench
     assert "g" in run.parse_args([]).workloads
-    document = {"settings": {"journal_mode": "wal", "synchronous": "FULL"}, "samples": 2,
-                "goal": 2.0, "results": [], "sweep": None}  # fmt: skip
+    document = {
+        "settings": {"journal_mode": "wal", "synchronous": "FULL"},
+        "samples": 2,
+        "goal": 2.0,
+        "results": [],
+        "sweep": None,
+    }
     assert growth.render(document).startswith("Cost versus size, SQLite (journal_mode=wal")
 
 
@@ -379,8 +381,9 @@ def test_round_robin_shuffles_the_order_per_round_with_a_seed(bench: Any) -> Non
     def order(seed: int) -> list[str]:
         log: list[str] = []
         fakes = [_Fake(k, log) for k in "abcd"]
-        asyncio.run(run.round_robin(fakes, 8, lambda p, i: p.op(i), budget_s=60,
-                                    rng=random.Random(seed)))  # fmt: skip
+        asyncio.run(
+            run.round_robin(fakes, 8, lambda p, i: p.op(i), budget_s=60, rng=random.Random(seed))
+        )
         return log
 
     first = order(1)
@@ -445,11 +448,25 @@ def test_concurrency_ratios_and_targets(bench: Any) -> None:
         sys.path.remove(str(BENCHMARKS))
 
     def cell(who: str, aps: float) -> dict[str, Any]:
-        return {"participant": who, "synchronous": "FULL", "mode": "distinct", "writers": 32,
-                "appends": 10, "aps": aps, "p50_ms": 1.0, "p99_ms": 2.0, "errors": 0}  # fmt: skip
+        return {
+            "participant": who,
+            "synchronous": "FULL",
+            "mode": "distinct",
+            "writers": 32,
+            "appends": 10,
+            "aps": aps,
+            "p50_ms": 1.0,
+            "p99_ms": 2.0,
+            "errors": 0,
+        }
 
-    cells = [cell("raw", 100), cell("agentsession", 400), cell("raw_async", 50),
-             cell("agentsession_async", 200), cell("openai_agents", 100)]  # fmt: skip
+    cells = [
+        cell("raw", 100),
+        cell("agentsession", 400),
+        cell("raw_async", 50),
+        cell("agentsession_async", 200),
+        cell("openai_agents", 100),
+    ]
     assert concurrency.baseline_ratio(cells, cells[1]) == pytest.approx(4.0)
     assert concurrency.baseline_ratio(cells, cells[3]) == pytest.approx(4.0)
     results = {"cells": cells, "config": {}, "seed": 1}
@@ -470,11 +487,22 @@ def test_http_figures_are_ratios_to_the_minimal_app(bench: Any) -> None:
         sys.path.remove(str(BENCHMARKS))
 
     def cell(service: str, conns: int, rps: float, p99: float) -> dict[str, Any]:
-        return {"service": service, "operation": "append-many", "synchronous": "FULL",
-                "connections": conns, "workers": 1, "rps": rps, "p99_ms": p99}  # fmt: skip
+        return {
+            "service": service,
+            "operation": "append-many",
+            "synchronous": "FULL",
+            "connections": conns,
+            "workers": 1,
+            "rps": rps,
+            "p99_ms": p99,
+        }
 
-    cells = [cell("agentsession", 1, 70, 5), cell("minimal", 1, 100, 4),
-             cell("agentsession", 32, 900, 120), cell("minimal", 32, 400, 200)]  # fmt: skip
+    cells = [
+        cell("agentsession", 1, 70, 5),
+        cell("minimal", 1, 100, 4),
+        cell("agentsession", 32, 900, 120),
+        cell("minimal", 32, 400, 200),
+    ]
     assert http_load.baseline_of(cells, cells[0]) is cells[1]
     targets = {t.name: t for t in http_load.targets({"cells": cells}) if t.setting == "wal-full"}
     assert targets["HTTP append, 1 connection, vs the minimal app"].met is True  # 0.7x

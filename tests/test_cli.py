@@ -37,9 +37,13 @@ def url(tmp_path: Path) -> str:
         )
         run = sm.start_run(session_id=s.session_id, user_id="alice", input="greet")
         sm.record_tool_call(
-            session_id=s.session_id, user_id="alice", tool="read_file",
-            arguments={"path": "x"}, result="ok", run_id=run.run_id,
-        )  # fmt: skip
+            session_id=s.session_id,
+            user_id="alice",
+            tool="read_file",
+            arguments={"path": "x"},
+            result="ok",
+            run_id=run.run_id,
+        )
         sm.finish_run(
             session_id=s.session_id, user_id="alice", run_id=run.run_id, status="SUCCEEDED"
         )
@@ -86,12 +90,25 @@ def test_listings_page_with_limit_and_cursor(url: str) -> None:
             user_id="alice",
             messages=[{"role": "user", "content": f"m{i}"} for i in range(2, 6)],
         )
-    first = invoke("sessions", "messages", sid, "--url", url, "--user", "alice", "--limit", "2",
-                   "--json")  # fmt: skip
+    first = invoke(
+        "sessions", "messages", sid, "--url", url, "--user", "alice", "--limit", "2", "--json"
+    )
     page = json.loads(first.stdout)
     assert [m["seq"] for m in page["items"]] == [4, 5] and page["has_more"] is True
-    older = invoke("sessions", "messages", sid, "--url", url, "--user", "alice", "--limit", "2",
-                   "--cursor", page["next_cursor"], "--json")  # fmt: skip
+    older = invoke(
+        "sessions",
+        "messages",
+        sid,
+        "--url",
+        url,
+        "--user",
+        "alice",
+        "--limit",
+        "2",
+        "--cursor",
+        page["next_cursor"],
+        "--json",
+    )
     assert [m["seq"] for m in json.loads(older.stdout)["items"]] == [2, 3]
     table = invoke("sessions", "audit", sid, "--url", url, "--user", "alice", "--limit", "1")
     assert table.exit_code == 0 and "more: --cursor " in table.stdout
@@ -218,9 +235,11 @@ def test_sweep_and_db_commands(tmp_path: Path) -> None:
     assert current["up_to_date"] is True and current["current"] == current["head"]
     swept = json.loads(invoke("sweep", "--url", url, "--json").stdout)
     assert swept == {
-        "interrupted_run_ids": [], "expired_session_ids": [], "failed_session_ids": [],
+        "interrupted_run_ids": [],
+        "expired_session_ids": [],
+        "failed_session_ids": [],
         "purged_idempotency_keys": 0,
-    }  # fmt: skip
+    }
 
 
 def test_db_commands_on_stores_without_a_schema(redis_url: str) -> None:

@@ -79,8 +79,10 @@ def test_erase_has_no_admin_option(url: str) -> None:
 def test_erase_removes_the_users_api_keys_from_the_serve_key_file(url: str) -> None:
     """The key file next to the --url database (where `serve --url` reads it)."""
     for user in ("alice", "alice", "bob"):
-        assert runner.invoke(build_app(), ["--url", url, "keys", "create", "--user", user]
-                             ).exit_code == 0  # fmt: skip
+        assert (
+            runner.invoke(build_app(), ["--url", url, "keys", "create", "--user", user]).exit_code
+            == 0
+        )
     keys_file = Path(url.removeprefix("sqlite:///") + ".keys.json")
     result = runner.invoke(build_app(), ["--url", url, "erase", "--user", "alice", "--yes"])
     assert result.exit_code == 0, result.output
@@ -92,8 +94,20 @@ def test_erase_removes_the_users_api_keys_from_the_serve_key_file(url: str) -> N
 def test_erase_json_counts_keys_in_the_given_key_file(url: str, tmp_path: Path) -> None:
     keys_file = tmp_path / "elsewhere.json"
     runner.invoke(build_app(), ["keys", "create", "--user", "alice", "--keys-file", str(keys_file)])
-    result = runner.invoke(build_app(), ["erase", "--url", url, "--user", "alice", "--yes",
-                                         "--json", "--keys-file", str(keys_file)])  # fmt: skip
+    result = runner.invoke(
+        build_app(),
+        [
+            "erase",
+            "--url",
+            url,
+            "--user",
+            "alice",
+            "--yes",
+            "--json",
+            "--keys-file",
+            str(keys_file),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["api_keys_removed"] == {
         "count": 1,

@@ -59,7 +59,8 @@ def test_tau_bench_contexts_are_valid_at_every_budget(conversation: dict[str, An
     plain = _contexts(manager, sid, user)
     assert plain[-1] > 0, "16,000 tokens hold at least the newest turn"
     half = len(messages) // 2
-    manager.add_summary(session_id=sid, user_id=user, text="The customer asked for help.",
-                        from_seq=1, to_seq=half)  # fmt: skip
+    manager.add_summary(
+        session_id=sid, user_id=user, text="The customer asked for help.", from_seq=1, to_seq=half
+    )
     summarised = _contexts(manager, sid, user)
     assert summarised[-1] > 0

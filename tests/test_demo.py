@@ -83,13 +83,22 @@ def test_demo_server_without_api_key_says_how_to_make_one(tmp_path: Path) -> Non
 
 def _run_demo(workdir: Path, *extra: str) -> str:
     proc = subprocess.run(
-        [sys.executable, "-m", "agentsession", "demo", "--workdir", str(workdir), "--lang", "en",
-         *extra],
+        [
+            sys.executable,
+            "-m",
+            "agentsession",
+            "demo",
+            "--workdir",
+            str(workdir),
+            "--lang",
+            "en",
+            *extra,
+        ],
         capture_output=True,
         text=True,
         timeout=600,
         env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -122,9 +131,12 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     hint = out.split("look again:\n", 1)[1].splitlines()[0]
     assert not set(hint) & set("│─╭╮╰╯"), hint  # copy-pasted as printed
     looked = subprocess.run(
-        shlex.split(hint), capture_output=True, text=True, timeout=120,
+        shlex.split(hint),
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
+    )
     assert looked.returncode == 0, looked.stderr
     assert looked.stdout.count("SUCCEEDED") == 3 and sid not in looked.stderr
 

@@ -289,7 +289,8 @@ def test_c36_engine_model_repeats_call_id(project: Path, via: str) -> None:
     runs = sm.list_runs(session_id=sid, user_id=USER).items
     assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
     assert (project / "log.txt").read_text().splitlines() == [
-        f"ran for: turn {n}" for n in (1, 2, 3)]
+        f"ran for: turn {n}" for n in (1, 2, 3)
+    ]
     calls = sm.get_tool_history(session_id=sid, user_id=USER).items
     assert [c.provider_call_id for c in calls] == ["call_0"] * 3
     assert len({c.call_id for c in calls}) == 3
@@ -309,10 +310,12 @@ class _OddCalls:
 
     def decide(self, context: ModelContext) -> Decision:
         if not context.turn:
-            return Decision(tool_calls=(
-                ToolRequest("edit_file", {"path": "log.txt", "append_line": "one"}, "x" * 200),
-                ToolRequest("no such tool", {}, "call_1"),
-            ))  # fmt: skip
+            return Decision(
+                tool_calls=(
+                    ToolRequest("edit_file", {"path": "log.txt", "append_line": "one"}, "x" * 200),
+                    ToolRequest("no such tool", {}, "call_1"),
+                )
+            )
         return Decision(text="done")
 
 
@@ -334,7 +337,9 @@ def test_engine_records_the_tool_that_ran_whatever_the_ids(project: Path) -> Non
     [run] = sm.list_runs(session_id=sid, user_id=USER).items
     steps = sm.get_run(session_id=sid, user_id=USER, run_id=run.run_id).steps
     assert [(st.kind, st.name, st.status) for st in steps if st.kind == "tool"] == [
-        ("tool", "edit_file", "ok"), ("tool", "no such tool", "error")]
+        ("tool", "edit_file", "ok"),
+        ("tool", "no such tool", "error"),
+    ]
 
 
 def test_turn_results_pair_repeated_ids_in_order() -> None:
@@ -344,8 +349,11 @@ def test_turn_results_pair_repeated_ids_in_order() -> None:
 
     def call(name: str, path: str) -> dict[str, object]:
         arguments = json.dumps({"path": path})
-        return {"id": "call_0", "type": "function",
-                "function": {"name": name, "arguments": arguments}}
+        return {
+            "id": "call_0",
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
 
     messages = [
         {"role": "assistant", "tool_calls": [call("read_file", "a"), call("edit_file", "b")]},
@@ -354,7 +362,9 @@ def test_turn_results_pair_repeated_ids_in_order() -> None:
     ]
     results = _turn_results(messages)
     assert [(r.name, r.arguments, r.result) for r in results] == [
-        ("read_file", {"path": "a"}, 1), ("edit_file", {"path": "b"}, 2)]
+        ("read_file", {"path": "a"}, 1),
+        ("edit_file", {"path": "b"}, 2),
+    ]
 
 
 class _Counting:

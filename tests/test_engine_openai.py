@@ -10,13 +10,7 @@ import httpx
 import pytest
 
 from agentsession import SessionManager
-from agentsession.engine import (
-    AgentEngine,
-    ModelContext,
-    ModelError,
-    OpenAIChatModel,
-    ProjectTools,
-)
+from agentsession.engine import AgentEngine, ModelContext, ModelError, OpenAIChatModel, ProjectTools
 from agentsession.engine.model import parse_completion
 from agentsession.stores.inmemory import MemoryStore
 
@@ -82,8 +76,7 @@ _BAD_ARGS = {"id": "c", "type": "function", "function": {"name": "x", "arguments
 
 
 @pytest.mark.parametrize(
-    "body",
-    [{}, {"choices": []}, _completion({"role": "assistant", "tool_calls": [_BAD_ARGS]})],
+    "body", [{}, {"choices": []}, _completion({"role": "assistant", "tool_calls": [_BAD_ARGS]})]
 )
 def test_malformed_completion_is_a_model_error(body: Any) -> None:
     """No choices[0].message, or tool arguments that are not JSON, raise ModelError."""

@@ -47,9 +47,7 @@ def test_sqlite_erasure_leaves_no_canary_in_db_wal_or_shm(tmp_path: Path) -> Non
     assert c.found_in(_bytes_of(files)) == []
 
 
-def test_sqlite_erasure_reaches_the_disk_on_a_build_without_secure_delete(
-    tmp_path: Path,
-) -> None:
+def test_sqlite_erasure_reaches_the_disk_on_a_build_without_secure_delete(tmp_path: Path) -> None:
     """SQLite's own default is secure_delete off (Debian builds turn it on): every
     connection of the store turns it on itself."""
     db = tmp_path / "off.db"
@@ -115,8 +113,9 @@ def test_sqlite_delete_with_a_reader_holding_a_snapshot_does_not_stall_writers(
     with SessionManager(SQLStore(f"sqlite:///{db}", auto_migrate=True)) as sm:
         gone = sm.create_session(user_id="alice")
         other = sm.create_session(user_id="bob")
-        sm.append_message(session_id=gone.session_id, user_id="alice",
-                          message={"role": "user", "content": "x"})  # fmt: skip
+        sm.append_message(
+            session_id=gone.session_id, user_id="alice", message={"role": "user", "content": "x"}
+        )
         reader = sqlite3.connect(db, isolation_level=None)
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM sessions").fetchone()  # holds its snapshot
@@ -132,8 +131,11 @@ def test_sqlite_delete_with_a_reader_holding_a_snapshot_does_not_stall_writers(
                 deleting = threading.Thread(target=delete)
                 deleting.start()
                 start = time.monotonic()
-                sm.append_message(session_id=other.session_id, user_id="bob",
-                                  message={"role": "user", "content": "y"})  # fmt: skip
+                sm.append_message(
+                    session_id=other.session_id,
+                    user_id="bob",
+                    message={"role": "user", "content": "y"},
+                )
                 writer_took = time.monotonic() - start
                 deleting.join()
         finally:
@@ -222,10 +224,10 @@ def _pg_dump(postgres_server: servers.Server, url: str) -> bytes:
     dump = servers._postgres_bin() / "pg_dump"
     database = url.rsplit("/", 1)[1]
     return subprocess.run(
-        [str(dump), "-h", "127.0.0.1", "-p", str(postgres_server.port), "-U", "postgres",
-         database],
-        check=True, capture_output=True,
-    ).stdout  # fmt: skip
+        [str(dump), "-h", "127.0.0.1", "-p", str(postgres_server.port), "-U", "postgres", database],
+        check=True,
+        capture_output=True,
+    ).stdout
 
 
 def _pg_table_files(postgres_server: servers.Server, url: str) -> list[Path]:
@@ -233,9 +235,12 @@ def _pg_table_files(postgres_server: servers.Server, url: str) -> list[Path]:
     CHECKPOINT wrote the changed pages out."""
     database = url.rsplit("/", 1)[1]
     with psycopg.connect(
-        host="127.0.0.1", port=postgres_server.port, user="postgres", dbname=database,
+        host="127.0.0.1",
+        port=postgres_server.port,
+        user="postgres",
+        dbname=database,
         autocommit=True,
-    ) as conn:  # fmt: skip
+    ) as conn:
         conn.execute("CHECKPOINT")
         data = conn.execute("SHOW data_directory").fetchone()[0]
         oid = conn.execute(

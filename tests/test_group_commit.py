@@ -183,9 +183,7 @@ def test_a_failed_body_leaves_no_trace_and_others_commit(sm: SessionManager) -> 
     assert sm.get_messages(session_id=sids[2], user_id="u").items[0].content == "b"
 
 
-def test_a_write_that_breaks_the_transaction_makes_the_others_run_again(
-    sm: SessionManager,
-) -> None:
+def test_a_write_that_breaks_the_transaction_makes_the_others_run_again(sm: SessionManager) -> None:
     """A writer whose body ends the shared transaction (SQLite rolled it back) fails the
     writes before it in the batch with StoreBusy; the unit of work runs them again, so
     every call still succeeds exactly once."""
@@ -276,8 +274,7 @@ def test_a_failed_write_waits_for_the_writes_it_read(
     sid = sm.create_session(user_id="u").session_id
     failed = _first_commit_fails(monkeypatch)
     outcomes = _queued_behind_turn(
-        sm,
-        [lambda: sm.delete_session(session_id=sid, user_id="u"), _appender(sm, sid, "after")],
+        sm, [lambda: sm.delete_session(session_id=sid, user_id="u"), _appender(sm, sid, "after")]
     )
     assert failed == [1]
     assert isinstance(outcomes[0], StoreError) and not isinstance(outcomes[0], StoreBusy)
@@ -407,9 +404,7 @@ def _kill_library_writer(tmp_path: Path, cycles: int) -> None:
     total = 0
     for _ in range(cycles):
         proc = subprocess.Popen(
-            [sys.executable, "-c", _WRITER, url, ",".join(sids)],
-            stdout=subprocess.PIPE,
-            text=True,
+            [sys.executable, "-c", _WRITER, url, ",".join(sids)], stdout=subprocess.PIPE, text=True
         )
         try:
             assert proc.stdout is not None

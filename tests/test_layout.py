@@ -252,13 +252,34 @@ def _oversized(path: Path) -> Iterator[str]:
             limit = MAX_FUNCTION_LINES
         else:
             continue
-        lines = (node.end_lineno or node.lineno) - node.lineno + 1
+        # A function is measured from its body (docstring included): the formatter puts
+        # each keyword parameter of a long signature on its own line, and those lines
+        # are declarations, not logic. A class is measured whole.
+        start = node.lineno if isinstance(node, ast.ClassDef) else node.body[0].lineno
+        lines = (node.end_lineno or node.lineno) - start + 1
         if lines > limit:
             where = path.relative_to(SRC.parent)
             yield f"{where}:{node.lineno} {node.name}: {lines} lines (limit {limit})"
 
 
 def test_no_oversized_class_or_function() -> None:
-    """Classes stay within 600 lines and functions within 80 (docstrings included)."""
+    """Classes stay within 600 lines and function bodies within 80 (docstrings included,
+    the signature not: ``ruff format`` lays out one parameter per line)."""
     found = [line for path in sorted(SRC.rglob("*.py")) for line in _oversized(path)]
     assert not found, "too long:\n" + "\n".join(found)
+
+
+def test_the_formatter_lays_out_every_line() -> None:
+    """No ``# fmt: skip``: a line packed by hand to fit a size limit hides the size the
+    limit is there to show; ``make lint`` runs ``ruff format --check``."""
+    marker = "# fmt: " + "skip"
+    found = [
+        f"{path.relative_to(SRC.parent)}:{n}"
+        for root in (SRC, Path(__file__).parent)
+        for path in sorted(root.rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if line.rstrip().endswith(marker)
+    ]
+    assert not found, found
+    makefile = (SRC.parent / "Makefile").read_text(encoding="utf-8")
+    assert "ruff format --check" in makefile

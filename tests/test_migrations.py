@@ -246,11 +246,23 @@ _OLD_STEPS = sa.table(
 
 def _old_session_row(sid: str, at: datetime, runs: int) -> dict[str, Any]:
     return {
-        "session_id": sid, "user_id": "alice", "agent": "coding", "title": None,
-        "metadata": "{}", "status": "ACTIVE", "version": 1, "created_at": at,
-        "updated_at": at, "last_active_at": at, "closed_at": None, "expired_at": None,
-        "ttl_seconds": None, "message_count": 0, "run_count": runs, "tool_call_count": 0,
-    }  # fmt: skip
+        "session_id": sid,
+        "user_id": "alice",
+        "agent": "coding",
+        "title": None,
+        "metadata": "{}",
+        "status": "ACTIVE",
+        "version": 1,
+        "created_at": at,
+        "updated_at": at,
+        "last_active_at": at,
+        "closed_at": None,
+        "expired_at": None,
+        "ttl_seconds": None,
+        "message_count": 0,
+        "run_count": runs,
+        "tool_call_count": 0,
+    }
 
 
 def test_step_count_is_backfilled_from_run_steps(db_url: str) -> None:
@@ -265,21 +277,45 @@ def test_step_count_is_backfilled_from_run_steps(db_url: str) -> None:
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
-            conn.execute(sa.insert(_OLD_SESSIONS), [_old_session_row(sid, at, 2),
-                                                    _old_session_row(other, at, 1)])
+            conn.execute(
+                sa.insert(_OLD_SESSIONS),
+                [_old_session_row(sid, at, 2), _old_session_row(other, at, 1)],
+            )
             for seq, ((owner, run_id), count) in enumerate(steps.items(), start=1):
-                conn.execute(sa.insert(_OLD_RUNS), {
-                    "session_id": owner, "run_id": run_id, "seq": seq, "input": "null",
-                    "status": "SUCCEEDED" if run_id != run_ids["a"] else "RUNNING",
-                    "error": None, "output": "null", "usage": "{}", "metadata": "{}",
-                    "created_at": at, "started_at": at, "ended_at": None,
-                })  # fmt: skip
+                conn.execute(
+                    sa.insert(_OLD_RUNS),
+                    {
+                        "session_id": owner,
+                        "run_id": run_id,
+                        "seq": seq,
+                        "input": "null",
+                        "status": "SUCCEEDED" if run_id != run_ids["a"] else "RUNNING",
+                        "error": None,
+                        "output": "null",
+                        "usage": "{}",
+                        "metadata": "{}",
+                        "created_at": at,
+                        "started_at": at,
+                        "ended_at": None,
+                    },
+                )
                 for i in range(count):
-                    conn.execute(sa.insert(_OLD_STEPS), {
-                        "session_id": owner, "run_id": run_id, "step_index": i, "kind": "k",
-                        "name": None, "input": "null", "output": "null", "status": "ok",
-                        "error": None, "started_at": at, "ended_at": at,
-                    })  # fmt: skip
+                    conn.execute(
+                        sa.insert(_OLD_STEPS),
+                        {
+                            "session_id": owner,
+                            "run_id": run_id,
+                            "step_index": i,
+                            "kind": "k",
+                            "name": None,
+                            "input": "null",
+                            "output": "null",
+                            "status": "ok",
+                            "error": None,
+                            "started_at": at,
+                            "ended_at": at,
+                        },
+                    )
     finally:
         engine.dispose()
 
@@ -321,24 +357,72 @@ def test_field_widths_upgrade_keeps_rows_and_takes_longer_values(db_url: str) ->
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
-            conn.execute(sa.insert(_OLD_SESSIONS), {
-                "session_id": sid, "user_id": "alice", "agent": "a", "title": None,
-                "metadata": "{}", "status": "ACTIVE", "version": 2, "created_at": now,
-                "updated_at": now, "last_active_at": now, "closed_at": None,
-                "expired_at": None, "ttl_seconds": None, "message_count": 0,
-                "run_count": 1, "tool_call_count": 0})
-            conn.execute(sa.insert(_OLD_RUNS), {
-                "session_id": sid, "run_id": run_id, "seq": 1, "input": "null",
-                "status": "RUNNING", "created_at": now, "started_at": now, "ended_at": None,
-                "error": None, "output": "null", "usage": "{}", "metadata": "{}"})
-            conn.execute(sa.insert(_OLD_STEPS), {
-                "session_id": sid, "run_id": run_id, "step_index": 0, "kind": "k" * 64,
-                "name": None, "input": "null", "output": "null", "status": "s" * 32,
-                "error": None, "started_at": now, "ended_at": now})
-            conn.execute(sa.insert(_OLD_KEYS), {
-                "user_id": "alice", "scope": "create_session", "idem_key": "i" * 128,
-                "fingerprint": "f" * 64, "session_id": sid, "result": "{}",
-                "created_at": now})
+            conn.execute(
+                sa.insert(_OLD_SESSIONS),
+                {
+                    "session_id": sid,
+                    "user_id": "alice",
+                    "agent": "a",
+                    "title": None,
+                    "metadata": "{}",
+                    "status": "ACTIVE",
+                    "version": 2,
+                    "created_at": now,
+                    "updated_at": now,
+                    "last_active_at": now,
+                    "closed_at": None,
+                    "expired_at": None,
+                    "ttl_seconds": None,
+                    "message_count": 0,
+                    "run_count": 1,
+                    "tool_call_count": 0,
+                },
+            )
+            conn.execute(
+                sa.insert(_OLD_RUNS),
+                {
+                    "session_id": sid,
+                    "run_id": run_id,
+                    "seq": 1,
+                    "input": "null",
+                    "status": "RUNNING",
+                    "created_at": now,
+                    "started_at": now,
+                    "ended_at": None,
+                    "error": None,
+                    "output": "null",
+                    "usage": "{}",
+                    "metadata": "{}",
+                },
+            )
+            conn.execute(
+                sa.insert(_OLD_STEPS),
+                {
+                    "session_id": sid,
+                    "run_id": run_id,
+                    "step_index": 0,
+                    "kind": "k" * 64,
+                    "name": None,
+                    "input": "null",
+                    "output": "null",
+                    "status": "s" * 32,
+                    "error": None,
+                    "started_at": now,
+                    "ended_at": now,
+                },
+            )
+            conn.execute(
+                sa.insert(_OLD_KEYS),
+                {
+                    "user_id": "alice",
+                    "scope": "create_session",
+                    "idem_key": "i" * 128,
+                    "fingerprint": "f" * 64,
+                    "session_id": sid,
+                    "result": "{}",
+                    "created_at": now,
+                },
+            )
     finally:
         engine.dispose()
     assert upgrade(url) == head_revision()
@@ -349,9 +433,14 @@ def test_field_widths_upgrade_keeps_rows_and_takes_longer_values(db_url: str) ->
             assert [(st.kind, st.status) for st in steps] == [("k" * 64, "s" * 32)]
             assert tx.get_idempotency("alice", "create_session", "i" * 128) is not None
         manager = SessionManager(store)
-        step = manager.add_run_step(session_id=sid, user_id="alice", run_id=run_id,
-                                    kind="k" * 128, status="s" * 128,
-                                    idempotency_key="i" * 255)
+        step = manager.add_run_step(
+            session_id=sid,
+            user_id="alice",
+            run_id=run_id,
+            kind="k" * 128,
+            status="s" * 128,
+            idempotency_key="i" * 255,
+        )
         assert (step.kind, step.status) == ("k" * 128, "s" * 128)
     finally:
         store.close()

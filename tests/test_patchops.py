@@ -86,8 +86,11 @@ def _reference(doc: Any, ops: list[dict[str, Any]]) -> Any:
             doc = _remove(doc, path)
         elif name == "replace":
             _get(doc, path)
-            doc = _add(_remove(doc, path), path, copy.deepcopy(op["value"])) if path else (
-                copy.deepcopy(op["value"]))
+            doc = (
+                _add(_remove(doc, path), path, copy.deepcopy(op["value"]))
+                if path
+                else (copy.deepcopy(op["value"]))
+            )
         elif name == "move":
             source = _tokens(op["from"])
             value = _get(doc, source)

@@ -92,13 +92,15 @@ for user, prefix in (("user1", "ix_sessions_user_id_"), (None, "ix_sessions_")):
 for user in ("user3", None):
     for after in (None, CURSOR):
         kw: dict[str, Any] = {"user_id": user, "after": after, "limit": 11, "now": NOW}
-        QUERIES.append((
-            f"forks {user=} {after=}",
-            lambda tx, kw=kw: tx.list_sessions(
-                status=None, agent=None, parent_session_id=PARENT, **kw
-            ),
-            ["ix_sessions_parent_session_id_updated_at_session_id"],
-        ))  # fmt: skip
+        QUERIES.append(
+            (
+                f"forks {user=} {after=}",
+                lambda tx, kw=kw: tx.list_sessions(
+                    status=None, agent=None, parent_session_id=PARENT, **kw
+                ),
+                ["ix_sessions_parent_session_id_updated_at_session_id"],
+            )
+        )
 
 
 def _session(n: int) -> Session:
@@ -108,8 +110,13 @@ def _session(n: int) -> Session:
     kind = n % 10
     ttl = 3600.0 if kind == 1 else None
     expires = at + timedelta(hours=1 if n % 20 == 1 else 48) if kind == 1 else None
-    status = SessionStatus.ACTIVE if kind < 2 else SessionStatus.CLOSED if kind < 6 else (
-        SessionStatus.EXPIRED)
+    status = (
+        SessionStatus.ACTIVE
+        if kind < 2
+        else SessionStatus.CLOSED
+        if kind < 6
+        else (SessionStatus.EXPIRED)
+    )
     return Session(
         session_id=SID if n == 0 else f"ses_{n:026d}",
         user_id=USERS[n % len(USERS)],

@@ -28,8 +28,9 @@ STORE = {"message_id": "msg_1", "session_id": "ses_1", "seq": 3, "created_at": N
 _json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=5)
 _json = st.recursive(
     _json_scalars | st.floats(allow_nan=False, allow_infinity=False),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 #: Values of every known field: right types, wrong types, and the store's own fields.
@@ -42,11 +43,13 @@ _fields = st.fixed_dictionaries(
         ),
         "content": st.none() | st.text(max_size=5) | st.lists(_json, max_size=2) | st.integers(),
         "name": st.none() | st.text(max_size=3) | st.integers(),
-        "tool_calls": st.none() | st.lists(st.dictionaries(st.text(max_size=3), _json), max_size=2)
+        "tool_calls": st.none()
+        | st.lists(st.dictionaries(st.text(max_size=3), _json), max_size=2)
         | st.lists(st.integers(), max_size=2),
         "tool_call_id": st.none() | st.text(max_size=3) | st.booleans(),
         "run_id": st.none() | st.text(max_size=3),
-        "metadata": st.none() | st.dictionaries(st.text(max_size=3), _json, max_size=2)
+        "metadata": st.none()
+        | st.dictionaries(st.text(max_size=3), _json, max_size=2)
         | st.text(max_size=2),
         "session_version": st.none() | st.integers(0, 5),
         "call_id": st.text(max_size=3),

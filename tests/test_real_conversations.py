@@ -119,10 +119,7 @@ def replay(conversation: dict[str, Any], tmp_path: Path) -> tuple[SessionManager
     meta = conversation["session"]
     head, turns = split_turns(conversation["messages"])
     names = {
-        c["function"]["name"]
-        for t in turns
-        for s in t.steps
-        for c in s.get("tool_calls") or []
+        c["function"]["name"] for t in turns for s in t.steps for c in s.get("tool_calls") or []
     }
     manager = SessionManager(MemoryStore())
     user = meta["user_id"]
@@ -151,9 +148,7 @@ def every_item(listing: Any) -> Iterator[Any]:
         yield from page.items
 
 
-@pytest.mark.parametrize(
-    "conversation", CONVERSATIONS, ids=[c["case_id"] for c in CONVERSATIONS]
-)
+@pytest.mark.parametrize("conversation", CONVERSATIONS, ids=[c["case_id"] for c in CONVERSATIONS])
 def test_replay_stores_every_turn_and_every_call(
     conversation: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -163,6 +158,7 @@ def test_replay_stores_every_turn_and_every_call(
     manager, sid, tools = replay(conversation, tmp_path)
     user = conversation["session"]["user_id"]
     original = conversation["messages"]
+
     def page(cursor: str | None) -> Any:
         start = {"after": 0} if cursor is None else {"cursor": cursor}
         return manager.get_messages(session_id=sid, user_id=user, **start)
@@ -198,9 +194,7 @@ def test_some_conversations_reuse_provider_ids() -> None:
     assert reused >= 3
 
 
-@pytest.mark.parametrize(
-    "conversation", CONVERSATIONS, ids=[c["case_id"] for c in CONVERSATIONS]
-)
+@pytest.mark.parametrize("conversation", CONVERSATIONS, ids=[c["case_id"] for c in CONVERSATIONS])
 def test_every_last_k_window_is_provider_valid(
     conversation: dict[str, Any], tmp_path: Path
 ) -> None:

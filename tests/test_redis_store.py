@@ -129,8 +129,12 @@ def test_delete_leaves_no_key_of_the_session(redis_store: RedisStore) -> None:
     m.delete_session(**kw)
     assert _session_keys(redis_store, sid) == []
     r = redis_store.client
-    indexes = ["as:sessions", *r.scan_iter(match="as:status:*"), *r.scan_iter(match="as:agent:*"),
-               *r.scan_iter(match="as:user:{alice}:*")]  # fmt: skip
+    indexes = [
+        "as:sessions",
+        *r.scan_iter(match="as:status:*"),
+        *r.scan_iter(match="as:agent:*"),
+        *r.scan_iter(match="as:user:{alice}:*"),
+    ]
     assert len(indexes) >= 6
     members = [x for key in indexes for x in r.zrange(key, 0, -1)]
     assert [x for x in members if sid in x] == []
@@ -235,9 +239,7 @@ def test_idempotency_records_carry_a_redis_expiry(redis_url: str) -> None:
         assert 89_000 < store.client.ttl(key) <= 90_000
 
 
-def test_admin_records_for_a_user_leave_no_index_entry_once_gone(
-    redis_store: RedisStore,
-) -> None:
+def test_admin_records_for_a_user_leave_no_index_entry_once_gone(redis_store: RedisStore) -> None:
     """An admin's keyed writes for alice are indexed under alice too; whichever way a
     record goes (with its session, purged by the sweep, or expired by Redis and then
     swept), alice's index entry and its owner entry go with it."""
@@ -248,7 +250,11 @@ def test_admin_records_for_a_user_leave_no_index_entry_once_gone(
     m.update_session(session_id=sid, title="t", idempotency_key="u1", **admin)
     for key in ("s1", "s2"):
         m.update_shared_memory(
-            scope="user", agent=key, target_user_id=USER, data={"a": 1}, idempotency_key=key,
+            scope="user",
+            agent=key,
+            target_user_id=USER,
+            data={"a": 1},
+            idempotency_key=key,
             **admin,
         )
     assert len(r.zrange("as:idem:user:{alice}", 0, -1)) == 3 == r.hlen("as:idem:owners")
@@ -368,8 +374,7 @@ def test_listing_by_status_or_agent_reads_its_index(redis_url: str) -> None:
     closed = {m.create_session(user_id=USER, agent="rare").session_id for _ in range(3)}
     for sid in closed:
         m.close_session(session_id=sid, user_id=USER)
-    due = {m.create_session(user_id=USER, agent="busy", ttl_seconds=5).session_id
-           for _ in range(2)}  # fmt: skip
+    due = {m.create_session(user_id=USER, agent="busy", ttl_seconds=5).session_id for _ in range(2)}
     clock.advance(10)
     for kwargs, wanted in (
         ({"status": "CLOSED"}, closed),
@@ -400,10 +405,15 @@ def test_indexes_are_built_for_data_of_an_older_version(redis_store: RedisStore)
         m.record_tool_call(session_id=due, user_id=USER, tool=tool)
     clock.advance(10)
     r = redis_store.client
-    added = [*r.scan_iter(match="as:status:*"), *r.scan_iter(match="as:agent:*"),
-             *r.scan_iter(match="as:user:{alice}:status:*"),
-             *r.scan_iter(match="as:user:{alice}:agent:*"), "as:user:{alice}:due",
-             *r.scan_iter(match="as:{*}:calls:tool*"), "as:index_version"]  # fmt: skip
+    added = [
+        *r.scan_iter(match="as:status:*"),
+        *r.scan_iter(match="as:agent:*"),
+        *r.scan_iter(match="as:user:{alice}:status:*"),
+        *r.scan_iter(match="as:user:{alice}:agent:*"),
+        "as:user:{alice}:due",
+        *r.scan_iter(match="as:{*}:calls:tool*"),
+        "as:index_version",
+    ]
     assert r.delete(*added) == len(added)
 
     reopened = SessionManager(RedisStore(client=r), clock=clock)
@@ -414,7 +424,6 @@ def test_indexes_are_built_for_data_of_an_older_version(redis_store: RedisStore)
     assert [s.session_id for s in reopened.list_sessions(**kw, agent="a").items] == [closed]
     grep = reopened.get_tool_history(session_id=due, user_id=USER, tool="grep").items
     assert [c.seq for c in grep] == [1, 3]
-
 
 
 def test_a_removal_of_nothing_keeps_the_seq_checks_of_later_appends(
@@ -495,7 +504,8 @@ def test_a_fork_copies_server_side_in_one_commit(redis_url: str) -> None:
     assert len(rewritten) == 3
     assert all(x.startswith(f'{{"session_id":"{fork.session_id}"') for x in rewritten)
     assert m.get_working_memory(session_id=fork.session_id, user_id=USER, at_seq=0).data == {
-        "goal": "g"}  # fmt: skip
+        "goal": "g"
+    }
     m.delete_session(session_id=fork.session_id, user_id=USER)
     assert _session_keys(store, fork.session_id) == []
     assert client.zcard(f"as:forks:{{{sid}}}") == 0

@@ -28,7 +28,7 @@ MiB = 1024 * 1024
 USER = "alice"
 # Every costly kind of character: JSON escapes (\\ \" \u0000), a 4-byte emoji, a
 # 3-byte CJK character, and a quote PyMySQL escapes but JSON does not.
-CHUNK = 'a\\"\x00😀中\'\n'
+CHUNK = "a\\\"\x00😀中'\n"
 
 pytestmark = pytest.mark.skipif(
     not servers.server_stores_enabled(),

@@ -310,8 +310,7 @@ def test_record_prefix_is_a_bounded_index_range(sql_store: SQLStore) -> None:
         tx.insert_session(_session())
     with captured_sql(sql_store) as seen, sql_store.transaction(write=False) as tx:
         tx.list_records(
-            "ses_a", namespace="w", prefix="b", after=None, before=None, limit=1,
-            descending=False,
+            "ses_a", namespace="w", prefix="b", after=None, before=None, limit=1, descending=False
         )
     [(sql, params)] = [(q, p) for q, p in seen if "session_records" in q]
     with sql_store.engine.connect() as conn:
@@ -360,7 +359,8 @@ def test_newest_page_of_a_chat_is_two_selects(sql_store: SQLStore) -> None:
         page = m.get_messages(**kw, limit=4)
     assert [p.seq for p in page.items] == [7, 8, 9, 10] and page.items[0].role == "user"
     assert [s.split()[0] for s, _ in seen if not s.startswith(("BEGIN", "COMMIT"))] == [
-        "SELECT", "SELECT"
+        "SELECT",
+        "SELECT",
     ]
     with captured_sql(sql_store) as seen:
         page = m.get_messages(**kw, limit=3)

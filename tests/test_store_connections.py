@@ -273,9 +273,7 @@ def test_sqlite_full_is_store_unavailable(tmp_path: Path) -> None:
         manager.close()
 
 
-def test_sqlite_full_is_503_with_retry_after_and_unavailable_in_clients(
-    tmp_path: Path,
-) -> None:
+def test_sqlite_full_is_503_with_retry_after_and_unavailable_in_clients(tmp_path: Path) -> None:
     """Over HTTP a full database is a 503 problem ``store-unavailable`` with
     ``Retry-After`` (before: 500); the sync and async clients raise StoreUnavailable."""
     manager = _full_sqlite_manager(tmp_path)

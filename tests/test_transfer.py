@@ -35,13 +35,17 @@ T1 = datetime(2026, 5, 1, 12, 0, 3, tzinfo=UTC)
 MESSAGES: list[dict[str, Any]] = [
     {"role": "system", "content": "Be brief.", "metadata": {"source": "prompt"}},
     {"role": "user", "content": "Weather in Zürich? 🌧", "name": "alice"},
-    {"type": "function_call", "call_id": "call_1", "name": "get_weather",
-     "arguments": "{\"city\":\"Zürich\"}"},
+    {
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "get_weather",
+        "arguments": '{"city":"Zürich"}',
+    },
     {"type": "function_call_output", "call_id": "call_1", "output": "rain"},
     {"role": "assistant", "content": [{"type": "text", "text": "Rain."}], "extra": None},
     {"role": "user", "content": "Thanks"},
     {"role": "assistant", "content": "You're welcome."},
-]  # fmt: skip
+]
 
 
 def invoke(*args: str) -> Any:
@@ -54,21 +58,36 @@ def build_session(manager: SessionManager) -> Session:
     working memory, messages (one linked to a run), tool calls, runs with steps in each
     final status and one interrupted."""
     s = manager.create_session(
-        user_id="alice", agent="travel", title="Zürich", metadata={"tier": "gold"},
-        ttl_seconds=3600, external_key="trip 42/ü",
-    )  # fmt: skip
+        user_id="alice",
+        agent="travel",
+        title="Zürich",
+        metadata={"tier": "gold"},
+        ttl_seconds=3600,
+        external_key="trip 42/ü",
+    )
     scope = {"session_id": s.session_id, "user_id": "alice"}
     manager.update_working_memory(**scope, data={"goal": "weather", "facts": {"city": "Zürich"}})
     manager.append_messages(**scope, messages=MESSAGES[:3])
     manager.append_messages(**scope, messages=MESSAGES[3:5])
     manager.record_tool_call(
-        **scope, tool="get_weather", arguments={"city": "Zürich"}, result={"sky": "rain"},
-        started_at=T0, ended_at=T1, provider_call_id="call_1",
-    )  # fmt: skip
+        **scope,
+        tool="get_weather",
+        arguments={"city": "Zürich"},
+        result={"sky": "rain"},
+        started_at=T0,
+        ended_at=T1,
+        provider_call_id="call_1",
+    )
     manager.record_tool_call(
-        **scope, tool="book", arguments={}, status="error", error="no seats", started_at=T0,
-        ended_at=T1, call_id="mine-1",
-    )  # fmt: skip
+        **scope,
+        tool="book",
+        arguments={},
+        status="error",
+        error="no seats",
+        started_at=T0,
+        ended_at=T1,
+        call_id="mine-1",
+    )
     for status, steps in (("SUCCEEDED", 3), ("FAILED", 1), ("CANCELLED", 0)):
         lease = 600 if status == "SUCCEEDED" else None  # a lease goes along
         run = manager.start_run(
@@ -76,15 +95,26 @@ def build_session(manager: SessionManager) -> Session:
         )
         for i in range(steps):
             manager.add_run_step(
-                **scope, run_id=run.run_id, kind="tool", name=f"t{i}", input=i, output=[i],
-                status="ok", started_at=T0, ended_at=T1,
-            )  # fmt: skip
+                **scope,
+                run_id=run.run_id,
+                kind="tool",
+                name=f"t{i}",
+                input=i,
+                output=[i],
+                status="ok",
+                started_at=T0,
+                ended_at=T1,
+            )
         if status == "SUCCEEDED":
             manager.append_message(**scope, message={**MESSAGES[5], "run_id": run.run_id})
         manager.finish_run(
-            **scope, run_id=run.run_id, status=status, output="done",
-            error="boom" if status == "FAILED" else None, usage={"input_tokens": steps},
-        )  # fmt: skip
+            **scope,
+            run_id=run.run_id,
+            status=status,
+            output="done",
+            error="boom" if status == "FAILED" else None,
+            usage={"input_tokens": steps},
+        )
     manager.append_message(**scope, message=MESSAGES[6])
     manager.close_session(**scope, reason="done")
     return manager.get_session(**scope)
@@ -98,25 +128,48 @@ def content(manager: SessionManager, s: Session) -> dict[str, Any]:
     messages = manager.get_messages(**scope, limit=100, align_tool_calls=False).items
     calls = manager.get_tool_history(**scope, limit=100).items
     runs = manager.list_runs(**scope, limit=100).items
-    skip = {"session_id", "run_id", "created_at", "session_version", "started_at", "ended_at",
-            "lease_expires_at"}  # fmt: skip
+    skip = {
+        "session_id",
+        "run_id",
+        "created_at",
+        "session_version",
+        "started_at",
+        "ended_at",
+        "lease_expires_at",
+    }
     return {
         "session": s.model_dump(
-            include={"agent", "title", "metadata", "status", "status_reason", "ttl_seconds",
-                     "message_count", "run_count", "tool_call_count"}),
+            include={
+                "agent",
+                "title",
+                "metadata",
+                "status",
+                "status_reason",
+                "ttl_seconds",
+                "message_count",
+                "run_count",
+                "tool_call_count",
+            }
+        ),
         "memory": manager.get_working_memory(**scope).data,
-        "memory_history": [manager.get_working_memory(**scope, at_seq=n).data
-                           for n in range(s.message_count + 1)],
+        "memory_history": [
+            manager.get_working_memory(**scope, at_seq=n).data for n in range(s.message_count + 1)
+        ],
         "messages": [{k: v for k, v in m.payload().items() if k != "run_id"} for m in messages],
-        "calls": [c.model_dump(exclude={"session_id", "created_at", "session_version"})
-                  for c in calls],
+        "calls": [
+            c.model_dump(exclude={"session_id", "created_at", "session_version"}) for c in calls
+        ],
         "runs": [
-            {**r.model_dump(exclude=skip | {"seq", "steps"}),
-             "steps": [st.model_dump(exclude={"run_id", "session_version"})
-                       for st in manager.list_run_steps(**scope, run_id=r.run_id).items]}
+            {
+                **r.model_dump(exclude=skip | {"seq", "steps"}),
+                "steps": [
+                    st.model_dump(exclude={"run_id", "session_version"})
+                    for st in manager.list_run_steps(**scope, run_id=r.run_id).items
+                ],
+            }
             for r in runs
         ],
-    }  # fmt: skip
+    }
 
 
 def test_export_then_import_recreates_an_equal_session(store: SessionStore) -> None:
@@ -126,11 +179,12 @@ def test_export_then_import_recreates_an_equal_session(store: SessionStore) -> N
     manager = SessionManager(store, limits=Limits(max_page_size=2, max_batch_messages=3))
     reader = SessionManager(store)
     original = build_session(manager)
-    lines = [json.loads(json.dumps(line)) for line in export_session(
-        manager, session_id=original.session_id, user_id="alice")]  # fmt: skip
+    lines = [
+        json.loads(json.dumps(line))
+        for line in export_session(manager, session_id=original.session_id, user_id="alice")
+    ]
     assert [line["type"] for line in lines] == (
-        ["session", "working_memory", "memory"] + ["message"] * 7 + ["tool_call"] * 2
-        + ["run"] * 3
+        ["session", "working_memory", "memory"] + ["message"] * 7 + ["tool_call"] * 2 + ["run"] * 3
     )
     assert [line["message"]["seq"] for line in lines[3:10]] == list(range(1, 8))
     for owner in ("bob", "alice"):
@@ -141,7 +195,11 @@ def test_export_then_import_recreates_an_equal_session(store: SessionStore) -> N
         )
         assert content(reader, done.session) == content(reader, original)
         assert done.counts == {
-            "working_memory": 1, "memory": 1, "message": 7, "tool_call": 2, "run": 3
+            "working_memory": 1,
+            "memory": 1,
+            "message": 7,
+            "tool_call": 2,
+            "run": 3,
         }
 
 
@@ -160,9 +218,10 @@ def test_the_cli_exports_to_a_file_and_imports_it(tmp_path: Path) -> None:
     assert imported.exit_code == 0, imported.output
     new_id = json.loads(imported.output)["session_id"]
     piped = runner.invoke(
-        build_app(), ["import", "jsonl", "-", "--url", url, "--user", "carol", "--json"],
+        build_app(),
+        ["import", "jsonl", "-", "--url", url, "--user", "carol", "--json"],
         input=out.read_bytes(),
-    )  # fmt: skip
+    )
     assert piped.exit_code == 0, piped.output
     with SessionManager.from_url(url) as manager:
         for owner, sid in (("bob", new_id), ("carol", json.loads(piped.output)["session_id"])):
@@ -186,7 +245,9 @@ def test_a_bad_export_file_is_refused_naming_its_line(tmp_path: Path) -> None:
         json.dumps({"type": "message", "message": {}}) + "\n": "line 1: expected",
         json.dumps({**session, "format_version": 9}) + "\n": "format_version 9",
         json.dumps(session) + "\n" + json.dumps({"type": "audit"}) + "\n": "line 2: the type",
-        json.dumps(session) + "\n" + json.dumps({"type": "message", "message": {"role": "x"}})
+        json.dumps(session)
+        + "\n"
+        + json.dumps({"type": "message", "message": {"role": "x"}})
         + "\n": "line 2:",
     }
     for i, (text, error) in enumerate(cases.items()):
@@ -201,16 +262,30 @@ def test_a_bad_export_file_is_refused_naming_its_line(tmp_path: Path) -> None:
 
 TURN: list[dict[str, Any]] = [
     {"role": "user", "content": "Weather in Zürich? 🌧"},
-    {"type": "function_call", "call_id": "call_1", "name": "get_weather",
-     "arguments": "{\"city\":\"Zürich\"}", "id": "fc_1", "status": "completed"},
+    {
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "get_weather",
+        "arguments": '{"city":"Zürich"}',
+        "id": "fc_1",
+        "status": "completed",
+    },
     {"type": "function_call", "call_id": "call/2", "name": "get_time", "arguments": "not json"},
     {"type": "function_call_output", "call_id": "call_1", "output": "rain, 7°C"},
-    {"type": "function_call_output", "call_id": "call/2", "output": [{"type": "input_text",
-     "text": "noon"}]},
-    {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
-     "content": [{"type": "output_text", "text": "Rain.", "annotations": [], "logprobs": []}]},
+    {
+        "type": "function_call_output",
+        "call_id": "call/2",
+        "output": [{"type": "input_text", "text": "noon"}],
+    },
+    {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Rain.", "annotations": [], "logprobs": []}],
+    },
     {"type": "function_call", "call_id": "call_3", "name": "never_answered", "arguments": "{}"},
-]  # fmt: skip
+]
 
 
 def peer_database(path: Path) -> None:
@@ -267,13 +342,17 @@ def test_an_openai_agents_database_is_imported_whole_and_only_once(tmp_path: Pat
     before = hashlib.sha256(source.read_bytes()).hexdigest()
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
     SessionManager.from_url(url, auto_migrate=True).close()
-    done = invoke("import", "openai-agents", str(source), "--url", url, "--user", "alice",
-                  "--json")  # fmt: skip
+    done = invoke("import", "openai-agents", str(source), "--url", url, "--user", "alice", "--json")
     assert done.exit_code == 0, done.output
     assert json.loads(done.output) == {
-        "sessions": 2, "created": 2, "messages": 8, "tool_calls": 2, "bad_rows": 0,
-        "skipped_calls": 0, "failed": [],
-    }  # fmt: skip
+        "sessions": 2,
+        "created": 2,
+        "messages": 8,
+        "tool_calls": 2,
+        "bad_rows": 0,
+        "skipped_calls": 0,
+        "failed": [],
+    }
     got = imported(url)
     assert {key: v["items"] for key, v in got.items()} == source_rows(source)
     assert got["conv-1"]["calls"] == [
@@ -289,16 +368,15 @@ def test_an_openai_agents_database_is_imported_whole_and_only_once(tmp_path: Pat
         session = AgentSessionSession("conv-1", backend=manager, user_id="alice")
         assert asyncio.run(session.get_items()) == TURN
         session.close()
-    again = invoke("import", "openai-agents", str(source), "--url", url, "--user", "alice",
-                   "--json")  # fmt: skip
+    again = invoke(
+        "import", "openai-agents", str(source), "--url", url, "--user", "alice", "--json"
+    )
     assert json.loads(again.output)["messages"] == 0 and json.loads(again.output)["created"] == 0
     assert imported(url) == got  # not even a version step
     assert hashlib.sha256(source.read_bytes()).hexdigest() == before
 
 
-def test_an_interrupted_import_resumes_and_a_diverged_session_is_left_alone(
-    tmp_path: Path,
-) -> None:
+def test_an_interrupted_import_resumes_and_a_diverged_session_is_left_alone(tmp_path: Path) -> None:
     """A session holding a prefix of its source (an import that stopped part-way) gets
     the rest; one whose history differs is reported (exit 1) and left as it is."""
     source = tmp_path / "agents.db"
@@ -316,10 +394,14 @@ def test_an_interrupted_import_resumes_and_a_diverged_session_is_left_alone(
         other, _ = manager.open_session(
             user_id="alice", agent="openai-agents", external_key="conv 2/ü"
         )
-        manager.append_message(session_id=other.session_id, user_id="alice",
-                               message={"role": "user", "content": "something else"})  # fmt: skip
-    done = invoke("import", "openai-agents", str(source), "--url", url, "--user", "alice",
-                  "--quiet")  # fmt: skip
+        manager.append_message(
+            session_id=other.session_id,
+            user_id="alice",
+            message={"role": "user", "content": "something else"},
+        )
+    done = invoke(
+        "import", "openai-agents", str(source), "--url", url, "--user", "alice", "--quiet"
+    )
     assert done.exit_code == 1, done.output
     assert "not imported: 'conv 2/ü'" in done.output
     got = imported(url)
@@ -334,18 +416,29 @@ def test_a_missing_or_foreign_database_is_refused(tmp_path: Path) -> None:
     command line is wrong), one line."""
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
     SessionManager.from_url(url, auto_migrate=True).close()
-    missing = invoke("import", "openai-agents", str(tmp_path / "no.db"), "--url", url,
-                     "--user", "alice")  # fmt: skip
+    missing = invoke(
+        "import", "openai-agents", str(tmp_path / "no.db"), "--url", url, "--user", "alice"
+    )
     assert missing.exit_code == 2 and "no such database file" in missing.output
     for kind in ("openai-agents", "langgraph"):
         folder = invoke("import", kind, str(tmp_path), "--url", url, "--user", "alice")
         assert folder.exit_code == 2 and "is a directory" in folder.output, folder.output
-    foreign = invoke("import", "openai-agents", str(tmp_path / "sessions.db"), "--url", url,
-                     "--user", "alice")  # fmt: skip
+    foreign = invoke(
+        "import", "openai-agents", str(tmp_path / "sessions.db"), "--url", url, "--user", "alice"
+    )
     assert foreign.exit_code == 2
     assert "not an openai-agents SQLiteSession database" in foreign.output
-    bad_table = invoke("import", "openai-agents", str(tmp_path / "sessions.db"), "--url", url,
-                       "--user", "alice", "--messages-table", "x; DROP TABLE y")  # fmt: skip
+    bad_table = invoke(
+        "import",
+        "openai-agents",
+        str(tmp_path / "sessions.db"),
+        "--url",
+        url,
+        "--user",
+        "alice",
+        "--messages-table",
+        "x; DROP TABLE y",
+    )
     assert bad_table.exit_code == 2
 
 
@@ -367,9 +460,10 @@ def test_a_source_damaged_part_way_is_exit_2_as_a_bad_file(tmp_path: Path) -> No
     source = tmp_path / "agents.db"
     peer_database(source)
     with sqlite3.connect(source) as db:
-        db.executemany("INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)",
-                       [(f"pad-{i}", json.dumps({"role": "user", "content": "p" * 3000}))
-                        for i in range(200)])  # fmt: skip
+        db.executemany(
+            "INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)",
+            [(f"pad-{i}", json.dumps({"role": "user", "content": "p" * 3000})) for i in range(200)],
+        )
     db.close()
     damage_late_pages(source)
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
@@ -449,16 +543,36 @@ def test_a_read_only_database_in_a_read_only_folder_is_imported_and_left_as_it_i
                 if f.name != "locked.db":
                     f.chmod(0o444)
             folder.chmod(0o555)
-        before = {f: f.read_bytes() for folder in (plain, logged) for f in folder.iterdir()
-                  if f.name != "locked.db"}  # fmt: skip
+        before = {
+            f: f.read_bytes()
+            for folder in (plain, logged)
+            for f in folder.iterdir()
+            if f.name != "locked.db"
+        }
         env = {**os.environ, "HOME": str(out)}
 
         def run(db: Path) -> subprocess.CompletedProcess[str]:
             return subprocess.run(
-                [*prefix, sys.executable, "-m", "agentsession", "import", "openai-agents",
-                 str(db), "--url", url, "--user", "alice", "--json", "--quiet"],
-                capture_output=True, text=True, env=env, check=False,
-            )  # fmt: skip
+                [
+                    *prefix,
+                    sys.executable,
+                    "-m",
+                    "agentsession",
+                    "import",
+                    "openai-agents",
+                    str(db),
+                    "--url",
+                    url,
+                    "--user",
+                    "alice",
+                    "--json",
+                    "--quiet",
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
 
         first = run(plain / "agents.db")
         assert first.returncode == 0, first.stderr
@@ -467,8 +581,12 @@ def test_a_read_only_database_in_a_read_only_folder_is_imported_and_left_as_it_i
         assert second.returncode == 0, second.stderr
         report = json.loads(second.stdout)
         assert (report["sessions"], report["created"], report["messages"]) == (3, 1, 1)
-        after = {f: f.read_bytes() for folder in (plain, logged) for f in folder.iterdir()
-                 if f.name != "locked.db"}  # fmt: skip
+        after = {
+            f: f.read_bytes()
+            for folder in (plain, logged)
+            for f in folder.iterdir()
+            if f.name != "locked.db"
+        }
         assert after == before
         locked = run(plain / "locked.db")
         assert locked.returncode == 2 and "not readable" in locked.stderr, locked.stderr
@@ -504,9 +622,7 @@ def test_a_reused_call_id_pairs_each_call_with_its_own_output(tmp_path: Path) ->
     ]
 
 
-def test_messages_of_a_session_missing_from_the_sessions_table_are_imported(
-    tmp_path: Path,
-) -> None:
+def test_messages_of_a_session_missing_from_the_sessions_table_are_imported(tmp_path: Path) -> None:
     """Rows whose session_id has no row in the sessions table (SQLiteSession reads
     them) are imported as their own session, and the progress total matches."""
     from agentsession.transfer.openai_agents import OpenAIAgentsSource, import_openai_agents
@@ -542,11 +658,13 @@ def test_bad_files_and_records_are_an_error_line_and_an_exit_code(tmp_path: Path
     session = {"type": "session", "format_version": 1, "session": {"agent": "a"}}
     files = {
         "ff.jsonl": b"\xff\xfe\n",
-        "steps.jsonl": (json.dumps(session) + "\n"
-                        + json.dumps({"type": "run", "run": {"steps": [1]}}) + "\n").encode(),
+        "steps.jsonl": (
+            json.dumps(session) + "\n" + json.dumps({"type": "run", "run": {"steps": [1]}}) + "\n"
+        ).encode(),
         "status.jsonl": json.dumps(
-            {**session, "session": {"agent": "a", "status": "OPEN"}}).encode(),
-    }  # fmt: skip
+            {**session, "session": {"agent": "a", "status": "OPEN"}}
+        ).encode(),
+    }
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     cases = [
@@ -566,9 +684,7 @@ def test_bad_files_and_records_are_an_error_line_and_an_exit_code(tmp_path: Path
         assert manager.list_sessions(user_id="bob").items == []  # the steps file's is gone
 
 
-def test_import_errors_name_the_file_line_and_need_only_the_appended_fields(
-    tmp_path: Path,
-) -> None:
+def test_import_errors_name_the_file_line_and_need_only_the_appended_fields(tmp_path: Path) -> None:
     """Line numbers count blank lines; every refusal of the manager (a conflict too)
     is prefixed ``<file>: line N:``, exit 2; a tool call without a tool is refused,
     not stored as "None"; a message record needs only the fields it was appended
@@ -622,8 +738,9 @@ def test_the_benchmarks_openai_agents_database_moves_into_ours(tmp_path: Path) -
     peer.close()
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
     SessionManager.from_url(url, auto_migrate=True).close()
-    done = invoke("import", "openai-agents", str(peer.path), "--url", url, "--user", "alice",
-                  "--json")  # fmt: skip
+    done = invoke(
+        "import", "openai-agents", str(peer.path), "--url", url, "--user", "alice", "--json"
+    )
     assert done.exit_code == 0, done.output
     assert json.loads(done.output)["messages"] == 120
     source = source_rows(peer.path)
@@ -640,10 +757,14 @@ def test_the_memory_history_goes_along_with_an_export(store: SessionStore) -> No
     sid = manager.create_session(user_id="alice", working_memory={"n": 0}).session_id
     scope = {"session_id": sid, "user_id": "alice"}
     for n in range(1, 4):
-        manager.append_messages(**scope, messages=[{"role": "user", "content": f"m{n}"}] * n,
-                                working_memory_patch={"n": n})  # fmt: skip
-    manager.append_messages(**scope, messages=[{"role": "user", "content": "m"}] * 3,
-                            working_memory_patch={"n": 4})  # seqs 7-9  # fmt: skip
+        manager.append_messages(
+            **scope,
+            messages=[{"role": "user", "content": f"m{n}"}] * n,
+            working_memory_patch={"n": n},
+        )
+    manager.append_messages(
+        **scope, messages=[{"role": "user", "content": "m"}] * 3, working_memory_patch={"n": 4}
+    )  # seqs 7-9
     manager.truncate_messages(**scope, after_seq=7)
     manager.update_working_memory(**scope, data={"n": "after"})
     manager.append_messages(**scope, messages=[{"role": "user", "content": "last"}])
@@ -662,8 +783,10 @@ def test_the_memory_history_goes_along_with_an_export(store: SessionStore) -> No
     kw = {"session_id": again.session_id, "user_id": "carol"}
     assert manager.get_working_memory(**kw).data == {"n": "after"}
     assert manager.get_working_memory(**kw, at_seq=7).data == {}
-    moved = [{**line, "memory": {**line["memory"], "at_seq": 2}} if line["type"] == "memory"
-             else line for line in lines]  # fmt: skip
+    moved = [
+        {**line, "memory": {**line["memory"], "at_seq": 2}} if line["type"] == "memory" else line
+        for line in lines
+    ]
     with pytest.raises(ValidationError, match="at_seq must be 0"):
         import_session(manager, enumerate(moved, start=1), user_id="dave")
 
@@ -680,10 +803,15 @@ def test_records_go_along_with_an_export_and_an_old_export_still_imports(
     original = manager.create_session(user_id="alice", agent="lg", external_key="thread-1")
     scope = {"session_id": original.session_id, "user_id": "alice"}
     written = [
-        RecordWrite(namespace=ns, key=f"k{i}", data=bytes([i, 0, 255]) * (i % 2 + 1),
-                    meta={"type": "msgpack", "i": i})
-        for ns in ("langgraph.checkpoint", "langgraph.writes") for i in range(3)
-    ]  # fmt: skip
+        RecordWrite(
+            namespace=ns,
+            key=f"k{i}",
+            data=bytes([i, 0, 255]) * (i % 2 + 1),
+            meta={"type": "msgpack", "i": i},
+        )
+        for ns in ("langgraph.checkpoint", "langgraph.writes")
+        for i in range(3)
+    ]
     for i in range(0, len(written), 2):
         manager.put_records(**scope, records=written[i : i + 2])
     lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]
@@ -693,8 +821,11 @@ def test_records_go_along_with_an_export_and_an_old_export_still_imports(
     assert done.counts["record"] == 6
     copied = manager.list_records(session_id=done.session.session_id, user_id="bob", limit=4)
     copied += manager.list_records(
-        session_id=done.session.session_id, user_id="bob", namespace=copied[-1].namespace,
-        after=copied[-1].key, limit=4,
+        session_id=done.session.session_id,
+        user_id="bob",
+        namespace=copied[-1].namespace,
+        after=copied[-1].key,
+        limit=4,
     )
     assert [(r.namespace, r.key, r.data, r.meta) for r in copied] == [
         (w.namespace, w.key, w.data, w.meta) for w in written
@@ -714,11 +845,13 @@ def test_summaries_go_along_with_an_export(store: SessionStore) -> None:
     manager = SessionManager(store, limits=Limits(max_page_size=2))
     sid = manager.create_session(user_id="alice").session_id
     scope = {"session_id": sid, "user_id": "alice"}
-    manager.append_messages(**scope, messages=[
-        {"role": "user", "content": f"m{i}"} for i in range(6)])  # fmt: skip
+    manager.append_messages(
+        **scope, messages=[{"role": "user", "content": f"m{i}"} for i in range(6)]
+    )
     for end, supersedes in ((2, None), (4, 1), (6, 2)):
-        manager.add_summary(**scope, text=f"up to {end}", from_seq=1, to_seq=end,
-                            model="m", supersedes=supersedes)  # fmt: skip
+        manager.add_summary(
+            **scope, text=f"up to {end}", from_seq=1, to_seq=end, model="m", supersedes=supersedes
+        )
     lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]
     assert lines[0]["format_version"] == 3
     assert [line["type"] for line in lines][-3:] == ["summary"] * 3
@@ -726,9 +859,21 @@ def test_summaries_go_along_with_an_export(store: SessionStore) -> None:
     assert done.counts["summary"] == 3
 
     def kept(user: str, session_id: str) -> list[tuple[object, ...]]:
-        return [(s.number, s.text, s.from_seq, s.to_seq, s.author, s.model, s.summary_tokens,
-                 s.replaced_tokens, s.tokenizer, s.supersedes)
-                for s in manager.list_summaries(session_id=session_id, user_id=user)]  # fmt: skip
+        return [
+            (
+                s.number,
+                s.text,
+                s.from_seq,
+                s.to_seq,
+                s.author,
+                s.model,
+                s.summary_tokens,
+                s.replaced_tokens,
+                s.tokenizer,
+                s.supersedes,
+            )
+            for s in manager.list_summaries(session_id=session_id, user_id=user)
+        ]
 
     assert kept("bob", done.session.session_id) == kept("alice", sid)
 
@@ -740,33 +885,36 @@ def test_an_export_of_a_truncated_session_imports(store: SessionStore) -> None:
     manager = SessionManager(store)
     sid = manager.create_session(user_id="alice").session_id
     scope = {"session_id": sid, "user_id": "alice"}
-    manager.append_messages(**scope, messages=[
-        {"role": "user", "content": f"m{i}"} for i in range(10)])  # fmt: skip
+    manager.append_messages(
+        **scope, messages=[{"role": "user", "content": f"m{i}"} for i in range(10)]
+    )
     for first, last, supersedes in ((1, 8, None), (1, 2, None), (1, 4, 2), (3, 5, 1)):
-        manager.add_summary(**scope, text=f"{first}-{last}", from_seq=first, to_seq=last,
-                            supersedes=supersedes)  # fmt: skip
+        manager.add_summary(
+            **scope, text=f"{first}-{last}", from_seq=first, to_seq=last, supersedes=supersedes
+        )
     manager.truncate_messages(**scope, after_seq=5)
     lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]
     done = import_session(manager, enumerate(lines, start=1), user_id="bob")
     copy = {"session_id": done.session.session_id, "user_id": "bob"}
     assert done.counts["summary"] == 3
-    assert [m.content for m in manager.get_messages(**copy).items] == [
-        f"m{i}" for i in range(5)
-    ]
+    assert [m.content for m in manager.get_messages(**copy).items] == [f"m{i}" for i in range(5)]
     assert [(s.number, s.text, s.supersedes) for s in manager.list_summaries(**copy)] == [
-        (1, "1-2", None), (2, "1-4", 1), (3, "3-5", None)
+        (1, "1-2", None),
+        (2, "1-4", 1),
+        (3, "3-5", None),
     ]
 
 
-def test_a_fork_exports_its_parent_and_imports_as_an_ordinary_session(
-    store: SessionStore,
-) -> None:
+def test_a_fork_exports_its_parent_and_imports_as_an_ordinary_session(store: SessionStore) -> None:
     """The session line of a fork carries ``parent_session_id`` and ``fork_seq``; the
     import holds its messages and memory but is no fork (the parent may be elsewhere)."""
     manager = SessionManager(store)
     sid = manager.create_session(user_id="alice", working_memory={"goal": "g"}).session_id
-    manager.append_messages(session_id=sid, user_id="alice", messages=[
-        {"role": "user", "content": f"m{i}"} for i in range(3)])  # fmt: skip
+    manager.append_messages(
+        session_id=sid,
+        user_id="alice",
+        messages=[{"role": "user", "content": f"m{i}"} for i in range(3)],
+    )
     fork = manager.fork_session(session_id=sid, user_id="alice", at_seq=2)
     scope = {"session_id": fork.session_id, "user_id": "alice"}
     lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]

@@ -57,11 +57,15 @@ async def fill(peer: Any) -> None:
             (types.Part(function_call=call), {"app:seen": n, "user:last": {"n": n}}),
             (types.Part(function_response=answer), {"flag": None}),
         ]:
-            await peer.svc.append_event(handle, Event(
-                invocation_id=f"tool-{n}", author="assistant",
-                content=types.Content(role="model", parts=[part]),
-                actions=EventActions(state_delta=delta),
-            ))  # fmt: skip
+            await peer.svc.append_event(
+                handle,
+                Event(
+                    invocation_id=f"tool-{n}",
+                    author="assistant",
+                    content=types.Content(role="model", parts=[part]),
+                    actions=EventActions(state_delta=delta),
+                ),
+            )
 
 
 async def snapshot(service: BaseSessionService, app: str) -> list[Any]:
@@ -71,10 +75,19 @@ async def snapshot(service: BaseSessionService, app: str) -> list[Any]:
         await service.get_session(app_name=app, user_id=s.user_id, session_id=s.id) for s in listed
     ]
     return sorted(
-        [(s.user_id, s.id, s.state, s.last_update_time,
-          [e.model_dump(mode="json") for e in s.events]) for s in full if s is not None],
+        [
+            (
+                s.user_id,
+                s.id,
+                s.state,
+                s.last_update_time,
+                [e.model_dump(mode="json") for e in s.events],
+            )
+            for s in full
+            if s is not None
+        ],
         key=lambda row: (row[0], row[1]),
-    )  # fmt: skip
+    )
 
 
 def digest(path: Path) -> str:
@@ -120,8 +133,12 @@ def test_the_benchmarks_adk_database_moves_into_ours(tmp_path: Path, kind: str) 
     # The state is written where replaying the deltas did not give the source's: here
     # the app: key a later session changed.
     assert json.loads(done.output) | {"states": 0} == {
-        "sessions": 3, "created": 3, "events": 39, "states": 0, "failed": []
-    }  # fmt: skip
+        "sessions": 3,
+        "created": 3,
+        "events": 39,
+        "states": 0,
+        "failed": [],
+    }
 
     async def ours() -> list[Any]:
         async with AsyncSessionManager.from_url(url) as manager:
@@ -131,8 +148,12 @@ def test_the_benchmarks_adk_database_moves_into_ours(tmp_path: Path, kind: str) 
     again = runner.invoke(build_app(), args)
     assert again.exit_code == 0, again.output
     assert json.loads(again.output) == {
-        "sessions": 3, "created": 0, "events": 0, "states": 0, "failed": []
-    }  # fmt: skip
+        "sessions": 3,
+        "created": 0,
+        "events": 0,
+        "states": 0,
+        "failed": [],
+    }
     assert asyncio.run(ours()) == want
     assert digest(peer.path) == before  # the source was only read
 
@@ -149,9 +170,10 @@ async def adk_file(path: Path, *, url: bool = False) -> None:
     """A ``SqliteSessionService`` file at ``path`` (a ``DatabaseSessionService`` one with
     ``url``) with one session of app ``a``."""
     service: BaseSessionService = (
-        DatabaseSessionService(f"sqlite+aiosqlite:///{path}") if url
+        DatabaseSessionService(f"sqlite+aiosqlite:///{path}")
+        if url
         else SqliteSessionService(str(path))
-    )  # fmt: skip
+    )
     await service.create_session(app_name="a", user_id="u", session_id="s", state={"k": 1})
     await service.close()
 
@@ -284,11 +306,12 @@ def test_a_file_of_the_other_adk_service_says_what_to_pass(tmp_path: Path) -> No
     asyncio.run(adk_file(sqlite_file))
     asyncio.run(adk_file(database_file, url=True))
     for source, words in [
-        (str(database_file), f"is a DatabaseSessionService database: pass "
-                             f"sqlite+aiosqlite:///{database_file}"),
-        (f"sqlite+aiosqlite:///{sqlite_file}", "is a SqliteSessionService database: pass "
-                                               "its path"),
-    ]:  # fmt: skip
+        (
+            str(database_file),
+            f"is a DatabaseSessionService database: pass sqlite+aiosqlite:///{database_file}",
+        ),
+        (f"sqlite+aiosqlite:///{sqlite_file}", "is a SqliteSessionService database: pass its path"),
+    ]:
         done = cli_import(tmp_path, source)
         assert done.exit_code == 2 and words in done.output, done.output
 

@@ -129,8 +129,10 @@ def test_an_interrupted_graph_resumes_on_ours_as_on_sqlitesaver(tmp_path: Path) 
     assert folder_bytes(source_dir) == before
     conn = sqlite3.connect(source, check_same_thread=False)
     theirs = SqliteSaver(conn)
-    rows = conn.execute("SELECT checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints "
-                        "WHERE thread_id = 't-1'").fetchall()  # fmt: skip
+    rows = conn.execute(
+        "SELECT checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints "
+        "WHERE thread_id = 't-1'"
+    ).fetchall()
     namespaces = {ns for ns, *_ in rows}
     assert len(namespaces) == 2 and "" in namespaces  # the root and the subgraph's
     with SessionManager.from_url(url) as manager:
@@ -151,10 +153,13 @@ def test_an_interrupted_graph_resumes_on_ours_as_on_sqlitesaver(tmp_path: Path) 
         assert [json.dumps(m.payload()["lc"]) for m in stored] == [
             json.dumps(message_to_dict(m)) for m in expected
         ]
-        assert [m.payload().get("tool_calls") for m in stored][1] == [{
-            "id": "call_1", "type": "function",
-            "function": {"name": "weather", "arguments": json.dumps({"city": "Zürich"})},
-        }]  # fmt: skip
+        assert [m.payload().get("tool_calls") for m in stored][1] == [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "weather", "arguments": json.dumps({"city": "Zürich"})},
+            }
+        ]
         assert stored[2].payload()["tool_call_id"] == "call_1"
         config = {"configurable": {"thread_id": "t-1"}}
         resumed_ours = graph(ours).invoke(Command(resume="yes"), config)
@@ -216,8 +221,7 @@ def test_the_benchmarks_langgraph_database_moves_into_ours(tmp_path: Path) -> No
         assert {s.session_id: s.version for s in sessions} == versions
     text = invoke(*args[:-1]).output  # a re-run's summary: the checkpoints were seen
     assert text.startswith(
-        f"3 threads (0 new): {checkpoints} checkpoints seen, 0 records written, "
-        "0 messages imported"
+        f"3 threads (0 new): {checkpoints} checkpoints seen, 0 records written, 0 messages imported"
     ), text
     assert hashlib.sha256(peer.path.read_bytes()).hexdigest() == before
 
@@ -247,11 +251,15 @@ def test_a_pickled_checkpoint_is_refused_and_never_loaded(tmp_path: Path) -> Non
     interrupted_database(source, ("t-1", "t-2"))
     marker = tmp_path / "unpickled"
     with sqlite3.connect(source) as db:
-        (bad,) = db.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = 't-2' "
-                            "AND checkpoint_ns = '' ORDER BY checkpoint_id LIMIT 1").fetchone()
-        db.execute("UPDATE checkpoints SET type = 'pickle', checkpoint = ? "
-                   "WHERE checkpoint_id = ?", (pickle.dumps(Boom(str(marker))), bad))
-    db.close()  # fmt: skip
+        (bad,) = db.execute(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = 't-2' "
+            "AND checkpoint_ns = '' ORDER BY checkpoint_id LIMIT 1"
+        ).fetchone()
+        db.execute(
+            "UPDATE checkpoints SET type = 'pickle', checkpoint = ? WHERE checkpoint_id = ?",
+            (pickle.dumps(Boom(str(marker))), bad),
+        )
+    db.close()
     url = new_store(tmp_path)
     done = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")
     assert done.exit_code == 1, done.output
@@ -275,8 +283,16 @@ def constructor_calling(marker: Path) -> bytes:
     """A msgpack checkpoint whose ``messages`` hold an ext value naming ``os.system``
     (a permissive ``JsonPlusSerializer`` calls it: ``marker`` appears)."""
     call = ormsgpack.Ext(1, ormsgpack.packb(["os", "system", [f"touch {marker}"]]))
-    return ormsgpack.packb({"v": 4, "id": "x", "ts": "", "channel_values": {"messages": [
-        call]}, "channel_versions": {}, "versions_seen": {}})  # fmt: skip
+    return ormsgpack.packb(
+        {
+            "v": 4,
+            "id": "x",
+            "ts": "",
+            "channel_values": {"messages": [call]},
+            "channel_versions": {},
+            "versions_seen": {},
+        }
+    )
 
 
 def test_a_constructor_in_the_newest_checkpoint_is_never_called(tmp_path: Path) -> None:
@@ -286,8 +302,10 @@ def test_a_constructor_in_the_newest_checkpoint_is_never_called(tmp_path: Path) 
     interrupted_database(source, ("t-1",))
     marker = tmp_path / "called"
     with sqlite3.connect(source) as db:
-        db.execute("UPDATE checkpoints SET type = 'msgpack', checkpoint = ?",
-                   (constructor_calling(marker),))  # fmt: skip
+        db.execute(
+            "UPDATE checkpoints SET type = 'msgpack', checkpoint = ?",
+            (constructor_calling(marker),),
+        )
     db.close()
     url = new_store(tmp_path)
     done = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")
@@ -306,8 +324,12 @@ def test_a_rerun_replaces_a_special_write_the_source_replaced(tmp_path: Path) ->
     over an unchanged source writes and counts nothing."""
     source, url = tmp_path / "checkpoints.sqlite", new_store(tmp_path)
     with SqliteSaver.from_conn_string(str(source)) as saver:
-        config = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
-                           empty_checkpoint(), {"step": 0}, {})  # fmt: skip
+        config = saver.put(
+            {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+            empty_checkpoint(),
+            {"step": 0},
+            {},
+        )
         saver.put_writes(config, [("__error__", "first"), ("ch", 1)], "task-1")
     runs = [invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")]
     with SqliteSaver.from_conn_string(str(source)) as saver:
@@ -316,8 +338,11 @@ def test_a_rerun_replaces_a_special_write_the_source_replaced(tmp_path: Path) ->
     for _ in range(2):
         runs.append(invoke("import", "langgraph", str(source), "--url", url, "--user", "alice"))
     assert [r.exit_code for r in runs] == [0, 0, 0], runs[-1].output
-    assert [" 3 records written" in runs[0].output, " 1 record written" in runs[1].output,
-            " 0 records written" in runs[2].output] == [True] * 3, runs  # fmt: skip
+    assert [
+        " 3 records written" in runs[0].output,
+        " 1 record written" in runs[1].output,
+        " 0 records written" in runs[2].output,
+    ] == [True] * 3, runs
     with SessionManager.from_url(url) as manager:
         got = AgentSessionSaver(manager, user_id="alice").get_tuple(config)
     assert got is not None and sorted(got.pending_writes or []) == sorted(want or [])
@@ -374,8 +399,7 @@ def test_a_source_damaged_part_way_is_exit_2(tmp_path: Path) -> None:
         for i in range(200):
             cp = empty_checkpoint()
             cp["channel_values"] = {"pad": "p" * 3000}
-            saver.put({"configurable": {"thread_id": f"t{i:03d}", "checkpoint_ns": ""}},
-                      cp, {}, {})  # fmt: skip
+            saver.put({"configurable": {"thread_id": f"t{i:03d}", "checkpoint_ns": ""}}, cp, {}, {})
     damage_late_pages(source)
     url = new_store(tmp_path)
     done = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")
@@ -398,10 +422,25 @@ def test_an_unreadable_source_is_refused_as_such(tmp_path: Path) -> None:
             os.chown(base, 65534, 65534)
         url = f"sqlite:///{base / 'sessions.db'}"
         done = subprocess.run(
-            [*prefix, sys.executable, "-m", "agentsession", "import", "langgraph", str(locked),
-             "--url", url, "--user", "alice", "--quiet"],
-            capture_output=True, text=True, env={**os.environ, "HOME": str(base)}, check=False,
-        )  # fmt: skip
+            [
+                *prefix,
+                sys.executable,
+                "-m",
+                "agentsession",
+                "import",
+                "langgraph",
+                str(locked),
+                "--url",
+                url,
+                "--user",
+                "alice",
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HOME": str(base)},
+            check=False,
+        )
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("error: cannot open") and "LangGraph" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -122,9 +122,7 @@ def test_an_appended_payload_is_encoded_once(
     store.close()
 
 
-def test_messages_inserted_without_their_text_are_encoded_by_the_store(
-    tmp_path: Path,
-) -> None:
+def test_messages_inserted_without_their_text_are_encoded_by_the_store(tmp_path: Path) -> None:
     store = SQLStore(f"sqlite:///{tmp_path / 's.db'}", auto_migrate=True)
     with SessionManager(store) as sm:
         s = sm.create_session(user_id="u1", agent="a")

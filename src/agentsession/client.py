@@ -83,9 +83,7 @@ from .models import (
     ToolCall,
     WorkingMemory,
 )
-from .protocol import (
-    format_document_etag,
-)
+from .protocol import format_document_etag
 from .tokens import DEFAULT_TOKENIZER, Tokenizer
 
 __all__ = ["AsyncSessionClient", "SessionClient"]
@@ -146,11 +144,7 @@ class _SessionRequests(_Exchange):
         )
 
     def delete_user_data(
-        self,
-        *,
-        user_id: str | None = None,
-        target_user_id: str | None = None,
-        admin: bool = False,
+        self, *, user_id: str | None = None, target_user_id: str | None = None, admin: bool = False
     ) -> _Flow[int]:
         """See :meth:`SessionManager.delete_user_data`; the target defaults to
         ``target_user_id``, then ``user_id`` (give one of them)."""
@@ -569,9 +563,16 @@ class _ContextRequests(_Exchange):
         """See :meth:`SessionManager.add_summary` (``POST .../summaries``; the default
         tokenizer only, as for :meth:`build_context`)."""
         _default_tokenizer_only(tokenizer)
-        body = {"text": text, "from_seq": from_seq, "to_seq": to_seq, "author": author,
-                "model": model, "summary_tokens": summary_tokens,
-                "replaced_tokens": replaced_tokens, "supersedes": supersedes}  # fmt: skip
+        body = {
+            "text": text,
+            "from_seq": from_seq,
+            "to_seq": to_seq,
+            "author": author,
+            "model": model,
+            "summary_tokens": summary_tokens,
+            "replaced_tokens": replaced_tokens,
+            "supersedes": supersedes,
+        }
         return self._write(
             "POST",
             f"/v1/sessions/{_sid(session_id)}/summaries",

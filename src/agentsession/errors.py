@@ -186,10 +186,7 @@ class ContextBudgetTooSmall(ValidationError):
         self.needed_tokens = needed_tokens
         self.budget_tokens = budget_tokens
         super().__init__(
-            message,
-            field="budget_tokens",
-            needed_tokens=needed_tokens,
-            budget_tokens=budget_tokens,
+            message, field="budget_tokens", needed_tokens=needed_tokens, budget_tokens=budget_tokens
         )
 
     def _default_message(self) -> str:
@@ -397,8 +394,7 @@ class RunAlreadyRunning(Conflict):
 
     def _default_message(self) -> str:
         return (
-            f"session {self.session_id!r} already has RUNNING run {self.run_id!r}; "
-            "finish it first"
+            f"session {self.session_id!r} already has RUNNING run {self.run_id!r}; finish it first"
         )
 
 
@@ -463,9 +459,7 @@ class PatchConflict(Conflict):
 
     code = "patch-conflict"
 
-    def __init__(
-        self, message: str | None = None, *, field: str, op: str, path: str
-    ) -> None:
+    def __init__(self, message: str | None = None, *, field: str, op: str, path: str) -> None:
         self.field = field
         self.op = op
         self.path = path
@@ -568,9 +562,7 @@ class IdempotencyKeyReused(AgentSessionError):
     http_status = 422
     code = "idempotency-key-reused"
 
-    def __init__(
-        self, message: str | None = None, *, idempotency_key: str, operation: str
-    ) -> None:
+    def __init__(self, message: str | None = None, *, idempotency_key: str, operation: str) -> None:
         self.idempotency_key = idempotency_key
         self.operation = operation
         super().__init__(message, idempotency_key=idempotency_key, operation=operation)

@@ -184,8 +184,7 @@ def decode_name(name: str) -> str:
         return name
     if name.startswith(_HASHED):
         raise ValidationError(
-            "a hashed name cannot be decoded: its text was kept where it was encoded",
-            field="name",
+            "a hashed name cannot be decoded: its text was kept where it was encoded", field="name"
         )
     body = name[len(_ESCAPE) :]
     data = bytearray()

@@ -311,12 +311,7 @@ OPERATIONS: tuple[Operation, ...] = (
         (_write("DELETE", _S + "/records", if_match="required"),),
     ),
     # Context and summaries
-    Operation(
-        "build_context",
-        "Context",
-        (Route("GET", _S + "/context"),),
-        special=_TOKENIZER,
-    ),
+    Operation("build_context", "Context", (Route("GET", _S + "/context"),), special=_TOKENIZER),
     Operation(
         "add_summary",
         "Summary",

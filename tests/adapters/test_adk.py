@@ -82,9 +82,11 @@ async def append(svc: AgentSessionService, session: Session, *events: Event) -> 
 async def reload(svc: AgentSessionService, s: Session, **config: Any) -> Session:
     """``s`` read back (it must exist)."""
     got = await svc.get_session(
-        app_name=s.app_name, user_id=s.user_id, session_id=s.id,
+        app_name=s.app_name,
+        user_id=s.user_id,
+        session_id=s.id,
         config=GetSessionConfig(**config) if config else None,
-    )  # fmt: skip
+    )
     assert got is not None
     return got
 
@@ -140,8 +142,10 @@ def test_list_sessions_all_users(service: AgentSessionService) -> None:
         await service.create_session(app_name="other app", user_id="u1", session_id="z")
         listed = (await service.list_sessions(app_name=APP)).sessions
         assert sorted((s.user_id, s.id) for s in listed) == [
-            ("u1", "a"), ("u2", "b"), ("user with spaces", "c"),
-        ]  # fmt: skip
+            ("u1", "a"),
+            ("u2", "b"),
+            ("user with spaces", "c"),
+        ]
 
     run(body())
 
@@ -296,8 +300,9 @@ def test_append_event_bytes(service: AgentSessionService) -> None:
     async def body() -> None:
         s = await service.create_session(app_name=APP, user_id="u")
         blob = types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG\x00\xff"))
-        e = Event(invocation_id="i", author="user",
-                  content=types.Content(role="user", parts=[blob]))  # fmt: skip
+        e = Event(
+            invocation_id="i", author="user", content=types.Content(role="user", parts=[blob])
+        )
         await append(service, s, e)
         got = await reload(service, s)
         assert got.events == [e]
@@ -312,15 +317,25 @@ def test_append_event_complete(service: AgentSessionService) -> None:
         s = await service.create_session(app_name=APP, user_id="u")
         call = types.FunctionCall(id="call-1", name="lookup", args={"q": "x", "n": [1, None]})
         e = Event(
-            invocation_id="inv-1", author="agent", branch="root.agent",
+            invocation_id="inv-1",
+            author="agent",
+            branch="root.agent",
             content=types.Content(role="model", parts=[types.Part(function_call=call)]),
-            actions=EventActions(state_delta={"k": 1}, artifact_delta={"f.txt": 2},
-                                 transfer_to_agent="other", escalate=True),
-            long_running_tool_ids={"call-1"}, turn_complete=True, error_code="E",
-            error_message="msg", interrupted=False, custom_metadata={"a": [1, {"b": None}]},
+            actions=EventActions(
+                state_delta={"k": 1},
+                artifact_delta={"f.txt": 2},
+                transfer_to_agent="other",
+                escalate=True,
+            ),
+            long_running_tool_ids={"call-1"},
+            turn_complete=True,
+            error_code="E",
+            error_message="msg",
+            interrupted=False,
+            custom_metadata={"a": [1, {"b": None}]},
             usage_metadata=types.GenerateContentResponseUsageMetadata(prompt_token_count=3),
             timestamp=1730613600.123456789,
-        )  # fmt: skip
+        )
         await append(service, s, e)
         got = await reload(service, s)
         assert got == s
@@ -398,9 +413,7 @@ def test_get_user_state_reflects_appended_deltas(service: AgentSessionService) -
     async def body() -> None:
         s = await service.create_session(app_name=APP, user_id="u", state={"user:a": 1})
         await append(service, s, event(delta={"user:a": {"x": 1}, "user:b": True}))
-        assert await service.get_user_state(app_name=APP, user_id="u") == {
-            "a": {"x": 1}, "b": True,
-        }  # fmt: skip
+        assert await service.get_user_state(app_name=APP, user_id="u") == {"a": {"x": 1}, "b": True}
 
     run(body())
 
@@ -500,9 +513,7 @@ def test_a_copy_of_a_deleted_session_does_not_write_into_one_reusing_its_id(
     run(body())
 
 
-def test_concurrent_appends_on_one_session_object_all_store(
-    service: AgentSessionService,
-) -> None:
+def test_concurrent_appends_on_one_session_object_all_store(service: AgentSessionService) -> None:
     async def body() -> None:
         s = await service.create_session(app_name=APP, user_id="u")
         results = await asyncio.gather(
@@ -518,9 +529,7 @@ def test_concurrent_appends_on_one_session_object_all_store(
     run(body())
 
 
-def test_append_to_a_deleted_session_raises_session_not_found(
-    service: AgentSessionService,
-) -> None:
+def test_append_to_a_deleted_session_raises_session_not_found(service: AgentSessionService) -> None:
     async def body() -> None:
         s = await service.create_session(app_name=APP, user_id="u")
         await service.delete_session(app_name=APP, user_id="u", session_id=s.id)
@@ -548,8 +557,12 @@ def test_reads_of_names_and_ids_no_session_can_have_answer_empty(
     service: AgentSessionService,
 ) -> None:
     async def body() -> None:
-        for app, user, sid in [(APP, "u", "a\nb"), (APP, "u", "x" * 300), ("", "u", "s"),
-                               (APP, "", "s")]:  # fmt: skip
+        for app, user, sid in [
+            (APP, "u", "a\nb"),
+            (APP, "u", "x" * 300),
+            ("", "u", "s"),
+            (APP, "", "s"),
+        ]:
             assert await service.get_session(app_name=app, user_id=user, session_id=sid) is None
             await service.delete_session(app_name=app, user_id=user, session_id=sid)
             assert await service.get_user_state(app_name=app, user_id=user) == {}

@@ -77,19 +77,35 @@ def test_the_example_continues_in_a_new_process_and_the_cli_shows_it(tmp_path: P
     """examples/adk_agent.py run twice (two processes, one SQLite file), then
     ``agentsession sessions list`` shows the session by its ADK id."""
     db = tmp_path / "sessions.db"
-    for text, answer in [("buy milk", "I remember: buy milk (3 turns seen)"),
-                         ("call mom", "I remember: buy milk, call mom (7 turns seen)")]:
+    for text, answer in [
+        ("buy milk", "I remember: buy milk (3 turns seen)"),
+        ("call mom", "I remember: buy milk, call mom (7 turns seen)"),
+    ]:
         done = subprocess.run(
             [sys.executable, str(EXAMPLE), str(db), text],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"answer": answer}
     shown = subprocess.run(
-        [sys.executable, "-m", "agentsession", "--url", f"sqlite:///{db}", "--json",
-         "sessions", "list", "--user", "alice"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "agentsession",
+            "--url",
+            f"sqlite:///{db}",
+            "--json",
+            "sessions",
+            "list",
+            "--user",
+            "alice",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     listed = json.loads(shown.stdout)
     items = listed["items"] if isinstance(listed, dict) else listed
@@ -116,14 +132,16 @@ def normalized(session: Session | None) -> Any:
     if session is None:
         return None
     return (
-        session.app_name, session.user_id, session.id, session.state,
-        [e.model_dump(mode="json") for e in session.events], session.last_update_time,
-    )  # fmt: skip
+        session.app_name,
+        session.user_id,
+        session.id,
+        session.state,
+        [e.model_dump(mode="json") for e in session.events],
+        session.last_update_time,
+    )
 
 
-async def apply(
-    svc: BaseSessionService, op: tuple[Any, ...], generated: dict[int, str]
-) -> Any:
+async def apply(svc: BaseSessionService, op: tuple[Any, ...], generated: dict[int, str]) -> Any:
     """Run one operation; its normalized result or its error's type name."""
     kind, app, user, *args = op
     try:
@@ -139,14 +157,19 @@ async def apply(
         if kind == "list":
             listed = await svc.list_sessions(app_name=app, user_id=user)
             names = {v: f"generated-{k}" for k, v in generated.items()}
-            return [(s.user_id, names.get(s.id, s.id), s.state, s.last_update_time)
-                    for s in listed.sessions]  # fmt: skip
+            return [
+                (s.user_id, names.get(s.id, s.id), s.state, s.last_update_time)
+                for s in listed.sessions
+            ]
         sid = args[0] if isinstance(args[0], str) else generated.get(args[0], "missing")
         if kind == "get":
             config = args[1]
             got = await svc.get_session(app_name=app, user_id=user, session_id=sid, config=config)
-            return normalized(got if got is None or isinstance(args[0], str)
-                              else got.model_copy(update={"id": "generated"}))  # fmt: skip
+            return normalized(
+                got
+                if got is None or isinstance(args[0], str)
+                else got.model_copy(update={"id": "generated"})
+            )
         if kind == "delete":
             return await svc.delete_session(app_name=app, user_id=user, session_id=sid)
         if kind == "user_state":
@@ -171,15 +194,17 @@ def random_op(rng: random.Random, n: int) -> tuple[Any, ...]:
         ["create", "get", "list", "delete", "user_state", "append"], [4, 3, 1, 1, 1, 8]
     )[0]
     if kind == "create":
-        return ("create", app, user, None if isinstance(sid, int) else sid,
-                random_delta(rng), n)  # fmt: skip
+        return ("create", app, user, None if isinstance(sid, int) else sid, random_delta(rng), n)
     if kind == "get":
         recent, after = rng.randint(0, 4), 2e6 + rng.randint(0, 40)
-        config = rng.choice([
-            None, GetSessionConfig(num_recent_events=recent),
-            GetSessionConfig(after_timestamp=after),
-            GetSessionConfig(num_recent_events=recent, after_timestamp=after),
-        ])  # fmt: skip
+        config = rng.choice(
+            [
+                None,
+                GetSessionConfig(num_recent_events=recent),
+                GetSessionConfig(after_timestamp=after),
+                GetSessionConfig(num_recent_events=recent, after_timestamp=after),
+            ]
+        )
         return ("get", app, user, sid, config)
     if kind == "list":
         return ("list", app, rng.choice([*USERS, None]))

@@ -20,9 +20,7 @@ pytest.importorskip(
     "langchain_core", reason="langchain-core not installed: pip install -e '.[dev]'"
 )
 
-from langchain_core.language_models.fake_chat_models import (
-    FakeMessagesListChatModel,
-)
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -117,13 +115,23 @@ def test_every_message_type_comes_back_byte_exact(harness: Harness) -> None:
     assert dumped(harness.history().messages) == dumped(MESSAGES)  # a new object too
     stored = harness.messages()
     assert [m.role.value for m in stored] == [
-        "system", "user", "assistant", "tool", "assistant", "developer", "assistant", "tool",
-    ]  # fmt: skip
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "developer",
+        "assistant",
+        "tool",
+    ]
     assert stored[1].content == "Wetter in Zürich? 🌧" and stored[4].content == "Rain."
     assert stored[2].tool_calls == [
-        {"id": "call_1", "type": "function",
-         "function": {"name": "get_weather", "arguments": '{"city": "Z\\u00fcrich"}'}},
-    ]  # fmt: skip
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Z\\u00fcrich"}'},
+        }
+    ]
     assert stored[3].tool_call_id == "call_1"
     assert [m.payload()["lc"] for m in stored] == [message_to_dict(m) for m in MESSAGES]
 
@@ -166,27 +174,36 @@ def test_messages_from_other_writers_convert_by_role(harness: Harness) -> None:
     history = harness.history()
     history.add_messages(MESSAGES[:1])
     harness.manager.append_messages(
-        session_id=harness.session_id(), user_id="alice",
+        session_id=harness.session_id(),
+        user_id="alice",
         messages=[
             {"role": "user", "content": "Weather?"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function",
-                 "function": {"name": "get_weather", "arguments": '{"city": "Bern"}'}},
-                {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "{"}},
-            ]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Bern"}'},
+                    },
+                    {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "{"}},
+                ],
+            },
             {"role": "tool", "tool_call_id": "c1", "content": "sun"},
             {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
             {"role": "user", "content": "mine", "lc": {"lang": "de"}},
             {"role": "user", "content": "too", "lc": {"type": "human", "data": {"content": 5}}},
         ],
-    )  # fmt: skip
+    )
     got = history.messages
     assert dumped(got[:1]) == dumped(MESSAGES[:1])
     assert got[1] == HumanMessage("Weather?")
     assert isinstance(got[2], AIMessage) and got[2].content == ""
     assert [(c["name"], c["args"], c["id"]) for c in got[2].tool_calls] == [
-        ("get_weather", {"city": "Bern"}, "c1"), ("f", {}, "c2"),
-    ]  # fmt: skip
+        ("get_weather", {"city": "Bern"}, "c1"),
+        ("f", {}, "c2"),
+    ]
     assert got[3] == ToolMessage("sun", tool_call_id="c1")
     assert got[4] == SystemMessage([{"type": "text", "text": "Be brief."}])
     assert got[5:] == [HumanMessage("mine"), HumanMessage("too")]  # a foreign ``lc``
@@ -251,9 +268,7 @@ def ask(history_of: Any, model: FakeMessagesListChatModel, question: str) -> str
         input_messages_key="question",
         history_messages_key="history",
     )
-    answer = chain.invoke(
-        {"question": question}, config={"configurable": {"session_id": "trip"}}
-    )
+    answer = chain.invoke({"question": question}, config={"configurable": {"session_id": "trip"}})
     return str(answer.content)
 
 
@@ -282,9 +297,13 @@ def test_runnable_with_message_history_over_two_turns_and_a_restore(harness: Har
     assert ask(history_of, model, "How often did I ask?") == "Twice."
     texts = [(m.type, m.content) for m in harness.history("trip").messages]
     assert texts == [
-        ("human", "Weather in Zürich?"), ("ai", "Rain."), ("human", "Which city?"),
-        ("ai", "Zürich."), ("human", "How often did I ask?"), ("ai", "Twice."),
-    ]  # fmt: skip
+        ("human", "Weather in Zürich?"),
+        ("ai", "Rain."),
+        ("human", "Which city?"),
+        ("ai", "Zürich."),
+        ("human", "How often did I ask?"),
+        ("ai", "Twice."),
+    ]
     assert [(m.type, m.content) for m in prompts[-1]] == [("system", "You are terse."), *texts[:5]]
 
 
@@ -350,10 +369,23 @@ def test_the_example_runs_and_the_cli_shows_its_session(tmp_path: Path) -> None:
     assert lines[:3] == ["Rain in Zürich.", "You asked about Zürich.", "restored: 4 messages"]
     session_id = lines[3].split()[1].rstrip(":")
     shown = subprocess.run(
-        [sys.executable, "-m", "agentsession", "--url", "sqlite:///sessions.db", "sessions",
-         "messages", session_id, "--user", "alice"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "agentsession",
+            "--url",
+            "sqlite:///sessions.db",
+            "sessions",
+            "messages",
+            session_id,
+            "--user",
+            "alice",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     for text in ("Weather in Zürich?", "Rain in Zürich.", "Which city did I ask about?"):
         assert text in shown.stdout

@@ -83,9 +83,7 @@ def _conformance(
     report = asyncio.run(validate(saver))
     assert report.passed_all_base() and report.passed_all(), report.to_dict()
     return {
-        cap: (r.tests_passed, r.tests_failed)
-        for cap, r in report.results.items()
-        if r.detected
+        cap: (r.tests_passed, r.tests_failed) for cap, r in report.results.items() if r.detected
     }
 
 
@@ -115,8 +113,9 @@ def test_langgraph_conformance_suite_over_http() -> None:
     def over_http() -> Iterator[AgentSessionSaver]:
         # Not closed one by one: closing a client closes the shared in-process server.
         user = f"alice-{uuid.uuid4().hex}"
-        client = SessionClient("http://testserver", keys.create(user_id=user)[1],
-                               transport=InProcess(http))  # fmt: skip
+        client = SessionClient(
+            "http://testserver", keys.create(user_id=user)[1], transport=InProcess(http)
+        )
         yield AgentSessionSaver(client, user_id=user)
 
     with TestClient(create_app(manager, Settings(url="memory://"), keys=keys)) as http:
@@ -131,13 +130,18 @@ def test_writes_over_http_are_cut_to_fit_the_body_limit() -> None:
     three 4 MiB checkpoints go through: each fits, so their batches are cut by bytes."""
     manager, keys = SessionManager.from_url("memory://"), MemoryKeyStore()
     with TestClient(create_app(manager, Settings(url="memory://"), keys=keys)) as http:
-        client = SessionClient("http://testserver", keys.create(user_id="alice")[1],
-                               transport=InProcess(http))  # fmt: skip
+        client = SessionClient(
+            "http://testserver", keys.create(user_id="alice")[1], transport=InProcess(http)
+        )
         saver = AgentSessionSaver(client, user_id="alice")
         config = generate_config("src")
         for i in range(3):
-            config = _put(saver, "src", parent=config["configurable"].get("checkpoint_id"),
-                          channel_values={"blob": bytes([i]) * (4 << 20)})  # fmt: skip
+            config = _put(
+                saver,
+                "src",
+                parent=config["configurable"].get("checkpoint_id"),
+                channel_values={"blob": bytes([i]) * (4 << 20)},
+            )
         saver.put_writes(config, [("a", b"y" * (5 << 20)), ("b", b"z" * (5 << 20))], "task")
         found = saver.get_tuple(config)
         assert found is not None and [c for _, c, _ in found.pending_writes or []] == ["a", "b"]
@@ -152,10 +156,12 @@ def test_a_user_id_other_than_the_keys_is_refused_over_a_client() -> None:
     """Over a SessionClient every call acts as the API key's user: another
     ``user_id`` is a ValidationError at construction, not threads kept elsewhere."""
     keys = MemoryKeyStore()
-    with TestClient(create_app(SessionManager.from_url("memory://"), Settings(
-            url="memory://"), keys=keys)) as http:  # fmt: skip
-        client = SessionClient("http://testserver", keys.create(user_id="alice")[1],
-                               transport=InProcess(http))  # fmt: skip
+    with TestClient(
+        create_app(SessionManager.from_url("memory://"), Settings(url="memory://"), keys=keys)
+    ) as http:
+        client = SessionClient(
+            "http://testserver", keys.create(user_id="alice")[1], transport=InProcess(http)
+        )
         with pytest.raises(ValidationError) as e:
             AgentSessionSaver(client, user_id="someone-else")
         assert e.value.field == "user_id" and "'alice'" in str(e.value)
@@ -248,8 +254,9 @@ def test_sync_api_on_every_store(store: SessionStore) -> None:
     m = SessionManager(store)
     saver = AgentSessionSaver(m, user_id="alice")
     first = _put(saver, "t1", channel_values={"msg": "one", "raw": b"\x00\xff"})
-    second = _put(saver, "t1", parent=first["configurable"]["checkpoint_id"],
-                  channel_values={"msg": "two"})  # fmt: skip
+    second = _put(
+        saver, "t1", parent=first["configurable"]["checkpoint_id"], channel_values={"msg": "two"}
+    )
     child = _put(saver, "t1", ns="sub:1|x/y", channel_values={"msg": "child"})
     saver.put_writes(second, [("a", 1), ("b", {"k": [1]})], task_id="task/1")
     saver.put_writes(second, [("a", "ignored"), ("__error__", "e1")], task_id="task/1")
@@ -258,19 +265,24 @@ def test_sync_api_on_every_store(store: SessionStore) -> None:
     assert isinstance(latest, CheckpointTuple)
     assert latest.checkpoint["channel_values"] == {"msg": "two"}
     assert latest.parent_config is not None
-    assert latest.parent_config["configurable"]["checkpoint_id"] == first["configurable"][
-        "checkpoint_id"
-    ]
+    assert (
+        latest.parent_config["configurable"]["checkpoint_id"]
+        == first["configurable"]["checkpoint_id"]
+    )
     assert sorted((c, v) for _, c, v in latest.pending_writes or []) == [
-        ("__error__", "e2"), ("a", 1), ("b", {"k": [1]})
-    ]  # fmt: skip
+        ("__error__", "e2"),
+        ("a", 1),
+        ("b", {"k": [1]}),
+    ]
     old = saver.get_tuple(first)
     assert old is not None and old.checkpoint["channel_values"]["raw"] == b"\x00\xff"
     sub = saver.get_tuple(generate_config("t1", checkpoint_ns="sub:1|x/y"))
     assert sub is not None and sub.config == child
     listed = [t.config["configurable"]["checkpoint_id"] for t in saver.list(generate_config("t1"))]
-    assert listed == [second["configurable"]["checkpoint_id"], first["configurable"][
-        "checkpoint_id"]]  # fmt: skip
+    assert listed == [
+        second["configurable"]["checkpoint_id"],
+        first["configurable"]["checkpoint_id"],
+    ]
     assert len(list(saver.list(None))) == 3  # every thread, every namespace
     s = m.get_session_by_key(user_id="alice", agent=AGENT, external_key="t1")
     namespaces = {r.namespace for r in m.list_records(session_id=s.session_id, user_id="alice")}
@@ -290,8 +302,13 @@ def test_the_default_serde_calls_no_stored_constructor(tmp_path: Path) -> None:
     config = _put(saver, "t1", channel_values={"messages": [HumanMessage("hi")]})
     assert saver.get_tuple(config).checkpoint["channel_values"]["messages"][0].content == "hi"
     cp = generate_checkpoint(channel_values={"x": 1})
-    evil = checkpoint_record("", cp["id"], ("msgpack", ormsgpack.packb(
-        {**cp, "channel_values": {"x": call}})), saver.serde.dumps_typed({}), None)  # fmt: skip
+    evil = checkpoint_record(
+        "",
+        cp["id"],
+        ("msgpack", ormsgpack.packb({**cp, "channel_values": {"x": call}})),
+        saver.serde.dumps_typed({}),
+        None,
+    )
     s = m.get_session_by_key(user_id="alice", agent=AGENT, external_key="t1")
     m.put_records(session_id=s.session_id, user_id="alice", records=[evil])
     found = saver.get_tuple(generate_config("t1", checkpoint_id=cp["id"]))
@@ -349,13 +366,17 @@ def test_list_reads_only_what_it_yields() -> None:
     assert newest.checkpoint["channel_values"] == {"i": 29}
     assert read == {CHECKPOINTS: 1, WRITES: 1}
     before = generate_config("t", checkpoint_ns="", checkpoint_id=ids[10])
-    got = [t.checkpoint["channel_values"]["i"] for t in saver.list(
-        generate_config("t", checkpoint_ns=""), before=before, limit=2)]  # fmt: skip
+    got = [
+        t.checkpoint["channel_values"]["i"]
+        for t in saver.list(generate_config("t", checkpoint_ns=""), before=before, limit=2)
+    ]
     assert got == [9, 8] and read == {CHECKPOINTS: 3, WRITES: 3}
     assert list(saver.list(generate_config("t"), filter={"source": "nope"})) == []
     assert read[WRITES] == 3  # no pending write read for a checkpoint filtered out
-    merged = [t.config["configurable"]["checkpoint_id"] for t in saver.list(
-        {"configurable": {"thread_id": "t"}}, limit=2)]  # fmt: skip
+    merged = [
+        t.config["configurable"]["checkpoint_id"]
+        for t in saver.list({"configurable": {"thread_id": "t"}}, limit=2)
+    ]
     assert merged == [child["configurable"]["checkpoint_id"], ids[29]]
 
 
@@ -405,8 +426,11 @@ def test_interrupted_graph_resumes_in_a_new_process(tmp_path: Path) -> None:
     def run(step: str) -> str:
         done = subprocess.run(
             [sys.executable, str(script), url, step],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 

@@ -52,16 +52,35 @@ ITEMS: list[dict[str, Any]] = [
     {"content": "You answer in one word.", "role": "developer"},
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "Wetter in Zürich? 🌧", "type": "message"},
-    {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "look up"}],
-     "encrypted_content": None},
-    {"type": "function_call", "call_id": "call_1", "name": "get_weather",
-     "arguments": "{\"city\":\"Zürich\"}", "id": "fc_1", "status": "completed"},
+    {
+        "id": "rs_1",
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": "look up"}],
+        "encrypted_content": None,
+    },
+    {
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "get_weather",
+        "arguments": '{"city":"Zürich"}',
+        "id": "fc_1",
+        "status": "completed",
+    },
     {"type": "function_call_output", "call_id": "call_1", "output": "rain, 7°C"},
-    {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
-     "content": [{"type": "output_text", "text": "Rain.", "annotations": [], "logprobs": []}]},
-    {"type": "web_search_call", "id": "ws_1", "status": "completed",
-     "action": {"type": "search", "query": ""}},
-]  # fmt: skip
+    {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Rain.", "annotations": [], "logprobs": []}],
+    },
+    {
+        "type": "web_search_call",
+        "id": "ws_1",
+        "status": "completed",
+        "action": {"type": "search", "query": ""},
+    },
+]
 
 
 class Harness:
@@ -106,13 +125,23 @@ def test_items_come_back_byte_exact_with_derived_fields(harness: Harness) -> Non
     ]
     stored = harness.messages()
     assert [m.role.value for m in stored] == [
-        "developer", "system", "user", "assistant", "assistant", "tool", "assistant", "assistant",
-    ]  # fmt: skip
+        "developer",
+        "system",
+        "user",
+        "assistant",
+        "assistant",
+        "tool",
+        "assistant",
+        "assistant",
+    ]
     assert stored[2].content == "Wetter in Zürich? 🌧" and stored[6].content == "Rain."
     assert stored[4].tool_calls == [
-        {"id": "call_1", "type": "function",
-         "function": {"name": "get_weather", "arguments": "{\"city\":\"Zürich\"}"}},
-    ]  # fmt: skip
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city":"Zürich"}'},
+        }
+    ]
     assert stored[5].tool_call_id == "call_1" and stored[5].content == "rain, 7°C"
     assert all(m.payload()["item"] == i for m, i in zip(stored, ITEMS, strict=True))
 
@@ -783,9 +812,7 @@ CRASHING_COMPACTION = textwrap.dedent(
 )
 
 
-def test_c25_5_compaction_killed_between_clear_and_add_keeps_the_old_items(
-    tmp_path: Path,
-) -> None:
+def test_c25_5_compaction_killed_between_clear_and_add_keeps_the_old_items(tmp_path: Path) -> None:
     """A process killed while compaction stores the compacted items: the twelve old
     items remain in the SQLite file, never none."""
     url = f"sqlite:///{tmp_path / 'sessions.db'}"

@@ -105,10 +105,23 @@ def _unpack(version: str, root: Path) -> None:
     if not archive.exists():
         with tempfile.TemporaryDirectory(dir=CACHE) as download:
             done = subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                 "--no-binary", ":all:", "-d", download, f"openai-agents=={version}"],
-                capture_output=True, text=True, timeout=300,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--no-deps",
+                    "--no-binary",
+                    ":all:",
+                    "-d",
+                    download,
+                    f"openai-agents=={version}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             if done.returncode != 0:
                 pytest.skip(f"cannot download the openai-agents {version} sdist: {done.stderr}")
             os.replace(Path(download) / archive.name, archive)
@@ -165,8 +178,17 @@ def run_upstream(paths: list[str], *options: str) -> Outcome:
     """Run the upstream tests ``paths`` with the shim and pytest ``options``,
     ``INTERNALS`` deselected, and return the counts."""
     root = upstream_sdist()
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-            "-p", "openai_agents_shim", *paths]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "openai_agents_shim",
+        *paths,
+    ]
     args += options
     for node in INTERNALS:
         if node.split("::")[0] in paths:

@@ -54,4 +54,3 @@ def only_agentsession_errors(
 def sid(manager: SessionManager) -> str:
     """The id of a fresh ACTIVE session owned by ``alice``."""
     return manager.create_session(user_id="alice", agent="coding").session_id
-

@@ -34,8 +34,11 @@ def answer(fmt: str, text: str) -> dict[str, Any]:
     if fmt == "anthropic":
         return {"role": "assistant", "content": [{"type": "text", "text": text}]}
     if fmt == "responses":
-        return {"type": "message", "role": "assistant",
-                "content": [{"type": "output_text", "text": text}]}
+        return {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text}],
+        }
     return {"role": "assistant", "content": text}
 
 
@@ -48,16 +51,30 @@ def reasoning(item_id: str) -> dict[str, Any]:
 def calls(fmt: str, ids: list[str]) -> Payloads:
     """The message(s) making the parallel calls ``ids`` in ``fmt``."""
     if fmt == "chat":
-        return [{"role": "assistant", "content": None, "tool_calls": [
-            {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
-            for i in ids]}]
+        return [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    for i in ids
+                ],
+            }
+        ]
     if fmt == "anthropic":
-        return [{"role": "assistant", "content": [
-            {"type": "text", "text": "let me look"},
-            *({"type": "tool_use", "id": i, "name": "f", "input": {}} for i in ids)]}]
-    return [reasoning(f"rs_{ids[0]}"),
-            *({"type": "function_call", "call_id": i, "name": "f", "arguments": "{}"}
-              for i in ids)]
+        return [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "let me look"},
+                    *({"type": "tool_use", "id": i, "name": "f", "input": {}} for i in ids),
+                ],
+            }
+        ]
+    return [
+        reasoning(f"rs_{ids[0]}"),
+        *({"type": "function_call", "call_id": i, "name": "f", "arguments": "{}"} for i in ids),
+    ]
 
 
 def results(fmt: str, ids: list[str]) -> Payloads:
@@ -65,8 +82,14 @@ def results(fmt: str, ids: list[str]) -> Payloads:
     if fmt == "chat":
         return [{"role": "tool", "tool_call_id": i, "content": f"out {i}"} for i in ids]
     if fmt == "anthropic":
-        return [{"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": i, "content": f"out {i}"} for i in ids]}]
+        return [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": i, "content": f"out {i}"} for i in ids
+                ],
+            }
+        ]
     return [{"type": "function_call_output", "call_id": i, "output": f"out {i}"} for i in ids]
 
 
@@ -132,8 +155,10 @@ def _reasoning_problem(window: list[Message], history: list[Message] | None) -> 
     by_seq = {m.seq: m for m in history}
     for m, before in zip(window, [None, *window[:-1]], strict=True):
         previous = by_seq.get(m.seq - 1)
-        if previous is not None and _is_reasoning(previous.payload()) and (
-            before is None or before.seq != previous.seq
+        if (
+            previous is not None
+            and _is_reasoning(previous.payload())
+            and (before is None or before.seq != previous.seq)
         ):
             return f"window {got}: item {m.seq} is sent without its reasoning item {previous.seq}"
     return None
@@ -151,12 +176,18 @@ def reasoning_split(
     if not window:
         return None
     got, first, last = [m.seq for m in window], window[0].seq, window[-1].seq
-    if end and last < len(history) and _is_reasoning(history[last - 1]) and _model_output(
-        history[last]
+    if (
+        end
+        and last < len(history)
+        and _is_reasoning(history[last - 1])
+        and _model_output(history[last])
     ):
         return f"window {got} ends with reasoning item {last} without its successor"
-    if start and first > 1 and _is_reasoning(history[first - 2]) and _model_output(
-        history[first - 1]
+    if (
+        start
+        and first > 1
+        and _is_reasoning(history[first - 2])
+        and _model_output(history[first - 1])
     ):
         return f"window {got} starts with item {first} without its reasoning item"
     return None
@@ -180,8 +211,9 @@ def bounded_page_problem(
         return f"page {got} crosses its bound before={before}"
     if after is not None and any(seq <= after for seq in got):
         return f"page {got} crosses its bound after={after}"
-    return _problem(page, results_need_calls=before is not None,
-                    calls_need_results=after is not None)
+    return _problem(
+        page, results_need_calls=before is not None, calls_need_results=after is not None
+    )
 
 
 def _problem(
@@ -192,8 +224,9 @@ def _problem(
     got = [m.seq for m in window]
     if got and got != list(range(got[0], got[0] + len(got))):
         return f"seqs {got} are not consecutive"
-    return _calls_problem(window, results_need_calls=results_need_calls,
-                          calls_need_results=calls_need_results)
+    return _calls_problem(
+        window, results_need_calls=results_need_calls, calls_need_results=calls_need_results
+    )
 
 
 def _calls_problem(

@@ -36,7 +36,8 @@ def test_all_is_complete() -> None:
     """Every public non-module attribute of the package, and every name the user-facing
     modules export, is in __all__."""
     public = {
-        name for name, value in vars(agentsession).items()
+        name
+        for name, value in vars(agentsession).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
     assert public - set(agentsession.__all__) == set()
@@ -50,15 +51,19 @@ def test_methods_take_keyword_arguments_only() -> None:
         for name, value in inspect.getmembers(cls):
             if not name.startswith("_") and inspect.isfunction(value):
                 for ann in inspect.signature(value).parameters.values():
-                    assert ann.kind == ann.KEYWORD_ONLY or ann.name == "self" or \
-                        name in ("from_url",), (cls.__name__, name, ann.name)
+                    assert (
+                        ann.kind == ann.KEYWORD_ONLY or ann.name == "self" or name in ("from_url",)
+                    ), (cls.__name__, name, ann.name)
 
 
 def test_async_manager_mirrors_every_public_method() -> None:
     """AsyncSessionManager has every public method of SessionManager, as coroutines with the
     same parameters."""
-    sync = {n for n in dir(SessionManager)
-            if not n.startswith("_") and callable(getattr(SessionManager, n))}
+    sync = {
+        n
+        for n in dir(SessionManager)
+        if not n.startswith("_") and callable(getattr(SessionManager, n))
+    }
     has = {n for n in dir(AsyncSessionManager) if not n.startswith("_")}
     assert sync - has == set()
     for name in sync - {"from_url"}:
@@ -77,8 +82,9 @@ def test_async_manager_works_under_asyncio(manager: SessionManager) -> None:
     async def main() -> None:
         s = await am.create_session(user_id=USER, agent="coding")
         kw = {"session_id": s.session_id, "user_id": USER}
-        await asyncio.gather(*[
-            am.append_message(**kw, message=user_msg(f"m{i}")) for i in range(10)])
+        await asyncio.gather(
+            *[am.append_message(**kw, message=user_msg(f"m{i}")) for i in range(10)]
+        )
         msgs = (await am.get_messages(**kw)).items
         assert sorted(m.content for m in msgs) == sorted(f"m{i}" for i in range(10))
         assert [m.seq for m in msgs] == list(range(1, 11))

@@ -56,8 +56,9 @@ def test_version_chain_is_contiguous_over_a_session_life(manager: SessionManager
     kw = {"session_id": ctx.sid, "user_id": USER}
     manager.close_session(**kw)
     manager.restore_session(**kw)
-    manager.append_messages(**kw, messages=[user_msg("a"), user_msg("b")],
-                            working_memory_patch={"n": 1})
+    manager.append_messages(
+        **kw, messages=[user_msg("a"), user_msg("b")], working_memory_patch={"n": 1}
+    )
     manager.expire_session(**kw)
     manager.restore_session(**kw)
     events = audit_of(manager, ctx.sid)
@@ -90,21 +91,40 @@ def test_request_id_is_recorded(manager: SessionManager, sid: str) -> None:
 def test_no_content_in_any_audit_event(manager: SessionManager) -> None:
     """Message, memory, tool and run content never appears in the audit log (nor tombstone)."""
     secret = "SECRET-c0ntent-7f3a9"
-    sid = manager.create_session(user_id=USER, title="plain",
-                                 working_memory={"goal": secret + "-goal"}).session_id
+    sid = manager.create_session(
+        user_id=USER, title="plain", working_memory={"goal": secret + "-goal"}
+    ).session_id
     kw: dict[str, Any] = {"session_id": sid, "user_id": USER}
     manager.append_message(**kw, message=user_msg(secret + "-msg", name="n"))
-    manager.append_messages(**kw, messages=[{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "function": {"name": "f", "arguments": secret + "-args"}}]}],
-        working_memory_patch={"facts": {"k": secret + "-patch"}})
+    manager.append_messages(
+        **kw,
+        messages=[
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "function": {"name": "f", "arguments": secret + "-args"}}
+                ],
+            }
+        ],
+        working_memory_patch={"facts": {"k": secret + "-patch"}},
+    )
     manager.update_working_memory(**kw, patch={"next_action": secret + "-next"})
-    manager.record_tool_call(**kw, tool="grep", arguments={"q": secret + "-targs"},
-                             result=secret + "-result", status="error", error=secret + "-err")
+    manager.record_tool_call(
+        **kw,
+        tool="grep",
+        arguments={"q": secret + "-targs"},
+        result=secret + "-result",
+        status="error",
+        error=secret + "-err",
+    )
     run = manager.start_run(**kw, input=secret + "-input")
-    manager.add_run_step(**kw, run_id=run.run_id, kind="model", input=secret + "-si",
-                         output=secret + "-so")
-    manager.finish_run(**kw, run_id=run.run_id, status="FAILED", error=secret + "-rerr",
-                       output=secret + "-out")
+    manager.add_run_step(
+        **kw, run_id=run.run_id, kind="model", input=secret + "-si", output=secret + "-so"
+    )
+    manager.finish_run(
+        **kw, run_id=run.run_id, status="FAILED", error=secret + "-rerr", output=secret + "-out"
+    )
     text = json.dumps(dump(audit_of(manager, sid)), ensure_ascii=False)
     assert secret not in text
     manager.delete_session(**kw)

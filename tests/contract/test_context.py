@@ -72,10 +72,16 @@ def check_context(m: SessionManager, sid: str, budget: int) -> Any:
 
 
 def test_system_text_renders_working_memory() -> None:
-    data = {"goal": "book a flight", "completed": ["found user", {"id": 1}], "errors": [],
-            "next_action": "ask for dates", "facts": {"b": 2, "a": "x"}, "other": "no"}  # fmt: skip
+    data = {
+        "goal": "book a flight",
+        "completed": ["found user", {"id": 1}],
+        "errors": [],
+        "next_action": "ask for dates",
+        "facts": {"b": 2, "a": "x"},
+        "other": "no",
+    }
     assert render_memory(data) == (
-        "Goal: book a flight\nCompleted:\n- found user\n- {\"id\":1}\n"
+        'Goal: book a flight\nCompleted:\n- found user\n- {"id":1}\n'
         "Next action: ask for dates\nFacts:\n- a: x\n- b: 2"
     )
     assert render_memory({"other": 1}) == ""
@@ -87,10 +93,12 @@ def test_context_parts_and_budget(manager: SessionManager) -> None:
     sid = new_session(manager).session_id
     kw = {"session_id": sid, "user_id": USER}
     manager.update_working_memory(**kw, data={"goal": "help"})
-    msgs = [{"role": "user", "content": "x" * 400},
-            {"role": "assistant", "content": "y" * 400},
-            {"role": "user", "content": "short"},
-            {"role": "assistant", "content": "ok"}]  # fmt: skip
+    msgs = [
+        {"role": "user", "content": "x" * 400},
+        {"role": "assistant", "content": "y" * 400},
+        {"role": "user", "content": "short"},
+        {"role": "assistant", "content": "ok"},
+    ]
     manager.append_messages(**kw, messages=msgs)
     full = manager.build_context(**kw, budget_tokens=1000)
     assert full.system == "Goal: help" and [x.seq for x in full.messages] == [1, 2, 3, 4]
@@ -117,8 +125,10 @@ def test_a_turn_longer_than_the_budget_keeps_its_user_message_and_newest_exchang
     msgs: list[dict[str, Any]] = [{"role": "user", "content": "find my booking"}]
     for i in range(6):
         call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-        msgs += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                 {"role": "tool", "tool_call_id": f"c{i}", "content": "r" * 200}]  # fmt: skip
+        msgs += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": "r" * 200},
+        ]
     manager.append_messages(**kw, messages=msgs)
     whole = manager.build_context(**kw, budget_tokens=10_000)
     assert len(whole.messages) == 13
@@ -134,11 +144,19 @@ def test_context_never_ends_with_an_unanswered_call(manager: SessionManager) -> 
     """A call left without its result (a crashed worker) is not sent."""
     sid = new_session(manager).session_id
     kw = {"session_id": sid, "user_id": USER}
-    manager.append_messages(**kw, messages=[
-        {"role": "user", "content": "q"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-    ])  # fmt: skip
+    manager.append_messages(
+        **kw,
+        messages=[
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
+        ],
+    )
     ctx = manager.build_context(**kw, budget_tokens=1000)
     assert [x.seq for x in ctx.messages] == [1]
 
@@ -160,16 +178,29 @@ def test_responses_reasoning_item_is_never_sent_without_its_following_item(
     assert [x.seq for x in ctx.messages] == [1]
     # A crash after the reasoning item, then a new question: the reasoning item is dropped.
     sid = new_session(manager).session_id
-    manager.append_messages(**kw, session_id=sid, messages=[
-        user("responses", "hi"), call[0], user("responses", "again")])  # fmt: skip
+    manager.append_messages(
+        **kw,
+        session_id=sid,
+        messages=[user("responses", "hi"), call[0], user("responses", "again")],
+    )
     ctx = manager.build_context(**kw, session_id=sid, budget_tokens=100_000)
     assert [x.seq for x in ctx.messages] == [1, 3]
     # Every budget, with the reasoning item at a cut, at the floor, in a pinned turn.
     sid = new_session(manager).session_id
-    history = [user("responses", "hi"), *call, *results("responses", ["c1"]),
-               reasoning("rs_a"), answer("responses", "ok"), user("responses", "again"),
-               *call, *results("responses", ["c1"]), *calls("responses", ["c2"]),
-               *results("responses", ["c2"]), reasoning("rs_b"), answer("responses", "x")]
+    history = [
+        user("responses", "hi"),
+        *call,
+        *results("responses", ["c1"]),
+        reasoning("rs_a"),
+        answer("responses", "ok"),
+        user("responses", "again"),
+        *call,
+        *results("responses", ["c1"]),
+        *calls("responses", ["c2"]),
+        *results("responses", ["c2"]),
+        reasoning("rs_b"),
+        answer("responses", "x"),
+    ]
     manager.append_messages(**kw, session_id=sid, messages=history)
     stored = manager.get_messages(**kw, session_id=sid, limit=100).items
     for summary_to in (None, 1, 2, 5, 6):
@@ -185,9 +216,18 @@ def test_responses_reasoning_item_is_never_sent_without_its_following_item(
             assert 7 in [x.seq for x in ctx.messages]  # the newest user message
     # The reviewer's case: budget 108 used to cut between seq 2 (reasoning) and 3.
     sid = new_session(manager).session_id
-    manager.append_messages(**kw, session_id=sid, messages=[
-        user("responses", "hi"), *call, *results("responses", ["c1"]), answer("responses", "ok"),
-        user("responses", "again"), answer("responses", "x")])  # fmt: skip
+    manager.append_messages(
+        **kw,
+        session_id=sid,
+        messages=[
+            user("responses", "hi"),
+            *call,
+            *results("responses", ["c1"]),
+            answer("responses", "ok"),
+            user("responses", "again"),
+            answer("responses", "x"),
+        ],
+    )
     ctx = manager.build_context(**kw, session_id=sid, budget_tokens=108)
     assert [x.seq for x in ctx.messages] == [5, 6, 7]
 
@@ -213,8 +253,11 @@ def test_context_takes_a_tokenizer_and_checks_its_arguments(manager: SessionMana
 
 
 @pytest.mark.store_independent
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(history=histories(), data=st.data())
 def test_random_contexts_are_valid_fit_and_hold_the_newest_user_message(
     manager: SessionManager, history: list[dict[str, Any]], data: st.DataObject
@@ -227,8 +270,13 @@ def test_random_contexts_are_valid_fit_and_hold_the_newest_user_message(
     manager.append_messages(session_id=sid, user_id=USER, messages=history)
     if data.draw(st.booleans(), label="summary"):
         end = data.draw(st.integers(1, len(history)), label="to_seq")
-        manager.add_summary(session_id=sid, user_id=USER, text="s" * data.draw(
-            st.integers(1, 200)), from_seq=1, to_seq=end)  # fmt: skip
+        manager.add_summary(
+            session_id=sid,
+            user_id=USER,
+            text="s" * data.draw(st.integers(1, 200)),
+            from_seq=1,
+            to_seq=end,
+        )
     if data.draw(st.booleans(), label="memory"):
         manager.update_working_memory(session_id=sid, user_id=USER, data={"goal": "g" * 50})
     budgets = sorted(data.draw(st.lists(st.integers(1, 600), min_size=1, max_size=4)))

@@ -20,12 +20,26 @@ from canaries import write_canaries
 
 #: Every action the service audits, but the TTL expiry (no caller text in it).
 AUDITED_ACTIONS = {
-    "session.created", "session.updated", "message.appended", "memory.updated",
-    "records.put", "summary.added", "tool_call.recorded", "run.started", "run.step_added",
-    "run.finished", "session.rewound",
-    "session.closed", "session.expired", "session.restored", "session.deleted",
-    "session.forked", "message.popped", "message.truncated", "records.deleted",
-}  # fmt: skip
+    "session.created",
+    "session.updated",
+    "message.appended",
+    "memory.updated",
+    "records.put",
+    "summary.added",
+    "tool_call.recorded",
+    "run.started",
+    "run.step_added",
+    "run.finished",
+    "session.rewound",
+    "session.closed",
+    "session.expired",
+    "session.restored",
+    "session.deleted",
+    "session.forked",
+    "message.popped",
+    "message.truncated",
+    "records.deleted",
+}
 
 
 def _audit(m: SessionManager, sid: str) -> list[Any]:

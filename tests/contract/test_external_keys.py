@@ -22,7 +22,7 @@ AGENT = "coding"
 #: that only a case fold, a trailing-space pad or a trim would confuse.
 ODD_KEYS = [
     "conversation_123",
-    "O'Brien \"quoted\" `ticks`",
+    'O\'Brien "quoted" `ticks`',
     "'; DROP TABLE sessions; --",
     "key",
     "Key",
@@ -63,9 +63,7 @@ def test_session_without_key_has_none(manager: SessionManager) -> None:
     assert a.session_id != b.session_id
 
 
-def test_duplicate_key_raises_session_exists_with_the_existing_id(
-    manager: SessionManager,
-) -> None:
+def test_duplicate_key_raises_session_exists_with_the_existing_id(manager: SessionManager) -> None:
     """A second create with a key in use is SessionExists naming the first session;
     nothing is created."""
     first = manager.create_session(user_id=USER, agent=AGENT, external_key="thread-1")
@@ -90,9 +88,7 @@ def test_idempotent_replay_of_a_keyed_create_replays(manager: SessionManager) ->
         manager.create_session(user_id=USER, agent=AGENT, external_key="k")
 
 
-def test_same_key_under_two_users_and_two_agents_is_four_sessions(
-    manager: SessionManager,
-) -> None:
+def test_same_key_under_two_users_and_two_agents_is_four_sessions(manager: SessionManager) -> None:
     """Keys are scoped per (owner, agent); another user's key is not found for you."""
     sessions = {
         (user, agent): manager.create_session(user_id=user, agent=agent, external_key="same")

@@ -57,18 +57,36 @@ def test_c31_longest_accepted_value_of_each_field(manager: SessionManager) -> No
     assert (got.user_id, got.agent, got.title) == (USER, AGENT, TITLE)
     again = m.create_session(user_id=USER, agent=AGENT, title=TITLE, idempotency_key=KEY)
     assert again.session_id == sid  # the full key was stored and found again
-    a = m.append_message(session_id=sid, user_id=USER, message={"role": "user", "content": "a"},
-                         idempotency_key=KEY_A)
-    b = m.append_message(session_id=sid, user_id=USER, message={"role": "user", "content": "b"},
-                         idempotency_key=KEY_B)
+    a = m.append_message(
+        session_id=sid,
+        user_id=USER,
+        message={"role": "user", "content": "a"},
+        idempotency_key=KEY_A,
+    )
+    b = m.append_message(
+        session_id=sid,
+        user_id=USER,
+        message={"role": "user", "content": "b"},
+        idempotency_key=KEY_B,
+    )
     assert (a.seq, b.seq) == (1, 2)
-    replay = m.append_message(session_id=sid, user_id=USER,
-                              message={"role": "user", "content": "b"}, idempotency_key=KEY_B)
+    replay = m.append_message(
+        session_id=sid,
+        user_id=USER,
+        message={"role": "user", "content": "b"},
+        idempotency_key=KEY_B,
+    )
     assert replay.message_id == b.message_id
     run = m.start_run(session_id=sid, user_id=USER)
     with request_id_context(REQUEST_ID):
-        m.add_run_step(session_id=sid, user_id=USER, run_id=run.run_id, kind=KIND,
-                       status=STATUS, name=STEP_NAME)
+        m.add_run_step(
+            session_id=sid,
+            user_id=USER,
+            run_id=run.run_id,
+            kind=KIND,
+            status=STATUS,
+            name=STEP_NAME,
+        )
     step = m.get_run(session_id=sid, user_id=USER, run_id=run.run_id).steps[0]
     assert (step.kind, step.status, step.name) == (KIND, STATUS, STEP_NAME)
     event = audit_of(m, sid)[-1]
@@ -89,8 +107,7 @@ def _too_long(m: SessionManager, sid: str, run_id: str) -> list[tuple[str, Calla
         ("user_id", lambda: m.create_session(user_id=USER + "a")),
         ("agent", lambda: m.create_session(user_id=USER, agent=AGENT + "a")),
         ("title", lambda: m.create_session(user_id=USER, title=TITLE + "a")),
-        ("idempotency_key", lambda: m.append_message(**kw, message=msg,
-                                                     idempotency_key=KEY + "a")),
+        ("idempotency_key", lambda: m.append_message(**kw, message=msg, idempotency_key=KEY + "a")),
         ("kind", lambda: m.add_run_step(**{**step, "kind": KIND + "a"})),
         ("status", lambda: m.add_run_step(**{**step, "status": STATUS + "a"})),
         ("name", lambda: m.add_run_step(**step, name=STEP_NAME + "a")),

@@ -57,11 +57,15 @@ def test_fork_copies_messages_up_to_the_seq_and_leaves_the_parent(manager: Sessi
     parent = new_session(manager, ttl_seconds=600)
     _chat(manager, parent.session_id, 3)
     before = manager.get_session(**_kw(parent.session_id))
-    fork = manager.fork_session(**_kw(parent.session_id), at_seq=4, title="branch",
-                                metadata={"why": "try"}, external_key="k-1")  # fmt: skip
+    fork = manager.fork_session(
+        **_kw(parent.session_id),
+        at_seq=4,
+        title="branch",
+        metadata={"why": "try"},
+        external_key="k-1",
+    )
     assert (fork.user_id, fork.agent, fork.status) == (USER, "coding", SessionStatus.ACTIVE)
-    assert (fork.parent_session_id, fork.fork_seq, fork.message_count) == (
-        parent.session_id, 4, 4)  # fmt: skip
+    assert (fork.parent_session_id, fork.fork_seq, fork.message_count) == (parent.session_id, 4, 4)
     assert (fork.version, fork.title) == (before.version + 1, "branch")
     assert fork.metadata == {"why": "try"}
     assert (fork.external_key, fork.ttl_seconds, fork.run_count) == ("k-1", 600, 0)
@@ -73,21 +77,27 @@ def test_fork_copies_messages_up_to_the_seq_and_leaves_the_parent(manager: Sessi
     assert [x.seq for x in new] == [1, 2, 3, 4]
     for a, b in zip(old, new, strict=True):
         assert (b.payload(), b.created_at, b.role, b.run_id) == (
-            a.payload(), a.created_at, a.role, a.run_id)  # fmt: skip
+            a.payload(),
+            a.created_at,
+            a.role,
+            a.run_id,
+        )
         assert b.session_id == fork.session_id and ID_PATTERN.fullmatch(b.message_id)
         assert b.message_id != a.message_id and b.message_id[17:] == a.message_id[17:]
     assert len({x.message_id[4:17] for x in new}) == 1  # one fresh part per fork
     events = audit_of(manager, fork.session_id)
     assert [(e.action, e.version_before, e.version_after, e.details) for e in events] == [
-        ("session.forked", None, fork.version,
-         {"parent_session_id": parent.session_id, "fork_seq": 4, "messages": 4,
-          "summaries": 0})]  # fmt: skip
+        (
+            "session.forked",
+            None,
+            fork.version,
+            {"parent_session_id": parent.session_id, "fork_seq": 4, "messages": 4, "summaries": 0},
+        )
+    ]
     assert "q0" not in repr(events)
 
 
-def test_fork_defaults_to_the_whole_history_and_zero_forks_nothing(
-    manager: SessionManager,
-) -> None:
+def test_fork_defaults_to_the_whole_history_and_zero_forks_nothing(manager: SessionManager) -> None:
     """``at_seq`` None forks at message_count; 0 makes an empty fork whose first append
     is seq 1; past the history or negative is a ValidationError, nothing made."""
     sid = new_session(manager).session_id
@@ -166,8 +176,9 @@ def test_memory_of_the_fork_is_the_parent_memory_as_of_the_seq(manager: SessionM
     history as of earlier seqs too; memory writes in either do not reach the other."""
     sid = new_session(manager, working_memory={"goal": "start"}).session_id
     m = manager
-    m.append_messages(**_kw(sid), messages=[user_msg("1"), assistant_msg("2")],
-                      working_memory_patch={"step": 2})  # fmt: skip
+    m.append_messages(
+        **_kw(sid), messages=[user_msg("1"), assistant_msg("2")], working_memory_patch={"step": 2}
+    )
     m.append_messages(**_kw(sid), messages=[user_msg("3")], working_memory_patch={"step": 3})
     m.update_working_memory(**_kw(sid), data={"goal": "later", "step": 3})
     m.append_messages(**_kw(sid), messages=[user_msg("4")], working_memory_patch={"step": 4})
@@ -213,7 +224,10 @@ def test_deleting_the_parent_leaves_the_fork_whole(manager: SessionManager) -> N
     fork = manager.fork_session(**_kw(sid))
     grand = manager.fork_session(**_kw(fork.session_id), at_seq=3)
     assert (grand.parent_session_id, grand.fork_seq, grand.version) == (
-        fork.session_id, 3, fork.version + 1)  # fmt: skip
+        fork.session_id,
+        3,
+        fork.version + 1,
+    )
     manager.delete_session(**_kw(sid))
     for child, count in ((fork, 4), (grand, 3)):
         kept = manager.get_session(**_kw(child.session_id))
@@ -312,8 +326,12 @@ def test_tool_call_sessions_fork_their_messages_not_their_runs(
     were; the parent's runs and tool calls stay the parent's (run_id still names one)."""
     sid = new_session(manager).session_id
     run = manager.start_run(**_kw(sid), input="task")
-    history = [user(fmt, "look"), *calls(fmt, ["call_0"]), *results(fmt, ["call_0"]),
-               answer(fmt, "done")]  # fmt: skip
+    history = [
+        user(fmt, "look"),
+        *calls(fmt, ["call_0"]),
+        *results(fmt, ["call_0"]),
+        answer(fmt, "done"),
+    ]
     manager.append_messages(**_kw(sid), messages=[{**p, "run_id": run.run_id} for p in history])
     manager.record_tool_call(**_kw(sid), tool="f", arguments={}, result="out", run_id=run.run_id)
     fork = manager.fork_session(**_kw(sid))

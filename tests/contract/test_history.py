@@ -20,20 +20,14 @@ from contract_support import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentsession import (
-    Message,
-    Role,
-    RunNotFound,
-    SessionManager,
-    ToolCallStatus,
-    ValidationError,
-)
+from agentsession import Message, Role, RunNotFound, SessionManager, ToolCallStatus, ValidationError
 
 
 def _fill(m: SessionManager, sid: str, n: int, batch: int = 1000) -> None:
     for start in range(0, n, batch):
         m.append_messages(
-            session_id=sid, user_id=USER,
+            session_id=sid,
+            user_id=USER,
             messages=[user_msg(f"m{i}") for i in range(start + 1, min(n, start + batch) + 1)],
         )
 
@@ -49,9 +43,17 @@ def test_c07_equal_timestamps_keep_insert_order(frozen_manager: SessionManager) 
     for i in range(10):
         group = [
             user_msg(f"u{i}"),
-            {"role": "assistant", "content": None,
-             "tool_calls": [{"id": f"c{i}", "type": "function",
-                             "function": {"name": "f", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": f"c{i}", "content": f"r{i}"},
             assistant_msg(f"a{i}"),
             user_msg(f"z{i}"),
@@ -68,13 +70,16 @@ def test_c07_equal_timestamps_keep_insert_order(frozen_manager: SessionManager) 
         assert seqs(got) == list(range(1, 51))
     for k in (1, 2, 5, 13):
         for start in range(1, 51, 3):
-            fwd = m.get_messages(session_id=sid, user_id=USER, after=start - 1, limit=k,
-                                 align_tool_calls=False).items
+            fwd = m.get_messages(
+                session_id=sid, user_id=USER, after=start - 1, limit=k, align_tool_calls=False
+            ).items
             assert seqs(fwd) == list(range(start, min(start + k, 51)))
-            assert all(same_payload(x.payload(), y)
-                       for x, y in zip(fwd, sent[start - 1:], strict=False))
-            back = m.get_messages(session_id=sid, user_id=USER, before=start + 1, limit=k,
-                                  align_tool_calls=False).items
+            assert all(
+                same_payload(x.payload(), y) for x, y in zip(fwd, sent[start - 1 :], strict=False)
+            )
+            back = m.get_messages(
+                session_id=sid, user_id=USER, before=start + 1, limit=k, align_tool_calls=False
+            ).items
             assert seqs(back) == list(range(max(1, start - k + 1), start + 1))
 
 
@@ -122,8 +127,10 @@ def test_c09_limit_means_newest_k_oldest_first(manager: SessionManager, sid: str
     assert [x.content for x in page.items] == [f"m{i}" for i in range(1, 11)]
 
 
-@pytest.mark.parametrize(("limit", "expected"), [
-    (0, []), (None, [1, 2, 3, 4, 5]), (1, [5]), (5, [1, 2, 3, 4, 5]), (6, [1, 2, 3, 4, 5])])
+@pytest.mark.parametrize(
+    ("limit", "expected"),
+    [(0, []), (None, [1, 2, 3, 4, 5]), (1, [5]), (5, [1, 2, 3, 4, 5]), (6, [1, 2, 3, 4, 5])],
+)
 def test_c20_limit_edge_values(
     manager: SessionManager, sid: str, limit: int | None, expected: list[int]
 ) -> None:
@@ -180,8 +187,9 @@ def _page_backwards(m: SessionManager, sid: str, size: int, start: int | None = 
         page = m.get_messages(session_id=sid, user_id=USER, limit=size, cursor=page.next_cursor)
 
 
-def _page_forwards(m: SessionManager, sid: str, size: int, stop: threading.Event | None = None
-                   ) -> list[int]:
+def _page_forwards(
+    m: SessionManager, sid: str, size: int, stop: threading.Event | None = None
+) -> list[int]:
     """Seqs seen following ``next_cursor`` forwards from the first message; with ``stop``,
     pages on (from the last seq seen) until it is set and the end is reached."""
     out: list[int] = []
@@ -189,13 +197,11 @@ def _page_forwards(m: SessionManager, sid: str, size: int, stop: threading.Event
     while True:
         out += seqs(page.items)
         if page.next_cursor is not None:
-            page = m.get_messages(session_id=sid, user_id=USER, limit=size,
-                                  cursor=page.next_cursor)
+            page = m.get_messages(session_id=sid, user_id=USER, limit=size, cursor=page.next_cursor)
             continue
         if stop is None or stop.is_set():
             return out
-        page = m.get_messages(session_id=sid, user_id=USER, limit=size,
-                              after=out[-1] if out else 0)
+        page = m.get_messages(session_id=sid, user_id=USER, limit=size, after=out[-1] if out else 0)
 
 
 @pytest.mark.parametrize("n", [10, 1000, pytest.param(10_000, marks=pytest.mark.servers_slow)])
@@ -221,8 +227,11 @@ def test_c18_paging_while_appends_go_on(manager: SessionManager, sid: str) -> No
         try:
             i = 0
             while not stop.is_set() and i < 400:
-                manager.append_messages(session_id=sid, user_id=USER,
-                                        messages=[user_msg(f"late{i}-{j}") for j in range(5)])
+                manager.append_messages(
+                    session_id=sid,
+                    user_id=USER,
+                    messages=[user_msg(f"late{i}-{j}") for j in range(5)],
+                )
                 i += 1
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -240,7 +249,8 @@ def test_c18_paging_while_appends_go_on(manager: SessionManager, sid: str) -> No
     assert fwd == list(range(1, len(fwd) + 1)) and len(fwd) >= 1000
     total = manager.get_session(session_id=sid, user_id=USER).message_count
     assert seqs(every(manager.get_messages, session_id=sid, user_id=USER)) == list(
-        range(1, total + 1))
+        range(1, total + 1)
+    )
 
 
 # ---------------------------------------------------------------- tool pairs, C27
@@ -252,9 +262,14 @@ def _rounds(m: SessionManager, sid: str, rounds: int) -> None:
         c1, c2 = f"r{r}c1", f"r{r}c2"
         msgs += [
             user_msg(f"q{r}"),
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": c1, "type": "function", "function": {"name": "a", "arguments": "{}"}},
-                {"id": c2, "type": "function", "function": {"name": "b", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": c1, "type": "function", "function": {"name": "a", "arguments": "{}"}},
+                    {"id": c2, "type": "function", "function": {"name": "b", "arguments": "{}"}},
+                ],
+            },
             {"role": "tool", "tool_call_id": c1, "content": "1"},
             {"role": "tool", "tool_call_id": c2, "content": "2"},
             assistant_msg(f"done {r}"),
@@ -310,19 +325,42 @@ def test_c27_aligned_paging_visits_each_message_once(
 
 C29_MESSAGES: list[dict[str, Any]] = [
     {"role": "system", "content": "be brief"},
-    {"role": "user", "content": [{"type": "text", "text": "look"},
-                                 {"type": "image_url", "image_url": {"url": "https://x/y.png",
-                                                                     "detail": "low"}}]},
-    {"role": "assistant", "content": None, "refusal": None, "tool_calls": [
-        {"id": "call_b", "type": "function",
-         "function": {"name": "zeta", "arguments": "{\"z\":1,\"a\":2}"}},
-        {"type": "function", "id": "call_a",
-         "function": {"arguments": "{}", "name": "alpha"}, "x_provider": {"b": 1, "a": 2}}]},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": None,
+        "refusal": None,
+        "tool_calls": [
+            {
+                "id": "call_b",
+                "type": "function",
+                "function": {"name": "zeta", "arguments": '{"z":1,"a":2}'},
+            },
+            {
+                "type": "function",
+                "id": "call_a",
+                "function": {"arguments": "{}", "name": "alpha"},
+                "x_provider": {"b": 1, "a": 2},
+            },
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_b", "name": "zeta", "content": "ok"},
     {"role": "tool", "tool_call_id": "call_a", "content": ""},
     {"role": "assistant", "refusal": "I can't help with that."},
-    {"role": "assistant", "content": "", "audio": {"id": "au_1", "expires_at": 1},
-     "reasoning_content": "thinking", "annotations": [], "x_nested": {"z": [3, {"y": None}]}},
+    {
+        "role": "assistant",
+        "content": "",
+        "audio": {"id": "au_1", "expires_at": 1},
+        "reasoning_content": "thinking",
+        "annotations": [],
+        "x_nested": {"z": [3, {"y": None}]},
+    },
     {"role": "user", "content": "hi", "name": "alice_2", "metadata": {"b": 2, "a": 1}},
 ]
 
@@ -340,32 +378,40 @@ def test_c29_round_trip_is_lossless(manager: SessionManager, sid: str) -> None:
     assert got[4].payload()["content"] == ""
 
 
-_json_leaf = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20) | \
-    st.floats(allow_nan=False, allow_infinity=False, width=64)
+_json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.text(max_size=20)
+    | st.floats(allow_nan=False, allow_infinity=False, width=64)
+)
 _json = st.recursive(
     _json_leaf,
-    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids,
-                                                              max_size=4),
+    lambda kids: (
+        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4)
+    ),
     max_leaves=12,
 )
 _message = st.fixed_dictionaries(
     {"role": st.sampled_from(["system", "user", "assistant", "tool"])},
     optional={
-        "content": st.none() | st.text(max_size=50) | st.lists(
-            st.dictionaries(st.text(max_size=6), _json, max_size=3), max_size=3),
+        "content": st.none()
+        | st.text(max_size=50)
+        | st.lists(st.dictionaries(st.text(max_size=6), _json, max_size=3), max_size=3),
         "name": st.none() | st.text(min_size=1, max_size=10),
         "tool_call_id": st.text(min_size=1, max_size=10),
         "x_extra": _json,
         "refusal": st.none() | st.text(max_size=10),
-        "tool_calls": st.lists(st.dictionaries(st.text(max_size=6), _json, max_size=3),
-                               max_size=3),
+        "tool_calls": st.lists(st.dictionaries(st.text(max_size=6), _json, max_size=3), max_size=3),
     },
 )
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                 HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(batch=st.lists(_message, min_size=1, max_size=4))
 def test_random_messages_round_trip(manager: SessionManager, batch: list[dict[str, Any]]) -> None:
     """Any JSON message payload comes back field for field, in nested order, on every store."""
@@ -378,36 +424,43 @@ def test_random_messages_round_trip(manager: SessionManager, batch: list[dict[st
 
 @pytest.mark.store_independent
 @pytest.mark.parametrize(
-    "field", ["message_id", "session_id", "seq", "created_at", "session_version"])
+    "field", ["message_id", "session_id", "seq", "created_at", "session_version"]
+)
 def test_store_assigned_fields_cannot_be_sent(
     manager: SessionManager, sid: str, field: str
 ) -> None:
     """A message carrying a store-assigned field is rejected, nothing written."""
     with pytest.raises(ValidationError):
-        manager.append_message(session_id=sid, user_id=USER,
-                               message={"role": "user", "content": "x", field: 1})
+        manager.append_message(
+            session_id=sid, user_id=USER, message={"role": "user", "content": "x", field: 1}
+        )
     assert manager.get_messages(session_id=sid, user_id=USER).items == []
 
 
 def test_batch_is_atomic(manager: SessionManager, sid: str) -> None:
     """A batch with one bad message stores none of them."""
     with pytest.raises(ValidationError):
-        manager.append_messages(session_id=sid, user_id=USER,
-                                messages=[user_msg("ok"), {"role": "robot", "content": "x"}])
+        manager.append_messages(
+            session_id=sid,
+            user_id=USER,
+            messages=[user_msg("ok"), {"role": "robot", "content": "x"}],
+        )
     with pytest.raises(RunNotFound):
-        manager.append_messages(session_id=sid, user_id=USER, messages=[
-            user_msg("ok"), user_msg("x", run_id="run_aaaaaaaaaaaaaaaaaaaaaaaaaa")])
+        manager.append_messages(
+            session_id=sid,
+            user_id=USER,
+            messages=[user_msg("ok"), user_msg("x", run_id="run_aaaaaaaaaaaaaaaaaaaaaaaaaa")],
+        )
     assert manager.get_messages(session_id=sid, user_id=USER).items == []
     assert manager.get_session(session_id=sid, user_id=USER).version == 1
 
 
-def test_batch_is_one_version_step_with_consecutive_seqs(
-    manager: SessionManager, sid: str
-) -> None:
+def test_batch_is_one_version_step_with_consecutive_seqs(manager: SessionManager, sid: str) -> None:
     """append_messages gives consecutive seqs and bumps the version once."""
     manager.append_message(session_id=sid, user_id=USER, message=user_msg("first"))
-    out = manager.append_messages(session_id=sid, user_id=USER,
-                                  messages=[user_msg(str(i)) for i in range(5)])
+    out = manager.append_messages(
+        session_id=sid, user_id=USER, messages=[user_msg(str(i)) for i in range(5)]
+    )
     assert seqs(out) == [2, 3, 4, 5, 6]
     assert manager.get_session(session_id=sid, user_id=USER).version == 3
 
@@ -418,18 +471,23 @@ def test_batch_is_one_version_step_with_consecutive_seqs(
 def test_tool_history_record_list_filter(manager: SessionManager, sid: str) -> None:
     """Tool calls are listed oldest first, filterable by tool, after a seq, with a limit."""
     made = [
-        manager.record_tool_call(session_id=sid, user_id=USER, tool=t,
-                                 arguments={"i": i}, result={"out": i})
+        manager.record_tool_call(
+            session_id=sid, user_id=USER, tool=t, arguments={"i": i}, result={"out": i}
+        )
         for i, t in enumerate(["grep", "read_file", "grep", "run_tests", "grep"])
     ]
     assert [c.seq for c in made] == [1, 2, 3, 4, 5]
     hist = manager.get_tool_history(session_id=sid, user_id=USER).items
     assert [(c.call_id, c.tool, c.arguments, c.result) for c in hist] == [
-        (c.call_id, c.tool, c.arguments, c.result) for c in made]
-    assert [c.seq for c in manager.get_tool_history(session_id=sid, user_id=USER,
-                                                    tool="grep").items] == [1, 3, 5]
-    assert [c.seq for c in manager.get_tool_history(session_id=sid, user_id=USER,
-                                                    after=2, limit=2).items] == [3, 4]
+        (c.call_id, c.tool, c.arguments, c.result) for c in made
+    ]
+    assert [
+        c.seq for c in manager.get_tool_history(session_id=sid, user_id=USER, tool="grep").items
+    ] == [1, 3, 5]
+    assert [
+        c.seq
+        for c in manager.get_tool_history(session_id=sid, user_id=USER, after=2, limit=2).items
+    ] == [3, 4]
     assert manager.get_session(session_id=sid, user_id=USER).tool_call_count == 5
 
 
@@ -441,46 +499,63 @@ def test_tool_call_fields(manager: SessionManager, sid: str) -> None:
     end = start + timedelta(milliseconds=1500)
     run = manager.start_run(session_id=sid, user_id=USER)
     call = manager.record_tool_call(
-        session_id=sid, user_id=USER, tool="run_tests", arguments={"path": "tests"},
-        result=None, status="error", error="exit 1", started_at=start, ended_at=end,
-        run_id=run.run_id, call_id="call_abc",
+        session_id=sid,
+        user_id=USER,
+        tool="run_tests",
+        arguments={"path": "tests"},
+        result=None,
+        status="error",
+        error="exit 1",
+        started_at=start,
+        ended_at=end,
+        run_id=run.run_id,
+        call_id="call_abc",
     )
     [got] = manager.get_tool_history(session_id=sid, user_id=USER).items
     assert got == as_read(call) and call.session_version == 3
     assert (got.status, got.error, got.call_id, got.run_id) == (
-        ToolCallStatus.ERROR, "exit 1", "call_abc", run.run_id)
+        ToolCallStatus.ERROR,
+        "exit 1",
+        "call_abc",
+        run.run_id,
+    )
     assert (got.started_at, got.ended_at, got.duration_ms) == (start, end, 1500.0)
     with pytest.raises(ValidationError):
-        manager.record_tool_call(session_id=sid, user_id=USER, tool="t",
-                                 started_at=end, ended_at=start)
+        manager.record_tool_call(
+            session_id=sid, user_id=USER, tool="t", started_at=end, ended_at=start
+        )
     with pytest.raises(RunNotFound):
-        manager.record_tool_call(session_id=sid, user_id=USER, tool="t",
-                                 run_id="run_aaaaaaaaaaaaaaaaaaaaaaaaaa")
+        manager.record_tool_call(
+            session_id=sid, user_id=USER, tool="t", run_id="run_aaaaaaaaaaaaaaaaaaaaaaaaaa"
+        )
     assert manager.get_session(session_id=sid, user_id=USER).tool_call_count == 1
 
 
 def test_find_tool_call_ignores_key_order(manager: SessionManager, sid: str) -> None:
     """find_tool_call matches tool + arguments regardless of key order, newest first."""
     args = {"path": "src/app.py", "opts": {"a": 1, "b": [1, {"y": 2, "x": 1}]}}
-    first = manager.record_tool_call(session_id=sid, user_id=USER, tool="read_file",
-                                     arguments=args, result="v1")
+    first = manager.record_tool_call(
+        session_id=sid, user_id=USER, tool="read_file", arguments=args, result="v1"
+    )
     reordered = {"opts": {"b": [1, {"x": 1, "y": 2}], "a": 1}, "path": "src/app.py"}
-    found = manager.find_tool_call(session_id=sid, user_id=USER, tool="read_file",
-                                   arguments=reordered)
+    found = manager.find_tool_call(
+        session_id=sid, user_id=USER, tool="read_file", arguments=reordered
+    )
     assert found is not None and found.call_id == first.call_id
-    second = manager.record_tool_call(session_id=sid, user_id=USER, tool="read_file",
-                                      arguments=reordered, result="v2")
-    found = manager.find_tool_call(session_id=sid, user_id=USER, tool="read_file",
-                                   arguments=args)
+    second = manager.record_tool_call(
+        session_id=sid, user_id=USER, tool="read_file", arguments=reordered, result="v2"
+    )
+    found = manager.find_tool_call(session_id=sid, user_id=USER, tool="read_file", arguments=args)
     assert found is not None and (found.call_id, found.result) == (second.call_id, "v2")
-    for tool, a in [("grep", args), ("read_file", {"path": "src/app.py"}),
-                    ("read_file", {**args, "opts": {"a": 1, "b": [{"x": 1, "y": 2}, 1]}})]:
-        assert manager.find_tool_call(session_id=sid, user_id=USER, tool=tool,
-                                      arguments=a) is None
+    for tool, a in [
+        ("grep", args),
+        ("read_file", {"path": "src/app.py"}),
+        ("read_file", {**args, "opts": {"a": 1, "b": [{"x": 1, "y": 2}, 1]}}),
+    ]:
+        assert manager.find_tool_call(session_id=sid, user_id=USER, tool=tool, arguments=a) is None
     manager.record_tool_call(session_id=sid, user_id=USER, tool="ls")
     assert manager.find_tool_call(session_id=sid, user_id=USER, tool="ls") is not None
-    assert manager.find_tool_call(session_id=sid, user_id=USER, tool="ls",
-                                  arguments={}) is not None
+    assert manager.find_tool_call(session_id=sid, user_id=USER, tool="ls", arguments={}) is not None
 
 
 def test_tool_history_is_per_session(manager: SessionManager, sid: str) -> None:
@@ -488,8 +563,10 @@ def test_tool_history_is_per_session(manager: SessionManager, sid: str) -> None:
     other = manager.create_session(user_id=OTHER).session_id
     manager.record_tool_call(session_id=other, user_id=OTHER, tool="grep", arguments={"q": 1})
     assert manager.get_tool_history(session_id=sid, user_id=USER).items == []
-    assert manager.find_tool_call(session_id=sid, user_id=USER, tool="grep",
-                                  arguments={"q": 1}) is None
+    assert (
+        manager.find_tool_call(session_id=sid, user_id=USER, tool="grep", arguments={"q": 1})
+        is None
+    )
 
 
 def test_duplicate_call_id_is_a_conflict_and_writes_nothing(
@@ -514,11 +591,13 @@ def test_c36_provider_reuses_call_ids(manager: SessionManager, sid: str) -> None
     from agentsession import ToolCallExists
 
     kw: dict[str, Any] = {"session_id": sid, "user_id": USER}
-    first = manager.record_tool_call(**kw, tool="grep", arguments={"q": "a"},
-                                     provider_call_id="call_0", result=1)
+    first = manager.record_tool_call(
+        **kw, tool="grep", arguments={"q": "a"}, provider_call_id="call_0", result=1
+    )
     manager.record_tool_call(**kw, tool="grep", arguments={"q": "x"}, provider_call_id="call_1")
-    second = manager.record_tool_call(**kw, tool="grep", arguments={"q": "b"},
-                                      provider_call_id="call_0", result=2)
+    second = manager.record_tool_call(
+        **kw, tool="grep", arguments={"q": "b"}, provider_call_id="call_0", result=2
+    )
     assert first.call_id != second.call_id and first.call_id.startswith("call_")
     assert (first.provider_call_id, second.provider_call_id) == ("call_0", "call_0")
     found = manager.find_tool_call(**kw, provider_call_id="call_0")
@@ -536,4 +615,3 @@ def test_c36_provider_reuses_call_ids(manager: SessionManager, sid: str) -> None
     with pytest.raises(ToolCallExists):
         manager.record_tool_call(**kw, tool="t", call_id="mine", provider_call_id="call_0")
     assert manager.find_tool_call(**kw, provider_call_id="call_0").call_id == "mine"
-

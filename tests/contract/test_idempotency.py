@@ -41,7 +41,8 @@ KEYED: dict[str, Any] = {
         **_kw(c, k), message=user_msg(f"body {v}")
     ),
     "append_messages": lambda m, c, k, v: m.append_messages(
-        **_kw(c, k), messages=[user_msg("q"), user_msg(f"body {v}")],
+        **_kw(c, k),
+        messages=[user_msg("q"), user_msg(f"body {v}")],
         working_memory_patch={"counter": 2},
     ),
     "update_working_memory": lambda m, c, k, v: m.update_working_memory(
@@ -204,9 +205,11 @@ def test_c03_failure_mid_transaction_then_retry(store: SessionStore, method: str
 
     def turn() -> Any:
         return m.append_messages(
-            session_id=sid, user_id=USER,
+            session_id=sid,
+            user_id=USER,
             messages=[user_msg("run the tests"), {"role": "assistant", "content": "ok"}],
-            working_memory_patch={"counter": 2}, idempotency_key="turn-1",
+            working_memory_patch={"counter": 2},
+            idempotency_key="turn-1",
         )
 
     with pytest.raises(StoreError, match="injected"):
@@ -231,8 +234,11 @@ def test_c03_transient_failure_is_retried_without_double_write(store: SessionSto
     sid = m.create_session(user_id=USER, working_memory={"counter": 1}).session_id
     proxy.fail("insert_audit", StoreBusy("injected lock timeout"))
     m.append_messages(
-        session_id=sid, user_id=USER, messages=[user_msg("x")],
-        working_memory_patch={"counter": 2}, idempotency_key="t",
+        session_id=sid,
+        user_id=USER,
+        messages=[user_msg("x")],
+        working_memory_patch={"counter": 2},
+        idempotency_key="t",
     )
     state = snapshot(m, sid)
     assert [x["content"] for x in state["messages"]] == ["x"]
@@ -261,8 +267,12 @@ def test_c04_concurrent_retries_store_one_copy(manager: SessionManager) -> None:
     """C04: 8 threads sending M with key K at once: one copy, all get the same message."""
     for n in range(3):
         sid = manager.create_session(user_id=USER).session_id
-        out = run_threads(8, lambda i, s=sid, n=n: manager.append_message(
-            session_id=s, user_id=USER, message=user_msg("M"), idempotency_key=f"K{n}"))
+        out = run_threads(
+            8,
+            lambda i, s=sid, n=n: manager.append_message(
+                session_id=s, user_id=USER, message=user_msg("M"), idempotency_key=f"K{n}"
+            ),
+        )
         assert not [r for r in out if isinstance(r, BaseException)], out
         assert len({(r.message_id, r.seq) for r in out}) == 1
         msgs = manager.get_messages(session_id=sid, user_id=USER).items
@@ -310,18 +320,24 @@ def test_retention_boundary_uses_timedelta(frozen_manager: SessionManager, clock
     """Exactly at the retention the key still replays (older than it, it is new)."""
     m = frozen_manager
     sid = m.create_session(user_id=USER).session_id
-    first = m.append_message(session_id=sid, user_id=USER, message=user_msg("x"),
-                             idempotency_key="K")
+    first = m.append_message(
+        session_id=sid, user_id=USER, message=user_msg("x"), idempotency_key="K"
+    )
     clock.now += timedelta(seconds=m.policy.idempotency_retention_seconds)
-    again = m.append_message(session_id=sid, user_id=USER, message=user_msg("x"),
-                             idempotency_key="K")
+    again = m.append_message(
+        session_id=sid, user_id=USER, message=user_msg("x"), idempotency_key="K"
+    )
     assert again.message_id == first.message_id
 
 
 def test_concurrent_creates_with_one_key_make_one_session(manager: SessionManager) -> None:
     """8 threads creating with the same key at once: one session, all get its id."""
-    out = run_threads(8, lambda i: manager.create_session(
-        user_id=USER, agent="coding", idempotency_key="create-race"))
+    out = run_threads(
+        8,
+        lambda i: manager.create_session(
+            user_id=USER, agent="coding", idempotency_key="create-race"
+        ),
+    )
     assert not [r for r in out if isinstance(r, BaseException)], out
     assert len({r.session_id for r in out}) == 1
     assert [s.session_id for s in manager.list_sessions(user_id=USER).items] == [out[0].session_id]

@@ -22,8 +22,11 @@ def _crash(m: SessionManager, fmt: str, *messages: dict[str, Any], tag: bool = T
     sid = m.create_session(user_id=USER).session_id
     run = m.start_run(session_id=sid, user_id=USER)
     extra = {"run_id": run.run_id} if tag else {}
-    m.append_messages(session_id=sid, user_id=USER,
-                      messages=[user(fmt, "fix it"), *({**x, **extra} for x in messages)])
+    m.append_messages(
+        session_id=sid,
+        user_id=USER,
+        messages=[user(fmt, "fix it"), *({**x, **extra} for x in messages)],
+    )
     return sid, run.run_id
 
 
@@ -62,8 +65,7 @@ def test_restore_answers_the_call_a_crash_left_open(manager: SessionManager, fmt
     after = manager.get_session(session_id=sid, user_id=USER)
     assert after.version == before.version + 1
     assert after.message_count == before.message_count + 1
-    last = manager.get_messages(session_id=sid, user_id=USER, limit=1,
-                                align_tool_calls=False).items
+    last = manager.get_messages(session_id=sid, user_id=USER, limit=1, align_tool_calls=False).items
     assert last[0].seq == after.message_count and last[0].run_id == run_id
     assert _result_ids(fmt, last[0]) == ["c1"]
     assert window_problem(restored.messages) is None and restored.messages[-1] == last[0]
@@ -91,8 +93,14 @@ def test_parallel_calls_with_one_answered(
 ) -> None:
     """Two parallel calls, one answered before the crash (and an earlier round fully
     answered): only the other one gets a synthetic result."""
-    sid, _ = _crash(manager, fmt, *calls(fmt, ["c0"]), *results(fmt, ["c0"]),
-                    *calls(fmt, ["c1", "c2"]), *results(fmt, [done]))
+    sid, _ = _crash(
+        manager,
+        fmt,
+        *calls(fmt, ["c0"]),
+        *results(fmt, ["c0"]),
+        *calls(fmt, ["c1", "c2"]),
+        *results(fmt, [done]),
+    )
     count = manager.get_session(session_id=sid, user_id=USER).message_count
     restored = manager.restore_session(session_id=sid, user_id=USER)
     assert restored.interrupted_call_ids == [open_]
@@ -104,14 +112,24 @@ def test_parallel_calls_with_one_answered(
 def test_untagged_messages_and_several_calls(manager: SessionManager) -> None:
     """Messages without a run_id: the tail is read back to the last answered call; calls
     after it get results in order, each in its own message's format."""
-    sid, run_id = _crash(manager, "chat", *calls("chat", ["c0"]), *results("chat", ["c0"]),
-                         *calls("chat", ["c1", "c2"]), *calls("responses", ["c3"]), tag=False)
+    sid, run_id = _crash(
+        manager,
+        "chat",
+        *calls("chat", ["c0"]),
+        *results("chat", ["c0"]),
+        *calls("chat", ["c1", "c2"]),
+        *calls("responses", ["c3"]),
+        tag=False,
+    )
     count = manager.get_session(session_id=sid, user_id=USER).message_count
     restored = manager.restore_session(session_id=sid, user_id=USER)
     assert restored.interrupted_call_ids == ["c1", "c2", "c3"]
     added = manager.get_messages(session_id=sid, user_id=USER, after=count).items
     assert [x.payload().get("tool_call_id") or x.payload()["call_id"] for x in added] == [
-        "c1", "c2", "c3"]
+        "c1",
+        "c2",
+        "c3",
+    ]
     assert [x.payload().get("type") for x in added] == [None, None, "function_call_output"]
     assert all(x.run_id == run_id for x in added)
     _all_windows_valid(manager, sid)
@@ -121,8 +139,11 @@ def test_calls_of_another_run_are_left_alone(manager: SessionManager) -> None:
     """A call an earlier, finished run left unanswered is not the interrupted run's."""
     sid = manager.create_session(user_id=USER).session_id
     done = manager.start_run(session_id=sid, user_id=USER)
-    manager.append_messages(session_id=sid, user_id=USER, messages=[
-        {**x, "run_id": done.run_id} for x in calls("chat", ["old"])])
+    manager.append_messages(
+        session_id=sid,
+        user_id=USER,
+        messages=[{**x, "run_id": done.run_id} for x in calls("chat", ["old"])],
+    )
     manager.finish_run(session_id=sid, user_id=USER, run_id=done.run_id, status="SUCCEEDED")
     manager.start_run(session_id=sid, user_id=USER)
     count = manager.get_session(session_id=sid, user_id=USER).message_count
@@ -140,15 +161,21 @@ def test_restore_after_expiry_answers_the_interrupted_run(
     m = frozen_manager
     sid = m.create_session(user_id=USER, ttl_seconds=60).session_id
     run = m.start_run(session_id=sid, user_id=USER)
-    m.append_messages(session_id=sid, user_id=USER, messages=[
-        {**x, "run_id": run.run_id} for x in [user("anthropic", "go"),
-                                               *calls("anthropic", ["t1", "t2"])]])
+    m.append_messages(
+        session_id=sid,
+        user_id=USER,
+        messages=[
+            {**x, "run_id": run.run_id}
+            for x in [user("anthropic", "go"), *calls("anthropic", ["t1", "t2"])]
+        ],
+    )
     if ending == "expire":
         m.expire_session(session_id=sid, user_id=USER)
     else:
         clock.advance(61)
     assert m.get_run(session_id=sid, user_id=USER, run_id=run.run_id).status == (
-        RunStatus.INTERRUPTED)
+        RunStatus.INTERRUPTED
+    )
     restored = m.restore_session(session_id=sid, user_id=USER)
     assert restored.interrupted_run_ids == [] and restored.interrupted_call_ids == ["t1", "t2"]
     assert seqs(restored.messages)[-1] == 3
@@ -166,7 +193,8 @@ def test_restore_after_close_answers_the_cancelled_run(manager: SessionManager, 
     sid, run_id = _crash(manager, fmt, *calls(fmt, ["c1", "c2"]))
     manager.close_session(session_id=sid, user_id=USER)
     assert manager.get_run(session_id=sid, user_id=USER, run_id=run_id).status == (
-        RunStatus.CANCELLED)
+        RunStatus.CANCELLED
+    )
     restored = manager.restore_session(session_id=sid, user_id=USER)
     assert restored.interrupted_run_ids == [] and restored.interrupted_call_ids == ["c1", "c2"]
     synthetic = [m for m in restored.messages if m.metadata == SYNTHETIC]
@@ -181,14 +209,22 @@ def test_restore_after_close_answers_the_cancelled_run(manager: SessionManager, 
 
 def test_a_final_answer_after_the_calls_needs_nothing(manager: SessionManager) -> None:
     """The run answered its call and its final message was stored before the crash."""
-    sid, _ = _crash(manager, "responses", *calls("responses", ["c1"]),
-                    *results("responses", ["c1"]), answer("responses", "done"))
+    sid, _ = _crash(
+        manager,
+        "responses",
+        *calls("responses", ["c1"]),
+        *results("responses", ["c1"]),
+        answer("responses", "done"),
+    )
     assert manager.restore_session(session_id=sid, user_id=USER).interrupted_call_ids == []
 
 
 @pytest.mark.store_independent
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(earlier=histories(), data=st.data())
 def test_random_crash_points_leave_valid_windows(
     manager: SessionManager, earlier: list[dict[str, Any]], data: st.DataObject

@@ -76,8 +76,14 @@ def test_reads_work_in_every_state(manager: SessionManager, ending: str, op: str
     if op == "get_working_memory":  # the same document; the session moved on
         assert ended.session_version > active.session_version
         assert dump(ended) == dump(active) | {"session_version": ended.session_version}
-    elif op in ("get_messages", "get_messages.window",
-                "get_tool_history", "find_tool_call", "get_run", "list_runs"):
+    elif op in (
+        "get_messages",
+        "get_messages.window",
+        "get_tool_history",
+        "find_tool_call",
+        "get_run",
+        "list_runs",
+    ):
         assert dump(ended) == dump(active)
 
 
@@ -96,8 +102,11 @@ def test_close_and_expire_are_distinguishable(manager: SessionManager) -> None:
         st: [s.session_id for s in manager.list_sessions(user_id=USER, status=st).items]
         for st in SessionStatus
     }
-    assert by_status == {SessionStatus.ACTIVE: [], SessionStatus.CLOSED: [a],
-                         SessionStatus.EXPIRED: [b]}
+    assert by_status == {
+        SessionStatus.ACTIVE: [],
+        SessionStatus.CLOSED: [a],
+        SessionStatus.EXPIRED: [b],
+    }
     with pytest.raises(IllegalTransition):
         manager.close_session(session_id=b, user_id=USER)
     with pytest.raises(IllegalTransition):
@@ -181,8 +190,9 @@ def test_restore_of_an_idle_active_session_changes_nothing(manager: SessionManag
 
 def test_restore_message_limit(manager: SessionManager, sid: str) -> None:
     """restore returns the newest message_limit messages, oldest first."""
-    manager.append_messages(session_id=sid, user_id=USER,
-                            messages=[user_msg(str(i)) for i in range(10)])
+    manager.append_messages(
+        session_id=sid, user_id=USER, messages=[user_msg(str(i)) for i in range(10)]
+    )
     r = manager.restore_session(session_id=sid, user_id=USER, message_limit=3)
     assert [x.content for x in r.messages] == ["7", "8", "9"]
     assert manager.restore_session(session_id=sid, user_id=USER, message_limit=0).messages == []
@@ -288,15 +298,21 @@ def test_c34_listing_past_ttl(
         assert expired == [other_agent, due.session_id, gone]
         assert listed("ACTIVE") == [live]
         assert listed(status) == {"EXPIRED": expired, "ACTIVE": [live]}.get(
-            status, [other_agent, live, due.session_id, gone])
+            status, [other_agent, live, due.session_id, gone]
+        )
         assert listed("EXPIRED", agent="coding") == [due.session_id, gone]
         assert listed("ACTIVE", agent="other") == []
     everyone = m.list_sessions(user_id=ADMIN, admin=True, all_users=True, status="EXPIRED")
     assert len(everyone.items) == 4
-    shown = next(s for s in m.list_sessions(**kw, status="EXPIRED").items if s.session_id
-                 == due.session_id)
+    shown = next(
+        s for s in m.list_sessions(**kw, status="EXPIRED").items if s.session_id == due.session_id
+    )
     assert (shown.status, shown.status_reason, shown.expired_at, shown.expires_at) == (
-        SessionStatus.EXPIRED, "ttl", deadline, None)
+        SessionStatus.EXPIRED,
+        "ttl",
+        deadline,
+        None,
+    )
     assert shown.version == due.version and shown.updated_at == due.updated_at
     with store.transaction(write=False) as tx:  # listing wrote nothing
         stored = tx.get_session(due.session_id)
@@ -317,7 +333,10 @@ def test_c34_listing_past_ttl(
     # The next access stores the expiry (version + 1); it reads as it was listed.
     got = m.get_session(session_id=due.session_id, user_id=USER)
     assert (got.status, got.status_reason, got.expired_at) == (
-        SessionStatus.EXPIRED, "ttl", deadline)
+        SessionStatus.EXPIRED,
+        "ttl",
+        deadline,
+    )
     assert got.version == due.version + 1
     assert due.session_id in listed("EXPIRED") and due.session_id not in listed("ACTIVE")
 
@@ -484,8 +503,9 @@ def test_c25_delete_cascade_leaves_nothing_in_the_store(store: SessionStore) -> 
         assert tx.get_idempotency(USER, "append_messages", "k1") is None
         assert [e.action for e in tx.list_audit(ctx.sid)] == ["session.deleted"]
     # Reuse the id at the store level: the new session must start empty.
-    reborn = original.model_copy(update={"version": 1, "message_count": 0, "run_count": 0,
-                                         "tool_call_count": 0})
+    reborn = original.model_copy(
+        update={"version": 1, "message_count": 0, "run_count": 0, "tool_call_count": 0}
+    )
     with store.transaction(write=True) as tx:
         tx.insert_session(reborn)
     assert m.get_messages(**kw).items == []
@@ -516,9 +536,12 @@ def test_at_most_one_running_run(manager: SessionManager, sid: str) -> None:
     assert (first.seq, second.seq) == (1, 2)
     runs = manager.list_runs(session_id=sid, user_id=USER).items
     assert [(r.run_id, r.status) for r in runs] == [
-        (first.run_id, RunStatus.SUCCEEDED), (second.run_id, RunStatus.RUNNING)]
-    assert [r.run_id for r in manager.list_runs(session_id=sid, user_id=USER,
-                                                status="RUNNING").items] == [second.run_id]
+        (first.run_id, RunStatus.SUCCEEDED),
+        (second.run_id, RunStatus.RUNNING),
+    ]
+    assert [
+        r.run_id for r in manager.list_runs(session_id=sid, user_id=USER, status="RUNNING").items
+    ] == [second.run_id]
 
 
 def test_concurrent_start_run_only_one_wins(manager: SessionManager) -> None:
@@ -538,14 +561,22 @@ def test_steps_are_numbered_and_kept(manager: SessionManager, sid: str) -> None:
     run = manager.start_run(session_id=sid, user_id=USER, input={"task": "fix"})
     kinds = ["model", "tool", "message", "model"]
     steps = [
-        manager.add_run_step(session_id=sid, user_id=USER, run_id=run.run_id, kind=k,
-                             name=f"n{i}", input={"i": i}, output=[i])
+        manager.add_run_step(
+            session_id=sid,
+            user_id=USER,
+            run_id=run.run_id,
+            kind=k,
+            name=f"n{i}",
+            input={"i": i},
+            output=[i],
+        )
         for i, k in enumerate(kinds)
     ]
     assert [s.index for s in steps] == [0, 1, 2, 3]
     got = manager.get_run(session_id=sid, user_id=USER, run_id=run.run_id)
     assert [(s.index, s.kind, s.name, s.input, s.output) for s in got.steps] == [
-        (i, k, f"n{i}", {"i": i}, [i]) for i, k in enumerate(kinds)]
+        (i, k, f"n{i}", {"i": i}, [i]) for i, k in enumerate(kinds)
+    ]
     assert got.input == {"task": "fix"}
 
 
@@ -554,9 +585,15 @@ def test_finish_statuses_and_usage(manager: SessionManager, sid: str, final: str
     """finish_run stores the status, error, output and usage; the run cannot be finished twice."""
     run = manager.start_run(session_id=sid, user_id=USER)
     usage = {"input_tokens": 812, "output_tokens": 95, "total_tokens": 907}
-    done = manager.finish_run(session_id=sid, user_id=USER, run_id=run.run_id, status=final,
-                              error="boom" if final == "FAILED" else None,
-                              output={"answer": 42}, usage=usage)
+    done = manager.finish_run(
+        session_id=sid,
+        user_id=USER,
+        run_id=run.run_id,
+        status=final,
+        error="boom" if final == "FAILED" else None,
+        output={"answer": 42},
+        usage=usage,
+    )
     got = manager.get_run(session_id=sid, user_id=USER, run_id=run.run_id)
     assert dump(got) == dump(as_read(done)) and done.session_version == 3
     assert (got.status, got.usage, got.output) == (RunStatus(final), usage, {"answer": 42})

@@ -6,14 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from contract_support import (
-    USER,
-    VERSIONED_WRITES,
-    Ctx,
-    run_threads,
-    snapshot,
-    user_msg,
-)
+from contract_support import USER, VERSIONED_WRITES, Ctx, run_threads, snapshot, user_msg
 
 from agentsession import SessionManager, SessionNotFound, VersionConflict
 
@@ -57,8 +50,15 @@ def test_delete_with_current_expected_version_deletes(manager: SessionManager) -
         manager.get_session(session_id=ctx.sid, user_id=USER)
 
 
-RACES = ["append_message", "update_working_memory.patch", "record_tool_call", "update_session",
-         "start_run", "close_session", "pop_message"]
+RACES = [
+    "append_message",
+    "update_working_memory.patch",
+    "record_tool_call",
+    "update_session",
+    "start_run",
+    "close_session",
+    "pop_message",
+]
 
 
 @pytest.mark.parametrize("op", RACES)
@@ -69,8 +69,9 @@ def test_two_writers_same_expected_version_exactly_one_wins(
     for _ in range(5):
         ctx = Ctx(manager, running=op not in NEEDS_NO_RUNNING_RUN)
         v = ctx.version
-        out = run_threads(2, lambda i, c=ctx, v=v: VERSIONED_WRITES[op](
-            manager, c, expected_version=v))
+        out = run_threads(
+            2, lambda i, c=ctx, v=v: VERSIONED_WRITES[op](manager, c, expected_version=v)
+        )
         conflicts = [r for r in out if isinstance(r, VersionConflict)]
         wins = [r for r in out if not isinstance(r, BaseException)]
         assert len(wins) == 1 and len(conflicts) == 1, out
@@ -86,7 +87,9 @@ def test_racing_appends_with_different_writers_store_one_message(manager: Sessio
 
         def write(i: int, c: Ctx = ctx) -> Any:
             return manager.append_message(
-                session_id=c.sid, user_id=USER, message=user_msg(f"writer {i}"),
+                session_id=c.sid,
+                user_id=USER,
+                message=user_msg(f"writer {i}"),
                 expected_version=c.version,
             )
 

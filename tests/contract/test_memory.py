@@ -31,16 +31,25 @@ def test_replace_and_read(manager: SessionManager, sid: str) -> None:
     """A full replace stores exactly the document; version equals the session's new version."""
     empty = manager.get_working_memory(session_id=sid, user_id=USER)
     assert (empty.version, empty.data) == (0, {})
-    doc = {"goal": "fix the start-up error", "completed": ["read logs"], "errors": [],
-           "next_action": "pip install requests", "facts": {"missing_module": "requests"},
-           "free": {"nested": [1, 2]}}
+    doc = {
+        "goal": "fix the start-up error",
+        "completed": ["read logs"],
+        "errors": [],
+        "next_action": "pip install requests",
+        "facts": {"missing_module": "requests"},
+        "free": {"nested": [1, 2]},
+    }
     wm = manager.update_working_memory(session_id=sid, user_id=USER, data=doc)
     s = manager.get_session(session_id=sid, user_id=USER)
     assert wm.version == s.version == 2
     got = manager.get_working_memory(session_id=sid, user_id=USER)
     assert got.data == doc and got.version == 2
     assert (got.goal, got.completed, got.next_action, got.facts) == (
-        doc["goal"], doc["completed"], doc["next_action"], doc["facts"])
+        doc["goal"],
+        doc["completed"],
+        doc["next_action"],
+        doc["facts"],
+    )
     wm2 = manager.update_working_memory(session_id=sid, user_id=USER, data={"goal": "other"})
     assert wm2.data == {"goal": "other"}
     assert wm2.version == manager.get_session(session_id=sid, user_id=USER).version == 3
@@ -50,10 +59,13 @@ def test_memory_version_tracks_session_version(manager: SessionManager, sid: str
     """After every memory update (also via append + patch) memory.version == session.version."""
     manager.append_message(session_id=sid, user_id=USER, message=user_msg("x"))
     manager.update_working_memory(session_id=sid, user_id=USER, patch={"a": 1})
-    assert manager.get_working_memory(session_id=sid, user_id=USER).version == \
-        manager.get_session(session_id=sid, user_id=USER).version
-    manager.append_message(session_id=sid, user_id=USER, message=user_msg("y"),
-                           working_memory_patch={"a": 2})
+    assert (
+        manager.get_working_memory(session_id=sid, user_id=USER).version
+        == manager.get_session(session_id=sid, user_id=USER).version
+    )
+    manager.append_message(
+        session_id=sid, user_id=USER, message=user_msg("y"), working_memory_patch={"a": 2}
+    )
     wm = manager.get_working_memory(session_id=sid, user_id=USER)
     assert wm.data == {"a": 2}
     assert wm.version == manager.get_session(session_id=sid, user_id=USER).version
@@ -109,16 +121,17 @@ def test_merge_patch_rfc7396_examples(
 _keys = st.sampled_from(["a", "b", "c", "d", "x y", "ü"])
 _leaf = st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=5)
 _doc = st.recursive(
-    _leaf, lambda k: st.lists(k, max_size=3) | st.dictionaries(_keys, k, max_size=4),
-    max_leaves=10)
+    _leaf, lambda k: st.lists(k, max_size=3) | st.dictionaries(_keys, k, max_size=4), max_leaves=10
+)
 _objects = st.dictionaries(_keys, _doc, max_size=4)
 
 
-
-
 @pytest.mark.servers_slow  # 60 examples: seconds per server store
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(target=_objects, patches=st.lists(_objects, min_size=1, max_size=3))
 def test_merge_patch_matches_reference(
     manager: SessionManager, target: dict[str, Any], patches: list[dict[str, Any]]
@@ -134,10 +147,19 @@ def test_merge_patch_matches_reference(
 
 
 @pytest.mark.store_independent
-@pytest.mark.parametrize(("field", "bad"), [
-    ("goal", 5), ("goal", ["x"]), ("next_action", {"a": 1}), ("completed", "done"),
-    ("completed", {"a": 1}), ("errors", "oops"), ("facts", ["a"]), ("facts", "text"),
-])
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("goal", 5),
+        ("goal", ["x"]),
+        ("next_action", {"a": 1}),
+        ("completed", "done"),
+        ("completed", {"a": 1}),
+        ("errors", "oops"),
+        ("facts", ["a"]),
+        ("facts", "text"),
+    ],
+)
 def test_standard_fields_are_type_checked(
     manager: SessionManager, sid: str, field: str, bad: Any
 ) -> None:
@@ -147,8 +169,9 @@ def test_standard_fields_are_type_checked(
     for call in (
         lambda: manager.update_working_memory(session_id=sid, user_id=USER, data={field: bad}),
         lambda: manager.update_working_memory(session_id=sid, user_id=USER, patch={field: bad}),
-        lambda: manager.append_message(session_id=sid, user_id=USER, message=user_msg("x"),
-                                       working_memory_patch={field: bad}),
+        lambda: manager.append_message(
+            session_id=sid, user_id=USER, message=user_msg("x"), working_memory_patch={field: bad}
+        ),
     ):
         with pytest.raises(ValidationError) as err:
             call()
@@ -177,8 +200,7 @@ def test_modify_working_memory_concurrent_increments_lose_nothing(
     def work(i: int) -> None:
         for _ in range(25):
             manager.modify_working_memory(
-                session_id=sid, user_id=USER, max_attempts=500,
-                fn=lambda d: {**d, "n": d["n"] + 1},
+                session_id=sid, user_id=USER, max_attempts=500, fn=lambda d: {**d, "n": d["n"] + 1}
             )
 
     out = run_threads(8, work)
@@ -190,7 +212,8 @@ def test_modify_working_memory_concurrent_increments_lose_nothing(
     updates = [e for e in audit_of(manager, sid) if e.action == "memory.updated"][1:]
     assert len(updates) == 200
     assert [(e.version_before, e.version_after) for e in updates] == [
-        (v, v + 1) for v in range(start, start + 200)]
+        (v, v + 1) for v in range(start, start + 200)
+    ]
 
 
 @pytest.mark.store_independent

@@ -130,7 +130,10 @@ def test_an_op_that_does_not_apply_is_a_patch_conflict(
     with pytest.raises(PatchConflict) as caught:
         manager.update_working_memory(**_kw(sid), ops=[first, op])
     assert (caught.value.field, caught.value.op, caught.value.path) == (
-        "ops[1]", op["op"], op["path"])
+        "ops[1]",
+        op["op"],
+        op["path"],
+    )
     assert caught.value.http_status == 409 and caught.value.code == "patch-conflict"
     assert snapshot(manager, sid) == before
 
@@ -144,8 +147,7 @@ def test_exactly_one_mode(manager: SessionManager, sid: str) -> None:
             manager.update_working_memory(**_kw(sid), **kwargs)
     with pytest.raises(ValidationError) as caught:
         manager.append_message(
-            **_kw(sid), message=user_msg("x"), working_memory_patch={"a": 1},
-            working_memory_ops=op,
+            **_kw(sid), message=user_msg("x"), working_memory_patch={"a": 1}, working_memory_ops=op
         )
     assert caught.value.field == "working_memory_ops"
     assert manager.get_session(**_kw(sid)).version == 1
@@ -164,8 +166,10 @@ def test_the_result_passes_the_memory_checks(manager: SessionManager, sid: str) 
     with pytest.raises(PayloadTooLarge):
         manager.update_working_memory(
             **_kw(sid),
-            ops=[{"op": "add", "path": "/a", "value": big}, {"op": "copy", "from": "/a",
-                                                              "path": "/b"}],
+            ops=[
+                {"op": "add", "path": "/a", "value": big},
+                {"op": "copy", "from": "/a", "path": "/b"},
+            ],
         )
     assert manager.get_working_memory(**_kw(sid)).data == {}
 
@@ -213,8 +217,7 @@ def test_ops_versions_audit_and_idempotency(manager: SessionManager, sid: str) -
             **_kw(sid), ops=[{"op": "add", "path": "/secret", "value": 2}], idempotency_key="k1"
         )
     with pytest.raises(IdempotencyKeyReused):  # the same keys, in another mode
-        manager.update_working_memory(**_kw(sid), patch={"secret": "s3cr3t"},
-                                      idempotency_key="k1")
+        manager.update_working_memory(**_kw(sid), patch={"secret": "s3cr3t"}, idempotency_key="k1")
     with pytest.raises(VersionConflict):
         manager.update_working_memory(**_kw(sid), ops=op, expected_version=1)
     event = audit_of(manager, sid)[-1]
@@ -264,8 +267,10 @@ def test_append_whose_ops_conflict_stores_nothing(manager: SessionManager, sid: 
     manager.append_messages(
         **_kw(sid),
         messages=[user_msg("a")],
-        working_memory_ops=[{"op": "test", "path": "/turn", "value": 1},
-                            {"op": "replace", "path": "/turn", "value": 2}],
+        working_memory_ops=[
+            {"op": "test", "path": "/turn", "value": 1},
+            {"op": "replace", "path": "/turn", "value": 2},
+        ],
     )
     assert manager.get_working_memory(**_kw(sid)).data == {"turn": 2}
     assert [m.content for m in manager.get_messages(**_kw(sid)).items] == ["a"]

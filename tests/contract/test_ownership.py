@@ -151,15 +151,17 @@ def test_c30_full_matrix_from_the_case(manager: SessionManager) -> None:
     """C30: B's get, list, memory update, append, run, close, delete, key reuse all look missing."""
     a = Ctx(manager, USER)
     key = "shared-key"
-    manager.append_message(session_id=a.sid, user_id=USER, message=user_msg("m"),
-                           idempotency_key=key)
+    manager.append_message(
+        session_id=a.sid, user_id=USER, message=user_msg("m"), idempotency_key=key
+    )
     before = snapshot(manager, a.sid)
     attempts = [
         lambda: manager.get_session(session_id=a.sid, user_id=OTHER),
         lambda: manager.get_messages(session_id=a.sid, user_id=OTHER).items,
         lambda: manager.update_working_memory(session_id=a.sid, user_id=OTHER, data={"x": 1}),
-        lambda: manager.append_message(session_id=a.sid, user_id=OTHER, message=user_msg("m"),
-                                       idempotency_key=key),
+        lambda: manager.append_message(
+            session_id=a.sid, user_id=OTHER, message=user_msg("m"), idempotency_key=key
+        ),
         lambda: manager.start_run(session_id=a.sid, user_id=OTHER),
         lambda: manager.close_session(session_id=a.sid, user_id=OTHER),
         lambda: manager.delete_session(session_id=a.sid, user_id=OTHER),

@@ -36,9 +36,14 @@ def _groups(m: SessionManager, sid: str, rounds: int) -> None:
         ids = [f"r{r}c{i}" for i in range(1 + r % 3)]
         msgs += [
             user_msg(f"q{r}"),
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": c, "type": "function", "function": {"name": "f", "arguments": "{}"}}
-                for c in ids]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": c, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    for c in ids
+                ],
+            },
             *({"role": "tool", "tool_call_id": c, "content": "ok"} for c in ids),
             {"role": "assistant", "content": f"done {r}"},
         ]
@@ -65,8 +70,9 @@ def _walk(m: SessionManager, sid: str, first: Page[Message], **kw: Any) -> list[
 
 def test_default_page_is_100_and_says_more_exist(manager: SessionManager, sid: str) -> None:
     """101 messages: a plain read gives the newest 100 with has_more; the cursor the 101st."""
-    manager.append_messages(session_id=sid, user_id=USER,
-                            messages=[user_msg(f"m{i}") for i in range(1, 102)])
+    manager.append_messages(
+        session_id=sid, user_id=USER, messages=[user_msg(f"m{i}") for i in range(1, 102)]
+    )
     page = manager.get_messages(session_id=sid, user_id=USER)
     assert (seqs(page.items), page.has_more) == (list(range(2, 102)), True)
     rest = manager.get_messages(session_id=sid, user_id=USER, cursor=page.next_cursor)
@@ -115,8 +121,12 @@ def test_limit_zero_is_an_empty_page_without_cursor(manager: SessionManager, sid
     manager.append_message(session_id=sid, user_id=USER, message=user_msg("x"))
     manager.record_tool_call(session_id=sid, user_id=USER, tool="t")
     kw: dict[str, Any] = {"session_id": sid, "user_id": USER, "limit": 0}
-    for listing in (manager.get_messages, manager.get_tool_history, manager.list_runs,
-                    manager.get_audit_log):
+    for listing in (
+        manager.get_messages,
+        manager.get_tool_history,
+        manager.list_runs,
+        manager.get_audit_log,
+    ):
         page = listing(**kw)
         assert (page.items, page.next_cursor, page.has_more) == ([], None, False)
 
@@ -125,8 +135,12 @@ def test_limit_zero_is_an_empty_page_without_cursor(manager: SessionManager, sid
 def test_limit_above_the_maximum_is_refused(manager: SessionManager, sid: str) -> None:
     """No listing gives more than Limits.max_page_size at once, messages included."""
     too_many = Limits().max_page_size + 1
-    for listing in (manager.get_messages, manager.get_tool_history, manager.list_runs,
-                    manager.get_audit_log):
+    for listing in (
+        manager.get_messages,
+        manager.get_tool_history,
+        manager.list_runs,
+        manager.get_audit_log,
+    ):
         with pytest.raises(ValidationError):
             listing(session_id=sid, user_id=USER, limit=too_many)
     with pytest.raises(ValidationError):
@@ -164,15 +178,24 @@ def test_message_cursors_visit_each_seq_once_around_a_late_tool_result(
 ) -> None:
     """A tool result that does not follow its call (a user message came between): the
     aligned pages still see every seq exactly once, both ways."""
-    manager.append_messages(session_id=sid, user_id=USER, messages=[
-        user_msg("q"),
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-        user_msg("still there?"),
-        {"role": "tool", "tool_call_id": "c1", "content": "late"},
-        {"role": "assistant", "content": "done"},
-        user_msg("next"),
-    ])
+    manager.append_messages(
+        session_id=sid,
+        user_id=USER,
+        messages=[
+            user_msg("q"),
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
+            user_msg("still there?"),
+            {"role": "tool", "tool_call_id": "c1", "content": "late"},
+            {"role": "assistant", "content": "done"},
+            user_msg("next"),
+        ],
+    )
     kw: dict[str, Any] = {"session_id": sid, "user_id": USER, "limit": size}
     back = _walk(manager, sid, manager.get_messages(**kw), limit=size)
     fwd = _walk(manager, sid, manager.get_messages(**kw, after=0), limit=size)
@@ -182,8 +205,9 @@ def test_message_cursors_visit_each_seq_once_around_a_late_tool_result(
 
 def test_message_cursor_from_a_seq_bound(manager: SessionManager, sid: str) -> None:
     """before= and after= start a walk; its cursors go on in the same direction."""
-    manager.append_messages(session_id=sid, user_id=USER,
-                            messages=[user_msg(str(i)) for i in range(10)])
+    manager.append_messages(
+        session_id=sid, user_id=USER, messages=[user_msg(str(i)) for i in range(10)]
+    )
     back = manager.get_messages(session_id=sid, user_id=USER, before=6, limit=2)
     older = manager.get_messages(session_id=sid, user_id=USER, cursor=back.next_cursor, limit=2)
     assert (seqs(back.items), seqs(older.items)) == ([4, 5], [2, 3])
@@ -199,8 +223,9 @@ def test_foreign_or_malformed_cursors_are_validation_errors(manager: SessionMana
     a = manager.create_session(user_id=USER).session_id
     b = manager.create_session(user_id=USER).session_id
     for sid in (a, b):
-        manager.append_messages(session_id=sid, user_id=USER,
-                                messages=[user_msg(str(i)) for i in range(4)])
+        manager.append_messages(
+            session_id=sid, user_id=USER, messages=[user_msg(str(i)) for i in range(4)]
+        )
         for tool in ("x", "y", "x", "y"):
             manager.record_tool_call(session_id=sid, user_id=USER, tool=tool)
     kw: dict[str, Any] = {"session_id": a, "user_id": USER, "limit": 1}
@@ -223,8 +248,10 @@ def test_foreign_or_malformed_cursors_are_validation_errors(manager: SessionMana
         lambda: manager.get_audit_log(**kw, cursor=sessions),
         lambda: manager.list_sessions(user_id=USER, cursor=audit),
     ]
-    bad += [lambda c=c: manager.get_messages(**kw, cursor=c)
-            for c in ("", "garbage", "a" * 500, messages[:-2], 5, "eyJ4IjoxfQ")]
+    bad += [
+        lambda c=c: manager.get_messages(**kw, cursor=c)
+        for c in ("", "garbage", "a" * 500, messages[:-2], 5, "eyJ4IjoxfQ")
+    ]
     for call in bad:
         with pytest.raises(ValidationError):
             call()
@@ -279,8 +306,12 @@ def test_session_list_cursor_is_tied_to_its_filters_and_user(manager: SessionMan
     assert first.next_cursor is not None
     more = manager.list_sessions(user_id=USER, status="ACTIVE", limit=1, cursor=first.next_cursor)
     assert more.items and more.items[0].session_id != first.items[0].session_id
-    for other in ({"user_id": USER, "status": "CLOSED"}, {"user_id": USER, "agent": "b"},
-                  {"user_id": USER}, {"user_id": "mallory", "status": "ACTIVE"}):
+    for other in (
+        {"user_id": USER, "status": "CLOSED"},
+        {"user_id": USER, "agent": "b"},
+        {"user_id": USER},
+        {"user_id": "mallory", "status": "ACTIVE"},
+    ):
         with pytest.raises(ValidationError, match="another listing"):
             manager.list_sessions(**other, limit=1, cursor=first.next_cursor)
 
@@ -324,15 +355,19 @@ def test_restore_of_a_small_session_has_no_cursors(manager: SessionManager, sid:
     r = manager.restore_session(session_id=sid, user_id=USER)
     assert (len(r.messages), len(r.tool_calls), len(r.runs)) == (1, 1, 1)
     assert (r.messages_next_cursor, r.tool_calls_next_cursor, r.runs_next_cursor) == (
-        None, None, None)
+        None,
+        None,
+        None,
+    )
 
 
 def test_restore_without_messages_still_points_at_the_history(
     manager: SessionManager, sid: str
 ) -> None:
     """message_limit=0: no messages, and a cursor that reads the history from the newest."""
-    manager.append_messages(session_id=sid, user_id=USER,
-                            messages=[user_msg(str(i)) for i in range(3)])
+    manager.append_messages(
+        session_id=sid, user_id=USER, messages=[user_msg(str(i)) for i in range(3)]
+    )
     r = manager.restore_session(session_id=sid, user_id=USER, message_limit=0)
     assert r.messages == [] and r.messages_next_cursor is not None
     page = manager.get_messages(session_id=sid, user_id=USER, cursor=r.messages_next_cursor)
@@ -352,8 +387,7 @@ def test_write_answers_chain_on_their_session_version(manager: SessionManager, s
         lambda v: manager.record_tool_call(**kw, tool="t", expected_version=v),
         lambda v: manager.start_run(**kw, expected_version=v),
         lambda v: manager.add_run_step(**kw, run_id=run_id, kind="model", expected_version=v),
-        lambda v: manager.finish_run(**kw, run_id=run_id, status="SUCCEEDED",
-                                     expected_version=v),
+        lambda v: manager.finish_run(**kw, run_id=run_id, status="SUCCEEDED", expected_version=v),
         lambda v: manager.append_messages(**kw, messages=[user_msg("b")], expected_version=v)[0],
     ]
     run_id = ""

@@ -53,12 +53,7 @@ def test_records_round_trip_bytes_and_meta_exactly(manager: SessionManager, sid:
     record carries the session version of its write."""
     v = manager.get_session(session_id=sid, user_id=USER).version
     meta = {"type": "msgpack", "nested": {"nul": "a\x00b", "emoji": "\U0001f600"}}
-    result = _put(
-        manager,
-        sid,
-        RecordWrite("cp", "all", ALL_BYTES, meta),
-        RecordWrite("", "empty"),
-    )
+    result = _put(manager, sid, RecordWrite("cp", "all", ALL_BYTES, meta), RecordWrite("", "empty"))
     assert result == PutRecordsResult(written=2, session_version=v + 1)
     got = manager.get_record(session_id=sid, user_id=USER, namespace="cp", key="all")
     assert got is not None
@@ -211,11 +206,7 @@ def test_writing_nothing_changes_nothing(manager: SessionManager, sid: str) -> N
 
 
 def test_delete_by_namespace_and_prefix(manager: SessionManager, sid: str) -> None:
-    _put(
-        manager,
-        sid,
-        *(RecordWrite(ns, k) for ns in ("a", "b") for k in ("x1", "x2", "y1")),
-    )
+    _put(manager, sid, *(RecordWrite(ns, k) for ns in ("a", "b") for k in ("x1", "x2", "y1")))
     v = manager.get_session(session_id=sid, user_id=USER).version
     result = manager.delete_records(session_id=sid, user_id=USER, namespace="a", prefix="x")
     assert result == DeleteRecordsResult(removed=2, session_version=v + 1)

@@ -147,9 +147,7 @@ def test_pop_replay_returns_the_removed_message_and_removes_nothing_more(
     assert _history(manager, sid) == [(1, "m1"), (2, "m2")]
 
 
-def test_replay_of_a_pop_of_an_empty_history_stays_none(
-    manager: SessionManager, sid: str
-) -> None:
+def test_replay_of_a_pop_of_an_empty_history_stays_none(manager: SessionManager, sid: str) -> None:
     """The first answer was None: a retry answers None again, even once messages exist."""
     assert manager.pop_message(session_id=sid, user_id=USER, idempotency_key="k") is None
     _append(manager, sid, 1)
@@ -174,10 +172,12 @@ def test_audit_records_counts_and_seqs_never_content(manager: SessionManager, si
     manager.pop_message(session_id=sid, user_id=USER)
     *_, cut, popped = audit_of(manager, sid)
     assert (cut.action, cut.details) == (
-        "message.truncated", {"count": 3, "first_seq": 3, "last_seq": 5}
+        "message.truncated",
+        {"count": 3, "first_seq": 3, "last_seq": 5},
     )
     assert (popped.action, popped.details) == (
-        "message.popped", {"count": 1, "first_seq": 2, "last_seq": 2}
+        "message.popped",
+        {"count": 1, "first_seq": 2, "last_seq": 2},
     )
     assert "SECRET-" not in json.dumps(dump([cut, popped]))
 
@@ -218,9 +218,7 @@ def test_forward_cursor_past_a_pop_is_refused(manager: SessionManager, sid: str)
         manager.get_messages(session_id=sid, user_id=USER, cursor=page.next_cursor)
 
 
-def test_cursor_whose_page_survived_a_truncation_goes_on(
-    manager: SessionManager, sid: str
-) -> None:
+def test_cursor_whose_page_survived_a_truncation_goes_on(manager: SessionManager, sid: str) -> None:
     """Only newer messages went: the older ones a backward cursor leads to are intact."""
     _append(manager, sid, 10)
     page = manager.get_messages(session_id=sid, user_id=USER, limit=3)  # 8..10
@@ -272,12 +270,24 @@ def test_store_reuses_seqs_freed_in_the_same_transaction(store: SessionStore) ->
     """delete_messages then insert_messages at the freed seqs in one transaction (a
     compaction): reads inside it and after the commit see the new messages only."""
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    session = Session(session_id="ses_cut", user_id=USER, agent="a", created_at=now,
-                      updated_at=now, last_active_at=now)
+    session = Session(
+        session_id="ses_cut",
+        user_id=USER,
+        agent="a",
+        created_at=now,
+        updated_at=now,
+        last_active_at=now,
+    )
 
     def msg(seq: int, text: str) -> Message:
-        return Message(message_id=f"msg_{text}", session_id="ses_cut", seq=seq,
-                       created_at=now, role=Role.USER, content=text)
+        return Message(
+            message_id=f"msg_{text}",
+            session_id="ses_cut",
+            seq=seq,
+            created_at=now,
+            role=Role.USER,
+            content=text,
+        )
 
     with store.transaction(write=True) as tx:
         tx.get_session("ses_cut")
@@ -366,9 +376,7 @@ class _ReadCommitted:
         ]
 
 
-def _reads_before(
-    monkeypatch: pytest.MonkeyPatch, manager: SessionManager, sid: str
-) -> Any:
+def _reads_before(monkeypatch: pytest.MonkeyPatch, manager: SessionManager, sid: str) -> Any:
     """Freeze ``sid`` as it is now; returns a function that, called after a removal,
     makes every later read see that removal only from its first page read on."""
     old = manager.store.transaction

@@ -93,9 +93,7 @@ def test_memory_is_the_memory_as_of_the_point(manager: SessionManager, turns: st
     manager.update_working_memory(session_id=turns, user_id=USER, patch={"extra": 1})
     _rewind(manager, turns, 3)  # inside the second turn: as of 3 is step 1
     assert _memory(manager, turns) == {"step": 1}
-    assert manager.get_working_memory(session_id=turns, user_id=USER, at_seq=3).data == {
-        "step": 1
-    }
+    assert manager.get_working_memory(session_id=turns, user_id=USER, at_seq=3).data == {"step": 1}
     _append(manager, turns, 2, working_memory_patch={"step": 9})
     _rewind(manager, turns, 3)
     assert _memory(manager, turns) == {"step": 1}
@@ -156,16 +154,20 @@ def test_a_closed_session_is_refused(manager: SessionManager, turns: str) -> Non
 def test_summaries_past_the_point_go(manager: SessionManager, turns: str) -> None:
     """Summaries with to_seq above the point are removed (and counted in the audit)."""
     for end in (2, 5):
-        manager.add_summary(session_id=turns, user_id=USER, text=f"to {end}", from_seq=1,
-                            to_seq=end)  # fmt: skip
+        manager.add_summary(
+            session_id=turns, user_id=USER, text=f"to {end}", from_seq=1, to_seq=end
+        )
     _rewind(manager, turns, 3)
     assert [s.to_seq for s in manager.list_summaries(session_id=turns, user_id=USER)] == [2]
     event = audit_of(manager, turns)[-1]
     assert event.action == "session.rewound"
     assert event.details == {
-        "to_seq": 3, "count": 3, "mode": "hide", "summaries_removed": 1,
+        "to_seq": 3,
+        "count": 3,
+        "mode": "hide",
+        "summaries_removed": 1,
         "memory_version": event.version_after,
-    }  # fmt: skip
+    }
     no_ids = {k: v for k, v in dump(event).items() if k != "session_id"}  # random: "…m4…"
     assert "m4" not in json.dumps(no_ids)
 
@@ -192,11 +194,11 @@ def test_pages_of_rewinds_and_hidden_messages(manager: SessionManager, turns: st
     for _ in range(2):
         _append(manager, turns, 1)
         _rewind(manager, turns, 1)
-    numbers = [r.number for r in every(manager.list_rewinds, session_id=turns, user_id=USER,
-                                       limit=2)]  # fmt: skip
+    numbers = [
+        r.number for r in every(manager.list_rewinds, session_id=turns, user_id=USER, limit=2)
+    ]
     assert numbers == [1, 2, 3]
-    hidden = every(manager.get_rewound_messages, session_id=turns, user_id=USER, number=1,
-                   limit=2)  # fmt: skip
+    hidden = every(manager.get_rewound_messages, session_id=turns, user_id=USER, number=1, limit=2)
     assert [x.seq for x in hidden] == [2, 3, 4, 5, 6]
 
 
@@ -214,8 +216,15 @@ def test_hide_messages_returns_how_many_it_hid(store: SessionStore, turns: str) 
     """The store's ``hide_messages`` answers the count it copied on every backend
     (PostgreSQL answers -1 for an ``INSERT ... SELECT`` unless the row count is kept)."""
     with store.transaction(write=True) as tx:
-        tx.insert_rewind(Rewind(
-            session_id=turns, number=1, to_seq=2, count=4, mode="hide", memory_version=1,
-            created_at=utcnow(),
-        ))  # fmt: skip
+        tx.insert_rewind(
+            Rewind(
+                session_id=turns,
+                number=1,
+                to_seq=2,
+                count=4,
+                mode="hide",
+                memory_version=1,
+                created_at=utcnow(),
+            )
+        )
         assert tx.hide_messages(turns, after_seq=2, number=1) == 4

@@ -83,12 +83,15 @@ def test_heartbeat_extends_the_lease_without_a_version_step(
     clock.advance(25)  # past the first deadline, within the extended one
     longer = m.heartbeat_run(**_kw(sid), run_id=leased, lease_seconds=120)
     assert (longer.lease_seconds, longer.lease_expires_at) == (
-        120, clock.now + timedelta(seconds=120))  # fmt: skip
+        120,
+        clock.now + timedelta(seconds=120),
+    )
     after = m.get_session(**_kw(sid))
     assert after.version == before.version and after.lease_expires_at == longer.lease_expires_at
     assert _actions(m, sid) == audit
-    m.append_message(**_kw(sid), message={"role": "user", "content": "hi"},
-                     expected_version=before.version)  # fmt: skip
+    m.append_message(
+        **_kw(sid), message={"role": "user", "content": "hi"}, expected_version=before.version
+    )
     assert m.get_run(**_kw(sid), run_id=leased).status == RunStatus.RUNNING
 
 
@@ -113,7 +116,8 @@ def test_lapse_interrupts_on_the_next_write_and_answers_open_calls(
     assert written.session_version == version + 2
     lapse = [e for e in m.get_audit_log(**_kw(sid)).items if e.action == "run.lease_expired"]
     assert [(e.actor, e.details) for e in lapse] == [
-        ("system", {"run_id": leased, "interrupted_calls": ["call_1"]})]  # fmt: skip
+        ("system", {"run_id": leased, "interrupted_calls": ["call_1"]})
+    ]
     assert m.get_session(**_kw(sid)).lease_expires_at is None
 
 
@@ -171,11 +175,12 @@ def test_writes_tagged_with_a_lapsed_run_are_refused(
     late = [
         lambda: m.add_run_step(**_kw(sid), run_id=leased, kind="model"),
         lambda: m.finish_run(**_kw(sid), run_id=leased, status="SUCCEEDED"),
-        lambda: m.append_message(**_kw(sid), message={"role": "assistant", "content": "x",
-                                                      "run_id": leased}),
+        lambda: m.append_message(
+            **_kw(sid), message={"role": "assistant", "content": "x", "run_id": leased}
+        ),
         lambda: m.record_tool_call(**_kw(sid), tool="t", arguments={}, run_id=leased),
         lambda: m.heartbeat_run(**_kw(sid), run_id=leased, lease_seconds=60),
-    ]  # fmt: skip
+    ]
     for write in late:
         with pytest.raises(RunLeaseExpired):
             write()

@@ -49,7 +49,10 @@ def test_step_count_after_steps_finish_and_restore(manager: SessionManager, sid:
     manager.close_session(**kw)
     cancelled = manager.get_run(**kw, run_id=third.run_id)
     assert (cancelled.status, cancelled.step_count, len(cancelled.steps)) == (
-        RunStatus.CANCELLED, 1, 1)
+        RunStatus.CANCELLED,
+        1,
+        1,
+    )
 
 
 def test_list_runs_has_no_steps(manager: SessionManager, sid: str) -> None:
@@ -106,33 +109,41 @@ def test_store_keeps_step_count_and_refuses_a_step_out_of_turn(store: SessionSto
     """insert_run_step adds 1 to step_count; an index other than step_count (duplicate,
     gap) or an unknown run is a StoreConflict; update_run leaves the count alone."""
     now = T0
-    session = Session(session_id="ses_steps", user_id=USER, agent="a", created_at=now,
-                      updated_at=now, last_active_at=now)
+    session = Session(
+        session_id="ses_steps",
+        user_id=USER,
+        agent="a",
+        created_at=now,
+        updated_at=now,
+        last_active_at=now,
+    )
     run = Run(run_id="run_steps", session_id="ses_steps", seq=1, created_at=now, step_count=7)
     with store.transaction(write=True) as tx:
         tx.get_session("ses_steps")
         tx.insert_session(session)
         tx.insert_run(run)
         for i in range(3):
-            tx.insert_run_step("ses_steps", RunStep(run_id="run_steps", index=i, kind="k",
-                                                    started_at=now))
+            tx.insert_run_step(
+                "ses_steps", RunStep(run_id="run_steps", index=i, kind="k", started_at=now)
+            )
         assert tx.get_run("ses_steps", "run_steps") == run.model_copy(update={"step_count": 3})
     for index, run_id in ((2, "run_steps"), (4, "run_steps"), (0, "run_other")):
         with pytest.raises(StoreConflict), store.transaction(write=True) as tx:
             tx.get_session("ses_steps")
-            tx.insert_run_step("ses_steps", RunStep(run_id=run_id, index=index, kind="k",
-                                                    started_at=now))
+            tx.insert_run_step(
+                "ses_steps", RunStep(run_id=run_id, index=index, kind="k", started_at=now)
+            )
     with store.transaction(write=True) as tx:
         tx.get_session("ses_steps")
         tx.update_run(run.model_copy(update={"status": RunStatus.SUCCEEDED, "step_count": 0}))
     with store.transaction(write=False) as tx:
         stored = tx.get_run("ses_steps", "run_steps")
-        assert stored is not None and (stored.status, stored.step_count) == (
-            RunStatus.SUCCEEDED, 3)
+        assert stored is not None and (stored.status, stored.step_count) == (RunStatus.SUCCEEDED, 3)
         assert [r.step_count for r in tx.list_runs("ses_steps")] == [3]
         assert [s.index for s in tx.list_run_steps("ses_steps", "run_steps")] == [0, 1, 2]
-        assert [s.index for s in tx.list_run_steps(
-            "ses_steps", "run_steps", after_index=0, limit=1)] == [1]
+        assert [
+            s.index for s in tx.list_run_steps("ses_steps", "run_steps", after_index=0, limit=1)
+        ] == [1]
         assert tx.list_run_steps("ses_steps", "run_steps", after_index=2) == []
         assert tx.list_run_steps("ses_steps", "run_missing") == []
 
@@ -171,9 +182,11 @@ def test_c35_late_writer_after_takeover_is_refused(manager: SessionManager, sid:
     late_writes = [
         lambda: manager.append_message(**kw, message=assistant_msg("late", run_id=run_id)),
         lambda: manager.append_messages(
-            **kw, messages=[assistant_msg("untagged"), assistant_msg("late", run_id=run_id)]),
-        lambda: manager.record_tool_call(**kw, tool="run_command", arguments={"c": "x"},
-                                         result="ok", run_id=run_id),
+            **kw, messages=[assistant_msg("untagged"), assistant_msg("late", run_id=run_id)]
+        ),
+        lambda: manager.record_tool_call(
+            **kw, tool="run_command", arguments={"c": "x"}, result="ok", run_id=run_id
+        ),
         lambda: manager.add_run_step(**kw, run_id=run_id, kind="tool"),
         lambda: manager.finish_run(**kw, run_id=run_id, status="SUCCEEDED"),
     ]

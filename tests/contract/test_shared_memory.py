@@ -43,8 +43,7 @@ def test_unwritten_reads_empty_then_versions_count_writes(manager: SessionManage
     )
     assert (first.version, first.data, first.user_id) == (1, {"flag": None}, USER)
     second = manager.update_shared_memory(
-        scope="user", agent="coding", user_id=USER, data={"profile": {"a": 1}},
-        expected_version=1,
+        scope="user", agent="coding", user_id=USER, data={"profile": {"a": 1}}, expected_version=1
     )
     assert _user_doc(manager) == second and second.version == 2
     assert second.updated_at is not None
@@ -68,8 +67,12 @@ def test_app_scope_needs_admin(manager: SessionManager) -> None:
         manager.update_shared_memory(scope="app", agent="coding", user_id=USER, data={})
     sid = manager.create_session(user_id=USER, agent="coding").session_id
     with pytest.raises(Forbidden):
-        manager.append_message(session_id=sid, user_id=USER, message=user_msg("x"),
-                               shared_memory_ops={"app": _add("/a", 1)})
+        manager.append_message(
+            session_id=sid,
+            user_id=USER,
+            message=user_msg("x"),
+            shared_memory_ops={"app": _add("/a", 1)},
+        )
     with pytest.raises(Forbidden):
         manager.delete_shared_memory(scope="user", agent="coding", user_id=USER)
     assert _app_doc(manager).version == 0
@@ -98,17 +101,16 @@ def test_isolation_between_users_and_agents(manager: SessionManager) -> None:
     manager.update_shared_memory(scope="user", agent="coding", user_id=USER, data={"u": 1})
     manager.update_shared_memory(scope="user", agent="coding", user_id=OTHER, data={"u": 2})
     manager.update_shared_memory(scope="user", agent="other", user_id=USER, data={"u": 3})
-    manager.update_shared_memory(scope="app", agent="coding", user_id=ADMIN, data={"a": 1},
-                                 admin=True)
+    manager.update_shared_memory(
+        scope="app", agent="coding", user_id=ADMIN, data={"a": 1}, admin=True
+    )
     assert _user_doc(manager).data == {"u": 1}
     assert _user_doc(manager, OTHER).data == {"u": 2}
     assert _user_doc(manager, USER, "other").data == {"u": 3}
     assert _app_doc(manager).data == {"a": 1} and _app_doc(manager, "other").version == 0
 
 
-def test_session_writes_change_shared_memory_in_their_transaction(
-    manager: SessionManager,
-) -> None:
+def test_session_writes_change_shared_memory_in_their_transaction(manager: SessionManager) -> None:
     """create_session, append_messages and update_working_memory apply the ops to the
     session's agent and owner; the audit event names the scopes, not the values."""
     s = manager.create_session(
@@ -116,7 +118,9 @@ def test_session_writes_change_shared_memory_in_their_transaction(
     )
     kw: dict[str, Any] = {"session_id": s.session_id, "user_id": USER}
     manager.append_messages(
-        **kw, messages=[user_msg("hi")], admin=True,
+        **kw,
+        messages=[user_msg("hi")],
+        admin=True,
         shared_memory_ops={"app": _add("/model", {"v": 2}), "user": _add("/lang", None)},
     )
     manager.update_working_memory(
@@ -137,17 +141,28 @@ def test_a_failing_session_write_leaves_shared_memory_unchanged(manager: Session
     sid = manager.create_session(user_id=USER, agent="coding").session_id
     manager.update_shared_memory(scope="user", agent="coding", user_id=USER, data={"n": 1})
     before = (snapshot(manager, sid), _user_doc(manager), _app_doc(manager))
-    kw: dict[str, Any] = {"session_id": sid, "user_id": USER, "admin": True,
-                          "messages": [user_msg("lost")]}
+    kw: dict[str, Any] = {
+        "session_id": sid,
+        "user_id": USER,
+        "admin": True,
+        "messages": [user_msg("lost")],
+    }
     with pytest.raises(PatchConflict):
-        manager.append_messages(**kw, working_memory_ops=[{"op": "remove", "path": "/x"}],
-                                shared_memory_ops={"app": _add("/a", 1), "user": _add("/n", 2)})
+        manager.append_messages(
+            **kw,
+            working_memory_ops=[{"op": "remove", "path": "/x"}],
+            shared_memory_ops={"app": _add("/a", 1), "user": _add("/n", 2)},
+        )
     with pytest.raises(PatchConflict):
-        manager.append_messages(**kw, shared_memory_ops={
-            "app": _add("/a", 1), "user": [{"op": "test", "path": "/n", "value": 2}]})
+        manager.append_messages(
+            **kw,
+            shared_memory_ops={
+                "app": _add("/a", 1),
+                "user": [{"op": "test", "path": "/n", "value": 2}],
+            },
+        )
     with pytest.raises(VersionConflict):
-        manager.append_messages(**kw, expected_version=7,
-                                shared_memory_ops={"user": _add("/n", 3)})
+        manager.append_messages(**kw, expected_version=7, shared_memory_ops={"user": _add("/n", 3)})
     assert (snapshot(manager, sid), _user_doc(manager), _app_doc(manager)) == before
 
 
@@ -164,8 +179,7 @@ def test_idempotent_update_replays(manager: SessionManager) -> None:
 @independent
 def test_ops_are_bounded_after_every_op(manager: SessionManager) -> None:
     """The op that doubles the document past the size limit is refused by index."""
-    manager.update_shared_memory(scope="user", agent="coding", user_id=USER,
-                                 data={"k": "x" * 1000})
+    manager.update_shared_memory(scope="user", agent="coding", user_id=USER, data={"k": "x" * 1000})
     doubling = [{"op": "copy", "from": "", "path": f"/c{i}"} for i in range(12)]
     with pytest.raises(PayloadTooLarge) as too_large:
         manager.update_shared_memory(scope="user", agent="coding", user_id=USER, ops=doubling)
@@ -183,11 +197,14 @@ def test_concurrent_writers_lose_no_update(manager: SessionManager) -> None:
         for j in range(3):
             item = _add("/log/-", f"{i}.{j}")
             if i % 2:
-                manager.append_message(session_id=sids[i // 2 % 2], user_id=USER,
-                                       message=user_msg("m"), shared_memory_ops={"user": item})
+                manager.append_message(
+                    session_id=sids[i // 2 % 2],
+                    user_id=USER,
+                    message=user_msg("m"),
+                    shared_memory_ops={"user": item},
+                )
             else:
-                manager.update_shared_memory(scope="user", agent="coding", user_id=USER,
-                                             ops=item)
+                manager.update_shared_memory(scope="user", agent="coding", user_id=USER, ops=item)
 
     results = run_threads(4, write)
     assert [r for r in results if r is not None] == []
@@ -216,8 +233,9 @@ def test_erasure_deletes_the_users_documents_only(manager: SessionManager) -> No
     for user in (USER, OTHER):
         for agent in ("coding", "other"):
             manager.update_shared_memory(scope="user", agent=agent, user_id=user, data={"x": 1})
-    manager.update_shared_memory(scope="app", agent="coding", user_id=ADMIN, data={"a": 1},
-                                 admin=True)
+    manager.update_shared_memory(
+        scope="app", agent="coding", user_id=ADMIN, data={"a": 1}, admin=True
+    )
     erasure = manager.erase_user(user_id=ADMIN, target_user_id=USER, admin=True)
     assert erasure.shared_memory_deleted == 2
     assert _user_doc(manager).version == 0 and _user_doc(manager, USER, "other").version == 0
@@ -228,12 +246,12 @@ def test_erasure_deletes_the_users_documents_only(manager: SessionManager) -> No
 
 def test_admin_deletes_one_document(manager: SessionManager) -> None:
     manager.update_shared_memory(scope="user", agent="coding", user_id=OTHER, data={"x": 1})
-    manager.update_shared_memory(scope="app", agent="coding", user_id=ADMIN, data={"a": 1},
-                                 admin=True)
+    manager.update_shared_memory(
+        scope="app", agent="coding", user_id=ADMIN, data={"a": 1}, admin=True
+    )
     delete = manager.delete_shared_memory
     assert delete(scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER, admin=True)
-    assert not delete(scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER,
-                      admin=True)
+    assert not delete(scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER, admin=True)
     with pytest.raises(ValidationError) as app_of_user:  # not silently the app document
         delete(scope="app", agent="coding", user_id=ADMIN, target_user_id=OTHER, admin=True)
     assert app_of_user.value.field == "target_user_id"
@@ -246,25 +264,29 @@ def test_admin_names_another_users_document(manager: SessionManager) -> None:
     non-admin may name only itself, and is refused alike whether the document exists."""
     manager.update_shared_memory(scope="user", agent="coding", user_id=OTHER, data={"x": 1})
     doc = manager.update_shared_memory(
-        scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER,
-        ops=_add("/y", 2), expected_version=1, admin=True,
+        scope="user",
+        agent="coding",
+        user_id=ADMIN,
+        target_user_id=OTHER,
+        ops=_add("/y", 2),
+        expected_version=1,
+        admin=True,
     )
     assert (doc.user_id, doc.version, doc.data) == (OTHER, 2, {"x": 1, "y": 2})
     read = manager.get_shared_memory(
         scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER, admin=True
     )
     assert read == doc == _user_doc(manager, OTHER)
-    own = manager.get_shared_memory(scope="user", agent="coding", user_id=USER,
-                                    target_user_id=USER)
+    own = manager.get_shared_memory(scope="user", agent="coding", user_id=USER, target_user_id=USER)
     assert own.user_id == USER and own.version == 0
     refusals = []
     for agent in ("coding", "never-written"):  # an existing document and a missing one
         with pytest.raises(Forbidden) as read_other:
-            manager.get_shared_memory(scope="user", agent=agent, user_id=USER,
-                                      target_user_id=OTHER)
+            manager.get_shared_memory(scope="user", agent=agent, user_id=USER, target_user_id=OTHER)
         with pytest.raises(Forbidden) as write_other:
-            manager.update_shared_memory(scope="user", agent=agent, user_id=USER,
-                                         target_user_id=OTHER, data={})
+            manager.update_shared_memory(
+                scope="user", agent=agent, user_id=USER, target_user_id=OTHER, data={}
+            )
         refusals += [str(read_other.value), str(write_other.value)]
     assert len(set(refusals)) == 1
     assert _user_doc(manager, OTHER).version == 2 and _user_doc(manager).version == 0
@@ -275,10 +297,17 @@ def test_target_user_with_app_scope_is_refused(manager: SessionManager) -> None:
     """The app document belongs to no user: naming one is a ValidationError, never
     silently the app document."""
     calls = [
-        lambda: manager.get_shared_memory(scope="app", agent="coding", user_id=ADMIN,
-                                          target_user_id=OTHER, admin=True),
-        lambda: manager.update_shared_memory(scope="app", agent="coding", user_id=ADMIN,
-                                             target_user_id=OTHER, data={"a": 1}, admin=True),
+        lambda: manager.get_shared_memory(
+            scope="app", agent="coding", user_id=ADMIN, target_user_id=OTHER, admin=True
+        ),
+        lambda: manager.update_shared_memory(
+            scope="app",
+            agent="coding",
+            user_id=ADMIN,
+            target_user_id=OTHER,
+            data={"a": 1},
+            admin=True,
+        ),
     ]
     for call in calls:
         with pytest.raises(ValidationError) as caught:
@@ -286,8 +315,9 @@ def test_target_user_with_app_scope_is_refused(manager: SessionManager) -> None:
         assert caught.value.field == "target_user_id" and "no user" in str(caught.value)
     assert _app_doc(manager).version == 0
     with pytest.raises(ValidationError) as bad:
-        manager.get_shared_memory(scope="user", agent="coding", user_id=ADMIN,
-                                  target_user_id="bad user", admin=True)
+        manager.get_shared_memory(
+            scope="user", agent="coding", user_id=ADMIN, target_user_id="bad user", admin=True
+        )
     assert bad.value.field == "target_user_id"
 
 
@@ -295,19 +325,37 @@ def test_delete_checks_the_version_and_leaves_an_audit_event(manager: SessionMan
     """``expected_version`` guards a delete; a deletion leaves one content-free audit
     event under the document's audit id (the owner hashed), a missing document none."""
     for _ in range(2):
-        manager.update_shared_memory(scope="user", agent="coding", user_id=OTHER,
-                                     ops=_add("/n", 1))
+        manager.update_shared_memory(scope="user", agent="coding", user_id=OTHER, ops=_add("/n", 1))
     delete = manager.delete_shared_memory
     with pytest.raises(VersionConflict) as stale:
-        delete(scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER,
-               expected_version=1, admin=True)
+        delete(
+            scope="user",
+            agent="coding",
+            user_id=ADMIN,
+            target_user_id=OTHER,
+            expected_version=1,
+            admin=True,
+        )
     assert stale.value.current_version == 2 and _user_doc(manager, OTHER).version == 2
-    assert delete(scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER,
-                  expected_version=2, admin=True)
-    assert not delete(scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER,
-                      expected_version=0, admin=True)
-    audit_id = manager.shared_memory_audit_id(scope="user", agent="coding", user_id=ADMIN,
-                                              target_user_id=OTHER)
+    assert delete(
+        scope="user",
+        agent="coding",
+        user_id=ADMIN,
+        target_user_id=OTHER,
+        expected_version=2,
+        admin=True,
+    )
+    assert not delete(
+        scope="user",
+        agent="coding",
+        user_id=ADMIN,
+        target_user_id=OTHER,
+        expected_version=0,
+        admin=True,
+    )
+    audit_id = manager.shared_memory_audit_id(
+        scope="user", agent="coding", user_id=ADMIN, target_user_id=OTHER
+    )
     others = {
         manager.shared_memory_audit_id(scope="user", agent="other", user_id=OTHER),
         manager.shared_memory_audit_id(scope="user", agent="coding", user_id=USER),
@@ -315,13 +363,17 @@ def test_delete_checks_the_version_and_leaves_an_audit_event(manager: SessionMan
     }
     assert audit_id.startswith("shm_") and audit_id not in others and len(others) == 3
     assert audit_id == manager.shared_memory_audit_id(
-        scope="user", agent="coding", user_id=OTHER)  # the owner's own names the same
+        scope="user", agent="coding", user_id=OTHER
+    )  # the owner's own names the same
     [event] = audit_of(manager, audit_id)
     assert (event.action, event.actor, event.version_before, event.details) == (
-        "shared_memory.deleted", ADMIN, 2, {"scope": "user"})
+        "shared_memory.deleted",
+        ADMIN,
+        2,
+        {"scope": "user"},
+    )
     assert OTHER not in event.model_dump_json()
-    manager.update_shared_memory(scope="app", agent="coding", user_id=ADMIN, data={},
-                                 admin=True)
+    manager.update_shared_memory(scope="app", agent="coding", user_id=ADMIN, data={}, admin=True)
     assert delete(scope="app", agent="coding", user_id=ADMIN, admin=True)
     app_id = manager.shared_memory_audit_id(scope="app", agent="coding", user_id=ADMIN)
     assert [e.details for e in audit_of(manager, app_id)] == [{"scope": "app"}]

@@ -17,8 +17,10 @@ def _session(m: SessionManager, n: int) -> str:
     sid = new_session(m).session_id
     msgs = []
     for i in range(n // 2):
-        msgs += [{"role": "user", "content": f"question {i}"},
-                 {"role": "assistant", "content": f"answer {i}"}]  # fmt: skip
+        msgs += [
+            {"role": "user", "content": f"question {i}"},
+            {"role": "assistant", "content": f"answer {i}"},
+        ]
     m.append_messages(session_id=sid, user_id=USER, messages=msgs)
     return sid
 
@@ -29,17 +31,26 @@ def test_summaries_are_numbered_listed_and_audited_without_text(manager: Session
     range but never its text; a superseded summary stays readable."""
     sid = _session(manager, 6)
     v = manager.get_session(session_id=sid, user_id=USER).version
-    first = manager.add_summary(session_id=sid, user_id=USER, text="secret gist", from_seq=1,
-                                to_seq=2)  # fmt: skip
+    first = manager.add_summary(
+        session_id=sid, user_id=USER, text="secret gist", from_seq=1, to_seq=2
+    )
     msgs = manager.get_messages(session_id=sid, user_id=USER).items
     assert (first.number, first.author, first.session_version) == (1, USER, v + 1)
     assert first.summary_tokens == text_tokens(DEFAULT_TOKENIZER, "secret gist")
     assert first.replaced_tokens == sum(message_tokens(DEFAULT_TOKENIZER, m) for m in msgs[:2])
     assert first.tokenizer == "bytes/4"
     second = manager.add_summary(
-        session_id=sid, user_id=USER, text="newer gist", from_seq=1, to_seq=4,
-        author="engine", model="m-1", summary_tokens=3, replaced_tokens=40, supersedes=1,
-    )  # fmt: skip
+        session_id=sid,
+        user_id=USER,
+        text="newer gist",
+        from_seq=1,
+        to_seq=4,
+        author="engine",
+        model="m-1",
+        summary_tokens=3,
+        replaced_tokens=40,
+        supersedes=1,
+    )
     assert (second.number, second.supersedes, second.model) == (2, 1, "m-1")
     assert (second.summary_tokens, second.replaced_tokens) == (3, 40)
     listed = manager.list_summaries(session_id=sid, user_id=USER)
@@ -136,9 +147,7 @@ def _ranges(m: SessionManager, sid: str) -> list[tuple[int, int, int]]:
     return [(s.number, s.from_seq, s.to_seq) for s in listed]
 
 
-def test_truncate_and_pop_drop_the_summaries_reaching_past_the_end(
-    manager: SessionManager,
-) -> None:
+def test_truncate_and_pop_drop_the_summaries_reaching_past_the_end(manager: SessionManager) -> None:
     """A removal takes exactly the summaries whose ``to_seq`` lies beyond the new end,
     whatever their numbers, counts them in its audit event and keeps the others (and
     their numbers); a removal that reaches no summary takes none."""
@@ -184,9 +193,13 @@ def test_a_regrown_history_is_not_replaced_by_a_stale_summary(manager: SessionMa
     kw = {"session_id": sid, "user_id": USER}
     manager.add_summary(**kw, text="of the removed talk", from_seq=1, to_seq=8)
     manager.truncate_messages(**kw, after_seq=0)
-    manager.append_messages(**kw, messages=[
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"new {i}"} for i in range(10)
-    ])  # fmt: skip
+    manager.append_messages(
+        **kw,
+        messages=[
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"new {i}"}
+            for i in range(10)
+        ],
+    )
     ctx = manager.build_context(**kw, budget_tokens=100_000)
     assert ctx.summary is None
     assert [m.seq for m in ctx.messages] == list(range(1, 11))

@@ -14,22 +14,9 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from contract_support import (
-    OTHER,
-    USER,
-    Ctx,
-    assert_aware_utc_near,
-    snapshot,
-    user_msg,
-    utcnow,
-)
+from contract_support import OTHER, USER, Ctx, assert_aware_utc_near, snapshot, user_msg, utcnow
 
-from agentsession import (
-    Limits,
-    PayloadTooLarge,
-    SessionManager,
-    UnsupportedValue,
-)
+from agentsession import Limits, PayloadTooLarge, SessionManager, UnsupportedValue
 from agentsession.stores.base import SessionStore
 
 KiB = 1024
@@ -53,14 +40,20 @@ TEXTS = {
 def test_c10_unicode_round_trips_exactly(manager: SessionManager, sid: str) -> None:
     """C10: CJK, Arabic, NFC vs NFD, ZWJ emoji and flags come back exactly and distinct."""
     assert TEXTS["nfc"] != TEXTS["nfd"]
-    manager.update_session(session_id=sid, user_id=USER, title=TEXTS["zwj"] + TEXTS["nfd"],
-                           metadata={TEXTS["nfd"]: TEXTS["nfc"]})
+    manager.update_session(
+        session_id=sid,
+        user_id=USER,
+        title=TEXTS["zwj"] + TEXTS["nfd"],
+        metadata={TEXTS["nfd"]: TEXTS["nfc"]},
+    )
     for name, text in TEXTS.items():
         manager.append_message(session_id=sid, user_id=USER, message=user_msg(text, name=name))
-    manager.update_working_memory(session_id=sid, user_id=USER,
-                                  data={"facts": {v: k for k, v in TEXTS.items()}})
-    manager.record_tool_call(session_id=sid, user_id=USER, tool="echo",
-                             arguments={TEXTS["nfc"]: 1}, result=TEXTS)
+    manager.update_working_memory(
+        session_id=sid, user_id=USER, data={"facts": {v: k for k, v in TEXTS.items()}}
+    )
+    manager.record_tool_call(
+        session_id=sid, user_id=USER, tool="echo", arguments={TEXTS["nfc"]: 1}, result=TEXTS
+    )
     got = manager.get_messages(session_id=sid, user_id=USER).items
     assert [(x.name, x.content) for x in got] == list(TEXTS.items())
     assert got[3].content != got[4].content
@@ -71,10 +64,18 @@ def test_c10_unicode_round_trips_exactly(manager: SessionManager, sid: str) -> N
     assert facts == {v: k for k, v in TEXTS.items()} and len(facts) == len(TEXTS)
     [call] = manager.get_tool_history(session_id=sid, user_id=USER).items
     assert call.result == TEXTS
-    assert manager.find_tool_call(session_id=sid, user_id=USER, tool="echo",
-                                  arguments={TEXTS["nfd"]: 1}) is None
-    assert manager.find_tool_call(session_id=sid, user_id=USER, tool="echo",
-                                  arguments={TEXTS["nfc"]: 1}) is not None
+    assert (
+        manager.find_tool_call(
+            session_id=sid, user_id=USER, tool="echo", arguments={TEXTS["nfd"]: 1}
+        )
+        is None
+    )
+    assert (
+        manager.find_tool_call(
+            session_id=sid, user_id=USER, tool="echo", arguments={TEXTS["nfc"]: 1}
+        )
+        is not None
+    )
 
 
 def _message_bytes(message: dict[str, Any]) -> int:
@@ -115,19 +116,26 @@ def test_c12_nul_round_trips_exactly(manager: SessionManager, sid: str) -> None:
     """C12: NUL in content, nested tool-result keys and values, memory and metadata round-trips."""
     nul = "before\x00after"
     result = {"outer": {"k\x00ey": ["v\x00al", {"\x00": "\x00"}]}}
-    msg = manager.append_message(session_id=sid, user_id=USER,
-                                 message=user_msg(nul, metadata={"n\x00": "\x00"}))
-    call = manager.record_tool_call(session_id=sid, user_id=USER, tool="t",
-                                    arguments={"a\x00": "b\x00"}, result=result)
-    manager.update_working_memory(session_id=sid, user_id=USER,
-                                  data={"goal": nul, "facts": {"\x00k": "\x00v"}})
+    msg = manager.append_message(
+        session_id=sid, user_id=USER, message=user_msg(nul, metadata={"n\x00": "\x00"})
+    )
+    call = manager.record_tool_call(
+        session_id=sid, user_id=USER, tool="t", arguments={"a\x00": "b\x00"}, result=result
+    )
+    manager.update_working_memory(
+        session_id=sid, user_id=USER, data={"goal": nul, "facts": {"\x00k": "\x00v"}}
+    )
     manager.update_session(session_id=sid, user_id=USER, title="t\x00t")
     [got] = manager.get_messages(session_id=sid, user_id=USER).items
     assert got.payload() == msg.payload() == user_msg(nul, metadata={"n\x00": "\x00"})
     [tool] = manager.get_tool_history(session_id=sid, user_id=USER).items
     assert (tool.result, tool.arguments) == (result, {"a\x00": "b\x00"})
-    assert manager.find_tool_call(session_id=sid, user_id=USER, tool="t",
-                                  arguments={"a\x00": "b\x00"}).call_id == call.call_id
+    assert (
+        manager.find_tool_call(
+            session_id=sid, user_id=USER, tool="t", arguments={"a\x00": "b\x00"}
+        ).call_id
+        == call.call_id
+    )
     wm = manager.get_working_memory(session_id=sid, user_id=USER)
     assert wm.data == {"goal": nul, "facts": {"\x00k": "\x00v"}}
     assert manager.get_session(session_id=sid, user_id=USER).title == "t\x00t"
@@ -140,13 +148,14 @@ def test_c12_free_text_fields_keep_nul_and_their_longest_value(manager: SessionM
     for text in ("a\x00b", "\\0" + "\\" * 498):
         name = text[:120]  # the longest step name add_run_step accepts
         sid = manager.create_session(user_id=USER).session_id
-        manager.record_tool_call(session_id=sid, user_id=USER, tool="t", status="error",
-                                 error=text)
+        manager.record_tool_call(session_id=sid, user_id=USER, tool="t", status="error", error=text)
         run = manager.start_run(session_id=sid, user_id=USER, input="x")
-        manager.add_run_step(session_id=sid, user_id=USER, run_id=run.run_id, kind="tool",
-                             name=name, error=text)
-        manager.finish_run(session_id=sid, user_id=USER, run_id=run.run_id, status="FAILED",
-                           error=text)
+        manager.add_run_step(
+            session_id=sid, user_id=USER, run_id=run.run_id, kind="tool", name=name, error=text
+        )
+        manager.finish_run(
+            session_id=sid, user_id=USER, run_id=run.run_id, status="FAILED", error=text
+        )
         manager.close_session(session_id=sid, user_id=USER, reason=text)
         [tool] = manager.get_tool_history(session_id=sid, user_id=USER).items
         got = manager.get_run(session_id=sid, user_id=USER, run_id=run.run_id)
@@ -157,8 +166,7 @@ def test_c12_free_text_fields_keep_nul_and_their_longest_value(manager: SessionM
 
 
 @pytest.mark.store_independent
-def test_c12_lone_surrogates_are_rejected_with_the_field(manager: SessionManager,
-                                                         sid: str) -> None:
+def test_c12_lone_surrogates_are_rejected_with_the_field(manager: SessionManager, sid: str) -> None:
     """Text that cannot be UTF-8 (a lone surrogate) is rejected, naming the field."""
     with pytest.raises(UnsupportedValue) as err:
         manager.append_message(session_id=sid, user_id=USER, message=user_msg("a\ud800b"))
@@ -196,19 +204,37 @@ def test_c13_non_json_values_name_their_path(manager: SessionManager, kind: str)
     bad = NON_JSON[kind]
     kw = {"session_id": ctx.sid, "user_id": USER}
     attempts = [
-        (lambda: manager.append_message(**kw, message={
-            "role": "user", "content": [{"type": "image", "data": bad}]}), "content[0].data"),
-        (lambda: manager.append_messages(**kw, messages=[user_msg("ok"), {
-            "role": "user", "content": "x", "extra": {"deep": [bad]}}]), "extra.deep[0]"),
-        (lambda: manager.append_message(**kw, message=user_msg("x"),
-                                        working_memory_patch={"facts": {"v": bad}}), "facts"),
+        (
+            lambda: manager.append_message(
+                **kw, message={"role": "user", "content": [{"type": "image", "data": bad}]}
+            ),
+            "content[0].data",
+        ),
+        (
+            lambda: manager.append_messages(
+                **kw,
+                messages=[
+                    user_msg("ok"),
+                    {"role": "user", "content": "x", "extra": {"deep": [bad]}},
+                ],
+            ),
+            "extra.deep[0]",
+        ),
+        (
+            lambda: manager.append_message(
+                **kw, message=user_msg("x"), working_memory_patch={"facts": {"v": bad}}
+            ),
+            "facts",
+        ),
         (lambda: manager.update_working_memory(**kw, data={"facts": {"v": bad}}), "facts"),
         (lambda: manager.update_working_memory(**kw, patch={"x": [bad]}), "x[0]"),
         (lambda: manager.record_tool_call(**kw, tool="t", result={"r": bad}), "result.r"),
         (lambda: manager.record_tool_call(**kw, tool="t", arguments={"a": bad}), "arguments.a"),
         (lambda: manager.start_run(**kw, input={"i": bad}), "i"),
-        (lambda: manager.add_run_step(**kw, run_id=ctx.run_id, kind="k", output=[bad]),
-         "output[0]"),
+        (
+            lambda: manager.add_run_step(**kw, run_id=ctx.run_id, kind="k", output=[bad]),
+            "output[0]",
+        ),
         (lambda: manager.update_session(**kw, metadata={"m": bad}), "metadata"),
         (lambda: manager.create_session(user_id=USER, metadata={"m": bad}), "metadata"),
     ]
@@ -240,9 +266,11 @@ def test_c14_large_tool_results_are_intact(
     [got] = manager.get_tool_history(session_id=sid, user_id=USER).items
     assert got.result == result and call.result == result
     assert len(got.result["stdout"].encode()) == size
-    msg = manager.append_message(session_id=sid, user_id=USER,
-                                 message={"role": "tool", "tool_call_id": "c", "content":
-                                          result["stdout"]})
+    msg = manager.append_message(
+        session_id=sid,
+        user_id=USER,
+        message={"role": "tool", "tool_call_id": "c", "content": result["stdout"]},
+    )
     [back] = manager.get_messages(session_id=sid, user_id=USER).items
     assert back.content == msg.content == result["stdout"]
 
@@ -252,19 +280,18 @@ def test_c14_large_tool_results_are_intact(
 def test_c14_over_the_limit_is_rejected_naming_it(store: SessionStore, char: str) -> None:
     """C14: a tool result over max_tool_call_bytes raises PayloadTooLarge naming the limit."""
     limit = 64 * KiB
-    m = SessionManager(store, limits=Limits(max_tool_call_bytes=limit,
-                                            max_message_bytes=limit))
+    m = SessionManager(store, limits=Limits(max_tool_call_bytes=limit, max_message_bytes=limit))
     sid = m.create_session(user_id=USER).session_id
     before = snapshot(m, sid)
     for size in (limit + 1, 2 * limit, MiB):
         with pytest.raises(PayloadTooLarge) as err:
-            m.record_tool_call(session_id=sid, user_id=USER, tool="run",
-                               result=_blob(size, char))
+            m.record_tool_call(session_id=sid, user_id=USER, tool="run", result=_blob(size, char))
         assert err.value.limit_bytes == limit and str(limit) in str(err.value)
         assert err.value.size_bytes > limit
         with pytest.raises(PayloadTooLarge):
-            m.append_message(session_id=sid, user_id=USER,
-                             message={"role": "tool", "content": _blob(size, char)})
+            m.append_message(
+                session_id=sid, user_id=USER, message={"role": "tool", "content": _blob(size, char)}
+            )
     assert snapshot(m, sid) == before
 
 
@@ -276,12 +303,14 @@ def test_c14_twenty_megabytes_rejected_with_default_limits(
     """C14: a 20 MB tool result is rejected before writing under the default limits."""
     before = snapshot(manager, sid)
     with pytest.raises(PayloadTooLarge) as err:
-        manager.record_tool_call(session_id=sid, user_id=USER, tool="run",
-                                 result=_blob(20 * MiB, char))
+        manager.record_tool_call(
+            session_id=sid, user_id=USER, tool="run", result=_blob(20 * MiB, char)
+        )
     assert err.value.limit_bytes == manager.limits.max_tool_call_bytes
     with pytest.raises(PayloadTooLarge):
-        manager.append_message(session_id=sid, user_id=USER,
-                               message=user_msg(_blob(20 * MiB, char)))
+        manager.append_message(
+            session_id=sid, user_id=USER, message=user_msg(_blob(20 * MiB, char))
+        )
     assert snapshot(manager, sid) == before
 
 
@@ -318,12 +347,20 @@ def test_c15_timestamps_are_aware_utc_in_any_local_timezone(
         manager.record_tool_call(**kw, tool="t"),
     ]
     run = manager.start_run(**kw)
-    results += [run, manager.add_run_step(**kw, run_id=run.run_id, kind="model"),
-                manager.finish_run(**kw, run_id=run.run_id, status="SUCCEEDED")]
-    results += [manager.get_session(**kw), *manager.get_messages(**kw).items,
-                manager.get_working_memory(**kw), *manager.get_tool_history(**kw).items,
-                manager.get_run(**kw, run_id=run.run_id), *manager.get_audit_log(**kw).items,
-                *manager.list_sessions(user_id=USER).items]
+    results += [
+        run,
+        manager.add_run_step(**kw, run_id=run.run_id, kind="model"),
+        manager.finish_run(**kw, run_id=run.run_id, status="SUCCEEDED"),
+    ]
+    results += [
+        manager.get_session(**kw),
+        *manager.get_messages(**kw).items,
+        manager.get_working_memory(**kw),
+        *manager.get_tool_history(**kw).items,
+        manager.get_run(**kw, run_id=run.run_id),
+        *manager.get_audit_log(**kw).items,
+        *manager.list_sessions(user_id=USER).items,
+    ]
     closed = manager.close_session(**kw)
     results += [closed, manager.restore_session(**kw)]
     now = utcnow()
@@ -351,8 +388,14 @@ def test_c22_returned_objects_are_snapshots(manager: SessionManager) -> None:
     b = Ctx(manager, OTHER)
     kw = {"session_id": a.sid, "user_id": USER}
     before_a, before_b = snapshot(manager, a.sid), snapshot(manager, b.sid)
-    msg = manager.append_message(**kw, message={"role": "assistant", "content": [{"t": 1}],
-                                                "tool_calls": [{"id": "c", "f": {"n": 1}}]})
+    msg = manager.append_message(
+        **kw,
+        message={
+            "role": "assistant",
+            "content": [{"t": 1}],
+            "tool_calls": [{"id": "c", "f": {"n": 1}}],
+        },
+    )
     before_a = snapshot(manager, a.sid)
     s = manager.get_session(**kw)
     s.metadata["k"]["n"] = 999
@@ -394,17 +437,21 @@ def test_c22_inputs_are_copied_on_write(manager: SessionManager, sid: str) -> No
     message["content"][0]["text"] = "changed"
     message["meta"]["a"] = 2
     result["rows"].clear()
-    assert manager.get_working_memory(session_id=sid, user_id=USER).data == \
-        {"goal": "g", "facts": {"a": [1]}}
+    assert manager.get_working_memory(session_id=sid, user_id=USER).data == {
+        "goal": "g",
+        "facts": {"a": [1]},
+    }
     [m] = manager.get_messages(session_id=sid, user_id=USER).items
-    assert m.payload() == {"role": "user", "content": [{"type": "text", "text": "x"}],
-                           "meta": {"a": 1}}
+    assert m.payload() == {
+        "role": "user",
+        "content": [{"type": "text", "text": "x"}],
+        "meta": {"a": 1},
+    }
     [call] = manager.get_tool_history(session_id=sid, user_id=USER).items
     assert call.result == {"rows": [1, 2]}
 
 
-def test_c22_explicit_update_persists_and_bumps_version(manager: SessionManager,
-                                                        sid: str) -> None:
+def test_c22_explicit_update_persists_and_bumps_version(manager: SessionManager, sid: str) -> None:
     """C22: the explicit API update is what persists, with a version bump."""
     wm = manager.get_working_memory(session_id=sid, user_id=USER)
     data = dict(wm.data)

@@ -53,8 +53,7 @@ class _Counting:
 
 
 def _chatter(n: int) -> list[dict[str, Any]]:
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"}
-            for i in range(n)]
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(n)]
 
 
 @pytest.fixture
@@ -65,7 +64,7 @@ def counted(store: SessionStore) -> tuple[SessionManager, RowCountingStore]:
 
 def _fill(m: SessionManager, sid: str, messages: list[dict[str, Any]]) -> None:
     for start in range(0, len(messages), 1000):
-        m.append_messages(session_id=sid, user_id=USER, messages=messages[start:start + 1000])
+        m.append_messages(session_id=sid, user_id=USER, messages=messages[start : start + 1000])
 
 
 def test_partnerless_call_and_result_cost_a_step(
@@ -76,8 +75,16 @@ def test_partnerless_call_and_result_cost_a_step(
     m, counter = counted
     sid = m.create_session(user_id=USER).session_id
     ghost_result = {"role": "tool", "tool_call_id": "ghost", "content": "?"}
-    _fill(m, sid, [*_chatter(HISTORY // 2), ghost_result, *calls("anthropic", ["open"]),
-                   *_chatter(HISTORY // 2)])
+    _fill(
+        m,
+        sid,
+        [
+            *_chatter(HISTORY // 2),
+            ghost_result,
+            *calls("anthropic", ["open"]),
+            *_chatter(HISTORY // 2),
+        ],
+    )
     result_seq = HISTORY // 2 + 1
     counter.rows = 0
     window = m.get_messages(session_id=sid, user_id=USER, limit=1, before=result_seq + 1).items
@@ -98,8 +105,11 @@ def test_orphan_result_after_a_long_tool_loop_widens_a_bounded_amount(
     and a restore, read and return at most MAX_WIDENING messages more, not the loop."""
     m, counter = counted
     sid = m.create_session(user_id=USER).session_id
-    rounds = [x for _ in range(500) for x in (*calls("chat", ["call_0"]),
-                                              {"role": "tool", "tool_call_id": "call_0"})]
+    rounds = [
+        x
+        for _ in range(500)
+        for x in (*calls("chat", ["call_0"]), {"role": "tool", "tool_call_id": "call_0"})
+    ]
     orphan = {"role": "tool", "tool_call_id": "call_0", "content": "again"}
     _fill(m, sid, [user("chat", "go"), *rounds, orphan])
     bound = 1 + MAX_WIDENING + 8
@@ -148,8 +158,9 @@ def test_restore_reads_only_the_tail(counted: tuple[SessionManager, RowCountingS
     sid = m.create_session(user_id=USER).session_id
     _fill(m, sid, _chatter(HISTORY))
     m.start_run(session_id=sid, user_id=USER)
-    m.append_messages(session_id=sid, user_id=USER,
-                      messages=[user("chat", "go"), *calls("chat", ["c1", "c2"])])
+    m.append_messages(
+        session_id=sid, user_id=USER, messages=[user("chat", "go"), *calls("chat", ["c1", "c2"])]
+    )
     counter.rows = 0
     restored = m.restore_session(session_id=sid, user_id=USER, message_limit=3)
     assert restored.interrupted_call_ids == ["c1", "c2"]

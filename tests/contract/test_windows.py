@@ -28,8 +28,12 @@ from agentsession import Message, Role, SessionManager, ValidationError
 
 def _history(fmt: str) -> list[dict[str, Any]]:
     """user; a call (t1); its result; an assistant answer."""
-    return [user(fmt, "fix the app"), *calls(fmt, ["t1"]), *results(fmt, ["t1"]),
-            answer(fmt, "fixed")]
+    return [
+        user(fmt, "fix the app"),
+        *calls(fmt, ["t1"]),
+        *results(fmt, ["t1"]),
+        answer(fmt, "fixed"),
+    ]
 
 
 def _windows(m: SessionManager, sid: str, n: int) -> list[tuple[dict[str, Any], list[int]]]:
@@ -72,22 +76,26 @@ def test_c32_split_windows_without_alignment(manager: SessionManager, sid: str) 
         manager.append_messages(session_id=sid, user_id=USER, messages=_history(fmt))
     last = manager.get_session(session_id=sid, user_id=USER).message_count
     problems = [
-        window_problem(manager.get_messages(session_id=sid, user_id=USER, limit=1,
-                                            before=b, align_tool_calls=False).items)
+        window_problem(
+            manager.get_messages(
+                session_id=sid, user_id=USER, limit=1, before=b, align_tool_calls=False
+            ).items
+        )
         for b in range(2, last + 2)
     ]
     assert sum(p is not None for p in problems) >= len(FORMATS) * 2
 
 
-def test_developer_messages_are_kept_and_end_a_window(
-    manager: SessionManager, sid: str
-) -> None:
+def test_developer_messages_are_kept_and_end_a_window(manager: SessionManager, sid: str) -> None:
     """OpenAI's ``developer`` role (system instructions to newer models) is stored as
     sent, and a window that starts at a result is widened to its call, not past the
     developer message before the exchange."""
     developer = {"role": "developer", "content": "be brief"}
-    manager.append_messages(session_id=sid, user_id=USER, messages=[
-        developer, user("chat", "go"), *calls("chat", ["c1"]), *results("chat", ["c1"])])
+    manager.append_messages(
+        session_id=sid,
+        user_id=USER,
+        messages=[developer, user("chat", "go"), *calls("chat", ["c1"]), *results("chat", ["c1"])],
+    )
     got = manager.get_messages(session_id=sid, user_id=USER).items
     assert got[0].role == Role.DEVELOPER and same_payload(got[0].payload(), developer)
     window = manager.get_messages(session_id=sid, user_id=USER, limit=1).items
@@ -97,18 +105,30 @@ def test_developer_messages_are_kept_and_end_a_window(
 def test_responses_items_are_stored_as_sent(manager: SessionManager, sid: str) -> None:
     """Responses items come without a role: stored and given back exactly as sent (no
     role added); ``role`` reads as assistant for calls and reasoning, tool for outputs."""
-    items = [user("responses", "hi"), *calls("responses", ["c1", "c2"]),
-             *results("responses", ["c2", "c1"]), answer("responses", "done"),
-             {"type": "custom_tool_call", "call_id": "c3", "name": "sh", "input": "ls"},
-             {"type": "custom_tool_call_output", "call_id": "c3", "output": "a.txt"}]
+    items = [
+        user("responses", "hi"),
+        *calls("responses", ["c1", "c2"]),
+        *results("responses", ["c2", "c1"]),
+        answer("responses", "done"),
+        {"type": "custom_tool_call", "call_id": "c3", "name": "sh", "input": "ls"},
+        {"type": "custom_tool_call_output", "call_id": "c3", "output": "a.txt"},
+    ]
     stored = manager.append_messages(session_id=sid, user_id=USER, messages=items)
     got = manager.get_messages(session_id=sid, user_id=USER).items
     for sent, ret, back in zip(items, stored, got, strict=True):
         assert same_payload(ret.payload(), sent)
         assert same_payload(back.payload(), sent), (back.payload(), sent)
-    assert [x.role for x in got] == [Role.USER, Role.ASSISTANT, Role.ASSISTANT,
-                                     Role.ASSISTANT, Role.TOOL, Role.TOOL, Role.ASSISTANT,
-                                     Role.ASSISTANT, Role.TOOL]
+    assert [x.role for x in got] == [
+        Role.USER,
+        Role.ASSISTANT,
+        Role.ASSISTANT,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.TOOL,
+        Role.ASSISTANT,
+        Role.ASSISTANT,
+        Role.TOOL,
+    ]
     assert "role" not in got[2].payload() and "role" not in got[4].payload()
     assert window_problem(manager.get_messages(session_id=sid, user_id=USER, limit=1).items) is None
 
@@ -121,15 +141,22 @@ def test_pages_and_restores_keep_a_reasoning_item_with_its_successor(
     message]`` the newest page of every limit and every restore window, followed by
     their cursors, never end with a reasoning item whose successor exists nor start with
     a successor without its reasoning item, and visit every message once."""
-    history = [user("responses", "go"), *calls("responses", ["c1"]),
-               *results("responses", ["c1"]), reasoning("rs_a"), answer("responses", "done")]
+    history = [
+        user("responses", "go"),
+        *calls("responses", ["c1"]),
+        *results("responses", ["c1"]),
+        reasoning("rs_a"),
+        answer("responses", "done"),
+    ]
     manager.append_messages(session_id=sid, user_id=USER, messages=history)
     n = len(history)
     for k in range(1, n + 1):
         newest = manager.get_messages(session_id=sid, user_id=USER, limit=k)
         restored = manager.restore_session(session_id=sid, user_id=USER, message_limit=k)
-        for items, cursor in ((newest.items, newest.next_cursor),
-                              (restored.messages, restored.messages_next_cursor)):
+        for items, cursor in (
+            (newest.items, newest.next_cursor),
+            (restored.messages, restored.messages_next_cursor),
+        ):
             pages = [items]
             while cursor is not None:
                 page = manager.get_messages(session_id=sid, user_id=USER, limit=k, cursor=cursor)
@@ -141,14 +168,17 @@ def test_pages_and_restores_keep_a_reasoning_item_with_its_successor(
 
 
 @pytest.mark.store_independent
-@pytest.mark.parametrize(("item", "field"), [
-    ({"type": "function_call", "name": "f", "arguments": "{}"}, "call_id"),
-    ({"type": "function_call_output", "call_id": "", "output": "x"}, "call_id"),
-    ({"type": "function_call_output", "call_id": 7, "output": "x"}, "call_id"),
-    ({"type": "function_call", "role": "user", "call_id": "c", "name": "f"}, "role"),
-    ({"type": "web_search_call", "id": "ws_1"}, "role"),
-    ({"type": "function_call", "role": None, "call_id": "c", "name": "f"}, "role"),
-])
+@pytest.mark.parametrize(
+    ("item", "field"),
+    [
+        ({"type": "function_call", "name": "f", "arguments": "{}"}, "call_id"),
+        ({"type": "function_call_output", "call_id": "", "output": "x"}, "call_id"),
+        ({"type": "function_call_output", "call_id": 7, "output": "x"}, "call_id"),
+        ({"type": "function_call", "role": "user", "call_id": "c", "name": "f"}, "role"),
+        ({"type": "web_search_call", "id": "ws_1"}, "role"),
+        ({"type": "function_call", "role": None, "call_id": "c", "name": "f"}, "role"),
+    ],
+)
 def test_malformed_responses_items_are_refused(
     manager: SessionManager, sid: str, item: dict[str, Any], field: str
 ) -> None:
@@ -195,8 +225,11 @@ def _paged(
 
 
 @pytest.mark.store_independent
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(history=histories(), data=st.data())
 def test_c32_random_histories_never_split_calls(
     manager: SessionManager, history: list[dict[str, Any]], data: st.DataObject

@@ -257,12 +257,7 @@ def test_unauthenticated_is_401_problem(api: Api) -> None:
     sid = api.create()["session_id"]
     key_id = next(k.key_id for k in api.keys.list() if k.user_id == "bob")
     api.keys.revoke(key_id)
-    for headers in (
-        {},
-        {"Authorization": "Bearer nope"},
-        {"Authorization": "Basic YTpi"},
-        api.bob,
-    ):
+    for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic YTpi"}, api.bob):
         for method, path in (("GET", "/v1/sessions"), ("GET", f"/v1/sessions/{sid}")):
             r = api.http.request(method, path, headers=headers)
             assert_problem(r, 401, "unauthenticated")
@@ -355,9 +350,7 @@ def test_admin_acts_across_users(api: Api) -> None:
     assert api.http.get(f"/v1/sessions/{sid}", headers=api.admin).status_code == 200
     listed = api.http.get("/v1/sessions?all_users=true", headers=api.admin).json()["items"]
     assert sid in [x["session_id"] for x in listed]
-    assert_problem(
-        api.http.get("/v1/sessions?all_users=true", headers=api.alice), 403, "forbidden"
-    )
+    assert_problem(api.http.get("/v1/sessions?all_users=true", headers=api.alice), 403, "forbidden")
     assert_problem(api.http.delete("/v1/users/alice/data", headers=api.bob), 403)
     r = api.http.delete("/v1/users/alice/data", headers=api.admin)
     assert r.json() == {"deleted_sessions": 1}

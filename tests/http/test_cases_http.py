@@ -162,5 +162,8 @@ def test_c34_status_page_over_http_applies_ttl_at_read_time(store: SessionStore)
                 assert item["session_id"] == live
             else:
                 assert (item["session_id"], item["status"], item["status_reason"]) == (
-                    due["session_id"], "EXPIRED", "ttl")
+                    due["session_id"],
+                    "EXPIRED",
+                    "ttl",
+                )
                 assert item["version"] == due["version"]

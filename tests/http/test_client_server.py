@@ -289,7 +289,9 @@ def test_client_records_round_trip(server: Server) -> None:
         assert put.written == 1
         got = c.get_record(session_id=sid, namespace="ns", key="k")
         assert got is not None and (got.data, got.meta, got.version) == (
-            data, {"t": "x"}, put.session_version
+            data,
+            {"t": "x"},
+            put.session_version,
         )
         assert c.get_record(session_id=sid, namespace="ns", key="absent") is None
         assert [r.key for r in c.list_records(session_id=sid, namespace="ns")] == ["k"]

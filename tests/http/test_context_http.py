@@ -32,8 +32,12 @@ METHODS = ("build_context", "add_summary", "list_summaries")
 
 def _history(api: Api) -> str:
     sid: str = api.create()["session_id"]
-    msgs = [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"},
-            {"role": "user", "content": "q2"}, {"role": "assistant", "content": "a2"}]  # fmt: skip
+    msgs = [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "q2"},
+        {"role": "assistant", "content": "a2"},
+    ]
     r = api.http.post(f"/v1/sessions/{sid}/messages", json={"messages": msgs}, headers=api.alice)
     assert r.status_code == 201, r.text
     return sid
@@ -56,8 +60,11 @@ def test_summaries_and_context_over_http(api: Api) -> None:
     small = api.http.get(f"/v1/sessions/{sid}/context?budget_tokens=3", headers=api.alice)
     problem = assert_problem(small, 422, "context-budget-too-small")
     assert problem["needed_tokens"] > 3
-    bad = api.http.post(f"/v1/sessions/{sid}/summaries", headers=api.alice,
-                        json={"text": "x", "from_seq": 1, "to_seq": 9})  # fmt: skip
+    bad = api.http.post(
+        f"/v1/sessions/{sid}/summaries",
+        headers=api.alice,
+        json={"text": "x", "from_seq": 1, "to_seq": 9},
+    )
     assert_problem(bad, 400, "validation-error")
     other = api.http.get(f"/v1/sessions/{sid}/summaries", headers=api.bob)
     assert_problem(other, 404)
@@ -86,15 +93,20 @@ def test_clients_mirror_the_manager() -> None:
     async def main() -> None:
         async with AsyncSessionClient("http://t", token, transport=transport) as c:
             sid = (await c.create_session()).session_id
-            await c.append_messages(session_id=sid, messages=[
-                {"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])
+            await c.append_messages(
+                session_id=sid,
+                messages=[
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "yo"},
+                ],
+            )
             added = await c.add_summary(session_id=sid, text="greeting", from_seq=1, to_seq=1)
             assert added.session_version is not None
             assert await c.list_summaries(session_id=sid) == manager.list_summaries(
-                session_id=sid, user_id="alice")
+                session_id=sid, user_id="alice"
+            )
             ctx = await c.build_context(session_id=sid, budget_tokens=200)
-            assert ctx == manager.build_context(session_id=sid, user_id="alice",
-                                                budget_tokens=200)
+            assert ctx == manager.build_context(session_id=sid, user_id="alice", budget_tokens=200)
             with pytest.raises(ContextBudgetTooSmall) as err:
                 await c.build_context(session_id=sid, budget_tokens=2)
             assert err.value.needed_tokens > 2

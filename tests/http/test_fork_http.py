@@ -25,8 +25,11 @@ pytestmark = pytest.mark.store_independent
 
 def _history(api: Api, **body: object) -> str:
     sid: str = api.create(**body)["session_id"]
-    msgs = [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"},
-            {"role": "user", "content": "q2"}]  # fmt: skip
+    msgs = [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "q2"},
+    ]
     r = api.http.post(f"/v1/sessions/{sid}/messages", json={"messages": msgs}, headers=api.alice)
     assert r.status_code == 201, r.text
     return sid
@@ -43,19 +46,24 @@ def test_fork_answers_201_with_location_and_etag(api: Api) -> None:
     assert r.headers["location"] == f"/v1/sessions/{fork['session_id']}"
     assert r.headers["etag"] == f'"{fork["session_id"]}@{fork["version"]}"'
     assert (fork["parent_session_id"], fork["fork_seq"], fork["message_count"]) == (sid, 2, 2)
-    assert (fork["version"], fork["title"], fork["ttl_seconds"]) == (parent["version"] + 1,
-                                                                    "branch", 60)  # fmt: skip
+    assert (fork["version"], fork["title"], fork["ttl_seconds"]) == (
+        parent["version"] + 1,
+        "branch",
+        60,
+    )
     again = api.http.post(f"/v1/sessions/{sid}/fork", json=body, headers=headers)
     assert again.status_code == 201 and again.json() == fork
     messages = api.http.get(f"/v1/sessions/{fork['session_id']}/messages", headers=api.alice)
     assert [m["content"] for m in messages.json()["items"]] == ["q1", "a1"]
-    no_ttl = api.http.post(f"/v1/sessions/{sid}/fork", json={"ttl_seconds": None},
-                           headers=api.alice)  # fmt: skip
+    no_ttl = api.http.post(
+        f"/v1/sessions/{sid}/fork", json={"ttl_seconds": None}, headers=api.alice
+    )
     assert no_ttl.status_code == 201 and no_ttl.json()["ttl_seconds"] is None
     whole = api.http.post(f"/v1/sessions/{sid}/fork", headers=api.alice)
     assert whole.status_code == 201 and whole.json()["fork_seq"] == 3
-    taken = api.http.post(f"/v1/sessions/{sid}/fork", json={"external_key": "b-1"},
-                          headers=api.alice)  # fmt: skip
+    taken = api.http.post(
+        f"/v1/sessions/{sid}/fork", json={"external_key": "b-1"}, headers=api.alice
+    )
     assert assert_problem(taken, 409, "session-exists")["session_id"] == fork["session_id"]
 
 
@@ -73,8 +81,10 @@ def test_fork_refuses_other_users_and_bad_seqs(api: Api) -> None:
 def test_list_sessions_by_parent(api: Api) -> None:
     sid = _history(api)
     other = _history(api)
-    forks = [api.http.post(f"/v1/sessions/{sid}/fork", headers=api.alice).json()["session_id"]
-             for _ in range(2)]  # fmt: skip
+    forks = [
+        api.http.post(f"/v1/sessions/{sid}/fork", headers=api.alice).json()["session_id"]
+        for _ in range(2)
+    ]
     api.http.post(f"/v1/sessions/{other}/fork", headers=api.alice)
     r = api.http.get("/v1/sessions", params={"parent_session_id": sid}, headers=api.alice)
     assert r.status_code == 200, r.text

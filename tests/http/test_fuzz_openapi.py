@@ -22,10 +22,7 @@ import schemathesis
 from schemathesis.checks import CheckContext
 from schemathesis.config import SchemathesisConfig
 from schemathesis.engine import Status, events, from_schema
-from schemathesis.specs.openapi.checks import (
-    negative_data_rejection,
-    positive_data_acceptance,
-)
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from agentsession import SessionManager
 from agentsession.http.app import create_app

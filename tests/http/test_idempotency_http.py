@@ -81,9 +81,7 @@ def test_idempotent_create_and_run_start(api: Api) -> None:
 
 
 def _write(api: Api, method: str, path: str, body: Any, key: str) -> Any:
-    return api.http.request(
-        method, path, json=body, headers={**api.alice, "Idempotency-Key": key}
-    )
+    return api.http.request(method, path, json=body, headers={**api.alice, "Idempotency-Key": key})
 
 
 def test_put_and_patch_replays_are_reported(api: Api) -> None:

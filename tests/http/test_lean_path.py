@@ -23,9 +23,7 @@ def test_every_admitted_request_can_hold_a_worker_thread() -> None:
     parties = 40
     manager = SessionManager(MemoryStore())
     app = create_app(
-        manager,
-        Settings(url="memory://", max_concurrent_requests=parties),
-        keys=MemoryKeyStore(),
+        manager, Settings(url="memory://", max_concurrent_requests=parties), keys=MemoryKeyStore()
     )
     barrier = threading.Barrier(parties, timeout=30)
     manager.get_session = lambda **kw: barrier.wait()  # type: ignore[method-assign,assignment]

@@ -45,8 +45,7 @@ def _failing(exc: Exception) -> Any:
 
 
 def test_access_line_has_the_route_template_not_the_path_or_query(
-    served: tuple[TestClient, SessionManager, dict[str, str]],
-    caplog: pytest.LogCaptureFixture,
+    served: tuple[TestClient, SessionManager, dict[str, str]], caplog: pytest.LogCaptureFixture
 ) -> None:
     """One line per request on agentsession.access: method, route template, status,
     request id; the session id, the query string and unknown paths are not in it."""

@@ -108,11 +108,7 @@ def test_append_with_working_memory_ops(api: Api) -> None:
     both = api.http.post(
         url,
         headers=api.alice,
-        json={
-            "message": {"role": "user"},
-            "working_memory_patch": {},
-            "working_memory_ops": [],
-        },
+        json={"message": {"role": "user"}, "working_memory_patch": {}, "working_memory_ops": []},
     )
     assert assert_problem(both, 400)["field"] == "working_memory_ops"
     assert api.manager.get_session(session_id=sid, user_id="alice").message_count == 1
@@ -187,10 +183,7 @@ def test_post_memory_writes_working_and_shared_memory_in_one_step(api: Api) -> N
     failing = api.http.post(
         url,
         headers=api.alice,
-        json={
-            "data": {"n": 2},
-            "shared_memory_ops": {"user": [{"op": "remove", "path": "/gone"}]},
-        },
+        json={"data": {"n": 2}, "shared_memory_ops": {"user": [{"op": "remove", "path": "/gone"}]}},
     )
     assert_problem(failing, 409, "patch-conflict")
     denied = api.http.post(

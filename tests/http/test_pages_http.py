@@ -46,11 +46,17 @@ def test_every_listing_route_pages_with_a_cursor(api: Api) -> None:
             f"{base}/runs/{run['run_id']}/finish", json={"status": "SUCCEEDED"}, headers=api.alice
         )
         api.http.post(
-            f"{base}/messages", json={"message": {"role": "user", "content": "x"}},
+            f"{base}/messages",
+            json={"message": {"role": "user", "content": "x"}},
             headers=api.alice,
         )
-    expected = {"/v1/sessions": 2, f"{base}/messages": 3, f"{base}/tool-calls": 3,
-                f"{base}/runs": 3, f"{base}/audit": 13}  # fmt: skip
+    expected = {
+        "/v1/sessions": 2,
+        f"{base}/messages": 3,
+        f"{base}/tool-calls": 3,
+        f"{base}/runs": 3,
+        f"{base}/audit": 13,
+    }
     for path, count in expected.items():
         seen: list[Any] = []
         page = _page(api.http.get(path, params={"limit": 2}, headers=api.alice))
@@ -84,8 +90,9 @@ def test_bad_cursors_are_problems(api: Api) -> None:
         (f"/v1/sessions/{sid}/messages", {"cursor": cursor, "after": 1}),
         (f"/v1/sessions/{sid}/audit", {"cursor": "nope"}),
     ):
-        body = assert_problem(api.http.get(path, params=params, headers=api.alice), 400,
-                              "validation-error")  # fmt: skip
+        body = assert_problem(
+            api.http.get(path, params=params, headers=api.alice), 400, "validation-error"
+        )
         assert body["field"] == "cursor"
     assert_problem(
         api.http.get(f"/v1/sessions/{sid}/runs", params={"cursor": "x" * 201}, headers=api.alice),
@@ -108,12 +115,19 @@ def test_restore_answers_bounded_windows_with_cursors(api: Api) -> None:
     assert [m["seq"] for m in body["messages"]] == list(range(41, 61))
     assert [c["seq"] for c in body["tool_calls"]] == list(range(6, 56))
     assert body["runs"] == [] and body["runs_next_cursor"] is None
-    older = _page(api.http.get(
-        f"{base}/messages", params={"cursor": body["messages_next_cursor"]}, headers=api.alice))
+    older = _page(
+        api.http.get(
+            f"{base}/messages", params={"cursor": body["messages_next_cursor"]}, headers=api.alice
+        )
+    )
     assert [m["seq"] for m in older["items"]] == list(range(1, 41))
-    calls = _page(api.http.get(
-        f"{base}/tool-calls", params={"cursor": body["tool_calls_next_cursor"]},
-        headers=api.alice))  # fmt: skip
+    calls = _page(
+        api.http.get(
+            f"{base}/tool-calls",
+            params={"cursor": body["tool_calls_next_cursor"]},
+            headers=api.alice,
+        )
+    )
     assert [c["seq"] for c in calls["items"]] == [1, 2, 3, 4, 5] and not calls["has_more"]
     too_many = api.http.post(f"{base}/restore", json={"message_limit": 1001}, headers=api.alice)
     assert_problem(too_many, 422, "request-validation")
@@ -159,12 +173,18 @@ def test_replayed_write_answers_carry_the_first_etag(api: Api, path: str) -> Non
     """A replay answers the first answer, ETag included, though the session moved on."""
     sid = api.create()["session_id"]
     base = f"/v1/sessions/{sid}"
-    body = {"message": {"role": "user", "content": "x"}} if path == "/messages" else (
-        {"tool": "t"} if path == "/tool-calls" else {})
+    body = (
+        {"message": {"role": "user", "content": "x"}}
+        if path == "/messages"
+        else ({"tool": "t"} if path == "/tool-calls" else {})
+    )
     headers = {**api.alice, "Idempotency-Key": "once"}
     first = api.http.post(base + path, json=body, headers=headers)
-    api.http.post(f"{base}/messages", json={"message": {"role": "user", "content": "later"}},
-                  headers=api.alice)  # fmt: skip
+    api.http.post(
+        f"{base}/messages",
+        json={"message": {"role": "user", "content": "later"}},
+        headers=api.alice,
+    )
     again = api.http.post(base + path, json=body, headers=headers)
     assert again.headers["idempotent-replayed"] == "true"
     assert again.headers["etag"] == first.headers["etag"] == f'"{sid}@2"'

@@ -65,9 +65,7 @@ def _one_original(answers: list[httpx.Response], status: int) -> dict[str, Any]:
     return bodies[0]  # type: ignore[no-any-return]
 
 
-def test_c33_racing_duplicates_one_original(
-    served: Service, clients: list[httpx.Client]
-) -> None:
+def test_c33_racing_duplicates_one_original(served: Service, clients: list[httpx.Client]) -> None:
     """C33: per round, 8 identical creates, appends, memory PUTs and PATCHes and session
     PATCHes sent at once with one key each -> one session, one message, one version
     step per write; one original answer and 7 replays each time."""

@@ -62,13 +62,16 @@ def test_put_get_list_delete_round_trip(api: Api) -> None:
     assert r.status_code == 200, r.text
     assert r.json() == {"written": 2, "session_version": 2}
     assert r.headers["etag"] == f'"{sid}@2"'
-    again = _put(api, sid, {"namespace": "cp", "key": "b", "data": _b64(ALL_BYTES),
-                            "meta": {"type": "msgpack"}}, {"key": "a"},
-                 **{"Idempotency-Key": "put-1"})
+    again = _put(
+        api,
+        sid,
+        {"namespace": "cp", "key": "b", "data": _b64(ALL_BYTES), "meta": {"type": "msgpack"}},
+        {"key": "a"},
+        **{"Idempotency-Key": "put-1"},
+    )
     assert again.json() == r.json() and again.headers["idempotent-replayed"] == "true"
     one = api.http.get(
-        f"/v1/sessions/{sid}/records/one", params={"namespace": "cp", "key": "b"},
-        headers=api.alice,
+        f"/v1/sessions/{sid}/records/one", params={"namespace": "cp", "key": "b"}, headers=api.alice
     )
     assert one.status_code == 200, one.text
     body = one.json()

@@ -28,16 +28,11 @@ def _sessions(api: Api) -> int:
         ("content-length", str(len(BODY)), str(len(BODY))),
     ],
 )
-def test_repeated_single_value_header_400(
-    api: Api, name: str, first: str, second: str
-) -> None:
+def test_repeated_single_value_header_400(api: Api, name: str, first: str, second: str) -> None:
     """Two of a single-value field -> 400 ``repeated-header`` naming it; nothing is
     written."""
     tokens = {"alice": api.alice["Authorization"], "bob": api.bob["Authorization"]}
-    headers = [
-        ("Authorization", api.alice["Authorization"]),
-        ("Content-Type", "application/json"),
-    ]
+    headers = [("Authorization", api.alice["Authorization"]), ("Content-Type", "application/json")]
     headers = [(n, v) for n, v in headers if n.lower() != name]
     headers += [(name, tokens.get(first, first)), (name, tokens.get(second, second))]
     r = api.http.post("/v1/sessions", content=BODY, headers=headers)

@@ -46,9 +46,13 @@ def test_rewind_answers_the_result_and_the_new_etag(api: Api) -> None:
     r = api.http.post(f"/v1/sessions/{sid}/rewind", json={"to_seq": 1}, headers=headers)
     assert r.status_code == 200, r.text
     assert r.json() == {
-        "number": 1, "to_seq": 1, "count": 3, "mode": "hide",
-        "memory_version": version + 1, "session_version": version + 1,
-    }  # fmt: skip
+        "number": 1,
+        "to_seq": 1,
+        "count": 3,
+        "mode": "hide",
+        "memory_version": version + 1,
+        "session_version": version + 1,
+    }
     assert r.headers["etag"] == f'"{sid}@{version + 1}"'
     again = api.http.post(f"/v1/sessions/{sid}/rewind", json={"to_seq": 1}, headers=headers)
     assert again.json() == r.json() and again.headers["idempotent-replayed"] == "true"

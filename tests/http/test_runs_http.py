@@ -38,9 +38,7 @@ def test_c35_late_writer_after_takeover_is_refused_over_http(api: Api) -> None:
     """C35: run R RUNNING; restore takes the session over (R INTERRUPTED); the old worker
     posts a message and a tool call tagged with R -> 409 problem+json, nothing stored."""
     base = f"/v1/sessions/{api.create()['session_id']}"
-    rid = api.http.post(f"{base}/runs", json={"input": "task"}, headers=api.alice).json()[
-        "run_id"
-    ]
+    rid = api.http.post(f"{base}/runs", json={"input": "task"}, headers=api.alice).json()["run_id"]
     restored = api.http.post(f"{base}/restore", json={}, headers=api.alice)
     assert restored.status_code == 200 and restored.json()["interrupted_run_ids"] == [rid]
     before = _state(api, base)
@@ -107,9 +105,7 @@ def test_clients_page_run_steps() -> None:
             where: dict[str, Any] = {"after": run.steps[-1].index}
             while where:
                 page = await c.list_run_steps(session_id=sid, run_id=rid, **where)
-                mine = manager.list_run_steps(
-                    session_id=sid, user_id="alice", run_id=rid, **where
-                )
+                mine = manager.list_run_steps(session_id=sid, user_id="alice", run_id=rid, **where)
                 assert page == mine
                 seen += [s.index for s in page.items]
                 where = {} if page.next_cursor is None else {"cursor": page.next_cursor}

@@ -34,7 +34,8 @@ JSON_PATCH = "application/json-patch+json"
 
 def _patch(api: Api, path: str, ops: Any, who: dict[str, str], media: str = JSON_PATCH) -> Any:
     return api.http.patch(
-        f"/v1/shared-memory/{path}", content=json.dumps(ops).encode(),
+        f"/v1/shared-memory/{path}",
+        content=json.dumps(ops).encode(),
         headers={**who, "Content-Type": media},
     )
 
@@ -45,12 +46,20 @@ def test_user_scope_is_the_callers(api: Api) -> None:
     r = _patch(api, "user/coding", [{"op": "add", "path": "/flag", "value": None}], api.alice)
     assert r.status_code == 200, r.text
     assert (r.json()["user_id"], r.json()["version"], r.json()["data"]) == (
-        "alice", 1, {"flag": None})
+        "alice",
+        1,
+        {"flag": None},
+    )
     assert api.http.get("/v1/shared-memory/user/coding", headers=api.bob).json()["version"] == 0
     conflict = _patch(api, "user/coding", [{"op": "remove", "path": "/x"}], api.alice)
     assert assert_problem(conflict, 409, "patch-conflict")["field"] == "ops[0]"
-    plain = _patch(api, "user/coding", [{"op": "test", "path": "/flag", "value": None}],
-                   api.alice, "application/json")
+    plain = _patch(
+        api,
+        "user/coding",
+        [{"op": "test", "path": "/flag", "value": None}],
+        api.alice,
+        "application/json",
+    )
     assert plain.status_code == 200 and plain.json()["version"] == 2
     assert_problem(api.http.get("/v1/shared-memory/team/coding", headers=api.alice), 422)
 
@@ -132,27 +141,41 @@ def test_delete_may_require_if_match(make_api: Any) -> None:
     assert_problem(api.http.delete(url, headers=api.alice), 403)
     assert_problem(api.http.delete(url, headers=api.admin), 428, "precondition-required")
     assert api.http.delete(url, headers={**api.admin, "If-Match": '"0"'}).json() == {
-        "deleted": False}
+        "deleted": False
+    }
 
 
 def test_create_and_append_bodies_carry_shared_memory_ops(api: Api) -> None:
-    sid = api.create(agent="coding", shared_memory_ops={
-        "user": [{"op": "add", "path": "/n", "value": 1}]})["session_id"]
-    r = api.http.post(f"/v1/sessions/{sid}/messages", headers=api.alice, json={
-        "message": {"role": "user"},
-        "shared_memory_ops": {"user": [{"op": "replace", "path": "/n", "value": 2}]},
-    })
+    sid = api.create(
+        agent="coding", shared_memory_ops={"user": [{"op": "add", "path": "/n", "value": 1}]}
+    )["session_id"]
+    r = api.http.post(
+        f"/v1/sessions/{sid}/messages",
+        headers=api.alice,
+        json={
+            "message": {"role": "user"},
+            "shared_memory_ops": {"user": [{"op": "replace", "path": "/n", "value": 2}]},
+        },
+    )
     assert r.status_code == 201, r.text
     doc = api.manager.get_shared_memory(scope="user", agent="coding", user_id="alice")
     assert (doc.version, doc.data) == (2, {"n": 2})
-    denied = api.http.post(f"/v1/sessions/{sid}/messages", headers=api.alice, json={
-        "message": {"role": "user"}, "shared_memory_ops": {"app": []}})
+    denied = api.http.post(
+        f"/v1/sessions/{sid}/messages",
+        headers=api.alice,
+        json={"message": {"role": "user"}, "shared_memory_ops": {"app": []}},
+    )
     assert_problem(denied, 403)
 
 
 def test_clients_mirror_the_manager() -> None:
-    for name in ("get_shared_memory", "update_shared_memory", "delete_shared_memory",
-                 "create_session", "append_messages"):
+    for name in (
+        "get_shared_memory",
+        "update_shared_memory",
+        "delete_shared_memory",
+        "create_session",
+        "append_messages",
+    ):
         want = list(inspect.signature(getattr(SessionManager, name)).parameters)
         assert list(inspect.signature(getattr(SessionClient, name)).parameters) == want, name
         assert list(inspect.signature(getattr(AsyncSessionManager, name)).parameters) == want
@@ -166,8 +189,9 @@ def test_clients_mirror_the_manager() -> None:
         assert client.update_shared_memory(scope="user", agent="x", ops=ops).version == 1
         assert client.get_shared_memory(scope="user", agent="x").data == {"a": {"b": None}}
         with pytest.raises(PatchConflict):
-            client.update_shared_memory(scope="user", agent="x", ops=[
-                {"op": "test", "path": "/a", "value": 1}])
+            client.update_shared_memory(
+                scope="user", agent="x", ops=[{"op": "test", "path": "/a", "value": 1}]
+            )
         with pytest.raises(Forbidden):
             client.get_shared_memory(scope="app", agent="x")
         client.close()
@@ -177,8 +201,11 @@ def test_clients_mirror_the_manager() -> None:
             "http://t", token, transport=httpx.ASGITransport(app=app)
         ) as c:
             s = await c.create_session(agent="x")
-            await c.append_messages(session_id=s.session_id, messages=[{"role": "user"}],
-                                    shared_memory_ops={"user": [{"op": "remove", "path": "/a"}]})
+            await c.append_messages(
+                session_id=s.session_id,
+                messages=[{"role": "user"}],
+                shared_memory_ops={"user": [{"op": "remove", "path": "/a"}]},
+            )
             return await c.get_shared_memory(scope="user", agent="x")
 
     assert asyncio.run(main()).version == 2
@@ -186,9 +213,11 @@ def test_clients_mirror_the_manager() -> None:
         admin = SessionClient("http://testserver", root, transport=InProcess(http))
         assert admin.get_shared_memory(scope="user", agent="x", target_user_id="alice").version == 2
         with pytest.raises(VersionConflict):
-            admin.delete_shared_memory(scope="user", agent="x", target_user_id="alice",
-                                       expected_version=1)
-        assert admin.delete_shared_memory(scope="user", agent="x", target_user_id="alice",
-                                          expected_version=2)
+            admin.delete_shared_memory(
+                scope="user", agent="x", target_user_id="alice", expected_version=1
+            )
+        assert admin.delete_shared_memory(
+            scope="user", agent="x", target_user_id="alice", expected_version=2
+        )
         assert admin.get_shared_memory(scope="user", agent="x", target_user_id="alice").version == 0
         admin.close()

@@ -158,16 +158,17 @@ class AgentSessionService(BaseSessionService):
         key = (session_id or "").strip() or uuid.uuid4().hex
         deltas = _split_delta(to_jsonable_python(state or {}))
         now = platform_time.get_time()  # as ADK's own services stamp a new session
-        document = {
-            "user_id": user_id, "state": deltas["session"],
-            "last_update_time": now,
-        }  # fmt: skip
+        document = {"user_id": user_id, "state": deltas["session"], "last_update_time": now}
         shared = _shared_ops(deltas)
         try:
             stored = await self._manager.create_session(
-                user_id=encode_name(user_id), agent=encode_name(app_name), external_key=key,
-                working_memory={_NS: document}, shared_memory_ops=shared or None, admin=True,
-            )  # fmt: skip
+                user_id=encode_name(user_id),
+                agent=encode_name(app_name),
+                external_key=key,
+                working_memory={_NS: document},
+                shared_memory_ops=shared or None,
+                admin=True,
+            )
         except SessionExists as exc:
             raise AlreadyExistsError(f"Session with id {key} already exists.") from exc
         scoped = await self._scoped_state(app_name, user_id)
@@ -248,9 +249,12 @@ class AgentSessionService(BaseSessionService):
         while True:
             page = await self._manager.list_sessions(
                 user_id=encode_name(user_id) if user_id is not None else _SERVICE_USER,
-                agent=agent, cursor=cursor, all_users=user_id is None, admin=True,
+                agent=agent,
+                cursor=cursor,
+                all_users=user_id is None,
+                admin=True,
                 limit=self._manager.manager.limits.max_page_size,
-            )  # fmt: skip
+            )
             for stored in page.items:
                 if stored.external_key is None:
                     continue  # not an ADK session: written by other means
@@ -266,9 +270,10 @@ class AgentSessionService(BaseSessionService):
                     scoped[owner] = await self._scoped_state(app_name, owner)
                 marker = _marker(stored, memory.session_version)
                 sessions.append(
-                    _session(app_name, owner, stored.external_key, document, scoped[owner],
-                             [], marker)
-                )  # fmt: skip
+                    _session(
+                        app_name, owner, stored.external_key, document, scoped[owner], [], marker
+                    )
+                )
             cursor = page.next_cursor
             if cursor is None:
                 break
@@ -351,12 +356,15 @@ class AgentSessionService(BaseSessionService):
             try:
                 with write_report() as report:
                     await self._manager.append_messages(
-                        session_id=stored.session_id, user_id=stored.user_id,
-                        messages=[message], working_memory_ops=ops,
+                        session_id=stored.session_id,
+                        user_id=stored.user_id,
+                        messages=[message],
+                        working_memory_ops=ops,
                         shared_memory_ops=_shared_ops(delta) or None,
-                        expected_version=expected, admin=True,
+                        expected_version=expected,
+                        admin=True,
                         idempotency_key=_idempotency_key(stored.session_id, message),
-                    )  # fmt: skip
+                    )
             except VersionConflict as exc:
                 raise StaleSessionError(
                     f"Session {session.id} changed since this copy was read (version "
@@ -432,9 +440,12 @@ class AgentSessionService(BaseSessionService):
         ops = [_add(("state",), deltas["session"]), _add(("last_update_time",), last_update_time)]
         try:
             await self._manager.update_working_memory(
-                session_id=stored.session_id, user_id=stored.user_id, ops=ops,
-                shared_memory_ops=_shared_ops(deltas) or None, admin=True,
-            )  # fmt: skip
+                session_id=stored.session_id,
+                user_id=stored.user_id,
+                ops=ops,
+                shared_memory_ops=_shared_ops(deltas) or None,
+                admin=True,
+            )
         except SessionNotFound:
             return False
         return True
@@ -491,9 +502,8 @@ class AgentSessionService(BaseSessionService):
         while count is None or len(newest_first) < count:
             size = page_size if count is None else min(count - len(newest_first), page_size)
             page = await self._manager.get_messages(
-                session_id=sid, user_id=owner, limit=size, cursor=cursor,
-                align_tool_calls=False,
-            )  # fmt: skip
+                session_id=sid, user_id=owner, limit=size, cursor=cursor, align_tool_calls=False
+            )
             for message in reversed(page.items):
                 event = event_of_message(message)
                 if after is not None and event.timestamp < after:
@@ -527,10 +537,13 @@ def message_of_event(event: Event) -> dict[str, Any]:
         message["content"] = "\n".join(texts)
     if calls:
         message["tool_calls"] = [
-            {"id": c.id or "", "type": "function",
-             "function": {"name": c.name or "", "arguments": json.dumps(c.args or {})}}
+            {
+                "id": c.id or "",
+                "type": "function",
+                "function": {"name": c.name or "", "arguments": json.dumps(c.args or {})},
+            }
             for c in calls
-        ]  # fmt: skip
+        ]
     if responses and responses[0].id:
         message["tool_call_id"] = responses[0].id
     message["event"] = event.model_dump(mode="json", exclude_none=True)

@@ -275,9 +275,12 @@ class KeyedSession:
                 self.limits.max_page_size if left is None else min(left, self.limits.max_page_size)
             )
             page = await self.backend.get_messages(
-                session_id=sid, user_id=self.user_id, limit=size, cursor=cursor,
+                session_id=sid,
+                user_id=self.user_id,
+                limit=size,
+                cursor=cursor,
                 align_tool_calls=False,
-            )  # fmt: skip
+            )
             newest_first.append(page.items)
             if left is not None:
                 left -= len(page.items)

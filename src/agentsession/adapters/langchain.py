@@ -110,9 +110,14 @@ class AgentSessionChatMessageHistory(BaseChatMessageHistory):
         if not isinstance(session_id, str):
             raise ValidationError("session_id must be a string", field="session_id")
         self._keyed = KeyedSession(
-            backend, user_id=user_id, agent=agent, external_key=session_id, title=title,
-            ttl_seconds=ttl_seconds, limits=limits,
-        )  # fmt: skip
+            backend,
+            user_id=user_id,
+            agent=agent,
+            external_key=session_id,
+            title=title,
+            ttl_seconds=ttl_seconds,
+            limits=limits,
+        )
         self._async_only = isinstance(backend, AsyncSessionClient)
         self.session_id, self.user_id, self.agent = session_id, user_id, agent
 
@@ -227,10 +232,13 @@ def message_of_lc(message: Any, field: str = "message") -> dict[str, Any]:
     stored: dict[str, Any] = {"role": role, "content": str(message.text)}
     if isinstance(message, AIMessage) and message.tool_calls:
         stored["tool_calls"] = [
-            {"id": call.get("id"), "type": "function",
-             "function": {"name": call["name"], "arguments": _arguments(call["args"], field)}}
+            {
+                "id": call.get("id"),
+                "type": "function",
+                "function": {"name": call["name"], "arguments": _arguments(call["args"], field)},
+            }
             for call in message.tool_calls
-        ]  # fmt: skip
+        ]
     if isinstance(message, ToolMessage):
         stored["tool_call_id"] = message.tool_call_id
     stored["lc"] = message_to_dict(message)

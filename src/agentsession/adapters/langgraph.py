@@ -307,8 +307,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         for thread_id, sid in threads:
             namespaces = self._namespaces(sid) if ns is None else [_q(ns)]
             streams = [
-                self._newest_first(sid, quoted, wanted_id, before_id, page)
-                for quoted in namespaces
+                self._newest_first(sid, quoted, wanted_id, before_id, page) for quoted in namespaces
             ]
             for record in heapq.merge(*streams, key=_checkpoint_id, reverse=True):
                 metadata = self._metadata(record)
@@ -396,9 +395,7 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
             self.serde.dumps_typed(get_checkpoint_metadata(config, metadata)),
             config["configurable"].get("checkpoint_id"),
         )
-        self._m.put_records(
-            session_id=self._open(thread_id), user_id=self._user, records=[record]
-        )
+        self._m.put_records(session_id=self._open(thread_id), user_id=self._user, records=[record])
         return _config(thread_id, ns, checkpoint["id"])
 
     def put_writes(
@@ -434,9 +431,11 @@ class AgentSessionSaver(BaseCheckpointSaver[str]):
         """Write ``records`` in as few ``put_records`` calls as the limits allow
         (:class:`~agentsession.adapters.backend.RecordBatch`: by count and by bytes)."""
         batch = RecordBatch(
-            lambda found: self._m.put_records(
-                session_id=session_id, user_id=self._user, records=found
-            ).written,
+            lambda found: (
+                self._m.put_records(
+                    session_id=session_id, user_id=self._user, records=found
+                ).written
+            ),
             self._limits,
         )
         for record in records:
@@ -634,8 +633,13 @@ def write_record(
     """
     kind, data = typed
     key = f"{_q(ns)}/{checkpoint_id}/{_q(task_id)}/{idx + _IDX_OFFSET:010d}"
-    meta = {"type": kind, "channel": channel, "task_id": task_id, "task_path": task_path,
-            "idx": idx}  # fmt: skip
+    meta = {
+        "type": kind,
+        "channel": channel,
+        "task_id": task_id,
+        "task_path": task_path,
+        "idx": idx,
+    }
     keep = idx >= 0 if if_absent is None else if_absent
     return RecordWrite(WRITES, key, data, meta, if_absent=keep)
 

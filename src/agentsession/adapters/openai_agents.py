@@ -104,9 +104,14 @@ class AgentSessionSession:
         if not isinstance(session_id, str):
             raise ValidationError("session_id must be a string", field="session_id")
         self._keyed = KeyedSession(
-            backend, user_id=user_id, agent=agent, external_key=session_id, title=title,
-            ttl_seconds=ttl_seconds, limits=limits,
-        )  # fmt: skip
+            backend,
+            user_id=user_id,
+            agent=agent,
+            external_key=session_id,
+            title=title,
+            ttl_seconds=ttl_seconds,
+            limits=limits,
+        )
         self.session_id = session_id
         self.session_settings: SessionSettings | None = (
             coerce_session_settings(
@@ -265,10 +270,15 @@ class AgentSessionSession:
 
         async def record(sid: str) -> None:
             await self._keyed.backend.record_tool_call(
-                session_id=sid, user_id=self.user_id, tool=tool, arguments=arguments,
-                result=result, started_at=started_at, ended_at=ended_at,
+                session_id=sid,
+                user_id=self.user_id,
+                tool=tool,
+                arguments=arguments,
+                result=result,
+                started_at=started_at,
+                ended_at=ended_at,
                 provider_call_id=provider_call_id,
-            )  # fmt: skip
+            )
 
         await self._keyed.with_session(record, create=True)
 
@@ -341,8 +351,9 @@ def items_of(message: Message) -> list[dict[str, Any]]:
         return [payload]
     text = _text(message.content) or ""
     if message.role is Role.TOOL:
-        return [{"type": "function_call_output", "call_id": message.tool_call_id or "",
-                 "output": text}]  # fmt: skip
+        return [
+            {"type": "function_call_output", "call_id": message.tool_call_id or "", "output": text}
+        ]
     calls = [_function_call(c) for c in message.tool_calls or []]
     said = [{"role": message.role.value, "content": text}] if text or not calls else []
     return said + [c for c in calls if c is not None]
@@ -357,8 +368,12 @@ def _function_call(call: Mapping[str, Any]) -> dict[str, Any] | None:
     arguments = function.get("arguments")
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
-    return {"type": "function_call", "call_id": str(call.get("id") or ""),
-            "name": str(function.get("name") or ""), "arguments": arguments}  # fmt: skip
+    return {
+        "type": "function_call",
+        "call_id": str(call.get("id") or ""),
+        "name": str(function.get("name") or ""),
+        "arguments": arguments,
+    }
 
 
 def _text(value: Any) -> str | None:

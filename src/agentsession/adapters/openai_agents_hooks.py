@@ -93,8 +93,10 @@ class ToolHistoryHooks(RunHooks[Any]):
         except Exception:
             logger.warning(
                 "tool call %r (%r) not recorded in tool history",
-                context.tool_name, call_id, exc_info=True,
-            )  # fmt: skip
+                context.tool_name,
+                call_id,
+                exc_info=True,
+            )
 
 
 def _arguments(text: str) -> dict[str, Any]:

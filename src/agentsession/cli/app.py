@@ -24,9 +24,12 @@ __all__ = ["build_app", "main"]
 
 
 def _root(
-    ctx: typer.Context, url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False,
+    ctx: typer.Context,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
     as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+) -> None:
     """Durable sessions for AI agents: inspect, manage, and run the restore demo."""
     ctx.obj = Options(
         url=url if url is not None else Settings().url, user=user, admin=admin, json=as_json

@@ -200,8 +200,7 @@ AdminOpt = Annotated[bool, typer.Option("--admin", help="Act as admin across use
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 SessionArg = Annotated[str, typer.Argument(help="Session id (ses_...).")]
 LimitOpt = Annotated[
-    int | None,
-    typer.Option(help="Page size.", show_default=str(Limits().default_page_size)),
+    int | None, typer.Option(help="Page size.", show_default=str(Limits().default_page_size))
 ]
 CursorOpt = Annotated[str | None, typer.Option(help="next_cursor of the previous page.")]
 

@@ -124,8 +124,14 @@ def demo_continue(
     if server is not None and not api_key:
         raise UsageError(KEY_HINT)
     code = continue_demo(
-        url=server or url or "", session_id=session, user_id=user, project=project, cmd=cmd,
-        lang=lang, model=_model_config(model), console=Console(),
+        url=server or url or "",
+        session_id=session,
+        user_id=user,
+        project=project,
+        cmd=cmd,
+        lang=lang,
+        model=_model_config(model),
+        console=Console(),
         api_key=api_key if server is not None else None,
-    )  # fmt: skip
+    )
     raise typer.Exit(code)

@@ -53,9 +53,14 @@ KeysFileOpt = Annotated[
 
 @cli_errors
 def erase(
-    ctx: typer.Context, user: TargetOpt = None, compact: CompactOpt = False, yes: YesOpt = False,
-    url: UrlOpt = None, keys_file: KeysFileOpt = None, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    ctx: typer.Context,
+    user: TargetOpt = None,
+    compact: CompactOpt = False,
+    yes: YesOpt = False,
+    url: UrlOpt = None,
+    keys_file: KeysFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Erase every session of a user for good, then get it off the store's disk and
     remove the user's API keys; prints what was done and what the operator must still
     do (backups, replicas...).

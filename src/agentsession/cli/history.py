@@ -32,15 +32,23 @@ __all__ = ["fork", "rewind"]
 
 @cli_errors
 def rewind(
-    ctx: typer.Context, session_id: SessionArg,
-    to_seq: Annotated[int, typer.Option(
-        "--to-seq", help="The message seq to go back to (0: before the first message).",
-    )],
-    remove: Annotated[bool, typer.Option(
-        "--remove", help="Delete the messages above it (without it: kept, hidden).",
-    )] = False,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    ctx: typer.Context,
+    session_id: SessionArg,
+    to_seq: Annotated[
+        int,
+        typer.Option(
+            "--to-seq", help="The message seq to go back to (0: before the first message)."
+        ),
+    ],
+    remove: Annotated[
+        bool,
+        typer.Option("--remove", help="Delete the messages above it (without it: kept, hidden)."),
+    ] = False,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Move a session back to message --to-seq and print what the rewind did.
 
     The messages above it leave the history and the working memory becomes the memory
@@ -55,13 +63,20 @@ def rewind(
 
 @cli_errors
 def fork(
-    ctx: typer.Context, session_id: SessionArg,
-    at_seq: Annotated[int | None, typer.Option(
-        "--at-seq", help="Fork at this message seq.", show_default="the whole history",
-    )] = None,
+    ctx: typer.Context,
+    session_id: SessionArg,
+    at_seq: Annotated[
+        int | None,
+        typer.Option(
+            "--at-seq", help="Fork at this message seq.", show_default="the whole history"
+        ),
+    ] = None,
     title: Annotated[str | None, typer.Option(help="The fork's title.")] = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Fork a session as it stood at --at-seq and print the fork's id.
 
     The parent is not changed; sessions list --parent lists its forks.

@@ -39,22 +39,34 @@ ReasonOpt = Annotated[
 
 @cli_errors
 def close(
-    ctx: typer.Context, session_id: SessionArg, reason: ReasonOpt = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    ctx: typer.Context,
+    session_id: SessionArg,
+    reason: ReasonOpt = None,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Close a session on purpose (history stays; restore re-opens it)."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     call_and_show(
-        opts, SessionManager.close_session, render.session_table, session_id=session_id,
+        opts,
+        SessionManager.close_session,
+        render.session_table,
+        session_id=session_id,
         reason=reason,
-    )  # fmt: skip
+    )
 
 
 @cli_errors
 def restore(
-    ctx: typer.Context, session_id: SessionArg,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    ctx: typer.Context,
+    session_id: SessionArg,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Re-open a CLOSED (or recently EXPIRED) session and show what was restored."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     restored = call(opts, SessionManager.restore_session, session_id=session_id)
@@ -74,23 +86,35 @@ def restore(
 
 @cli_errors
 def expire(
-    ctx: typer.Context, session_id: SessionArg, reason: ReasonOpt = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    ctx: typer.Context,
+    session_id: SessionArg,
+    reason: ReasonOpt = None,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Expire a session now (policy ended it; distinct from close)."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     call_and_show(
-        opts, SessionManager.expire_session, render.session_table, session_id=session_id,
+        opts,
+        SessionManager.expire_session,
+        render.session_table,
+        session_id=session_id,
         reason=reason,
-    )  # fmt: skip
+    )
 
 
 @cli_errors
 def delete(
-    ctx: typer.Context, session_id: SessionArg,
+    ctx: typer.Context,
+    session_id: SessionArg,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Delete a session and all its content for good.
 
     Asks first; without a terminal to answer on, pass --yes (else exit 2). A no exits 1.
@@ -108,8 +132,9 @@ def delete(
 def sweep(
     ctx: typer.Context,
     limit: Annotated[int, typer.Option(help="At most this many sessions.")] = 1000,
-    url: UrlOpt = None, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Interrupt runs whose lease lapsed, expire idle sessions past their TTL and purge
     old idempotency keys."""
     opts = resolve_options(ctx, url, None, False, as_json)

@@ -118,10 +118,7 @@ def keys_revoke(
 
 @keys_app.command("list")
 @cli_errors
-def keys_list(
-    ctx: typer.Context,
-    keys_file: KeysFileOpt = None,
-) -> None:
+def keys_list(ctx: typer.Context, keys_file: KeysFileOpt = None) -> None:
     """List keys (ids, users, roles; never tokens), or one line naming the key file
     when it holds none; exit 2 if the key file is not trusted or would be next to an
     SQLite database that does not exist."""

@@ -40,28 +40,42 @@ def sessions_list(
     ctx: typer.Context,
     status: Annotated[str | None, typer.Option(help="ACTIVE, CLOSED or EXPIRED.")] = None,
     agent: Annotated[str | None, typer.Option(help="Only this agent's sessions.")] = None,
-    limit: LimitOpt = None, cursor: CursorOpt = None,
+    limit: LimitOpt = None,
+    cursor: CursorOpt = None,
     all_users: Annotated[bool, typer.Option("--all-users", help="Every user (admin).")] = False,
     parent: Annotated[
         str | None, typer.Option("--parent", help="Only the forks made from this session.")
     ] = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """List sessions, most recently updated first."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     page = call(
-        opts, SessionManager.list_sessions, status=status, agent=agent, limit=limit,
-        cursor=cursor, all_users=all_users, parent_session_id=parent,
-    )  # fmt: skip
+        opts,
+        SessionManager.list_sessions,
+        status=status,
+        agent=agent,
+        limit=limit,
+        cursor=cursor,
+        all_users=all_users,
+        parent_session_id=parent,
+    )
     show_page(opts, page, render.sessions_table(page.items))
 
 
 @sessions_app.command("show")
 @cli_errors
 def sessions_show(
-    ctx: typer.Context, session_id: SessionArg,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    ctx: typer.Context,
+    session_id: SessionArg,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Show one session's fields."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     call_and_show(opts, SessionManager.get_session, render.session_table, session_id=session_id)
@@ -70,10 +84,15 @@ def sessions_show(
 @sessions_app.command("messages")
 @cli_errors
 def sessions_messages(
-    ctx: typer.Context, session_id: SessionArg,
-    limit: LimitOpt = None, cursor: CursorOpt = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    ctx: typer.Context,
+    session_id: SessionArg,
+    limit: LimitOpt = None,
+    cursor: CursorOpt = None,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Show the newest page of the conversation history in seq order (--cursor: older)."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     page = call(
@@ -85,30 +104,45 @@ def sessions_messages(
 @sessions_app.command("memory")
 @cli_errors
 def sessions_memory(
-    ctx: typer.Context, session_id: SessionArg,
-    at_seq: Annotated[int | None, typer.Option(
-        "--at-seq", help="The memory as it stood at this message seq (0: before the first).",
-        show_default="now",
-    )] = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    ctx: typer.Context,
+    session_id: SessionArg,
+    at_seq: Annotated[
+        int | None,
+        typer.Option(
+            "--at-seq",
+            help="The memory as it stood at this message seq (0: before the first).",
+            show_default="now",
+        ),
+    ] = None,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Show the working memory, now or as of a message seq (--at-seq)."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     title = "working memory" if at_seq is None else f"working memory at seq {at_seq}"
     call_and_show(
-        opts, SessionManager.get_working_memory,
+        opts,
+        SessionManager.get_working_memory,
         lambda memory: render.memory_table(memory, title=title),
-        session_id=session_id, at_seq=at_seq,
-    )  # fmt: skip
+        session_id=session_id,
+        at_seq=at_seq,
+    )
 
 
 @sessions_app.command("tools")
 @cli_errors
 def sessions_tools(
-    ctx: typer.Context, session_id: SessionArg,
-    limit: LimitOpt = None, cursor: CursorOpt = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    ctx: typer.Context,
+    session_id: SessionArg,
+    limit: LimitOpt = None,
+    cursor: CursorOpt = None,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Show a page of the tool history (what really ran), oldest first."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     page = call(
@@ -120,10 +154,15 @@ def sessions_tools(
 @sessions_app.command("runs")
 @cli_errors
 def sessions_runs(
-    ctx: typer.Context, session_id: SessionArg,
-    limit: LimitOpt = None, cursor: CursorOpt = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    ctx: typer.Context,
+    session_id: SessionArg,
+    limit: LimitOpt = None,
+    cursor: CursorOpt = None,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Show a page of the runs, oldest first, with their status and step counts."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     page = call(opts, SessionManager.list_runs, session_id=session_id, limit=limit, cursor=cursor)
@@ -133,28 +172,43 @@ def sessions_runs(
 @sessions_app.command("steps")
 @cli_errors
 def sessions_steps(
-    ctx: typer.Context, session_id: SessionArg,
+    ctx: typer.Context,
+    session_id: SessionArg,
     run_id: Annotated[str, typer.Argument(help="Run id (run_...).")],
     after: Annotated[int | None, typer.Option(help="Start after this step index.")] = None,
-    limit: LimitOpt = None, cursor: CursorOpt = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    limit: LimitOpt = None,
+    cursor: CursorOpt = None,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Show one page of a run's steps, oldest first."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     page = call(
-        opts, SessionManager.list_run_steps, session_id=session_id, run_id=run_id,
-        after=after, limit=limit, cursor=cursor,
-    )  # fmt: skip
+        opts,
+        SessionManager.list_run_steps,
+        session_id=session_id,
+        run_id=run_id,
+        after=after,
+        limit=limit,
+        cursor=cursor,
+    )
     show_page(opts, page, render.steps_table(page.items))
 
 
 @sessions_app.command("audit")
 @cli_errors
 def sessions_audit(
-    ctx: typer.Context, session_id: SessionArg,
-    limit: LimitOpt = None, cursor: CursorOpt = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    ctx: typer.Context,
+    session_id: SessionArg,
+    limit: LimitOpt = None,
+    cursor: CursorOpt = None,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Show a page of the audit log (who changed what, when), oldest first."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     page = call(
@@ -166,10 +220,15 @@ def sessions_audit(
 @sessions_app.command("rewinds")
 @cli_errors
 def sessions_rewinds(
-    ctx: typer.Context, session_id: SessionArg,
-    limit: LimitOpt = None, cursor: CursorOpt = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    ctx: typer.Context,
+    session_id: SessionArg,
+    limit: LimitOpt = None,
+    cursor: CursorOpt = None,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Show a page of the rewinds, oldest first (sessions rewound: what one hid)."""
     opts = resolve_options(ctx, url, user, admin, as_json)
     page = call(
@@ -181,20 +240,29 @@ def sessions_rewinds(
 @sessions_app.command("rewound")
 @cli_errors
 def sessions_rewound(
-    ctx: typer.Context, session_id: SessionArg,
+    ctx: typer.Context,
+    session_id: SessionArg,
     number: Annotated[int, typer.Argument(help="The rewind's number (sessions rewinds).")],
-    limit: LimitOpt = None, cursor: CursorOpt = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    limit: LimitOpt = None,
+    cursor: CursorOpt = None,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Show a page of the messages one rewind hid, oldest first, with their old seqs.
 
     A rewind made with --remove kept none: an empty page.
     """
     opts = resolve_options(ctx, url, user, admin, as_json)
     page = call(
-        opts, SessionManager.get_rewound_messages, session_id=session_id, number=number,
-        limit=limit, cursor=cursor,
-    )  # fmt: skip
+        opts,
+        SessionManager.get_rewound_messages,
+        session_id=session_id,
+        number=number,
+        limit=limit,
+        cursor=cursor,
+    )
     show_page(opts, page, render.messages_table(page.items))
 
 

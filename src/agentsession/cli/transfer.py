@@ -45,12 +45,15 @@ import_app = new_app("Import sessions: an export (jsonl) or another framework's 
 
 @cli_errors
 def export(
-    ctx: typer.Context, session_id: SessionArg,
+    ctx: typer.Context,
+    session_id: SessionArg,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="The file to write.", show_default="stdout")
     ] = None,
-    url: UrlOpt = None, user: UserOpt = None, admin: AdminOpt = False,
-) -> None:  # fmt: skip
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+) -> None:
     """Export one session as JSON Lines: session, working memory, messages, tool calls,
     runs with their steps (docs/export.md).
 
@@ -91,8 +94,10 @@ def _write(f: TextIO, lines: Iterator[dict[str, Any]]) -> Counter[str]:
 def import_jsonl(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="An export of `agentsession export` (- = stdin).")],
-    url: UrlOpt = None, user: UserOpt = None, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Create a new session from an export (new id; the same external key if it is
     free); prints the new session id."""
     opts = resolve_options(ctx, url, user, False, as_json)
@@ -135,8 +140,10 @@ def import_openai(
     sessions_table: Annotated[str, typer.Option(help="Its sessions table.")] = "agent_sessions",
     messages_table: Annotated[str, typer.Option(help="Its messages table.")] = "agent_messages",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    url: UrlOpt = None, user: UserOpt = None, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Import every session of an openai-agents SQLiteSession database (read-only),
     keyed by its session_id; re-running adds nothing (docs/export.md)."""
     opts = resolve_options(ctx, url, user, False, as_json)
@@ -151,17 +158,23 @@ def import_openai(
         with open_manager(opts, create=True) as sm, progress:
             task = progress.add_task("import", total=source.item_count())
             report = import_openai_agents(
-                sm, source, user_id=opts.principal, agent=agent,
+                sm,
+                source,
+                user_id=opts.principal,
+                agent=agent,
                 advance=lambda n: progress.advance(task, n),
-            )  # fmt: skip
+            )
     finally:
         source.close()
     data = {
-        "sessions": report.sessions, "created": report.created, "messages": report.messages,
-        "tool_calls": report.tool_calls, "bad_rows": report.bad_rows,
+        "sessions": report.sessions,
+        "created": report.created,
+        "messages": report.messages,
+        "tool_calls": report.tool_calls,
+        "bad_rows": report.bad_rows,
         "skipped_calls": report.skipped_calls,
         "failed": [{"session_id": s, "reason": r} for s, r in report.failed],
-    }  # fmt: skip
+    }
     text = (
         f"{render.count(report.sessions, 'session')} ({report.created} new): "
         f"{render.count(report.messages, 'message')} and "
@@ -184,12 +197,12 @@ def import_openai(
 @cli_errors
 def import_langgraph(
     ctx: typer.Context,
-    db_path: Annotated[
-        Path, typer.Argument(help="The SqliteSaver database file.", readable=False)
-    ],
+    db_path: Annotated[Path, typer.Argument(help="The SqliteSaver database file.", readable=False)],
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    url: UrlOpt = None, user: UserOpt = None, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Import every thread of a LangGraph SqliteSaver database (read-only) into the
     sessions AgentSessionSaver(user_id=--user) reads; re-running adds nothing
     (docs/export.md)."""
@@ -214,12 +227,14 @@ def import_langgraph(
     finally:
         source.close()
     data = {
-        "threads": report.threads, "created": report.created,
-        "checkpoints": report.checkpoints, "records": report.records,
+        "threads": report.threads,
+        "created": report.created,
+        "checkpoints": report.checkpoints,
+        "records": report.records,
         "messages": report.messages,
         "failed": [{"thread_id": t, "reason": r} for t, r in report.failed],
         "warnings": [{"thread_id": t, "reason": r} for t, r in report.warnings],
-    }  # fmt: skip
+    }
     text = (
         f"{render.count(report.threads, 'thread')} ({report.created} new): "
         f"{render.count(report.checkpoints, 'checkpoint')} seen, "
@@ -239,9 +254,14 @@ def _progress(unit: str, quiet: bool) -> Progress:
     """An import's progress bar ("importing [bar] 3/10 <unit>") on stderr; off with
     ``--quiet`` or when stderr is not a terminal."""
     return Progress(
-        TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
-        console=Console(stderr=True), disable=quiet or not sys.stderr.isatty(), transient=True,
-    )  # fmt: skip
+        TextColumn("importing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        console=Console(stderr=True),
+        disable=quiet or not sys.stderr.isatty(),
+        transient=True,
+    )
 
 
 def _report(opts: Options, data: dict[str, Any], text: str) -> None:
@@ -254,12 +274,17 @@ def _report(opts: Options, data: dict[str, Any], text: str) -> None:
 @cli_errors
 def import_adk(
     ctx: typer.Context,
-    source: Annotated[str, typer.Argument(
-        help="A SqliteSessionService file, or a DatabaseSessionService SQLAlchemy URL.")],
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A SqliteSessionService file, or a DatabaseSessionService SQLAlchemy URL."
+        ),
+    ],
     app: Annotated[list[str], typer.Option("--app", help="An app name to import (repeat).")],
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    url: UrlOpt = None, as_json: JsonOpt = False,
-) -> None:  # fmt: skip
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Import every session of the apps from a Google ADK database, read through ADK's
     own services (read-only), keeping app, user and session ids; re-running adds
     nothing (docs/export.md). Exit 2 for a source that cannot be read (missing, not an
@@ -293,11 +318,15 @@ def import_adk(
     with open_manager(opts, create=True) as sm, progress:
         report = asyncio.run(run(sm))
     data = {
-        "sessions": report.sessions, "created": report.created, "events": report.events,
+        "sessions": report.sessions,
+        "created": report.created,
+        "events": report.events,
         "states": report.states,
-        "failed": [{"app_name": a, "user_id": u, "session_id": s, "reason": r}
-                   for a, u, s, r in report.failed],
-    }  # fmt: skip
+        "failed": [
+            {"app_name": a, "user_id": u, "session_id": s, "reason": r}
+            for a, u, s, r in report.failed
+        ],
+    }
     text = (
         f"{render.count(report.sessions, 'session')} ({report.created} new): "
         f"{render.count(report.events, 'event')} imported, "

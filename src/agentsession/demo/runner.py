@@ -292,15 +292,11 @@ def _run(options: DemoOptions, remote: _Backend | None, console: Console) -> int
     if remote is not None and remote.api_key is not None:
         store_args = ["--server", remote.url]
         env[API_KEY_ENV] = remote.api_key  # the token stays off the command line
+    args = ["--session", sid, "--project", str(ws.project), "--cmd", ws.cmd, "--user", user]
+    args += ["--lang", options.lang, "--model", options.model.kind]
     child = subprocess.Popen(
-        [
-            sys.executable, "-m", "agentsession", "demo-continue",
-            *store_args, "--session", sid, "--project", str(ws.project),
-            "--cmd", ws.cmd, "--user", user, "--lang", options.lang,
-            "--model", options.model.kind,
-        ],
-        env=env,
-    )  # fmt: skip
+        [sys.executable, "-m", "agentsession", "demo-continue", *store_args, *args], env=env
+    )
     child.wait()
     return _report(backend, ws, user, sid, pid1, child.pid, child.returncode, console)
 
@@ -380,8 +376,9 @@ def _compact(sm: SessionAPI, sid: str, user_id: str, count: int, console: Consol
         return
     memory = sm.get_working_memory(session_id=sid, user_id=user_id)
     text = "Earlier in this session:\n" + (render_memory(memory.data) or "nothing recorded")
-    summary = sm.add_summary(session_id=sid, user_id=user_id, text=text, from_seq=1,
-                             to_seq=count, author="demo")  # fmt: skip
+    summary = sm.add_summary(
+        session_id=sid, user_id=user_id, text=text, from_seq=1, to_seq=count, author="demo"
+    )
     console.print(
         f"compacted messages 1-{count} into summary #{summary.number}: "
         f"{summary.replaced_tokens} tokens → {summary.summary_tokens} "

@@ -360,9 +360,7 @@ class ScriptedModel:
             )
             return Decision(new_run=self._t["run_fix"], text=text, tool_calls=(self._start(),))
         if start.status == "ok":
-            return Decision(
-                tool_calls=(self._remember(ctx, "requirements_fixed", "app_starts"),),
-            )
+            return Decision(tool_calls=(self._remember(ctx, "requirements_fixed", "app_starts"),))
         read = self._last(ctx.turn, "read_file", {"path": self.requirements})
         if read is None:
             return Decision(tool_calls=(ToolRequest("read_file", {"path": self.requirements}),))

@@ -125,6 +125,7 @@ SessionIdPath = Annotated[
     ),
 ]
 
+
 def session_in_path(request: Request, session_id: str) -> str:
     """The session id of the path, checked against the strict id pattern.
 
@@ -309,7 +310,7 @@ def _write_ctx_parameters(
             description='The session\'s ETag (`"<session_id>@<version>"`), a list of '
             "them, or `*`: the write happens only if the session is still at that "
             "version. Any other value, a weak or malformed ETag too, matches nothing "
-            "(412, RFC 9110 section 13.1.1), so no pattern is stated.",
+            "(412, RFC 9110 section 13.1.1), so no pattern is stated."
         ),
     ] = None,
     idempotency_key: IdempotencyKey = None,

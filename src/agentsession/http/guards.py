@@ -36,16 +36,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..protocol import PROBLEM_BASE
 from ..settings import Settings
 from .middleware import send_problem
-from .problems import (
-    BodyTimeout,
-    BodyTooLarge,
-    Overloaded,
-    overloaded,
-    plain_body,
-    too_large,
-)
+from .problems import BodyTimeout, BodyTooLarge, Overloaded, overloaded, plain_body, too_large
 
 __all__ = ["GuardMiddleware", "HeaderLimits"]
+
 
 @dataclass(frozen=True, slots=True)
 class HeaderLimits:
@@ -97,7 +91,6 @@ class HeaderLimits:
             limit_bytes=self.max_bytes,
             limit_count=self.max_count,
         )
-
 
 
 #: Fields the service reads that take one value: RFC 9110 5.3 lets only list-valued
@@ -280,9 +273,7 @@ class GuardMiddleware:
                 try:
                     async with asyncio.timeout_at(deadline):
                         message = await receive()
-                        whole = message["type"] == "http.request" and not message.get(
-                            "more_body"
-                        )
+                        whole = message["type"] == "http.request" and not message.get("more_body")
                         if whole and count_on_body and not counted:
                             count()
                 except TimeoutError:

@@ -25,11 +25,7 @@ from ..service import request_id_context
 from .logs import log_access, log_failure, method_of, route_of
 from .problems import internal_error_body
 
-__all__ = [
-    "EdgeMiddleware",
-    "new_request_id",
-    "send_problem",
-]
+__all__ = ["EdgeMiddleware", "new_request_id", "send_problem"]
 
 log = logging.getLogger("agentsession.http")
 

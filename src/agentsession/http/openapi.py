@@ -94,9 +94,7 @@ def with_declared_parameters(
                 operation = document["paths"][route.path_format][method.lower()]
                 _merge(operation, probe)
             schemes = probe["components"].get("securitySchemes", {})
-            document.setdefault("components", {}).setdefault("securitySchemes", {}).update(
-                schemes
-            )
+            document.setdefault("components", {}).setdefault("securitySchemes", {}).update(schemes)
     return document
 
 

@@ -16,14 +16,7 @@ from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from fastapi import Query
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    model_validator,
-)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from ..fieldlimits import (
     CALL_ID_CHARS,
@@ -297,8 +290,7 @@ class AppendMessages(_Body):
     """
 
     message: dict[str, Any] | None = Field(
-        default=None,
-        description="One message. Exactly one of `message` and `messages` (else 422).",
+        default=None, description="One message. Exactly one of `message` and `messages` (else 422)."
     )
     messages: list[dict[str, Any]] | None = Field(
         default=None,
@@ -529,9 +521,11 @@ class AddSummary(_Body):
         "`from_seq`) and at most the session's `message_count` (400, `field` `to_seq`)."
     )
     author: str | None = Field(
-        default=None, max_length=SUMMARY_LABEL_CHARS, pattern=SUMMARY_LABEL,
+        default=None,
+        max_length=SUMMARY_LABEL_CHARS,
+        pattern=SUMMARY_LABEL,
         description="Who wrote it; absent = the caller's user id.",
-    )  # fmt: skip
+    )
     model: str | None = Field(default=None, max_length=SUMMARY_LABEL_CHARS, pattern=SUMMARY_LABEL)
     summary_tokens: Count | None = None
     replaced_tokens: Count | None = None

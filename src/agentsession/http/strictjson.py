@@ -101,8 +101,7 @@ def read_json(data: bytes | str, *, where: str) -> Any:
         value = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as exc:
         raise MalformedJson(
-            f"{where} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-            field=where,
+            f"{where} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", field=where
         ) from None
     except (ValueError, RecursionError) as exc:  # over 4300 digits; depth is pre-checked
         raise MalformedJson(f"{where} is not JSON: {str(exc)[:120]}", field=where) from None
@@ -110,9 +109,7 @@ def read_json(data: bytes | str, *, where: str) -> Any:
         obj, key = duplicates[0]
         path = _path_of(value, obj, where)
         raise MalformedJson(
-            f"{path} has the key {key[:100]!r} twice; send each key once",
-            field=path,
-            key=key[:100],
+            f"{path} has the key {key[:100]!r} twice; send each key once", field=path, key=key[:100]
         )
     return value
 

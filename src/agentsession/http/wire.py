@@ -121,8 +121,7 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             self._answer_too_large()
             return
         self._refuse(
-            400,
-            plain_body(400, "invalid-http", "Bad Request", "the request is not valid HTTP/1.1"),
+            400, plain_body(400, "invalid-http", "Bad Request", "the request is not valid HTTP/1.1")
         )
 
     def _answer_too_large(self) -> None:
@@ -130,9 +129,7 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         self._refuse(431, self.limits.problem())
 
     def _arm_head_timer(self) -> None:
-        self._head_timer = self.loop.call_later(
-            self.limits.timeout_seconds, self._head_timed_out
-        )
+        self._head_timer = self.loop.call_later(self.limits.timeout_seconds, self._head_timed_out)
 
     def _disarm_head_timer(self) -> None:
         if self._head_timer is not None:

@@ -42,8 +42,7 @@ def request_id_context(request_id: str | None) -> Iterator[None]:
         type(request_id) is not str or not 1 <= len(request_id) <= REQUEST_ID_CHARS
     ):
         raise ValidationError(
-            f"request_id must be a string of 1-{REQUEST_ID_CHARS} characters",
-            field="request_id",
+            f"request_id must be a string of 1-{REQUEST_ID_CHARS} characters", field="request_id"
         )
     token = _request_id.set(request_id)
     try:

@@ -63,8 +63,9 @@ class ContextUseCases(ServiceCore):
                 newest user message alone need more than the budget;
                 its ``needed_tokens`` says how many. SessionNotFound.
         """
-        budget = check_limit(budget_tokens, "budget_tokens", allow_none=False,
-                             maximum=MAX_BUDGET_TOKENS)  # fmt: skip
+        budget = check_limit(
+            budget_tokens, "budget_tokens", allow_none=False, maximum=MAX_BUDGET_TOKENS
+        )
         assert budget is not None
         if budget < 1:
             raise ValidationError("budget_tokens must be at least 1", field="budget_tokens")
@@ -75,9 +76,13 @@ class ContextUseCases(ServiceCore):
             system = render_memory({} if memory is None else memory.data)
             system_tokens = text_tokens(tok, system)
             window = select_window(
-                tx, s.session_id, s.message_count,
-                system_tokens=system_tokens, budget=budget, tokenizer=tok,
-            )  # fmt: skip
+                tx,
+                s.session_id,
+                s.message_count,
+                system_tokens=system_tokens,
+                budget=budget,
+                tokenizer=tok,
+            )
             summary_tokens = 0 if window.summary is None else text_tokens(tok, window.summary.text)
             return Context(
                 session_id=s.session_id,

@@ -38,8 +38,7 @@ _FOREVER = timedelta(days=36500)
 OPERATOR_STEPS = (
     "backups, and file-system, volume or VM snapshots taken before the erasure still "
     "hold the erased data: expire them, or erase it from each restored copy",
-    "replicas and standby servers hold their own copies and logs: run the store's "
-    "steps there too",
+    "replicas and standby servers hold their own copies and logs: run the store's steps there too",
     "API keys of the user: `agentsession erase` removes them from the one key file it "
     "finds; after an HTTP erasure, and in other key files, revoke them "
     "(`agentsession keys revoke`)",

@@ -185,5 +185,9 @@ def _copy_state(
             session_id=fork.session_id, version=fork.version, updated_at=now, data=memory.data
         )
         tx.put_working_memory(own, at_seq=n)
-    return {"parent_session_id": parent.session_id, "fork_seq": n,
-            "messages": copied[0], "summaries": copied[1]}  # fmt: skip
+    return {
+        "parent_session_id": parent.session_id,
+        "fork_seq": n,
+        "messages": copied[0],
+        "summaries": copied[1],
+    }

@@ -281,9 +281,7 @@ class LifecycleUseCases(ServiceCore):
         expired, bad = _in_batches(due, pipeline.expire_due)
         failed += [session_id for session_id in bad if session_id not in failed]
         cutoff = self._uow.now() - timedelta(seconds=self.policy.idempotency_retention_seconds)
-        purged = self._uow.run(
-            lambda tx: tx.purge_idempotency(created_before=cutoff), write=True
-        )
+        purged = self._uow.run(lambda tx: tx.purge_idempotency(created_before=cutoff), write=True)
         return SweepResult(
             expired_session_ids=expired,
             purged_idempotency_keys=purged,

@@ -116,9 +116,8 @@ class MemoryUseCases(ServiceCore):
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
             memory = apply_memory(
-                tx, s, now, limits, data=full, patch=merge, ops=checked_ops,
-                at_seq=s.message_count,
-            )  # fmt: skip
+                tx, s, now, limits, data=full, patch=merge, ops=checked_ops, at_seq=s.message_count
+            )
             details: dict[str, Any] = {"mode": mode}
             if shared:
                 details["shared"] = apply_shared_ops(tx, s, now, limits, shared)
@@ -160,9 +159,7 @@ class MemoryUseCases(ServiceCore):
         if type(max_attempts) is not int or max_attempts < 1:
             raise ValidationError("max_attempts must be an integer >= 1", field="max_attempts")
         for attempt in range(1, max_attempts + 1):
-            current = self.get_working_memory(
-                session_id=session_id, user_id=user_id, admin=admin
-            )
+            current = self.get_working_memory(session_id=session_id, user_id=user_id, admin=admin)
             try:
                 return self.update_working_memory(
                     session_id=session_id,
@@ -176,5 +173,3 @@ class MemoryUseCases(ServiceCore):
                     raise
                 time.sleep(random.uniform(0, 0.002 * attempt))
         raise AssertionError("unreachable")  # pragma: no cover
-
-

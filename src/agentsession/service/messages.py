@@ -221,8 +221,7 @@ class MessageUseCases(ServiceCore):
             raise ValidationError("messages must not be empty", field="messages")
         if len(messages) > self.limits.max_batch_messages:
             raise ValidationError(
-                f"at most {self.limits.max_batch_messages} messages per call",
-                field="messages",
+                f"at most {self.limits.max_batch_messages} messages per call", field="messages"
             )
         checked = [check_message(m, f"messages[{i}]", self.limits) for i, m in enumerate(messages)]
         return [c[0] for c in checked], [c[1] for c in checked]
@@ -389,5 +388,3 @@ def _check_runs(tx: StoreTransaction, s: Session, payloads: list[dict[str, Any]]
     """
     for run_id in {p["run_id"] for p in payloads if p.get("run_id") is not None}:
         running_run(tx, s, run_id)
-
-

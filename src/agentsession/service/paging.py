@@ -91,12 +91,7 @@ class Listing:
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     def start(
-        self,
-        cursor: Any,
-        *,
-        after: int | None,
-        before: int | None = None,
-        newest_first: bool,
+        self, cursor: Any, *, after: int | None, before: int | None = None, newest_first: bool
     ) -> Position:
         """Where a call starts: its ``cursor``, else its seq bound, else the default end.
 

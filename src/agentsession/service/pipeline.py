@@ -497,9 +497,7 @@ def check_version(s: Session, expected_version: int | None) -> None:
     the session's current version."""
     if expected_version is not None and expected_version != s.version:
         raise VersionConflict(
-            session_id=s.session_id,
-            current_version=s.version,
-            expected_version=expected_version,
+            session_id=s.session_id, current_version=s.version, expected_version=expected_version
         )
 
 

@@ -93,17 +93,18 @@ class RecordUseCases(ServiceCore):
                     updated_at=now,
                 )
                 for w in writes
-                if not (
-                    w.if_absent and tx.get_record(s.session_id, w.namespace, w.key) is not None
-                )
+                if not (w.if_absent and tx.get_record(s.session_id, w.namespace, w.key) is not None)
             ]
             if not rows:
                 return Unchanged(PutRecordsResult(written=0, session_version=s.version))
             tx.put_records(rows)
             # Counts only: a namespace is caller-chosen text, kept out of the log.
             namespace_count = len({r.namespace for r in rows})
-            details = {"count": len(rows), "kept": len(writes) - len(rows),
-                       "namespace_count": namespace_count}  # fmt: skip
+            details = {
+                "count": len(rows),
+                "kept": len(writes) - len(rows),
+                "namespace_count": namespace_count,
+            }
             result = PutRecordsResult(written=len(rows), session_version=s.version)
             return Change(s, "records.put", details, result)
 
@@ -131,9 +132,7 @@ class RecordUseCases(ServiceCore):
         ns = _namespace(namespace)
         k = check_record_name(key, "key", min_chars=1, max_chars=RECORD_KEY_CHARS)
         return self._reads.read(
-            session_id,
-            Principal(user_id, admin),
-            lambda tx, s: tx.get_record(s.session_id, ns, k),
+            session_id, Principal(user_id, admin), lambda tx, s: tx.get_record(s.session_id, ns, k)
         )
 
     def list_records(

@@ -137,5 +137,3 @@ class RemovalUseCases(ServiceCore):
             touch=True,
         )
         return self._pipeline.write(request).value
-
-

@@ -196,10 +196,16 @@ def _rewind(
     """
     if check_within(s, to, "to_seq") == s.message_count:  # the memory as of it is the current one
         current = memory_as_of(tx, s, to)
-        return Unchanged(RewindResult(
-            number=None, to_seq=to, count=0, mode=mode,
-            memory_version=current.version, session_version=s.version,
-        ))  # fmt: skip
+        return Unchanged(
+            RewindResult(
+                number=None,
+                to_seq=to,
+                count=0,
+                mode=mode,
+                memory_version=current.version,
+                session_version=s.version,
+            )
+        )
     target = memory_as_of(tx, s, to)  # before the removal clamps the history
     newest = tx.list_rewinds(s.session_id, limit=1, newest=True)
     number = newest[0].number + 1 if newest else 1
@@ -208,16 +214,27 @@ def _rewind(
     removed = removal_change(tx, s, to, "session.rewound", None)
     memory = apply_memory(tx, s, now, limits, data=dict(target.data), at_seq=to)
     count = s.message_count - to
-    tx.insert_rewind(Rewind(
-        session_id=s.session_id, number=number, to_seq=to, count=count, mode=mode,
-        memory_version=memory.version, created_at=now,
-    ))  # fmt: skip
+    tx.insert_rewind(
+        Rewind(
+            session_id=s.session_id,
+            number=number,
+            to_seq=to,
+            count=count,
+            mode=mode,
+            memory_version=memory.version,
+            created_at=now,
+        )
+    )
     details: dict[str, Any] = {"to_seq": to, "count": count, "mode": mode}
     if "summaries_removed" in removed.details:
         details["summaries_removed"] = removed.details["summaries_removed"]
     details["memory_version"] = memory.version
     result = RewindResult(
-        number=number, to_seq=to, count=count, mode=mode,
-        memory_version=memory.version, session_version=memory.version,
-    )  # fmt: skip
+        number=number,
+        to_seq=to,
+        count=count,
+        mode=mode,
+        memory_version=memory.version,
+        session_version=memory.version,
+    )
     return Change(removed.session, "session.rewound", details, result)

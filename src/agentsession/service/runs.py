@@ -283,9 +283,7 @@ class RunUseCases(ServiceCore):
         final = check_enum(RunStatus, status, "status", optional=False)
         check_text(error, "error")
         if final not in _FINISH_STATUSES:
-            raise ValidationError(
-                "status must be SUCCEEDED, FAILED or CANCELLED", field="status"
-            )
+            raise ValidationError("status must be SUCCEEDED, FAILED or CANCELLED", field="status")
         counts = check_usage(usage)
         check_json(
             {"output": output, "error": error},
@@ -323,9 +321,7 @@ class RunUseCases(ServiceCore):
         )
         return self._pipeline.write(request).value
 
-    def get_run(
-        self, *, session_id: str, user_id: str, run_id: str, admin: bool = False
-    ) -> Run:
+    def get_run(self, *, session_id: str, user_id: str, run_id: str, admin: bool = False) -> Run:
         """Return one run with a bounded window of its steps: the first
         ``limits.default_page_size`` (at most ``limits.max_page_size``), oldest first.
         ``len(run.steps) < run.step_count`` means there are more: page on with

@@ -191,9 +191,12 @@ class SessionUseCases(ServiceCore):
             create_first = False
             try:
                 written = self._pipeline.create(
-                    Principal(user_id), idempotency_key, request, build_unless_taken,
+                    Principal(user_id),
+                    idempotency_key,
+                    request,
+                    build_unless_taken,
                     scope="open_session",
-                )  # fmt: skip
+                )
                 return written.value, True
             except SessionExists:
                 continue  # created since the lookup: read it

@@ -249,5 +249,3 @@ def _check_version(current: SharedMemory, expected_version: int | None) -> None:
             current_version=current.version,
             expected_version=expected_version,
         )
-
-

@@ -90,8 +90,10 @@ class SummaryUseCases(ServiceCore):
         """
         tok = check_tokenizer(tokenizer)
         fields = _check_fields(text, from_seq, to_seq, author, model, supersedes)
-        counts = [_check_count(summary_tokens, "summary_tokens"),
-                  _check_count(replaced_tokens, "replaced_tokens")]  # fmt: skip
+        counts = [
+            _check_count(summary_tokens, "summary_tokens"),
+            _check_count(replaced_tokens, "replaced_tokens"),
+        ]
         principal = Principal(user_id, admin)
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
@@ -103,13 +105,21 @@ class SummaryUseCases(ServiceCore):
                 replaced = _range_tokens(tx, s.session_id, from_seq, to_seq, tok)
             summary = Summary(
                 **{**fields, "author": fields["author"] or principal.user_id},
-                session_id=s.session_id, number=number, tokenizer=tok.name,
+                session_id=s.session_id,
+                number=number,
+                tokenizer=tok.name,
                 summary_tokens=text_tokens(tok, text) if counts[0] is None else counts[0],
-                replaced_tokens=replaced, created_at=now, version=next_version(s),
-            )  # fmt: skip
+                replaced_tokens=replaced,
+                created_at=now,
+                version=next_version(s),
+            )
             tx.insert_summary(summary)
-            details = {"number": number, "from_seq": from_seq, "to_seq": to_seq,
-                       "supersedes": supersedes}  # fmt: skip
+            details = {
+                "number": number,
+                "from_seq": from_seq,
+                "to_seq": to_seq,
+                "supersedes": supersedes,
+            }
             return Change(s, "summary.added", details, summary)
 
         request = WriteRequest(
@@ -153,7 +163,6 @@ class SummaryUseCases(ServiceCore):
         )
 
 
-
 def _check_fields(
     text: Any, from_seq: Any, to_seq: Any, author: Any, model: Any, supersedes: Any
 ) -> dict[str, Any]:
@@ -171,8 +180,14 @@ def _check_fields(
     for name, value in (("author", author), ("model", model)):
         if value is not None:
             check_record_name(value, name, min_chars=1, max_chars=SUMMARY_LABEL_CHARS)
-    return {"text": text, "from_seq": from_seq, "to_seq": to_seq, "author": author,
-            "model": model, "supersedes": supersedes}  # fmt: skip
+    return {
+        "text": text,
+        "from_seq": from_seq,
+        "to_seq": to_seq,
+        "author": author,
+        "model": model,
+        "supersedes": supersedes,
+    }
 
 
 def _check_count(value: Any, field: str) -> int | None:

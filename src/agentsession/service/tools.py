@@ -85,9 +85,15 @@ class ToolCallUseCases(ServiceCore):
         started, ended = check_time(started_at, "started_at"), check_time(ended_at, "ended_at")
         _check_ids(run_id, call_id, provider_call_id)
         fields: dict[str, Any] = dict(
-            provider_call_id=provider_call_id, run_id=run_id, tool=tool, arguments=args,
-            arguments_hash=canonical_hash(args), result=result, status=call_status, error=error,
-        )  # fmt: skip
+            provider_call_id=provider_call_id,
+            run_id=run_id,
+            tool=tool,
+            arguments=args,
+            arguments_hash=canonical_hash(args),
+            result=result,
+            status=call_status,
+            error=error,
+        )
         # Only when given: keys stored before the field existed keep their fingerprint.
         pid = () if provider_call_id is None else (provider_call_id,)
 

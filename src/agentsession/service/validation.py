@@ -49,6 +49,7 @@ _MESSAGE_SYSTEM_FIELDS = frozenset(
     {"message_id", "session_id", "seq", "created_at", "session_version"}
 )
 
+
 def check_key(key: str | None) -> str | None:
     """An idempotency key: 1-``IDEMPOTENCY_KEY_CHARS`` (255) printable ASCII
     characters, no space at either end (HTTP would strip it), or None."""
@@ -91,6 +92,7 @@ def check_external_key(key: Any) -> str:
         )
     return key
 
+
 def check_record_name(value: Any, field: str, *, min_chars: int, max_chars: int) -> str:
     """A record namespace, key or key bound: text of ``min_chars`` to ``max_chars``
     characters without control characters (C0, DEL, C1) or lone surrogates.
@@ -110,6 +112,7 @@ def check_record_name(value: Any, field: str, *, min_chars: int, max_chars: int)
         )
     return value
 
+
 def check_expected_version(expected_version: int | None, *, minimum: int = 1) -> None:
     """``expected_version`` must be None or an integer >= ``minimum`` (1 for a
     session; 0 for a shared document, whose version 0 means never written)."""
@@ -119,6 +122,7 @@ def check_expected_version(expected_version: int | None, *, minimum: int = 1) ->
         raise ValidationError(
             f"expected_version must be an integer >= {minimum}", field="expected_version"
         )
+
 
 def check_limit(limit: Any, field: str, *, allow_none: bool, maximum: int | None) -> int | None:
     """A row count: an int in 0..maximum (None = no cap); None only if ``allow_none``."""
@@ -132,17 +136,18 @@ def check_limit(limit: Any, field: str, *, allow_none: bool, maximum: int | None
         raise ValidationError(f"{field} must be at most {maximum}", field=field)
     return limit
 
+
 def check_title(title: Any, limits: Limits) -> str | None:
     """A session title: None or a string of at most ``limits.max_title_chars``."""
     if title is None:
         return None
     if not isinstance(title, str) or len(title) > limits.max_title_chars:
         raise ValidationError(
-            f"title must be a string of at most {limits.max_title_chars} characters",
-            field="title",
+            f"title must be a string of at most {limits.max_title_chars} characters", field="title"
         )
     check_json(title, field="title")
     return title
+
 
 def check_metadata(metadata: Any, field: str, limits: Limits) -> dict[str, Any]:
     """A JSON object of at most ``limits.max_metadata_bytes``; None gives ``{}``."""
@@ -154,6 +159,7 @@ def check_metadata(metadata: Any, field: str, limits: Limits) -> dict[str, Any]:
     check_json(value, field=field, limit_bytes=limits.max_metadata_bytes)
     return value
 
+
 def check_ttl(ttl: Any) -> float | None:
     """An idle timeout in seconds: None, or a number in (0, 10 years]."""
     if ttl is None:
@@ -164,6 +170,7 @@ def check_ttl(ttl: Any) -> float | None:
             field="ttl_seconds",
         )
     return float(ttl)
+
 
 def check_lease(seconds: Any) -> float | None:
     """A run lease in seconds: None, or a finite number in (0, :data:`MAX_LEASE_SECONDS`].
@@ -206,8 +213,7 @@ def check_message(message: Any, field: str, limits: Limits) -> tuple[dict[str, A
     content = payload.get("content")
     if content is not None and not isinstance(content, (str, list)):
         raise ValidationError(
-            f"{field}.content must be a string, a list of parts, or null",
-            field=f"{field}.content",
+            f"{field}.content must be a string, a list of parts, or null", field=f"{field}.content"
         )
     for name in ("name", "tool_call_id"):
         if payload.get(name) is not None and not isinstance(payload[name], str):
@@ -226,6 +232,7 @@ def check_message(message: Any, field: str, limits: Limits) -> tuple[dict[str, A
         check_metadata(meta, f"{field}.metadata", limits)
     return payload, text
 
+
 def _check_role(payload: dict[str, Any], field: str) -> None:
     """A message's ``role``: one of :class:`Role`, or absent on a Responses item, whose
     role is derived from its type; a call or output item needs a ``call_id``."""
@@ -242,16 +249,12 @@ def _check_role(payload: dict[str, Any], field: str) -> None:
     kind = payload["type"]
     if role != derived:
         raise ValidationError(
-            f"{field}.role of a {kind} item must be {derived} or left out",
-            field=f"{field}.role",
+            f"{field}.role of a {kind} item must be {derived} or left out", field=f"{field}.role"
         )
     call_id = payload.get("call_id")
-    if (kind in CALL_ITEMS or kind in OUTPUT_ITEMS) and not (
-        isinstance(call_id, str) and call_id
-    ):
+    if (kind in CALL_ITEMS or kind in OUTPUT_ITEMS) and not (isinstance(call_id, str) and call_id):
         raise ValidationError(
-            f"{field}.call_id of a {kind} item must be a non-empty string",
-            field=f"{field}.call_id",
+            f"{field}.call_id of a {kind} item must be a non-empty string", field=f"{field}.call_id"
         )
 
 
@@ -260,9 +263,7 @@ def check_memory(data: Any, limits: Limits) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise ValidationError("working memory must be a JSON object", field="working_memory")
     document: dict[str, Any] = dict(data)
-    check_json(
-        document, field="working_memory", limit_bytes=limits.max_working_memory_bytes
-    )
+    check_json(document, field="working_memory", limit_bytes=limits.max_working_memory_bytes)
     for key, kinds, shown in (
         ("goal", (str,), "a string"),
         ("next_action", (str,), "a string"),
@@ -273,20 +274,19 @@ def check_memory(data: Any, limits: Limits) -> dict[str, Any]:
         value = document.get(key)
         if value is not None and not isinstance(value, kinds):
             raise ValidationError(
-                f"working_memory.{key} must be {shown} or null",
-                field=f"working_memory.{key}",
+                f"working_memory.{key} must be {shown} or null", field=f"working_memory.{key}"
             )
     return document
+
 
 def check_patch(patch: Any, limits: Limits) -> dict[str, Any]:
     """An RFC 7396 merge patch for working memory: a JSON object."""
     if not isinstance(patch, Mapping):
-        raise ValidationError(
-            "a working-memory merge patch must be a JSON object", field="patch"
-        )
+        raise ValidationError("a working-memory merge patch must be a JSON object", field="patch")
     value = dict(patch)
     check_json(value, field="patch", limit_bytes=limits.max_working_memory_bytes)
     return value
+
 
 def check_enum(enum: Any, value: Any, field: str, *, optional: bool = True) -> Any:
     """``value`` converted to the member of ``enum`` it names; None only if ``optional``."""
@@ -319,8 +319,7 @@ def check_within(s: Session, seq: int, field: str) -> int:
     """
     if seq > s.message_count:
         raise ValidationError(
-            f"{field} must be at most the session's message_count ({s.message_count})",
-            field=field,
+            f"{field} must be at most the session's message_count ({s.message_count})", field=field
         )
     return seq
 
@@ -377,9 +376,7 @@ def check_usage(usage: Any) -> dict[str, int]:
     if not isinstance(usage, Mapping) or not all(
         isinstance(k, str) and type(v) is int and v >= 0 for k, v in usage.items()
     ):
-        raise ValidationError(
-            "usage must map names to token counts (integers >= 0)", field="usage"
-        )
+        raise ValidationError("usage must map names to token counts (integers >= 0)", field="usage")
     return dict(usage)
 
 
@@ -417,13 +414,7 @@ def decode_cursor(cursor: Any, scope: Any) -> tuple[datetime, str] | None:
             raise ValueError
         check_id(session_id, field="cursor", prefix="ses")
         return at.astimezone(UTC), session_id
-    except (
-        ValueError,
-        TypeError,
-        OverflowError,
-        binascii.Error,
-        UnicodeDecodeError,
-    ):
+    except (ValueError, TypeError, OverflowError, binascii.Error, UnicodeDecodeError):
         raise ValidationError("cursor is not one this service issued", field="cursor") from None
 
 
@@ -448,6 +439,7 @@ def check_text(value: Any, field: str, *, max_chars: int = TEXT_CHARS) -> str | 
         )
     check_json(value, field=field)
     return value
+
 
 def check_tokenizer(tokenizer: Any) -> Tokenizer:
     """``tokenizer``, or the default for None.

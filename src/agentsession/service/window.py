@@ -92,9 +92,7 @@ def align_window(
             rows, start_blocked = _widen_start(tx, session_id, rows, needed, neighbour)
             start_checked = True
         elif not end_blocked and (pending or not end_checked):
-            rows, end_blocked = _widen_end(
-                tx, session_id, rows, pending, message_count, neighbour
-            )
+            rows, end_blocked = _widen_end(tx, session_id, rows, pending, message_count, neighbour)
             end_checked = True
         else:
             break
@@ -209,7 +207,4 @@ def _newer(
         return tx.get_messages(session_id, after_seq=seq, limit=limit, newest=False)
     if limit == 1:
         return [known]
-    return [
-        known,
-        *tx.get_messages(session_id, after_seq=known.seq, limit=limit - 1, newest=False),
-    ]
+    return [known, *tx.get_messages(session_id, after_seq=known.seq, limit=limit - 1, newest=False)]

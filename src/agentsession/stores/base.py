@@ -460,9 +460,7 @@ class StoreTransaction(Protocol):
         """Tool calls oldest first (by ``seq``), optionally of one tool, after a seq.
         With ``tool``, served by an index ``(session_id, tool, seq)``."""
 
-    def find_tool_call(
-        self, session_id: str, *, tool: str, arguments_hash: str
-    ) -> ToolCall | None:
+    def find_tool_call(self, session_id: str, *, tool: str, arguments_hash: str) -> ToolCall | None:
         """The newest call of ``tool`` whose ``arguments_hash`` matches, or None.
         Served by an index ``(session_id, tool, arguments_hash, seq)``."""
 

@@ -430,6 +430,7 @@ class _MemoryTransaction:
         rows = [] if data is None else data.rewound.get(number, [])
         rows = [m for m in rows if after_seq is None or m.seq > after_seq]
         return [_copy(m) for m in rows[:limit]]
+
     # -- forks -----------------------------------------------------------------------
     def copy_history(
         self, source_id: str, target_id: str, *, upto_seq: int, id_part: str
@@ -438,10 +439,15 @@ class _MemoryTransaction:
         source, target = self._data(source_id), self._data(target_id)
         # The target is new and empty: the undo log drops its rows whole.
         target.messages = [
-            m.model_copy(update={"message_id": "msg_" + id_part + m.message_id[17:30],
-                                 "session_id": target_id}, deep=True)
+            m.model_copy(
+                update={
+                    "message_id": "msg_" + id_part + m.message_id[17:30],
+                    "session_id": target_id,
+                },
+                deep=True,
+            )
             for m in source.messages[:upto_seq]
-        ]  # fmt: skip
+        ]
         target.summaries = [
             s.model_copy(update={"session_id": target_id}, deep=True)
             for s in source.summaries
@@ -490,8 +496,9 @@ class _MemoryTransaction:
         # Only the newest row at or above after_seq can be read again: keep it, there.
         self._splice(rows, i, (after_seq, rows[-1][1]))
 
-    def _splice(self, rows: list[tuple[int, WorkingMemory]], i: int,
-                row: tuple[int, WorkingMemory]) -> None:  # fmt: skip
+    def _splice(
+        self, rows: list[tuple[int, WorkingMemory]], i: int, row: tuple[int, WorkingMemory]
+    ) -> None:
         """Replace ``rows[i:]`` by ``row``, undone on rollback."""
         before = rows[:]
         rows[i:] = [row]
@@ -566,9 +573,7 @@ class _MemoryTransaction:
         rows = [c for c in data.tool_calls[start:] if tool is None or c.tool == tool]
         return [_copy(c) for c in rows[:limit]]
 
-    def find_tool_call(
-        self, session_id: str, *, tool: str, arguments_hash: str
-    ) -> ToolCall | None:
+    def find_tool_call(self, session_id: str, *, tool: str, arguments_hash: str) -> ToolCall | None:
         data = self._s._sessions.get(session_id)
         if data is None:
             return None
@@ -736,4 +741,3 @@ def _restore(rows: dict[tuple[str, str], Record], k: tuple[str, str], old: Recor
 
 def _seq(row: Any) -> int:
     return int(row.seq)
-

@@ -88,9 +88,10 @@ def open_source(source: str) -> DatabaseSessionService | SqliteSessionService:
     if url.get_backend_name() == "sqlite":
         opened = _SqliteSource(url.database or "", "DatabaseSessionService")
         url = url.set(
-            drivername="sqlite+aiosqlite", database="file:" + _uri_path(opened.file),
+            drivername="sqlite+aiosqlite",
+            database="file:" + _uri_path(opened.file),
             query={**url.query, **opened.query, "uri": "true"},
-        )  # fmt: skip
+        )
     try:
         service = DatabaseSessionService(url.render_as_string(hide_password=False))
     except ValueError as exc:  # ADK's words for a URL it cannot use

@@ -105,10 +105,15 @@ def export_session(
         while True:
             records = manager.list_records(**scope, namespace=namespace, after=key, limit=size)
             for record in records:
-                yield {"type": "record", "record": {
-                    "namespace": record.namespace, "key": record.key,
-                    "data": base64.b64encode(record.data).decode("ascii"), "meta": record.meta,
-                }}  # fmt: skip
+                yield {
+                    "type": "record",
+                    "record": {
+                        "namespace": record.namespace,
+                        "key": record.key,
+                        "data": base64.b64encode(record.data).decode("ascii"),
+                        "meta": record.meta,
+                    },
+                }
             if len(records) < size:
                 break
             key = records[-1].key
@@ -530,11 +535,17 @@ class _Writer:
     def _tool_call(self, call: dict[str, Any]) -> None:
         tool: Any = call.get("tool")  # None or a bad name: the manager refuses it
         self._manager.record_tool_call(
-            **self._scope, tool=tool, arguments=call.get("arguments"),
-            result=call.get("result"), status=call.get("status", "ok"), error=call.get("error"),
-            started_at=_time(call.get("started_at")), ended_at=_time(call.get("ended_at")),
-            call_id=call.get("call_id"), provider_call_id=call.get("provider_call_id"),
-        )  # fmt: skip
+            **self._scope,
+            tool=tool,
+            arguments=call.get("arguments"),
+            result=call.get("result"),
+            status=call.get("status", "ok"),
+            error=call.get("error"),
+            started_at=_time(call.get("started_at")),
+            ended_at=_time(call.get("ended_at")),
+            call_id=call.get("call_id"),
+            provider_call_id=call.get("provider_call_id"),
+        )
 
     def _summary(self, line: dict[str, Any]) -> None:
         """Add the summary as exported: they come back in the same order, numbered
@@ -545,11 +556,17 @@ class _Writer:
         if type(supersedes) is int and type(number) is int and supersedes < number:
             supersedes = self._numbers.get(supersedes)
         added = self._manager.add_summary(
-            **self._scope, text=line.get("text", ""), from_seq=line.get("from_seq", 0),
-            to_seq=line.get("to_seq", 0), author=line.get("author"), model=line.get("model"),
-            summary_tokens=line.get("summary_tokens"), replaced_tokens=line.get("replaced_tokens"),
-            tokenizer=_CountedBy(line.get("tokenizer")), supersedes=supersedes,
-        )  # fmt: skip
+            **self._scope,
+            text=line.get("text", ""),
+            from_seq=line.get("from_seq", 0),
+            to_seq=line.get("to_seq", 0),
+            author=line.get("author"),
+            model=line.get("model"),
+            summary_tokens=line.get("summary_tokens"),
+            replaced_tokens=line.get("replaced_tokens"),
+            tokenizer=_CountedBy(line.get("tokenizer")),
+            supersedes=supersedes,
+        )
         if type(number) is int:
             self._numbers[number] = added.number
 
@@ -561,25 +578,35 @@ class _Writer:
             raise ValidationError("run.steps must be a list of objects")
         status = _enum(RunStatus, line.get("status", "RUNNING"), "run.status")
         run = self._manager.start_run(
-            **self._scope, input=line.get("input"), metadata=line.get("metadata") or None,
+            **self._scope,
+            input=line.get("input"),
+            metadata=line.get("metadata") or None,
             lease_seconds=line.get("lease_seconds"),
-        )  # fmt: skip
+        )
         for step in steps:
             self._manager.add_run_step(
-                **self._scope, run_id=run.run_id, kind=step.get("kind"), name=step.get("name"),
-                input=step.get("input"), output=step.get("output"),
-                status=step.get("status", "ok"), error=step.get("error"),
-                started_at=_time(step.get("started_at")), ended_at=_time(step.get("ended_at")),
-            )  # fmt: skip
+                **self._scope,
+                run_id=run.run_id,
+                kind=step.get("kind"),
+                name=step.get("name"),
+                input=step.get("input"),
+                output=step.get("output"),
+                status=step.get("status", "ok"),
+                error=step.get("error"),
+                started_at=_time(step.get("started_at")),
+                ended_at=_time(step.get("ended_at")),
+            )
         if not status.is_final:
             return
         finished = status in _FINISHED
         self._manager.finish_run(
-            **self._scope, run_id=run.run_id,
+            **self._scope,
+            run_id=run.run_id,
             status=status if finished else RunStatus.CANCELLED,
             error=line.get("error") if finished else line.get("error") or "interrupted",
-            output=line.get("output"), usage=line.get("usage") or None,
-        )  # fmt: skip
+            output=line.get("output"),
+            usage=line.get("usage") or None,
+        )
 
 
 class _CountedBy:

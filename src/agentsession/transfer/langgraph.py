@@ -57,8 +57,9 @@ from .sqlitefile import ReadOnlyDatabase, require_file
 
 __all__ = ["LangGraphImportReport", "LangGraphSource", "import_langgraph"]
 
-_CHECKPOINT_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, " \
-    "checkpoint, metadata"  # fmt: skip
+_CHECKPOINT_COLUMNS = (
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata"
+)
 _WRITE_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value"
 _NOT_OURS = "is not a LangGraph SqliteSaver database"
 #: The columns as ``SqliteSaver`` writes them (``setup()``): ids and names text, the
@@ -234,9 +235,14 @@ class LangGraphSource:
                 reason = f"cannot read it ({type(exc).__name__}: {first_lines(exc)})"
                 raise refusal(self.name, f"thread {thread_id!r}", reason) from exc
             yield Checkpoint(
-                thread_id, ns, checkpoint_id, parent.get("checkpoint_id"),
-                cast(Blob, found.checkpoint), metadata, writes,
-            )  # fmt: skip
+                thread_id,
+                ns,
+                checkpoint_id,
+                parent.get("checkpoint_id"),
+                cast(Blob, found.checkpoint),
+                metadata,
+                writes,
+            )
 
     def close(self) -> None:
         """Close the database."""
@@ -365,15 +371,26 @@ def _import_thread(
         else:
             for task, channel, kind, value, path, idx in cp.writes:
                 write = write_record(
-                    cp.ns, cp.checkpoint_id, str(task), str(path or ""), int(idx),
-                    str(channel), (str(kind), bytes(value or b"")),
-                )  # fmt: skip
+                    cp.ns,
+                    cp.checkpoint_id,
+                    str(task),
+                    str(path or ""),
+                    int(idx),
+                    str(channel),
+                    (str(kind), bytes(value or b"")),
+                )
                 if write.if_absent or _changed(manager, scope, write):
                     batch.add(write)
-            batch.add(checkpoint_record(
-                cp.ns, cp.checkpoint_id, (cp.blob.type, cp.blob.data),
-                serde.dumps_typed(cp.metadata), cp.parent, if_absent=True,
-            ))  # fmt: skip
+            batch.add(
+                checkpoint_record(
+                    cp.ns,
+                    cp.checkpoint_id,
+                    (cp.blob.type, cp.blob.data),
+                    serde.dumps_typed(cp.metadata),
+                    cp.parent,
+                    if_absent=True,
+                )
+            )
             report.checkpoints += 1
         if advance is not None:
             advance(1)
@@ -421,8 +438,13 @@ def _import_messages(
     try:
         values = serde.loads_typed((newest.type, newest.data)).get("channel_values") or {}
     except Exception as exc:  # a serializer's own type, damaged bytes: records stay
-        report.failed.append((thread_id, f"messages not derived: cannot load the newest "
-                              f"checkpoint ({type(exc).__name__}: {exc})"))  # fmt: skip
+        report.failed.append(
+            (
+                thread_id,
+                f"messages not derived: cannot load the newest "
+                f"checkpoint ({type(exc).__name__}: {exc})",
+            )
+        )
         return
     found = values.get("messages") if isinstance(values, dict) else None
     if not isinstance(found, list):
@@ -444,7 +466,7 @@ def _import_messages(
                         f"messages differ from the thread's at {stored + 1}",
                     )
                 )
-                return  # fmt: skip
+                return
             stored += 1
         after = page.items[-1].seq if page.items and page.next_cursor else None
     size = manager.limits.max_batch_messages

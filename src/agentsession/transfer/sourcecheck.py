@@ -134,8 +134,7 @@ def json_text(raw: str | bytes, *, field: str, levels: int = MAX_DEPTH) -> str:
             raise ValidationError(f"{field} is not UTF-8 (byte {exc.start})", field=field) from None
     if text_depth(raw) > levels + 1:
         raise ValidationError(
-            f"{field} nests deeper than {levels} levels (the most a stored value may)",
-            field=field,
+            f"{field} nests deeper than {levels} levels (the most a stored value may)", field=field
         )
     return raw
 

@@ -19,10 +19,7 @@ from ..routing import StrictRoute
 from ..schemas import AddSummary, Items, LimitQuery, seq_query
 
 router = APIRouter(
-    prefix="/v1/sessions/{session_id}",
-    tags=["context"],
-    responses=ERRORS,
-    route_class=StrictRoute,
+    prefix="/v1/sessions/{session_id}", tags=["context"], responses=ERRORS, route_class=StrictRoute
 )
 
 

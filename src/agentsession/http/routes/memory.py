@@ -31,8 +31,7 @@ router = APIRouter(
 async def get_working_memory(
     ctx: ReadCtx,
     at_seq: Annotated[
-        int | None,
-        seq_query("The memory as it stood at this message seq (0..message_count)."),
+        int | None, seq_query("The memory as it stood at this message seq (0..message_count).")
     ] = None,
 ) -> Response:
     """The working memory, or with ``at_seq`` the memory as it stood at that message

@@ -14,10 +14,7 @@ from ..routing import StrictRoute
 from ..schemas import CursorQuery, LimitQuery, RewindBody
 
 router = APIRouter(
-    prefix="/v1/sessions/{session_id}",
-    tags=["rewind"],
-    responses=ERRORS,
-    route_class=StrictRoute,
+    prefix="/v1/sessions/{session_id}", tags=["rewind"], responses=ERRORS, route_class=StrictRoute
 )
 
 #: A rewind's number in a path.

@@ -66,10 +66,7 @@ _SESSION_EXISTS = (
     responses=problem_responses(403, 409, descriptions={409: _SESSION_EXISTS}),
 )
 async def create_session(
-    request: Request,
-    principal: Auth,
-    body: CreateSession,
-    idempotency_key: IdempotencyKey = None,
+    request: Request, principal: Auth, body: CreateSession, idempotency_key: IdempotencyKey = None
 ) -> Response:
     """Create an ACTIVE session owned by the caller."""
     session, replayed = await write(

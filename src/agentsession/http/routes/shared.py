@@ -56,7 +56,7 @@ IfMatch = Annotated[
     Header(
         description='The document\'s ETag (`"<version>"`, `"0"` = never written), a list '
         "of them, or `*`: the delete happens only if the document is still at that "
-        "version. Any other value, a session's ETag too, matches nothing (412).",
+        "version. Any other value, a session's ETag too, matches nothing (412)."
     ),
 ]
 
@@ -125,9 +125,7 @@ async def patch_shared_memory(
     return _reply(doc, replayed=replayed)
 
 
-@router.delete(
-    "/{scope}/{agent}", responses={**BAD_REQUEST, **problem_responses(412, 428)}
-)
+@router.delete("/{scope}/{agent}", responses={**BAD_REQUEST, **problem_responses(412, 428)})
 async def delete_shared_memory(
     request: Request,
     principal: Auth,

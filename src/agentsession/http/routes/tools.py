@@ -78,10 +78,7 @@ async def find_tool_call(ctx: ReadCtx, body: FindToolCall) -> Response:
     nothing and takes no ``If-Match`` or ``Idempotency-Key``. The arguments travel in
     the body, so they never appear in a URL or an access log."""
     call = await ctx.manager.find_tool_call(
-        **ctx.who,
-        tool=body.tool,
-        arguments=body.arguments,
-        provider_call_id=body.provider_call_id,
+        **ctx.who, tool=body.tool, arguments=body.arguments, provider_call_id=body.provider_call_id
     )
     return reply({"item": call})
 

@@ -37,9 +37,7 @@ TABLE_OPTIONS: Final[TableOptions] = {
 
 def _session_fk(table: str) -> sa.ForeignKey:
     return sa.ForeignKey(
-        "sessions.session_id",
-        ondelete="CASCADE",
-        name=op.f(f"fk_{table}_session_id_sessions"),
+        "sessions.session_id", ondelete="CASCADE", name=op.f(f"fk_{table}_session_id_sessions")
     )
 
 

@@ -26,17 +26,14 @@ runs = sa.table(
     sa.column("step_count", sa.Integer),
 )
 run_steps = sa.table(
-    "run_steps",
-    sa.column("session_id", sa.String),
-    sa.column("run_id", sa.String),
+    "run_steps", sa.column("session_id", sa.String), sa.column("run_id", sa.String)
 )
 
 
 def upgrade() -> None:
     """Add ``runs.step_count`` and set it to each run's number of steps."""
     op.add_column(
-        "runs",
-        sa.Column("step_count", sa.Integer, nullable=False, server_default=sa.text("0")),
+        "runs", sa.Column("step_count", sa.Integer, nullable=False, server_default=sa.text("0"))
     )
     count = (
         sa.select(sa.func.count())

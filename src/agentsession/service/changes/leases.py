@@ -43,10 +43,7 @@ def lapse_change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
         stopped.append(run.run_id)
     answered = answer_interrupted_calls(tx, s, now, stopped)
     new = s.model_copy(
-        update={
-            "lease_expires_at": None,
-            "message_count": s.message_count + len(answered.messages),
-        }
+        update={"lease_expires_at": None, "message_count": s.message_count + len(answered.messages)}
     )
     details = {
         "run_id": stopped[0] if stopped else None,

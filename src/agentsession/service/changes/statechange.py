@@ -56,8 +56,7 @@ class StateChange:
         """
         if patch is not None and ops is not None:
             raise ValidationError(
-                "pass at most one of working_memory_patch and working_memory_ops",
-                field=_OPS_FIELD,
+                "pass at most one of working_memory_patch and working_memory_ops", field=_OPS_FIELD
             )
         limit = limits.max_working_memory_bytes
         return cls(
@@ -88,9 +87,15 @@ class StateChange:
         """
         if self.patch is not None or self.ops is not None:
             apply_memory(
-                tx, s, now, limits, patch=self.patch, ops=self.ops, ops_field=_OPS_FIELD,
+                tx,
+                s,
+                now,
+                limits,
+                patch=self.patch,
+                ops=self.ops,
+                ops_field=_OPS_FIELD,
                 at_seq=at_seq,
-            )  # fmt: skip
+            )
             details["memory"] = "merge" if self.patch is not None else "ops"
         if self.shared:
             details["shared"] = apply_shared_ops(tx, s, now, limits, self.shared)

@@ -53,9 +53,7 @@ def translate(exc: Exception, *, committing: bool = False) -> StoreError:
     return StoreError(f"undecodable data in Redis: {exc}")
 
 
-def translated(
-    method: Callable[Concatenate[T, P], R],
-) -> Callable[Concatenate[T, P], R]:
+def translated(method: Callable[Concatenate[T, P], R]) -> Callable[Concatenate[T, P], R]:
     """Decorate a method so it raises redis-py errors (and undecodable stored data) as
     store errors (:func:`translate`)."""
 

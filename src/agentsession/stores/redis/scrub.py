@@ -22,9 +22,7 @@ from .replies import SYNC_ONLY as _SYNC_ONLY
 __all__ = ["config_of", "scrub"]
 
 _DELETED = "the erased keys were deleted from Redis's memory"
-_REPLICAS = (
-    "replicas keep their own AOF and RDB files: run BGREWRITEAOF (and BGSAVE) there too"
-)
+_REPLICAS = "replicas keep their own AOF and RDB files: run BGREWRITEAOF (and BGSAVE) there too"
 _SLOWLOG = (
     "the slow log keeps the arguments of slow commands (the store's write scripts "
     "included) in memory until SLOWLOG RESET or a restart"

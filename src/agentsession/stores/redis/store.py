@@ -176,7 +176,8 @@ _REINDEX_BATCH = 50
 
 # Checks first (nothing written if one fails), then writes. ARGV[1] = number of checks;
 # each op is an opcode and its operands; a key operand is an index into KEYS.
-_APPLY_LUA = r"""
+_APPLY_LUA = (
+    r"""
 local i = 2
 local function arg() local a = ARGV[i]; i = i + 1; return a end
 local function key() return KEYS[tonumber(arg())] end
@@ -232,7 +233,9 @@ while i <= #ARGV do
     for n = 1, redis.call('ZCARD', p .. 'rewinds') do redis.call('DEL', p .. 'rewound:' .. n) end
     redis.call('DEL', p .. 'rewinds')
   elseif op == 'FORK' then
-""" + FORK_LUA + r"""
+"""
+    + FORK_LUA
+    + r"""
   else
     local k = key()
     if op == 'SET' then
@@ -297,6 +300,7 @@ while i <= #ARGV do
 end
 return 'OK'
 """
+)
 
 
 def _prefix(sid: str) -> str:
@@ -873,10 +877,16 @@ class _RedisTransaction(
 
     @_translated
     def list_sessions(
-        self, *, user_id: str | None, status: SessionStatus | None, agent: str | None,
-        after: tuple[datetime, str] | None, limit: int, now: datetime,
+        self,
+        *,
+        user_id: str | None,
+        status: SessionStatus | None,
+        agent: str | None,
+        after: tuple[datetime, str] | None,
+        limit: int,
+        now: datetime,
         parent_session_id: str | None = None,
-    ) -> list[Session]:  # fmt: skip
+    ) -> list[Session]:
         filters = (user_id, status, agent, parent_session_id)
         return _list_sessions(self._r, filters, after, limit, now)
 
@@ -1041,9 +1051,7 @@ class _RedisTransaction(
             return None
         p = _prefix(session_id)
         call_id = _text(self._r.hget(p + index, field))
-        if call_id is None:
-            return None
-        raw = _text(self._r.hget(p + "calls", call_id))
+        raw = None if call_id is None else _text(self._r.hget(p + "calls", call_id))
         return None if raw is None else _dec(ToolCall, raw)
 
     # -- runs ------------------------------------------------------------------------
@@ -1166,8 +1174,7 @@ class _RedisTransaction(
             if i not in seen and (after_seq is None or r.seq > after_seq)
         ]
         chosen = sorted(
-            (r for r in self._run_rows(session_id, ids) if r is not None),
-            key=lambda r: r.seq,
+            (r for r in self._run_rows(session_id, ids) if r is not None), key=lambda r: r.seq
         )
         chosen = [r for r in chosen if status is None or r.status == status]
         return chosen if limit is None else chosen[:limit]

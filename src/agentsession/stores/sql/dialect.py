@@ -105,9 +105,7 @@ _MYSQL_NO_SPACE = 1030
 
 #: The sql_mode of every MySQL/MariaDB connection: the server's plus STRICT_ALL_TABLES
 #: (see the module docstring).
-MYSQL_SQL_MODE = (
-    "sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_ALL_TABLES')"
-)
+MYSQL_SQL_MODE = "sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_ALL_TABLES')"
 
 # The smallest MySQL/MariaDB max_allowed_packet the store accepts: a 4 MiB payload (the
 # default message and tool-call limit) can double when PyMySQL quotes it (every "\\"
@@ -134,15 +132,13 @@ def parse_url(url: str) -> URL:
     backend, _, driver = parsed.drivername.partition("+")
     if backend not in _DRIVERS:
         raise ValidationError(
-            f"unsupported SQL backend {backend!r}; supported: {', '.join(_DRIVERS)}",
-            field="url",
+            f"unsupported SQL backend {backend!r}; supported: {', '.join(_DRIVERS)}", field="url"
         )
     default, drivers = _DRIVERS[backend]
     driver = driver or default
     if driver not in drivers:
         raise ValidationError(
-            f"unsupported driver {driver!r} for {backend}; use {backend}+{default}://",
-            field="url",
+            f"unsupported driver {driver!r} for {backend}; use {backend}+{default}://", field="url"
         )
     module, extra = drivers[driver]
     if importlib.util.find_spec(module) is None:

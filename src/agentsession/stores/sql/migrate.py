@@ -22,21 +22,10 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from ...errors import SchemaOutOfDate, StoreError
-from .dialect import (
-    check_database,
-    create_store_engine,
-    migration_lock,
-    parse_url,
-    translate_error,
-)
+from .dialect import check_database, create_store_engine, migration_lock, parse_url, translate_error
 from .schema import metadata
 
-__all__ = [
-    "current_revision",
-    "ensure_schema",
-    "head_revision",
-    "upgrade",
-]
+__all__ = ["current_revision", "ensure_schema", "head_revision", "upgrade"]
 
 _SCRIPTS = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -94,10 +83,7 @@ def upgrade(url: str, *, revision: str = "head", busy_timeout_seconds: float = 3
     engine = create_store_engine(parse_url(url), busy_timeout_seconds=busy_timeout_seconds)
     try:
         return ensure_schema(
-            engine,
-            auto_migrate=True,
-            revision=revision,
-            busy_timeout_seconds=busy_timeout_seconds,
+            engine, auto_migrate=True, revision=revision, busy_timeout_seconds=busy_timeout_seconds
         )
     finally:
         engine.dispose()

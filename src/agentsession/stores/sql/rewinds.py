@@ -66,9 +66,15 @@ class RewindOps:
         self._writing()
         columns = ("session_id", "seq", "message_id", "created_at", "role", "run_id", "payload")
         source = sa.select(
-            m.c.session_id, m.c.seq, m.c.message_id, m.c.created_at, m.c.role, m.c.run_id,
-            m.c.payload, sa.literal(number, sa.Integer).label("rewind_number"),
-        ).where(m.c.session_id == session_id, m.c.seq > after_seq)  # fmt: skip
+            m.c.session_id,
+            m.c.seq,
+            m.c.message_id,
+            m.c.created_at,
+            m.c.role,
+            m.c.run_id,
+            m.c.payload,
+            sa.literal(number, sa.Integer).label("rewind_number"),
+        ).where(m.c.session_id == session_id, m.c.seq > after_seq)
         stmt = sa.insert(h).from_select([*columns, "rewind_number"], source)
         # PostgreSQL's driver answers -1 for an INSERT ... SELECT unless told to keep it.
         return int(self._conn.execute(stmt.execution_options(preserve_rowcount=True)).rowcount)

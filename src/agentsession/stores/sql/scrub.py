@@ -155,9 +155,7 @@ def _mysql(engine: Engine, compact: bool) -> ScrubReport:
     tables = _tables()
     with engine.connect() as conn:
         quote = conn.dialect.identifier_preparer.quote
-        rows = conn.exec_driver_sql(
-            f"OPTIMIZE TABLE {', '.join(quote(t) for t in tables)}"
-        ).all()
+        rows = conn.exec_driver_sql(f"OPTIMIZE TABLE {', '.join(quote(t) for t in tables)}").all()
         conn.commit()
     errors = [f"{row[0]}: {row[3]}" for row in rows if str(row[2]).lower() == "error"]
     if errors:

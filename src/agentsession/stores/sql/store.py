@@ -430,8 +430,9 @@ class _Statements:
             now = sa.bindparam("now", type_=sessions.c.expires_at.type)
             stmt = stmt.where(sa.or_(sessions.c.expires_at.is_(None), sessions.c.expires_at > now))
         if after:
-            at, sid = sa.bindparam("after_at", type_=sessions.c.updated_at.type), sa.bindparam(
-                "after_id", type_=sessions.c.session_id.type
+            at, sid = (
+                sa.bindparam("after_at", type_=sessions.c.updated_at.type),
+                sa.bindparam("after_id", type_=sessions.c.session_id.type),
             )
             stmt = stmt.where(
                 sa.or_(
@@ -464,9 +465,7 @@ class _Statements:
         return stmt
 
 
-class _SQLTransaction(
-    ForkOps, RecordOps, SummaryOps, RewindOps, MemoryHistoryOps, SharedMemoryOps
-):
+class _SQLTransaction(ForkOps, RecordOps, SummaryOps, RewindOps, MemoryHistoryOps, SharedMemoryOps):
     """One transaction on one connection (the StoreTransaction protocol)."""
 
     def __init__(
@@ -616,10 +615,7 @@ class _SQLTransaction(
             return []
         stmt = (
             sa.select(sessions.c.session_id)
-            .where(
-                sessions.c.status == SessionStatus.ACTIVE.value,
-                sessions.c.expires_at <= now,
-            )
+            .where(sessions.c.status == SessionStatus.ACTIVE.value, sessions.c.expires_at <= now)
             .order_by(sessions.c.expires_at, sessions.c.session_id)
             .limit(limit)
         )
@@ -709,17 +705,6 @@ class _SQLTransaction(
         params = {"session_id": session_id, "after_seq": after_seq}
         return int(self._execute(self._sql.delete_messages, params).rowcount)
 
-
-
-
-
-
-
-
-
-
-
-
     # -- working memory --------------------------------------------------------------
     @_translated
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:
@@ -746,12 +731,6 @@ class _SQLTransaction(
                 sa.insert(working_memory), {**values, "session_id": memory.session_id}
             )
 
-
-
-
-
-
-
     # -- tool calls ------------------------------------------------------------------
     @_translated
     def insert_tool_call(self, call: ToolCall) -> None:
@@ -770,9 +749,13 @@ class _SQLTransaction(
 
     @_translated
     def list_tool_calls(
-        self, session_id: str, *, tool: str | None = None, after_seq: int | None = None,
+        self,
+        session_id: str,
+        *,
+        tool: str | None = None,
+        after_seq: int | None = None,
         limit: int | None = None,
-    ) -> list[ToolCall]:  # fmt: skip
+    ) -> list[ToolCall]:
         if limit is not None and limit <= 0:
             return []
         stmt = sa.select(tool_calls).where(tool_calls.c.session_id == session_id)
@@ -860,9 +843,13 @@ class _SQLTransaction(
 
     @_translated
     def list_run_steps(
-        self, session_id: str, run_id: str, *, after_index: int | None = None,
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        after_index: int | None = None,
         limit: int | None = None,
-    ) -> list[RunStep]:  # fmt: skip
+    ) -> list[RunStep]:
         if limit is not None and limit <= 0:
             return []
         stmt = sa.select(run_steps).where(
@@ -881,9 +868,13 @@ class _SQLTransaction(
 
     @_translated
     def list_runs(
-        self, session_id: str, *, status: RunStatus | None = None, after_seq: int | None = None,
+        self,
+        session_id: str,
+        *,
+        status: RunStatus | None = None,
+        after_seq: int | None = None,
         limit: int | None = None,
-    ) -> list[Run]:  # fmt: skip
+    ) -> list[Run]:
         if limit is not None and limit <= 0:
             return []
         stmt = sa.select(runs).where(runs.c.session_id == session_id)
