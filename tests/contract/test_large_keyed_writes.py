@@ -14,7 +14,7 @@ from agentsession import SessionManager
 from agentsession.jsonvalues import dumps
 from agentsession.service import Limits
 from agentsession.stores.base import SessionStore
-from agentsession.stores.sql import SQLStore
+from agentsession.stores.sql.store import SQLStore
 
 MiB = 1024 * 1024
 #: Content whose JSON a SQL client escapes the most: a backslash or a quote is two bytes
