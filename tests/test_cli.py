@@ -587,7 +587,7 @@ def test_export_out_says_what_it_wrote_where(url: str, tmp_path: Path) -> None:
         f"exported {sid} to {out}: 1 session, 1 working memory, 1 message, 1 memory, "
         "1 tool call, 1 run\n"
     )
-    assert len(out.read_text().splitlines()) == 6
+    assert len(out.read_text().splitlines()) == 7  # and the end line
     plain = invoke("export", sid, "--url", url, "--user", "alice")
     assert plain.stdout == out.read_text()
 

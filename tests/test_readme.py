@@ -10,6 +10,7 @@ import subprocess
 import sys
 from ast import PyCF_ALLOW_TOP_LEVEL_AWAIT, PyCF_ONLY_AST
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -213,3 +214,86 @@ def test_delete_is_shown_with_yes() -> None:
     assert lines and all("--yes" in line.split("#")[0] for line in lines), lines
     help_text = CliRunner().invoke(build_app(), ["delete", "--help"], terminal_width=200).output
     assert "--yes" in help_text
+
+
+#: A command line in a shell block: ``agentsession`` at the start of a line (after
+#: ``$ ``), after ``(``, ``/`` (``.venv/bin/``) or ``-m ``, up to a comment, a closing
+#: ``)``, a redirection or the end of a command.
+_SHELL_CALL = re.compile(r"(?:^\s*(?:\$ )?|[(/]|-m )agentsession ([^)#;&>\n]*)")
+#: An inline code span that is a command line.
+_INLINE_CALL = re.compile(r"`agentsession ([^`]*)`")
+_SHELL = {"", "sh", "bash", "shell", "console"}
+
+
+def command_lines(text: str) -> list[str]:
+    """The words after ``agentsession`` of every command line of a Markdown ``text``:
+    in its shell code blocks and in inline code spans (a pipe ``a | b`` ends one)."""
+    calls: list[str] = []
+    language: str | None = None
+    for line in text.splitlines():
+        fence = _FENCE.match(line)
+        if fence:
+            language = fence.group(1) if language is None else None
+        elif language in _SHELL:
+            calls += [m.group(1) for m in _SHELL_CALL.finditer(line)]
+        elif language is None:
+            calls += [m.group(1) for m in _INLINE_CALL.finditer(line)]
+    return [call.split(" | ")[0].strip() for call in calls]
+
+
+def command_problem(command: Any, words: list[str], path: tuple[str, ...] = ()) -> str | None:
+    """What is wrong with ``agentsession <words>`` against the click ``command`` tree:
+    None when every command name is a real command path and every ``--option`` one of
+    its own or its groups' options. ``a|b`` or ``a/b`` in a command's place shows
+    alternatives, each checked; ``[--out FILE]`` an optional part."""
+    options: set[str] = set()
+    while hasattr(command, "commands") and words and not words[0].startswith("-"):
+        options |= {o for p in command.params for o in p.opts + p.secondary_opts}
+        names = re.split(r"[|/]", words[0])
+        missing = [n for n in names if n not in command.commands]
+        if missing:
+            return f"no command {missing[0]!r} in 'agentsession {' '.join(path)}'"
+        for other in names[1:]:
+            wrong = command_problem(command.commands[other], words[1:], (*path, other))
+            if wrong:
+                return wrong
+        command, path, words = command.commands[names[0]], (*path, names[0]), words[1:]
+    options |= {o for p in command.params for o in p.opts + p.secondary_opts}
+    for word in words:
+        name = word.strip("[]").split("=")[0]
+        if name.startswith("-") and name != "-" and name not in options:
+            return f"'agentsession {' '.join(path)}' has no option {name}"
+    return None
+
+
+def test_every_command_line_names_a_real_command_and_options() -> None:
+    """Every ``agentsession ...`` command line in the README and docs/ (shell blocks and
+    inline code) names a real command path (``import google-adk``, not ``import adk``)
+    with options that command has; the checker itself refuses a wrong name and option."""
+    import typer
+
+    from agentsession.cli.app import build_app
+
+    root = typer.main.get_command(build_app())
+    found = {
+        (page.name, call): command_problem(root, call.split())
+        for page in PAGES
+        for call in command_lines(_text(page))
+    }
+    assert len(found) > 50, len(found)
+    assert not {k: v for k, v in found.items() if v}, {k: v for k, v in found.items() if v}
+    assert "no command 'adk'" in str(command_problem(root, ["import", "adk", "x"]))
+    assert "no option --yes" in str(command_problem(root, ["export", "S", "--yes"]))
+    assert "no option --nope" in str(command_problem(root, ["close|delete", "S", "--nope"]))
+
+
+def test_the_exit_codes_are_documented_in_one_table() -> None:
+    """docs/cli.md's exit-code table has one row for each code the CLI exits with (0,
+    the usage code and every code of ``EXIT_CODES``), naming each error class there."""
+    from agentsession.cli.common import EXIT_CODES, EXIT_USAGE
+
+    text = _text(ROOT / "docs" / "cli.md").split("## Exit codes", 1)[1]
+    rows = dict(re.findall(r"^\| (\d+) \| (.+) \|$", text, flags=re.M))
+    assert set(rows) == {str(code) for code in (0, EXIT_USAGE, *(c for _, c in EXIT_CODES))}
+    for cls, code in EXIT_CODES:
+        assert cls is EXIT_CODES[-1][0] or f"`{cls.__name__}`" in rows[str(code)], cls

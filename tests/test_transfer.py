@@ -184,7 +184,11 @@ def test_export_then_import_recreates_an_equal_session(store: SessionStore) -> N
         for line in export_session(manager, session_id=original.session_id, user_id="alice")
     ]
     assert [line["type"] for line in lines] == (
-        ["session", "working_memory", "memory"] + ["message"] * 7 + ["tool_call"] * 2 + ["run"] * 3
+        ["session", "working_memory", "memory"]
+        + ["message"] * 7
+        + ["tool_call"] * 2
+        + ["run"] * 3
+        + ["end"]
     )
     assert [line["message"]["seq"] for line in lines[3:10]] == list(range(1, 8))
     for owner in ("bob", "alice"):
@@ -213,7 +217,7 @@ def test_the_cli_exports_to_a_file_and_imports_it(tmp_path: Path) -> None:
     out = tmp_path / "export.jsonl"
     done = invoke("export", original.session_id, "--out", str(out), "--url", url, "--user", "alice")
     assert done.exit_code == 0, done.output
-    assert len(out.read_text(encoding="utf-8").splitlines()) == 15
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 16
     imported = invoke("import", "jsonl", str(out), "--url", url, "--user", "bob", "--json")
     assert imported.exit_code == 0, imported.output
     new_id = json.loads(imported.output)["session_id"]
@@ -770,14 +774,14 @@ def test_the_memory_history_goes_along_with_an_export(store: SessionStore) -> No
     manager.append_messages(**scope, messages=[{"role": "user", "content": "last"}])
     original = manager.get_session(**scope)
     lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]
-    assert lines[0]["format_version"] == 4
+    assert lines[0]["format_version"] == 5
     at = [line["memory"]["at_seq"] for line in lines if line["type"] == "memory"]
     assert at == [0, 1, 3, 6, 7]  # creation, three appends, the clamp + the replace
     done = import_session(manager, enumerate(lines, start=1), user_id="bob")
     reader = SessionManager(store)
     assert content(reader, done.session) == content(reader, original)
     old = [{**lines[0], "format_version": 3}] + [
-        line for line in lines[1:] if line["type"] != "memory"
+        line for line in lines[1:] if line["type"] not in ("memory", "end")
     ]
     again = import_session(manager, enumerate(old, start=1), user_id="carol").session
     kw = {"session_id": again.session_id, "user_id": "carol"}
@@ -815,7 +819,7 @@ def test_records_go_along_with_an_export_and_an_old_export_still_imports(
     for i in range(0, len(written), 2):
         manager.put_records(**scope, records=written[i : i + 2])
     lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]
-    assert lines[0]["format_version"] == 2
+    assert lines[0]["format_version"] == 5
     assert sum(line["type"] == "record" for line in lines) == 6
     done = import_session(manager, enumerate(lines, start=1), user_id="bob")
     assert done.counts["record"] == 6
@@ -831,7 +835,7 @@ def test_records_go_along_with_an_export_and_an_old_export_still_imports(
         (w.namespace, w.key, w.data, w.meta) for w in written
     ]
     old = [{**lines[0], "format_version": 1}] + [
-        line for line in lines[1:] if line["type"] != "record"
+        line for line in lines[1:] if line["type"] not in ("record", "end")
     ]
     assert import_session(manager, enumerate(old, start=1), user_id="carol").counts == {
         "working_memory": 1
@@ -853,8 +857,8 @@ def test_summaries_go_along_with_an_export(store: SessionStore) -> None:
             **scope, text=f"up to {end}", from_seq=1, to_seq=end, model="m", supersedes=supersedes
         )
     lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]
-    assert lines[0]["format_version"] == 3
-    assert [line["type"] for line in lines][-3:] == ["summary"] * 3
+    assert lines[0]["format_version"] == 5
+    assert [line["type"] for line in lines][-4:] == ["summary"] * 3 + ["end"]
     done = import_session(manager, enumerate(lines, start=1), user_id="bob")
     assert done.counts["summary"] == 3
 

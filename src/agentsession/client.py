@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import inspect
-import random
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -274,15 +273,25 @@ class _HistoryRequests(PlainRequests):
 
         One GET of the memory per attempt: its ``session_version`` (the session's version
         read with it) goes back as ``If-Match``, so a concurrent update makes this one
-        fail and retry, never get lost. ``fn`` may run more than once.
+        fail and retry, never get lost. ``fn`` may run more than once. Any write to the
+        session (an append too) bumps that version, so a busy session needs more
+        attempts: between them the client waits :meth:`VersionConflict.retry_delay`
+        (exponential from 5 ms to 0.5 s, jittered).
+
+        Args:
+            max_attempts: how many read-modify-write attempts, at least 1.
 
         Returns:
             The working memory as written.
 
         Raises:
-            VersionConflict: still conflicting after ``max_attempts``.
+            VersionConflict: still conflicting after ``max_attempts`` (its ``attempts``
+                says how many, and its message).
+            ValidationError: ``max_attempts`` is not an integer >= 1.
             AgentSessionError: the server's answer carried no ``session_version``.
         """
+        if type(max_attempts) is not int or max_attempts < 1:
+            raise ValidationError("max_attempts must be an integer >= 1", field="max_attempts")
         for attempt in range(1, max_attempts + 1):
             current = yield from self.get_working_memory(session_id=session_id)
             if current.session_version is None:  # never write unconditionally
@@ -295,10 +304,10 @@ class _HistoryRequests(PlainRequests):
                         expected_version=current.session_version,
                     )
                 )
-            except VersionConflict:
+            except VersionConflict as exc:
                 if attempt == max_attempts:
-                    raise
-                yield _Sleep(random.uniform(0, 0.005 * attempt))
+                    raise exc.gave_up(attempt) from exc
+                yield _Sleep(VersionConflict.retry_delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -42,6 +42,7 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
 
 from __future__ import annotations
 
+import random
 from typing import Any, ClassVar
 
 __all__ = [
@@ -512,14 +513,17 @@ class RunLeaseExpired(RunNotRunning):
 class VersionConflict(Conflict):
     """Optimistic locking failed: ``expected_version`` is not the current version.
 
-    Nothing was written. Re-read, re-apply, retry (``SessionManager.modify_working_memory``
-    does this for you). A Conflict, answered 412 Precondition Failed over HTTP.
+    Nothing was written. Re-read, re-apply, retry (``modify_working_memory`` of the
+    manager and of the client does this for you, ``max_attempts`` times). A Conflict,
+    answered 412 Precondition Failed over HTTP.
 
     Attributes:
         session_id: the session.
         current_version: the version now stored.
         expected_version: what the caller sent; None when the precondition named no
             single version (an HTTP ``If-Match`` list that matches nothing).
+        attempts: how many read-modify-write attempts conflicted before a retry helper
+            gave up (its ``max_attempts``); None for a single write.
     """
 
     http_status = 412
@@ -532,15 +536,19 @@ class VersionConflict(Conflict):
         session_id: str,
         current_version: int,
         expected_version: int | None = None,
+        attempts: int | None = None,
     ) -> None:
         self.session_id = session_id
         self.current_version = current_version
         self.expected_version = expected_version
+        self.attempts = attempts
+        context: dict[str, Any] = {} if attempts is None else {"attempts": attempts}
         super().__init__(
             message,
             session_id=session_id,
             expected_version=expected_version,
             current_version=current_version,
+            **context,
         )
 
     def _default_message(self) -> str:
@@ -549,7 +557,36 @@ class VersionConflict(Conflict):
             if self.expected_version is not None
             else "which the precondition does not match"
         )
-        return f"session {self.session_id!r} is at version {self.current_version}, {expected}"
+        text = f"session {self.session_id!r} is at version {self.current_version}, {expected}"
+        if self.attempts is None:
+            return text
+        return (
+            f"{text}: gave up after {self.attempts} attempts, each beaten by a concurrent "
+            "write to the session (nothing was lost; pass a larger max_attempts to "
+            "try longer)"
+        )
+
+    def gave_up(self, attempts: int) -> VersionConflict:
+        """This conflict, as the error of a retry helper that tried ``attempts`` times.
+
+        Returns:
+            A new VersionConflict with the same versions and ``attempts`` set (its
+            message says so); raise it ``from`` this one.
+        """
+        return VersionConflict(
+            session_id=self.session_id,
+            current_version=self.current_version,
+            expected_version=self.expected_version,
+            attempts=attempts,
+        )
+
+    @staticmethod
+    def retry_delay(attempt: int) -> float:
+        """The pause, in seconds, after conflicting attempt number ``attempt`` (1, 2...)
+        of a read-modify-write: exponential from 5 ms, at most 0.5 s, full jitter (a
+        uniform draw below it), so writers that collided spread out rather than
+        colliding again in step."""
+        return random.uniform(0, min(0.5, 0.005 * 2.0 ** (attempt - 1)))
 
 
 class IdempotencyKeyReused(AgentSessionError):

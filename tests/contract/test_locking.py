@@ -167,7 +167,8 @@ def test_modify_working_memory_reapplies_after_a_concurrent_write(
 def test_modify_working_memory_gives_up_after_max_attempts(
     manager: SessionManager, sid: str
 ) -> None:
-    """Bounded retries: a writer that always loses gets VersionConflict, nothing lost."""
+    """Bounded retries: a writer that always loses gets VersionConflict saying how many
+    attempts it made, nothing lost."""
     manager.update_working_memory(session_id=sid, user_id=USER, data={"n": 0, "other": 0})
 
     def fn(doc: dict[str, Any]) -> dict[str, Any]:
@@ -175,7 +176,11 @@ def test_modify_working_memory_gives_up_after_max_attempts(
         manager.update_working_memory(session_id=sid, user_id=USER, patch={"other": other + 1})
         return {**doc, "n": doc["n"] + 1}
 
-    with pytest.raises(VersionConflict):
+    with pytest.raises(VersionConflict) as raised:
         manager.modify_working_memory(session_id=sid, user_id=USER, fn=fn, max_attempts=3)
     data = manager.get_working_memory(session_id=sid, user_id=USER).data
     assert data == {"n": 0, "other": 3}
+    # it says it already tried, and how to try longer
+    assert raised.value.attempts == 3
+    assert "gave up after 3 attempts" in str(raised.value) and "max_attempts" in str(raised.value)
+    assert raised.value.to_dict()["attempts"] == 3

@@ -79,6 +79,22 @@ def test_replace_answers_the_new_messages_and_etag(api: Api) -> None:
     assert _contents(api, sid) == ["m1", "summary"]
 
 
+def test_an_after_seq_past_the_end_removes_nothing_and_says_so(api: Api) -> None:
+    """``PUT ...?after_seq=N`` with N at or past ``message_count`` removes nothing and
+    appends, as ``DELETE`` with it removes 0; the OpenAPI operations say so."""
+    sid = _session_with(api, 2)
+    body = {"messages": [{"role": "assistant", "content": "new"}]}
+    for n in (2, 7):
+        r = api.http.put(f"/v1/sessions/{sid}/messages?after_seq={n}", json=body, headers=api.alice)
+        assert r.status_code == 200, r.text
+    assert _contents(api, sid) == ["m1", "m2", "new", "new"]
+    r = api.http.delete(f"/v1/sessions/{sid}/messages?after_seq=9", headers=api.alice)
+    assert r.status_code == 200 and r.json()["removed"] == 0, r.text
+    operations = api.http.get("/openapi.json").json()["paths"]["/v1/sessions/{session_id}/messages"]
+    assert "removes nothing and only appends" in operations["put"]["description"]
+    assert "removes 0" in operations["delete"]["description"]
+
+
 def test_pop_returns_the_newest_message_then_null(api: Api) -> None:
     sid = _session_with(api, 1)
     r = api.http.post(f"/v1/sessions/{sid}/messages/pop", headers=api.alice)

@@ -72,7 +72,8 @@ def export(
         except OSError as exc:
             message = f"cannot write {out}: {exc.strerror or exc}"
             raise ValidationError(message, field="out") from None
-    kinds = ", ".join(render.count(n, kind) for kind, n in written.items())
+    # the end line is the file's, not content: not counted
+    kinds = ", ".join(render.count(n, kind) for kind, n in written.items() if kind != "end")
     typer.echo(f"exported {session_id} to {out}: {kinds}")
 
 

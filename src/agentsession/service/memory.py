@@ -3,7 +3,6 @@ read-modify-write."""
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -152,8 +151,17 @@ class MemoryUseCases(ServiceCore):
         as ``expected_version``, so no concurrent update is ever lost. ``user_id`` names
         the caller (the principal).
 
+        Any write to the session (an append too) bumps the version the write is checked
+        against, so a busy session needs more attempts; between them this waits
+        :meth:`VersionConflict.retry_delay` (exponential from 5 ms to 0.5 s, jittered).
+
+        Args:
+            max_attempts: how many read-modify-write attempts, at least 1.
+
         Raises:
-            VersionConflict: still conflicting after ``max_attempts`` tries.
+            VersionConflict: still conflicting after ``max_attempts`` tries (its
+                ``attempts`` says how many, and its message).
+            ValidationError: ``max_attempts`` is not an integer >= 1.
             Everything :meth:`update_working_memory` raises.
         """
         if type(max_attempts) is not int or max_attempts < 1:
@@ -168,8 +176,8 @@ class MemoryUseCases(ServiceCore):
                     expected_version=current.session_version,
                     admin=admin,
                 )
-            except VersionConflict:
+            except VersionConflict as exc:
                 if attempt == max_attempts:
-                    raise
-                time.sleep(random.uniform(0, 0.002 * attempt))
+                    raise exc.gave_up(attempt) from exc
+                time.sleep(VersionConflict.retry_delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover

@@ -3,9 +3,10 @@
 :func:`export_session` yields one JSON object per line, each with a ``"type"``:
 ``session`` (first, with ``format_version``), ``working_memory``, then every
 ``message`` in seq order, every ``tool_call``, every ``run`` (with its ``steps``) and
-every ``record`` (the session's per-session records) and every ``summary`` (compaction),
-each read page by page, so memory stays constant however long the session is (but a
-run's steps, which come in one line).
+every ``record`` (the session's per-session records), every ``summary`` (compaction)
+and last an ``end`` line with the count of each type of line before it; each is read
+page by page, so memory stays constant however long the session is (but a run's
+steps, which come in one line).
 :func:`import_session` creates a new session from such lines, through the manager's ordinary writes.
 """
 
@@ -41,11 +42,14 @@ __all__ = [
 ]
 
 #: The version of the line format exports write (2 added ``record`` lines, 3 ``summary``
-#: lines, 4 ``memory`` lines: the working-memory history); an export says the lowest
-#: version that holds its lines, so older readers still import what they can.
-FORMAT_VERSION = 4
-#: The versions an import reads: an older file is a newer one without the newer lines.
-_READS = (1, 2, 3, 4)
+#: lines, 4 ``memory`` lines: the working-memory history, 5 the ``end`` line, so a file
+#: cut at a line boundary is told from a whole one; every export since has one).
+FORMAT_VERSION = 5
+#: The versions an import reads: an older file is a newer one without the newer lines
+#: (one of version 4 or older has no end line, so a cut in it cannot be told).
+_READS = (1, 2, 3, 4, 5)
+#: The first version whose files must end with an ``end`` line.
+_ENDS = 5
 
 #: The line types after the session line.
 _KINDS = ("working_memory", "memory", "message", "tool_call", "run", "record", "summary")
@@ -69,14 +73,23 @@ def export_session(
     """
     session = manager.get_session(session_id=session_id, user_id=user_id, admin=admin)
     scope: dict[str, Any] = {"session_id": session_id, "user_id": user_id, "admin": admin}
-    history = _memory_history(manager, scope, session.message_count)
-    summarised = bool(manager.list_summaries(**scope, limit=1))
     yield {
         "type": "session",
-        "format_version": FORMAT_VERSION if history else 3 if summarised else 2,
+        "format_version": FORMAT_VERSION,
         "session": session.model_dump(mode="json"),
     }
-    memory = manager.get_working_memory(session_id=session_id, user_id=user_id, admin=admin)
+    counts: dict[str, int] = {}
+    for line in _body(manager, scope, session.message_count):
+        counts[line["type"]] = counts.get(line["type"], 0) + 1
+        yield line
+    yield {"type": "end", "end": {"counts": counts}}
+
+
+def _body(manager: SessionManager, scope: dict[str, Any], count: int) -> Iterator[dict[str, Any]]:
+    """The lines of an export between its session line and its end line, in order;
+    ``count`` is the session's message count."""
+    history = _memory_history(manager, scope, count)
+    memory = manager.get_working_memory(**scope)
     yield {"type": "working_memory", "working_memory": _dump(memory)}
     size = manager.limits.max_page_size
     after: int | None = 0
@@ -285,7 +298,9 @@ def import_session(
     Raises:
         ImportSourceError: its message starts ``<source>: line N:`` (``lines N-M:``
             for a batch of messages): no lines, a line out of place, of an unknown
-            type or format version, a field of the wrong shape, or a write the
+            type or format version, a field of the wrong shape, a file of version 5
+            or later that ends before its end line or whose end line counts other
+            lines than it holds (a file cut at a line boundary), or a write the
             manager refuses (its error chained as ``__cause__``). The session made
             so far is deleted: nothing of the file stays.
         StoreError: the store failed (the session made so far is deleted too, when
@@ -297,14 +312,18 @@ def import_session(
         if first is _EMPTY:
             raise ValidationError("no lines: an export starts with its session line")
         head = _record(first, "session")
+        version: int = first["format_version"]  # one of _READS: checked by _record
         status = _enum(SessionStatus, head.get("status", "ACTIVE"), "session.status")
         session, key_taken = _create(manager, head, user_id)
     scope: dict[str, Any] = {"session_id": session.session_id, "user_id": user_id}
     try:
-        writer = _Writer(manager, scope, source)
-        for number, line in it:
-            with _line(source, f"line {number}"):
-                writer.add(line, number)
+        writer = _Writer(manager, scope, source, head_version=version)
+        last = first_number
+        for last, line in it:
+            with _line(source, f"line {last}"):
+                writer.add(line, last)
+        with _line(source, f"line {last}"):
+            writer.check_end()
         writer.finish()
         with _line(source, f"line {first_number}"):
             if status is SessionStatus.CLOSED:
@@ -323,7 +342,7 @@ def import_session(
 #: ``{"run": {"steps": [{"input": ...}]}}``), so every exported value fits.
 LINE_LEVELS = MAX_DEPTH + 4
 #: What ``next`` answers for lines without any.
-_EMPTY = object()
+_EMPTY: Any = object()
 
 
 @contextmanager
@@ -401,8 +420,12 @@ def _create(manager: SessionManager, head: dict[str, Any], user_id: str) -> tupl
 class _Writer:
     """The lines after the session line, written in order; messages in batches."""
 
-    def __init__(self, manager: SessionManager, scope: dict[str, Any], source: str) -> None:
+    def __init__(
+        self, manager: SessionManager, scope: dict[str, Any], source: str, head_version: int
+    ) -> None:
         self._manager = manager
+        self._version = head_version
+        self._ended = False  # the end line came
         self._scope = scope
         self._source = source
         self._batch: list[dict[str, Any]] = []
@@ -425,6 +448,11 @@ class _Writer:
                 wrong shape; AgentSessionError: a write the manager refuses.
         """
         kind = line.get("type") if isinstance(line, dict) else None
+        if self._ended:
+            raise ValidationError("a line after the end line")
+        if kind == "end" and self._version >= _ENDS:
+            self._end(_record(line, kind))
+            return
         if kind not in _KINDS:
             raise ValidationError(f"the type must be {', '.join(_KINDS)}, not {kind!r}")
         record = _record(line, kind)
@@ -452,6 +480,43 @@ class _Writer:
         else:
             self._run(record)
         self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def _end(self, line: dict[str, Any]) -> None:
+        """Check the end line's counts against the lines read before it.
+
+        Raises:
+            ValidationError: counts that are not an object of counts, or that differ
+                from the lines read (naming each type that differs).
+        """
+        stated = line.get("counts")
+        if not (
+            isinstance(stated, dict) and all(type(n) is int and n >= 0 for n in stated.values())
+        ):
+            raise ValidationError("end.counts must be an object of counts", field="end.counts")
+        differ = [
+            f"{stated.get(kind, 0)} {kind} lines, read {self.counts.get(kind, 0)}"
+            for kind in sorted(set(stated) | set(self.counts))
+            if stated.get(kind, 0) != self.counts.get(kind, 0)
+        ]
+        if differ:
+            raise ValidationError(
+                f"the end line counts other lines than the file holds ({'; '.join(differ)}): "
+                "lines are missing or were added"
+            )
+        self._ended = True
+
+    def check_end(self) -> None:
+        """Check that a file of version 5 or later had its end line.
+
+        Raises:
+            ValidationError: it ends early (cut at a line boundary), naming what was read.
+        """
+        if self._version >= _ENDS and not self._ended:
+            read = ", ".join(f"{n} {kind}" for kind, n in self.counts.items()) or "nothing"
+            raise ValidationError(
+                "the file ends early: no end line (an export of format version "
+                f"{_ENDS} or later ends with one); read after the session line: {read}"
+            )
 
     def flush(self) -> None:
         """Append the messages waiting for their batch, and put the records waiting

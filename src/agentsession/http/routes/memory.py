@@ -84,7 +84,7 @@ async def patch_working_memory(ctx: WriteCtx, patch: Any = Body()) -> Response:
     # Any body, checked here: the schema per media type is in openapi_extra above.
     if not isinstance(patch, list if ops else dict):
         raise ValidationError(
-            f"a {JSON_PATCH} body is a list of ops; any other PATCH body is a merge-patch object",
+            f"an {JSON_PATCH} body is a list of ops; any other PATCH body is a merge-patch object",
             field="body",
         )
     memory, replayed = await write(

@@ -100,9 +100,10 @@ async def replace_messages(
     """Remove every message with ``seq > after_seq`` and store ``messages`` in their
     place, in one transaction and one version step (``{"items"}``, each with
     ``session_version``, also the ETag): a crash or an outage leaves the history before
-    or after, never the removal alone. ``If-Match`` is required when the service
-    requires it for destructive requests; an ``Idempotency-Key`` makes a retry answer
-    the first result."""
+    or after, never the removal alone. An ``after_seq`` at or past the session's
+    ``message_count`` removes nothing and only appends (as ``DELETE`` with it removes
+    0). ``If-Match`` is required when the service requires it for destructive
+    requests; an ``Idempotency-Key`` makes a retry answer the first result."""
     stored, replayed = await write(
         ctx.manager.replace_messages(
             **ctx.who,
@@ -123,7 +124,8 @@ async def truncate_messages(
 ) -> Response:
     """Remove every message with ``seq > after_seq`` in one version step:
     ``{"removed", "session_version"}``, the ETag the session's version after it (the
-    current one when nothing was removed). Tool calls, runs and working memory stay.
+    current one when nothing was removed: an ``after_seq`` at or past the session's
+    ``message_count`` removes 0). Tool calls, runs and working memory stay.
     ``If-Match`` is required when the service requires it for destructive requests;
     an ``Idempotency-Key`` makes a retry answer the first result."""
     result, replayed = await write(

@@ -109,7 +109,7 @@ async def patch_shared_memory(
     media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media == MERGE_PATCH:
         raise ValidationError(
-            f"shared memory takes a {JSON_PATCH} op list, not a merge patch", field="body"
+            f"shared memory takes an {JSON_PATCH} op list, not a merge patch", field="body"
         )
     doc, replayed = await write(
         services(request).manager.update_shared_memory(
