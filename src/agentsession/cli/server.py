@@ -140,14 +140,17 @@ def _preflight(settings: Settings) -> None:
     stderr when the key file holds no active key (every request would be a 401).
 
     Raises:
-        AgentSessionError: as :meth:`SessionManager.from_url` or the key file raise it.
+        typer.Exit: code 2, the key file is not a key file or is not trusted.
+        AgentSessionError: as :meth:`SessionManager.from_url` raises it.
     """
     from ..http.keys import open_key_store
     from ..service import SessionManager
 
-    keys = open_key_store(settings)
+    with _key_errors():  # a key file that is not one, or untrusted: exit 2
+        keys = open_key_store(settings)
+        active = any(key.revoked_at is None for key in keys.list())
     SessionManager.from_url(settings.url, **settings.manager_options()).close()
-    if not any(key.revoked_at is None for key in keys.list()):
+    if not active:
         path = shlex.quote(str(keys.path))
         typer.echo(
             f"warning: no API key in {keys.path}: every request will be answered 401. "
@@ -192,8 +195,8 @@ def serve(
     from ..http.wire import PROTOCOL
 
     settings = Settings()
-    if not settings.auto_migrate:  # else the service creates the database and its schema
-        require_database(settings.url)
+    # With auto-migrate the service creates a missing database and its schema.
+    require_database(settings.url, create=settings.auto_migrate)
     _preflight(settings)
     uvicorn.run(
         "agentsession.http.app:create_app",
