@@ -576,6 +576,43 @@ def test_serve_warns_when_no_api_key_exists(tmp_path: Path, monkeypatch) -> None
     assert started == ["agentsession.http.app:create_app"] * 2
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--port", "99999"], {}, "--port must be from 1 to 65535, not 99999"),
+        (["--port", "-1"], {}, "--port must be from 1 to 65535, not -1"),
+        (["--port", "0"], {}, "--port must be from 1 to 65535, not 0"),
+        (
+            [],
+            {"AGENTSESSION_PORT": "70000"},
+            "AGENTSESSION_PORT must be from 1 to 65535, not 70000",
+        ),
+        (["--workers", "0"], {}, "--workers must be at least 1, not 0"),
+    ],
+    ids=["99999", "-1", "0", "env", "workers"],
+)
+def test_serve_refuses_a_port_out_of_range_before_starting(
+    tmp_path: Path, monkeypatch, args: list[str], env: dict[str, str], message: str
+) -> None:
+    """uvicorn took 99999 modulo 65536 while printing 99999, and failed on -1 only once
+    started: the range is checked first, exit 2; 65535 and 1 are accepted."""
+    import uvicorn
+
+    started: list[int] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: started.append(kwargs["port"]))
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    assert invoke("db", "upgrade", "--url", url).exit_code == 0
+    env = {"AGENTSESSION_URL": url, "AGENTSESSION_KEYS_FILE": None, **env}
+    refused = runner.invoke(build_app(), ["serve", *args], env=env)
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr == f"error: {message}\n"
+    assert started == []
+    for port in ("1", "65535"):
+        accepted = runner.invoke(build_app(), ["serve", "--port", port], env=env)
+        assert accepted.exit_code == 0, accepted.output
+    assert started == [1, 65535]
+
+
 def test_export_out_says_what_it_wrote_where(url: str, tmp_path: Path) -> None:
     """``export --out FILE`` prints one line: the session, the file, the count of each
     kind of line; without --out stdout holds the export only."""

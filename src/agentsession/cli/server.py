@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..settings import Settings
-from .common import Options, UrlOpt, cli_errors, new_app, require_database, resolve_options
+from .common import (
+    Options,
+    UrlOpt,
+    UsageError,
+    cli_errors,
+    new_app,
+    require_database,
+    resolve_options,
+)
 
 if TYPE_CHECKING:
     from ..http.keys import FileKeyStore
@@ -159,6 +167,23 @@ def _preflight(settings: Settings) -> None:
         )
 
 
+def _checked(value: int | None, name: str, low: int, high: int | None, settings: Settings) -> int:
+    """The ``--NAME`` option, else the ``AGENTSESSION_NAME`` setting, checked to be at
+    least ``low`` and at most ``high`` (None: no upper bound) before anything starts:
+    uvicorn takes a port above 65535 modulo 65536 while printing the one it was given,
+    and fails on a negative one only once started.
+
+    Raises:
+        UsageError: out of range; the message names where the value came from.
+    """
+    chosen = value if value is not None else getattr(settings, name)
+    if chosen < low or (high is not None and chosen > high):
+        source = f"--{name}" if value is not None else f"AGENTSESSION_{name.upper()}"
+        bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise UsageError(f"{source} must be {bounds}, not {chosen}")
+    return int(chosen)
+
+
 def _setting_default(name: str) -> str:
     """``[default: ...]`` text of an option that falls back on a setting."""
     return f"AGENTSESSION_{name.upper()}, else {Settings.model_fields[name].default}"
@@ -171,7 +196,10 @@ def serve(
         None, "--host", help="Address to listen on.", show_default=_setting_default("host")
     ),
     port: int | None = typer.Option(
-        None, "--port", help="Port to listen on.", show_default=_setting_default("port")
+        None,
+        "--port",
+        help="TCP port to listen on, 1 to 65535.",
+        show_default=_setting_default("port"),
     ),
     workers: int | None = typer.Option(
         None, "--workers", help="Worker processes.", show_default=_setting_default("workers")
@@ -195,6 +223,8 @@ def serve(
     from ..http.wire import PROTOCOL
 
     settings = Settings()
+    listen_port = _checked(port, "port", 1, 65535, settings)
+    worker_count = _checked(workers, "workers", 1, None, settings)
     # With auto-migrate the service creates a missing database and its schema.
     require_database(settings.url, create=settings.auto_migrate)
     _preflight(settings)
@@ -202,8 +232,8 @@ def serve(
         "agentsession.http.app:create_app",
         factory=True,
         host=host or settings.host,
-        port=port or settings.port,
-        workers=workers or settings.workers,
+        port=listen_port,
+        workers=worker_count,
         # The client address is the socket peer: the failed-auth limit counts per
         # address, and a forwarded-for header is the client's to forge.
         proxy_headers=False,
