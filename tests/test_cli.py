@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -300,6 +301,44 @@ def test_keys_create_writes_next_to_the_global_url_store(tmp_path: Path) -> None
     assert keys.exists() and "alice" in keys.read_text()
     listed = invoke("--url", f"sqlite:///{db}", "keys", "list")
     assert "alice" in listed.stdout and listed.stderr == ""
+
+
+def _leaf_options(command: Any, path: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """Each leaf command's path (``keys list``) -> its options."""
+    subs = getattr(command, "commands", None)
+    if subs is None:
+        return {" ".join(path): [o for p in command.params for o in p.opts]}
+    found: dict[str, list[str]] = {}
+    for name, sub in subs.items():
+        found.update(_leaf_options(sub, (*path, name)))
+    return found
+
+
+def test_every_command_on_a_store_takes_url_after_the_command() -> None:
+    """``--url`` works after any command as before it (``keys list --url X`` said "No
+    such option"); only the demo, which has its own store, has none."""
+    import typer
+
+    leaves = _leaf_options(typer.main.get_command(build_app()))
+    assert "keys list" in leaves
+    assert [path for path, opts in leaves.items() if "--url" not in opts] == ["demo"]
+
+
+def test_keys_commands_take_url_after_the_command(tmp_path: Path) -> None:
+    """``keys create/list/revoke --url X``: the key file next to X, as with ``--url``
+    before the command; a missing database at X is refused the same way."""
+    db = tmp_path / "other.db"
+    url = f"sqlite:///{db}"
+    assert invoke("db", "upgrade", "--url", url).exit_code == 0
+    made = invoke("keys", "create", "--user", "alice", "--url", url)
+    assert made.exit_code == 0, made.output
+    key_id = made.stdout.split(".", 1)[0]
+    listed = invoke("keys", "list", "--url", url)
+    assert listed.exit_code == 0 and listed.stdout.startswith(f"{key_id}\talice\t")
+    assert invoke("keys", "revoke", key_id, "--url", url).stdout == f"revoked {key_id}\n"
+    assert "alice" in (tmp_path / "other.db.keys.json").read_text()
+    typo = invoke("keys", "list", "--url", f"sqlite:///{tmp_path / 'typo.db'}")
+    assert typo.exit_code == 2 and typo.stderr.startswith("error: no SQLite database at ")
 
 
 def test_tools_table_names_the_run_of_each_call(url: str) -> None:

@@ -20,15 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..settings import Settings
-from .common import (
-    Options,
-    UrlOpt,
-    UsageError,
-    cli_errors,
-    new_app,
-    require_database,
-    resolve_options,
-)
+from .common import UrlOpt, UsageError, cli_errors, new_app, require_database, resolve_options
 
 if TYPE_CHECKING:
     from ..http.keys import FileKeyStore
@@ -48,9 +40,10 @@ KeysFileOpt = Annotated[
 keys_app = new_app("Create, list and revoke API keys of the HTTP service.")
 
 
-def _key_store(ctx: typer.Context, keys_file: str | None) -> FileKeyStore:
-    """The key file: ``--keys-file``, else the one next to the store the global
-    ``--url`` (or ``AGENTSESSION_URL``) names, as ``serve --url`` reads it.
+def _key_store(ctx: typer.Context, keys_file: str | None, url: str | None) -> FileKeyStore:
+    """The key file: ``--keys-file``, else the one next to the store ``--url`` names
+    (given after the command or before it, else ``AGENTSESSION_URL``), as ``serve
+    --url`` reads it.
 
     Raises:
         UsageError: the key file would be the one next to an SQLite database that does
@@ -60,9 +53,9 @@ def _key_store(ctx: typer.Context, keys_file: str | None) -> FileKeyStore:
     from ..http.keys import FileKeyStore, default_keys_file
 
     settings = Settings()
-    root = ctx.find_root().obj
-    if isinstance(root, Options):
-        settings = settings.model_copy(update={"url": root.url})
+    settings = settings.model_copy(
+        update={"url": resolve_options(ctx, url, None, False, False).url}
+    )
     if keys_file is None and settings.keys_file is None:
         require_database(settings.url)
     return FileKeyStore(keys_file or default_keys_file(settings))
@@ -88,13 +81,14 @@ def keys_create(
     admin: bool = typer.Option(False, "--admin", help="May act on every user's sessions."),
     name: str | None = typer.Option(None, "--name", help="A label, e.g. the machine."),
     keys_file: KeysFileOpt = None,
+    url: UrlOpt = None,
 ) -> None:
     """Create a key and print its token once (only its SHA-256 hash is stored); exit 2
     if the key file could have been written by another user, or if it would go next
     to an SQLite database that does not exist (create the database first, or give
     --keys-file)."""
     with _key_errors():
-        store = _key_store(ctx, keys_file)
+        store = _key_store(ctx, keys_file, url)
         key, token = store.create(user_id=user, admin=admin, name=name)
     typer.echo(token)
     role = "admin" if admin else "user"
@@ -111,12 +105,13 @@ def keys_revoke(
     ctx: typer.Context,
     key_id: str = typer.Argument(..., help="The key id (the token's part before the dot)."),
     keys_file: KeysFileOpt = None,
+    url: UrlOpt = None,
 ) -> None:
     """Revoke a key; requests with it are refused within about a second. Exit 1 if
     there is no such active key, 2 if the key file is not trusted or would be next to
     an SQLite database that does not exist."""
     with _key_errors():
-        store = _key_store(ctx, keys_file)
+        store = _key_store(ctx, keys_file, url)
         revoked = store.revoke(key_id.split(".", 1)[0])
     if not revoked:
         typer.echo(f"no active key {key_id!r} in {store.path}", err=True)
@@ -126,12 +121,12 @@ def keys_revoke(
 
 @keys_app.command("list")
 @cli_errors
-def keys_list(ctx: typer.Context, keys_file: KeysFileOpt = None) -> None:
+def keys_list(ctx: typer.Context, keys_file: KeysFileOpt = None, url: UrlOpt = None) -> None:
     """List keys (ids, users, roles; never tokens), or one line naming the key file
     when it holds none; exit 2 if the key file is not trusted or would be next to an
     SQLite database that does not exist."""
     with _key_errors():
-        store = _key_store(ctx, keys_file)
+        store = _key_store(ctx, keys_file, url)
         keys = store.list()
     if not keys:
         typer.echo(f"no keys in {store.path}", err=True)
