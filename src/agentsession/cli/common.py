@@ -326,6 +326,11 @@ def open_manager(opts: Options, *, create: bool = False) -> SessionManager:
 def confirm(question: str, action: str) -> bool:
     """Ask ``question`` on the terminal; True for yes.
 
+    Without a terminal, an answer piped on stdin is read first (``y`` or ``yes`` is a
+    yes, anything else, an empty line too, a no) and the question is printed with it
+    on stderr; a stdin at its end (``</dev/null``) is refused before anything is
+    printed.
+
     Args:
         question: the yes/no question.
         action: what ``--yes`` does without asking, e.g. ``delete`` (for the error).
@@ -337,16 +342,20 @@ def confirm(question: str, action: str) -> bool:
         UsageError: no answer can be read (stdin is not a terminal and holds no
             answer): the message says to pass ``--yes``.
     """
+    if not sys.stdin.isatty():
+        line = sys.stdin.readline()
+        if not line:  # end of input: nobody to answer
+            raise UsageError(
+                f"{action} asks for confirmation and there is no terminal to answer on: "
+                f"pass --yes to {action} without asking"
+            )
+        answer = line.strip()
+        typer.echo(f"{question} [y/N]: {answer}", err=True)
+        return answer.lower() in ("y", "yes")
     try:
         return typer.confirm(question, err=True)
-    except typer.Abort:
-        if sys.stdin.isatty():  # Ctrl-C or Ctrl-D at the prompt: the user's no
-            return False
-        typer.echo(err=True)  # end the unanswered question's line
-        raise UsageError(
-            f"{action} asks for confirmation and there is no terminal to answer on: "
-            f"pass --yes to {action} without asking"
-        ) from None
+    except typer.Abort:  # Ctrl-C or Ctrl-D at the prompt: the user's no
+        return False
 
 
 def show(opts: Options, value: Any, table: Any) -> None:
