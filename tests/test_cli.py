@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -302,6 +303,44 @@ def test_keys_create_writes_next_to_the_global_url_store(tmp_path: Path) -> None
     assert "alice" in listed.stdout and listed.stderr == ""
 
 
+def _leaf_options(command: Any, path: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """Each leaf command's path (``keys list``) -> its options."""
+    subs = getattr(command, "commands", None)
+    if subs is None:
+        return {" ".join(path): [o for p in command.params for o in p.opts]}
+    found: dict[str, list[str]] = {}
+    for name, sub in subs.items():
+        found.update(_leaf_options(sub, (*path, name)))
+    return found
+
+
+def test_every_command_on_a_store_takes_url_after_the_command() -> None:
+    """``--url`` works after any command as before it (``keys list --url X`` said "No
+    such option"); only the demo, which has its own store, has none."""
+    import typer
+
+    leaves = _leaf_options(typer.main.get_command(build_app()))
+    assert "keys list" in leaves
+    assert [path for path, opts in leaves.items() if "--url" not in opts] == ["demo"]
+
+
+def test_keys_commands_take_url_after_the_command(tmp_path: Path) -> None:
+    """``keys create/list/revoke --url X``: the key file next to X, as with ``--url``
+    before the command; a missing database at X is refused the same way."""
+    db = tmp_path / "other.db"
+    url = f"sqlite:///{db}"
+    assert invoke("db", "upgrade", "--url", url).exit_code == 0
+    made = invoke("keys", "create", "--user", "alice", "--url", url)
+    assert made.exit_code == 0, made.output
+    key_id = made.stdout.split(".", 1)[0]
+    listed = invoke("keys", "list", "--url", url)
+    assert listed.exit_code == 0 and listed.stdout.startswith(f"{key_id}\talice\t")
+    assert invoke("keys", "revoke", key_id, "--url", url).stdout == f"revoked {key_id}\n"
+    assert "alice" in (tmp_path / "other.db.keys.json").read_text()
+    typo = invoke("keys", "list", "--url", f"sqlite:///{tmp_path / 'typo.db'}")
+    assert typo.exit_code == 2 and typo.stderr.startswith("error: no SQLite database at ")
+
+
 def test_tools_table_names_the_run_of_each_call(url: str) -> None:
     """The tool table's run column is filled: the call was recorded in a run."""
     with SessionManager.from_url(url) as sm:
@@ -536,13 +575,15 @@ def test_confirmation_without_a_terminal_says_pass_yes(url: str, args: list[str]
     common = ["--url", url, "--user", "alice"]
     result = runner.invoke(build_app(), [*args, *common], input="")
     assert result.exit_code == 2, result.output
-    assert result.stderr.splitlines()[-1] == (
+    # the error alone: no question printed first that nobody can answer
+    assert result.output == (
         f"error: {action} asks for confirmation and there is no terminal to answer on: "
-        f"pass --yes to {action} without asking"
+        f"pass --yes to {action} without asking\n"
     )
-    assert "Aborted" not in result.output
-    declined = runner.invoke(build_app(), [*args, *common], input="n\n")
-    assert declined.exit_code == 1 and "not confirmed (pass --yes)" in declined.stderr
+    for answer in ("n\n", "\n", "maybe\n"):
+        declined = runner.invoke(build_app(), [*args, *common], input=answer)
+        assert declined.exit_code == 1 and "not confirmed (pass --yes)" in declined.stderr
+        assert f"[y/N]: {answer.strip()}\n" in declined.stderr
     assert _sid(url) == sid
     accepted = runner.invoke(build_app(), [*args, *common], input="y\n")
     assert accepted.exit_code == 0, accepted.output
@@ -574,6 +615,43 @@ def test_serve_warns_when_no_api_key_exists(tmp_path: Path, monkeypatch) -> None
     keyed = runner.invoke(build_app(), ["serve"], env=env)
     assert keyed.exit_code == 0 and keyed.stderr == ""
     assert started == ["agentsession.http.app:create_app"] * 2
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--port", "99999"], {}, "--port must be from 1 to 65535, not 99999"),
+        (["--port", "-1"], {}, "--port must be from 1 to 65535, not -1"),
+        (["--port", "0"], {}, "--port must be from 1 to 65535, not 0"),
+        (
+            [],
+            {"AGENTSESSION_PORT": "70000"},
+            "AGENTSESSION_PORT must be from 1 to 65535, not 70000",
+        ),
+        (["--workers", "0"], {}, "--workers must be at least 1, not 0"),
+    ],
+    ids=["99999", "-1", "0", "env", "workers"],
+)
+def test_serve_refuses_a_port_out_of_range_before_starting(
+    tmp_path: Path, monkeypatch, args: list[str], env: dict[str, str], message: str
+) -> None:
+    """uvicorn took 99999 modulo 65536 while printing 99999, and failed on -1 only once
+    started: the range is checked first, exit 2; 65535 and 1 are accepted."""
+    import uvicorn
+
+    started: list[int] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: started.append(kwargs["port"]))
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    assert invoke("db", "upgrade", "--url", url).exit_code == 0
+    env = {"AGENTSESSION_URL": url, "AGENTSESSION_KEYS_FILE": None, **env}
+    refused = runner.invoke(build_app(), ["serve", *args], env=env)
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr == f"error: {message}\n"
+    assert started == []
+    for port in ("1", "65535"):
+        accepted = runner.invoke(build_app(), ["serve", "--port", port], env=env)
+        assert accepted.exit_code == 0, accepted.output
+    assert started == [1, 65535]
 
 
 def test_export_out_says_what_it_wrote_where(url: str, tmp_path: Path) -> None:

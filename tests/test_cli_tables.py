@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 from agentsession import SessionManager
 from agentsession.cli.app import build_app
 from agentsession.cli.fit import Column, FitTable
+from agentsession.cli.render import short
+from agentsession.ids import ID_PATTERN
 
 runner = CliRunner()
 LONG = "fix the start-up failure of the flask app after the requests upgrade"
@@ -88,7 +90,10 @@ def test_the_ids_the_next_command_takes_are_whole(db: dict[str, str], width: int
     rewinds = _run(db, ["sessions", "rewinds", sid], width)
     assert re.search(r"│\s+1 │\s+1 │", rewinds), rewinds
     tools = _run(db, ["sessions", "tools", sid], width)
-    assert run_id in tools
+    if width >= 200:
+        assert run_id in tools
+    else:  # the run id is left out before the duration
+        assert "not shown at this width: run " in tools and "┃ ms ┃" in tools
 
 
 def test_narrow_tables_name_the_columns_they_leave_out(db: dict[str, str]) -> None:
@@ -105,8 +110,64 @@ def test_a_fit_table_drops_by_rank_and_never_cuts_a_whole_column() -> None:
     """The highest drop rank goes first; a column that does not wrap keeps its width;
     a wrapping one gets what is left."""
     columns = [Column("id"), Column("a", drop=1), Column("b", drop=2), Column("text", wrap=5)]
-    table = FitTable("t", columns, [["x" * 30, "a" * 10, "b" * 10, "word " * 20]])
+    table = FitTable("t", columns, [["x" * 30, "a" * 10, "b" * 10, "word " * 20]], "no rows")
     assert table.fitting(200) == [0, 1, 2, 3]
     assert table.fitting(60) == [0, 1, 3]  # 30 + 10 + 5 + 13 of borders = 58
     assert table.fitting(40) == [0, 3]
     assert table.fitting(10) == [0, 3]  # rank 0 is never left out
+    # a wrapping column is never narrower than a word holding an id: 30 + 30 + 7 > 60
+    with_id = [["x" * 30, "a" * 10, "b" * 10, f"see run_{'a' * 26}, then more"]]
+    assert FitTable("t", columns, with_id, "no rows").fitting(60) == [0, 3]
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+def test_no_id_is_split_across_lines(db: dict[str, str], width: int) -> None:
+    """Every id a table prints is whole on one line, in the text columns too (the run
+    and call ids in the audit details): an id that starts in the output ends there."""
+    for name, args in _tables(db).items():
+        ids = set(ID_PATTERN.findall(_run(db, [*args, "--json"], 200)))
+        out = _run(db, args, width)
+        for found in ids:
+            assert out.count(found[:10]) == out.count(found), (name, width, found, out)
+
+
+def test_audit_keeps_the_version_change_and_leaves_out_details_first(db: dict[str, str]) -> None:
+    """At 80 columns "from which version to which" stays, the details go before the
+    actor; at 200 every column is there, the details as ``key: value`` pairs."""
+    narrow = _run(db, ["sessions", "audit", db["sid"]], 80)
+    assert "┃ version ┃" in narrow and "- → 1" in narrow
+    assert "not shown at this width: actor, details" in " ".join(narrow.split())
+    short_actor = _run(db, ["sessions", "audit", db["sid"], "--user", "x", "--admin"], 80)
+    assert "┃ version ┃" in short_actor and "details" in short_actor
+    wide = _run(db, ["sessions", "audit", db["sid"]], 200)
+    assert f"run_id: {db['run_id']}" in wide and "not shown" not in wide
+
+
+def test_tools_leave_out_the_run_id_before_the_duration(db: dict[str, str]) -> None:
+    narrow = _run(db, ["sessions", "tools", db["sid"]], 80)
+    assert "┃ ms ┃" in narrow and db["run_id"] not in narrow
+    assert "not shown at this width: run (--json has every field)" in " ".join(narrow.split())
+
+
+def test_empty_listings_say_so_in_one_line(db: dict[str, str]) -> None:
+    """A session without tool calls or runs: one line, not a table of headers."""
+    with SessionManager.from_url(db["url"]) as sm:
+        sid = sm.create_session(user_id=db["user"]).session_id
+    expected = {
+        ("sessions", "tools"): "no tool calls\n",
+        ("sessions", "runs"): "no runs\n",
+        ("sessions", "messages"): "no messages\n",
+        ("sessions", "rewinds"): "no rewinds\n",
+    }
+    for args, line in expected.items():
+        assert _run(db, [*args, sid], 80) == line
+    assert _run(db, ["sessions", "list", "--agent", "nobody"], 80) == "no sessions\n"
+
+
+def test_short_never_cuts_inside_an_id() -> None:
+    """Cut before an id that would be cut, so no partial id is printed."""
+    run_id = "run_" + "a" * 26
+    assert short(f"finished {run_id} ok", 20) == "finished …"
+    assert short(f"finished {run_id} ok", 60) == f"finished {run_id} ok"
+    assert short(f"finished {run_id} and more text here", 40) == f"finished {run_id}…"
+    assert short(f"finished {run_id} and more text here", 35) == "finished …"

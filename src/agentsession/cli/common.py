@@ -36,6 +36,7 @@ from ..models import Page
 from ..service import SessionManager
 from ..service.policy import Limits
 from ..settings import Settings
+from ..stores.sql.dialect import sqlite_file_state
 from . import render
 
 __all__ = [
@@ -251,9 +252,9 @@ def resolve_options(
     )
 
 
-def _missing_sqlite_file(url: str) -> Path | None:
-    """The file an SQLite URL names when it does not exist, else None (other stores,
-    an existing file, or a URL that is not a plain file path, e.g. ``?uri=true``)."""
+def _sqlite_path(url: str) -> Path | None:
+    """The file an SQLite URL names, else None (other stores, in-memory, or a URL that
+    is not a plain file path, e.g. ``?uri=true``)."""
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -262,27 +263,42 @@ def _missing_sqlite_file(url: str) -> Path | None:
         return None
     if "uri" in parsed.query:
         return None
-    path = Path(parsed.database)
-    return None if path.exists() else path
+    return Path(parsed.database)
 
 
-def require_database(url: str) -> None:
-    """Refuse an SQLite URL whose file is missing: a command that reads (or changes
-    what exists) would otherwise create an empty database at a mistyped path and list
-    nothing, or fail on its missing schema and leave the empty file behind.
+def require_database(url: str, *, create: bool = False) -> None:
+    """Check what an SQLite URL names before anything opens it (so nothing is changed
+    when it is refused).
 
-    A missing file is created only by ``db upgrade``, and by the commands that fill a
-    store (the imports, ``serve``) when ``AGENTSESSION_AUTO_MIGRATE`` is on: those
-    also create the schema.
+    A file that is not an SQLite database (its first 16 bytes are not SQLite's header)
+    is always refused. Unless ``create``, a missing or empty file is refused too: a
+    command that reads (or changes what exists) would otherwise create an empty
+    database at a mistyped path and list nothing, or fail on its missing schema and
+    leave the file behind. A missing file is created only by ``db upgrade``, and by
+    the commands that fill a store (the imports, ``serve``) when
+    ``AGENTSESSION_AUTO_MIGRATE`` is on: those also create the schema.
+
+    Args:
+        url: the store URL; other stores pass unchecked.
+        create: the command creates the database and its schema if absent.
 
     Raises:
-        UsageError: the file does not exist; the message names it and the command that
-            creates a database.
+        UsageError: the file is not an SQLite database, or (unless ``create``) is
+            missing or empty; the message names it and what to do.
     """
-    path = _missing_sqlite_file(url)
-    if path is not None:
+    path = _sqlite_path(url)
+    if path is None:
+        return
+    state = sqlite_file_state(path)
+    if state == "other":
         raise UsageError(
-            f"no SQLite database at {path} (the store URL {url}); check --url or "
+            f"{path} is not an SQLite database (the store URL {url}); check --url or "
+            "AGENTSESSION_URL: nothing was changed"
+        )
+    if state in ("missing", "empty") and not create:
+        what = "no SQLite database" if state == "missing" else "an empty file, no database,"
+        raise UsageError(
+            f"{what} at {path} (the store URL {url}); check --url or "
             f"AGENTSESSION_URL, or create one with: agentsession --url {shlex.quote(url)} "
             "db upgrade"
         )
@@ -295,20 +311,25 @@ def open_manager(opts: Options, *, create: bool = False) -> SessionManager:
         opts: the invocation's options.
         create: the command fills a store (an import): it may create a missing SQLite
             file when ``AGENTSESSION_AUTO_MIGRATE`` is on, which also creates the
-            schema. Otherwise a missing file is refused (:func:`require_database`).
+            schema. Otherwise a missing or empty file is refused; a file that is not
+            an SQLite database always is (:func:`require_database`).
 
     Raises:
-        UsageError: a missing SQLite file and not ``create``.
+        UsageError: the SQLite file is refused.
         AgentSessionError: the store cannot be opened (bad URL, out-of-date schema...).
     """
     settings = Settings(url=opts.url)
-    if not (create and settings.auto_migrate):
-        require_database(opts.url)
+    require_database(opts.url, create=create and settings.auto_migrate)
     return SessionManager.from_url(settings.url, **settings.manager_options())
 
 
 def confirm(question: str, action: str) -> bool:
     """Ask ``question`` on the terminal; True for yes.
+
+    Without a terminal, an answer piped on stdin is read first (``y`` or ``yes`` is a
+    yes, anything else, an empty line too, a no) and the question is printed with it
+    on stderr; a stdin at its end (``</dev/null``) is refused before anything is
+    printed.
 
     Args:
         question: the yes/no question.
@@ -321,16 +342,20 @@ def confirm(question: str, action: str) -> bool:
         UsageError: no answer can be read (stdin is not a terminal and holds no
             answer): the message says to pass ``--yes``.
     """
+    if not sys.stdin.isatty():
+        line = sys.stdin.readline()
+        if not line:  # end of input: nobody to answer
+            raise UsageError(
+                f"{action} asks for confirmation and there is no terminal to answer on: "
+                f"pass --yes to {action} without asking"
+            )
+        answer = line.strip()
+        typer.echo(f"{question} [y/N]: {answer}", err=True)
+        return answer.lower() in ("y", "yes")
     try:
         return typer.confirm(question, err=True)
-    except typer.Abort:
-        if sys.stdin.isatty():  # Ctrl-C or Ctrl-D at the prompt: the user's no
-            return False
-        typer.echo(err=True)  # end the unanswered question's line
-        raise UsageError(
-            f"{action} asks for confirmation and there is no terminal to answer on: "
-            f"pass --yes to {action} without asking"
-        ) from None
+    except typer.Abort:  # Ctrl-C or Ctrl-D at the prompt: the user's no
+        return False
 
 
 def show(opts: Options, value: Any, table: Any) -> None:

@@ -28,6 +28,7 @@ def db_upgrade(ctx: typer.Context, url: UrlOpt = None, as_json: JsonOpt = False)
     fits every store. This is the command that creates a missing SQLite file.
     """
     opts = resolve_options(ctx, url, None, False, as_json)
+    require_database(opts.url, create=True)  # a file that is not a database is refused
     schema = revisions.upgrade_store(opts.url)
     text = f"schema at revision {schema.current}" if schema.has_schema else NO_SCHEMA
     show(opts, {"url": schema.url, "revision": schema.current}, text)

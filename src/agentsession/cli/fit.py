@@ -2,9 +2,11 @@
 
 A :class:`FitTable` is a rich renderable: when printed it drops its least needed
 columns until the rest fit the console's width, gives its text columns what is left
-(they wrap), and never cuts a column that does not wrap, so an id is always whole and
-can be copied into the next command. The caption names the columns left out; ``--json``
-has every field.
+(they wrap), and never cuts a column that does not wrap, nor an id inside a text
+column (a wrapping column is never narrower than its longest word holding an id), so
+an id is always whole on one line and can be copied into the next command. The caption
+names the columns left out; ``--json`` has every field. A table without rows is one
+line saying so (``no runs``), not a row of headers.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
+
+from ..ids import ID_PATTERN
 
 __all__ = ["Cell", "Column", "FitTable"]
 
@@ -48,6 +52,13 @@ def _width(cell: Text) -> int:
     return max((cell_len(line) for line in cell.plain.split("\n")), default=0)
 
 
+def _id_word(cell: Text) -> int:
+    """The widest word of a cell that holds an id (0 if none): a wrapping column this
+    narrow still shows it on one line."""
+    words = (w for w in cell.plain.split() if ID_PATTERN.search(w))
+    return max((cell_len(w) for w in words), default=0)
+
+
 class FitTable:
     """A table of text cells that picks its columns for the width it is printed at.
 
@@ -55,12 +66,15 @@ class FitTable:
         title: the table's title.
         columns: the columns, in display order.
         rows: one sequence of cells per row, one cell per column.
+        empty: the line printed instead of the table when there are no rows
+            (``no runs``).
     """
 
     def __init__(
-        self, title: str, columns: Sequence[Column], rows: Iterable[Sequence[Cell]]
+        self, title: str, columns: Sequence[Column], rows: Iterable[Sequence[Cell]], empty: str
     ) -> None:
         self.title = title
+        self.empty = empty
         self.columns = tuple(columns)
         self.rows = [
             tuple(c if isinstance(c, Text) else Text.from_markup(c) for c in row) for row in rows
@@ -69,11 +83,16 @@ class FitTable:
             max([cell_len(col.header), *(_width(row[i]) for row in self.rows)])
             for i, col in enumerate(self.columns)
         ]
+        self.id_words = [
+            max((_id_word(row[i]) for row in self.rows), default=0)
+            for i in range(len(self.columns))
+        ]
 
     def _least(self, i: int) -> int:
-        """The narrowest column ``i`` may be: its whole width, or its wrap width."""
+        """The narrowest column ``i`` may be: its whole width, or its wrap width but
+        never narrower than its widest word holding an id."""
         wrap = self.columns[i].wrap
-        return min(self.natural[i], wrap) if wrap else self.natural[i]
+        return max(min(self.natural[i], wrap), self.id_words[i]) if wrap else self.natural[i]
 
     def _needed(self, shown: Sequence[int]) -> int:
         """The table's width with ``shown`` at their least: a border before each column
@@ -124,11 +143,11 @@ class FitTable:
                 justify=col.justify,
                 no_wrap=not col.wrap,
                 width=widths.get(i),
-                overflow="fold",  # a long word (an id in the details) folds, whole
+                overflow="fold",  # a long word folds (one holding an id fits: _least)
             )
         for row in self.rows:
             table.add_row(*(row[i] for i in shown))
         return table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self.table(options.max_width)
+        yield self.table(options.max_width) if self.rows else Text(self.empty)

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..ids import ID_PATTERN
 from ..models import (
     AuditEvent,
     Message,
@@ -81,10 +82,17 @@ def _plain(value: Any) -> Any:
 
 
 def short(value: Any, width: int = 60) -> str:
-    """One line of at most ``width`` characters (JSON for non-strings)."""
+    """One line of at most ``width`` characters (JSON for non-strings), cut with "…"
+    before an id rather than inside it (a cut id could be copied as a wrong one)."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    cut = width - 1
+    for found in ID_PATTERN.finditer(text):
+        if found.start() < cut < found.end():
+            cut = found.start()
+    return text[:cut] + "…"
 
 
 def _when(at: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
@@ -135,7 +143,7 @@ def sessions_table(sessions: Iterable[Session]) -> FitTable:
         ]
         for s in sessions
     ]
-    return FitTable("sessions", columns, rows)
+    return FitTable("sessions", columns, rows, "no sessions")
 
 
 def session_table(s: Session) -> Table:
@@ -180,15 +188,16 @@ def memory_table(memory: WorkingMemory, title: str = "working memory") -> Table:
 
 def tools_table(calls: Sequence[ToolCall], runs: Sequence[Run] = ()) -> FitTable:
     """Tool history: seq, run (its seq when ``runs`` holds it, else its id), tool,
-    arguments, status, duration in ms; narrow, without the duration, then the run."""
+    arguments, status, duration in ms; narrow, without the run (30 characters; ``sessions
+    runs`` lists the runs), then the duration."""
     run_seq = {r.run_id: r.seq for r in runs}
     columns = [
         Column("#", justify="right"),
-        Column("run", drop=1),
+        Column("run", drop=2),
         Column("tool"),
         Column("args", wrap=12),
         Column("status", wrap=8),
-        Column("ms", drop=2, justify="right"),
+        Column("ms", drop=1, justify="right"),
     ]
     rows: list[list[Cell]] = []
     for c in calls:
@@ -208,7 +217,7 @@ def tools_table(calls: Sequence[ToolCall], runs: Sequence[Run] = ()) -> FitTable
                 f"{c.duration_ms:.0f}",
             ]
         )
-    return FitTable("tool history", columns, rows)
+    return FitTable("tool history", columns, rows, "no tool calls")
 
 
 def runs_table(runs: Sequence[Run]) -> FitTable:
@@ -235,7 +244,7 @@ def runs_table(runs: Sequence[Run]) -> FitTable:
         ]
         for r in runs
     ]
-    return FitTable("runs", columns, rows)
+    return FitTable("runs", columns, rows, "no runs")
 
 
 def steps_table(steps: Sequence[RunStep]) -> FitTable:
@@ -260,7 +269,7 @@ def steps_table(steps: Sequence[RunStep]) -> FitTable:
         ]
         for st in steps
     ]
-    return FitTable("steps", columns, rows)
+    return FitTable("steps", columns, rows, "no steps")
 
 
 def messages_table(messages: Sequence[Message]) -> FitTable:
@@ -276,7 +285,8 @@ def messages_table(messages: Sequence[Message]) -> FitTable:
         else:
             content = Text(short(m.content if m.content is not None else "", 90))
         rows.append([str(m.seq), m.role.value, content])
-    return FitTable("messages", [Column("seq"), Column("role"), Column("content", wrap=20)], rows)
+    columns = [Column("seq"), Column("role"), Column("content", wrap=20)]
+    return FitTable("messages", columns, rows, "no messages")
 
 
 def _tool_message(content: Any) -> str | Text:
@@ -295,15 +305,16 @@ def _tool_message(content: Any) -> str | Text:
 
 
 def audit_table(events: Sequence[AuditEvent]) -> FitTable:
-    """Audit events: seq, time, actor, action, version change, details; narrow, the
-    time folds onto two lines, then the version change, then the actor go."""
+    """Audit events: seq, time, actor, action, version change (from which version to
+    which: always shown), details (``key: value`` pairs, ids whole); narrow, the time
+    folds onto two lines, the details wrap, then the details go, then the actor."""
     columns = [
         Column("seq"),
         Column("at (UTC)", wrap=10),
         Column("actor", drop=1),
         Column("action"),
-        Column("version", drop=2),
-        Column("details", wrap=20),
+        Column("version"),
+        Column("details", drop=2, wrap=20),
     ]
     rows: list[list[Cell]] = [
         [
@@ -312,11 +323,11 @@ def audit_table(events: Sequence[AuditEvent]) -> FitTable:
             Text(e.actor),
             Text(e.action),
             f"{e.version_before or '-'} → {e.version_after or '-'}",
-            Text(short(e.details, 50)),
+            Text(", ".join(f"{key}: {short(value, 40)}" for key, value in e.details.items())),
         ]
         for e in events
     ]
-    return FitTable("audit log", columns, rows)
+    return FitTable("audit log", columns, rows, "no audit events")
 
 
 def rewinds_table(rewinds: Sequence[Rewind]) -> FitTable:
@@ -342,7 +353,7 @@ def rewinds_table(rewinds: Sequence[Rewind]) -> FitTable:
         ]
         for r in rewinds
     ]
-    return FitTable("rewinds", columns, rows)
+    return FitTable("rewinds", columns, rows, "no rewinds")
 
 
 def rewind_text(result: RewindResult) -> str:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..settings import Settings
-from .common import Options, UrlOpt, cli_errors, new_app, require_database, resolve_options
+from .common import UrlOpt, UsageError, cli_errors, new_app, require_database, resolve_options
 
 if TYPE_CHECKING:
     from ..http.keys import FileKeyStore
@@ -40,9 +40,10 @@ KeysFileOpt = Annotated[
 keys_app = new_app("Create, list and revoke API keys of the HTTP service.")
 
 
-def _key_store(ctx: typer.Context, keys_file: str | None) -> FileKeyStore:
-    """The key file: ``--keys-file``, else the one next to the store the global
-    ``--url`` (or ``AGENTSESSION_URL``) names, as ``serve --url`` reads it.
+def _key_store(ctx: typer.Context, keys_file: str | None, url: str | None) -> FileKeyStore:
+    """The key file: ``--keys-file``, else the one next to the store ``--url`` names
+    (given after the command or before it, else ``AGENTSESSION_URL``), as ``serve
+    --url`` reads it.
 
     Raises:
         UsageError: the key file would be the one next to an SQLite database that does
@@ -52,9 +53,9 @@ def _key_store(ctx: typer.Context, keys_file: str | None) -> FileKeyStore:
     from ..http.keys import FileKeyStore, default_keys_file
 
     settings = Settings()
-    root = ctx.find_root().obj
-    if isinstance(root, Options):
-        settings = settings.model_copy(update={"url": root.url})
+    settings = settings.model_copy(
+        update={"url": resolve_options(ctx, url, None, False, False).url}
+    )
     if keys_file is None and settings.keys_file is None:
         require_database(settings.url)
     return FileKeyStore(keys_file or default_keys_file(settings))
@@ -80,13 +81,14 @@ def keys_create(
     admin: bool = typer.Option(False, "--admin", help="May act on every user's sessions."),
     name: str | None = typer.Option(None, "--name", help="A label, e.g. the machine."),
     keys_file: KeysFileOpt = None,
+    url: UrlOpt = None,
 ) -> None:
     """Create a key and print its token once (only its SHA-256 hash is stored); exit 2
     if the key file could have been written by another user, or if it would go next
     to an SQLite database that does not exist (create the database first, or give
     --keys-file)."""
     with _key_errors():
-        store = _key_store(ctx, keys_file)
+        store = _key_store(ctx, keys_file, url)
         key, token = store.create(user_id=user, admin=admin, name=name)
     typer.echo(token)
     role = "admin" if admin else "user"
@@ -103,12 +105,13 @@ def keys_revoke(
     ctx: typer.Context,
     key_id: str = typer.Argument(..., help="The key id (the token's part before the dot)."),
     keys_file: KeysFileOpt = None,
+    url: UrlOpt = None,
 ) -> None:
     """Revoke a key; requests with it are refused within about a second. Exit 1 if
     there is no such active key, 2 if the key file is not trusted or would be next to
     an SQLite database that does not exist."""
     with _key_errors():
-        store = _key_store(ctx, keys_file)
+        store = _key_store(ctx, keys_file, url)
         revoked = store.revoke(key_id.split(".", 1)[0])
     if not revoked:
         typer.echo(f"no active key {key_id!r} in {store.path}", err=True)
@@ -118,12 +121,12 @@ def keys_revoke(
 
 @keys_app.command("list")
 @cli_errors
-def keys_list(ctx: typer.Context, keys_file: KeysFileOpt = None) -> None:
+def keys_list(ctx: typer.Context, keys_file: KeysFileOpt = None, url: UrlOpt = None) -> None:
     """List keys (ids, users, roles; never tokens), or one line naming the key file
     when it holds none; exit 2 if the key file is not trusted or would be next to an
     SQLite database that does not exist."""
     with _key_errors():
-        store = _key_store(ctx, keys_file)
+        store = _key_store(ctx, keys_file, url)
         keys = store.list()
     if not keys:
         typer.echo(f"no keys in {store.path}", err=True)
@@ -140,20 +143,40 @@ def _preflight(settings: Settings) -> None:
     stderr when the key file holds no active key (every request would be a 401).
 
     Raises:
-        AgentSessionError: as :meth:`SessionManager.from_url` or the key file raise it.
+        typer.Exit: code 2, the key file is not a key file or is not trusted.
+        AgentSessionError: as :meth:`SessionManager.from_url` raises it.
     """
     from ..http.keys import open_key_store
     from ..service import SessionManager
 
-    keys = open_key_store(settings)
+    with _key_errors():  # a key file that is not one, or untrusted: exit 2
+        keys = open_key_store(settings)
+        active = any(key.revoked_at is None for key in keys.list())
     SessionManager.from_url(settings.url, **settings.manager_options()).close()
-    if not any(key.revoked_at is None for key in keys.list()):
+    if not active:
         path = shlex.quote(str(keys.path))
         typer.echo(
             f"warning: no API key in {keys.path}: every request will be answered 401. "
             f"Create one with: agentsession keys create --user USER --keys-file {path}",
             err=True,
         )
+
+
+def _checked(value: int | None, name: str, low: int, high: int | None, settings: Settings) -> int:
+    """The ``--NAME`` option, else the ``AGENTSESSION_NAME`` setting, checked to be at
+    least ``low`` and at most ``high`` (None: no upper bound) before anything starts:
+    uvicorn takes a port above 65535 modulo 65536 while printing the one it was given,
+    and fails on a negative one only once started.
+
+    Raises:
+        UsageError: out of range; the message names where the value came from.
+    """
+    chosen = value if value is not None else getattr(settings, name)
+    if chosen < low or (high is not None and chosen > high):
+        source = f"--{name}" if value is not None else f"AGENTSESSION_{name.upper()}"
+        bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise UsageError(f"{source} must be {bounds}, not {chosen}")
+    return int(chosen)
 
 
 def _setting_default(name: str) -> str:
@@ -168,7 +191,10 @@ def serve(
         None, "--host", help="Address to listen on.", show_default=_setting_default("host")
     ),
     port: int | None = typer.Option(
-        None, "--port", help="Port to listen on.", show_default=_setting_default("port")
+        None,
+        "--port",
+        help="TCP port to listen on, 1 to 65535.",
+        show_default=_setting_default("port"),
     ),
     workers: int | None = typer.Option(
         None, "--workers", help="Worker processes.", show_default=_setting_default("workers")
@@ -192,15 +218,17 @@ def serve(
     from ..http.wire import PROTOCOL
 
     settings = Settings()
-    if not settings.auto_migrate:  # else the service creates the database and its schema
-        require_database(settings.url)
+    listen_port = _checked(port, "port", 1, 65535, settings)
+    worker_count = _checked(workers, "workers", 1, None, settings)
+    # With auto-migrate the service creates a missing database and its schema.
+    require_database(settings.url, create=settings.auto_migrate)
     _preflight(settings)
     uvicorn.run(
         "agentsession.http.app:create_app",
         factory=True,
         host=host or settings.host,
-        port=port or settings.port,
-        workers=workers or settings.workers,
+        port=listen_port,
+        workers=worker_count,
         # The client address is the socket peer: the failed-auth limit counts per
         # address, and a forwarded-for header is the client's to forge.
         proxy_headers=False,

@@ -37,7 +37,10 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+from pydantic import ValidationError as PydanticError
 
 from ..errors import StoreError
 from ..ids import check_name, new_id
@@ -48,6 +51,7 @@ from ..settings import Settings
 __all__ = [
     "ApiKey",
     "FileKeyStore",
+    "KeyFileInvalid",
     "KeyStore",
     "MemoryKeyStore",
     "Principal",
@@ -75,6 +79,19 @@ class ApiKey:
         """The principal a request with this key acts as: the key's user, an admin if
         the key is one."""
         return Principal(user_id=self.user_id, admin=self.admin)
+
+
+class KeyFileInvalid(StoreError):
+    """The key file exists and is not a key file (not JSON, or not the shape
+    :class:`FileKeyStore` writes): nothing in it is trusted, and it is left unchanged."""
+
+
+class _KeyFile(BaseModel):
+    """The key file's content, as :class:`FileKeyStore` writes it."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+    version: int
+    keys: list[ApiKey]
 
 
 def hash_token(token: str) -> str:
@@ -179,7 +196,7 @@ class FileKeyStore:
         self._keys: dict[str, ApiKey] = {}
         self._stamp: tuple[int, int, int] | None = None
         self._checked = float("-inf")
-        self._check()
+        self._read()
 
     def authenticate(self, token: str) -> Principal | None:
         """See :meth:`KeyStore.authenticate`. At most once per ``reload_interval`` it
@@ -249,30 +266,44 @@ class FileKeyStore:
     def _reload(self) -> None:
         self._checked = time.monotonic()
         try:
-            self._check()
             st = self.path.stat()
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if stamp != self._stamp:
+                self._stamp = stamp
+                self._keys = {k.token_sha256: k for k in self._read()}
+            else:
+                self._check()
         except FileNotFoundError:
             self._keys, self._stamp = {}, None
-            return
+        except KeyFileInvalid as exc:
+            # Our writes replace the file atomically, so this is an edit or a damaged
+            # disk: keep serving the last good keys (an outage helps nobody; a key
+            # revoked since stays usable until the file is fixed), warned about once.
+            logger.warning("API key file not reloaded, the last good keys stay: %s", exc.message)
         except StoreError as exc:
             # Fail closed: no key is accepted until the file is trustworthy again.
             logger.error("API keys refused: %s", exc.message)
             self._keys, self._stamp = {}, None
-            return
-        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if stamp != self._stamp:
-            self._keys = {k.token_sha256: k for k in self._read()}
-            self._stamp = stamp
 
     # builtins.list: in this class, after its method `list`, plain `list` names the method.
     def _read(self) -> builtins.list[ApiKey]:
-        self._check()
+        """The keys in the file ([] if absent or empty), its content checked before its
+        mode is (so a file that is not a key file is left as it was).
+
+        Raises:
+            KeyFileInvalid: the file is not a key file.
+            StoreError: the file cannot be trusted or read (:meth:`_check`).
+        """
         try:
-            raw = self.path.read_text(encoding="utf-8")
+            check_directory(self.path.parent, (self.path, self._lock_path))
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return []
-        doc: dict[str, Any] = json.loads(raw)
-        return [ApiKey(**item) for item in doc.get("keys", [])]
+        except OSError as exc:
+            raise StoreError(f"cannot read the key file {self.path}: {exc}") from exc
+        keys = _parse_key_file(self.path, raw)
+        self._check()
+        return keys
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[builtins.list[ApiKey]]:
@@ -299,6 +330,25 @@ class FileKeyStore:
             os.replace(tmp, self.path)
         with self._lock:
             self._checked = float("-inf")
+
+
+def _parse_key_file(path: Path, raw: bytes) -> builtins.list[ApiKey]:
+    """The keys in a key file's bytes; an empty file holds none (our own writes are
+    atomic, so an empty file was made so on purpose).
+
+    Raises:
+        KeyFileInvalid: not JSON, or not the shape :class:`FileKeyStore` writes; the
+            message names the file and the first fault.
+    """
+    if not raw.strip():
+        return []
+    try:
+        return _KeyFile.model_validate_json(raw).keys
+    except PydanticError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        reason = f"{where}: {first['msg']}" if where else first["msg"]
+        raise KeyFileInvalid(f"{path} is not a valid key file ({reason})") from None
 
 
 def default_keys_file(settings: Settings) -> Path:

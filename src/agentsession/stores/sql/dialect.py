@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -51,6 +51,7 @@ from ..base import ConnectionLost, StoreConflict
 from .execute import observed
 
 __all__ = [
+    "SQLITE_HEADER",
     "SQLITE_SYNCHRONOUS",
     "check_database",
     "connection_mode",
@@ -59,6 +60,7 @@ __all__ = [
     "masked_url",
     "migration_lock",
     "parse_url",
+    "sqlite_file_state",
     "translate_error",
     "translated",
 ]
@@ -222,15 +224,45 @@ def create_store_engine(
     return engine
 
 
+#: The first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html).
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def sqlite_file_state(db: Path) -> Literal["missing", "empty", "database", "other"]:
+    """What is at an SQLite database path, read without changing anything.
+
+    Args:
+        db: the database file.
+
+    Returns:
+        ``missing`` (nothing there), ``empty`` (a zero-byte file: SQLite makes it a new
+        database), ``database`` (a file starting with :data:`SQLITE_HEADER`), or
+        ``other`` (anything else: a text file, a directory, an unreadable file).
+    """
+    try:
+        with db.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return "missing"
+    except OSError:  # a directory, no permission...
+        return "other"
+    if not head:
+        return "empty"
+    return "database" if head == SQLITE_HEADER else "other"
+
+
 def _private_sqlite_files(db: Path) -> None:
     """Create the database file 0600 before SQLite opens it (SQLite gives ``-wal`` and
     ``-shm`` the database file's mode), after checking its directory; tighten the files
     a wider umask made before (:mod:`agentsession.privatefiles`).
 
     Raises:
-        StoreError: an unsafe directory, a file planted by another user or a symbolic
-            link in place of one, or an OS error.
+        StoreError: the file exists and is not an SQLite database (checked first, so
+            nothing is changed), an unsafe directory, a file planted by another user or
+            a symbolic link in place of one, or an OS error.
     """
+    if sqlite_file_state(db) == "other":
+        raise StoreError(f"{db} is not an SQLite database; nothing was changed")
     files = (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"))
     try:
         check_directory(db.parent, files)
