@@ -47,12 +47,19 @@ def _sent(case: Any, header: str) -> bool:
 
 def _cross_field(response: Any, case: Any) -> bool:
     # "pass cursor or a seq bound, not both", "before or after", "exactly one of message
-    # and messages", "tool or provider_call_id", "started_at is after ended_at": rules
-    # between fields a parameter list or these bodies' schemas do not state.
+    # and messages", "tool or provider_call_id", "started_at is after ended_at", "from_seq
+    # must not be greater than to_seq": rules between fields that a JSON Schema cannot
+    # express; the descriptions state each (tests/http/test_openapi_rules.py).
     detail = str(_problem(response).get("detail", ""))
     return any(
         w in detail
-        for w in ("not both", "exactly one of", "or provider_call_id", "is after ended_at")
+        for w in (
+            "not both",
+            "exactly one of",
+            "or provider_call_id",
+            "is after ended_at",
+            "must not be greater than to_seq",
+        )
     )
 
 
