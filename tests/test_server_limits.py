@@ -14,6 +14,7 @@ import json
 import os
 import select
 import socket
+import sqlite3
 import subprocess
 import threading
 import time
@@ -332,11 +333,14 @@ def test_serve_with_a_short_tombstone_key_prints_one_error_line(tmp_path: Path) 
 
 
 def test_serve_in_an_unsafe_directory_prints_one_error_line(tmp_path: Path) -> None:
-    """A database directory every user may write to: one ``error:`` line, exit 1."""
+    """A database directory every user may write to: one ``error:`` line, exit 2 (the
+    key file beside the database is checked, and refused, before the store opens)."""
     unsafe = tmp_path / "open"
     unsafe.mkdir()
     unsafe.chmod(0o777)
-    (unsafe / "sessions.db").touch()  # a missing file would be refused first (exit 2)
+    # A missing or empty database would be refused first (exit 2): make a real one.
+    with contextlib.closing(sqlite3.connect(unsafe / "sessions.db")) as db:
+        db.execute("CREATE TABLE t (x)")
     env = {**os.environ, "AGENTSESSION_URL": f"sqlite:///{unsafe / 'sessions.db'}"}
     out = subprocess.run(
         [str(EXE), "serve", "--host", "127.0.0.1", "--port", str(free_port())],
@@ -346,7 +350,7 @@ def test_serve_in_an_unsafe_directory_prints_one_error_line(tmp_path: Path) -> N
         timeout=60,
         check=False,
     )
-    assert out.returncode == 1
+    assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the directory "), out.stderr
     assert "Traceback" not in out.stdout + out.stderr

@@ -427,9 +427,16 @@ def test_no_driver_error_escapes_when_tables_vanish(sql_store: SQLStore, db: Pat
 
 
 def test_no_driver_error_escapes_on_a_corrupt_file(db: Path) -> None:
-    """Opening a file that is not a database raises StoreError."""
+    """Opening a file that is not a database raises StoreError before the driver sees
+    it (the file is left as it was); one with SQLite's header and garbage after it
+    raises StoreError with the driver's error chained."""
     db.parent.mkdir(parents=True)
-    db.write_bytes(b"this is not an sqlite database, just bytes " * 200)
+    junk = b"this is not an sqlite database, just bytes " * 200
+    db.write_bytes(junk)
+    with pytest.raises(StoreError, match="is not an SQLite database"):
+        SQLStore(f"sqlite:///{db}", auto_migrate=True)
+    assert db.read_bytes() == junk
+    db.write_bytes(b"SQLite format 3\x00" + junk)
     with pytest.raises(StoreError) as exc_info:
         SQLStore(f"sqlite:///{db}", auto_migrate=True)
     _assert_store_error(exc_info)

@@ -404,8 +404,12 @@ def test_a_source_damaged_part_way_is_exit_2(tmp_path: Path) -> None:
     url = new_store(tmp_path)
     done = invoke("import", "langgraph", str(source), "--url", url, "--user", "alice")
     assert done.exit_code == 2, done.output
-    assert done.output.startswith(f"error: cannot read {source}: ")
+    # A damaged page fails the read (cannot read), or reads as a row of wrong values
+    # (named by its rowid): either way one line naming the file, nothing imported.
+    assert done.output.startswith((f"error: cannot read {source}: ", f"error: {source}: "))
     assert len(done.output.strip().splitlines()) == 1, done.output
+    with SessionManager.from_url(url) as manager:
+        assert not manager.list_sessions(user_id="alice")
 
 
 def test_an_unreadable_source_is_refused_as_such(tmp_path: Path) -> None:
