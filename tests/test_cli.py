@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentsession import SessionManager
+from agentsession.cli import server as server_cli
 from agentsession.cli.app import build_app
 from agentsession.cli.common import EXIT_CODES, exit_code_for
 from agentsession.errors import (
@@ -641,6 +642,8 @@ def test_serve_refuses_a_port_out_of_range_before_starting(
 
     started: list[int] = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: started.append(kwargs["port"]))
+    # Port 1 needs root to bind: the range is what this test is about.
+    monkeypatch.setattr(server_cli, "_check_listen", lambda host, port: None)
     url = f"sqlite:///{tmp_path / 'served.db'}"
     assert invoke("db", "upgrade", "--url", url).exit_code == 0
     env = {"AGENTSESSION_URL": url, "AGENTSESSION_KEYS_FILE": None, **env}
@@ -652,6 +655,34 @@ def test_serve_refuses_a_port_out_of_range_before_starting(
         accepted = runner.invoke(build_app(), ["serve", "--port", port], env=env)
         assert accepted.exit_code == 0, accepted.output
     assert started == [1, 65535]
+
+
+def test_serve_on_an_address_it_cannot_listen_on_is_one_error_line(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A port in use, or a host that is no address here: ``error: cannot listen on
+    HOST:PORT: ...``, exit 1, uvicorn not started (it printed three log lines and exited
+    3, the code of ``not found``)."""
+    import socket
+
+    import uvicorn
+
+    started: list[int] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: started.append(kwargs["port"]))
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    assert invoke("db", "upgrade", "--url", url).exit_code == 0
+    env = {"AGENTSESSION_URL": url, "AGENTSESSION_KEYS_FILE": None}
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        args = ["serve", "--host", "127.0.0.1", "--port", str(port)]
+        refused = runner.invoke(build_app(), args, env=env)
+    assert refused.exit_code == 1, refused.output
+    assert refused.stderr.startswith(f"error: cannot listen on 127.0.0.1:{port}: ")
+    assert len(refused.stderr.splitlines()) == 1, refused.stderr
+    bad_host = runner.invoke(build_app(), ["serve", "--host", "999.1.1.1"], env=env)
+    assert bad_host.exit_code == 1, bad_host.output
+    assert bad_host.stderr.startswith("error: cannot listen on 999.1.1.1:")
+    assert started == []
 
 
 def test_export_out_says_what_it_wrote_where(url: str, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated
 
@@ -136,6 +137,22 @@ def keys_list(ctx: typer.Context, keys_file: KeysFileOpt = None, url: UrlOpt = N
         typer.echo(f"{key.key_id}\t{key.user_id}\t{role}\t{key.created_at}\t{state}")
 
 
+def _check_listen(host: str, port: int) -> None:
+    """Bind ``host:port`` once and let it go, so that a port in use or a host that is no
+    address of this machine is one ``error:`` line and exit 1 here, not uvicorn's log
+    lines and its exit 3 (the code ``not found`` has here). A port taken between this
+    check and uvicorn's bind still ends as uvicorn ends.
+
+    Raises:
+        typer.Exit: code 1, the address cannot be listened on.
+    """
+    try:
+        socket.create_server((host, port)).close()
+    except OSError as exc:  # socket.gaierror (a bad host) is an OSError too
+        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
+
+
 def _preflight(settings: Settings) -> None:
     """Open the store and the key file once, as each worker will, so that a bad setting
     (a short tombstone key, an unsafe database directory, a schema out of date) is one
@@ -222,11 +239,13 @@ def serve(
     worker_count = _checked(workers, "workers", 1, None, settings)
     # With auto-migrate the service creates a missing database and its schema.
     require_database(settings.url, create=settings.auto_migrate)
+    listen_host = host or settings.host
+    _check_listen(listen_host, listen_port)
     _preflight(settings)
     uvicorn.run(
         "agentsession.http.app:create_app",
         factory=True,
-        host=host or settings.host,
+        host=listen_host,
         port=listen_port,
         workers=worker_count,
         # The client address is the socket peer: the failed-auth limit counts per
