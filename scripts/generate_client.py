@@ -2,7 +2,7 @@
 table of operations (agentsession.operations), from each row, SessionManager's
 signature and the service's route.
 
-A plain operation is a row with a client method, no ``special`` reason and one route:
+A plain operation is a row with a client method, no ``client_by_hand`` reason and one route:
 each argument of the method (apart from the caller's identity, and ``expected_version``
 and ``idempotency_key``, which travel as headers) is a path parameter, a query
 parameter or a body member of the same name, found on the route; a None is left out;
@@ -71,9 +71,11 @@ HEADERS = ("expected_version", "idempotency_key")
 
 
 def plain() -> list[Operation]:
-    """The rows whose client flow is generated: a client method, no ``special``
+    """The rows whose client flow is generated: a client method, no ``client_by_hand``
     reason, one route."""
-    return [op for op in OPERATIONS if op.client and op.special is None and len(op.routes) == 1]
+    return [
+        op for op in OPERATIONS if op.client and op.client_by_hand is None and len(op.routes) == 1
+    ]
 
 
 def _served(route: Route) -> APIRoute:

@@ -181,8 +181,8 @@ GENERATOR = Path(__file__).resolve().parent.parent / "scripts" / "generate_clien
 
 def _generated(op: Operation) -> bool:
     """The row's client flow is generated (scripts/generate_client.py): a client
-    method, no ``special`` reason, one route."""
-    return op.client and op.special is None and len(op.routes) == 1
+    method, no ``client_by_hand`` reason, one route."""
+    return op.client and op.client_by_hand is None and len(op.routes) == 1
 
 
 @pytest.mark.parametrize("op", [op for op in OPERATIONS if op.client], ids=lambda op: op.name)

@@ -29,7 +29,7 @@ Design (sans-I/O): each method is written once, as a *flow*: a generator that yi
 the I/O it needs (one HTTP request, or a sleep) and returns the method's result (the
 machinery: :mod:`agentsession.clientcore`). The flows of the plain operations are
 generated from the table of operations (:mod:`agentsession.clientgen`); the others
-are written here, in :class:`_Requests`, each row's ``special`` saying why. The
+are written here, in :class:`_Requests`, each row's ``client_by_hand`` saying why. The
 retry loop and the 412 re-read loop are flows too. The two clients only run flows:
 ``SessionClient`` with ``httpx.Client`` and ``time.sleep``, ``AsyncSessionClient`` with
 ``httpx.AsyncClient`` and ``asyncio.sleep``.

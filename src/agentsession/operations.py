@@ -2,8 +2,9 @@
 
 A row names an operation (the :class:`~agentsession.service.SessionManager` method,
 the OpenAPI ``operationId`` and the client method all carry that name), the text of
-its result annotation, its HTTP routes, its CLI command and, when its client method or
-route is more than a mapping of arguments to a request, why (``special``).
+its result annotation, its HTTP routes, its CLI command and, when its client flow or
+its routes are more than a mapping of arguments to a request, why
+(``client_by_hand``, ``route_by_hand``).
 
 The table is data, not behaviour: the manager holds the rules, the routes
 (:mod:`agentsession.http.routes`) and the clients (:mod:`agentsession.client`) are
@@ -72,8 +73,11 @@ class Operation:
         result: the return annotation of the manager and client methods, as written.
         routes: its HTTP routes; empty when it has none of its own.
         cli: the ``agentsession`` command that runs it (``"sessions list"``), if any.
-        special: why its client method or route is written with more than a mapping
-            of arguments to a request; None for a pure mapping.
+        client_by_hand: why its client flow is written by hand (more than a mapping of
+            arguments to one request); None when it is generated from the row.
+        route_by_hand: why its routes are written by hand (more than a mapping of a
+            request to the manager's arguments), or why it has none; None when they
+            are built from the row.
         library: a method of ``SessionManager`` and ``AsyncSessionManager``.
         client: a method of ``SessionClient`` and ``AsyncSessionClient``.
     """
@@ -82,7 +86,8 @@ class Operation:
     result: str
     routes: tuple[Route, ...] = ()
     cli: str | None = None
-    special: str | None = None
+    client_by_hand: str | None = None
+    route_by_hand: str | None = None
     library: bool = True
     client: bool = True
 
@@ -118,7 +123,7 @@ OPERATIONS: tuple[Operation, ...] = (
         (Route("GET", "/healthz"),),
         library=False,
         client=False,
-        special="a probe of the process: no store, no user",
+        route_by_hand="a probe of the process: no store, no user",
     ),
     Operation(
         "readyz",
@@ -126,7 +131,7 @@ OPERATIONS: tuple[Operation, ...] = (
         (Route("GET", "/readyz"),),
         library=False,
         client=False,
-        special="a probe of the store: an empty listing, or 503",
+        route_by_hand="a probe of the store: an empty listing, or 503",
     ),
     # Sessions
     Operation(
@@ -141,13 +146,15 @@ OPERATIONS: tuple[Operation, ...] = (
         "get_session_by_key",
         "Session",
         (Route("GET", "/v1/sessions-by-key", etag="session"),),
-        special="its 404 is SessionNotFound though the request names no session id",
+        client_by_hand="its 404 is SessionNotFound though the request names no session id",
+        route_by_hand="its 404 is SessionNotFound though the request names no session id",
     ),
     Operation(
         "open_session",
         "tuple[Session, bool]",
         (Route("PUT", "/v1/sessions-by-key", 200, "OpenSession", "session", idempotency_key=True),),
-        special="open-or-create: 200 when found, 201 when this request created it",
+        client_by_hand="open-or-create: 200 when found, 201 when this request created it",
+        route_by_hand="open-or-create: 200 when found, 201 when this request created it",
     ),
     Operation("get_session", "Session", (Route("GET", _S, etag="session"),), cli="sessions show"),
     Operation(
@@ -202,7 +209,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "append_message",
         "Message",
-        special="one message through append_messages' route (POST .../messages)",
+        client_by_hand="one message through append_messages' route (POST .../messages)",
     ),
     Operation(
         "append_messages",
@@ -226,7 +233,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "pop_message",
         "Message | None",
         (_write("POST", _S + "/messages/pop", if_match="required"),),
-        special='the answer is {"message": ...}, null when the history was empty',
+        client_by_hand='the answer is {"message": ...}, null when the history was empty',
+        route_by_hand='the answer is {"message": ...}, null when the history was empty',
     ),
     # Working memory
     Operation(
@@ -247,13 +255,15 @@ OPERATIONS: tuple[Operation, ...] = (
                 "PATCH", _S + "/memory", if_match="required", operation_id="patch_working_memory"
             ),
         ),
-        special="PATCH content types: merge patch or JSON Patch ops by Content-Type; "
+        client_by_hand="PATCH content types: merge patch or JSON Patch ops by Content-Type; "
+        "POST only with shared_memory_ops",
+        route_by_hand="PATCH content types: merge patch or JSON Patch ops by Content-Type; "
         "POST only with shared_memory_ops",
     ),
     Operation(
         "modify_working_memory",
         "WorkingMemory",
-        special="the 412 loop: read, apply fn, write with If-Match, again on 412",
+        client_by_hand="the 412 loop: read, apply fn, write with If-Match, again on 412",
     ),
     # Rewinds
     Operation(
@@ -276,47 +286,70 @@ OPERATIONS: tuple[Operation, ...] = (
         "get_shared_memory",
         "SharedMemory",
         (Route("GET", _SHARED, etag="document"),),
-        special=_SHARED_ETAG,
+        client_by_hand=_SHARED_ETAG,
+        route_by_hand=_SHARED_ETAG,
     ),
     Operation(
         "update_shared_memory",
         "SharedMemory",
         (Route("PATCH", _SHARED, etag="document", idempotency_key=True),),
-        special=_SHARED_ETAG,
+        client_by_hand=_SHARED_ETAG,
+        route_by_hand=_SHARED_ETAG,
     ),
     Operation(
         "delete_shared_memory",
         "bool",
         (Route("DELETE", _SHARED, if_match="required"),),
-        special=_SHARED_ETAG,
+        client_by_hand=_SHARED_ETAG,
+        route_by_hand=_SHARED_ETAG,
     ),
     Operation(
         "shared_memory_audit_id",
         "str",
         client=False,
-        special="library only: a keyed hash naming a document in the audit log",
+        route_by_hand="library only: a keyed hash naming a document in the audit log",
     ),
     # Records
     Operation(
         "put_records",
         "PutRecordsResult",
         (_write("PUT", _S + "/records", 200, "PutRecords"),),
-        special=_BASE64,
+        client_by_hand=_BASE64,
+        route_by_hand=_BASE64,
     ),
-    Operation("list_records", "list[Record]", (Route("GET", _S + "/records"),), special=_BASE64),
-    Operation("get_record", "Record | None", (Route("GET", _S + "/records/one"),), special=_BASE64),
+    Operation(
+        "list_records",
+        "list[Record]",
+        (Route("GET", _S + "/records"),),
+        client_by_hand=_BASE64,
+        route_by_hand=_BASE64,
+    ),
+    Operation(
+        "get_record",
+        "Record | None",
+        (Route("GET", _S + "/records/one"),),
+        client_by_hand=_BASE64,
+        route_by_hand=_BASE64,
+    ),
     Operation(
         "delete_records",
         "DeleteRecordsResult",
         (_write("DELETE", _S + "/records", if_match="required"),),
     ),
     # Context and summaries
-    Operation("build_context", "Context", (Route("GET", _S + "/context"),), special=_TOKENIZER),
+    Operation(
+        "build_context",
+        "Context",
+        (Route("GET", _S + "/context"),),
+        client_by_hand=_TOKENIZER,
+        route_by_hand=_TOKENIZER,
+    ),
     Operation(
         "add_summary",
         "Summary",
         (_write("POST", _S + "/summaries", 201, "AddSummary"),),
-        special=_TOKENIZER,
+        client_by_hand=_TOKENIZER,
+        route_by_hand=_TOKENIZER,
     ),
     Operation("list_summaries", "list[Summary]", (Route("GET", _S + "/summaries"),)),
     # Tool calls
@@ -336,7 +369,8 @@ OPERATIONS: tuple[Operation, ...] = (
             Route("POST", _S + "/tool-calls/find", request="FindToolCall"),
             Route("GET", _S + "/tool-calls/find", operation_id="find_tool_call_by_query"),
         ),
-        special="a read sent as POST (arguments in the body), also as GET",
+        client_by_hand="a read sent as POST (arguments in the body), also as GET",
+        route_by_hand="a read sent as POST (arguments in the body), also as GET",
     ),
     # Runs
     Operation("start_run", "Run", (_write("POST", _S + "/runs", 201, "StartRun"),)),
@@ -344,7 +378,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "heartbeat_run",
         "Run",
         (_write("POST", _RUN + "/heartbeat", 200, "HeartbeatRun", if_match="none"),),
-        special="no generated Idempotency-Key: a retried beat only extends the lease again",
+        client_by_hand="no generated Idempotency-Key: a retried beat only extends the lease again",
+        route_by_hand="no generated Idempotency-Key: a retried beat only extends the lease again",
     ),
     Operation("list_runs", "Page[Run]", (Route("GET", _S + "/runs"),), cli="sessions runs"),
     Operation("get_run", "Run", (Route("GET", _RUN),)),
@@ -359,7 +394,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "SweepResult",
         cli="sweep",
         client=False,
-        special="an operator's task (CLI or scheduler), not a user's request",
+        route_by_hand="an operator's task (CLI or scheduler), not a user's request",
     ),
     Operation(
         "get_audit_log", "Page[AuditEvent]", (Route("GET", _S + "/audit"),), cli="sessions audit"
@@ -369,20 +404,22 @@ OPERATIONS: tuple[Operation, ...] = (
         "dict[str, Any]",
         (Route("GET", "/v1/whoami"),),
         library=False,
-        special="the API key's user and role: no store call",
+        client_by_hand="the API key's user and role: no store call",
+        route_by_hand="the API key's user and role: no store call",
     ),
     Operation(
         "delete_user_data",
         "int",
         (Route("DELETE", "/v1/users/{user_id}/data"),),
-        special="the path's user is target_user_id, else user_id; the answer a count",
+        client_by_hand="the path's user is target_user_id, else user_id; the answer a count",
+        route_by_hand="the path's user is target_user_id, else user_id; the answer a count",
     ),
     Operation(
         "erase_user",
         "Erasure",
         cli="erase",
         client=False,
-        special="an operator's act on the store's files too, not over HTTP",
+        route_by_hand="an operator's act on the store's files too, not over HTTP",
     ),
 )
 
