@@ -85,7 +85,7 @@ class AgentSessionError(Exception):
             HTTP problem documents.
 
     Attributes:
-        http_status: the status code an HTTP layer answers with (docs/architecture.md).
+        http_status: the status code an HTTP layer answers with (docs/architecture.md, "Errors").
         code: a stable machine-readable name, used as the RFC 9457 problem ``type`` suffix.
         message: the message; context: the context keywords as a dict.
     """
@@ -248,7 +248,7 @@ class Forbidden(AgentSessionError):
 class NotFound(AgentSessionError):
     """The object does not exist, was deleted, or belongs to another user.
 
-    The three cases are indistinguishable on purpose (docs/architecture.md, "Ownership").
+    The three cases are indistinguishable on purpose (docs/semantics.md, "Ownership").
     """
 
     http_status = 404

@@ -1,4 +1,4 @@
-"""The data model as immutable pydantic models (docs/architecture.md).
+"""The data model as immutable pydantic models (docs/semantics.md).
 
 Every model handed out is a snapshot: frozen at the top level and deep-copied out of the
 store, so changing one (even a nested dict in place) changes nothing stored.
@@ -55,7 +55,7 @@ T = TypeVar("T")
 
 
 class SessionStatus(StrEnum):
-    """Lifecycle state of a session (docs/architecture.md, "Lifecycle"). Deleted sessions
+    """Lifecycle state of a session (docs/semantics.md, "Lifecycle"). Deleted sessions
     are gone."""
 
     ACTIVE = "ACTIVE"
@@ -113,10 +113,10 @@ class Session(_Snapshot):
     thread id), unique per ``(user_id, agent)`` among existing sessions; None if not given.
     ``lease_expires_at`` is when the lease of the session's RUNNING run lapses (None: no
     RUNNING run holds a lease); a heartbeat moves it without a version step, as it is
-    liveness, not content (docs/architecture.md, "Run leases").
+    liveness, not content (docs/semantics.md, "Run leases").
     ``parent_session_id`` and ``fork_seq`` name the session a fork was made from and the
     seq it was made at (``fork_session``); None for a session that is not a fork. The
-    parent may be gone since: the fork keeps its own copies (docs/architecture.md, "Forks").
+    parent may be gone since: the fork keeps its own copies (docs/semantics.md, "Forks").
     """
 
     session_id: str
@@ -421,7 +421,7 @@ class Run(_Snapshot):
     the session's version after the write that returned this run; None on a read.
     ``lease_seconds`` is the run's lease (None: it holds none) and ``lease_expires_at``
     when it lapses unless a heartbeat extends it; a run whose lease lapsed is
-    INTERRUPTED (docs/architecture.md, "Run leases").
+    INTERRUPTED (docs/semantics.md, "Run leases").
     """
 
     run_id: str

@@ -3,7 +3,7 @@
 The caller of a :class:`~agentsession.service.SessionManager` method is its principal
 (``user_id=`` and ``admin=`` keywords, or the API key of an HTTP request); the owner of a
 session is ``session.user_id``. A principal may act on a session it owns, and an admin
-principal on any session (docs/architecture.md, "Ownership").
+principal on any session (docs/semantics.md, "Ownership").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Token counting for context windows: a small pluggable protocol and a default estimate.
 
 A :class:`Tokenizer` has a ``name`` and ``count(text) -> int``. ``build_context`` counts
-every part it returns with one (docs/architecture.md, "Context assembly"):
+every part it returns with one (docs/semantics.md, "Context assembly"):
 
 * a message: ``count`` of its canonical JSON (:func:`message_text`: the payload as
   appended without ``metadata`` and ``run_id``, which are not sent to a model, keys

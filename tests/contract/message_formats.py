@@ -199,7 +199,7 @@ def bounded_page_problem(
     """What is wrong with ``page``, read with the seq bound ``before=`` or ``after=`` (or
     a cursor standing for one), or None.
 
-    A bounded page is never widened past its bound (docs/architecture.md, "Window
+    A bounded page is never widened past its bound (docs/semantics.md, "Window
     alignment": exactly-once paging wins), so only its other side is aligned: a page
     before a bound holds no result without its call but may end with a call whose
     result lies at or past the bound; a page after a bound holds no call without its

@@ -1,5 +1,5 @@
 """Working-memory history: the memory as of a message seq, across appends with memory
-patches, replaces, creation, removals (the clamp) and deletion (docs/architecture.md,
+patches, replaces, creation, removals (the clamp) and deletion (docs/semantics.md,
 "Working-memory history")."""
 
 from __future__ import annotations

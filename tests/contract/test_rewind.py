@@ -1,6 +1,6 @@
 """Rewind: the session moves back to a message seq, hiding or removing the messages
 above it, the working memory back as it stood there; rewinds are numbered and their
-hidden messages readable (docs/architecture.md, "Rewind"). Ownership and stale
+hidden messages readable (docs/semantics.md, "Rewind"). Ownership and stale
 ``expected_version`` are covered by the operation tables of contract_support."""
 
 from __future__ import annotations

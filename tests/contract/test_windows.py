@@ -54,7 +54,7 @@ def test_c32_tool_use_in_content_blocks(manager: SessionManager, sid: str, fmt: 
     function_call item); its result; an assistant answer. The newest window of every
     size and restore's messages never split t1 from its result; a window of every size
     before or after every seq is aligned on the side away from its bound and never
-    crosses the bound (docs/architecture.md, "Window alignment")."""
+    crosses the bound (docs/semantics.md, "Window alignment")."""
     history = _history(fmt)
     manager.append_messages(session_id=sid, user_id=USER, messages=history)
     n = len(history)

@@ -27,7 +27,7 @@ Runs are started with a lease (``lease_seconds``); the engine heartbeats before 
 model decision and, from a :class:`~.heartbeat.Heartbeat` thread, every third of the
 lease while a model or tool call takes long. The thread stops when its run ends, so a
 worker that dies stops heartbeating and its run is INTERRUPTED once the lease lapses
-(docs/architecture.md, "Run leases").
+(docs/semantics.md, "Run leases").
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ class ContextUseCases(ServiceCore):
             fit, never splitting a tool call from its result and always holding the
             newest user message; when the newest turn does not fit whole, that user
             message and the newest whole exchanges after it that fit
-            (docs/architecture.md, "Context assembly").
+            (docs/semantics.md, "Context assembly").
 
         Raises:
             ValidationError: a bad budget or tokenizer. ContextBudgetTooSmall (a

@@ -1,6 +1,6 @@
 """Which messages a context sends: the newest that fit a token budget, whole exchanges.
 
-The rule (docs/architecture.md, "Context assembly"):
+The rule (docs/semantics.md, "Context assembly"):
 
 * the window is the newest messages after a *floor* (the end of the summary in use, or
   the start of history), oldest first, cut only where no tool call is split from its

@@ -3,7 +3,7 @@
 A fork is an ordinary ACTIVE session of the same owner and agent as its parent, made
 in one write transaction from copies of the parent's state as of seq N: messages
 ``1..N``, the summaries within them, the working-memory history up to N and the
-working memory as of N. Parent and fork share nothing afterwards (docs/architecture.md,
+working memory as of N. Parent and fork share nothing afterwards (docs/semantics.md,
 "Forks").
 """
 

@@ -2,7 +2,7 @@
 
 ACTIVE -> CLOSED (close), ACTIVE -> EXPIRED (idle past the TTL, or expire),
 CLOSED/EXPIRED -> ACTIVE (restore; EXPIRED only within the policy's restore window).
-See docs/architecture.md, "Lifecycle".
+See docs/semantics.md, "Lifecycle".
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ class LifecycleUseCases(ServiceCore):
         Restoring means the caller is now the session's worker, so a run still RUNNING
         was left by a dead process and is marked INTERRUPTED; each tool call it (or the
         close or expiry undone) left unanswered gets a synthetic result in the same write
-        (docs/architecture.md, "Calls a crash left unanswered"). When nothing changes,
+        (docs/semantics.md, "Calls a crash left unanswered"). When nothing changes,
         the version does not move. ``user_id`` names the caller (the principal).
 
         Args:
@@ -253,7 +253,7 @@ class LifecycleUseCases(ServiceCore):
         A system task (run it from cron or ``agentsession sweep``); sessions are also
         expired lazily whenever they are touched, so the sweep only bounds staleness.
         Lapsed leases go first, the same way (:meth:`WritePipeline.lapse_due`, batches
-        and failures as below; docs/architecture.md, "Run leases").
+        and failures as below; docs/semantics.md, "Run leases").
         Due sessions are expired :data:`SWEEP_BATCH` to a write transaction, each with
         its own version step, audit event and INTERRUPTED runs; one that changed since
         it was found due is skipped. A batch that fails is retried one session per

@@ -54,7 +54,7 @@ class SessionManager(
     Every method takes keyword arguments only. ``user_id`` names the caller, the
     *principal* (audit ``actor``); the owner of a session is ``session.user_id``. A
     caller sees only its own sessions; ``admin=True`` lets a trusted caller act on any
-    user's sessions (docs/architecture.md, "Ownership").
+    user's sessions (docs/semantics.md, "Ownership").
 
     Thread-safe: any number of threads may share one manager.
     """

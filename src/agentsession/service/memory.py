@@ -41,7 +41,7 @@ class MemoryUseCases(ServiceCore):
         ``message_count``: the current memory). A session stored before the history
         existed reads an empty document below the seq its history starts at (SQL: its
         ``message_count`` at the migration; Redis: it has no history). Its ``version``
-        is the session version the write produced (docs/architecture.md,
+        is the session version the write produced (docs/semantics.md,
         "Working-memory history").
 
         ``user_id`` names the caller (the principal).

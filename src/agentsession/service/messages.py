@@ -253,7 +253,7 @@ class MessageUseCases(ServiceCore):
         item without the item after it or that item without its reasoning item: it is
         widened to the whole exchange (but never past its seq bound, so a page after the
         first may end with a call whose results the previous page holds), so it may hold
-        a few more than ``limit`` messages (docs/architecture.md, "Window alignment").
+        a few more than ``limit`` messages (docs/semantics.md, "Window alignment").
         Following the cursors visits every message exactly once.
 
         Args:

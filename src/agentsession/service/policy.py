@@ -51,7 +51,7 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """Lifecycle rules (docs/architecture.md, "Lifecycle").
+    """Lifecycle rules (docs/semantics.md, "Lifecycle").
 
     Attributes:
         expired_restore_window_seconds: how long after expiry an EXPIRED session may

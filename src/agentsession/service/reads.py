@@ -106,7 +106,7 @@ def memory_of(tx: StoreTransaction, s: Session) -> WorkingMemory:
 def memory_as_of(tx: StoreTransaction, s: Session, seq: int) -> WorkingMemory:
     """The working memory as of message ``seq`` (0..``message_count``), with
     ``session_version`` of ``s``: the history row with the highest version among those
-    with ``at_seq <= seq`` (docs/architecture.md, "Working-memory history"), its
+    with ``at_seq <= seq`` (docs/semantics.md, "Working-memory history"), its
     ``version`` the one it was written at; the current memory for ``seq ==
     message_count``; an empty document at version 0 if there is none.
 

@@ -2,7 +2,7 @@
 
 Only the newest messages are ever removed, so seqs stay gapless (1..``message_count``)
 and a later append reuses the freed seqs: a seq names a position in the current history
-(docs/architecture.md, "Removing messages"). Tool calls and runs stay: they record what
+(docs/semantics.md, "Removing messages"). Tool calls and runs stay: they record what
 really ran, not the conversation. A removal edits the conversation; it is not an
 erasure (docs/security.md, "Erasure"): the removed content can stay in idempotency
 records and on the store's disk until their retention or a scrub.

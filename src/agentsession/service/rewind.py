@@ -1,9 +1,9 @@
 """Use cases that move a session back to an earlier message: rewind, and the reads of
-what rewinds kept (docs/architecture.md, "Rewind").
+what rewinds kept (docs/semantics.md, "Rewind").
 
 A rewind is a removal of the newest messages (:mod:`.removal`, so seqs stay gapless and
 the next append gets ``to_seq + 1``) that also puts the working memory back as it stood
-at ``to_seq`` (docs/architecture.md, "Working-memory history"), and records itself as a
+at ``to_seq`` (docs/semantics.md, "Working-memory history"), and records itself as a
 numbered rewind. ``remove=False`` keeps the messages out of the history but readable
 by the rewind's number; ``remove=True`` deletes them. Tool calls and runs stay: they
 record what really ran.

@@ -65,7 +65,7 @@ class RunUseCases(ServiceCore):
             metadata: a JSON object of at most ``limits.max_metadata_bytes``.
             lease_seconds: the run holds a lease until ``started_at + lease_seconds``
                 (``Run.lease_expires_at``); :meth:`heartbeat_run` extends it, and once
-                it lapses the run is INTERRUPTED (docs/architecture.md, "Run leases").
+                it lapses the run is INTERRUPTED (docs/semantics.md, "Run leases").
                 A positive number, at most one day; None (the default): no lease.
 
         Raises:
@@ -130,7 +130,7 @@ class RunUseCases(ServiceCore):
         restart, and it takes no ``expected_version``. So a worker heartbeating every
         few seconds never makes another writer's ``expected_version`` (If-Match) stale,
         and never floods the audit log; what the lease changes (its start, its lapse)
-        is audited (docs/architecture.md, "Run leases").
+        is audited (docs/semantics.md, "Run leases").
 
         Args:
             user_id: the caller (the principal).

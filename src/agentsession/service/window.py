@@ -5,7 +5,7 @@ In every message format (:mod:`agentsession.callgroups`: chat completions, Anthr
 content blocks, OpenAI Responses items) a window (``get_messages(limit=k)``, the
 messages ``restore_session`` returns) is widened at the start back to the message that
 made every call answered inside it, and at the end until every call made inside it has
-its result (docs/architecture.md, "Window alignment"). A Responses reasoning item and
+its result (docs/semantics.md, "Window alignment"). A Responses reasoning item and
 its successor (:func:`~agentsession.callgroups.produced_from`) are one unit, because a
 provider refuses either without the other: a window that ends with a reasoning item
 is widened to its successor, and one that starts with the successor of a reasoning

@@ -406,7 +406,7 @@ class StoreTransaction(Protocol):
         ``at_seq`` is the session's ``message_count`` once the change that writes the
         memory is stored (an append that also patches memory: the append's last seq;
         a new session: 0). Versions only grow, so a store may rely on the history's
-        ``at_seq`` never decreasing with the version (docs/architecture.md,
+        ``at_seq`` never decreasing with the version (docs/semantics.md,
         "Working-memory history"). StoreConflict on a version already in the history.
         """
 

@@ -1,5 +1,5 @@
 """Rewind: move a session back to an earlier message, and read what rewinds kept
-(docs/architecture.md, "Rewind")."""
+(docs/semantics.md, "Rewind")."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Revises: 0010_summaries
 
 * ``memory_history``: one row per working-memory write, primary key
   ``(session_id, version)``, index ``(session_id, at_seq, version)``; ``at_seq`` is the
-  session's ``message_count`` once the write was stored (docs/architecture.md,
+  session's ``message_count`` once the write was stored (docs/semantics.md,
   "Working-memory history"). Each existing ``working_memory`` row seeds one history row
   (its version, at the session's current ``message_count``) in one ``INSERT ... SELECT``.
 * ``rewinds`` (primary key ``(session_id, number)``) records every rewind of a session;

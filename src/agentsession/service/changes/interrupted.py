@@ -6,7 +6,7 @@ restore marks the session's run INTERRUPTED (or undoes the close or expiry that 
 it), it appends in the same write one result per call that run left unanswered, in the call's
 own format (:func:`agentsession.callgroups.results_for`), saying the call was
 interrupted, and marked in the message ``metadata`` as :data:`SYNTHETIC`
-(docs/architecture.md, "Lifecycle").
+(docs/semantics.md, "Lifecycle").
 
 Only the tail of history is read: a call that never got a result is one of the newest
 calls (a worker sends the next calls only once it has the results of the last ones),

@@ -5,7 +5,7 @@ heartbeat moves that deadline, on the run and on the session row (whose copy eve
 access reads, so noticing a lapse costs no extra query). Once the deadline passes with
 no heartbeat, the worker is taken for dead: the next access to the session (a write or
 a read, through the pipeline and the read path) or the sweep stores this change first,
-as its own write by ``system``, as lazy TTL expiry does (docs/architecture.md, "Run
+as its own write by ``system``, as lazy TTL expiry does (docs/semantics.md, "Run
 leases").
 """
 

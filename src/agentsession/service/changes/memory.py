@@ -35,7 +35,7 @@ def apply_memory(
     pipeline sets ``session_version`` on the answer. ``ops_field`` names the ops'
     argument in errors. ``at_seq`` is the session's ``message_count`` once the change
     is stored (an append's last seq): the history row's position
-    (docs/architecture.md, "Working-memory history").
+    (docs/semantics.md, "Working-memory history").
 
     Raises:
         PatchConflict: an op does not apply to the current document.

@@ -7,7 +7,7 @@ Key layout (``{sid}`` as in :mod:`.store`)::
     as:{sid}:memhist:at   zset    score = at_seq, member = the version, 20 digits
 
 The memory as of a seq is the newest version whose ``at_seq`` is at or below it
-(docs/architecture.md, "Working-memory history"). ``at_seq`` never decreases with the
+(docs/semantics.md, "Working-memory history"). ``at_seq`` never decreases with the
 version and equal scores sort by member, which the zero-padded version makes numeric
 order, so that row is the last member with a score at or below the seq: one
 ZREVRANGEBYSCORE with a limit of 1 and one HGET. A write drops the stored rows at its

@@ -5,7 +5,7 @@ class takes :class:`MemoryHistoryOps` as a base, as it takes one class per aggre
 memory write's own history row goes through the store's compiled statements instead: it
 is on every memory write's path). The memory as of a seq is the newest version whose
 ``at_seq`` is at or below it, and ``at_seq`` never decreases with the version (writes
-and removals keep at most one row per ``at_seq``, the newest; docs/architecture.md,
+and removals keep at most one row per ``at_seq``, the newest; docs/semantics.md,
 "Working-memory history"), so it is also the row with the highest ``(at_seq, version)``
 at or below it: one seek in the index ``(session_id, at_seq, version)``, which also
 finds the rows a removal clamps, so neither costs more as the history grows.

@@ -112,7 +112,7 @@ sessions = sa.Table(
     # on every dialect; MariaDB's VARCHAR compare ignores trailing spaces).
     sa.Column("external_key", sa.String(EXTERNAL_KEY_CHARS), nullable=True),
     sa.Column("external_key_hash", sa.String(64), nullable=True),
-    # The lease deadline of the session's RUNNING run (docs/architecture.md, "Run leases").
+    # The lease deadline of the session's RUNNING run (docs/semantics.md, "Run leases").
     sa.Column("lease_expires_at", UTCDateTime, nullable=True),
     sa.Index(None, "user_id", "agent", "external_key_hash", unique=True),
     # Listings, newest first: one index per filter, so none scans or sorts.
@@ -161,7 +161,7 @@ working_memory = sa.Table(
 )
 
 # Every working-memory write: the memory as of a message seq is the row with the
-# highest version among those with at_seq <= seq (docs/architecture.md,
+# highest version among those with at_seq <= seq (docs/semantics.md,
 # "Working-memory history"); the primary key serves that read.
 memory_history = sa.Table(
     "memory_history",

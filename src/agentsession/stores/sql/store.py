@@ -334,7 +334,7 @@ class _Statements:
             )
         )
         # A working-memory write's history row, after dropping the older row(s) at its
-        # at_seq (docs/architecture.md, "Working-memory history"; :mod:`.memory_history`).
+        # at_seq (docs/semantics.md, "Working-memory history"; :mod:`.memory_history`).
         self.drop_older_history = compiled(
             sa.delete(memory_history).where(
                 memory_history.c.session_id == sa.bindparam("session_id"),
