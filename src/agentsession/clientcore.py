@@ -1,25 +1,33 @@
 """The sans-I/O machinery of the clients (:mod:`agentsession.client`): a method's work
 is a *flow*, a generator that yields the I/O it needs (:class:`_Send` one HTTP request,
 :class:`_Sleep`) and returns the method's result; :class:`_Exchange` sends one request
-as a flow, with retries and typed errors. Private to the client modules.
+as a flow, with retries and typed errors; :func:`_sync` and :func:`_async` make a flow
+a client method. Private to the client modules.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 import uuid
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from .models import Page, Scope
-from .protocol import PROBLEM_CONTENT_TYPE, ServerError, error_from_problem, format_etag
+from .models import Page
+from .protocol import (
+    PROBLEM_CONTENT_TYPE,
+    ServerError,
+    error_from_problem,
+    format_document_etag,
+    format_etag,
+)
 from .unset import UNSET
 
 T = TypeVar("T")
@@ -162,15 +170,6 @@ def _ops_member(ops: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
     return {} if ops is None else {"working_memory_ops": [dict(op) for op in ops]}
 
 
-def _shared_path(scope: Scope, agent: str) -> str:
-    return f"/v1/shared-memory/{quote(scope, safe='')}/{quote(agent, safe='')}"
-
-
-def _target(target_user_id: str | None) -> dict[str, Any]:
-    """The ``user_id`` query parameter naming another user's shared document."""
-    return {} if target_user_id is None else {"user_id": target_user_id}
-
-
 def _shared_member(ops: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> dict[str, Any]:
     """``{"shared_memory_ops": {...}}``, or nothing when there are none."""
     if ops is None:
@@ -197,6 +196,22 @@ def _items(adapter: TypeAdapter[list[M]]) -> Callable[[httpx.Response], list[M]]
 
 def _model(cls: type[M]) -> Callable[[httpx.Response], M]:
     return lambda r: cls.model_validate(r.json())
+
+
+def _optional(cls: type[M]) -> Callable[[Any], M | None]:
+    """A JSON value as a ``cls``, null as None."""
+    return lambda value: None if value is None else cls.model_validate(value)
+
+
+def _member(name: str, parse: Callable[[Any], T]) -> Callable[[httpx.Response], T]:
+    """The member ``name`` of a JSON object answer, read by ``parse``: ``{"count": n}``
+    is ``_member("count", int)``."""
+    return lambda r: parse(r.json()[name])
+
+
+def _object(response: httpx.Response) -> dict[str, Any]:
+    """A JSON object answer as a dict."""
+    return dict(response.json())
 
 
 def _list(cls: type[M]) -> Callable[[httpx.Response], list[M]]:
@@ -278,18 +293,23 @@ class _Exchange:
         idempotency_key: str | None = None,
         content_type: str = "application/json",
         params: dict[str, Any] | None = None,
-        keyed: bool = False,
-        if_match: str | None = None,
-        auto_key: bool = True,
+        generate_key: bool | None = None,
     ) -> _Flow[T]:
-        # ``keyed``: a key is sent whatever the method (a DELETE the service replays).
-        # ``if_match``: the header as is (a shared document's ETag names no session).
-        # ``auto_key`` False: no generated key (a write whose retry is harmless anyway).
-        headers = {} if if_match is None else {"If-Match": if_match}
-        if expected_version is not None and session_id is not None:
-            headers["If-Match"] = format_etag(session_id, expected_version)
+        """A request other than a GET. ``expected_version`` is sent as ``If-Match``: the
+        session's ETag, or with no ``session_id`` a shared document's (``"<version>"``).
+        ``generate_key``: send a new ``Idempotency-Key`` when ``idempotency_key`` is None,
+        the same on every retry; None means for a POST, PUT or PATCH."""
+        headers = {}
+        if expected_version is not None:
+            headers["If-Match"] = (
+                format_document_etag(expected_version)
+                if session_id is None
+                else format_etag(session_id, expected_version)
+            )
+        if generate_key is None:
+            generate_key = method in ("POST", "PUT", "PATCH")
         key = idempotency_key
-        if key is None and auto_key and (keyed or method in ("POST", "PUT", "PATCH")):
+        if key is None and generate_key:
             key = str(uuid.uuid4())
         if key is not None:
             headers["Idempotency-Key"] = key
@@ -316,3 +336,60 @@ class _Exchange:
     ) -> _Flow[T]:
         query = {k: _enum(v) for k, v in params.items() if v is not None}
         return self._exchange(_Call("GET", path, parse, params=query, session_id=session_id))
+
+
+# ------------------------------------------------------------------ client methods
+
+
+class _RunsFlows(Protocol):
+    """A sync client: runs a flow of its ``_requests`` with its I/O."""
+
+    _requests: Any
+
+    def _run(self, flow: _Flow[T]) -> T: ...
+
+
+class _AwaitsFlows(Protocol):
+    """An async client: runs a flow of its ``_requests`` with its I/O."""
+
+    _requests: Any
+
+    async def _run(self, flow: _Flow[T]) -> T: ...
+
+
+def _present(method: Any, build: Callable[..., Any], owner: str) -> None:
+    """Give ``method`` the name, docstring and keyword arguments of ``build``, and as
+    return annotation what ``build``'s flow returns (for ``help()`` and ``inspect``)."""
+    signature = inspect.signature(build)
+    returns = signature.return_annotation
+    if isinstance(returns, str) and returns.startswith("_Flow["):
+        returns = returns.removeprefix("_Flow[").removesuffix("]")
+    method.__name__ = build.__name__
+    method.__qualname__ = f"{owner}.{build.__name__}"
+    method.__doc__ = build.__doc__
+    method.__signature__ = signature.replace(return_annotation=returns)
+
+
+def _sync(
+    build: Callable[Concatenate[Any, P], _Flow[T]],
+) -> Callable[Concatenate[_RunsFlows, P], T]:
+    """The flow method ``build`` as a ``SessionClient`` method: runs the flow, returns
+    its result. mypy sees ``build``'s keyword arguments and the flow's result type."""
+
+    def method(self: _RunsFlows, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(build(self._requests, *args, **kwargs))
+
+    _present(method, build, "SessionClient")
+    return method
+
+
+def _async(
+    build: Callable[Concatenate[Any, P], _Flow[T]],
+) -> Callable[Concatenate[_AwaitsFlows, P], Coroutine[Any, Any, T]]:
+    """The flow method ``build`` as an ``AsyncSessionClient`` coroutine method."""
+
+    async def method(self: _AwaitsFlows, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._run(build(self._requests, *args, **kwargs))
+
+    _present(method, build, "AsyncSessionClient")
+    return method

@@ -51,6 +51,11 @@ class Route:
             ``Idempotency-Key``.
         operation_id: the OpenAPI ``operationId`` when it is not the operation's name
             (a second route of one operation).
+        generated_key: with ``idempotency_key``, the clients send a new key when the
+            caller passes none (False: a retry is harmless and a key per call would
+            cost a stored replay, as for a heartbeat).
+        answer_member: the member of the JSON object answer that holds the result
+            (``{"count": n}``: ``"count"``); None when the answer is the result.
     """
 
     method: str
@@ -61,6 +66,8 @@ class Route:
     if_match: IfMatch = "none"
     idempotency_key: bool = False
     operation_id: str | None = None
+    generated_key: bool = True
+    answer_member: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +113,22 @@ def _write(
     if_match: IfMatch = "optional",
     idempotency_key: bool = True,
     operation_id: str | None = None,
+    generated_key: bool = True,
+    answer_member: str | None = None,
 ) -> Route:
     """A write to one session: its answer's ETag is the session's new version."""
-    return Route(method, path, status, request, "session", if_match, idempotency_key, operation_id)
+    return Route(
+        method,
+        path,
+        status,
+        request,
+        "session",
+        if_match,
+        idempotency_key,
+        operation_id,
+        generated_key,
+        answer_member,
+    )
 
 
 _BASE64 = "records' base64: binary values travel as base64 text"
@@ -146,7 +166,6 @@ OPERATIONS: tuple[Operation, ...] = (
         "get_session_by_key",
         "Session",
         (Route("GET", "/v1/sessions-by-key", etag="session"),),
-        client_by_hand="its 404 is SessionNotFound though the request names no session id",
         route_by_hand="its 404 is SessionNotFound though the request names no session id",
     ),
     Operation(
@@ -232,8 +251,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "pop_message",
         "Message | None",
-        (_write("POST", _S + "/messages/pop", if_match="required"),),
-        client_by_hand='the answer is {"message": ...}, null when the history was empty',
+        (_write("POST", _S + "/messages/pop", if_match="required", answer_member="message"),),
         route_by_hand='the answer is {"message": ...}, null when the history was empty',
     ),
     # Working memory
@@ -286,21 +304,19 @@ OPERATIONS: tuple[Operation, ...] = (
         "get_shared_memory",
         "SharedMemory",
         (Route("GET", _SHARED, etag="document"),),
-        client_by_hand=_SHARED_ETAG,
         route_by_hand=_SHARED_ETAG,
     ),
     Operation(
         "update_shared_memory",
         "SharedMemory",
         (Route("PATCH", _SHARED, etag="document", idempotency_key=True),),
-        client_by_hand=_SHARED_ETAG,
+        client_by_hand="over HTTP only ops, as a JSON Patch body, without expected_version",
         route_by_hand=_SHARED_ETAG,
     ),
     Operation(
         "delete_shared_memory",
         "bool",
-        (Route("DELETE", _SHARED, if_match="required"),),
-        client_by_hand=_SHARED_ETAG,
+        (Route("DELETE", _SHARED, if_match="required", answer_member="deleted"),),
         route_by_hand=_SHARED_ETAG,
     ),
     Operation(
@@ -366,10 +382,14 @@ OPERATIONS: tuple[Operation, ...] = (
         "find_tool_call",
         "ToolCall | None",
         (
-            Route("POST", _S + "/tool-calls/find", request="FindToolCall"),
-            Route("GET", _S + "/tool-calls/find", operation_id="find_tool_call_by_query"),
+            Route("POST", _S + "/tool-calls/find", request="FindToolCall", answer_member="item"),
+            Route(
+                "GET",
+                _S + "/tool-calls/find",
+                operation_id="find_tool_call_by_query",
+                answer_member="item",
+            ),
         ),
-        client_by_hand="a read sent as POST (arguments in the body), also as GET",
         route_by_hand="a read sent as POST (arguments in the body), also as GET",
     ),
     # Runs
@@ -377,8 +397,16 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "heartbeat_run",
         "Run",
-        (_write("POST", _RUN + "/heartbeat", 200, "HeartbeatRun", if_match="none"),),
-        client_by_hand="no generated Idempotency-Key: a retried beat only extends the lease again",
+        (
+            _write(
+                "POST",
+                _RUN + "/heartbeat",
+                200,
+                "HeartbeatRun",
+                if_match="none",
+                generated_key=False,
+            ),
+        ),
         route_by_hand="no generated Idempotency-Key: a retried beat only extends the lease again",
     ),
     Operation("list_runs", "Page[Run]", (Route("GET", _S + "/runs"),), cli="sessions runs"),
@@ -404,13 +432,12 @@ OPERATIONS: tuple[Operation, ...] = (
         "dict[str, Any]",
         (Route("GET", "/v1/whoami"),),
         library=False,
-        client_by_hand="the API key's user and role: no store call",
         route_by_hand="the API key's user and role: no store call",
     ),
     Operation(
         "delete_user_data",
         "int",
-        (Route("DELETE", "/v1/users/{user_id}/data"),),
+        (Route("DELETE", "/v1/users/{user_id}/data", answer_member="deleted_sessions"),),
         client_by_hand="the path's user is target_user_id, else user_id; the answer a count",
         route_by_hand="the path's user is target_user_id, else user_id; the answer a count",
     ),

@@ -1,9 +1,11 @@
 """The async client's shared flows in-process: retries with one Idempotency-Key,
-paging through every message, typed errors and the 412 re-read loop."""
+which writes carry one, paging through every message, typed errors and the 412
+re-read loop."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import httpx
@@ -13,6 +15,7 @@ from agentsession import SessionManager, VersionConflict
 from agentsession.client import AsyncSessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
+from agentsession.operations import OPERATIONS, Route
 from agentsession.protocol import ServerError
 from agentsession.settings import Settings
 from agentsession.stores.inmemory import MemoryStore
@@ -122,5 +125,78 @@ def test_async_client_pages_and_conflicts() -> None:
             assert [r.method for r in race.requests].count("PUT") == 2  # 412, then re-read
             assert seen[1:] == [{"n": 1}, {"n": 1, "other": 1}]
             assert memory.data == {"n": 3, "other": 1}
+
+    asyncio.run(main())
+
+
+class Recording(httpx.AsyncBaseTransport):
+    """Passes every request on and records its method, path and Idempotency-Key."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.seen: list[tuple[str, str, str | None]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        key = request.headers.get("idempotency-key")
+        self.seen.append((request.method, request.url.path, key))
+        return await self.inner.handle_async_request(request)
+
+
+def _route_of(method: str, path: str) -> Route:
+    """The row's route a request was sent to (its path template matched)."""
+    for op in OPERATIONS:
+        for route in op.routes:
+            pattern = re.sub(r"\{\w+\}", "[^/]+", route.path)
+            if route.method == method and re.fullmatch(pattern, path):
+                return route
+    raise LookupError(f"no route {method} {path}")
+
+
+def test_a_generated_key_goes_where_the_route_declares_one() -> None:
+    """Idempotency-Key on a write whose route replays it by key (a DELETE too), none on
+    a write whose route takes none (expire, restore, a find sent as POST) nor on a
+    heartbeat (generated_key=False: a retried beat only extends the lease again)."""
+    app, token = _app()
+
+    async def main() -> None:
+        recording = Recording(httpx.ASGITransport(app=app))
+        async with AsyncSessionClient("http://t", token, transport=recording) as c:
+            sid = (await c.create_session()).session_id
+            await c.append_message(session_id=sid, message={"role": "user", "content": "a"})
+            await c.find_tool_call(session_id=sid, tool="t")
+            run = await c.start_run(session_id=sid, lease_seconds=60)
+            await c.heartbeat_run(session_id=sid, run_id=run.run_id)
+            await c.truncate_messages(session_id=sid, after_seq=5)
+            await c.delete_records(session_id=sid)
+            await c.pop_message(session_id=sid)
+            await c.close_session(session_id=sid)
+            await c.restore_session(session_id=sid)
+            await c.expire_session(session_id=sid)
+            await c.delete_session(session_id=sid)
+        writes = [(m, p, key) for m, p, key in recording.seen if m != "GET"]
+        assert len(writes) == 12
+        for method, path, key in writes:
+            route = _route_of(method, path)
+            expected = route.idempotency_key and route.generated_key
+            assert (key is not None) == expected, (method, path, key)
+
+    asyncio.run(main())
+
+
+def test_whoami_and_the_erasure_of_a_users_data() -> None:
+    """whoami answers the key's user; delete_user_data (the caller's own user) answers
+    how many sessions it erased."""
+    app, token = _app()
+
+    async def main() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with AsyncSessionClient("http://t", token, transport=transport) as c:
+            assert await c.whoami() == {"user_id": "alice", "admin": False}
+            for _ in range(2):
+                await c.create_session()
+            assert await c.delete_user_data(target_user_id="alice") == 2
+            assert (await c.list_sessions()).items == []
+            with pytest.raises(ValueError, match="target_user_id"):
+                await c.delete_user_data()
 
     asyncio.run(main())
