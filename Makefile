@@ -61,7 +61,7 @@ lint: $(STAMP) check-generated
 	$(BIN)/ruff format --check src tests scripts benchmarks examples
 	$(BIN)/mypy
 
-# src/agentsession/clientgen.py, the client flows of the plain reads, is written from
+# src/agentsession/clientgen.py, the plain client flows and both clients' methods, is written from
 # the table of operations (agentsession/operations.py) by scripts/generate_client.py.
 generate: $(STAMP)
 	$(BIN)/python scripts/generate_client.py

@@ -7,8 +7,9 @@ its routes are more than a mapping of arguments to a request, why
 (``client_by_hand``, ``route_by_hand``).
 
 The table is data, not behaviour: the manager holds the rules, the routes
-(:mod:`agentsession.http.routes`) and the clients (:mod:`agentsession.client`) are
-written by hand; the HTTP service takes each route's ``operationId`` from here, and
+(:mod:`agentsession.http.routes`) are written by hand, the clients' methods are
+generated from it (:mod:`agentsession.clientgen`); the HTTP service takes each
+route's ``operationId`` from here, and
 ``tests/test_operations.py`` checks every surface against every row. It imports no
 web framework (the client is usable without the ``server`` extra), so a request body
 is named by its class name in :mod:`agentsession.http.schemas`, where its field
