@@ -18,7 +18,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from .models import Page
 from .protocol import (
@@ -188,10 +188,6 @@ def _memory_write(
     if patch is not None:
         return {"patch": dict(patch)}
     return {"ops": [dict(op) for op in ops or ()]}
-
-
-def _items(adapter: TypeAdapter[list[M]]) -> Callable[[httpx.Response], list[M]]:
-    return lambda r: adapter.validate_python(r.json()["items"])
 
 
 def _model(cls: type[M]) -> Callable[[httpx.Response], M]:
