@@ -263,11 +263,10 @@ def _arguments(op: Operation, params: dict[str, inspect.Parameter]) -> list[str]
 
 def _summary(op: Operation) -> str:
     """The first line of the flow's docstring: the manager method's, or for an operation
-    of the service alone the first paragraph of its route's."""
+    of the service alone the first paragraph of its route's OpenAPI description."""
     if op.library:
         return f"See :meth:`SessionManager.{op.name}`."
-    doc = inspect.getdoc(_served(op.routes[0]).endpoint) or ""
-    return " ".join(doc.split("\n\n")[0].split())
+    return " ".join(_served(op.routes[0]).description.split("\n\n")[0].split())
 
 
 def _method(op: Operation) -> str:

@@ -127,8 +127,8 @@ def _write(
         if_match,
         idempotency_key,
         operation_id,
-        generated_key,
-        answer_member,
+        generated_key=generated_key,
+        answer_member=answer_member,
     )
 
 
