@@ -8,10 +8,11 @@ keyword arguments, return the same pydantic models and raise the same typed erro
 
 Retries: connection errors, timeouts and 500/502/503/504 answers are retried with
 bounded exponential backoff (``Retry-After`` honoured up to ``max_backoff``). Every
-write the service replays by ``Idempotency-Key`` (POST, PUT and PATCH, and a message or
-record DELETE) carries one (a uuid4 unless you pass ``idempotency_key``; a heartbeat
-only yours), the same one on each retry, so a retried write is stored once. A session
-DELETE retried after a lost answer may report the session as not found.
+write whose route replays it by ``Idempotency-Key`` (most POST, PUT and PATCH routes,
+and a message or record DELETE) carries one (a uuid4 unless you pass
+``idempotency_key``; a heartbeat only yours), the same one on each retry, so a retried
+write is stored once. A session DELETE retried after a lost answer may report the
+session as not found.
 
 Example::
 
