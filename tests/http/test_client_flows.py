@@ -15,7 +15,7 @@ from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.protocol import ServerError
 from agentsession.settings import Settings
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 
 
 class FlakyASGI(httpx.AsyncBaseTransport):
