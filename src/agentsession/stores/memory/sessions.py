@@ -4,6 +4,7 @@ small agents)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 
 from ...models import Session, SessionStatus
@@ -82,16 +83,43 @@ class SessionOps(TransactionBase):
         parent_session_id: str | None = None,
     ) -> list[Session]:
         rows = [
-            d.session
-            for d in self._s._sessions.values()
-            if (user_id is None or d.session.user_id == user_id)
-            and (parent_session_id is None or d.session.parent_session_id == parent_session_id)
-            and (status is None or status_as_of(d.session, now) == status)
-            and (agent is None or d.session.agent == agent)
-            and (after is None or (d.session.updated_at, d.session.session_id) < after)
+            s
+            for s in self._matching(user_id, status, agent, now, parent_session_id)
+            if after is None or (s.updated_at, s.session_id) < after
         ]
         rows.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
         return [copy(s) for s in rows[:limit]]
+
+    def count_sessions(
+        self,
+        *,
+        user_id: str | None,
+        status: SessionStatus | None,
+        agent: str | None,
+        now: datetime,
+        parent_session_id: str | None = None,
+    ) -> int:
+        """The listing's sessions, counted: a scan of every session, as the listing."""
+        return sum(1 for _ in self._matching(user_id, status, agent, now, parent_session_id))
+
+    def _matching(
+        self,
+        user_id: str | None,
+        status: SessionStatus | None,
+        agent: str | None,
+        now: datetime,
+        parent_session_id: str | None,
+    ) -> Iterator[Session]:
+        """The stored sessions (not copies) that pass the listing's filters, unordered."""
+        for d in self._s._sessions.values():
+            s = d.session
+            if (
+                (user_id is None or s.user_id == user_id)
+                and (parent_session_id is None or s.parent_session_id == parent_session_id)
+                and (status is None or status_as_of(s, now) == status)
+                and (agent is None or s.agent == agent)
+            ):
+                yield s
 
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
         due = [

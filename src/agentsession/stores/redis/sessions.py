@@ -14,10 +14,21 @@ from typing import TYPE_CHECKING
 
 from ...models import Session, SessionStatus
 from ..base import StoreConflict
-from ..listing import merge_newest, status_as_of
+from ..listing import is_due, merge_newest, status_as_of
 from .codec import copy, dec, enc, prefix
 from .errors import translated
-from .index import DUE, cursor_member, index_for, index_writes, key_index, us, user_due, user_index
+from .index import (
+    DUE,
+    cursor_member,
+    filter_sets,
+    index_for,
+    index_writes,
+    key_index,
+    us,
+    user_due,
+    user_index,
+)
+from .replies import integer as _integer
 from .replies import maybe_texts as _maybe_texts
 from .replies import texts as _texts
 
@@ -81,7 +92,8 @@ def _list_sessions(
         return wanted and mine and agent in (None, s.agent)
 
     rows = _scan_index(r, index_for(user_id, status, agent, parent), after, limit, keep)
-    if status is not SessionStatus.EXPIRED:
+    # The forks set holds a parent's forks in every status: their due ones are in rows.
+    if status is not SessionStatus.EXPIRED or parent is not None:
         return rows
     due_key = DUE if user_id is None else user_due(user_id)
     due = [s for s in _sessions_of(r, _texts(r.zrangebyscore(due_key, "-inf", us(now)))) if keep(s)]
@@ -145,6 +157,40 @@ class SessionOps:
     ) -> list[Session]:
         filters = (user_id, status, agent, parent_session_id)
         return _list_sessions(self._r, filters, after, limit, now)
+
+    @translated
+    def count_sessions(
+        self,
+        *,
+        user_id: str | None,
+        status: SessionStatus | None,
+        agent: str | None,
+        now: datetime,
+        parent_session_id: str | None = None,
+    ) -> int:
+        """The sessions stored with these filters, counted on the index sets
+        (:func:`.index.filter_sets`): ZCARD of one set (O(1)), or ZINTERCARD of the
+        sets of two or three filters (Redis 7.0 or later; O(N*K), N the smallest set's
+        size, K the number of sets), no session read. An ACTIVE or EXPIRED count also
+        reads the due sessions (ACTIVE past their TTL, not yet swept: few between sweeps),
+        as the listing does, and moves them from ACTIVE to EXPIRED. Two commands, not a
+        snapshot: a session that changes between them may be counted as before or after.
+        """
+        parent = parent_session_id
+        keys = filter_sets(user_id, status, agent, parent)
+        if len(keys) == 1:
+            stored = _integer(self._r.zcard(keys[0]))
+        else:
+            stored = _integer(self._r.zintercard(len(keys), keys))
+        if status not in (SessionStatus.ACTIVE, SessionStatus.EXPIRED):
+            return stored
+        due_key = DUE if user_id is None else user_due(user_id)
+        due = sum(
+            1
+            for s in _sessions_of(self._r, _texts(self._r.zrangebyscore(due_key, "-inf", us(now))))
+            if is_due(s, now) and agent in (None, s.agent) and parent in (None, s.parent_session_id)
+        )
+        return stored - due if status is SessionStatus.ACTIVE else stored + due
 
     @translated
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:

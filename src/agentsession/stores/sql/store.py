@@ -603,6 +603,51 @@ class _SQLTransaction(
         forks = [s for s in self._sessions(due, params) if parent in (None, s.parent_session_id)]
         return merge_newest(rows, forks, after=after, limit=limit)
 
+    @_translated
+    def count_sessions(
+        self,
+        *,
+        user_id: str | None,
+        status: SessionStatus | None,
+        agent: str | None,
+        now: datetime,
+        parent_session_id: str | None = None,
+    ) -> int:
+        """``COUNT(*)`` with the listing's conditions, on the index the listing reads:
+        ``(user_id, status | agent, ...)`` or ``(status | agent, ...)``; EXPIRED adds
+        the due sessions, counted on ``(user_id, status, expires_at)`` (stored ACTIVE,
+        so none is counted twice). A parent's forks are counted on the parent's index,
+        ``(parent_session_id, ...)``, the other filters checked on its rows (a
+        ``CASE``), as the listing does: a filter in the ``WHERE`` could make the
+        database take the status index and count every session of the store with that
+        status. One or two index ranges: the cost grows with the sessions counted (the
+        store's sessions for an unfiltered admin count), and no row is sent."""
+        t = sessions
+        filters: list[Any] = []
+        if user_id is not None:
+            filters.append(t.c.user_id == user_id)
+        if agent is not None:
+            filters.append(t.c.agent == agent)
+
+        def count(*conditions: Any) -> int:
+            where = [*filters, *conditions]
+            if parent_session_id is None:
+                stmt = sa.select(sa.func.count()).select_from(t).where(*where)
+            else:
+                counted = sa.func.count(sa.case((sa.and_(*where), 1))) if where else sa.func.count()
+                stmt = sa.select(counted).where(t.c.parent_session_id == parent_session_id)
+            return int(self._conn.execute(stmt).scalar_one())
+
+        if status is None:
+            return count()
+        if status is SessionStatus.ACTIVE:
+            live = sa.or_(t.c.expires_at.is_(None), t.c.expires_at > now)
+            return count(t.c.status == status.value, live)
+        stored = count(t.c.status == status.value)
+        if status is SessionStatus.EXPIRED:  # and the due ones, stored ACTIVE
+            stored += count(t.c.status == SessionStatus.ACTIVE.value, t.c.expires_at <= now)
+        return stored
+
     def _sessions(self, stmt: CompiledStatement, params: dict[str, Any]) -> list[Session]:
         rows = stmt.rows(self._execute(stmt, params))
         return [Session.model_validate(stmt.record(row)) for row in rows]
