@@ -38,7 +38,7 @@ import sqlalchemy as sa
 import servers
 from agentsession import SessionManager
 from agentsession.stores.base import SessionStore
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 from agentsession.stores.sql.schema import metadata
 from agentsession.stores.sql.store import SQLStore
 from frozen_clock import FrozenClock

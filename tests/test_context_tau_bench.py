@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agentsession import ContextBudgetTooSmall, SessionManager
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 from test_real_conversations import CONVERSATIONS, chat_window_problem
 
 BUDGETS = (1_000, 4_000, 16_000)

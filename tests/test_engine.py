@@ -24,7 +24,7 @@ from agentsession.engine import (
 )
 from agentsession.engine.heartbeat import Heartbeat
 from agentsession.engine.model import default_install_command, missing_module
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 from frozen_clock import FrozenClock
 from inprocess import InProcess
 

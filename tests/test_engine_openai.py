@@ -12,7 +12,7 @@ import pytest
 from agentsession import SessionManager
 from agentsession.engine import AgentEngine, ModelContext, ModelError, OpenAIChatModel, ProjectTools
 from agentsession.engine.model import parse_completion
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 
 USER = "alice"
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentsession import SessionManager
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 
 pytest.importorskip("flask")
 

@@ -103,6 +103,51 @@ for user in ("user3", None):
         )
 
 
+# Counts: the listing's indexes, read for their entries only (an unfiltered admin count
+# reads every session's entry, by nature, and is left out).
+for user, prefix, by_agent in (
+    ("user1", "ix_sessions_user_id_", "ix_sessions_user_id_agent_external_key_hash"),
+    (None, "ix_sessions_", "ix_sessions_agent_updated_at_session_id"),
+):
+    kw = {"user_id": user, "now": NOW}
+    for status, statements in (
+        (SessionStatus.ACTIVE, 1),
+        (SessionStatus.CLOSED, 1),
+        (SessionStatus.EXPIRED, 2),  # stored EXPIRED, and the due ones
+    ):
+        QUERIES.append(
+            (
+                f"count {user=} status {status.value}",
+                lambda tx, kw=kw, status=status: tx.count_sessions(status=status, agent=None, **kw),
+                [f"{prefix}status_expires_at"] * statements,
+            )
+        )
+    QUERIES.append(
+        (
+            f"count {user=} agent",
+            lambda tx, kw=kw: tx.count_sessions(status=None, agent="agent2", **kw),
+            [by_agent],
+        )
+    )
+QUERIES.append(
+    (
+        "count of one user",
+        lambda tx: tx.count_sessions(user_id="user1", status=None, agent=None, now=NOW),
+        ["ix_sessions_user_id_status_expires_at"],
+    )
+)
+for user in ("user3", None):
+    for status, statements in ((None, 1), (SessionStatus.EXPIRED, 2)):
+        kw = {"user_id": user, "now": NOW, "parent_session_id": PARENT}
+        QUERIES.append(
+            (
+                f"count forks {user=} {status=}",
+                lambda tx, kw=kw, status=status: tx.count_sessions(status=status, agent=None, **kw),
+                ["ix_sessions_parent_session_id_updated_at_session_id"] * statements,
+            )
+        )
+
+
 def _session(n: int) -> Session:
     at = T0 + timedelta(seconds=37 * n % 7200)
     # Of 10: ACTIVE without a TTL, ACTIVE with one (every other one due), 4 CLOSED,
@@ -233,9 +278,9 @@ def filled_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQL
 
 def test_lookups_and_listings_use_their_indexes(filled_store: SQLStore) -> None:
     """find_tool_call, one tool's history, the provider id and external key lookups,
-    the session listings by (user,) status / agent / parent, with and without a cursor: each
-    statement uses its index, scans no table and sorts nothing (SQLite, PostgreSQL,
-    MariaDB)."""
+    the session listings and counts by (user,) status / agent / parent, the listings with
+    and without a cursor: each statement uses its index, scans no table and sorts nothing
+    (SQLite, PostgreSQL, MariaDB)."""
     explain, check = PLANS[filled_store.engine.dialect.name]
     for what, call, indexes in QUERIES:
         with captured_sql(filled_store) as seen, filled_store.transaction(write=False) as tx:

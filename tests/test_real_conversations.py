@@ -23,7 +23,7 @@ from agentsession import SessionManager
 from agentsession.engine.loop import AgentEngine
 from agentsession.engine.model import Decision, ModelContext, ToolRequest
 from agentsession.engine.tools import ProjectTools, ToolOutcome, ToolSpec
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 
 DATA = Path(__file__).parent / "data" / "tau_bench" / "tau_bench_airline.jsonl"
 CONVERSATIONS = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]

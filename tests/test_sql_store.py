@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from agentsession.errors import StoreError, ValidationError
 from agentsession.models import AuditEvent, Message, Run, RunStep, Session, ToolCall, WorkingMemory
 from agentsession.stores.base import IdempotencyRecord, StoreConflict
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 from agentsession.stores.registry import open_store
 from agentsession.stores.sql.dialect import masked_url, parse_url
 from agentsession.stores.sql.store import SQLStore

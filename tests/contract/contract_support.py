@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from agentsession import Message, Page, RecordWrite, Session, SessionManager
 from agentsession.ids import new_id
 from agentsession.stores.base import ScrubReport, SessionStore, StoreTransaction
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 from agentsession.stores.redis.memory import memory_keys
 from agentsession.stores.sql.schema import memory_history
 from agentsession.stores.sql.store import SQLStore

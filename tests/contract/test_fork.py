@@ -318,6 +318,23 @@ def test_list_sessions_by_parent_pages_and_filters(manager: SessionManager) -> N
         manager.list_sessions(user_id=USER, cursor=first.next_cursor)
 
 
+def test_a_due_fork_lists_once_among_the_expired_forks(
+    frozen_manager: SessionManager, clock: Any
+) -> None:
+    """A fork idle past its TTL (EXPIRED to a read, not swept yet) is listed once, not
+    twice, by status EXPIRED and parent; a fork expired for real is listed with it."""
+    m = frozen_manager
+    sid = new_session(m).session_id
+    due = m.fork_session(**_kw(sid), ttl_seconds=60).session_id
+    gone = m.fork_session(**_kw(sid)).session_id
+    m.expire_session(**_kw(gone))
+    m.fork_session(**_kw(sid))
+    clock.advance(120)
+    for kw in ({"user_id": USER}, {"user_id": ADMIN, "admin": True, "all_users": True}):
+        listed = m.list_sessions(**kw, status="EXPIRED", parent_session_id=sid).items
+        assert sorted(s.session_id for s in listed) == sorted([due, gone])
+
+
 @pytest.mark.parametrize("fmt", ["responses", "chat"])
 def test_tool_call_sessions_fork_their_messages_not_their_runs(
     manager: SessionManager, fmt: str

@@ -16,7 +16,7 @@ from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.http.routes import routers
 from agentsession.settings import Settings
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 
 # The HTTP layer maps requests onto the manager; the stores' contract is tested in
 # tests/contract, so these run on memory and SQLite only.

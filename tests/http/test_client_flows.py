@@ -18,7 +18,7 @@ from agentsession.http.keys import MemoryKeyStore
 from agentsession.operations import OPERATIONS, Route
 from agentsession.protocol import ServerError
 from agentsession.settings import Settings
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 
 
 class FlakyASGI(httpx.AsyncBaseTransport):

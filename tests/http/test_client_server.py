@@ -31,7 +31,7 @@ from agentsession.http.keys import FileKeyStore, MemoryKeyStore
 from agentsession.ids import new_id
 from agentsession.protocol import ServerError, Unauthenticated
 from agentsession.settings import Settings
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 from service import free_port
 
 

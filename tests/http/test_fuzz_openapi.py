@@ -28,7 +28,7 @@ from agentsession import SessionManager
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.settings import Settings
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 
 PROBLEMS = "https://agentsession.dev/problems/"
 

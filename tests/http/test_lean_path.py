@@ -13,7 +13,7 @@ from agentsession.http.deps import FastJSONResponse
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.http.middleware import new_request_id
 from agentsession.settings import Settings
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 
 
 def test_every_admitted_request_can_hold_a_worker_thread() -> None:

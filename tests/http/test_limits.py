@@ -21,7 +21,7 @@ from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.protocol import TooManyRequests, error_from_problem
 from agentsession.settings import Settings
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 
 pytestmark = pytest.mark.store_independent
 

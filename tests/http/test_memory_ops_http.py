@@ -20,7 +20,7 @@ from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.protocol import format_etag
 from agentsession.settings import Settings
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 from inprocess import InProcess
 
 pytestmark = pytest.mark.store_independent

@@ -17,7 +17,7 @@ from agentsession.client import AsyncSessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.settings import Settings
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 
 pytestmark = pytest.mark.store_independent
 

@@ -16,7 +16,7 @@ from agentsession.client import AsyncSessionClient
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.settings import Settings
-from agentsession.stores.inmemory import MemoryStore
+from agentsession.stores.memory.store import MemoryStore
 from frozen_clock import FrozenClock
 
 # The rules live in the manager (tests/contract runs them on every store).

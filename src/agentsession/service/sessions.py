@@ -316,17 +316,11 @@ class SessionUseCases(ServiceCore):
             ValidationError: bad limit, status or cursor.
             Forbidden: ``all_users`` without admin.
         """
-        check_name(user_id, field="user_id")
-        if all_users and not admin:
-            raise Forbidden("listing every user's sessions needs admin=True")
-        wanted_status = check_enum(SessionStatus, status, "status")
-        if agent is not None:
-            check_name(agent, field="agent")
+        owner, wanted_status = _listing_filters(
+            "listing", user_id, status, agent, parent_session_id, all_users, admin
+        )
         parent = parent_session_id
-        if parent is not None:
-            check_id(parent, field="parent_session_id", prefix="ses")
         size = self._page_size(limit)
-        owner = None if all_users else user_id
         scope = [owner, None if wanted_status is None else wanted_status.value, agent]
         if parent is not None:  # a cursor of an unfiltered listing keeps its scope
             scope.append(parent)
@@ -348,6 +342,59 @@ class SessionUseCases(ServiceCore):
         rows = rows[:size]
         next_cursor = encode_cursor(rows[-1], scope) if more and rows else None
         return Page[Session](items=[as_of(r, now) for r in rows], next_cursor=next_cursor)
+
+    def count_sessions(
+        self,
+        *,
+        user_id: str,
+        status: SessionStatus | str | None = None,
+        agent: str | None = None,
+        parent_session_id: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+    ) -> int:
+        """Count the sessions :meth:`list_sessions` lists with the same filters: the
+        number of items over all its pages, at this moment.
+
+        A pure read, with the listing's rules: the status is the one a read at this
+        moment reports (a session idle past its TTL counts as EXPIRED, never as ACTIVE,
+        before its row is expired); the caller counts their own sessions unless
+        ``all_users`` (admin only).
+
+        Cost (each store's ``count_sessions`` says more): SQL counts on the indexes
+        its listing reads (``COUNT(*)``, no row sent); Redis takes the cardinality or
+        the intersection of its index sets, and reads only the due sessions for an
+        ACTIVE or EXPIRED count, as its listing does; the memory store scans its
+        sessions. Nothing grows with the sessions' content.
+
+        Args:
+            user_id: the caller (the principal), whose sessions are counted.
+            status, agent: filters; None = any.
+            parent_session_id: only the forks made from this session; None = any.
+            all_users: count every user's sessions; needs ``admin=True``.
+
+        Returns:
+            The number of sessions, >= 0.
+
+        Raises:
+            ValidationError: a bad user id, status, agent or parent id.
+            Forbidden: ``all_users`` without admin.
+        """
+        owner, wanted_status = _listing_filters(
+            "counting", user_id, status, agent, parent_session_id, all_users, admin
+        )
+        now = self._uow.now()
+        count: int = self._uow.run(
+            lambda tx: tx.count_sessions(
+                user_id=owner,
+                status=wanted_status,
+                agent=agent,
+                now=now,
+                parent_session_id=parent_session_id,
+            ),
+            write=False,
+        )
+        return count
 
     def update_session(
         self,
@@ -398,6 +445,34 @@ class SessionUseCases(ServiceCore):
             returns_session=True,
         )
         return self._pipeline.write(request).value
+
+
+def _listing_filters(
+    verb: str,
+    user_id: str,
+    status: SessionStatus | str | None,
+    agent: str | None,
+    parent_session_id: str | None,
+    all_users: bool,
+    admin: bool,
+) -> tuple[str | None, SessionStatus | None]:
+    """Check the filters of a session listing or count (``verb``: what the caller
+    does, for the error): the owner whose sessions it reads (None: every user's) and
+    the status.
+
+    Raises:
+        ValidationError: a bad user id, status, agent or parent id.
+        Forbidden: ``all_users`` without ``admin``.
+    """
+    check_name(user_id, field="user_id")
+    if all_users and not admin:
+        raise Forbidden(f"{verb} every user's sessions needs admin=True")
+    wanted_status = check_enum(SessionStatus, status, "status")
+    if agent is not None:
+        check_name(agent, field="agent")
+    if parent_session_id is not None:
+        check_id(parent_session_id, field="parent_session_id", prefix="ses")
+    return (None if all_users else user_id), wanted_status
 
 
 def _with_memory(

@@ -224,6 +224,25 @@ class StoreTransaction(Protocol):
             now: the moment of the read, for ``status``.
         """
 
+    def count_sessions(
+        self,
+        *,
+        user_id: str | None,
+        status: SessionStatus | None,
+        agent: str | None,
+        now: datetime,
+        parent_session_id: str | None = None,
+    ) -> int:
+        """How many sessions :meth:`list_sessions` returns with the same filters over
+        all its pages (no cursor, no limit), as of ``now``: a session stored ACTIVE
+        past its ``expires_at`` counts as EXPIRED, never ACTIVE.
+
+        Counted on the indexes the listing reads, without reading the sessions
+        themselves where the store can (SQL ``COUNT(*)``, Redis set cardinalities);
+        never a scan of every session of the store for a filtered count. The
+        arguments are those of :meth:`list_sessions`.
+        """
+
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
         """Ids of ACTIVE sessions with ``expires_at <= now``, oldest ``expires_at`` first."""
 

@@ -59,7 +59,7 @@ def open_store(url: str, **options: Any) -> SessionStore:
     """Open the store that ``url`` names.
 
     Args:
-        url: ``memory://`` (:class:`~agentsession.stores.inmemory.MemoryStore`),
+        url: ``memory://`` (:class:`~agentsession.stores.memory.store.MemoryStore`),
             ``sqlite:///path/to/file.db``, ``postgresql+psycopg://user:pw@host/db`` or
             ``mysql+pymysql://user:pw@host/db`` (:class:`~agentsession.stores.sql.store.SQLStore`),
             ``redis://[:pw@]host[:port][/db]`` or ``rediss://...``
@@ -80,7 +80,7 @@ def open_store(url: str, **options: Any) -> SessionStore:
     """
     backend = _backend(url)
     if backend == "memory":
-        from .inmemory import MemoryStore
+        from .memory.store import MemoryStore
 
         options.pop("auto_migrate", None)
         if options:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from ...jsonvalues import loads
+from .codec import prefix
 from .errors import translated
 
 if TYPE_CHECKING:
@@ -61,10 +62,6 @@ FORK_LUA = r"""
 """
 
 
-def _prefix(sid: str) -> str:
-    return f"as:{{{sid}}}:"
-
-
 class ForkOps:
     """The fork method of the Redis transaction (see the store protocol). The host class
     provides the client, the write buffer and the session checks."""
@@ -83,7 +80,7 @@ class ForkOps:
         self._writing()
         self._require_session(source_id)
         self._require_session(target_id)
-        src, dst = _prefix(source_id), _prefix(target_id)
+        src, dst = prefix(source_id), prefix(target_id)
         count = int(cast(int, self._r.zcount(src + "msgs", "-inf", upto_seq)))
         texts = cast(list[str], self._r.zrange(src + "summaries", 0, -1))
         summaries = sum(1 for t in texts if loads(t)["to_seq"] <= upto_seq)

@@ -47,6 +47,7 @@ __all__ = [
     "LEASES",
     "LeaseIndexOps",
     "cursor_member",
+    "filter_sets",
     "forks_index",
     "index_for",
     "index_member",
@@ -139,6 +140,25 @@ def index_for(
     if agent is not None:
         return _by("agent", agent, user_id)
     return ALL_SESSIONS if user_id is None else user_index(user_id)
+
+
+def filter_sets(
+    user_id: str | None,
+    status: SessionStatus | None,
+    agent: str | None,
+    parent_session_id: str | None = None,
+) -> list[str]:
+    """The sets whose intersection is exactly the sessions stored with these filters
+    (``status`` as stored): one set per filter given (the per-user ones for a user),
+    the user's or the store's set when no other one names the user."""
+    keys = [] if parent_session_id is None else [forks_index(parent_session_id)]
+    if status is not None:
+        keys.append(_by("status", status.value, user_id))
+    if agent is not None:
+        keys.append(_by("agent", agent, user_id))
+    if user_id is not None and status is None and agent is None:
+        keys.append(user_index(user_id))
+    return keys or [ALL_SESSIONS]
 
 
 def _lex_entries(s: Session | None) -> set[tuple[str, str]]:

@@ -29,17 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ...errors import StoreError, StoreUnavailable
 from ...jsonvalues import dumps
-from ...models import (
-    AuditEvent,
-    Message,
-    Run,
-    RunStatus,
-    RunStep,
-    Session,
-    SessionStatus,
-    ToolCall,
-    WorkingMemory,
-)
+from ...models import AuditEvent, Message, Session, SessionStatus, WorkingMemory
 from ..base import IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
 from ..keyhash import external_key_hash
 from ..listing import merge_newest
@@ -62,20 +52,19 @@ from .migrate import ensure_schema
 from .pool import StalePings
 from .records import RecordOps
 from .rewinds import RewindOps
+from .runs import RunOps
 from .schema import (
     audit_events,
     idempotency_keys,
     memory_history,
     messages,
-    run_steps,
-    runs,
     sessions,
-    tool_calls,
     working_memory,
 )
 from .scrub import scrub_database
 from .shared import SharedMemoryOps
 from .summaries import SummaryOps
+from .toolcalls import ToolCallOps
 
 __all__ = ["SQLStore"]
 
@@ -465,7 +454,16 @@ class _Statements:
         return stmt
 
 
-class _SQLTransaction(ForkOps, RecordOps, SummaryOps, RewindOps, MemoryHistoryOps, SharedMemoryOps):
+class _SQLTransaction(
+    ForkOps,
+    RecordOps,
+    SummaryOps,
+    RewindOps,
+    MemoryHistoryOps,
+    SharedMemoryOps,
+    ToolCallOps,
+    RunOps,
+):
     """One transaction on one connection (the StoreTransaction protocol)."""
 
     def __init__(
@@ -605,6 +603,51 @@ class _SQLTransaction(ForkOps, RecordOps, SummaryOps, RewindOps, MemoryHistoryOp
         forks = [s for s in self._sessions(due, params) if parent in (None, s.parent_session_id)]
         return merge_newest(rows, forks, after=after, limit=limit)
 
+    @_translated
+    def count_sessions(
+        self,
+        *,
+        user_id: str | None,
+        status: SessionStatus | None,
+        agent: str | None,
+        now: datetime,
+        parent_session_id: str | None = None,
+    ) -> int:
+        """``COUNT(*)`` with the listing's conditions, on the index the listing reads:
+        ``(user_id, status | agent, ...)`` or ``(status | agent, ...)``; EXPIRED adds
+        the due sessions, counted on ``(user_id, status, expires_at)`` (stored ACTIVE,
+        so none is counted twice). A parent's forks are counted on the parent's index,
+        ``(parent_session_id, ...)``, the other filters checked on its rows (a
+        ``CASE``), as the listing does: a filter in the ``WHERE`` could make the
+        database take the status index and count every session of the store with that
+        status. One or two index ranges: the cost grows with the sessions counted (the
+        store's sessions for an unfiltered admin count), and no row is sent."""
+        t = sessions
+        filters: list[Any] = []
+        if user_id is not None:
+            filters.append(t.c.user_id == user_id)
+        if agent is not None:
+            filters.append(t.c.agent == agent)
+
+        def count(*conditions: Any) -> int:
+            where = [*filters, *conditions]
+            if parent_session_id is None:
+                stmt = sa.select(sa.func.count()).select_from(t).where(*where)
+            else:
+                counted = sa.func.count(sa.case((sa.and_(*where), 1))) if where else sa.func.count()
+                stmt = sa.select(counted).where(t.c.parent_session_id == parent_session_id)
+            return int(self._conn.execute(stmt).scalar_one())
+
+        if status is None:
+            return count()
+        if status is SessionStatus.ACTIVE:
+            live = sa.or_(t.c.expires_at.is_(None), t.c.expires_at > now)
+            return count(t.c.status == status.value, live)
+        stored = count(t.c.status == status.value)
+        if status is SessionStatus.EXPIRED:  # and the due ones, stored ACTIVE
+            stored += count(t.c.status == SessionStatus.ACTIVE.value, t.c.expires_at <= now)
+        return stored
+
     def _sessions(self, stmt: CompiledStatement, params: dict[str, Any]) -> list[Session]:
         rows = stmt.rows(self._execute(stmt, params))
         return [Session.model_validate(stmt.record(row)) for row in rows]
@@ -730,160 +773,6 @@ class _SQLTransaction(ForkOps, RecordOps, SummaryOps, RewindOps, MemoryHistoryOp
             self._conn.execute(
                 sa.insert(working_memory), {**values, "session_id": memory.session_id}
             )
-
-    # -- tool calls ------------------------------------------------------------------
-    @_translated
-    def insert_tool_call(self, call: ToolCall) -> None:
-        self._writing()
-        row = call.model_dump(exclude={"session_version"})  # a write answer's, not stored
-        row["status"] = call.status.value
-        self._conn.execute(sa.insert(tool_calls), row)
-
-    @_translated
-    def get_tool_call(self, session_id: str, call_id: str) -> ToolCall | None:
-        stmt = sa.select(tool_calls).where(
-            tool_calls.c.session_id == session_id, tool_calls.c.call_id == call_id
-        )
-        row = self._conn.execute(stmt).first()
-        return None if row is None else ToolCall.model_validate(row._asdict())
-
-    @_translated
-    def list_tool_calls(
-        self,
-        session_id: str,
-        *,
-        tool: str | None = None,
-        after_seq: int | None = None,
-        limit: int | None = None,
-    ) -> list[ToolCall]:
-        if limit is not None and limit <= 0:
-            return []
-        stmt = sa.select(tool_calls).where(tool_calls.c.session_id == session_id)
-        if tool is not None:
-            stmt = stmt.where(tool_calls.c.tool == tool)
-        if after_seq is not None:
-            stmt = stmt.where(tool_calls.c.seq > after_seq)
-        stmt = stmt.order_by(tool_calls.c.seq).limit(limit)
-        return [ToolCall.model_validate(row._asdict()) for row in self._conn.execute(stmt)]
-
-    @_translated
-    def find_tool_call(self, session_id: str, *, tool: str, arguments_hash: str) -> ToolCall | None:
-        stmt = (
-            sa.select(tool_calls)
-            .where(
-                tool_calls.c.session_id == session_id,
-                tool_calls.c.tool == tool,
-                tool_calls.c.arguments_hash == arguments_hash,
-            )
-            .order_by(tool_calls.c.seq.desc())
-            .limit(1)
-        )
-        row = self._conn.execute(stmt).first()
-        return None if row is None else ToolCall.model_validate(row._asdict())
-
-    @_translated
-    def find_tool_call_by_provider_id(
-        self, session_id: str, provider_call_id: str
-    ) -> ToolCall | None:
-        stmt = (
-            sa.select(tool_calls)
-            .where(
-                tool_calls.c.session_id == session_id,
-                tool_calls.c.provider_call_id == provider_call_id,
-            )
-            .order_by(tool_calls.c.seq.desc())
-            .limit(1)
-        )
-        row = self._conn.execute(stmt).first()
-        return None if row is None else ToolCall.model_validate(row._asdict())
-
-    # -- runs ------------------------------------------------------------------------
-    @_translated
-    def insert_run(self, run: Run) -> None:
-        self._writing()
-        self._conn.execute(sa.insert(runs), {**_run_row(run), "step_count": 0})
-
-    @_translated
-    def update_run(self, run: Run) -> None:
-        self._writing()
-        row = _run_row(run)
-        stmt = (
-            sa.update(runs)
-            .where(runs.c.session_id == row.pop("session_id"), runs.c.run_id == row.pop("run_id"))
-            .values(row)
-        )
-        if self._conn.execute(stmt).rowcount != 1:
-            raise StoreConflict(f"run {run.run_id!r} vanished during the transaction")
-
-    @_translated
-    def insert_run_step(self, session_id: str, step: RunStep) -> None:
-        self._writing()
-        # Compare-and-set on the count: the step must be next, and the run must exist.
-        bump = (
-            sa.update(runs)
-            .where(
-                runs.c.session_id == session_id,
-                runs.c.run_id == step.run_id,
-                runs.c.step_count == step.index,
-            )
-            .values(step_count=runs.c.step_count + 1)
-        )
-        if self._conn.execute(bump).rowcount != 1:
-            raise StoreConflict(f"step {step.index} of run {step.run_id!r} is not next")
-        row = step.model_dump(exclude={"session_version"})
-        row["step_index"] = row.pop("index")
-        row["session_id"] = session_id
-        self._conn.execute(sa.insert(run_steps), row)
-
-    @_translated
-    def get_run(self, session_id: str, run_id: str) -> Run | None:
-        stmt = sa.select(runs).where(runs.c.session_id == session_id, runs.c.run_id == run_id)
-        row = self._conn.execute(stmt).first()
-        return None if row is None else Run.model_validate(row._asdict())
-
-    @_translated
-    def list_run_steps(
-        self,
-        session_id: str,
-        run_id: str,
-        *,
-        after_index: int | None = None,
-        limit: int | None = None,
-    ) -> list[RunStep]:
-        if limit is not None and limit <= 0:
-            return []
-        stmt = sa.select(run_steps).where(
-            run_steps.c.session_id == session_id, run_steps.c.run_id == run_id
-        )
-        if after_index is not None:
-            stmt = stmt.where(run_steps.c.step_index > after_index)
-        stmt = stmt.order_by(run_steps.c.step_index).limit(limit)
-        steps = []
-        for row in self._conn.execute(stmt):
-            data = row._asdict()
-            data["index"] = data.pop("step_index")
-            del data["session_id"]
-            steps.append(RunStep.model_validate(data))
-        return steps
-
-    @_translated
-    def list_runs(
-        self,
-        session_id: str,
-        *,
-        status: RunStatus | None = None,
-        after_seq: int | None = None,
-        limit: int | None = None,
-    ) -> list[Run]:
-        if limit is not None and limit <= 0:
-            return []
-        stmt = sa.select(runs).where(runs.c.session_id == session_id)
-        if status is not None:
-            stmt = stmt.where(runs.c.status == status.value)
-        if after_seq is not None:
-            stmt = stmt.where(runs.c.seq > after_seq)
-        stmt = stmt.order_by(runs.c.seq).limit(limit)
-        return [Run.model_validate(row._asdict()) for row in self._conn.execute(stmt)]
 
     # -- audit -----------------------------------------------------------------------
     @_translated
@@ -1016,10 +905,3 @@ def _session_changes(session: Session, stored: Session | None) -> dict[str, Any]
 
 
 _MUTABLE = (dict, list)
-
-
-def _run_row(run: Run) -> dict[str, Any]:
-    """The run's columns except ``step_count``, which only a step insert changes."""
-    row = run.model_dump(exclude={"steps", "step_count", "session_version"})
-    row["status"] = run.status.value
-    return row

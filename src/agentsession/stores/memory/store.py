@@ -1,0 +1,94 @@
+"""In-memory store: the whole contract, in one process, gone at exit.
+
+A real adapter, not a mock: it passes the same conformance suite as every other store.
+Lookups scan Python lists (only the external key has an index, a dict): it is meant for tests
+and small agents.
+Models are immutable and every JSON-bearing field is deep-copied in and out, so nothing
+a caller holds aliases stored state. Transactions are serialised by one lock
+and made atomic by an undo log (:mod:`.state`): a failure anywhere inside the block rolls
+every change back in reverse order, so a transaction is stored whole or not at all. The
+transaction class composes one class per aggregate, each in its module.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ...errors import StoreError
+from ..base import ScrubReport
+from .audit import AuditOps
+from .forks import ForkOps
+from .messages import MessageOps
+from .records import RecordOps
+from .rewinds import RewindOps
+from .runs import RunOps
+from .sessions import SessionOps
+from .shared import SharedMemoryOps
+from .state import Tables
+from .summaries import SummaryOps
+from .toolcalls import ToolCallOps
+from .working_memory import WorkingMemoryOps
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(Tables):
+    """A store that keeps everything in process memory. URL: ``memory://``.
+
+    Thread-safe; all transactions are serialised. Use it for tests and for single-process
+    agents that need no durability.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.url = "memory://"
+        self._lock = threading.RLock()
+        self._closed = False
+
+    @contextmanager
+    def transaction(self, *, write: bool) -> Iterator[_MemoryTransaction]:
+        """Open a transaction (see :class:`~agentsession.stores.base.SessionStore`)."""
+        with self._lock:
+            if self._closed:
+                raise StoreError("the memory store is closed")
+            tx = _MemoryTransaction(self, write=write)
+            try:
+                yield tx
+            except BaseException:
+                tx.rollback()
+                raise
+
+    def scrub(self, *, compact: bool = False) -> ScrubReport:
+        """Nothing to do: nothing is on disk. See
+        :meth:`~agentsession.stores.base.SessionStore.scrub`."""
+        return ScrubReport(
+            done=("memory store: nothing on disk; the erased objects were released",),
+            pending=("the process memory may hold released objects until it reuses it",),
+        )
+
+    def close(self) -> None:
+        """Drop every session. Further transactions raise StoreError."""
+        with self._lock:
+            self._closed = True
+            self._sessions.clear()
+            self._keys.clear()
+            self._idempotency.clear()
+            self._shared.clear()
+
+
+class _MemoryTransaction(
+    SessionOps,
+    MessageOps,
+    WorkingMemoryOps,
+    RecordOps,
+    SummaryOps,
+    RewindOps,
+    ForkOps,
+    SharedMemoryOps,
+    ToolCallOps,
+    RunOps,
+    AuditOps,
+):
+    """One transaction: every aggregate's methods over the store's tables, one undo log."""
