@@ -120,7 +120,7 @@ KEY_BOUND = rf"^[^\x00-\x1f\x7f-\x9f]{{0,{RECORD_KEY_CHARS}}}$"
 #: of the same name and the rest from here (:func:`query_parameter`); a route written
 #: by hand takes them from here too.
 QUERY: dict[str, Any] = {
-    "status": Query(),
+    "status": Query(),  # an enum: its values are its limits
     "agent": Query(max_length=NAME_CHARS, pattern=NAME, description="The session's agent."),
     "external_key": Query(
         max_length=EXTERNAL_KEY_CHARS,
@@ -139,7 +139,7 @@ QUERY: dict[str, Any] = {
     ),
     "after": seq_query(),
     "before": seq_query("Start below this seq. Not together with `after`: 400."),
-    "align_tool_calls": Query(),
+    "align_tool_calls": Query(),  # a boolean
     "after_seq": seq_query("Remove every message above this seq (0 = all)."),
     "at_seq": seq_query("The memory as it stood at this message seq (0..message_count)."),
     "tool": Query(max_length=TOOL_NAME_CHARS, pattern=TOOL),
