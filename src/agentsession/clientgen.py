@@ -92,6 +92,29 @@ class PlainReads(_Exchange):
             parent_session_id=parent_session_id,
         )
 
+    def count_sessions(
+        self,
+        *,
+        user_id: str | None = None,
+        status: SessionStatus | str | None = None,
+        agent: str | None = None,
+        parent_session_id: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+    ) -> _Flow[int]:
+        """See :meth:`SessionManager.count_sessions`.
+
+        ``GET /v1/sessions/count``
+        """
+        return self._read(
+            "/v1/sessions/count",
+            _member("count", int),
+            status=_enum(status),
+            agent=agent,
+            parent_session_id=parent_session_id,
+            all_users=_flag(all_users, False),
+        )
+
     def get_session(
         self, *, session_id: str, user_id: str | None = None, admin: bool = False
     ) -> _Flow[Session]:
@@ -926,6 +949,7 @@ class SyncOperations:
 
     create_session = _sync(Requests.create_session)
     list_sessions = _sync(Requests.list_sessions)
+    count_sessions = _sync(Requests.count_sessions)
     get_session = _sync(Requests.get_session)
     fork_session = _sync(Requests.fork_session)
     update_session = _sync(Requests.update_session)
@@ -977,6 +1001,7 @@ class AsyncOperations:
 
     create_session = _async(Requests.create_session)
     list_sessions = _async(Requests.list_sessions)
+    count_sessions = _async(Requests.count_sessions)
     get_session = _async(Requests.get_session)
     fork_session = _async(Requests.fork_session)
     update_session = _async(Requests.update_session)

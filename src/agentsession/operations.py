@@ -216,6 +216,14 @@ OPERATIONS: tuple[Operation, ...] = (
             doc="The caller's sessions, most recently updated first; ``next_cursor`` pages on.",
         ),
         Operation(
+            "count_sessions",
+            "int",
+            (Route("GET", "/v1/sessions/count", problems=(403,), answer_member="count"),),
+            cli="sessions count",
+            doc="""How many sessions ``GET /v1/sessions`` would list with the same filters, over
+            all its pages: ``{"count": n}``.""",
+        ),
+        Operation(
             "get_session",
             "Session",
             (Route("GET", _S, etag="session"),),
