@@ -31,6 +31,7 @@ STATIC: Final[dict[str, str]] = {
     HTMX: "text/javascript; charset=utf-8",
     "ui.css": "text/css; charset=utf-8",
     "htmx-LICENSE.txt": "text/plain; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 
 #: Headers on every answer of the inspector.
