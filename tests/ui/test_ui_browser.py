@@ -29,7 +29,7 @@ if not CHROMIUM.exists() and shutil.which("chromium") is None:
 class Watched:
     """A page with its console errors, uncaught errors and dialogs collected."""
 
-    def __init__(self, page: playwright.Page) -> None:  # type: ignore[name-defined]
+    def __init__(self, page: playwright.Page) -> None:
         self.page = page
         self.errors: list[str] = []
         self.dialogs: list[str] = []
@@ -37,7 +37,7 @@ class Watched:
         page.on("pageerror", lambda e: self.errors.append(str(e)))
         page.on("dialog", self._dialog)
 
-    def _dialog(self, dialog: playwright.Dialog) -> None:  # type: ignore[name-defined]
+    def _dialog(self, dialog: playwright.Dialog) -> None:
         self.dialogs.append(dialog.message)
         dialog.dismiss()
 
@@ -54,7 +54,7 @@ class Watched:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[playwright.Browser]:  # type: ignore[name-defined]
+def browser() -> Iterator[playwright.Browser]:
     executable = str(CHROMIUM) if CHROMIUM.exists() else shutil.which("chromium")
     with playwright.sync_playwright() as p:
         b = p.chromium.launch(executable_path=executable)
@@ -62,7 +62,7 @@ def browser() -> Iterator[playwright.Browser]:  # type: ignore[name-defined]
         b.close()
 
 
-def _signed_in(browser: playwright.Browser, live: Live, key: str, width: int = 1440) -> Watched:  # type: ignore[name-defined]
+def _signed_in(browser: playwright.Browser, live: Live, key: str, width: int = 1440) -> Watched:
     context = browser.new_context(viewport={"width": width, "height": 900})
     w = Watched(context.new_page())
     w.open(f"{live.url}/ui/")
@@ -73,7 +73,7 @@ def _signed_in(browser: playwright.Browser, live: Live, key: str, width: int = 1
     return w
 
 
-def test_every_view_opens_clean_and_no_canary_runs(browser: playwright.Browser, live: Live) -> None:  # type: ignore[name-defined]
+def test_every_view_opens_clean_and_no_canary_runs(browser: playwright.Browser, live: Live) -> None:
     w = _signed_in(browser, live, live.inspector.alice)
     sid = live.inspector.seeded.alice_session
     for page in SESSION_PAGES:
@@ -93,7 +93,7 @@ def test_every_view_opens_clean_and_no_canary_runs(browser: playwright.Browser, 
     w.page.context.close()
 
 
-def test_another_users_session_never_shows(browser: playwright.Browser, live: Live) -> None:  # type: ignore[name-defined]
+def test_another_users_session_never_shows(browser: playwright.Browser, live: Live) -> None:
     w = _signed_in(browser, live, live.inspector.alice)
     bob = live.inspector.seeded.bob_session
     assert bob not in w.page.content()
@@ -103,7 +103,7 @@ def test_another_users_session_never_shows(browser: playwright.Browser, live: Li
     w.page.context.close()
 
 
-def test_logout_and_csrf_refusal(browser: playwright.Browser, live: Live) -> None:  # type: ignore[name-defined]
+def test_logout_and_csrf_refusal(browser: playwright.Browser, live: Live) -> None:
     w = _signed_in(browser, live, live.inspector.alice)
     forged = w.page.request.post(f"{live.url}/ui/logout", form={"csrf": "forged"})
     assert forged.status == 403
@@ -117,7 +117,7 @@ def test_logout_and_csrf_refusal(browser: playwright.Browser, live: Live) -> Non
     w.page.context.close()
 
 
-def test_the_keyboard_reaches_the_main_links(browser: playwright.Browser, live: Live) -> None:  # type: ignore[name-defined]
+def test_the_keyboard_reaches_the_main_links(browser: playwright.Browser, live: Live) -> None:
     w = _signed_in(browser, live, live.inspector.alice)
     sid = live.inspector.seeded.alice_session
     reached: list[str] = []
@@ -138,7 +138,7 @@ def test_the_keyboard_reaches_the_main_links(browser: playwright.Browser, live: 
 
 
 @pytest.mark.parametrize("width", [390, 1440])
-def test_no_page_overflows_sideways(browser: playwright.Browser, live: Live, width: int) -> None:  # type: ignore[name-defined]
+def test_no_page_overflows_sideways(browser: playwright.Browser, live: Live, width: int) -> None:
     w = _signed_in(browser, live, live.inspector.alice, width)
     sid = live.inspector.seeded.alice_session
     for page in ["/ui/", *(f"/ui/sessions/{sid}{p}" for p in SESSION_PAGES)]:

@@ -56,12 +56,9 @@ def local_tickets(app: FastAPI) -> Tickets:
     return tickets
 
 
-def _see(path: str, response: Response | None = None) -> Response:
-    """A 303 to ``path`` under the inspector (keeping cookies set on ``response``)."""
-    answer = RedirectResponse(f"{PATH}{path}", status_code=303, headers=SECURITY_HEADERS)
-    if response is not None:
-        answer.raw_headers += [h for h in response.raw_headers if h[0] == b"set-cookie"]
-    return answer
+def _see(path: str) -> Response:
+    """A 303 to ``path`` under the inspector."""
+    return RedirectResponse(f"{PATH}{path}", status_code=303, headers=SECURITY_HEADERS)
 
 
 def _login_form(request: Request, *, status: int = 200, error: str | None = None) -> Response:

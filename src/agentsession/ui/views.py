@@ -85,8 +85,9 @@ def sessions_page(request: Request, v: Viewer) -> Response:
     return render("sessions.html", context)
 
 
-def _session_id(session_id: str) -> str | None:
-    return session_id if is_id(session_id, "ses") else None
+def _malformed(session_id: str) -> bool:
+    """Whether ``session_id`` is no session id (answered 404, as a missing session)."""
+    return not is_id(session_id, "ses")
 
 
 @router.get("/sessions/{session_id}")
@@ -95,7 +96,7 @@ def session_view(request: Request, session_id: str) -> Response:
     """The Session view: one page of the timeline (newest first; ``before``/``after``
     a seq to page), the session's fields, and the first audit events."""
     v = viewer(request)
-    if _session_id(session_id) is None:
+    if _malformed(session_id):
         return not_found()
     sm, who = _manager(request), {**_who(v), "session_id": session_id}
     s = sm.get_session(**who)
@@ -128,7 +129,7 @@ def session_view(request: Request, session_id: str) -> Response:
 def rewound_view(request: Request, session_id: str, number: int) -> Response:
     """The messages rewind ``number`` hid (a fragment for htmx, a page otherwise)."""
     v = viewer(request)
-    if _session_id(session_id) is None:
+    if _malformed(session_id):
         return not_found()
     who = {**_who(v), "session_id": session_id}
     page = _manager(request).get_rewound_messages(
@@ -151,7 +152,7 @@ def memory_view(request: Request, session_id: str) -> Response:
     """The Memory view: the working memory as of a seq (a slider over the history,
     the current memory by default) and its diff against the memory as of another seq."""
     v = viewer(request)
-    if _session_id(session_id) is None:
+    if _malformed(session_id):
         return not_found()
     sm, who = _manager(request), {**_who(v), "session_id": session_id}
     s = sm.get_session(**who)
@@ -185,7 +186,7 @@ def runs_view(request: Request, session_id: str) -> Response:
     """The Runs view: a page of runs (oldest first) with their first steps, each step's
     duration, status and error, and the run's lease."""
     v = viewer(request)
-    if _session_id(session_id) is None:
+    if _malformed(session_id):
         return not_found()
     sm, who = _manager(request), {**_who(v), "session_id": session_id}
     s = sm.get_session(**who)
@@ -205,7 +206,7 @@ def runs_view(request: Request, session_id: str) -> Response:
 def audit_view(request: Request, session_id: str) -> Response:
     """The audit log of a session, oldest first (content-free events)."""
     v = viewer(request)
-    if _session_id(session_id) is None:
+    if _malformed(session_id):
         return not_found()
     sm, who = _manager(request), {**_who(v), "session_id": session_id}
     s = sm.get_session(**who)
