@@ -18,7 +18,9 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "src" / "agentsession" / "ui" 
 
 def _pages(i: Inspector) -> list[str]:
     sid = i.seeded.alice_session
-    return ["/ui/", *(f"/ui/sessions/{sid}{p}" for p in SESSION_PAGES)]
+    fork = i.seeded.fork_session
+    pages = [f"/ui/sessions/{sid}{p}" for p in SESSION_PAGES]
+    return ["/ui/", f"/ui/?parent={sid}", f"/ui/sessions/{fork}", *pages]
 
 
 def test_every_answer_carries_the_security_headers(
@@ -128,6 +130,18 @@ def test_an_admin_sees_every_users_sessions_with_their_owner(
     assert inspector.seeded.bob_session in listing and "<th>Owner</th>" in listing
     assert inspector.seeded.alice_session not in client.get("/ui/?owner=bob").text
     assert client.get(f"/ui/sessions/{inspector.seeded.bob_session}").status_code == 200
+
+
+def test_a_session_lists_its_forks_and_the_list_filters_by_parent(
+    client: TestClient, inspector: Inspector
+) -> None:
+    log_in(client, inspector.alice)
+    sid, fork = inspector.seeded.alice_session, inspector.seeded.fork_session
+    assert f'href="/ui/sessions/{fork}"' in client.get(f"/ui/sessions/{sid}").text
+    forks = client.get(f"/ui/?parent={sid}").text
+    assert fork in forks and f'href="/ui/sessions/{sid}">' in forks
+    assert forks.split("<tbody>")[1].count("<tr>") == 1  # the fork alone
+    assert client.get("/ui/?parent=nope").status_code == 400
 
 
 def test_every_stored_field_is_escaped_on_every_page(

@@ -32,6 +32,7 @@ class Seeded:
 
     alice_session: str
     bob_session: str
+    fork_session: str
     rewind_number: int
     run_id: str
     message_count: int
@@ -178,6 +179,7 @@ def seed(sm: SessionManager) -> Seeded:
             ],
         },
     )
+    fork = sm.fork_session(**a, at_seq=2, title=canary("fork_title"))
     bob = sm.create_session(user_id="bob", agent="bobbot", title="bob's private session")
     sm.append_message(
         session_id=bob.session_id,
@@ -185,4 +187,5 @@ def seed(sm: SessionManager) -> Seeded:
         message={"role": "user", "content": "bob's secret"},
     )
     assert rewind.number is not None
-    return Seeded(sid, bob.session_id, rewind.number, run.run_id, sm.get_session(**a).message_count)
+    count = sm.get_session(**a).message_count
+    return Seeded(sid, bob.session_id, fork.session_id, rewind.number, run.run_id, count)

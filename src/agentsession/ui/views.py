@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from ..http.deps import services
 from ..ids import is_id
-from ..models import Run, SessionStatus
+from ..models import Page, Run, Session, SessionStatus
 from ..service import SessionManager
 from .auth import Viewer, viewer
 from .guard import guarded, not_found
@@ -34,6 +34,8 @@ MESSAGES_PAGE: Final = 50
 RUNS_PER_PAGE: Final = 20
 #: Audit events per page.
 AUDIT_PAGE: Final = 100
+#: Forks listed beside a session (the Sessions view lists them all).
+FORKS_SHOWN: Final = 10
 
 router = APIRouter(include_in_schema=False, generate_unique_id_function=page_id)
 
@@ -60,29 +62,33 @@ def _text(request: Request, name: str) -> str | None:
 
 def sessions_page(request: Request, v: Viewer) -> Response:
     """The Sessions view: a page of the viewer's sessions (every user's for an admin,
-    or one owner's), filtered by status and agent."""
-    status, agent, owner = (
-        _text(request, "status"),
-        _text(request, "agent"),
-        _text(request, "owner"),
-    )
-    admin = v.principal.admin
+    or one owner's), filtered by status, agent and the session they were forked from."""
+    filters = {name: _text(request, name) or "" for name in ("status", "agent", "owner", "parent")}
+    admin, owner = v.principal.admin, filters["owner"]
     page = _manager(request).list_sessions(
         user_id=owner if admin and owner else v.principal.user_id,
         admin=admin,
         all_users=admin and not owner,
-        status=status,
-        agent=agent,
+        status=filters["status"] or None,
+        agent=filters["agent"] or None,
+        parent_session_id=filters["parent"] or None,
         cursor=_text(request, "cursor"),
         limit=SESSIONS_PAGE,
     )
-    context = {
-        "v": v,
-        "page": page,
-        "statuses": [s.value for s in SessionStatus],
-        "filters": {"status": status or "", "agent": agent or "", "owner": owner or ""},
-    }
-    return render("sessions.html", context)
+    statuses = [s.value for s in SessionStatus]
+    return render("sessions.html", {"v": v, "page": page, "statuses": statuses, "filters": filters})
+
+
+def _forks(sm: SessionManager, v: Viewer, session_id: str) -> Page[Session]:
+    """The first forks of a session the viewer may see (every user's for an admin)."""
+    admin = v.principal.admin
+    return sm.list_sessions(
+        user_id=v.principal.user_id,
+        admin=admin,
+        all_users=admin,
+        parent_session_id=session_id,
+        limit=FORKS_SHOWN,
+    )
 
 
 def _malformed(session_id: str) -> bool:
@@ -120,6 +126,7 @@ def session_view(request: Request, session_id: str) -> Response:
         "older": low if low > 1 else None,
         "newer": high if high < s.message_count else None,
         "audit": sm.get_audit_log(**who, limit=20),
+        "forks": _forks(sm, v, session_id),
     }
     return render("session.html", context)
 
