@@ -23,7 +23,7 @@ from typing import Any
 import uvicorn
 from playwright.sync_api import Page, sync_playwright
 
-from agentsession import SessionManager
+from agentsession import RecordWrite, SessionManager
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.settings import Settings
@@ -179,6 +179,14 @@ def seed(sm: SessionManager) -> str:
     count = sm.get_session(**a).message_count
     sm.rewind_session(**a, to_seq=count - 2)
     sm.append_message(**a, message={"role": "user", "content": "Thanks, ship it."})
+    sm.put_records(
+        **a,
+        records=[
+            RecordWrite("files", "src/dates.py", b"x" * 1840, {"sha": "9f2c1e7", "lines": 61}),
+            RecordWrite("files", "tests/test_dates.py", b"x" * 960, {"sha": "41ab0d3"}),
+            RecordWrite("artifacts", "patch.diff", b"x" * 212, {"applied": True}),
+        ],
+    )
     fork = sm.fork_session(**a, at_seq=4, title="Fix test_parse_dates, other approach")
     sm.append_message(
         session_id=fork.session_id,
@@ -228,6 +236,7 @@ def main() -> None:
         shoot(page, f"{base}/sessions/{sid}", out, "session")
         shoot(page, f"{base}/sessions/{sid}/memory?at=6&base=0", out, "memory")
         shoot(page, f"{base}/sessions/{sid}/runs", out, "runs")
+        shoot(page, f"{base}/sessions/{sid}/records", out, "records")
         browser.close()
     server.should_exit = True
     sm.close()

@@ -120,6 +120,8 @@ def test_another_users_session_is_not_found_on_every_page(
     missing = client.get("/ui/sessions/ses_00000000000000000000000000")
     assert missing.status_code == 404 and missing.text == client.get(f"/ui/sessions/{bob}").text
     assert client.get("/ui/sessions/not-an-id/memory").status_code == 404
+    own = inspector.seeded.alice_session
+    assert client.get(f"/ui/sessions/{own}/rewinds/x").status_code == 404
 
 
 def test_an_admin_sees_every_users_sessions_with_their_owner(
@@ -155,6 +157,8 @@ def test_every_stored_field_is_escaped_on_every_page(
     timeline = client.get(f"/ui/sessions/{inspector.seeded.alice_session}").text
     for field in ("title", "chat_text", "anthropic_text", "responses_text", "responses_output"):
         assert f"{field}:&lt;script&gt;window.__xss=1&lt;/script&gt;" in timeline, field
+    records = client.get(f"/ui/sessions/{inspector.seeded.alice_session}/records").text
+    assert "record_meta:&lt;script&gt;" in records
 
 
 def test_no_template_marks_anything_safe() -> None:

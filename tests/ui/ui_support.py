@@ -35,7 +35,16 @@ def log_in(client: TestClient, key: str) -> httpx.Response:
 
 
 #: The pages of one session, relative to ``/ui/sessions/<id>``.
-SESSION_PAGES = ("", "/memory", "/memory?at=2&base=0", "/runs", "/audit", "/rewinds/1")
+SESSION_PAGES = (
+    "",
+    "/memory",
+    "/memory?at=2&base=0",
+    "/runs",
+    "/records",
+    "/records?namespace=ns",
+    "/audit",
+    "/rewinds/1",
+)
 
 
 @dataclass

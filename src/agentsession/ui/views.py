@@ -34,6 +34,8 @@ MESSAGES_PAGE: Final = 50
 RUNS_PER_PAGE: Final = 20
 #: Audit events per page.
 AUDIT_PAGE: Final = 100
+#: Records per page of the Records view.
+RECORDS_PAGE: Final = 100
 #: Forks listed beside a session (the Sessions view lists them all).
 FORKS_SHOWN: Final = 10
 
@@ -133,14 +135,14 @@ def session_view(request: Request, session_id: str) -> Response:
 
 @router.get("/sessions/{session_id}/rewinds/{number}")
 @guarded
-def rewound_view(request: Request, session_id: str, number: int) -> Response:
+def rewound_view(request: Request, session_id: str, number: str) -> Response:
     """The messages rewind ``number`` hid (a fragment for htmx, a page otherwise)."""
     v = viewer(request)
-    if _malformed(session_id):
+    if _malformed(session_id) or not number.isdigit():
         return not_found()
     who = {**_who(v), "session_id": session_id}
     page = _manager(request).get_rewound_messages(
-        **who, number=number, limit=MESSAGES_PAGE, cursor=_text(request, "cursor")
+        **who, number=int(number), limit=MESSAGES_PAGE, cursor=_text(request, "cursor")
     )
     context = {
         "v": v,
@@ -219,3 +221,26 @@ def audit_view(request: Request, session_id: str) -> Response:
     s = sm.get_session(**who)
     page = sm.get_audit_log(**who, cursor=_text(request, "cursor"), limit=AUDIT_PAGE)
     return render("audit.html", {"v": v, "s": s, "page": page})
+
+
+@router.get("/sessions/{session_id}/records")
+@guarded
+def records_view(request: Request, session_id: str) -> Response:
+    """The Records view: a session's records (namespace, key, size, version, meta; not
+    their data), in key order, of one namespace or all; ``after`` a key pages within a
+    namespace."""
+    v = viewer(request)
+    if _malformed(session_id):
+        return not_found()
+    sm, who = _manager(request), {**_who(v), "session_id": session_id}
+    s = sm.get_session(**who)
+    namespace = _text(request, "namespace")
+    records = sm.list_records(
+        **who,
+        namespace=namespace,
+        after=_text(request, "after") if namespace is not None else None,
+        limit=RECORDS_PAGE,
+    )
+    more = len(records) == RECORDS_PAGE
+    context = {"v": v, "s": s, "records": records, "namespace": namespace or "", "more": more}
+    return render("records.html", context)
