@@ -198,6 +198,32 @@ def test_the_timeline_pages_from_the_newest_messages(
     assert "#59<" in older and "#60<" not in older and "?after=" in older
 
 
+def test_calls_repeated_with_the_same_arguments_are_marked(
+    client: TestClient, inspector: Inspector
+) -> None:
+    call = {"type": "function", "function": {"name": "ls", "arguments": '{"dir": "/"}'}}
+    messages: list[dict[str, object]] = []
+    for n in range(3):
+        messages += [
+            {"role": "assistant", "tool_calls": [{**call, "id": f"call_ls{n}"}]},
+            {"role": "tool", "tool_call_id": f"call_ls{n}", "content": "etc home"},
+        ]
+    sid = inspector.seeded.alice_session
+    inspector.manager.append_messages(session_id=sid, user_id="alice", messages=messages)
+    log_in(client, inspector.alice)
+    assert client.get(f"/ui/sessions/{sid}").text.count("repeated ×3") == 3
+
+
+def test_the_id_box_opens_a_session_the_viewer_may_see(
+    client: TestClient, inspector: Inspector
+) -> None:
+    log_in(client, inspector.alice)
+    own = client.get(f"/ui/?id={inspector.seeded.alice_session}")
+    assert own.status_code == 200 and str(own.url).endswith(inspector.seeded.alice_session)
+    assert client.get(f"/ui/?id={inspector.seeded.bob_session}").status_code == 404
+    assert client.get("/ui/?id=../../v1/sessions").status_code == 404
+
+
 def test_a_one_time_ticket_signs_in_once(inspector: Inspector) -> None:
     ticket = local_tickets(inspector.app).issue(inspector.admin)
     with TestClient(inspector.app, base_url="http://127.0.0.1") as c:

@@ -8,7 +8,7 @@ page holds it; a message that carries nothing but results shown beside their cal
 folded to one line. A call without a result is marked (unanswered on the newest page;
 on an older one its result may be on a newer page), and a synthetic result restore
 wrote for an interrupted call (:data:`~agentsession.service.changes.interrupted.SYNTHETIC`)
-is marked as such.
+is marked as such, and so are calls repeated on the page with the same arguments.
 
 Runs are placed where their first message of the page is, summaries after the last
 message they cover, rewinds after the seq they went back to.
@@ -17,6 +17,7 @@ message they cover, rewinds after the seq they went back to.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -49,13 +50,15 @@ class Result:
 @dataclass(slots=True)
 class Part:
     """One piece of a message: ``text``, ``reasoning``, ``call`` (``label`` the tool,
-    ``text`` its arguments, ``result`` beside it) or ``data`` (``label`` its type)."""
+    ``text`` its arguments, ``result`` beside it, ``repeats`` how many calls of the page
+    have the same tool and arguments) or ``data`` (``label`` its type)."""
 
     kind: Literal["text", "reasoning", "call", "data"]
     text: str
     label: str = ""
     call_id: str | None = None
     result: Result | None = None
+    repeats: int = 1
 
 
 @dataclass(slots=True)
@@ -200,16 +203,20 @@ def show(m: Message) -> Shown:
 
 
 def _pair(shown: list[Shown]) -> None:
-    """Put every result beside its call in the page; fold messages that hold nothing else."""
+    """Put every result beside its call in the page, count the calls repeated with the
+    same tool and arguments (an agent going round in circles), and fold the messages
+    that hold nothing but results shown beside their calls."""
     results: dict[str, Result] = {}
     for s in shown:
         results.update(_results(s.message))
     paired: set[str] = set()
-    for s in shown:
-        for part in s.parts:
-            if part.kind == "call" and part.call_id in results:
-                part.result = results[part.call_id]
-                paired.add(part.call_id)
+    calls = [part for s in shown for part in s.parts if part.kind == "call"]
+    same = Counter((part.label, part.text) for part in calls)
+    for part in calls:
+        part.repeats = same[part.label, part.text]
+        if part.call_id in results:
+            part.result = results[part.call_id]
+            paired.add(part.call_id)
     for s in shown:
         m = s.message
         only_results = not isinstance(m.content, list) or all(

@@ -11,9 +11,10 @@ older or newer by seq), never a whole history.
 from __future__ import annotations
 
 from typing import Any, Final
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from ..http.deps import services
 from ..ids import is_id
@@ -64,7 +65,11 @@ def _text(request: Request, name: str) -> str | None:
 
 def sessions_page(request: Request, v: Viewer) -> Response:
     """The Sessions view: a page of the viewer's sessions (every user's for an admin,
-    or one owner's), filtered by status, agent and the session they were forked from."""
+    or one owner's), filtered by status, agent and the session they were forked from;
+    ``id`` a session id goes to that session (404 unless the viewer may see it)."""
+    wanted = _text(request, "id")
+    if wanted is not None:
+        return RedirectResponse(f"/ui/sessions/{quote(wanted, safe='')}", status_code=303)
     filters = {name: _text(request, name) or "" for name in ("status", "agent", "owner", "parent")}
     admin, owner = v.principal.admin, filters["owner"]
     page = _manager(request).list_sessions(
