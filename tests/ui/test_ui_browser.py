@@ -42,9 +42,9 @@ class Watched:
         dialog.dismiss()
 
     def open(self, url: str) -> None:
-        """Go to ``url``, wait for htmx to settle, check nothing ran or failed."""
+        """Go to ``url`` (htmx makes no request on load), check nothing ran or failed."""
         self.page.goto(url)
-        self.page.wait_for_load_state("networkidle")
+        self.page.wait_for_load_state("load")
         self.clean(url)
 
     def clean(self, where: str) -> None:
