@@ -164,7 +164,8 @@ def _responses_parts(m: Message) -> list[Part]:
     kind = str(extra.get("type"))
     if kind in CALL_ITEMS:
         args = extra.get("arguments", extra.get("input"))
-        return [Part("call", _arguments(args), str(extra.get("name", "")), extra.get("call_id"))]
+        # ``name`` is one of Message's own fields, so not among the extra ones.
+        return [Part("call", _arguments(args), m.name or "", extra.get("call_id"))]
     if kind in OUTPUT_ITEMS:
         return [Part("data", _content_text(extra.get("output")), f"{kind} {extra.get('call_id')}")]
     if kind == "reasoning":
