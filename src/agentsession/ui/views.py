@@ -1,5 +1,5 @@
-"""The inspector's read-only pages: Sessions, Session (the timeline), Memory, Runs, the
-messages a rewind hid, and the audit log.
+"""The inspector's read-only pages: Sessions, Session (the timeline), Memory, Runs,
+Records, the messages a rewind hid, and the audit log.
 
 Every page reads through the :class:`~agentsession.service.SessionManager` as the
 signed-in viewer's principal (its user, and admin if its key is an admin's), so it
@@ -107,7 +107,7 @@ def _malformed(session_id: str) -> bool:
 @guarded
 def session_view(request: Request, session_id: str) -> Response:
     """The Session view: one page of the timeline (newest first; ``before``/``after``
-    a seq to page), the session's fields, and the first audit events."""
+    a seq to page), the session's fields, its first forks and first audit events."""
     v = viewer(request)
     if _malformed(session_id):
         return not_found()
