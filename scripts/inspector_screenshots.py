@@ -229,7 +229,7 @@ def main() -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=options.chromium)
         page = browser.new_page(viewport={"width": 1440, "height": 900})
-        shoot(page, f"{base}/", out, "login")
+        page.goto(f"{base}/")
         page.fill("input[name=api_key]", token)
         page.click("button[type=submit]")
         shoot(page, f"{base}/", out, "sessions")
