@@ -198,6 +198,14 @@ def test_the_timeline_pages_from_the_newest_messages(
     assert "#59<" in older and "#60<" not in older and "?after=" in older
 
 
+def test_the_list_shows_a_run_holding_a_lease(client: TestClient, inspector: Inspector) -> None:
+    s = inspector.manager.create_session(user_id="alice", agent="worker", title="leased")
+    log_in(client, inspector.alice)
+    assert "run leased" not in client.get("/ui/").text
+    inspector.manager.start_run(session_id=s.session_id, user_id="alice", lease_seconds=600)
+    assert "run leased 9 min" in client.get("/ui/").text
+
+
 def test_calls_repeated_with_the_same_arguments_are_marked(
     client: TestClient, inspector: Inspector
 ) -> None:
