@@ -149,9 +149,12 @@ def run_pools(
             out["servers"][kind] = {"skipped": str(exc)}
             continue
         try:
-            out["servers"][kind] = {"version": server.version, **measure(server, kind, config, log)}
+            res = {"version": server.version, **measure(server, kind, config, log)}
         finally:
             server.stop()
+        one, two = (res.get("workers", {}).get(n, {}).get("mean_rps") for n in ("1", "2"))
+        res["gain"] = round(two / one, 3) if one and two else None
+        out["servers"][kind] = res
     return out
 
 
@@ -186,11 +189,9 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {f['mean_rps']:,.0f}{errors} | {f['appends']:,} | {f['new_connections']} "
                 f"| {'n/a' if per is None else f'{per:g}'} | {met} |"
             )
-        if "1" in figures and "2" in figures and figures["1"]["mean_rps"]:
-            gain = figures["2"]["mean_rps"] / figures["1"]["mean_rps"]
-            res["gain"] = round(gain, 2)
-            met = "met" if gain >= MIN_WORKERS_GAIN else "MISSED"
-            gains.append(f"{res['version']}: 2 workers {gain:.3f}x 1 worker ({met})")
+        if res.get("gain") is not None:
+            met = "met" if res["gain"] >= MIN_WORKERS_GAIN else "MISSED"
+            gains.append(f"{res['version']}: 2 workers {res['gain']:.3f}x 1 worker ({met})")
     return "\n".join(lines + (["", *gains] if gains else [])) + "\n"
 
 
