@@ -201,10 +201,10 @@ def markdown(results: Mapping[str, Any]) -> str:
     lines = [
         "### (h) and (f) on three disks: the native fsync, +2 ms and +5 ms",
         "",
-        "Each column is one disk: `native` is this machine's flush (the (h) and (f) runs "
-        "above); `+2 ms` and `+5 ms` add that much to every `fsync`/`fdatasync` "
-        "(`benchmarks/fsyncdelay.c`, LD_PRELOAD, in a process of their own with every "
-        f"participant), as cloud block storage costs. Library: {lib}. WAL + "
+        "Each column is one disk: `native` is this machine's own flush (the (h) and (f) "
+        "runs above); `+2ms` and `+5ms` add 2 and 5 ms to every `fsync`/`fdatasync`, as "
+        "cloud block storage costs (`benchmarks/fsyncdelay.c` preloaded into a process of "
+        f"their own that runs every participant; library: {lib}). WAL + "
         "synchronous=FULL, writers each on their own session; ratio in brackets.",
         "",
     ]

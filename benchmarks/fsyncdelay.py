@@ -39,7 +39,7 @@ def build(library: Path = LIBRARY) -> tuple[Path | None, str]:
         there is no C compiler or the compilation failed (the compiler's last lines).
     """
     if library.exists() and library.stat().st_mtime >= SOURCE.stat().st_mtime:
-        return library, "built before"
+        return library, f"{library.name}, built before from {SOURCE.name}"
     cc = compiler()
     if cc is None:
         return None, "no C compiler found ($CC, cc, gcc, clang) to build benchmarks/fsyncdelay.c"
