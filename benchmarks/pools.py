@@ -71,6 +71,8 @@ class _Tally:
     rps: list[float] = field(default_factory=list)
     appends: int = 0
     new_connections: int = 0
+    #: connections made from before the service started to after its last cell.
+    in_all: int = 0
     problems: list[str] = field(default_factory=list)
 
     def entry(self) -> dict[str, Any]:
@@ -80,6 +82,7 @@ class _Tally:
             "mean_rps": round(sum(self.rps) / len(self.rps), 1) if self.rps else 0.0,
             "appends": self.appends,
             "new_connections": self.new_connections,
+            "connections_in_all": self.in_all,
             "per_1000": None if per is None else round(per, 2),
             "problems": self.problems,
         }
@@ -107,9 +110,10 @@ def measure(
     counts = WORKERS[kind]
     tallies = {n: _Tally() for n in counts}
     with tempfile.TemporaryDirectory(prefix="as-pools-") as tmp, contextlib.ExitStack() as stack:
-        services, names = {}, {}
+        services, names, first = {}, {}, {}
         for n in counts:
             names[n], url = server.create_database()
+            first[n] = server.connections_made(names[n])
             where = Path(tmp) / f"w{n}"
             where.mkdir()
             services[n] = stack.enter_context(
@@ -128,6 +132,8 @@ def measure(
                 t.rps.append(cell["rps"])
                 t.problems += cell["problems"]
                 log(f"pools: {kind}, serve --workers {n}: {cell['rps']:.0f} req/s")
+        for n in counts:
+            tallies[n].in_all = _made(server, names[n]) - first[n]
     return {"workers": {str(n): t.entry() for n, t in tallies.items()}, "wrk": note}
 
 
@@ -169,15 +175,18 @@ def markdown(results: dict[str, Any]) -> str:
         f"x {cfg['rounds']} round(s) per service after a {cfg['warmup']} s warm-up, the "
         "services interleaved. New connections: counted by the server over the timed cells; "
         f"goal at most {MAX_NEW_PER_1000:g} per 1,000 appends. 2 workers against 1 on "
-        f"PostgreSQL: goal at least {MIN_WORKERS_GAIN:g}x.",
+        f"PostgreSQL: goal at least {MIN_WORKERS_GAIN:g}x. Connections in all: made from "
+        "before the service started (its `db upgrade` and `keys create` included) to after "
+        "its last cell; at most the connections x workers when none is made twice.",
         "",
-        "| server | serve | req/s | appends | new connections | per 1,000 appends | goal |",
-        "|---|---|--:|--:|--:|--:|---|",
+        "| server | serve | req/s | appends | new connections | per 1,000 appends | goal "
+        "| connections in all |",
+        "|---|---|--:|--:|--:|--:|---|--:|",
     ]
     gains = []
     for kind, res in results["servers"].items():
         if "skipped" in res:
-            lines.append(f"| {kind} | skipped: {res['skipped']} | | | | | |")
+            lines.append(f"| {kind} | skipped: {res['skipped']} | | | | | | |")
             continue
         figures = res["workers"]
         for n, f in figures.items():
@@ -187,7 +196,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {res['version']} | {n} worker{'s' if n != '1' else ''} "
                 f"| {f['mean_rps']:,.0f}{errors} | {f['appends']:,} | {f['new_connections']} "
-                f"| {'n/a' if per is None else f'{per:g}'} | {met} |"
+                f"| {'n/a' if per is None else f'{per:g}'} | {met} | {f['connections_in_all']} |"
             )
         if res.get("gain") is not None:
             met = "met" if res["gain"] >= MIN_WORKERS_GAIN else "MISSED"

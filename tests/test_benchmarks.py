@@ -610,7 +610,9 @@ def test_pools_section_judges_new_connections_per_1000_appends_and_workers(bench
         sys.path.remove(str(BENCHMARKS))
 
     def figures(rps: float, appends: int, new: int) -> dict[str, Any]:
-        return {"rps": [rps], "mean_rps": rps, "appends": appends, "new_connections": new}
+        return {"rps": [rps], "mean_rps": rps, "appends": appends, "new_connections": new} | {
+            "problems": []
+        }
 
     results = {
         "config": asdict(pools.Config()),
@@ -619,15 +621,15 @@ def test_pools_section_judges_new_connections_per_1000_appends_and_workers(bench
                 "version": "PostgreSQL 15",
                 "gain": 1.25,
                 "workers": {
-                    "1": figures(400, 4000, 0) | {"per_1000": 0.0, "problems": []},
-                    "2": figures(500, 5000, 10) | {"per_1000": 2.0, "problems": []},
+                    "1": figures(400, 4000, 0) | {"per_1000": 0.0, "connections_in_all": 30},
+                    "2": figures(500, 5000, 10) | {"per_1000": 2.0, "connections_in_all": 70},
                 },
             },
             "mysql": {"skipped": "mariadbd not installed"},
         },
     }
     text = pools.markdown(results)
-    assert "| PostgreSQL 15 | 1 worker | 400 | 4,000 | 0 | 0 | met |" in text
-    assert "| PostgreSQL 15 | 2 workers | 500 | 5,000 | 10 | 2 | MISSED |" in text
+    assert "| PostgreSQL 15 | 1 worker | 400 | 4,000 | 0 | 0 | met | 30 |" in text
+    assert "| PostgreSQL 15 | 2 workers | 500 | 5,000 | 10 | 2 | MISSED | 70 |" in text
     assert "| mysql | skipped: mariadbd not installed |" in text
     assert "2 workers 1.250x 1 worker (MISSED)" in text
