@@ -27,7 +27,9 @@ from .auth import (
     set_key,
     viewer,
 )
+from .contextview import router as context_router
 from .guard import guarded, not_found
+from .lineage import router as lineage_router
 from .pages import SECURITY_HEADERS, page_id, render, static_file
 from .views import router as views_router
 from .views import sessions_page
@@ -46,6 +48,8 @@ def install_ui(app: FastAPI) -> None:
     app.state.ui_tickets = None
     app.include_router(_router, prefix=PATH)
     app.include_router(views_router, prefix=PATH)
+    app.include_router(context_router, prefix=PATH)
+    app.include_router(lineage_router, prefix=PATH)
 
 
 def local_tickets(app: FastAPI) -> Tickets:

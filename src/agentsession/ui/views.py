@@ -26,7 +26,7 @@ from .memorydiff import diff
 from .pages import page_id, render
 from .timeline import show, timeline
 
-__all__ = ["router"]
+__all__ = ["malformed", "manager_of", "router", "sessions_page", "who_of"]
 
 #: Sessions per page of the list; messages per page of the timeline.
 SESSIONS_PAGE: Final = 50
@@ -43,11 +43,13 @@ FORKS_SHOWN: Final = 10
 router = APIRouter(include_in_schema=False, generate_unique_id_function=page_id)
 
 
-def _manager(request: Request) -> SessionManager:
+def manager_of(request: Request) -> SessionManager:
+    """The service's (sync) manager, every page's way to the store."""
     return services(request).manager.manager
 
 
-def _who(v: Viewer) -> dict[str, Any]:
+def who_of(v: Viewer) -> dict[str, Any]:
+    """The ``user_id`` and ``admin`` of a manager call made as the viewer."""
     return {"user_id": v.principal.user_id, "admin": v.principal.admin}
 
 
@@ -65,25 +67,32 @@ def _text(request: Request, name: str) -> str | None:
 
 def sessions_page(request: Request, v: Viewer) -> Response:
     """The Sessions view: a page of the viewer's sessions (every user's for an admin,
-    or one owner's), filtered by status, agent and the session they were forked from;
+    or one owner's), filtered by status, agent and the session they were forked from,
+    with how many sessions those filters match in all (``count_sessions``);
     ``id`` a session id goes to that session (404 unless the viewer may see it)."""
     wanted = _text(request, "id")
     if wanted is not None:
         return RedirectResponse(f"/ui/sessions/{quote(wanted, safe='')}", status_code=303)
     filters = {name: _text(request, name) or "" for name in ("status", "agent", "owner", "parent")}
     admin, owner = v.principal.admin, filters["owner"]
-    page = _manager(request).list_sessions(
-        user_id=owner if admin and owner else v.principal.user_id,
-        admin=admin,
-        all_users=admin and not owner,
-        status=filters["status"] or None,
-        agent=filters["agent"] or None,
-        parent_session_id=filters["parent"] or None,
-        cursor=_text(request, "cursor"),
-        limit=SESSIONS_PAGE,
-    )
-    statuses = [s.value for s in SessionStatus]
-    return render("sessions.html", {"v": v, "page": page, "statuses": statuses, "filters": filters})
+    sm = manager_of(request)
+    chosen: dict[str, Any] = {
+        "user_id": owner if admin and owner else v.principal.user_id,
+        "admin": admin,
+        "all_users": admin and not owner,
+        "status": filters["status"] or None,
+        "agent": filters["agent"] or None,
+        "parent_session_id": filters["parent"] or None,
+    }
+    page = sm.list_sessions(**chosen, cursor=_text(request, "cursor"), limit=SESSIONS_PAGE)
+    context = {
+        "v": v,
+        "page": page,
+        "total": sm.count_sessions(**chosen),
+        "statuses": [s.value for s in SessionStatus],
+        "filters": filters,
+    }
+    return render("sessions.html", context)
 
 
 def _forks(sm: SessionManager, v: Viewer, session_id: str) -> Page[Session]:
@@ -98,7 +107,7 @@ def _forks(sm: SessionManager, v: Viewer, session_id: str) -> Page[Session]:
     )
 
 
-def _malformed(session_id: str) -> bool:
+def malformed(session_id: str) -> bool:
     """Whether ``session_id`` is no session id (answered 404, as a missing session)."""
     return not is_id(session_id, "ses")
 
@@ -109,9 +118,9 @@ def session_view(request: Request, session_id: str) -> Response:
     """The Session view: one page of the timeline (newest first; ``before``/``after``
     a seq to page), the session's fields, its first forks and first audit events."""
     v = viewer(request)
-    if _malformed(session_id):
+    if malformed(session_id):
         return not_found()
-    sm, who = _manager(request), {**_who(v), "session_id": session_id}
+    sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
     before, after = _int(request, "before"), _int(request, "after")
     messages = list(sm.get_messages(**who, limit=MESSAGES_PAGE, before=before, after=after))
@@ -143,10 +152,10 @@ def session_view(request: Request, session_id: str) -> Response:
 def rewound_view(request: Request, session_id: str, number: str) -> Response:
     """The messages rewind ``number`` hid (a fragment for htmx, a page otherwise)."""
     v = viewer(request)
-    if _malformed(session_id) or not number.isdigit():
+    if malformed(session_id) or not number.isdigit():
         return not_found()
-    who = {**_who(v), "session_id": session_id}
-    page = _manager(request).get_rewound_messages(
+    who = {**who_of(v), "session_id": session_id}
+    page = manager_of(request).get_rewound_messages(
         **who, number=int(number), limit=MESSAGES_PAGE, cursor=_text(request, "cursor")
     )
     context = {
@@ -166,9 +175,9 @@ def memory_view(request: Request, session_id: str) -> Response:
     """The Memory view: the working memory as of a seq (a slider over the history,
     the current memory by default) and its diff against the memory as of another seq."""
     v = viewer(request)
-    if _malformed(session_id):
+    if malformed(session_id):
         return not_found()
-    sm, who = _manager(request), {**_who(v), "session_id": session_id}
+    sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
     at = _int(request, "at")
     base = _int(request, "base")
@@ -200,9 +209,9 @@ def runs_view(request: Request, session_id: str) -> Response:
     """The Runs view: a page of runs (oldest first) with their first steps, each step's
     duration, status and error, and the run's lease."""
     v = viewer(request)
-    if _malformed(session_id):
+    if malformed(session_id):
         return not_found()
-    sm, who = _manager(request), {**_who(v), "session_id": session_id}
+    sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
     page = sm.list_runs(**who, cursor=_text(request, "cursor"), limit=RUNS_PER_PAGE)
     runs = [sm.get_run(**who, run_id=r.run_id) for r in page]
@@ -220,9 +229,9 @@ def runs_view(request: Request, session_id: str) -> Response:
 def audit_view(request: Request, session_id: str) -> Response:
     """The audit log of a session, oldest first (content-free events)."""
     v = viewer(request)
-    if _malformed(session_id):
+    if malformed(session_id):
         return not_found()
-    sm, who = _manager(request), {**_who(v), "session_id": session_id}
+    sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
     page = sm.get_audit_log(**who, cursor=_text(request, "cursor"), limit=AUDIT_PAGE)
     return render("audit.html", {"v": v, "s": s, "page": page})
@@ -235,9 +244,9 @@ def records_view(request: Request, session_id: str) -> Response:
     their data), in key order, of one namespace or all; ``after`` a key pages within a
     namespace."""
     v = viewer(request)
-    if _malformed(session_id):
+    if malformed(session_id):
         return not_found()
-    sm, who = _manager(request), {**_who(v), "session_id": session_id}
+    sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
     namespace = _text(request, "namespace")
     records = sm.list_records(
