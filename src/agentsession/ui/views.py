@@ -26,7 +26,7 @@ from .memorydiff import diff
 from .pages import page_id, render
 from .timeline import show, timeline
 
-__all__ = ["malformed", "manager_of", "router", "sessions_page", "who_of"]
+__all__ = ["malformed", "manager_of", "may_write", "router", "sessions_page", "who_of"]
 
 #: Sessions per page of the list; messages per page of the timeline.
 SESSIONS_PAGE: Final = 50
@@ -51,6 +51,13 @@ def manager_of(request: Request) -> SessionManager:
 def who_of(v: Viewer) -> dict[str, Any]:
     """The ``user_id`` and ``admin`` of a manager call made as the viewer."""
     return {"user_id": v.principal.user_id, "admin": v.principal.admin}
+
+
+def may_write(v: Viewer, s: Session) -> bool:
+    """Whether the inspector offers (and accepts) writes of ``v`` on ``s``: only the
+    session's owner's; an admin sees another user's session read-only
+    (:mod:`.writes`)."""
+    return v.principal.user_id == s.user_id
 
 
 def _int(request: Request, name: str) -> int | None:
@@ -143,6 +150,7 @@ def session_view(request: Request, session_id: str) -> Response:
         "newer": high if high < s.message_count else None,
         "audit": sm.get_audit_log(**who, limit=20),
         "forks": _forks(sm, v, session_id),
+        "writable": may_write(v, s),
     }
     return render("session.html", context)
 
