@@ -81,3 +81,15 @@ def test_the_sessions_view_counts_what_the_filters_match(
     client.cookies.clear()
     log_in(client, inspector.admin)
     assert "3 sessions match" in client.get("/ui/").text
+
+
+def test_a_fork_whose_messages_name_the_parents_runs_opens(
+    client: TestClient, inspector: Inspector
+) -> None:
+    """A fork copies its messages with their run ids; the runs stay the parent's, and
+    the fork's timeline shows the messages without them (it was a 404)."""
+    log_in(client, inspector.alice)
+    sm, sid = inspector.manager, inspector.seeded.alice_session
+    fork = sm.fork_session(session_id=sid, user_id="alice", at_seq=3)
+    page = client.get(f"/ui/sessions/{fork.session_id}")
+    assert page.status_code == 200 and 'id="seq-3"' in page.text

@@ -16,6 +16,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
+from ..errors import RunNotFound
 from ..http.deps import services
 from ..ids import is_id
 from ..models import Page, Run, Session, SessionStatus
@@ -114,6 +115,18 @@ def _forks(sm: SessionManager, v: Viewer, session_id: str) -> Page[Session]:
     )
 
 
+def _runs(sm: SessionManager, who: dict[str, Any], run_ids: list[str]) -> dict[str, Run]:
+    """The runs of ``run_ids`` by id, without those the session does not hold: a fork's
+    copied messages name its parent's runs, which stay the parent's."""
+    found: dict[str, Run] = {}
+    for run_id in run_ids:
+        try:
+            found[run_id] = sm.get_run(**who, run_id=run_id)
+        except RunNotFound:
+            continue
+    return found
+
+
 def malformed(session_id: str) -> bool:
     """Whether ``session_id`` is no session id (answered 404, as a missing session)."""
     return not is_id(session_id, "ses")
@@ -132,7 +145,7 @@ def session_view(request: Request, session_id: str) -> Response:
     before, after = _int(request, "before"), _int(request, "after")
     messages = list(sm.get_messages(**who, limit=MESSAGES_PAGE, before=before, after=after))
     run_ids = list(dict.fromkeys(m.run_id for m in messages if m.run_id))[:RUNS_PER_PAGE]
-    runs = {r: sm.get_run(**who, run_id=r) for r in run_ids}
+    runs = _runs(sm, who, run_ids)
     max_page = sm.limits.max_page_size
     entries = timeline(
         messages,
