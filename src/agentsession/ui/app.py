@@ -11,6 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import RedirectResponse, Response
 
+from ..ids import is_id
 from ..protocol import TooManyRequests
 from .auth import (
     KEY_COOKIE,
@@ -113,13 +114,15 @@ async def login(request: Request) -> Response:
 
 @_router.get("/login")
 def ticket_login(request: Request) -> Response:
-    """Trade the one-time ``ticket`` of ``agentsession ui`` for the key cookie."""
+    """Trade the one-time ``ticket`` of ``agentsession ui`` for the key cookie, then
+    open the Sessions view, or the session ``session`` names (``--session``)."""
     tickets: Tickets | None = getattr(request.app.state, "ui_tickets", None)
     ticket = request.query_params.get("ticket", "")
     key = tickets.take(ticket) if tickets is not None and ticket else None
     if key is None:
         return _see("/")
-    response = _see("/")
+    wanted = request.query_params.get("session", "")
+    response = _see(f"/sessions/{wanted}" if is_id(wanted, "ses") else "/")
     set_key(request, response, key)
     return response
 
