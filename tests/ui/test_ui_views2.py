@@ -1,6 +1,7 @@
-"""The inspector's Context, Forks and Sessions-count views over plain HTTP: the
-context's items with their provenance and reasons, a too-small budget, the lineage
-tree both ways with its bounds, and the count of the sessions the filters match."""
+"""The inspector's Context, Forks, Sessions-count and Memory-history views over plain
+HTTP: the context's items with their provenance and reasons, a too-small budget, the
+lineage tree both ways with its bounds, the count of the sessions the filters match,
+the working-memory versions and the shared documents."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import re
 from fastapi.testclient import TestClient
 from ui_support import Inspector, log_in
 
+from agentsession import WorkingMemory
 from agentsession.ui import lineage
+from agentsession.ui.memoryhistory import memory_versions
 
 
 def _rows(html: str) -> list[str]:
@@ -93,3 +96,40 @@ def test_a_fork_whose_messages_name_the_parents_runs_opens(
     fork = sm.fork_session(session_id=sid, user_id="alice", at_seq=3)
     page = client.get(f"/ui/sessions/{fork.session_id}")
     assert page.status_code == 200 and 'id="seq-3"' in page.text
+
+
+def test_memory_versions_match_the_memory_as_of_every_seq() -> None:
+    """The bisection finds every version a brute-force walk over every seq sees, each
+    at the first seq it is in effect, newest first; pages continue where they stop."""
+    history = {0: 0, 1: 0, 2: 3, 3: 3, 4: 3, 5: 7, 6: 9, 7: 9, 8: 9, 9: 12}
+    reads: list[int] = []
+
+    def as_of(seq: int) -> WorkingMemory:
+        reads.append(seq)
+        return WorkingMemory(session_id="ses_x", version=history[seq])
+
+    want = [(s, v) for s, v in sorted(history.items()) if s == 0 or history[s - 1] != v][::-1]
+    found, more = memory_versions(as_of, 9, limit=10)
+    assert [(x.seq, x.memory.version) for x in found] == want and more is None
+    first, cursor = memory_versions(as_of, 9, limit=2)
+    assert [(x.seq, x.memory.version) for x in first] == want[:2] and cursor == 5
+    rest, _ = memory_versions(as_of, cursor, limit=10)
+    assert [(x.seq, x.memory.version) for x in rest] == want[2:]
+
+
+def test_the_memory_view_lists_versions_and_shared_memory(
+    client: TestClient, inspector: Inspector
+) -> None:
+    log_in(client, inspector.alice)
+    sm, sid = inspector.manager, inspector.seeded.alice_session
+    a = {"session_id": sid, "user_id": "alice"}
+    page = client.get(f"/ui/sessions/{sid}/memory").text
+    count = sm.get_session(**a).message_count
+    versions = {sm.get_working_memory(**a, at_seq=n).version for n in range(count + 1)}
+    listed = re.findall(r">version (\d+)</a>", page)
+    assert sorted(int(x) for x in listed) == sorted(versions)
+    assert "shared_memory:&lt;script&gt;" in page and "needs an admin key" in page
+    client.cookies.clear()
+    log_in(client, inspector.admin)
+    admin_page = client.get(f"/ui/sessions/{sid}/memory").text
+    assert "App document of agent" in admin_page and "shared_memory:&lt;script&gt;" in admin_page

@@ -19,11 +19,12 @@ from starlette.responses import RedirectResponse, Response
 from ..errors import RunNotFound
 from ..http.deps import services
 from ..ids import is_id
-from ..models import Page, Run, Session, SessionStatus
+from ..models import Page, Run, Session, SessionStatus, SharedMemory
 from ..service import SessionManager
 from .auth import Viewer, viewer
 from .guard import guarded, not_found
 from .memorydiff import diff
+from .memoryhistory import memory_versions
 from .pages import page_id, render
 from .timeline import show, timeline
 
@@ -194,7 +195,9 @@ def rewound_view(request: Request, session_id: str, number: str) -> Response:
 @guarded
 def memory_view(request: Request, session_id: str) -> Response:
     """The Memory view: the working memory as of a seq (a slider over the history,
-    the current memory by default) and its diff against the memory as of another seq."""
+    the current memory by default), its diff against the memory as of another seq, the
+    list of its versions (newest first, ``below`` a seq pages to older ones) and the
+    shared documents the viewer may read."""
     v = viewer(request)
     if malformed(session_id):
         return not_found()
@@ -204,6 +207,11 @@ def memory_view(request: Request, session_id: str) -> Response:
     base = _int(request, "base")
     shown = sm.get_working_memory(**who, at_seq=at)
     older = sm.get_working_memory(**who, at_seq=base) if base is not None else None
+    below = _int(request, "below")
+    versions, next_below = memory_versions(
+        lambda seq: sm.get_working_memory(**who, at_seq=seq),
+        s.message_count if below is None else min(below, s.message_count),
+    )
     context = {
         "v": v,
         "s": s,
@@ -212,8 +220,33 @@ def memory_view(request: Request, session_id: str) -> Response:
         "memory": shown,
         "older": older,
         "diff": diff(older.data, shown.data) if older is not None else [],
+        "versions": versions,
+        "next_below": next_below,
+        "shared": _shared(sm, v, s),
     }
     return render("memory.html", context)
+
+
+def _shared(sm: SessionManager, v: Viewer, s: Session) -> list[SharedMemory]:
+    """The shared documents the session's agent reads that the viewer may read: its
+    owner's user document, and for an admin the agent's app document."""
+    admin = v.principal.admin
+    docs = [
+        sm.get_shared_memory(
+            scope="user",
+            agent=s.agent,
+            user_id=v.principal.user_id,
+            target_user_id=s.user_id if s.user_id != v.principal.user_id else None,
+            admin=admin,
+        )
+    ]
+    if admin:
+        docs.append(
+            sm.get_shared_memory(
+                scope="app", agent=s.agent, user_id=v.principal.user_id, admin=True
+            )
+        )
+    return docs
 
 
 def _durations(run: Run) -> list[float | None]:
