@@ -4,7 +4,8 @@ Seeds an in-memory store with a small, realistic session (a coding agent fixing 
 failing test: chat, Anthropic and Responses messages, tool calls and their results, two
 runs, a summary, a rewind, memory history), serves the service's app on a free loopback
 port, logs in through the form with Debian's chromium (Playwright) and saves one PNG
-per view at 1440 px wide::
+per view at 1440 px wide (Sessions, Session, Memory, Runs, Records, Context, Forks, and
+the confirm page of a write)::
 
     python scripts/inspector_screenshots.py [--out docs/images] [--chromium /usr/bin/chromium]
 """
@@ -126,7 +127,7 @@ def seed(sm: SessionManager) -> str:
         agent="coder",
         title="Fix test_parse_dates",
         metadata={"repo": "acme/dates", "branch": "fix-parse"},
-        working_memory={"plan": ["reproduce"]},
+        working_memory={"goal": "make test_parse_dates pass", "plan": ["reproduce"]},
         ttl_seconds=7 * 86400,
     )
     a: dict[str, Any] = {"session_id": s.session_id, "user_id": "alice"}
@@ -187,7 +188,13 @@ def seed(sm: SessionManager) -> str:
             RecordWrite("artifacts", "patch.diff", b"x" * 212, {"applied": True}),
         ],
     )
+    sm.update_shared_memory(
+        scope="user", agent="coder", user_id="alice", data={"style": "small commits, tests first"}
+    )
     fork = sm.fork_session(**a, at_seq=4, title="Fix test_parse_dates, other approach")
+    sm.fork_session(
+        session_id=fork.session_id, user_id="alice", at_seq=2, title="Validate in parse()"
+    )
     sm.append_message(
         session_id=fork.session_id,
         user_id="alice",
@@ -237,6 +244,10 @@ def main() -> None:
         shoot(page, f"{base}/sessions/{sid}/memory?at=6&base=0", out, "memory")
         shoot(page, f"{base}/sessions/{sid}/runs", out, "runs")
         shoot(page, f"{base}/sessions/{sid}/records", out, "records")
+        shoot(page, f"{base}/sessions/{sid}/context?budget=200", out, "context")
+        shoot(page, f"{base}/sessions/{sid}/forks", out, "forks")
+        version = sm.get_session(session_id=sid, user_id="alice").version
+        shoot(page, f"{base}/sessions/{sid}/do/rewind?v={version}&seq=6", out, "confirm")
         browser.close()
     server.should_exit = True
     sm.close()

@@ -1,12 +1,14 @@
 """Fixtures of the inspector's tests: a seeded in-memory store behind the service's app,
 API keys for alice, bob and an admin, a test client, and (for the browser tests) the
-app served by uvicorn on a free loopback port in a thread."""
+app served by uvicorn on a free loopback port in a thread (a fresh one per module), and
+chromium for the browser tests."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import uvicorn
@@ -52,3 +54,12 @@ def live() -> Iterator[Live]:
         server.should_exit = True
         thread.join(10)
         built.manager.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's chromium driven by Playwright, one per module (browser tests only; the
+    import is here so the other tests need no Playwright)."""
+    from browser_support import launch
+
+    yield from launch()

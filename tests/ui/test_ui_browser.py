@@ -9,68 +9,12 @@ keyboard reaches the main links, and no page overflows sideways at 390 or 1440 p
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from ui_support import SESSION_PAGES, Live
 
 playwright = pytest.importorskip("playwright.sync_api")
 
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.exists() and shutil.which("chromium") is None:
-    pytest.skip(
-        "no chromium: install it with apt-get install chromium (make test-servers)",
-        allow_module_level=True,
-    )
-
-
-class Watched:
-    """A page with its console errors, uncaught errors and dialogs collected."""
-
-    def __init__(self, page: playwright.Page) -> None:
-        self.page = page
-        self.errors: list[str] = []
-        self.dialogs: list[str] = []
-        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
-        page.on("dialog", self._dialog)
-
-    def _dialog(self, dialog: playwright.Dialog) -> None:
-        self.dialogs.append(dialog.message)
-        dialog.dismiss()
-
-    def open(self, url: str) -> None:
-        """Go to ``url`` (htmx makes no request on load), check nothing ran or failed."""
-        self.page.goto(url)
-        self.page.wait_for_load_state("load")
-        self.clean(url)
-
-    def clean(self, where: str) -> None:
-        assert self.page.evaluate("typeof window.__xss") == "undefined", where
-        assert self.dialogs == [], where
-        assert self.errors == [], (where, self.errors)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[playwright.Browser]:
-    executable = str(CHROMIUM) if CHROMIUM.exists() else shutil.which("chromium")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable)
-        yield b
-        b.close()
-
-
-def _signed_in(browser: playwright.Browser, live: Live, key: str, width: int = 1440) -> Watched:
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    w = Watched(context.new_page())
-    w.open(f"{live.url}/ui/")
-    w.page.fill("input[name=api_key]", key)
-    w.page.press("input[name=api_key]", "Enter")
-    w.page.wait_for_selector("h1:text('Sessions')")
-    w.clean("after login")
-    return w
+from browser_support import signed_in as _signed_in  # noqa: E402 (after the skip)
 
 
 def test_every_view_opens_clean_and_no_canary_runs(browser: playwright.Browser, live: Live) -> None:

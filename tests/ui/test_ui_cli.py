@@ -86,3 +86,32 @@ def test_a_service_url_and_a_missing_database_are_refused(tmp_path: Path) -> Non
     )
     assert missing.returncode == 2 and "no SQLite database" in missing.stderr
     assert not (tmp_path / "nope.db").exists()
+
+
+def test_session_opens_that_session_after_login(database: str) -> None:
+    """``agentsession --url URL ui --session ID`` (the command the demo prints) opens
+    that session's page; a ticket naming no session id opens the Sessions view."""
+    with SessionManager.from_url(database) as sm:
+        sid = sm.list_sessions(user_id="carol").items[0].session_id
+    proc = subprocess.Popen(
+        _command("--url", database, "ui", "--no-browser", "--session", sid),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.endswith(f"&session={sid}")
+        with httpx.Client(timeout=10) as browser:
+            for _ in range(100):
+                try:
+                    page = browser.get(url, follow_redirects=True)
+                    break
+                except httpx.ConnectError:
+                    time.sleep(0.1)
+            assert page.status_code == 200 and str(page.url).endswith(f"/ui/sessions/{sid}")
+            assert "<h1>carol&#39;s session</h1>" in page.text
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -179,6 +179,9 @@ def seed(sm: SessionManager) -> Seeded:
             ],
         },
     )
+    sm.update_shared_memory(
+        scope="user", agent=s.agent, user_id="alice", data={"pref": canary("shared_memory")}
+    )
     fork = sm.fork_session(**a, at_seq=2, title=canary("fork_title"))
     bob = sm.create_session(user_id="bob", agent="bobbot", title="bob's private session")
     sm.append_message(

@@ -44,6 +44,10 @@ SESSION_PAGES = (
     "/records?namespace=ns",
     "/audit",
     "/rewinds/1",
+    "/context",
+    "/context?budget=120",
+    "/context?budget=1",
+    "/forks",
 )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import socket
 import threading
 import webbrowser
+from urllib.parse import quote
 
 import typer
 
@@ -49,10 +50,13 @@ def ui(
         0, "--port", min=0, max=65535, help="TCP port on 127.0.0.1; 0 picks a free one."
     ),
     no_browser: bool = typer.Option(False, "--no-browser", help="Do not open a browser."),
+    session: str | None = typer.Option(
+        None, "--session", help="Open this session's page (a session id) after login."
+    ),
 ) -> None:
     """Open the inspector on a store: its pages served on 127.0.0.1 only, at the URL
-    printed first on stdout (with a one-time login ticket), opened in a browser unless
-    --no-browser. Ctrl-C stops it."""
+    printed first on stdout (with a one-time login ticket; with --session it opens that
+    session), opened in a browser unless --no-browser. Ctrl-C stops it."""
     try:
         import uvicorn
 
@@ -79,6 +83,8 @@ def ui(
         ticket = local_tickets(app).issue(token)
         sock = _listen(port)
         address = f"http://{HOST}:{sock.getsockname()[1]}/ui/login?ticket={ticket}"
+        if session is not None:
+            address += f"&session={quote(session, safe='')}"
         typer.echo(address)
         typer.echo("the inspector is served on this machine only; Ctrl-C stops it", err=True)
         if not no_browser:

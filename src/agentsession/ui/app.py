@@ -8,11 +8,10 @@ each carries its CSRF token (:mod:`.auth`).
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs
-
 from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import RedirectResponse, Response
 
+from ..ids import is_id
 from ..protocol import TooManyRequests
 from .auth import (
     KEY_COOKIE,
@@ -23,19 +22,20 @@ from .auth import (
     check_key,
     clear_key,
     login_nonce,
+    read_form,
     remember_nonce,
     set_key,
     viewer,
 )
+from .contextview import router as context_router
 from .guard import guarded, not_found
+from .lineage import router as lineage_router
 from .pages import SECURITY_HEADERS, page_id, render, static_file
 from .views import router as views_router
 from .views import sessions_page
+from .writes import router as writes_router
 
 __all__ = ["install_ui", "local_tickets"]
-
-#: The longest form body read (an API key and a CSRF token fit many times over).
-_MAX_FORM = 4096
 
 _router = APIRouter(include_in_schema=False, generate_unique_id_function=page_id)
 
@@ -46,6 +46,9 @@ def install_ui(app: FastAPI) -> None:
     app.state.ui_tickets = None
     app.include_router(_router, prefix=PATH)
     app.include_router(views_router, prefix=PATH)
+    app.include_router(context_router, prefix=PATH)
+    app.include_router(lineage_router, prefix=PATH)
+    app.include_router(writes_router, prefix=PATH)
 
 
 def local_tickets(app: FastAPI) -> Tickets:
@@ -89,16 +92,11 @@ def home(request: Request) -> Response:
     return sessions_page(request, current)
 
 
-async def _form(request: Request) -> dict[str, str]:
-    body = (await request.body())[:_MAX_FORM].decode("utf-8", "replace")
-    return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
-
-
 @_router.post("/login")
 async def login(request: Request) -> Response:
     """Sign in with the form's ``api_key``, checked and rate-limited as the API checks a
     bearer token; a wrong key answers the form again (401), too many 429."""
-    form = await _form(request)
+    form = await read_form(request)
     if not check_csrf(request, form.get("csrf"), None):
         return _login_form(request, status=403, error="The form expired: try again.")
     try:
@@ -116,13 +114,15 @@ async def login(request: Request) -> Response:
 
 @_router.get("/login")
 def ticket_login(request: Request) -> Response:
-    """Trade the one-time ``ticket`` of ``agentsession ui`` for the key cookie."""
+    """Trade the one-time ``ticket`` of ``agentsession ui`` for the key cookie, then
+    open the Sessions view, or the session ``session`` names (``--session``)."""
     tickets: Tickets | None = getattr(request.app.state, "ui_tickets", None)
     ticket = request.query_params.get("ticket", "")
     key = tickets.take(ticket) if tickets is not None and ticket else None
     if key is None:
         return _see("/")
-    response = _see("/")
+    wanted = request.query_params.get("session", "")
+    response = _see(f"/sessions/{wanted}" if is_id(wanted, "ses") else "/")
     set_key(request, response, key)
     return response
 
@@ -130,7 +130,7 @@ def ticket_login(request: Request) -> Response:
 @_router.post("/logout")
 async def logout(request: Request) -> Response:
     """Sign out (the form's CSRF token must be the signed-in viewer's; else 403)."""
-    form = await _form(request)
+    form = await read_form(request)
     try:
         current = viewer(request)
     except (LoginRequired, TooManyRequests):

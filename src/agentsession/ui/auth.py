@@ -24,6 +24,7 @@ import hmac
 import secrets
 import threading
 from dataclasses import dataclass
+from urllib.parse import parse_qs
 
 from fastapi import Request
 from starlette.responses import Response
@@ -43,6 +44,7 @@ __all__ = [
     "check_key",
     "clear_key",
     "login_nonce",
+    "read_form",
     "remember_nonce",
     "set_key",
     "viewer",
@@ -56,6 +58,8 @@ KEY_COOKIE = "agentsession_ui_key"
 LOGIN_COOKIE = "agentsession_ui_login"
 
 _CSRF_LABEL = b"agentsession-ui-csrf"
+#: The longest form body read (an API key, a CSRF token and a few fields fit many times).
+_MAX_FORM = 4096
 
 
 class LoginRequired(Exception):
@@ -124,6 +128,13 @@ def check_csrf(request: Request, sent: str | None, current: Viewer | None) -> bo
     (``current`` None: the login form) the value of the login cookie."""
     expected = current.csrf if current is not None else request.cookies.get(LOGIN_COOKIE)
     return bool(sent and expected) and hmac.compare_digest(str(sent), str(expected))
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """A URL-encoded form's fields (the first value of each; the body cut at 4 KiB, so
+    no multipart parser is needed)."""
+    body = (await request.body())[:_MAX_FORM].decode("utf-8", "replace")
+    return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
 
 
 def _cookie(response: Response, request: Request, name: str, value: str) -> None:
