@@ -171,14 +171,18 @@ def _session(request: Request, token: str) -> tuple[ApiKey, str]:
     """The key of the session token ``token`` and its payload.
 
     Raises:
-        LoginRequired: malformed, forged (counted as a failure), expired, or its key is
-            unknown or revoked.
+        LoginRequired: malformed, forged (a wrong MAC: counted as a failed
+            authentication), expired, or its key is unknown or revoked.
         TooManyRequests: as :func:`check_key`.
     """
     parts = token.split(".")
-    if len(parts) != 6 or parts[0] != "v1" or not (parts[2] + parts[3]).isdigit():
-        _failed(request, None)
-        raise LoginRequired
+    if (
+        not token.isascii()  # compare_digest takes ASCII text only
+        or len(parts) != 6
+        or parts[0] != "v1"
+        or not (parts[2] + parts[3]).isdigit()
+    ):
+        raise LoginRequired  # not a session token (say, one of an older version)
     key = _stored(request, parts[1], by_id=True)
     if key is None:
         raise LoginRequired
