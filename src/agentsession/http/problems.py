@@ -44,6 +44,7 @@ from ..errors import (
     RunNotFound,
     RunNotRunning,
     SchemaOutOfDate,
+    SearchNotSupported,
     SessionExists,
     SessionNotActive,
     SessionNotFound,
@@ -130,6 +131,7 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     PatchConflict: Problem("Patch Conflict"),
     VersionConflict: Problem("Precondition Failed"),
     IdempotencyKeyReused: Problem("Idempotency Key Reused"),
+    SearchNotSupported: Problem("Not Implemented"),
     StoreError: Problem("Internal Server Error", _STORE_DETAIL, ()),
     StoreBusy: Problem("Service Unavailable", "the store is busy; retry shortly", ()),
     StoreUnavailable: Problem(
@@ -178,6 +180,7 @@ _STATUS_TEXT = {
     "retry after `Retry-After` seconds",
     431: "The request's header section is larger, or has more fields, than the limit",
     500: "Internal error (no details)",
+    501: "The store cannot do this (`search-not-supported`: it keeps no search index)",
     503: "The store is busy (`store-busy`), unreachable or out of disk space "
     "(`store-unavailable`), or the worker serves its most requests at once; retry after "
     "`Retry-After` seconds, a write with the same `Idempotency-Key`",
