@@ -102,6 +102,7 @@ class Problem:
 
 
 _STORE_DETAIL = "the store failed; nothing was written"
+_NO_SEARCH_DETAIL = "search is not supported on this store: it keeps no search index"
 
 #: The ``Retry-After`` (seconds) of a 503 from the store: busy, unreachable or full.
 STORE_RETRY_AFTER_SECONDS = 1
@@ -131,7 +132,7 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     PatchConflict: Problem("Patch Conflict"),
     VersionConflict: Problem("Precondition Failed"),
     IdempotencyKeyReused: Problem("Idempotency Key Reused"),
-    SearchNotSupported: Problem("Not Implemented"),
+    SearchNotSupported: Problem("Not Implemented", _NO_SEARCH_DETAIL, ("store",)),
     StoreError: Problem("Internal Server Error", _STORE_DETAIL, ()),
     StoreBusy: Problem("Service Unavailable", "the store is busy; retry shortly", ()),
     StoreUnavailable: Problem(

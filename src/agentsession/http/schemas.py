@@ -27,6 +27,7 @@ from ..fieldlimits import (
     REASON_CHARS,
     RECORD_KEY_CHARS,
     RECORD_NAMESPACE_CHARS,
+    SEARCH_QUERY_CHARS,
     STEP_KIND_CHARS,
     STEP_NAME_CHARS,
     STEP_STATUS_CHARS,
@@ -149,6 +150,14 @@ QUERY: dict[str, Any] = {
         description="Only this namespace.",
     ),
     "prefix": Query(max_length=RECORD_KEY_CHARS, pattern=KEY_BOUND),
+    # search's: the manager's `query` is `q` on the wire.
+    "query": Query(
+        alias="q",
+        min_length=1,
+        max_length=SEARCH_QUERY_CHARS,
+        description="The text to find (case ignored), not only spaces.",
+    ),
+    "session_id": Query(pattern=id_pattern("ses"), description="Only this session."),
 }
 
 #: ``cursor`` of a listing that also takes a seq bound (``after``, ``before``), with the
