@@ -117,6 +117,9 @@ def test_finds_cjk_words_identifiers_and_tool_arguments_in_every_format(
     assert _found(m, "demo-app") == {(sid, "message", 4)}  # tool output
     assert _found(m, "absent words") == set()
     assert _found(m, "100%") == set()  # LIKE's wildcards are text
+    other = m.create_session(user_id=USER, agent="coding", title="xabcx ybcdy").session_id
+    assert _found(m, "abcd") == set()  # every trigram of it is there, not it
+    assert _found(m, "bcdy") == {(other, "title", 0)}
     (hit,) = m.search(user_id=USER, query="修复启动").items
     assert hit.snippet == CJK and hit.snippet[hit.match_start : hit.match_end] == "修复启动"
     assert hit.role == "user" and hit.score == 1

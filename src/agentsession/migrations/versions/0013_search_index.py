@@ -7,9 +7,12 @@ Revises: 0012_idempotency_owner
   ``(session_id, kind, seq)``; deleted with its session): one row per message with
   text, per session title and per tool call (docs/guide.md, "Search").
 * SQLite: ``search_fts``, an FTS5 table with the ``trigram`` tokenizer over
-  ``search_texts.text`` (external content, ``content_rowid='id'``), kept by three
+  ``search_texts.text`` (external content, ``content_rowid='id'``; ``detail='none'``:
+  no positions, about a third of the insert cost, enough for ``LIKE``), kept by three
   triggers on ``search_texts``, so every insert and delete (a cascade's too) reaches it.
-* PostgreSQL: the ``pg_trgm`` extension and a GIN index ``gin_trgm_ops`` on the text.
+* PostgreSQL: the ``pg_trgm`` extension and a GIN index ``gin_trgm_ops`` on the text
+  (it takes trigrams of letters beyond ASCII, CJK too, when the database's
+  ``LC_CTYPE`` is a UTF-8 locale; docs/guide.md, "Search").
 * MariaDB/MySQL: no index on the text (InnoDB FULLTEXT has no n-gram parser in
   MariaDB): a search reads the caller's rows.
 
@@ -50,7 +53,7 @@ _OPTIONS: TableOptions = {
 
 _SQLITE = (
     "CREATE VIRTUAL TABLE search_fts USING fts5("
-    "text, content='search_texts', content_rowid='id', tokenize='trigram')",
+    "text, content='search_texts', content_rowid='id', tokenize='trigram', detail='none')",
     "CREATE TRIGGER search_texts_ai AFTER INSERT ON search_texts BEGIN "
     "INSERT INTO search_fts(rowid, text) VALUES (new.id, new.text); END",
     "CREATE TRIGGER search_texts_ad AFTER DELETE ON search_texts BEGIN "

@@ -9,9 +9,11 @@ in the same transaction. A session's rows go with it by ``ON DELETE CASCADE``.
 How each dialect finds a query (``q``, case ignored), newest indexed text first:
 
 * SQLite: the FTS5 ``trigram`` table ``search_fts`` (made by the migration, kept by
-  triggers): ``MATCH`` of ``q`` as one phrase finds exactly the texts holding ``q``
-  (CJK without spaces and identifiers such as ``requirements.txt`` alike); a query
-  under 3 characters has no trigram, so it is a ``LIKE`` over the caller's rows.
+  triggers): its ``LIKE '%q%'`` gives the texts holding every trigram of ``q`` (CJK
+  without spaces and identifiers such as ``requirements.txt`` alike), and ``instr``
+  keeps those holding ``q`` itself (case ignored for ASCII letters, as SQLite's
+  ``LIKE``); a query under 3 characters has no trigram, so it is an ``instr`` over the
+  caller's rows.
 * PostgreSQL: ``text ILIKE '%q%'`` on the ``pg_trgm`` GIN index (3 characters or
   more; shorter: a scan of the caller's rows, as the index cannot answer it).
 * MariaDB/MySQL: ``LOWER(text) LIKE '%q%'`` over the caller's rows (no index on the
@@ -115,7 +117,18 @@ class SearchOps:
     ) -> list[SearchRow]:
         """See the module docstring for how each dialect finds ``query``."""
         t, s = search_texts, sessions
-        where: list[Any] = [_matches(self._conn.dialect.name, query)]
+        dialect = self._conn.dialect.name
+        source: Any = t.join(s, s.c.session_id == t.c.session_id)
+        where: list[Any] = []
+        if dialect == "postgresql" and len(query) >= MIN_INDEXED_CHARS:
+            # The matches first, from the trigram index, whatever the plan's estimates: a
+            # prepared (generic) plan cannot estimate an ILIKE parameter and would read
+            # the caller's every text instead.
+            hits = sa.select(t.c.id).where(_matches(dialect, query)).cte("hits")
+            hits = hits.prefix_with("MATERIALIZED")
+            source = hits.join(t, t.c.id == hits.c.id).join(s, s.c.session_id == t.c.session_id)
+        else:
+            where.append(_matches(dialect, query))
         if after is not None:
             if not after.isdigit() or len(after) > 19:
                 raise ValidationError("cursor is not one this service issued", field="cursor")
@@ -128,7 +141,7 @@ class SearchOps:
             where.append(s.c.agent == agent)
         stmt = (
             sa.select(t.c.id, t.c.session_id, t.c.kind, t.c.seq, t.c.role, t.c.text)
-            .join(s, s.c.session_id == t.c.session_id)
+            .select_from(source)
             .where(*where)
             .order_by(t.c.id.desc())
             .limit(limit)
@@ -143,11 +156,14 @@ def _matches(dialect: str, query: str) -> sa.ColumnElement[bool]:
     """The condition that ``search_texts.text`` holds ``query``, case ignored."""
     text = search_texts.c.text
     if dialect == "sqlite":
-        if len(query) >= MIN_INDEXED_CHARS:
-            phrase = '"' + query.replace('"', '""') + '"'
-            fts = sa.text("SELECT rowid FROM search_fts WHERE search_fts MATCH :phrase")
-            return search_texts.c.id.in_(fts.bindparams(phrase=phrase))
-        return text.like(_like(query), escape=_ESCAPE)
+        # instr is the exact test (lower(): ASCII, as LIKE's case rule); the FTS5 LIKE
+        # gives the candidates. FTS5 takes no ESCAPE, so a % or _ of the query is a
+        # wildcard there: more candidates, never fewer.
+        exact = sa.func.instr(sa.func.lower(text), sa.func.lower(query)) > 0
+        if len(query) < MIN_INDEXED_CHARS:
+            return exact
+        fts = sa.text("SELECT rowid FROM search_fts WHERE search_fts.text LIKE :pattern")
+        return sa.and_(search_texts.c.id.in_(fts.bindparams(pattern=f"%{query}%")), exact)
     if dialect == "postgresql":
         return text.ilike(_like(query), escape=_ESCAPE)
     return sa.func.lower(text).like(sa.func.lower(_like(query)), escape=_ESCAPE)
