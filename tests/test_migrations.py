@@ -900,6 +900,10 @@ def test_search_index_is_built_for_data_stored_before_0013(db_url: str) -> None:
             session_id=sid, user_id="alice", tool="read", arguments={"p": "requirements.txt"}
         )
         sm.create_session(user_id="bob", agent="a", title="requirements.txt")
+        many = sm.create_session(user_id="carol", agent="a").session_id
+        for start in (0, 600):  # more than one batch of 1,000 messages
+            texts = [{"role": "user", "content": f"row {start + i}"} for i in range(600)]
+            sm.append_messages(session_id=many, user_id="carol", messages=texts)
     _downgrade(db_url, "0012_idempotency_owner")
     assert upgrade(db_url) == "0013_search_index"
     with SessionManager.from_url(db_url) as sm:
@@ -911,3 +915,12 @@ def test_search_index_is_built_for_data_stored_before_0013(db_url: str) -> None:
         assert found("setup.cfg") == [("message", 2)]
         assert found("requirements.txt") == [("tool_call", 1)]
         assert found("启动 title") == [("title", 0)]
+        rows = sm.search(user_id="carol", query="row 1199").items
+        assert [(h.seq, h.snippet) for h in rows] == [(1200, "row 1199")]
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            counted = conn.exec_driver_sql("SELECT COUNT(*) FROM search_texts").scalar()
+    finally:
+        engine.dispose()
+    assert counted == 2 + 1 + 1 + 1 + 1200  # messages, tool call, two titles, carol's
