@@ -209,7 +209,7 @@ def test_pages_are_complete_without_duplicates_and_cursors_are_bound(
 
 
 @pytest.mark.store_independent
-@pytest.mark.parametrize("query", ["", "   ", "x" * 201, "a\x00b", None, 3])
+@pytest.mark.parametrize("query", ["", "   ", " \t\r\n", "x" * 201, "a\x00b", None, 3])
 def test_bad_queries_are_refused(manager: SessionManager, query: Any) -> None:
     with pytest.raises(ValidationError) as caught:
         manager.search(user_id=USER, query=query)

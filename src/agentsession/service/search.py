@@ -57,7 +57,8 @@ class SearchUseCases(ServiceCore):
 
         Args:
             user_id: the caller, whose sessions are searched.
-            query: the text to find, 1..200 characters, not only spaces.
+            query: the text to find, 1..200 characters, no NUL, not only spaces, tabs
+                and line breaks.
             agent: only the sessions of this agent; session_id: only this session.
             limit: page size (default ``limits.default_page_size``); cursor: the
                 ``next_cursor`` of the page before.
@@ -78,12 +79,13 @@ class SearchUseCases(ServiceCore):
             raise Forbidden("searching every user's sessions needs admin=True")
         if (
             not isinstance(query, str)
-            or not query.strip()
+            or not query.strip(" \t\n\r")
             or len(query) > SEARCH_QUERY_CHARS
             or "\x00" in query
         ):
             raise ValidationError(
-                f"query must be 1..{SEARCH_QUERY_CHARS} characters, not only spaces, no NUL",
+                f"query must be 1..{SEARCH_QUERY_CHARS} characters, no NUL, not only spaces "
+                "and line breaks",
                 field="query",
             )
         if agent is not None:
