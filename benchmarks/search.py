@@ -1,8 +1,9 @@
 """Search cost: a search over a user's 10,000 and 100,000 messages against a last-20 read,
 and an append with the search index against one without, on SQLite and PostgreSQL.
 
-Run on demand (never a timed test): ``.venv/bin/python benchmarks/search.py [--sizes
-10000 100000] [--samples 30] [--json PATH] [--no-postgres]``. PostgreSQL is the
+Run on demand (never a timed test): ``make bench-search``, or ``.venv/bin/python
+benchmarks/search.py [--sizes 10000 100000] [--samples 30] [--json PATH]
+[--no-postgres]``. PostgreSQL is the
 throwaway loopback server of ``tests/servers.py`` (skipped when not installed).
 
 State: one user with ``size`` messages in sessions of 100 (a few words of English, an
