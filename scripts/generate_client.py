@@ -88,7 +88,7 @@ HEADERS = ("expected_version", "idempotency_key")
 
 #: Arguments sent under another name: another user than the caller (whose user the
 #: API key names) is the request's ``user_id``.
-WIRE_NAMES = {"target_user_id": "user_id"}
+WIRE_NAMES = {"target_user_id": "user_id", "query": "q"}
 
 
 def plain() -> list[Operation]:
@@ -216,7 +216,7 @@ def _session(op: Operation, params: dict[str, inspect.Parameter]) -> str:
     """The ``session_id`` argument of the call: the session a 404 is about. A read of
     one session by other means than its id (by external key) names none, and its 404 is
     the SessionNotFound the manager raises."""
-    if "session_id" in params:
+    if "session_id" in params and "{session_id}" in op.routes[0].path:
         return "session_id=session_id"
     read_of_one = op.routes[0].method == "GET" and op.result == "Session"
     return 'session_id=""' if read_of_one else "session_id=None"
@@ -245,6 +245,9 @@ def _arguments(op: Operation, params: dict[str, inspect.Parameter]) -> list[str]
             sent[where].append(f"{wire}=_flag({name}, {p.default!r})")
         else:
             sent[where].append(f"{wire}={_value(p)}")
+    if route.method == "GET" and "session_id" in params and "{session_id}" not in route.path:
+        # a filter named like _read's session_id (the session a 404 is about): as params
+        return [*arguments[:2], f"params=_members({', '.join(sent['query'])})"]
     if route.method == "GET":
         return arguments[:2] + [a for a in arguments[2:] if a != "session_id=None"] + sent["query"]
     arguments.insert(0, repr(route.method))

@@ -146,7 +146,12 @@ class Server:
         name = f"t_{next(self._counter)}"
         with self._lock:
             if self.kind == "postgres":
-                self._admin.execute(f"CREATE DATABASE {name}")
+                # Code-point collation as ever; a UTF-8 character class, so pg_trgm
+                # indexes letters beyond ASCII (CJK) as a deployment's database does.
+                self._admin.execute(
+                    f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' "
+                    "LC_COLLATE 'C' LC_CTYPE 'C.UTF-8'"
+                )
             else:
                 with self._admin.cursor() as cur:
                     cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")

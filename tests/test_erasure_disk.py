@@ -69,6 +69,38 @@ def test_sqlite_erasure_reaches_the_disk_on_a_build_without_secure_delete(tmp_pa
     assert c.found_in(_bytes_of(files)) == []
 
 
+def test_sqlite_erasure_leaves_nothing_of_the_search_index_on_disk(tmp_path: Path) -> None:
+    """The search index held the canaries (its table, and the FTS5 segments' trigrams,
+    which no other data of the file holds: ``ж9#``, ``9#8``, ``#8ж``); after the
+    erasure neither the texts nor those trigrams are in the database, -wal or -shm,
+    though the FTS5 delete only adds a marker (the scrub's ``optimize`` merges them
+    out). Another user's indexed text stays found."""
+    db = tmp_path / "s.db"
+    files = [db, tmp_path / "s.db-wal", tmp_path / "s.db-shm"]
+    store = SQLStore(f"sqlite:///{db}", auto_migrate=True)
+    with SessionManager(store) as sm:
+        c = write_canaries(sm)
+        sid = sm.create_session(user_id=c.user).session_id
+        kw: dict[str, Any] = {"session_id": sid, "user_id": c.user}
+        secret = "index canary ж9#8ж9#8"
+        sm.append_message(**kw, message={"role": "user", "content": secret})
+        keep = sm.create_session(user_id="keeper", title="kept 9 title").session_id
+        found = sm.search(user_id=c.user, query=c.values["message_content"])
+        assert [h.kind for h in found] == ["message"]
+        trigrams = [t.encode() for t in ("ж9#", "9#8", "#8ж")]
+        with store.engine.connect() as conn:
+            indexed = conn.exec_driver_sql("SELECT text FROM search_texts").scalars().all()
+            assert any(secret in text for text in indexed)
+        assert all(t in _bytes_of(files) for t in trigrams)  # the scan does see them
+        sm.erase_user(user_id=c.user)
+        assert sm.search(user_id=c.user, query="ж9#8").items == []
+        assert [h.session_id for h in sm.search(user_id="keeper", query="kept 9")] == [keep]
+        raw = _bytes_of(files)
+        assert [t for t in trigrams if t in raw] == [] and secret.encode() not in raw
+        assert c.found_in(raw) == []
+    store.close()
+
+
 def test_sqlite_delete_session_leaves_no_canary_on_disk(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     files = [db, tmp_path / "d.db-wal", tmp_path / "d.db-shm"]

@@ -48,6 +48,7 @@ LIBRARY_VOCABULARY = {
     "arguments_hash",
     "external_key_hash",
     "mode",  # a rewind's: "hide" or "remove"
+    "kind",  # a search index row's: "message", "title" or "tool_call"
 }
 INNODB_KEY_BYTES = 3072
 UTF8MB4_BYTES = 4

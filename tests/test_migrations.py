@@ -28,7 +28,7 @@ from agentsession.models import AuditEvent, Message, Session
 from agentsession.stores.sql.columns import UTCDateTime
 from agentsession.stores.sql.dialect import create_store_engine, migration_lock, parse_url
 from agentsession.stores.sql.migrate import current_revision, head_revision, upgrade
-from agentsession.stores.sql.schema import metadata
+from agentsession.stores.sql.schema import NATIVE_SEARCH_OBJECTS, metadata
 from agentsession.stores.sql.store import SQLStore
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0012_idempotency_owner"
+    assert head_revision() == "0013_search_index"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -131,11 +131,17 @@ def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
 
 
 def test_schema_module_matches_the_migrations(db_url: str) -> None:
-    """schema.py describes exactly what the migrations build (no drift either way)."""
+    """schema.py describes exactly what the migrations build (no drift either way), but
+    for each dialect's search index objects, which it names (NATIVE_SEARCH_OBJECTS)."""
     store = SQLStore(db_url, auto_migrate=True)
+
+    def described(name: str | None, *_: Any) -> bool:
+        return name not in NATIVE_SEARCH_OBJECTS
+
     try:
         with store.engine.connect() as conn:
-            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            opts = {"compare_type": True, "include_name": described}
+            context = MigrationContext.configure(conn, opts=opts)
             assert compare_metadata(context, metadata) == []
     finally:
         store.close()
@@ -684,6 +690,8 @@ def _downgrade(url: str, revision: str) -> None:
 
 #: The tables revision 0011 creates.
 _NEW_11 = ("memory_history", "rewinds", "rewound_messages")
+#: The table revision 0013 creates.
+_NEW_13 = ("search_texts",)
 
 
 def _row_counts(url: str) -> dict[str, int]:
@@ -727,7 +735,8 @@ def test_downgrade_keeps_every_child_row(db_url: str, target: str) -> None:
     assert _versions_at(db_url) == [target]
     after = _row_counts(db_url)  # tables a later revision created are gone, empty here
     assert after == {t: n for t, n in before.items() if t in after}
-    assert set(before) - set(after) <= {"session_records", "shared_memory", "summaries", *_NEW_11}
+    newer = {"session_records", "shared_memory", "summaries", *_NEW_11, *_NEW_13}
+    assert set(before) - set(after) <= newer
 
 
 def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
@@ -743,7 +752,7 @@ def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
     assert before["session_records"] == 1
     _downgrade(db_url, "0006_external_keys")
     assert _versions_at(db_url) == ["0006_external_keys"]
-    newer = ("session_records", "shared_memory", "summaries", *_NEW_11)
+    newer = ("session_records", "shared_memory", "summaries", *_NEW_11, *_NEW_13)
     assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in newer}
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
@@ -766,7 +775,7 @@ def test_run_leases_downgrade_forgets_leases_and_keeps_runs(db_url: str) -> None
     _downgrade(db_url, "0008_shared_memory")
     # The summaries table (0010) goes too on the way down; the runs stay.
     assert _row_counts(db_url) == {
-        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11)
+        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11, *_NEW_13)
     }
     engine = sa.create_engine(db_url)
     try:
@@ -795,7 +804,7 @@ def test_summaries_downgrade_drops_only_the_summaries(db_url: str) -> None:
     _downgrade(db_url, "0009_run_leases")
     assert _versions_at(db_url) == ["0009_run_leases"]
     assert _row_counts(db_url) == {
-        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11)
+        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11, *_NEW_13)
     }
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
@@ -817,7 +826,7 @@ def test_memory_history_seeds_one_row_per_working_memory(db_url: str) -> None:
     before = _row_counts(db_url)
     assert before["memory_history"] == 1
     _downgrade(db_url, "0010_summaries")
-    assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in _NEW_11}
+    assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in (*_NEW_11, *_NEW_13)}
     engine = sa.create_engine(db_url)
     try:
         columns = {c["name"] for c in sa.inspect(engine).get_columns("sessions")}
@@ -870,3 +879,48 @@ def test_idempotency_owner_is_filled_in_for_records_written_before_0012(db_url: 
         assert left == ["k-app"]  # the app document is no user's
     finally:
         store.close()
+
+
+def test_search_index_is_built_for_data_stored_before_0013(db_url: str) -> None:
+    """Upgrading to 0013 indexes the titles, messages and tool calls already stored (a
+    database downgraded to 0012 has none indexed), on every SQL dialect: search then
+    finds them, CJK and identifiers alike, and only the owner's."""
+    upgrade(db_url)
+    with SessionManager.from_url(db_url) as sm:
+        sid = sm.create_session(user_id="alice", agent="a", title="启动 title").session_id
+        sm.append_messages(
+            session_id=sid,
+            user_id="alice",
+            messages=[
+                {"role": "user", "content": "帮我修复启动失败"},
+                {"role": "assistant", "content": [{"type": "text", "text": "see setup.cfg"}]},
+            ],
+        )
+        sm.record_tool_call(
+            session_id=sid, user_id="alice", tool="read", arguments={"p": "requirements.txt"}
+        )
+        sm.create_session(user_id="bob", agent="a", title="requirements.txt")
+        many = sm.create_session(user_id="carol", agent="a").session_id
+        for start in (0, 600):  # more than one batch of 1,000 messages
+            texts = [{"role": "user", "content": f"row {start + i}"} for i in range(600)]
+            sm.append_messages(session_id=many, user_id="carol", messages=texts)
+    _downgrade(db_url, "0012_idempotency_owner")
+    assert upgrade(db_url) == "0013_search_index"
+    with SessionManager.from_url(db_url) as sm:
+
+        def found(query: str) -> list[tuple[str, int]]:
+            return [(h.kind, h.seq) for h in sm.search(user_id="alice", query=query)]
+
+        assert found("修复启动") == [("message", 1)]
+        assert found("setup.cfg") == [("message", 2)]
+        assert found("requirements.txt") == [("tool_call", 1)]
+        assert found("启动 title") == [("title", 0)]
+        rows = sm.search(user_id="carol", query="row 1199").items
+        assert [(h.seq, h.snippet) for h in rows] == [(1200, "row 1199")]
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            counted = conn.exec_driver_sql("SELECT COUNT(*) FROM search_texts").scalar()
+    finally:
+        engine.dispose()
+    assert counted == 2 + 1 + 1 + 1 + 1200  # messages, tool call, two titles, carol's

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 import servers
 from agentsession.jsonvalues import canonical_hash
-from agentsession.models import Session, SessionStatus, ToolCall, WorkingMemory
+from agentsession.models import Message, Session, SessionStatus, ToolCall, WorkingMemory
 from agentsession.stores.sql.store import SQLStore
 from sqlcapture import captured_sql
 
@@ -294,3 +294,72 @@ def test_lookups_and_listings_use_their_indexes(filled_store: SQLStore) -> None:
                     check(plan, index)
                 except AssertionError as exc:
                     raise AssertionError(f"{what}: {sql}\n{exc}") from None
+
+
+def _fill_texts(store: SQLStore) -> None:
+    """Two messages in each of the first 300 sessions; one in 30 holds ``修复启动``."""
+    with store.transaction(write=True) as tx:
+        for n in range(1, 301):
+            sid = f"ses_{n:026d}"
+            word = "帮我修复启动失败 requirements.txt" if n % 30 == 0 else f"other words {n}"
+            tx.insert_messages(
+                [
+                    Message(
+                        message_id=f"msg_{n:026d}"[:30] if i == 1 else f"msg_{n + 5000:026d}",
+                        session_id=sid,
+                        seq=i,
+                        created_at=T0,
+                        role="user",
+                        content=f"{word} {i}",
+                    )
+                    for i in (1, 2)
+                ]
+            )
+    with store.engine.begin() as conn:
+        dialect = store.engine.dialect.name
+        if dialect == "sqlite":
+            conn.exec_driver_sql("ANALYZE")
+        else:
+            conn.exec_driver_sql(
+                f"ANALYZE{'' if dialect == 'postgresql' else ' TABLE'} search_texts"
+            )
+
+
+@pytest.mark.parametrize("query", ["修复启动", "requirements.txt"])
+def test_search_reads_the_text_index(filled_store: SQLStore, query: str) -> None:
+    """A search of 3 characters or more is answered from the trigram index: SQLite's
+    FTS5 ``search_fts`` (MATCH), PostgreSQL's ``pg_trgm`` GIN index (a bitmap scan, the
+    only scan a GIN index has; the store reads the matches first, in a materialized
+    CTE, so no estimate can turn it into a walk of the caller's texts). MariaDB has no text
+    index (docs/guide.md, "Search"): it reads the caller's rows through the sessions'
+    ``user_id`` index, checked here too, so it never scans every user's texts."""
+    _fill_texts(filled_store)
+    dialect = filled_store.engine.dialect.name
+    with captured_sql(filled_store) as seen, filled_store.transaction(write=False) as tx:
+        rows = tx.search(
+            user_id="user0", query=query, agent=None, session_id=None, after=None, limit=21
+        )
+    assert {r.session_id for r in rows} == {
+        f"ses_{n:026d}" for n in range(30, 301, 30) if n % 5 == 0
+    }
+    [(sql, params)] = [(s, p) for s, p in seen if s.lstrip().startswith(("SELECT", "WITH"))]
+    with filled_store.engine.connect() as conn:
+        if dialect == "postgresql":
+            for setting in ("enable_seqscan", "enable_indexscan"):
+                conn.exec_driver_sql(f"SET {setting} = off")
+            plan = [str(r[0]) for r in conn.exec_driver_sql(f"EXPLAIN {sql}", params)]
+            text = "\n".join(plan)
+            assert "Bitmap Index Scan on ix_search_texts_text_trgm" in text, text
+            assert "Seq Scan" not in text, text
+        elif dialect == "sqlite":
+            plan = _sqlite_plan(conn, sql, params)
+            text = "\n".join(plan)
+            assert "search_fts VIRTUAL TABLE INDEX" in text, text
+            assert "SCAN search_texts" not in text and "SCAN sessions" not in text, text
+        else:
+            plan = [
+                f"{r['table']} type={r['type']} key={r['key']}"
+                for r in conn.exec_driver_sql(f"EXPLAIN {sql}", params).mappings()
+            ]
+            text = "\n".join(plan)
+            assert "type=ALL" not in text, text

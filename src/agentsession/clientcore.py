@@ -328,9 +328,13 @@ class _Exchange:
         parse: Callable[[httpx.Response], T],
         *,
         session_id: str | None = None,
-        **params: Any,
+        params: dict[str, Any] | None = None,
+        **members: Any,
     ) -> _Flow[T]:
-        query = {k: _enum(v) for k, v in params.items() if v is not None}
+        """A GET: ``members`` and ``params`` (for a member named like an argument of
+        this method: search's ``session_id`` filter) are the query, a None one left out;
+        ``session_id`` names the session a 404 is about."""
+        query = {k: _enum(v) for k, v in {**(params or {}), **members}.items() if v is not None}
         return self._exchange(_Call("GET", path, parse, params=query, session_id=session_id))
 
 

@@ -48,6 +48,7 @@ from .models import (
     RunStatus,
     RunStep,
     Scope,
+    SearchHit,
     Session,
     SessionStatus,
     SharedMemory,
@@ -113,6 +114,35 @@ class PlainReads(_Exchange):
             agent=agent,
             parent_session_id=parent_session_id,
             all_users=_flag(all_users, False),
+        )
+
+    def search(
+        self,
+        *,
+        user_id: str | None = None,
+        query: str,
+        agent: str | None = None,
+        session_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+    ) -> _Flow[Page[SearchHit]]:
+        """See :meth:`SessionManager.search`.
+
+        ``GET /v1/search``
+        """
+        return self._read(
+            "/v1/search",
+            _page(SearchHit),
+            params=_members(
+                q=query,
+                agent=agent,
+                session_id=session_id,
+                limit=limit,
+                cursor=cursor,
+                all_users=_flag(all_users, False),
+            ),
         )
 
     def get_session(
@@ -950,6 +980,7 @@ class SyncOperations:
     create_session = _sync(Requests.create_session)
     list_sessions = _sync(Requests.list_sessions)
     count_sessions = _sync(Requests.count_sessions)
+    search = _sync(Requests.search)
     get_session = _sync(Requests.get_session)
     fork_session = _sync(Requests.fork_session)
     update_session = _sync(Requests.update_session)
@@ -1002,6 +1033,7 @@ class AsyncOperations:
     create_session = _async(Requests.create_session)
     list_sessions = _async(Requests.list_sessions)
     count_sessions = _async(Requests.count_sessions)
+    search = _async(Requests.search)
     get_session = _async(Requests.get_session)
     fork_session = _async(Requests.fork_session)
     update_session = _async(Requests.update_session)

@@ -34,6 +34,7 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     │   │   └── RunLeaseExpired      409  ... whose lease lapsed: the run was INTERRUPTED
     │   └── VersionConflict          412  stale ``expected_version`` (optimistic locking)
     ├── IdempotencyKeyReused         422  same key, different request
+    ├── SearchNotSupported           501  the store has no search index (Redis)
     └── StoreError                   500  the store failed; nothing was written
         ├── StoreBusy                503  transient (lock timeout); safe to retry
         ├── StoreUnavailable         503  unreachable, connection lost, or disk full
@@ -63,6 +64,7 @@ __all__ = [
     "RunNotFound",
     "RunNotRunning",
     "SchemaOutOfDate",
+    "SearchNotSupported",
     "SessionExists",
     "SessionNotActive",
     "SessionNotFound",
@@ -608,6 +610,29 @@ class IdempotencyKeyReused(AgentSessionError):
         return (
             f"idempotency key {self.idempotency_key!r} was already used with a different "
             f"{self.operation} request"
+        )
+
+
+class SearchNotSupported(AgentSessionError):
+    """The store keeps no search index, so it cannot search across sessions (Redis,
+    which has no full-text engine without a server module; docs/guide.md, "Search").
+    Nothing was read; the other operations work as ever.
+
+    Args:
+        store: the kind of store (``"redis"``).
+    """
+
+    http_status = 501
+    code = "search-not-supported"
+
+    def __init__(self, message: str | None = None, *, store: str) -> None:
+        self.store = store
+        super().__init__(message, store=store)
+
+    def _default_message(self) -> str:
+        return (
+            f"search is not supported on the {self.store} store: it keeps no full-text "
+            "index; use an SQLite, PostgreSQL or MariaDB store to search"
         )
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "RECORD_KEY_CHARS",
     "RECORD_NAMESPACE_CHARS",
     "REQUEST_ID_CHARS",
+    "SEARCH_QUERY_CHARS",
     "STEP_KIND_CHARS",
     "STEP_NAME_CHARS",
     "STEP_STATUS_CHARS",
@@ -61,6 +62,8 @@ TITLE_CHARS: Final = 512
 REASON_CHARS: Final = 500
 #: A request id tagging audit events (the HTTP ``X-Request-ID``).
 REQUEST_ID_CHARS: Final = 128
+#: A search query (``SessionManager.search``; never stored).
+SEARCH_QUERY_CHARS: Final = 200
 #: Free texts such as error messages of runs, steps and tool calls (TEXT columns).
 TEXT_CHARS: Final = 100_000
 #: A session record's namespace and key (any text but control characters). Their

@@ -41,6 +41,7 @@ __all__ = [
     "RunStatus",
     "RunStep",
     "Scope",
+    "SearchHit",
     "Session",
     "SessionStatus",
     "SharedMemory",
@@ -441,6 +442,33 @@ class Run(_Snapshot):
     session_version: int | None = None
     lease_seconds: float | None = None
     lease_expires_at: datetime | None = None
+
+
+class SearchHit(_Snapshot):
+    """One match of a search across sessions (``SessionManager.search``).
+
+    Attributes:
+        session_id: the session the match is in.
+        kind: what matched: ``"message"`` (its text parts in any format, tool-call
+            arguments and outputs), ``"title"`` (the session's title) or
+            ``"tool_call"`` (a recorded tool call's name, arguments and result).
+        seq: the message's or the tool call's seq; 0 for a title.
+        role: the message's role; None for a title or a tool call.
+        snippet: at most 160 characters of the matched text around the first match.
+        match_start, match_end: ``snippet[match_start:match_end]`` is the first match
+            (offsets in characters, so a page escapes the snippet and marks the match
+            itself); both 0 when the match cannot be placed (see ``searchtext.snippet``).
+        score: how many times the query occurs in the matched text (case ignored), >= 1.
+    """
+
+    session_id: str
+    kind: Literal["message", "title", "tool_call"]
+    seq: int
+    role: str | None = None
+    snippet: str
+    match_start: int
+    match_end: int
+    score: int
 
 
 class TruncateResult(_Snapshot):

@@ -156,6 +156,10 @@ def _write(
     )
 
 
+#: What a search answers on a store that keeps no search index.
+_NO_SEARCH = "The store keeps no search index (Redis): `search-not-supported`"
+
+
 def _section(tag: str, *operations: Operation) -> tuple[Operation, ...]:
     """``operations`` with their OpenAPI tag."""
     return tuple(dataclasses.replace(op, tag=tag) for op in operations)
@@ -222,6 +226,20 @@ OPERATIONS: tuple[Operation, ...] = (
             cli="sessions count",
             doc="""How many sessions ``GET /v1/sessions`` would list with the same filters, over
             all its pages: ``{"count": n}``.""",
+        ),
+        Operation(
+            "search",
+            "Page[SearchHit]",
+            (Route("GET", "/v1/search", problems=(403, (501, _NO_SEARCH))),),
+            cli="search",
+            doc="""Find `q` (1..200 characters; case ignored; any language, text without
+            spaces and identifiers alike) in the caller's sessions: titles, the text of
+            the messages in their histories (every format; tool-call arguments and
+            outputs) and recorded tool calls. Never another user's content (admin keys:
+            `all_users`), nor removed, hidden or erased messages. Each hit has a snippet
+            with the first match at `snippet[match_start:match_end]` and a score (the
+            query's occurrences); newest first; `next_cursor` pages on. 501 on a store
+            with no search index (Redis).""",
         ),
         Operation(
             "get_session",

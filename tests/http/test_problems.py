@@ -59,6 +59,7 @@ def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:
             "too big", field="f", limit_bytes=1, size_bytes=2
         ),
         errors.SchemaOutOfDate: lambda: errors.SchemaOutOfDate(expected_revision="0002"),
+        errors.SearchNotSupported: lambda: errors.SearchNotSupported(store="redis"),
         errors.RecordNotFound: lambda: errors.RecordNotFound(namespace="ns", key="k"),
         errors.RewindNotFound: lambda: errors.RewindNotFound(session_id="ses_x", number=3),
         errors.ContextBudgetTooSmall: lambda: errors.ContextBudgetTooSmall(
@@ -89,6 +90,7 @@ def test_every_error_class_has_a_problem_and_round_trips(cls: type) -> None:
             "internal error",
             "the store failed; nothing was written",
             "the store is busy; retry shortly",
+            "search is not supported on this store: it keeps no search index",
             "the store is unreachable or full; retry after Retry-After seconds with the "
             "same Idempotency-Key",
         )

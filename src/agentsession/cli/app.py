@@ -16,6 +16,7 @@ from .db import db_app
 from .demo import demo, demo_continue
 from .erase import erase
 from .lifecycle import close, delete, expire, restore, sweep
+from .search import search
 from .server import keys_app, serve
 from .sessions import sessions_app
 from .transfer import export, import_app
@@ -54,6 +55,7 @@ def build_app() -> typer.Typer:
     app.command("demo-continue", hidden=True)(demo_continue)
     app.command("serve")(serve)
     app.command("ui")(ui)
+    app.command("search")(search)
     app.add_typer(keys_app, name="keys")
     app.command("export")(export)
     app.add_typer(import_app, name="import")

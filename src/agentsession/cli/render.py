@@ -27,6 +27,7 @@ from ..models import (
     RewindResult,
     Run,
     RunStep,
+    SearchHit,
     Session,
     ToolCall,
     WorkingMemory,
@@ -287,6 +288,27 @@ def messages_table(messages: Sequence[Message]) -> FitTable:
         rows.append([str(m.seq), m.role.value, content])
     columns = [Column("seq"), Column("role"), Column("content", wrap=20)]
     return FitTable("messages", columns, rows, "no messages")
+
+
+def search_table(hits: Sequence[SearchHit]) -> FitTable:
+    """Search hits: session, what matched (kind, seq, role), the snippet with the match
+    in bold, the score."""
+    rows: list[list[Cell]] = []
+    for h in hits:
+        flat = h.snippet.replace("\n", " ").replace("\t", " ")  # offsets kept
+        snippet = Text(flat[: h.match_start])
+        snippet.append(flat[h.match_start : h.match_end], style="bold")
+        snippet.append(flat[h.match_end :])
+        where = f"{h.kind} {h.seq}" if h.kind != "title" else "title"
+        rows.append([h.session_id, where, h.role or "", snippet, str(h.score)])
+    columns = [
+        Column("session"),
+        Column("match"),
+        Column("role"),
+        Column("snippet", wrap=20),
+        Column("score"),
+    ]
+    return FitTable("search", columns, rows, "no matches")
 
 
 def _tool_message(content: Any) -> str | Text:

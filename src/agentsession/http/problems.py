@@ -44,6 +44,7 @@ from ..errors import (
     RunNotFound,
     RunNotRunning,
     SchemaOutOfDate,
+    SearchNotSupported,
     SessionExists,
     SessionNotActive,
     SessionNotFound,
@@ -101,6 +102,7 @@ class Problem:
 
 
 _STORE_DETAIL = "the store failed; nothing was written"
+_NO_SEARCH_DETAIL = "search is not supported on this store: it keeps no search index"
 
 #: The ``Retry-After`` (seconds) of a 503 from the store: busy, unreachable or full.
 STORE_RETRY_AFTER_SECONDS = 1
@@ -130,6 +132,7 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     PatchConflict: Problem("Patch Conflict"),
     VersionConflict: Problem("Precondition Failed"),
     IdempotencyKeyReused: Problem("Idempotency Key Reused"),
+    SearchNotSupported: Problem("Not Implemented", _NO_SEARCH_DETAIL, ("store",)),
     StoreError: Problem("Internal Server Error", _STORE_DETAIL, ()),
     StoreBusy: Problem("Service Unavailable", "the store is busy; retry shortly", ()),
     StoreUnavailable: Problem(
@@ -178,6 +181,7 @@ _STATUS_TEXT = {
     "retry after `Retry-After` seconds",
     431: "The request's header section is larger, or has more fields, than the limit",
     500: "Internal error (no details)",
+    501: "The store cannot do this (`search-not-supported`: it keeps no search index)",
     503: "The store is busy (`store-busy`), unreachable or out of disk space "
     "(`store-unavailable`), or the worker serves its most requests at once; retry after "
     "`Retry-After` seconds, a write with the same `Idempotency-Key`",

@@ -27,6 +27,7 @@ from ..fieldlimits import (
     REASON_CHARS,
     RECORD_KEY_CHARS,
     RECORD_NAMESPACE_CHARS,
+    SEARCH_QUERY_CHARS,
     STEP_KIND_CHARS,
     STEP_NAME_CHARS,
     STEP_STATUS_CHARS,
@@ -52,6 +53,7 @@ __all__ = [
     "QUERY_OVERRIDES",
     "RECORD_KEY",
     "RECORD_NAMESPACE",
+    "SEARCH_QUERY",
     "TOOL",
     "AddSummary",
     "AppendMessages",
@@ -87,6 +89,9 @@ PAGE_MAX = Limits().max_page_size
 #: The patterns the service enforces, as the OpenAPI document states them (ECMA regex).
 #: User ids, agents, step kinds and statuses (``ids.NAME_PATTERN``).
 NAME = rf"^[A-Za-z0-9._:@+\-]{{1,{NAME_CHARS}}}$"
+#: A search query (``SessionManager.search``): a character other than NUL, space, tab
+#: and line breaks, and no NUL.
+SEARCH_QUERY = r"^[^\x00]*[^\x00 \t\n\r][^\x00]*$"
 #: Tool names (``ids.is_label``).
 TOOL = rf"^[A-Za-z0-9._:\-]{{1,{TOOL_NAME_CHARS}}}$"
 #: Caller-chosen and provider tool-call ids (``ids.is_label``).
@@ -149,6 +154,15 @@ QUERY: dict[str, Any] = {
         description="Only this namespace.",
     ),
     "prefix": Query(max_length=RECORD_KEY_CHARS, pattern=KEY_BOUND),
+    # search's: the manager's `query` is `q` on the wire.
+    "query": Query(
+        alias="q",
+        min_length=1,
+        max_length=SEARCH_QUERY_CHARS,
+        pattern=SEARCH_QUERY,
+        description="The text to find (case ignored): no NUL, not only spaces and line breaks.",
+    ),
+    "session_id": Query(pattern=id_pattern("ses"), description="Only this session."),
 }
 
 #: ``cursor`` of a listing that also takes a seq bound (``after``, ``before``), with the

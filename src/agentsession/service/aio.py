@@ -97,6 +97,7 @@ class AsyncSessionManager:
     fork_session = _mirror(SessionManager.fork_session)
     list_sessions = _mirror(SessionManager.list_sessions)
     count_sessions = _mirror(SessionManager.count_sessions)
+    search = _mirror(SessionManager.search)
     update_session = _mirror(SessionManager.update_session)
     append_message = _mirror(SessionManager.append_message)
     append_messages = _mirror(SessionManager.append_messages)

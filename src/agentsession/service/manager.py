@@ -18,6 +18,7 @@ from .records import RecordUseCases
 from .removal import RemovalUseCases
 from .rewind import RewindUseCases
 from .runs import RunUseCases
+from .search import SearchUseCases
 from .sessions import SessionUseCases
 from .shared import SharedMemoryUseCases
 from .summaries import SummaryUseCases
@@ -28,6 +29,7 @@ __all__ = ["SessionManager"]
 
 class SessionManager(
     SessionUseCases,
+    SearchUseCases,
     ForkUseCases,
     MessageUseCases,
     RemovalUseCases,

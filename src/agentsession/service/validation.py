@@ -380,14 +380,16 @@ def check_usage(usage: Any) -> dict[str, int]:
     return dict(usage)
 
 
-def _scope_digest(scope: Any) -> str:
+def scope_digest(scope: Any) -> str:
+    """A short digest of a listing's scope (its filters and whose rows it lists), which
+    a cursor carries so that only the same listing accepts it."""
     return hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:12]
 
 
 def encode_cursor(s: Session, scope: Any) -> str:
     """The opaque session-list cursor pointing just after ``s`` (keyset on updated_at,
     id), tied to ``scope``: the listing's filters and whose sessions it lists."""
-    raw = json.dumps([s.updated_at.isoformat(), s.session_id, _scope_digest(scope)]).encode()
+    raw = json.dumps([s.updated_at.isoformat(), s.session_id, scope_digest(scope)]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -405,7 +407,7 @@ def decode_cursor(cursor: Any, scope: Any) -> tuple[datetime, str] | None:
             raise ValueError
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         stamp, session_id, digest = json.loads(raw)
-        if digest != _scope_digest(scope):
+        if digest != scope_digest(scope):
             raise ValidationError(
                 "cursor belongs to another listing (filters or user)", field="cursor"
             )

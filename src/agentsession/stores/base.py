@@ -54,6 +54,7 @@ __all__ = [
     "IdempotencyRecord",
     "JSONTexts",
     "ScrubReport",
+    "SearchRow",
     "SessionHead",
     "SessionOrHead",
     "SessionStore",
@@ -137,6 +138,24 @@ class SessionHead(NamedTuple):
 
 #: A session or its head: what a check that reads only head fields takes.
 SessionOrHead = TypeVar("SessionOrHead", Session, SessionHead)
+
+
+class SearchRow(NamedTuple):
+    """One indexed text that matched a search (:meth:`StoreTransaction.search`).
+
+    Attributes:
+        position: where the row stands in the store's order of hits, as text (an SQL
+            row id, the memory store's key): the next page starts after it.
+        session_id, kind, seq, role: those of :class:`~agentsession.models.SearchHit`.
+        text: the whole indexed text (:mod:`agentsession.searchtext`).
+    """
+
+    position: str
+    session_id: str
+    kind: str
+    seq: int
+    role: str | None
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +260,28 @@ class StoreTransaction(Protocol):
         themselves where the store can (SQL ``COUNT(*)``, Redis set cardinalities);
         never a scan of every session of the store for a filtered count. The
         arguments are those of :meth:`list_sessions`.
+        """
+
+    def search(
+        self,
+        *,
+        user_id: str | None,
+        query: str,
+        agent: str | None,
+        session_id: str | None,
+        after: str | None,
+        limit: int,
+    ) -> list[SearchRow]:
+        """At most ``limit`` indexed texts that contain ``query`` (case ignored) in the
+        sessions of ``user_id`` (None: every user's), of ``agent`` and of
+        ``session_id`` when given, in the store's order of hits, after the row at
+        ``after`` (a :attr:`SearchRow.position` this store returned; None: from the
+        first). The texts are those of :mod:`agentsession.searchtext`: titles,
+        messages in the history (not hidden, removed or erased ones) and tool calls.
+
+        Raises:
+            SearchNotSupported: the store keeps no search index (Redis).
+            ValidationError: ``after`` is not a position of this store.
         """
 
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:

@@ -14,7 +14,9 @@ How a row and the manager's signature make a route:
 - the caller: a path with ``{session_id}`` takes :data:`~..deps.WriteCtx` when the row
   reads ``If-Match`` (it also reads ``Idempotency-Key``), else :data:`~..deps.ReadCtx`;
   another path takes the authenticated principal (:data:`~..deps.Auth`). The
-  manager's ``user_id`` and ``admin`` are the principal's, ``session_id`` the path's;
+  manager's ``user_id`` and ``admin`` are the principal's, ``session_id`` the path's
+  (on a path without one, a manager's optional ``session_id`` is a filter: a query
+  parameter, as search's);
 - other path parameters: :data:`PATH_PARAMETERS` (``run_id``, ``number``);
 - the body, when the row names a model of :mod:`..schemas`: each member is the
   manager argument of the same name (a member the manager lacks is an error); a
@@ -120,8 +122,9 @@ class TableEndpoint:
         self._body_model = _body_model(route)
         body = set(self._body_model.model_fields) if self._body_model is not None else set()
         path = [name for name in re.findall(r"\{(\w+)\}", route.path) if name != "session_id"]
+        from_path = ("session_id",) if self._in_session else ()
         arguments = [
-            name for name in parameters if name not in (*_IDENTITY, *_HEADERS, "session_id", *path)
+            name for name in parameters if name not in (*_IDENTITY, *_HEADERS, *from_path, *path)
         ]
         self._body = [name for name in arguments if name in body]
         self._direct = [*path, *(name for name in arguments if name not in body)]
@@ -293,8 +296,10 @@ def _check(
     where = f"{operation.name}: {route.method} {route.path}"
     if route.etag == "document":
         raise LookupError(f"{where}: a document's ETag is written by hand")
-    if ("session_id" in parameters) != ("{session_id}" in route.path):
-        raise LookupError(f"{where}: the manager's session_id is the path's, and only it")
+    session = parameters.get("session_id")
+    required = session is not None and session.default is inspect.Parameter.empty
+    if required != ("{session_id}" in route.path):
+        raise LookupError(f"{where}: the manager's session_id is the path's, unless a filter")
     unknown = sorted(body - parameters.keys()) + [n for n in path if n not in PATH_PARAMETERS]
     unknown += [n for n in path if n not in parameters]
     if unknown:

@@ -24,6 +24,7 @@ from .messages import MessageOps
 from .records import RecordOps
 from .rewinds import RewindOps
 from .runs import RunOps
+from .search import SearchOps
 from .sessions import SessionOps
 from .shared import SharedMemoryOps
 from .state import Tables
@@ -90,5 +91,6 @@ class _MemoryTransaction(
     ToolCallOps,
     RunOps,
     AuditOps,
+    SearchOps,
 ):
     """One transaction: every aggregate's methods over the store's tables, one undo log."""

@@ -119,6 +119,7 @@ from .locks import UNLOCK_LUA, SessionLock
 from .runs import RunOps
 from .scrub import config_of
 from .scrub import scrub as scrub_files
+from .search import SearchOps
 from .sessions import SessionOps
 from .shared import SharedMemoryOps
 from .summaries import SummaryOps
@@ -484,6 +485,7 @@ class _RedisTransaction(
     AuditOps,
     IdempotencyOps,
     LeaseIndexOps,
+    SearchOps,
 ):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`. Each aggregate's methods are a

@@ -30,12 +30,14 @@ class ForkOps:
     _conn: Connection
     _writing: Callable[[], None]
     _translatable: tuple[type[BaseException], ...]
+    _copy_index: Callable[..., None]
 
     @translated
     def copy_history(
         self, source_id: str, target_id: str, *, upto_seq: int, id_part: str
     ) -> tuple[int, int]:
-        """One ``INSERT ... SELECT`` per table (messages, memory history, summaries);
+        """One ``INSERT ... SELECT`` per table (messages, memory history, summaries, the
+        messages' search index rows);
         returns ``(messages, summaries)`` copied."""
         self._writing()
         m = messages
@@ -43,6 +45,7 @@ class ForkOps:
         copied = self._copy(m, source_id, target_id, m.c.seq <= upto_seq, {"message_id": fresh})
         s, h = summaries, memory_history
         self._copy(h, source_id, target_id, h.c.at_seq <= upto_seq, {})
+        self._copy_index(source_id, target_id, upto_seq=upto_seq)
         return copied, self._copy(s, source_id, target_id, s.c.to_seq <= upto_seq, {})
 
     def _copy(

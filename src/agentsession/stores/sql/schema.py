@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Final, TypedDict
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from ...fieldlimits import (
     EXTERNAL_KEY_CHARS,
@@ -45,6 +46,7 @@ __all__ = [
     "rewound_messages",
     "run_steps",
     "runs",
+    "search_texts",
     "session_records",
     "sessions",
     "shared_memory",
@@ -364,4 +366,44 @@ idempotency_keys = sa.Table(
     sa.Index(None, "created_at"),
     sa.Index(None, "owner_id"),
     **TABLE_OPTIONS,
+)
+
+# The search index's texts (docs/guide.md, "Search"): one row per message with text, per
+# session title and per tool call, written in the transaction that writes what it
+# indexes and deleted with it (the session's rows by ON DELETE CASCADE). ``kind`` is
+# message / title / tool_call; ``seq`` the message's or tool call's seq, 0 for a title.
+# The id orders hits newest first and is the cursor. Each dialect's index on ``text`` is
+# made by the migration, outside this metadata (:data:`NATIVE_SEARCH_OBJECTS`): an FTS5
+# trigram table on SQLite, a pg_trgm GIN index on PostgreSQL; MariaDB has none.
+search_texts = sa.Table(
+    "search_texts",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("session_id", sa.String(ID), _session_fk(), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("role", sa.String(16), nullable=True),
+    sa.Column("text", sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb"), nullable=False),
+    sa.Index(None, "session_id", "kind", "seq", unique=True),
+    sqlite_autoincrement=True,
+    **TABLE_OPTIONS,
+)
+
+#: The search index objects each dialect's migration makes beside :data:`search_texts`,
+#: which this metadata does not describe (an FTS5 virtual table and its shadow tables,
+#: an index on an operator class): the schema comparison leaves them out.
+NATIVE_SEARCH_OBJECTS: Final = frozenset(
+    {
+        "search_fts",
+        "search_fts_data",
+        "search_fts_idx",
+        "search_fts_docsize",
+        "search_fts_config",
+        "ix_search_texts_text_trgm",
+    }
 )

@@ -9,7 +9,11 @@
   writer waits that long at most; if a reader still holds its snapshot, the erased
   rows stay in the ``-wal`` until the next full checkpoint, reported as pending and
   logged as a warning. ``compact`` runs ``VACUUM`` first (rebuilds the file without
-  free pages).
+  free pages). Before the checkpoint, the search index's FTS5 table is merged into one
+  segment (``optimize``): a delete only adds a marker to it, and the older segments
+  would keep the erased texts' trigrams; the merge writes them out (zeroed, as every
+  freed page). It rewrites the whole search index: its cost grows with every user's
+  indexed text, and writers wait for it.
 * PostgreSQL: a delete leaves dead row versions in the table, TOAST and index files;
   a plain VACUUM marks their space free without overwriting it. ``compact`` runs
   ``VACUUM FULL`` on every table of the store: each is rewritten into new files and the
@@ -44,6 +48,9 @@ _SQLITE_WAL_LEFT = (
     "may remain in the -wal until the next full checkpoint; run `agentsession erase` again"
 )
 
+_SQLITE_SEARCH_MERGED = (
+    "search index optimize: the FTS5 segments merged into one, without the erased texts"
+)
 _SQLITE_ZEROED = "secure_delete: the erased rows were overwritten with zeros in the database"
 _PG_WAL = (
     "PostgreSQL's WAL (pg_wal) holds the erased rows, and a checkpoint recycles its "
@@ -104,6 +111,8 @@ def _sqlite(engine: Engine, compact: bool) -> ScrubReport:
         # checkpoint need to run outside any transaction.
         db = raw.driver_connection
         assert db is not None
+        db.execute("INSERT INTO search_fts(search_fts) VALUES ('optimize')")
+        done.append(_SQLITE_SEARCH_MERGED)
         if compact:
             db.execute("VACUUM")
             done.append("VACUUM: the database file was rebuilt without free pages")

@@ -63,6 +63,7 @@ from .schema import (
     working_memory,
 )
 from .scrub import scrub_database
+from .search import SearchOps
 from .shared import SharedMemoryOps
 from .summaries import SummaryOps
 from .toolcalls import ToolCallOps
@@ -473,6 +474,7 @@ class _SQLTransaction(
     SharedMemoryOps,
     ToolCallOps,
     RunOps,
+    SearchOps,
 ):
     """One transaction on one connection (the StoreTransaction protocol)."""
 
@@ -542,6 +544,7 @@ class _SQLTransaction(
         # (and so no user id) in the server's log.
         if not insert_unless_present(self._conn, sessions, _session_row(session)):
             raise StoreConflict(f"session {session.session_id!r} lost a race on its key")
+        self._index_title(session, replace=False)
 
     @_translated
     def find_session_by_key(self, user_id: str, agent: str, external_key: str) -> str | None:
@@ -561,6 +564,8 @@ class _SQLTransaction(
         # Compare-and-set in one statement: no row matched = someone else won.
         if self._execute(stmt, values).rowcount != 1:
             raise StoreConflict(f"session {session_id!r} changed concurrently")
+        if "title" in values:
+            self._index_title(session, replace=True)
         self._stored[session_id] = session
 
     @_translated
@@ -716,6 +721,7 @@ class _SQLTransaction(
             self._execute(stmt, rows[0])
         else:
             stmt.executemany(self._conn, self._dbapi_cursor(), rows)
+        self._index_messages(messages_)
 
     @_translated
     def get_messages(
@@ -756,6 +762,7 @@ class _SQLTransaction(
     def delete_messages(self, session_id: str, *, after_seq: int) -> int:
         self._writing()
         params = {"session_id": session_id, "after_seq": after_seq}
+        self._unindex_messages(session_id, after_seq=after_seq)
         return int(self._execute(self._sql.delete_messages, params).rowcount)
 
     # -- working memory --------------------------------------------------------------

@@ -27,6 +27,7 @@ class ToolCallOps:
     _conn: Connection
     _writing: Callable[[], None]
     _translatable: tuple[type[BaseException], ...]
+    _index_tool_call: Callable[[ToolCall], None]
 
     @translated
     def insert_tool_call(self, call: ToolCall) -> None:
@@ -34,6 +35,7 @@ class ToolCallOps:
         row = call.model_dump(exclude={"session_version"})  # a write answer's, not stored
         row["status"] = call.status.value
         self._conn.execute(sa.insert(tool_calls), row)
+        self._index_tool_call(call)
 
     @translated
     def get_tool_call(self, session_id: str, call_id: str) -> ToolCall | None:
