@@ -14,12 +14,17 @@ once, and on SQLite that many concurrent writes can share one commit (group comm
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
-from collections.abc import Callable, Coroutine
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
+from ..errors import ValidationError
+from ..models import Change
+from .feed import WATCH_FIRST_PAUSE
 from .manager import SessionManager
 
 __all__ = ["AsyncSessionManager"]
@@ -139,3 +144,49 @@ class AsyncSessionManager:
     delete_user_data = _mirror(SessionManager.delete_user_data)
     erase_user = _mirror(SessionManager.erase_user)
     get_audit_log = _mirror(SessionManager.get_audit_log)
+    changes = _mirror(SessionManager.changes)
+
+    async def watch(
+        self,
+        *,
+        user_id: str,
+        after: str | None = None,
+        session_id: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+        timeout: float | None = None,
+        poll_interval: float = 1.0,
+        stop: asyncio.Event | None = None,
+    ) -> AsyncIterator[Change]:
+        """Follow the change feed, as :meth:`SessionManager.watch` does, waiting on the
+        event loop (no thread is held between reads); ``stop`` is an
+        :class:`asyncio.Event`.
+
+        Raises:
+            As :meth:`SessionManager.changes`; ValidationError: ``poll_interval`` not > 0.
+        """
+        if not poll_interval > 0:
+            raise ValidationError("poll_interval must be > 0 seconds", field="poll_interval")
+        ends = None if timeout is None else time.monotonic() + timeout
+        wake = stop if stop is not None else asyncio.Event()
+        cursor, pause = after, WATCH_FIRST_PAUSE
+        while not wake.is_set():
+            page = await self.changes(
+                user_id=user_id,
+                after=cursor,
+                session_id=session_id,
+                all_users=all_users,
+                admin=admin,
+            )
+            for change in page.items:
+                yield change
+            cursor = page.next_cursor
+            if page.items or page.has_more:
+                pause = WATCH_FIRST_PAUSE
+                continue
+            left = None if ends is None else ends - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), pause if left is None else min(pause, left))
+            pause = min(2 * pause, poll_interval)

@@ -30,9 +30,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from ...errors import StoreError, StoreUnavailable
 from ...jsonvalues import dumps
 from ...models import AuditEvent, Message, Session, SessionStatus, WorkingMemory
-from ..base import IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
+from ..base import FeedRead, IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
+from ..changefeed import parse_seq_cursor
 from ..keyhash import external_key_hash
 from ..listing import merge_newest
+from .changes import ChangeOps, FeedHorizon, audit_insert, gate_statement
 from .columns import LONG_TEXT
 from .dialect import (
     connection_mode,
@@ -153,6 +155,7 @@ class SQLStore:
                 max_batch=MAX_BATCH if group_commit else 1,
             )
         self._sql = _Statements(engine.dialect)
+        self._horizon = FeedHorizon(engine, self._errors)
 
     @property
     def engine(self) -> Engine:
@@ -246,6 +249,30 @@ class SQLStore:
         except self._errors as exc:
             raise translate_error(exc) from exc
 
+    def read_changes(
+        self,
+        *,
+        after: str | None,
+        user_ids: Sequence[str] | None,
+        session_id: str | None,
+        limit: int,
+    ) -> FeedRead:
+        """The change feed (see
+        :meth:`~agentsession.stores.base.SessionStore.read_changes`): audit events by
+        seq, up to the horizon of :mod:`.changes`; cursors are seqs.
+
+        Raises:
+            ValidationError: a bad cursor. StoreError: as :meth:`transaction`.
+        """
+        start = parse_seq_cursor(after)
+        upto = self._horizon.newest()
+        with self.transaction(write=False) as tx:
+            events = tx.list_changes(
+                after=start, upto=upto, user_ids=user_ids, session_id=session_id, limit=limit + 1
+            )
+        found = [(str(e.seq), e) for e in events[:limit]]
+        return FeedRead(found, found[-1][0] if found else None, len(events) > limit)
+
     def close(self) -> None:
         """Close the connection pool. Idempotent; further transactions raise StoreError."""
         engine, self._engine = self._engine, None
@@ -302,12 +329,12 @@ class _Statements:
         # is DefaultDialect's (every dialect's base), not the Dialect interface's.
         assert isinstance(dialect, DefaultDialect)
         self.audit_lastrowid = bool(dialect.postfetch_lastrowid)
-        insert_audit = sa.insert(audit_events).values(
-            {c.key: sa.bindparam(c.key) for c in audit_events.c if c.key != "seq"}
-        )
+        insert_audit = audit_insert(dialect)
         if not self.audit_lastrowid:
             insert_audit = insert_audit.returning(audit_events.c.seq)
         self.insert_audit = compiled(insert_audit)
+        gate = gate_statement(dialect)
+        self.feed_gate = None if gate is None else compiled(gate)
         self.get_memory = compiled(
             sa.select(working_memory).where(
                 working_memory.c.session_id == sa.bindparam("session_id")
@@ -455,6 +482,7 @@ class _Statements:
 
 
 class _SQLTransaction(
+    ChangeOps,
     ForkOps,
     RecordOps,
     SummaryOps,
@@ -484,6 +512,7 @@ class _SQLTransaction(
         # Session rows as this write transaction read or wrote them (None: no such row),
         # so an update sets only the columns that changed (see _session_changes).
         self._stored: dict[str, Session | None] = {}
+        self._gated = False  # holds the change feed's gate (MariaDB/MySQL)
 
     def _dbapi_cursor(self) -> Any:
         """The DBAPI cursor of this transaction's connection, opened on first use; None
@@ -780,6 +809,9 @@ class _SQLTransaction(
         self._writing()
         row = dict(event.__dict__)  # the field values as they are (see _session_row)
         del row["seq"]
+        if self._sql.feed_gate is not None and not self._gated:
+            self._execute(self._sql.feed_gate, {})  # held to the end (see .changes)
+            self._gated = True
         stmt = self._sql.insert_audit
         cursor = self._execute(stmt, row)
         if self._sql.audit_lastrowid:
