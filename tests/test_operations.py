@@ -29,6 +29,7 @@ from agentsession.http import schemas
 from agentsession.http.app import create_app
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.http.routes import routers
+from agentsession.http.routes.table import TableEndpoint
 from agentsession.operations import OPERATIONS, Operation, Route, operation_ids
 from agentsession.service import AsyncSessionManager
 from agentsession.settings import Settings
@@ -152,6 +153,58 @@ def test_every_route_takes_the_body_its_row_names() -> None:
         for method in route.methods or ()
     }
     assert served == declared
+
+
+def _served() -> dict[tuple[str, str], APIRoute]:
+    """Every route the service serves, by (method, path)."""
+    return {
+        (method, route.path_format): route
+        for router in routers()
+        for route in router.routes
+        if isinstance(route, APIRoute)
+        for method in route.methods or ()
+    }
+
+
+@pytest.mark.parametrize(("op", "route"), ROUTES, ids=[f"{r.method} {r.path}" for _, r in ROUTES])
+def test_a_route_is_built_from_its_row_unless_the_row_says_why_not(
+    op: Operation, route: Route
+) -> None:
+    """A row with no ``route_by_hand`` is served by the route built from it
+    (agentsession.http.routes.table); the others by a route written by hand."""
+    served = _served().get((route.method, route.path))
+    assert served is not None, f"{route.method} {route.path} is not served"
+    endpoint = served.endpoint
+    if op.route_by_hand is None:
+        assert isinstance(endpoint, TableEndpoint), f"{op.name}: written by hand, no reason"
+        assert (endpoint.operation, endpoint.route) == (op, route)
+    else:
+        assert not isinstance(endpoint, TableEndpoint)
+
+
+def test_every_route_written_by_hand_has_a_row_saying_why() -> None:
+    by_hand = {
+        key for key, route in _served().items() if not isinstance(route.endpoint, TableEndpoint)
+    }
+    reasons = {
+        (route.method, route.path): op.route_by_hand for op, route in ROUTES if op.route_by_hand
+    }
+    assert by_hand == reasons.keys()
+
+
+@pytest.mark.parametrize(("op", "route"), ROUTES, ids=[f"{r.method} {r.path}" for _, r in ROUTES])
+def test_every_route_documents_its_problems_and_body(op: Operation, route: Route) -> None:
+    """The problem statuses a row declares are in the route's answers (with the row's
+    description where it gives one), and its body is required unless the row says
+    it may be left out."""
+    operation = _document()["paths"][route.path][route.method.lower()]
+    for problem in route.problems:
+        status, text = (problem, None) if isinstance(problem, int) else problem
+        assert str(status) in operation["responses"]
+        if text is not None:
+            assert operation["responses"][str(status)]["description"] == text
+    if route.request is not None:
+        assert operation["requestBody"].get("required", False) is not route.optional_body
 
 
 def _command(path: str) -> Any:

@@ -92,6 +92,40 @@ class PlainReads(_Exchange):
             parent_session_id=parent_session_id,
         )
 
+    def count_sessions(
+        self,
+        *,
+        user_id: str | None = None,
+        status: SessionStatus | str | None = None,
+        agent: str | None = None,
+        parent_session_id: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+    ) -> _Flow[int]:
+        """See :meth:`SessionManager.count_sessions`.
+
+        ``GET /v1/sessions/count``
+        """
+        return self._read(
+            "/v1/sessions/count",
+            _member("count", int),
+            status=_enum(status),
+            agent=agent,
+            parent_session_id=parent_session_id,
+            all_users=_flag(all_users, False),
+        )
+
+    def get_session(
+        self, *, session_id: str, user_id: str | None = None, admin: bool = False
+    ) -> _Flow[Session]:
+        """See :meth:`SessionManager.get_session`.
+
+        ``GET /v1/sessions/{session_id}``
+        """
+        return self._read(
+            f"/v1/sessions/{_sid(session_id)}", _model(Session), session_id=session_id
+        )
+
     def get_session_by_key(
         self, *, user_id: str | None = None, agent: str, external_key: str
     ) -> _Flow[Session]:
@@ -105,17 +139,6 @@ class PlainReads(_Exchange):
             session_id="",
             agent=agent,
             external_key=external_key,
-        )
-
-    def get_session(
-        self, *, session_id: str, user_id: str | None = None, admin: bool = False
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.get_session`.
-
-        ``GET /v1/sessions/{session_id}``
-        """
-        return self._read(
-            f"/v1/sessions/{_sid(session_id)}", _model(Session), session_id=session_id
         )
 
     def get_messages(
@@ -926,8 +949,7 @@ class SyncOperations:
 
     create_session = _sync(Requests.create_session)
     list_sessions = _sync(Requests.list_sessions)
-    get_session_by_key = _sync(Requests.get_session_by_key)
-    open_session = _sync(Requests.open_session)
+    count_sessions = _sync(Requests.count_sessions)
     get_session = _sync(Requests.get_session)
     fork_session = _sync(Requests.fork_session)
     update_session = _sync(Requests.update_session)
@@ -935,6 +957,8 @@ class SyncOperations:
     close_session = _sync(Requests.close_session)
     expire_session = _sync(Requests.expire_session)
     restore_session = _sync(Requests.restore_session)
+    get_session_by_key = _sync(Requests.get_session_by_key)
+    open_session = _sync(Requests.open_session)
     append_message = _sync(Requests.append_message)
     append_messages = _sync(Requests.append_messages)
     get_messages = _sync(Requests.get_messages)
@@ -977,8 +1001,7 @@ class AsyncOperations:
 
     create_session = _async(Requests.create_session)
     list_sessions = _async(Requests.list_sessions)
-    get_session_by_key = _async(Requests.get_session_by_key)
-    open_session = _async(Requests.open_session)
+    count_sessions = _async(Requests.count_sessions)
     get_session = _async(Requests.get_session)
     fork_session = _async(Requests.fork_session)
     update_session = _async(Requests.update_session)
@@ -986,6 +1009,8 @@ class AsyncOperations:
     close_session = _async(Requests.close_session)
     expire_session = _async(Requests.expire_session)
     restore_session = _async(Requests.restore_session)
+    get_session_by_key = _async(Requests.get_session_by_key)
+    open_session = _async(Requests.open_session)
     append_message = _async(Requests.append_message)
     append_messages = _async(Requests.append_messages)
     get_messages = _async(Requests.get_messages)

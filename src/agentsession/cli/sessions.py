@@ -25,6 +25,7 @@ from .common import (
     cli_errors,
     new_app,
     resolve_options,
+    show,
     show_page,
 )
 from .history import fork, rewind
@@ -34,18 +35,25 @@ __all__ = ["sessions_app"]
 sessions_app = new_app("Read sessions and what is in them; rewind or fork one.")
 
 
+#: The filters of ``sessions list`` and ``sessions count``.
+StatusOpt = Annotated[str | None, typer.Option(help="ACTIVE, CLOSED or EXPIRED.")]
+AgentOpt = Annotated[str | None, typer.Option(help="Only this agent's sessions.")]
+AllUsersOpt = Annotated[bool, typer.Option("--all-users", help="Every user (admin).")]
+ParentOpt = Annotated[
+    str | None, typer.Option("--parent", help="Only the forks made from this session.")
+]
+
+
 @sessions_app.command("list")
 @cli_errors
 def sessions_list(
     ctx: typer.Context,
-    status: Annotated[str | None, typer.Option(help="ACTIVE, CLOSED or EXPIRED.")] = None,
-    agent: Annotated[str | None, typer.Option(help="Only this agent's sessions.")] = None,
+    status: StatusOpt = None,
+    agent: AgentOpt = None,
     limit: LimitOpt = None,
     cursor: CursorOpt = None,
-    all_users: Annotated[bool, typer.Option("--all-users", help="Every user (admin).")] = False,
-    parent: Annotated[
-        str | None, typer.Option("--parent", help="Only the forks made from this session.")
-    ] = None,
+    all_users: AllUsersOpt = False,
+    parent: ParentOpt = None,
     url: UrlOpt = None,
     user: UserOpt = None,
     admin: AdminOpt = False,
@@ -64,6 +72,33 @@ def sessions_list(
         parent_session_id=parent,
     )
     show_page(opts, page, render.sessions_table(page.items))
+
+
+@sessions_app.command("count")
+@cli_errors
+def sessions_count(
+    ctx: typer.Context,
+    status: StatusOpt = None,
+    agent: AgentOpt = None,
+    all_users: AllUsersOpt = False,
+    parent: ParentOpt = None,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Count the sessions `sessions list` would list with the same filters (all pages);
+    --json prints {"count": n}, as the HTTP API answers."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    count = call(
+        opts,
+        SessionManager.count_sessions,
+        status=status,
+        agent=agent,
+        all_users=all_users,
+        parent_session_id=parent,
+    )
+    show(opts, {"count": count}, str(count))
 
 
 @sessions_app.command("show")

@@ -39,6 +39,7 @@ __all__ = [
     "FastJSONResponse",
     "IdempotencyKey",
     "ReadCtx",
+    "RewindNumber",
     "RunId",
     "Services",
     "WriteCtx",
@@ -169,6 +170,9 @@ async def run_in_path(
 
 #: A ``{run_id}`` path parameter (after the session's: declare it after the context).
 RunId = Annotated[str, Depends(run_in_path)]
+
+#: A rewind's ``{number}`` path parameter.
+RewindNumber = Annotated[int, Path(ge=1, le=2**53 - 1, description="The rewind's number.")]
 
 #: An ``Idempotency-Key`` header.
 IdempotencyKey = Annotated[

@@ -1,5 +1,6 @@
 """How requests reach the routes: strict JSON bodies, only declared query parameters,
-the methods a path allows, and each route's ``operationId``.
+the methods a path allows, the order routes are tried in, and each route's
+``operationId``.
 
 Every router is built with ``route_class=StrictRoute``: a query parameter the
 operation does not declare is refused (422 naming it), and before FastAPI reads the
@@ -12,7 +13,7 @@ as they are.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from fastapi.dependencies.models import Dependant
@@ -27,7 +28,14 @@ from ..operations import operation_ids
 from ..protocol import UnsupportedMediaType
 from .strictjson import check_media_type, read_json
 
-__all__ = ["StrictJsonRequest", "StrictRoute", "allowed_methods", "operation_id"]
+__all__ = [
+    "StrictJsonRequest",
+    "StrictRoute",
+    "allowed_methods",
+    "in_match_order",
+    "operation_id",
+    "precedes",
+]
 
 
 class StrictJsonRequest(Request):
@@ -116,6 +124,48 @@ def allowed_methods(routes: list[Any], scope: Scope) -> list[str]:
         for method in _METHODS
         if any(route.matches({**scope, "method": method})[0] is Match.FULL for route in routes)
     ]
+
+
+def precedes(path: str, other: str) -> bool:
+    """Whether a route of ``path`` must be tried before one of ``other``: both can match
+    one request path (as many segments, each fixed segment equal to the other's or
+    facing a ``{parameter}``), and at the first position where one has a parameter and
+    the other a fixed segment, ``path`` has the fixed one. ``/v1/sessions/count``
+    precedes ``/v1/sessions/{session_id}``, which would otherwise take it as an id.
+
+    Args:
+        path, other: path templates as OpenAPI writes them.
+    """
+    mine, theirs = path.strip("/").split("/"), other.strip("/").split("/")
+    if len(mine) != len(theirs):
+        return False
+    first: bool | None = None
+    for segment, facing in zip(mine, theirs, strict=True):
+        fixed, fixed_facing = not segment.startswith("{"), not facing.startswith("{")
+        if fixed and fixed_facing and segment != facing:
+            return False
+        if first is None and fixed != fixed_facing:
+            first = fixed
+    return bool(first)
+
+
+def in_match_order(routes: Sequence[APIRoute]) -> list[APIRoute]:
+    """``routes`` in the order to try them (Starlette takes the first that matches):
+    each after every route that :func:`precedes` it, and otherwise as given (the
+    first route free to go next goes next). A table that lists
+    ``/v1/sessions/{session_id}`` before ``/v1/sessions/count`` is served right all the
+    same. Some order always exists: a route precedes another only if its fixed and
+    parameter segments, read as 0 and 1, make the smaller number."""
+    remaining = list(routes)
+    ordered: list[APIRoute] = []
+    while remaining:
+        free = next(
+            i
+            for i, route in enumerate(remaining)
+            if not any(precedes(o.path_format, route.path_format) for o in remaining)
+        )
+        ordered.append(remaining.pop(free))
+    return ordered
 
 
 def operation_id(route: APIRoute) -> str:

@@ -1,6 +1,6 @@
-"""Request bodies and shared query parameters of the HTTP API. Responses are the models
-of :mod:`agentsession.models` (``Page`` for every listing), and :class:`Items` for a
-batch of appended messages.
+"""Request bodies and query parameters of the HTTP API. Responses are the models of
+:mod:`agentsession.models` (``Page`` for every listing), :class:`Items` for a list
+(``{"items": [...]}``) and :class:`CountResult` for a number (``{"count": n}``).
 
 These models only shape requests for FastAPI and OpenAPI; every rule (sizes, JSON
 policy, lifecycle) is checked by the SessionManager. Bounded text fields state their
@@ -12,6 +12,7 @@ fields a client leaves out are told apart from explicit nulls via ``model_fields
 from __future__ import annotations
 
 import binascii
+from collections.abc import Collection
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
@@ -40,18 +41,22 @@ from ..service.policy import Limits
 from ..service.validation import MAX_COUNT, MAX_LEASE_SECONDS, MAX_TTL_SECONDS
 
 __all__ = [
+    "BOUNDED_CURSOR",
     "CALL_ID",
     "EXTERNAL_KEY",
     "IDEMPOTENCY_KEY",
+    "KEY_BOUND",
     "NAME",
     "PAGE_MAX",
+    "QUERY",
+    "QUERY_OVERRIDES",
     "RECORD_KEY",
     "RECORD_NAMESPACE",
     "TOOL",
     "AddSummary",
     "AppendMessages",
+    "CountResult",
     "CreateSession",
-    "CursorQuery",
     "FindToolCall",
     "FinishRun",
     "ForkSession",
@@ -71,6 +76,7 @@ __all__ = [
     "UpdateSession",
     "UpdateWorkingMemory",
     "decode_base64",
+    "query_parameter",
     "seq_query",
 ]
 
@@ -99,38 +105,108 @@ def id_pattern(prefix: str) -> str:
     return rf"^{prefix}_[a-z2-7]{{26}}$"
 
 
-#: ``limit`` of a listing; absent = the service's default page size.
-LimitQuery = Annotated[
-    int | None,
-    Query(
-        ge=0,
-        le=PAGE_MAX,
-        description=f"Page size (default {Limits().default_page_size}, at most {PAGE_MAX}).",
-    ),
-]
-
-
 def seq_query(description: str | None = None) -> Any:
     """The ``Query`` of a seq bound (``after``, ``before``): an integer 0..2**53-1."""
     return Query(ge=0, le=MAX_COUNT, description=description)
 
 
-#: ``cursor`` of a listing: the ``next_cursor`` of the page before.
-CursorQuery = Annotated[
-    str | None,
-    Query(max_length=CURSOR_MAX_CHARS, description="`next_cursor` of the previous page."),
-]
+#: A record key bound (``prefix``, ``after``, ``before`` of a records listing): a key's
+#: characters, possibly none.
+KEY_BOUND = rf"^[^\x00-\x1f\x7f-\x9f]{{0,{RECORD_KEY_CHARS}}}$"
+
+#: The query parameters of the routes, by name: the limits and description of each,
+#: declared once. A route built from the table of operations
+#: (:mod:`agentsession.http.routes.table`) takes the type from the manager's argument
+#: of the same name and the rest from here (:func:`query_parameter`); a route written
+#: by hand takes them from here too.
+QUERY: dict[str, Any] = {
+    "status": Query(),  # an enum: its values are its limits
+    "agent": Query(max_length=NAME_CHARS, pattern=NAME, description="The session's agent."),
+    "external_key": Query(
+        max_length=EXTERNAL_KEY_CHARS,
+        pattern=EXTERNAL_KEY,
+        description="The session's external key, exactly (query-encoded).",
+    ),
+    "limit": Query(
+        ge=0,
+        le=PAGE_MAX,
+        description=f"Page size (default {Limits().default_page_size}, at most {PAGE_MAX}).",
+    ),
+    "cursor": Query(max_length=CURSOR_MAX_CHARS, description="`next_cursor` of the previous page."),
+    "all_users": Query(description="Every user's sessions (admin keys)."),
+    "parent_session_id": Query(
+        pattern=id_pattern("ses"), description="Only the forks made from this session."
+    ),
+    "after": seq_query(),
+    "before": seq_query("Start below this seq. Not together with `after`: 400."),
+    "align_tool_calls": Query(),  # a boolean
+    "after_seq": seq_query("Remove every message above this seq (0 = all)."),
+    "at_seq": seq_query("The memory as it stood at this message seq (0..message_count)."),
+    "tool": Query(max_length=TOOL_NAME_CHARS, pattern=TOOL),
+    "namespace": Query(
+        max_length=RECORD_NAMESPACE_CHARS,
+        pattern=RECORD_NAMESPACE,
+        description="Only this namespace.",
+    ),
+    "prefix": Query(max_length=RECORD_KEY_CHARS, pattern=KEY_BOUND),
+}
 
 #: ``cursor`` of a listing that also takes a seq bound (``after``, ``before``), with the
 #: rule between them (``paging.Listing.start``) stated.
-BoundedCursorQuery = Annotated[
-    str | None,
-    Query(
-        max_length=CURSOR_MAX_CHARS,
-        description="`next_cursor` of the previous page. Not together with a seq bound "
-        "(`after`, `before`): 400, `field` `cursor`.",
+BOUNDED_CURSOR = Query(
+    max_length=CURSOR_MAX_CHARS,
+    description="`next_cursor` of the previous page. Not together with a seq bound "
+    "(`after`, `before`): 400, `field` `cursor`.",
+)
+
+#: Where a parameter of one operation differs from :data:`QUERY`:
+#: ``{(operation, name): Query}``.
+QUERY_OVERRIDES: dict[tuple[str, str], Any] = {
+    ("get_messages", "after"): seq_query("Start above this seq. Not together with `before`: 400."),
+    ("replace_messages", "after_seq"): seq_query(
+        "Replace every message above this seq (0 = all; at or above the session's "
+        "`message_count`: remove nothing, append)."
     ),
-]
+    ("list_summaries", "after"): seq_query("Only numbers above this."),
+    ("list_run_steps", "after"): seq_query("A step index (exclusive)."),
+    # The manager refuses an empty page of steps.
+    ("list_run_steps", "limit"): Query(
+        ge=1,
+        le=PAGE_MAX,
+        description=f"Page size, 1..{PAGE_MAX} (default {Limits().default_page_size}).",
+    ),
+}
+
+
+def query_parameter(operation: str, name: str, names: Collection[str]) -> Any:
+    """The ``Query`` of the query parameter ``name`` of ``operation``.
+
+    Args:
+        operation: the operation's name (a row of the table of operations).
+        name: the parameter (the manager's argument of that name).
+        names: every query parameter of the operation: ``cursor`` beside a seq bound
+            (``after``, ``before``) is :data:`BOUNDED_CURSOR`.
+
+    Returns:
+        Its override in :data:`QUERY_OVERRIDES`, else its entry in :data:`QUERY`.
+
+    Raises:
+        LookupError: ``name`` is declared nowhere (declare its limits in :data:`QUERY`).
+    """
+    override = QUERY_OVERRIDES.get((operation, name))
+    if override is not None:
+        return override
+    if name == "cursor" and {"after", "before"} & set(names):
+        return BOUNDED_CURSOR
+    if name not in QUERY:
+        raise LookupError(
+            f"{operation}: no query parameter `{name}` in agentsession.http.schemas.QUERY"
+        )
+    return QUERY[name]
+
+
+#: ``limit`` of a listing; absent = the service's default page size.
+LimitQuery = Annotated[int | None, QUERY["limit"]]
 
 
 T = TypeVar("T")
@@ -159,6 +235,12 @@ class Items(BaseModel, Generic[T]):
     """The answer to a batch append: the stored ``items`` in seq order."""
 
     items: list[T]
+
+
+class CountResult(BaseModel):
+    """The answer to an operation whose result is a number: ``{"count": n}``."""
+
+    count: int
 
 
 class PopResult(BaseModel):

@@ -1,4 +1,5 @@
-"""Context assembly and compaction: build a context, add and list summaries.
+"""Context assembly and compaction: build a context, add a summary (listing them is a
+route built from the table of operations, :mod:`.table`).
 
 ``GET .../context?budget_tokens=N`` uses the default tokenizer (``bytes/4``,
 :mod:`agentsession.tokens`); a budget too small for the minimum is a 422
@@ -16,7 +17,7 @@ from ...service.contextbuild import MAX_BUDGET_TOKENS
 from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
 from ..routing import StrictRoute
-from ..schemas import AddSummary, Items, LimitQuery, seq_query
+from ..schemas import AddSummary
 
 router = APIRouter(
     prefix="/v1/sessions/{session_id}", tags=["context"], responses=ERRORS, route_class=StrictRoute
@@ -52,15 +53,3 @@ async def add_summary(ctx: WriteCtx, body: AddSummary) -> Response:
     )
     etag = version_etag(ctx.session_id, summary.session_version)
     return reply(summary, status=201, etag=etag, replayed=replayed)
-
-
-@router.get("/summaries", response_model=Items[Summary])
-async def list_summaries(
-    ctx: ReadCtx,
-    after: Annotated[int | None, seq_query("Only numbers above this.")] = None,
-    limit: LimitQuery = None,
-) -> Response:
-    """``{"items": [summary...]}`` oldest first, superseded ones included; page on with
-    ``after=<last number>``."""
-    items = await ctx.manager.list_summaries(**ctx.who, after=after, limit=limit)
-    return reply({"items": items})

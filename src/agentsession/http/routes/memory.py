@@ -1,18 +1,19 @@
-"""Working memory: read, replace (PUT), merge-patch (PATCH, RFC 7396) or JSON Patch
-(PATCH, RFC 6902), or any of the three with shared-memory ops (POST)."""
+"""Working memory: replace (PUT), merge-patch (PATCH, RFC 7396) or JSON Patch (PATCH,
+RFC 6902), or any of the three with shared-memory ops (POST). Reading it is a route
+built from the table of operations (:mod:`.table`)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from fastapi import APIRouter, Body, Response
 
 from ...errors import ValidationError
 from ...models import WorkingMemory
-from ..deps import ReadCtx, WriteCtx, reply, write
+from ..deps import WriteCtx, reply, write
 from ..problems import ERRORS, WRITE_ERRORS, problem_responses
 from ..routing import StrictRoute
-from ..schemas import SharedMemoryOps, UpdateWorkingMemory, seq_query
+from ..schemas import SharedMemoryOps, UpdateWorkingMemory
 
 #: The media type of an RFC 6902 op list (RFC 6902, section 6).
 JSON_PATCH = "application/json-patch+json"
@@ -25,23 +26,6 @@ router = APIRouter(
     responses=ERRORS,
     route_class=StrictRoute,
 )
-
-
-@router.get("", response_model=WorkingMemory)
-async def get_working_memory(
-    ctx: ReadCtx,
-    at_seq: Annotated[
-        int | None, seq_query("The memory as it stood at this message seq (0..message_count).")
-    ] = None,
-) -> Response:
-    """The working memory, or with ``at_seq`` the memory as it stood at that message
-    seq (its ``version`` the one that write produced; an ``at_seq`` above the session's
-    ``message_count`` is a 422). The ETag is the session's version at this read (not
-    ``version``, the last memory write's): send it back as ``If-Match`` on PUT/PATCH for
-    a read-modify-write without a lost update (RFC 9110 section 13.1.1)."""
-    memory = await ctx.manager.get_working_memory(**ctx.who, at_seq=at_seq)
-    assert memory.session_version is not None  # a read sets it (service.reads.memory_of)
-    return reply(memory, etag=(ctx.session_id, memory.session_version))
 
 
 @router.put("", response_model=WorkingMemory, responses=WRITE_ERRORS)

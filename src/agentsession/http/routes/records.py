@@ -1,4 +1,5 @@
-"""Session records: put a batch, read one, list, delete by namespace and key prefix.
+"""Session records: put a batch, read one, list (deleting by namespace and key prefix
+is a route built from the table of operations, :mod:`.table`).
 
 ``data`` travels as RFC 4648 base64 (standard alphabet, padded) both ways; invalid
 base64 is a 422 (:func:`..schemas.decode_base64`) and nothing is written.
@@ -13,11 +14,12 @@ from fastapi import APIRouter, Query, Response
 
 from ...errors import RecordNotFound
 from ...fieldlimits import RECORD_KEY_CHARS, RECORD_NAMESPACE_CHARS
-from ...models import DeleteRecordsResult, PutRecordsResult, Record, RecordWrite
+from ...models import PutRecordsResult, Record, RecordWrite
 from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
 from ..problems import ERRORS, WRITE_ERRORS
 from ..routing import StrictRoute
 from ..schemas import (
+    QUERY,
     RECORD_KEY,
     RECORD_NAMESPACE,
     Items,
@@ -27,9 +29,6 @@ from ..schemas import (
     decode_base64,
 )
 
-#: A key bound: a key's characters, possibly none.
-KEY_BOUND = rf"^[^\x00-\x1f\x7f-\x9f]{{0,{RECORD_KEY_CHARS}}}$"
-
 router = APIRouter(
     prefix="/v1/sessions/{session_id}/records",
     tags=["records"],
@@ -37,16 +36,9 @@ router = APIRouter(
     route_class=StrictRoute,
 )
 
-NamespaceQuery = Annotated[
-    str | None,
-    Query(
-        max_length=RECORD_NAMESPACE_CHARS,
-        pattern=RECORD_NAMESPACE,
-        description="Only this namespace.",
-    ),
-]
+NamespaceQuery = Annotated[str | None, QUERY["namespace"]]
 #: ``prefix``, ``after``, ``before``: text like a key, possibly empty.
-KeyBound = Annotated[str | None, Query(max_length=RECORD_KEY_CHARS, pattern=KEY_BOUND)]
+KeyBound = Annotated[str | None, QUERY["prefix"]]
 
 
 def record_json(record: Record) -> dict[str, Any]:
@@ -122,24 +114,3 @@ async def get_record(
     if record is None:
         raise RecordNotFound(namespace=namespace, key=key)
     return reply(record_json(record))
-
-
-@router.delete("", response_model=DeleteRecordsResult, responses=WRITE_ERRORS)
-async def delete_records(
-    ctx: WriteCtx, namespace: NamespaceQuery = None, prefix: KeyBound = None
-) -> Response:
-    """Delete the records of ``namespace`` (absent = every namespace) whose key starts
-    with ``prefix`` (absent = any): ``{"removed", "session_version"}``, one version
-    step if anything went. ``If-Match`` is required when the service requires it for
-    destructive requests; an ``Idempotency-Key`` makes a retry answer the first result."""
-    result, replayed = await write(
-        ctx.manager.delete_records(
-            **ctx.who,
-            namespace=namespace,
-            prefix=prefix,
-            expected_version=await ctx.expected_version(required=True),
-            idempotency_key=ctx.idempotency_key,
-        )
-    )
-    etag = version_etag(ctx.session_id, result.session_version)
-    return reply(result, etag=etag, replayed=replayed)

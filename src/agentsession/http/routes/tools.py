@@ -1,4 +1,5 @@
-"""Tool calls: record one that ran, list the history, find an earlier identical call."""
+"""Tool calls: find an earlier identical call. Recording one and listing the history
+are routes built from the table of operations (:mod:`.table`)."""
 
 from __future__ import annotations
 
@@ -7,21 +8,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 
 from ...fieldlimits import CALL_ID_CHARS, TOOL_NAME_CHARS
-from ...models import Page, ToolCall
+from ...models import ToolCall
 from ...protocol import RequestInvalid
-from ..deps import ReadCtx, WriteCtx, reply, version_etag, write
-from ..problems import ERRORS, WRITE_ERRORS
+from ..deps import ReadCtx, reply
+from ..problems import ERRORS
 from ..routing import StrictRoute
-from ..schemas import (
-    CALL_ID,
-    FIND_RULE,
-    TOOL,
-    BoundedCursorQuery,
-    FindToolCall,
-    LimitQuery,
-    RecordToolCall,
-    seq_query,
-)
+from ..schemas import CALL_ID, FIND_RULE, TOOL, FindToolCall
 from ..strictjson import read_json
 
 router = APIRouter(
@@ -30,45 +22,6 @@ router = APIRouter(
     responses=ERRORS,
     route_class=StrictRoute,
 )
-
-
-@router.post("", status_code=201, response_model=ToolCall, responses=WRITE_ERRORS)
-async def record_tool_call(ctx: WriteCtx, body: RecordToolCall) -> Response:
-    """Record a tool call that really ran; the ETag is the session's new version."""
-    call, replayed = await write(
-        ctx.manager.record_tool_call(
-            **ctx.who,
-            tool=body.tool,
-            arguments=body.arguments,
-            result=body.result,
-            status=body.status,
-            error=body.error,
-            started_at=body.started_at,
-            ended_at=body.ended_at,
-            run_id=body.run_id,
-            call_id=body.call_id,
-            provider_call_id=body.provider_call_id,
-            expected_version=await ctx.expected_version(),
-            idempotency_key=ctx.idempotency_key,
-        )
-    )
-    etag = version_etag(ctx.session_id, call.session_version)
-    return reply(call, status=201, etag=etag, replayed=replayed)
-
-
-@router.get("", response_model=Page[ToolCall])
-async def get_tool_history(
-    ctx: ReadCtx,
-    tool: Annotated[str | None, Query(max_length=TOOL_NAME_CHARS, pattern=TOOL)] = None,
-    after: Annotated[int | None, seq_query()] = None,
-    limit: LimitQuery = None,
-    cursor: BoundedCursorQuery = None,
-) -> Response:
-    """A page of tool calls, oldest first (a restore's cursor pages back to older ones)."""
-    page = await ctx.manager.get_tool_history(
-        **ctx.who, tool=tool, after=after, limit=limit, cursor=cursor
-    )
-    return reply(page)
 
 
 @router.post("/find", response_model=dict[str, ToolCall | None])
