@@ -212,6 +212,20 @@ def _parse(result: str, member: str | None = None) -> str:
     raise ValueError(f"no parser for a result {result!r}")
 
 
+def _scoped_route(op: Operation, params: dict[str, inspect.Parameter]) -> Route | None:
+    """The route of ``op`` under one session that the flow takes when its optional
+    ``session_id`` is given (``GET /v1/sessions/{session_id}/changes`` beside ``GET
+    /v1/changes``); None when the flow has one route."""
+    first = op.routes[0]
+    if "{session_id}" in first.path or "session_id" not in params:
+        return None
+    if params["session_id"].default is not None:
+        return None
+    return next(
+        (r for r in op.routes[1:] if r.method == first.method and "{session_id}" in r.path), None
+    )
+
+
 def _session(op: Operation, params: dict[str, inspect.Parameter]) -> str:
     """The ``session_id`` argument of the call: the session a 404 is about. A read of
     one session by other means than its id (by external key) names none, and its 404 is
@@ -226,8 +240,15 @@ def _arguments(op: Operation, params: dict[str, inspect.Parameter]) -> list[str]
     """The arguments of the ``_read`` or ``_write`` call of ``op``'s flow."""
     route = op.routes[0]
     in_path = set(re.findall(r"\{(\w+)\}", route.path))
+    scoped = _scoped_route(op, params)
+    if scoped is not None:  # session_id picks the route
+        in_path.add("session_id")
+        whole, one = _path(route.path, params), _path(scoped.path, params)
+        path = f"({one} if session_id is not None else {whole})"
+    else:
+        path = _path(route.path, params)
     query, body = _query_and_body(route)
-    arguments = [_path(route.path, params), _parse(op.result, route.answer_member)]
+    arguments = [path, _parse(op.result, route.answer_member)]
     arguments.append(_session(op, params))
     sent: dict[str, list[str]] = {"query": [], "body": [], "given": []}
     for name, p in params.items():

@@ -215,6 +215,10 @@ class ProxyStore:
         """The real store's change feed."""
         return self.inner.read_changes(**query)
 
+    def change_tail(self) -> str | None:
+        """The real store's feed tail."""
+        return self.inner.change_tail()
+
     def close(self) -> None:
         """The wrapped store belongs to the fixture; nothing to release here."""
 

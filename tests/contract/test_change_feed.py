@@ -230,3 +230,17 @@ def test_erasure_takes_the_events_along(manager: SessionManager) -> None:
     assert {c.user_id for c in everyone} == {left[0].user_id, OTHER}
     assert {c.session_id for c in everyone if c.user_id == OTHER} == {kept}
     assert every_change(manager, user_id=USER, session_id=sid) == left
+
+
+def test_the_tail_is_where_now_starts(store: SessionStore) -> None:
+    """change_tail() is the newest final event's cursor: reading after it gives only
+    what commits later."""
+    m = SessionManager(store)
+    assert store.change_tail() is None
+    sid = _writes(m, USER, 1)
+    _writes(m, OTHER, 1)
+    tail = store.change_tail()
+    assert tail == every_change(m, user_id=ADMIN, all_users=True, admin=True)[-1].cursor
+    assert m.changes(user_id=ADMIN, all_users=True, admin=True, after=tail).items == []
+    m.close_session(session_id=sid, user_id=USER)
+    assert [c.action for c in m.changes(user_id=USER, after=tail).items] == ["session.closed"]

@@ -140,6 +140,9 @@ class _ScrubRecorder:
     def read_changes(self, **query: Any) -> FeedRead:
         return self.inner.read_changes(**query)
 
+    def change_tail(self) -> str | None:
+        return self.inner.change_tail()
+
     def close(self) -> None:
         """The wrapped store belongs to the fixture."""
 

@@ -14,17 +14,14 @@ once, and on SQLite that many concurrent writes can share one commit (group comm
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import functools
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
-from ..errors import ValidationError
+from ..feedwatch import check_poll_interval, follow_async
 from ..models import Change
-from .feed import WATCH_FIRST_PAUSE
 from .manager import SessionManager
 
 __all__ = ["AsyncSessionManager"]
@@ -165,28 +162,16 @@ class AsyncSessionManager:
         Raises:
             As :meth:`SessionManager.changes`; ValidationError: ``poll_interval`` not > 0.
         """
-        if not poll_interval > 0:
-            raise ValidationError("poll_interval must be > 0 seconds", field="poll_interval")
-        ends = None if timeout is None else time.monotonic() + timeout
-        wake = stop if stop is not None else asyncio.Event()
-        cursor, pause = after, WATCH_FIRST_PAUSE
-        while not wake.is_set():
-            page = await self.changes(
-                user_id=user_id,
-                after=cursor,
-                session_id=session_id,
-                all_users=all_users,
-                admin=admin,
-            )
-            for change in page.items:
-                yield change
-            cursor = page.next_cursor
-            if page.items or page.has_more:
-                pause = WATCH_FIRST_PAUSE
-                continue
-            left = None if ends is None else ends - time.monotonic()
-            if left is not None and left <= 0:
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), pause if left is None else min(pause, left))
-            pause = min(2 * pause, poll_interval)
+        check_poll_interval(poll_interval)
+        read = functools.partial(
+            self.changes, user_id=user_id, session_id=session_id, all_users=all_users, admin=admin
+        )
+        await read(limit=0)  # the caller and the session, checked before the first wait
+        async for change in follow_async(
+            lambda cursor: read(after=cursor),
+            after=after,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            stop=stop,
+        ):
+            yield change

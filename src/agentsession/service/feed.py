@@ -10,23 +10,21 @@ cursor, is each store's business (:meth:`~agentsession.stores.base.SessionStore.
 
 from __future__ import annotations
 
+import functools
 import threading
-import time
 from collections.abc import Iterator
 
 from ..errors import Forbidden, SessionNotFound, ValidationError
+from ..feedwatch import check_poll_interval, follow
 from ..ids import check_id, check_name
-from ..models import Change, ChangePage
+from ..models import AuditEvent, Change, ChangePage
 from ..principal import Principal
 from ..stores.base import StoreTransaction
+from ..stores.changefeed import selected
 from .core import ServiceCore
 from .erasure import tombstone_id
 
-__all__ = ["WATCH_FIRST_PAUSE", "ChangeFeedUseCases", "FeedQuery"]
-
-#: The first pause of :meth:`ChangeFeedUseCases.watch` once it is caught up, in seconds;
-#: each empty read doubles it, up to ``poll_interval``.
-WATCH_FIRST_PAUSE = 0.02
+__all__ = ["ChangeFeedUseCases", "FeedQuery", "feed_query"]
 
 
 class FeedQuery:
@@ -40,6 +38,28 @@ class FeedQuery:
     def __init__(self, user_ids: list[str] | None, session_id: str | None) -> None:
         self.user_ids = user_ids
         self.session_id = session_id
+
+    def selects(self, event: AuditEvent) -> bool:
+        """Whether a read of this query returns ``event``."""
+        return selected(event, self.user_ids, self.session_id)
+
+
+def feed_query(
+    manager: ChangeFeedUseCases,
+    *,
+    user_id: str,
+    session_id: str | None = None,
+    all_users: bool = False,
+    admin: bool = False,
+) -> FeedQuery:
+    """The query :meth:`ChangeFeedUseCases.changes` would run for these arguments, for
+    a reader that fans one read of every user's changes out to many callers (the
+    service's Server-Sent Events). Reads the session to check the caller's right to it.
+
+    Raises:
+        ValidationError, Forbidden, SessionNotFound: as :meth:`~ChangeFeedUseCases.changes`.
+    """
+    return manager._feed_query(user_id, session_id, all_users=all_users, admin=admin)
 
 
 class ChangeFeedUseCases(ServiceCore):
@@ -113,10 +133,9 @@ class ChangeFeedUseCases(ServiceCore):
         """Follow the change feed: yield each change after ``after`` as it commits.
 
         Reads pages of :meth:`changes` while there are any; once caught up it waits
-        :data:`WATCH_FIRST_PAUSE` seconds, doubling each empty read up to
-        ``poll_interval``, and starts again from the first pause when something came.
-        To resume after the iterator ended, pass the ``cursor`` of the last change it
-        gave as ``after``.
+        (from :data:`~agentsession.feedwatch.FIRST_PAUSE` seconds, doubling each empty
+        read up to ``poll_interval``). To resume after the iterator ended, pass the
+        ``cursor`` of the last change it gave as ``after``.
 
         Args:
             user_id, after, session_id, all_users, admin: as :meth:`changes` (checked
@@ -131,34 +150,18 @@ class ChangeFeedUseCases(ServiceCore):
         Raises:
             As :meth:`changes`; ValidationError: ``poll_interval`` not > 0.
         """
-        if not poll_interval > 0:
-            raise ValidationError("poll_interval must be > 0 seconds", field="poll_interval")
+        check_poll_interval(poll_interval)
         self._feed_query(user_id, session_id, all_users=all_users, admin=admin)
-        ends = None if timeout is None else time.monotonic() + timeout
-        wake = stop if stop is not None else threading.Event()
-
-        def follow() -> Iterator[Change]:
-            cursor, pause = after, WATCH_FIRST_PAUSE
-            while not wake.is_set():
-                page = self.changes(
-                    user_id=user_id,
-                    after=cursor,
-                    session_id=session_id,
-                    all_users=all_users,
-                    admin=admin,
-                )
-                yield from page.items
-                cursor = page.next_cursor
-                if page.items or page.has_more:
-                    pause = WATCH_FIRST_PAUSE
-                    continue
-                left = None if ends is None else ends - time.monotonic()
-                if left is not None and left <= 0:
-                    return
-                wake.wait(pause if left is None else min(pause, left))
-                pause = min(2 * pause, poll_interval)
-
-        return follow()
+        read = functools.partial(
+            self.changes, user_id=user_id, session_id=session_id, all_users=all_users, admin=admin
+        )
+        return follow(
+            lambda cursor: read(after=cursor),
+            after=after,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            stop=stop,
+        )
 
     def _feed_query(
         self, user_id: str, session_id: str | None, *, all_users: bool, admin: bool

@@ -643,5 +643,14 @@ class SessionStore(Protocol):
             StoreError: as a transaction would.
         """
 
+    def change_tail(self) -> str | None:
+        """The cursor of the newest final event of the change feed (what
+        :meth:`read_changes` could return last right now): a reader that starts after it
+        gets only what commits from now on. None when the feed is empty.
+
+        Raises:
+            StoreError: as a transaction would.
+        """
+
     def close(self) -> None:
         """Release connections the store created. Further use raises StoreError."""

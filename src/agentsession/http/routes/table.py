@@ -11,6 +11,9 @@ mypy and IDEs read.
 
 How a row and the manager's signature make a route:
 
+- a manager whose ``session_id`` is optional may also have a route without it (every
+  session's: ``GET /v1/changes`` beside ``GET /v1/sessions/{session_id}/changes``),
+  which leaves it None; the clients take the session's route when it is given;
 - the caller: a path with ``{session_id}`` takes :data:`~..deps.WriteCtx` when the row
   reads ``If-Match`` (it also reads ``Idempotency-Key``), else :data:`~..deps.ReadCtx`;
   another path takes the authenticated principal (:data:`~..deps.Auth`). The
@@ -293,7 +296,8 @@ def _check(
     where = f"{operation.name}: {route.method} {route.path}"
     if route.etag == "document":
         raise LookupError(f"{where}: a document's ETag is written by hand")
-    if ("session_id" in parameters) != ("{session_id}" in route.path):
+    optional = "session_id" in parameters and parameters["session_id"].default is None
+    if ("session_id" in parameters) != ("{session_id}" in route.path) and not optional:
         raise LookupError(f"{where}: the manager's session_id is the path's, and only it")
     unknown = sorted(body - parameters.keys()) + [n for n in path if n not in PATH_PARAMETERS]
     unknown += [n for n in path if n not in parameters]

@@ -101,6 +101,16 @@ class MemoryStore(Tables):
             found = [(str(e.seq), e.model_copy(deep=True)) for e in events[:limit]]
             return FeedRead(found, found[-1][0] if found else None, len(events) > limit)
 
+    def change_tail(self) -> str | None:
+        """The newest event's seq (see
+        :meth:`~agentsession.stores.base.SessionStore.change_tail`)."""
+        with self._lock:
+            if self._closed:
+                raise StoreError("the memory store is closed")
+            pools = [self._tombstones, *(d.audit[-1:] for d in self._sessions.values())]
+            newest = max((e.seq for pool in pools for e in pool), default=None)
+            return None if newest is None else str(newest)
+
     def close(self) -> None:
         """Drop every session. Further transactions raise StoreError."""
         with self._lock:

@@ -35,7 +35,7 @@ from .replies import text, texts
 if TYPE_CHECKING:
     import redis
 
-__all__ = ["CHANGES", "SCAN_FACTOR", "read_changes"]
+__all__ = ["CHANGES", "SCAN_FACTOR", "change_tail", "read_changes"]
 
 #: The stream of the change feed.
 CHANGES: Final = "as:changes"
@@ -82,6 +82,12 @@ def read_changes(
             resume = entry_id
         start = f"({entries[-1][0]}"
     return FeedRead(found, resume, True)
+
+
+def change_tail(r: redis.Redis) -> str | None:
+    """The id of the newest entry of the stream; None when it is empty."""
+    newest: list[tuple[str, dict[str, str]]] = list(r.xrevrange(CHANGES, count=1))  # type: ignore[arg-type]
+    return newest[0][0] if newest else None
 
 
 def _events(r: redis.Redis, entries: list[tuple[str, dict[str, str]]]) -> list[AuditEvent | None]:

@@ -95,7 +95,7 @@ from ...models import (
 )
 from ..base import FeedRead, IdempotencyRecord, ScrubReport, SessionHead, StoreConflict
 from .audit import AuditOps
-from .changes import read_changes
+from .changes import change_tail, read_changes
 from .codec import copy, dec, prefix
 from .idempotency import IdempotencyOps
 from .index import ALL_SESSIONS, INDEX_VERSION, INDEX_VERSION_KEY, LeaseIndexOps, index_writes
@@ -489,6 +489,18 @@ class RedisStore:
                 self.client, after=after, user_ids=user_ids, session_id=session_id, limit=limit
             )
         except (redis.RedisError, ValueError, KeyError) as exc:
+            raise _translate(exc) from exc
+
+    def change_tail(self) -> str | None:
+        """The newest entry of the ``as:changes`` stream (see
+        :meth:`~agentsession.stores.base.SessionStore.change_tail`).
+
+        Raises:
+            StoreError: the store is closed, or Redis failed.
+        """
+        try:
+            return change_tail(self.client)
+        except redis.RedisError as exc:
             raise _translate(exc) from exc
 
     def close(self) -> None:

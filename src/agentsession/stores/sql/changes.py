@@ -188,3 +188,12 @@ class ChangeOps:
             stmt = stmt.where(a.c.session_id == session_id)
         stmt = stmt.order_by(a.c.seq).limit(limit)
         return [AuditEvent.model_validate(row._asdict()) for row in self._conn.execute(stmt)]
+
+    @translated
+    def newest_change(self, *, upto: int | None) -> int | None:
+        """The newest audit seq at or below ``upto`` (None: no bound); None if none."""
+        stmt = sa.select(sa.func.max(audit_events.c.seq))
+        if upto is not None:
+            stmt = stmt.where(audit_events.c.seq <= upto)
+        newest = self._conn.execute(stmt).scalar()
+        return None if newest is None else int(newest)

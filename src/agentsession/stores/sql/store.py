@@ -273,6 +273,19 @@ class SQLStore:
         found = [(str(e.seq), e) for e in events[:limit]]
         return FeedRead(found, found[-1][0] if found else None, len(events) > limit)
 
+    def change_tail(self) -> str | None:
+        """The newest final seq (see
+        :meth:`~agentsession.stores.base.SessionStore.change_tail`): the newest at or
+        below the horizon of :mod:`.changes`.
+
+        Raises:
+            StoreError: as :meth:`transaction`.
+        """
+        upto = self._horizon.newest()
+        with self.transaction(write=False) as tx:
+            newest = tx.newest_change(upto=upto)
+        return None if newest is None else str(newest)
+
     def close(self) -> None:
         """Close the connection pool. Idempotent; further transactions raise StoreError."""
         engine, self._engine = self._engine, None
