@@ -4,6 +4,7 @@ cleaned by erasure as the audit log is."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from contract_support import ADMIN, OTHER, USER, ProxyStore, audit_of, run_threa
 from agentsession import SessionManager
 from agentsession.errors import Forbidden, SessionNotFound, StoreError, ValidationError
 from agentsession.models import Change
+from agentsession.service import AsyncSessionManager
 from agentsession.stores.base import SessionStore
 
 
@@ -244,3 +246,32 @@ def test_the_tail_is_where_now_starts(store: SessionStore) -> None:
     assert m.changes(user_id=ADMIN, all_users=True, admin=True, after=tail).items == []
     m.close_session(session_id=sid, user_id=USER)
     assert [c.action for c in m.changes(user_id=USER, after=tail).items] == ["session.closed"]
+
+
+@pytest.mark.store_independent
+def test_async_watch_follows_and_stops(manager: SessionManager) -> None:
+    """AsyncSessionManager.watch: the same changes, waiting on the loop; stop ends it."""
+    sid = manager.create_session(user_id=USER).session_id
+
+    async def main() -> list[str]:
+        am = AsyncSessionManager(manager)
+        stop = asyncio.Event()
+        got: list[str] = []
+
+        async def write() -> None:
+            await asyncio.sleep(0.05)
+            await am.append_message(session_id=sid, user_id=USER, message=user_msg("x"))
+
+        task = asyncio.create_task(write())
+        async for change in am.watch(user_id=USER, timeout=20, poll_interval=0.05, stop=stop):
+            got.append(change.action)
+            if len(got) == 2:
+                stop.set()
+        await task
+        with pytest.raises(SessionNotFound):
+            async for _ in am.watch(user_id=OTHER, session_id=sid):
+                pass
+        am.stop_threads()
+        return got
+
+    assert asyncio.run(main()) == ["session.created", "message.appended"]

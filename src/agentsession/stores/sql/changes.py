@@ -16,8 +16,8 @@ commit an event (docs/semantics.md, "Change feed"):
   Writers pay nothing; a reader waits for the transactions running when it looked, up
   to ``wait_seconds``, else keeps the last horizon it knew.
 * MariaDB/MySQL show running transactions only with the PROCESS privilege, so a write
-  transaction takes a shared lock on the one row of ``change_feed_gate`` before its
-  first audit event and holds it to its end (one extra statement per write). A reader
+  transaction takes a shared lock on the one row of ``change_feed_gate`` as it inserts
+  its first audit event (:func:`gated_audit_insert`) and holds it to its end. A reader
   takes that lock exclusively, which waits for the writers holding it, reads the newest
   seq, and lets go: while it holds it no writer can get a seq, and every seq handed out
   before belongs to a transaction that has ended. New writers wait behind the reader
@@ -39,7 +39,7 @@ from ...models import AuditEvent
 from .dialect import translate_error, translated
 from .schema import audit_events, change_feed_gate
 
-__all__ = ["ChangeOps", "FeedHorizon", "audit_insert", "gate_statement"]
+__all__ = ["ChangeOps", "FeedHorizon", "audit_insert", "gated_audit_insert"]
 
 #: How long a PostgreSQL reader waits for the transactions running when it looked.
 WAIT_SECONDS = 1.0
@@ -60,16 +60,22 @@ def audit_insert(dialect: sa.engine.Dialect) -> sa.Insert:
     return sa.insert(audit_events).from_select([c.key for c in columns], values.select_from(xid))
 
 
-def gate_statement(dialect: sa.engine.Dialect) -> sa.Select[tuple[int]] | None:
-    """What a MariaDB/MySQL write runs before its first audit event: a shared lock on
-    the gate row; None on other databases."""
+def gated_audit_insert(dialect: sa.engine.Dialect) -> sa.Insert | None:
+    """On MariaDB/MySQL, the insert of a transaction's first audit event: the same
+    values selected from the gate row ``LOCK IN SHARE MODE``, so the shared lock is
+    taken before the seq is drawn, and held to the end, with no statement of its own
+    (it inserts no row if the gate row is missing). None on other databases."""
     if dialect.name != "mysql":
         return None
-    return (
-        sa.select(change_feed_gate.c.id)
-        .where(change_feed_gate.c.id == 1)
+    columns = [c for c in audit_events.c if c.key != "seq"]
+    gate = change_feed_gate
+    values = (
+        sa.select(*(sa.bindparam(c.key, type_=c.type).label(c.key) for c in columns))
+        .select_from(gate)
+        .where(gate.c.id == sa.literal_column("1"))
         .with_for_update(read=True)
     )
+    return sa.insert(audit_events).from_select([c.key for c in columns], values)
 
 
 class FeedHorizon:

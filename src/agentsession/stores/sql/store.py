@@ -34,7 +34,7 @@ from ..base import FeedRead, IdempotencyRecord, JSONTexts, ScrubReport, SessionH
 from ..changefeed import parse_seq_cursor
 from ..keyhash import external_key_hash
 from ..listing import merge_newest
-from .changes import ChangeOps, FeedHorizon, audit_insert, gate_statement
+from .changes import ChangeOps, FeedHorizon, audit_insert, gated_audit_insert
 from .columns import LONG_TEXT
 from .dialect import (
     connection_mode,
@@ -346,8 +346,8 @@ class _Statements:
         if not self.audit_lastrowid:
             insert_audit = insert_audit.returning(audit_events.c.seq)
         self.insert_audit = compiled(insert_audit)
-        gate = gate_statement(dialect)
-        self.feed_gate = None if gate is None else compiled(gate)
+        gated = gated_audit_insert(dialect)
+        self.insert_audit_gated = None if gated is None else compiled(gated)
         self.get_memory = compiled(
             sa.select(working_memory).where(
                 working_memory.c.session_id == sa.bindparam("session_id")
@@ -822,11 +822,15 @@ class _SQLTransaction(
         self._writing()
         row = dict(event.__dict__)  # the field values as they are (see _session_row)
         del row["seq"]
-        if self._sql.feed_gate is not None and not self._gated:
-            self._execute(self._sql.feed_gate, {})  # held to the end (see .changes)
-            self._gated = True
         stmt = self._sql.insert_audit
+        gating = self._sql.insert_audit_gated is not None and not self._gated
+        if gating:  # takes the change feed's gate, held to the end (see .changes)
+            stmt = self._sql.insert_audit_gated or stmt
         cursor = self._execute(stmt, row)
+        if gating:
+            if cursor.rowcount != 1:
+                raise StoreError("the change feed's gate row is missing: restart the store")
+            self._gated = True
         if self._sql.audit_lastrowid:
             return int(cursor.lastrowid)
         return int(stmt.rows(cursor)[0][0])
