@@ -663,7 +663,7 @@ OPERATIONS: tuple[Operation, ...] = (
             "ChangePage",
             (
                 Route("GET", "/v1/changes", problems=(403,)),
-                Route("GET", _S + "/changes", operation_id="session_changes"),
+                Route("GET", _S + "/changes", operation_id="session_changes", problems=(403,)),
             ),
             cli="changes",
             doc="""A page of the change feed: the content-free audit events of committed

@@ -121,6 +121,10 @@ def test_bad_cursor_and_limit(manager: SessionManager) -> None:
     first = manager.changes(user_id=USER, limit=1)
     empty = manager.changes(user_id=USER, after=first.next_cursor, limit=0)
     assert empty.items == [] and empty.next_cursor == first.next_cursor
+    # A cursor past every position a store can hold: nothing after it, not a failure.
+    assert first.next_cursor is not None
+    beyond = "-".join("9" * 20 for _ in first.next_cursor.split("-"))
+    assert manager.changes(user_id=USER, after=beyond).items == []
 
 
 def test_rolled_back_write_never_appears(store: SessionStore) -> None:

@@ -20,7 +20,7 @@ from ..ids import check_id, check_name
 from ..models import AuditEvent, Change, ChangePage
 from ..principal import Principal
 from ..stores.base import StoreTransaction
-from ..stores.changefeed import selected
+from ..stores.changefeed import NOT_ISSUED, selected
 from .core import ServiceCore
 from .erasure import tombstone_id
 
@@ -106,7 +106,7 @@ class ChangeFeedUseCases(ServiceCore):
         size = self._page_size(limit)
         query = self._feed_query(user_id, session_id, all_users=all_users, admin=admin)
         if after is not None and (not isinstance(after, str) or not after):
-            raise ValidationError("after must be a cursor of the change feed", field="after")
+            raise ValidationError(NOT_ISSUED, field="after")
         if size == 0:
             return ChangePage(items=[], next_cursor=after, has_more=False)
         found = self._uow.store.read_changes(

@@ -12,14 +12,20 @@ from collections.abc import Sequence
 from ..errors import ValidationError
 from ..models import AuditEvent
 
-__all__ = ["parse_seq_cursor", "selected"]
+__all__ = ["NOT_ISSUED", "parse_seq_cursor", "selected"]
 
-#: The longest seq cursor: a 64-bit seq has at most 19 digits.
-_MAX_DIGITS = 19
+#: The message of a cursor that is not one of the store's feed.
+NOT_ISSUED = "not a change feed cursor this store issued"
+
+#: The longest seq cursor, in digits; a larger number stands for the largest seq.
+_MAX_DIGITS = 20
+#: The largest seq a store keeps (a signed 64-bit integer).
+_MAX_SEQ = 2**63 - 1
 
 
 def parse_seq_cursor(after: str | None) -> int:
-    """The seq a feed read resumes after: 0 for None (from the first event).
+    """The seq a feed read resumes after: 0 for None (from the first event); a number
+    past every seq a store can hold reads as the largest (nothing after it).
 
     Raises:
         ValidationError: ``after`` is not a seq cursor (field ``after``).
@@ -27,8 +33,8 @@ def parse_seq_cursor(after: str | None) -> int:
     if after is None:
         return 0
     if not (after.isascii() and after.isdigit() and len(after) <= _MAX_DIGITS):
-        raise ValidationError("not a change feed cursor of this store", field="after")
-    return int(after)
+        raise ValidationError(NOT_ISSUED, field="after")
+    return min(int(after), _MAX_SEQ)
 
 
 def selected(event: AuditEvent, user_ids: Sequence[str] | None, session_id: str | None) -> bool:

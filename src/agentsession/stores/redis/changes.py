@@ -28,7 +28,7 @@ from ...errors import ValidationError
 from ...jsonvalues import loads
 from ...models import AuditEvent
 from ..base import FeedRead
-from ..changefeed import selected
+from ..changefeed import NOT_ISSUED, selected
 from .codec import dec, prefix
 from .replies import text, texts
 
@@ -43,6 +43,7 @@ CHANGES: Final = "as:changes"
 SCAN_FACTOR: Final = 20
 
 _CURSOR = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+_MAX_PART = 2**64 - 1
 
 
 def read_changes(
@@ -60,7 +61,11 @@ def read_changes(
         ValidationError: ``after`` is not a stream id. redis.RedisError: Redis failed.
     """
     if after is not None and not _CURSOR.fullmatch(after):
-        raise ValidationError("not a change feed cursor of this store", field="after")
+        raise ValidationError(NOT_ISSUED, field="after")
+    if after is not None:  # a part past 64 bits reads as the largest (nothing after it)
+        after = "-".join(str(min(int(part), _MAX_PART)) for part in after.split("-"))
+        if after == f"{_MAX_PART}-{_MAX_PART}":  # the last id there can be
+            return FeedRead([], None, False)
     start = "-" if after is None else f"({after}"
     budget = SCAN_FACTOR * limit
     found: list[tuple[str, AuditEvent]] = []
