@@ -39,10 +39,14 @@ test-all: $(STAMP) test-servers
 	$(BIN)/python -m pytest -q -n 2 --durations=20 $(PYTEST_ARGS)
 
 # Its own environment (benchmarks/.venv: agentsession + the peers), not $(STAMP)'s.
-# Ends with the cost-versus-size section (g), the workloads of bench-growth.
+# Runs (h) and (f) on slower disks too, with benchmarks/fsyncdelay.c built by the C
+# compiler found into benchmarks/.build/ (skipped, saying why, without one; run.py
+# --disks). Ends with the cost-versus-size section (g), the workloads of bench-growth.
 bench:
 	PYTHON=$(PYTHON) sh benchmarks/bench.sh $(BENCH_ARGS)
 
+# Every store side by side, then serve on PostgreSQL and MariaDB: new server connections
+# per 1,000 appends, and 2 workers against 1 (benchmarks/pools.py).
 bench-stores: $(STAMP)
 	mkdir -p benchmarks/results
 	$(BIN)/python benchmarks/stores.py --json benchmarks/results/stores.json

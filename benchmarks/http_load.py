@@ -278,13 +278,18 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def running_service(tmp: Path, exe: Path, *, workers: int, synchronous: str) -> Iterator[Service]:
-    """Set up and start the service in ``tmp`` the README way; stop it on exit."""
+def running_service(
+    tmp: Path, exe: Path, *, workers: int, synchronous: str = "FULL", url: str | None = None
+) -> Iterator[Service]:
+    """Set up and start the service in ``tmp`` the README way; stop it on exit.
+
+    Its store: an SQLite file in ``tmp``, or the database ``url`` names (PostgreSQL,
+    MariaDB: ``synchronous`` is then SQLite's setting only and changes nothing)."""
     port = _free_port()
     db = tmp / "sessions.db"
     env = {
         **os.environ,
-        "AGENTSESSION_URL": f"sqlite:///{db}",
+        "AGENTSESSION_URL": url or f"sqlite:///{db}",
         "AGENTSESSION_PORT": str(port),
         "AGENTSESSION_SQLITE_SYNCHRONOUS": synchronous,
     }
@@ -298,6 +303,8 @@ def running_service(tmp: Path, exe: Path, *, workers: int, synchronous: str) -> 
         "AGENTSESSION_REQUIRE_IF_MATCH",
     ):
         env.pop(var, None)
+    if url is not None:  # else the key file is agentsession-keys.json in the cwd
+        env["AGENTSESSION_KEYS_FILE"] = str(tmp / "keys.json")
     _cli(exe, "db", "upgrade", env=env)
     token = _cli(exe, "keys", "create", "--user", USER, env=env).strip().splitlines()[0]
     log_path = tmp / "server.log"
@@ -421,8 +428,10 @@ def prepare(service: Service, config: Config) -> None:
     bad, _ = _request("GET", f"{service.base}/v1/sessions/{service.read}", "key_x.wrong", None)
     if bad != 401:
         raise RuntimeError(f"a wrong token answered {bad}, not 401")
-    with contextlib.closing(sqlite3.connect(service.db)) as conn:
-        journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    journal = "(not SQLite)"
+    if service.db.exists():
+        with contextlib.closing(sqlite3.connect(service.db)) as conn:
+            journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
     service.checks = {
         "append": "201, content echoed, seq 1",
         "last-20": f"200, seqs {seqs[0]}..{seqs[-1]}",

@@ -358,6 +358,18 @@ def target_lines(targets: Iterable[Target]) -> list[str]:
 # =========================================================================== markdown
 
 
+def bar_chart(rows: Sequence[tuple[str, float | None]], *, unit: float) -> list[str]:
+    """A text bar chart of ratios, a line per ``(label, value)``: the label, one ``#``
+    per ``unit`` of the value (rounded), and the value as :func:`fmt_ratio` writes it;
+    ``n/a`` for a missing value. For a fenced code block in markdown."""
+    width = max((len(label) for label, _ in rows), default=0)
+    lines = []
+    for label, x in rows:
+        bar = "" if x is None else "#" * max(0, round(x / unit))
+        lines.append(f"{label:<{width}} | {bar} {fmt_ratio(x)}".rstrip())
+    return lines
+
+
 def _cell(figures: Mapping[str, Any], raw: Mapping[str, Any], figure: str, stat: str) -> str:
     entry = figures.get(figure)
     if isinstance(entry, Mapping) and "na" in entry:

@@ -34,6 +34,12 @@ Workloads (issues #5 and #14), all durations in milliseconds:
     each on its own session and all on one, at FULL and NORMAL; appends/s and p50/p99,
     each a ratio to its baseline.
 
+(h) and (f) run on three disks (``disks.py``): this machine's own flush, and flushes
+2 ms and 5 ms slower, as on cloud block storage (``fsyncdelay.c``, built with the C
+compiler found into ``benchmarks/.build/``; the slower disks are skipped, saying why,
+when there is none). Each slower disk runs in a process of its own with every
+participant under the delay; ``--disks`` picks them (``native`` alone: none).
+
 Method: operations are interleaved round-robin across participants, in a new order every
 round (shuffled by ``random.Random(f"{seed}-{setting}")``, ``--seed``, recorded in
 results.json), so a busy machine slows every column alike and no participant always runs
@@ -85,6 +91,7 @@ from pathlib import Path
 from typing import Any
 
 import concurrency
+import disks
 import growth
 import http_load
 import peers
@@ -690,6 +697,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         log("=== workload (f): HTTP under wrk, agentsession serve vs the minimal app")
         config = http_load.QUICK if args.quick else http_load.Config()
         results["http"] = await asyncio.to_thread(http_load.run_http_load, config, log=log)
+    slow = tuple(d for d in args.disks.split(",") if d.strip() and d != disks.NATIVE)
+    on_disks = "".join(w for w in "hf" if w in args.workloads)
+    if slow and on_disks:
+        results["disks"] = disks.run_disks(
+            on_disks, quick=args.quick, seed=args.seed, disks=slow, log=log
+        )
     if "g" in args.workloads:
         log("=== workload (g): cost versus size (growth.py)")
         results["growth"] = growth.run_growth(
@@ -712,6 +725,8 @@ def write_outputs(results: dict[str, Any], out: Path) -> str:
         markdown += "\n" + concurrency.markdown(results["concurrency"])
     if "http" in results:
         markdown += "\n" + http_load.markdown(results["http"])
+    if "disks" in results:
+        markdown += "\n" + disks.markdown(results)
     if "growth" in results:
         markdown += "\n" + growth.render(results["growth"]) + "\n"
     if report.plot_history(results, out / "history.png"):
@@ -752,7 +767,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--seed", type=int, default=14, help="seed of the participants' order per round"
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--disks",
+        default=",".join(disks.DELAYS),
+        help=f"disks (h) and (f) run on, comma-separated (default: {','.join(disks.DELAYS)})",
+    )
+    args = parser.parse_args(argv)
+    unknown = set(args.disks.split(",")) - set(disks.DELAYS)
+    if unknown:
+        parser.error(f"unknown disks {sorted(unknown)}; known: {', '.join(disks.DELAYS)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:

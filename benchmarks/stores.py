@@ -35,6 +35,10 @@ one durable commit costs on this disk at the least.
 (checked against the file at run time: a phrase no longer found there is reported on
 stderr); notes marked † say what that table does not.
 
+Then ``pools.py``'s section (``--no-pools`` leaves it out): ``agentsession serve`` on
+PostgreSQL and MariaDB under 32 connections appending, with the new server connections
+per 1,000 appends and, on PostgreSQL, ``--workers 2`` against 1 worker.
+
 Run: ``.venv/bin/python benchmarks/stores.py [--messages N] [--reads R] [--json PATH]``.
 Prints a markdown table; times are in milliseconds (mean, p50, p99). A store whose
 server binary or driver is missing is reported as skipped, with the reason. Exit status 1
@@ -63,6 +67,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+
+import pools  # noqa: E402
 
 import agentsession  # noqa: E402
 import servers  # noqa: E402  (tests/servers.py: the throwaway servers)
@@ -527,6 +533,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reads", type=int, default=200, help="timed last-N reads per store")
     parser.add_argument("--last", type=int, default=50, help="N of the last-N read")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--no-pools", action="store_true", help="leave out the pools section (pools.py)"
+    )
     keys = [t.key for t in _targets()]
     parser.add_argument(
         "--stores",
@@ -565,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{meta['timed_seconds']:.1f} s, wall {meta['wall_seconds']:.1f} s\n"
     )
     print(markdown(targets, meta, args.last))
+    pooled = None if args.no_pools else pools.run_pools(pools.Config())
+    if pooled is not None:
+        print(pools.markdown(pooled))
     if args.json:
         rows = [
             {
@@ -585,7 +597,10 @@ def main(argv: list[str] | None = None) -> int:
             for t in targets
         ]
         args.json.write_text(
-            json.dumps({"meta": meta, "results": rows}, ensure_ascii=False, indent=2) + "\n",
+            json.dumps(
+                {"meta": meta, "results": rows, "pools": pooled}, ensure_ascii=False, indent=2
+            )
+            + "\n",
             encoding="utf-8",
         )
     return 1 if any(t.failed for t in targets) else 0

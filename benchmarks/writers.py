@@ -11,24 +11,32 @@ every version shares the machine's load; the figures are appends/s over all roun
 the p50/p99 append latency in ms. A loaded machine moves them by tens of percent from
 run to run: compare versions within one run, over several rounds.
 
+``--fsync-delay-ms 2`` runs it on a cloud-like disk: the process starts itself again
+with ``fsyncdelay.c`` preloaded (:mod:`fsyncdelay`), every flush of every side that much
+slower.
+
 Run from ``benchmarks/``::
 
     ../.venv/bin/python writers.py [--rounds 3] [--seconds 1.5] [--against /tmp/before/src]
         [--against v1=/tmp/v1/src --sides raw,before,v1,ours] [--writers 1,8,32]
+        [--fsync-delay-ms 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import os
 import random
 import statistics
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import fsyncdelay
 import peers
 from hotpath import before_participant
 
@@ -102,7 +110,14 @@ def main() -> None:
     parser.add_argument("--settings", default="FULL,NORMAL")
     parser.add_argument("--writers", default="1,8,32")
     parser.add_argument("--sides", default="raw,before,ours", help="participants, in order")
+    parser.add_argument("--fsync-delay-ms", type=float, default=0.0, help="flush delay (ms)")
     args = parser.parse_args()
+    if args.fsync_delay_ms and "FSYNC_DELAY_MS" not in os.environ:
+        library, how = fsyncdelay.build()
+        if library is None:
+            parser.error(f"--fsync-delay-ms needs the library: {how}")
+        env = {**os.environ, **fsyncdelay.environment(library, args.fsync_delay_ms)}
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
     sides: dict[str, type[Any]] = {"raw": peers.RawSQLite, "ours": peers.AgentSessionSync}
     for spec in args.against:
         tag, _, src = spec.rpartition("=")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the database servers the tests run throwaway instances of (tests/servers.py:
 # PostgreSQL, MariaDB, Redis on loopback; no Docker, no system service), from the Debian
-# packages postgresql, mariadb-server and redis-server, when they are missing.
+# packages postgresql, mariadb-server and redis-server, when they are missing; and Debian's
+# chromium, the browser the inspector's tests drive (tests/ui: Playwright never downloads one).
 #
 # Called by `make test`, `make test-all` and `make test-servers` (so by .ci/run too).
 # Installs only as root with apt-get; otherwise, or when the install fails, it says
@@ -23,10 +24,11 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || found initdb || miss
 { found mariadbd || found mysqld; } && { found mariadb-install-db || found mysql_install_db; } ||
     missing+=(mariadb-server)
 found redis-server || missing+=(redis-server)
+found chromium || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 warn() {
-    echo "warning: $1: ${missing[*]} missing, their store tests will be SKIPPED;" \
+    echo "warning: $1: ${missing[*]} missing, their tests will be SKIPPED;" \
         "install with: sudo make test-servers (or sudo apt-get install -y ${missing[*]})" >&2
 }
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then

@@ -159,6 +159,26 @@ class Server:
                 with self._admin.cursor() as cur:
                     cur.execute(f"DROP DATABASE IF EXISTS {name}")
 
+    def connections_made(self, database: str) -> int:
+        """How many connections the server has accepted so far, read on the server.
+
+        PostgreSQL: ``pg_stat_database.sessions`` of ``database`` (sessions established
+        to it; a backend reports its own at its first idle moment or its exit, so read
+        after the work is done). MariaDB: ``SHOW GLOBAL STATUS LIKE 'Connections'``,
+        every connection attempt to the server, whatever the database: compare two
+        readings with nothing else connecting in between.
+        """
+        with self._lock:
+            if self.kind == "postgres":
+                self._admin.execute("SELECT pg_stat_clear_snapshot()")
+                row = self._admin.execute(
+                    "SELECT sessions FROM pg_stat_database WHERE datname = %s", (database,)
+                ).fetchone()
+                return int(row[0])
+            with self._admin.cursor() as cur:
+                cur.execute("SHOW GLOBAL STATUS LIKE 'Connections'")
+                return int(cur.fetchone()[1])
+
     def halt(self) -> None:
         """Stop the server process as an outage would (its open connections are closed),
         keeping its data directory and port for :meth:`resume`."""

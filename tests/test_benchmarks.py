@@ -10,6 +10,7 @@ import asyncio
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -528,3 +529,107 @@ def test_raw_async_baseline_does_the_raw_work(bench: Any, tmp_path: Path) -> Non
             raw.close()
 
     assert asyncio.run(scenario()) == (2, 5)
+
+
+def test_disks_side_by_side_with_ratios_per_disk_and_their_targets(bench: Any) -> None:
+    """(h) and (f) on three disks: each disk's figures are divided by the baselines of
+    the same disk; the native column is the main run's (h)/(f); a skipped disk says why;
+    the targets at +2 ms and +5 ms are checked; the chart draws one bar per ratio."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import disks
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    def h(scale: float) -> dict[str, Any]:
+        aps = {"raw": 100, "agentsession": 100 * scale, "raw_async": 80}
+        aps |= {"agentsession_async": 90 * scale, "openai_agents": 10}
+        return {
+            "cells": [
+                {"participant": who, "synchronous": "FULL", "mode": "distinct", "writers": n}
+                | {"appends": 10, "aps": a, "p50_ms": 1.0, "p99_ms": 2.0, "errors": 0}
+                for who, a in aps.items()
+                for n in (1, 8, 32)
+            ]
+        }
+
+    def f(ours: float) -> dict[str, Any]:
+        return {
+            "cells": [
+                {"service": s, "operation": "append-many", "synchronous": "FULL"}
+                | {"connections": n, "workers": 1, "rps": rps}
+                for s, rps in (("agentsession", ours), ("minimal", 100.0))
+                for n in (1, 8, 32)
+            ]
+        }
+
+    results = {
+        "concurrency": h(0.2),  # native: 2x openai-agents
+        "http": f(50.0),
+        "disks": {
+            "library": "built with cc",
+            "disks": {
+                "+2ms": {"delay_ms": 2.0, "concurrency": h(1.0), "http": f(500.0)},
+                "+5ms": {"skipped": "no C compiler found"},
+            },
+        },
+    }
+    met = {
+        (t.setting.split()[0], t.participant, t.name.split(",")[0]): t.met
+        for t in disks.targets(results)
+    }
+    sync = disks.concurrency.PARTICIPANTS["agentsession"][0]
+    assert met[("+2ms", sync, "32 writers")] is True  # 10x >= 8x
+    assert met[("+2ms", sync, "8 writers")] is True  # 10x >= 5x
+    assert met[("+5ms", sync, "32 writers")] is None  # skipped: n/a
+    assert met[("+2ms", "serve, 1 worker", "HTTP append")] is True  # 5x >= 4x
+    text = disks.markdown(results)
+    assert "| native | +2ms | +5ms |" in text
+    assert "- disk +5ms: **skipped**: no C compiler found" in text
+    assert "| 32 | agentsession sync, threads (to openai-agents SQLiteSession, tasks) " in text
+    assert "20 (2.00x) | 100 (10.0x) | n/a |" in text
+    assert "| 32 | serve, 1 worker | 50 (0.50x) | 500 (5.00x) | n/a |" in text
+    assert "  +2ms  32 writers, sync / openai-agents  | " + "#" * 20 + " 10.0x" in text
+
+
+def test_run_takes_the_three_disks_and_refuses_others(bench: Any) -> None:
+    _, _, run = bench
+    assert run.parse_args([]).disks == "native,+2ms,+5ms"
+    assert run.parse_args(["--disks", "native"]).disks == "native"
+    with pytest.raises(SystemExit):
+        run.parse_args(["--disks", "+3ms"])
+
+
+def test_pools_section_judges_new_connections_per_1000_appends_and_workers(bench: Any) -> None:
+    """make bench-stores' pools section: at most 1 new server connection per 1,000
+    appends, and 2 workers at least 1.3x one worker; a missing server is skipped."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import pools
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    def figures(rps: float, appends: int, new: int) -> dict[str, Any]:
+        return {"rps": [rps], "mean_rps": rps, "appends": appends, "new_connections": new} | {
+            "problems": []
+        }
+
+    results = {
+        "config": asdict(pools.Config()),
+        "servers": {
+            "postgres": {
+                "version": "PostgreSQL 15",
+                "gain": 1.25,
+                "workers": {
+                    "1": figures(400, 4000, 0) | {"per_1000": 0.0, "connections_in_all": 30},
+                    "2": figures(500, 5000, 10) | {"per_1000": 2.0, "connections_in_all": 70},
+                },
+            },
+            "mysql": {"skipped": "mariadbd not installed"},
+        },
+    }
+    text = pools.markdown(results)
+    assert "| PostgreSQL 15 | 1 worker | 400 | 4,000 | 0 | 0 | met | 30 |" in text
+    assert "| PostgreSQL 15 | 2 workers | 500 | 5,000 | 10 | 2 | MISSED | 70 |" in text
+    assert "| mysql | skipped: mariadbd not installed |" in text
+    assert "2 workers 1.250x 1 worker (MISSED)" in text

@@ -15,6 +15,7 @@ import pytest
 from agentsession import RunStatus, SessionStatus
 from agentsession.client import SessionClient
 from agentsession.demo import DemoError
+from agentsession.demo.runner import _Backend, _look_again
 from agentsession.demo.workspace import use_project
 from service import running_service
 
@@ -139,6 +140,8 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     )
     assert looked.returncode == 0, looked.stderr
     assert looked.stdout.count("SUCCEEDED") == 3 and sid not in looked.stderr
+    opener = shlex.split(out.split("open it in the inspector:\n", 1)[1].splitlines()[0])
+    assert opener[-3:] == ["ui", "--session", sid]
 
 
 @pytest.mark.slow
@@ -163,3 +166,19 @@ def test_demo_against_a_running_service(tmp_path: Path) -> None:
     assert session.user_id == "carol" and session.status is SessionStatus.ACTIVE
     assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
     assert session.message_count > 6 and session.tool_call_count >= 4
+
+
+def test_the_demo_ends_with_the_command_that_opens_its_session_in_the_inspector() -> None:
+    """Locally ``agentsession --url URL ui --session ID``; against a service, the
+    session's page under its ``/ui/``."""
+    local = _look_again(_Backend("sqlite:///demo/sessions.db"), "ses_x", "demo-user")
+    assert local[2] == "open it in the inspector:"
+    assert shlex.split(local[3])[1:] == [
+        "--url",
+        "sqlite:///demo/sessions.db",
+        "ui",
+        "--session",
+        "ses_x",
+    ]
+    remote = _look_again(_Backend("http://127.0.0.1:8000/", "key"), "ses_x", "carol")
+    assert remote[-1].strip() == "http://127.0.0.1:8000/ui/sessions/ses_x"

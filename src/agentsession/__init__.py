@@ -44,6 +44,7 @@ from .errors import (
 from .models import (
     AuditEvent,
     Context,
+    ContextItem,
     DeleteRecordsResult,
     Message,
     Page,
@@ -88,6 +89,7 @@ __all__ = [
     "Conflict",
     "Context",
     "ContextBudgetTooSmall",
+    "ContextItem",
     "DeleteRecordsResult",
     "Erasure",
     "Forbidden",

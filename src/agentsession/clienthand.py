@@ -368,16 +368,19 @@ class _ContextRequests(_Exchange):
         user_id: str | None = None,
         budget_tokens: int,
         tokenizer: Tokenizer | None = None,
+        explain: bool = False,
         admin: bool = False,
     ) -> _Flow[Context]:
-        """See :meth:`SessionManager.build_context` (``GET .../context``). Over HTTP the
-        default tokenizer counts: a ``tokenizer`` of another name is a ValidationError."""
+        """See :meth:`SessionManager.build_context` (``GET .../context``, with
+        ``explain=true`` when ``explain``). Over HTTP the default tokenizer counts: a
+        ``tokenizer`` of another name is a ValidationError."""
         _default_tokenizer_only(tokenizer)
         return self._read(
             f"/v1/sessions/{_sid(session_id)}/context",
             _model(Context),
             session_id=session_id,
             budget_tokens=budget_tokens,
+            explain="true" if explain else None,
         )
 
     def add_summary(

@@ -625,6 +625,49 @@ class Summary(_Snapshot):
     session_version: int | None = None
 
 
+ContextItemKind = Literal["system", "summary", "message", "range"]
+ContextDecision = Literal["kept", "summarised", "dropped"]
+ContextReason = Literal[
+    "memory", "summary", "fits", "covered_by_summary", "over_budget", "older_exchange", "unpaired"
+]
+
+
+class ContextItem(_Snapshot):
+    """One part of a context, or of the history it left out, and why: an entry of
+    ``Context.explanation`` (``build_context(explain=True)``; docs/semantics.md,
+    "Context provenance").
+
+    Attributes:
+        kind: ``"system"`` (the text rendered from working memory), ``"summary"`` (the
+            stored summary sent), ``"message"`` (one message) or ``"range"`` (the
+            messages ``from_seq..to_seq``, left out without being read one by one).
+        decision: ``"kept"`` (sent), ``"summarised"`` (left out: the summary sent
+            covers it) or ``"dropped"`` (left out).
+        reason: why, a stable code: ``"memory"`` (the system text), ``"summary"`` (the
+            newest summary that may be used), ``"fits"`` (a message within the budget),
+            ``"covered_by_summary"``, ``"over_budget"`` (older than the oldest cut that
+            fits the budget), ``"older_exchange"`` (an older exchange of a newest turn
+            too long for the budget), ``"unpaired"`` (its tool call, tool result or
+            reasoning successor is not in the window).
+        tokens: its tokens by the context's tokenizer; None for a range (not counted).
+        seq: a message's seq.
+        from_seq, to_seq: the seqs a summary or a range covers (inclusive).
+        summary_number: the summary sent (kind ``summary``) or covering the range.
+        memory_version: the working-memory version the system text was rendered from
+            (0: never written).
+    """
+
+    kind: ContextItemKind
+    decision: ContextDecision
+    reason: ContextReason
+    tokens: int | None = None
+    seq: int | None = None
+    from_seq: int | None = None
+    to_seq: int | None = None
+    summary_number: int | None = None
+    memory_version: int | None = None
+
+
 class Context(_Snapshot):
     """What to send to a model for a session, within a token budget (``build_context``).
 
@@ -646,6 +689,10 @@ class Context(_Snapshot):
         tokenizer: the tokenizer's name.
         omitted_messages: how many messages newer than the summary (or the start of
             history) were left out for the budget.
+        explanation: with ``explain=True``, the provenance of every part
+            (:class:`ContextItem`): the system text, the summary, each message kept
+            or read and left out, and the ranges left out unread, in seq order; the
+            kept items' tokens add up to ``total_tokens``. None otherwise.
     """
 
     session_id: str
@@ -660,6 +707,7 @@ class Context(_Snapshot):
     budget_tokens: int
     tokenizer: str
     omitted_messages: int
+    explanation: list[ContextItem] | None = None
 
 
 class AuditEvent(_Snapshot):

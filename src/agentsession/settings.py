@@ -52,6 +52,11 @@ class Settings(BaseSettings):
             closed.
         max_concurrent_requests: requests one worker process serves at once; the next
             one is answered 503 with ``Retry-After`` at once (each worker counts its own).
+        pool_size: PostgreSQL and MySQL/MariaDB: the most server connections one worker
+            process keeps (``AGENTSESSION_POOL_SIZE``); default: ``max_concurrent_requests``,
+            so every request the worker admits has a connection and none is opened and
+            closed per request. Keep it times the workers (and instances) under the
+            server's ``max_connections``; a request finding them all in use waits.
         auth_failures_per_address: failed authentications (no key, unknown or revoked
             key) one client address may make within ``auth_failure_window_seconds``;
             past it every request of that address that needs a key is answered 429 with
@@ -89,6 +94,7 @@ class Settings(BaseSettings):
     header_timeout_seconds: float = Field(10.0, gt=0)
     body_timeout_seconds: float = Field(15.0, gt=0)
     max_concurrent_requests: int = Field(100, ge=1)
+    pool_size: int | None = Field(None, ge=1)
     auth_failures_per_address: int = Field(30, ge=1)
     auth_failures_per_key: int = Field(10, ge=1)
     auth_failure_window_seconds: int = Field(60, ge=1)
@@ -115,4 +121,6 @@ class Settings(BaseSettings):
             options["sqlite_synchronous"] = self.sqlite_synchronous
         if self.url.startswith(("redis://", "rediss://")):
             options["rewrite_aof_after_erasure"] = self.redis_rewrite_aof
+        if self.url.startswith(("postgresql", "mysql", "mariadb")):
+            options["pool_size"] = self.pool_size or self.max_concurrent_requests
         return options

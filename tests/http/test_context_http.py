@@ -70,6 +70,27 @@ def test_summaries_and_context_over_http(api: Api) -> None:
     assert_problem(other, 404)
 
 
+def test_context_explained_over_http(api: Api) -> None:
+    """``explain=true`` answers the provenance; without it ``explanation`` is null."""
+    sid = _history(api)
+    url = f"/v1/sessions/{sid}/context?budget_tokens=500"
+    assert api.http.get(url, headers=api.alice).json()["explanation"] is None
+    r = api.http.get(url + "&explain=true", headers=api.alice)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    items = body["explanation"]
+    assert [(i["kind"], i["seq"], i["decision"]) for i in items] == [
+        ("system", None, "kept"),
+        ("message", 1, "kept"),
+        ("message", 2, "kept"),
+        ("message", 3, "kept"),
+        ("message", 4, "kept"),
+    ]
+    assert sum(i["tokens"] for i in items) == body["total_tokens"]
+    bad = api.http.get(url + "&explain=maybe", headers=api.alice)
+    assert_problem(bad, 422, "request-validation")
+
+
 def test_openapi_documents_the_routes(api: Api) -> None:
     paths = api.http.get("/openapi.json").json()["paths"]
     assert "get" in paths["/v1/sessions/{session_id}/context"]
@@ -107,6 +128,11 @@ def test_clients_mirror_the_manager() -> None:
             )
             ctx = await c.build_context(session_id=sid, budget_tokens=200)
             assert ctx == manager.build_context(session_id=sid, user_id="alice", budget_tokens=200)
+            why = await c.build_context(session_id=sid, budget_tokens=200, explain=True)
+            assert why == manager.build_context(
+                session_id=sid, user_id="alice", budget_tokens=200, explain=True
+            )
+            assert why.explanation is not None and len(why.explanation) == 3
             with pytest.raises(ContextBudgetTooSmall) as err:
                 await c.build_context(session_id=sid, budget_tokens=2)
             assert err.value.needed_tokens > 2

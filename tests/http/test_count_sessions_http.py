@@ -114,3 +114,14 @@ def test_the_cli_counts_with_the_listings_filters(tmp_path: Path) -> None:
     assert json.loads(as_json.output) == {"count": 2}
     refused = runner.invoke(build_app(), [*base, "--all-users"])
     assert refused.exit_code != 0 and "admin" in refused.output
+
+
+@pytest.mark.parametrize("method", ["PATCH", "DELETE", "POST"])
+def test_the_count_path_is_never_a_session_id(api: Api, method: str) -> None:
+    """Another method on ``/v1/sessions/count`` is a 405 naming GET alone, not the
+    session route's 422 for a malformed id (the fuzz test's finding)."""
+    r = api.http.request(method, "/v1/sessions/count", headers=api.alice)
+    assert_problem(r, 405)
+    assert r.headers["allow"] == "GET"
+    sid = api.create()["session_id"]
+    assert api.http.get(f"/v1/sessions/{sid}", headers=api.alice).status_code == 200

@@ -20,6 +20,7 @@ from .lifecycle import close, delete, expire, restore, sweep
 from .server import keys_app, serve
 from .sessions import sessions_app
 from .transfer import export, import_app
+from .ui import ui
 
 __all__ = ["build_app", "main"]
 
@@ -54,6 +55,7 @@ def build_app() -> typer.Typer:
     app.command("demo-continue", hidden=True)(demo_continue)
     app.command("changes")(changes)
     app.command("serve")(serve)
+    app.command("ui")(ui)
     app.add_typer(keys_app, name="keys")
     app.command("export")(export)
     app.add_typer(import_app, name="import")

@@ -444,20 +444,29 @@ def _report(
 
 
 def _look_again(backend: _Backend, sid: str, user: str) -> list[str]:
-    """Shell commands that show the session's runs again, as the user can paste them."""
+    """Shell commands that show the session's runs again, as the user can paste them,
+    and how to open the session in the inspector."""
     if backend.remote:
         lines = []
         if os.environ.get(API_KEY_ENV) != backend.api_key:
             lines.append(f"look again (after: export {API_KEY_ENV}=<your API key>):")
         else:
             lines.append("look again:")
+        base = backend.url.rstrip("/")
         lines.append(
-            f'  curl -s -H "Authorization: Bearer ${API_KEY_ENV}" '
-            f"{backend.url.rstrip('/')}/v1/sessions/{sid}/runs"
+            f'  curl -s -H "Authorization: Bearer ${API_KEY_ENV}" {base}/v1/sessions/{sid}/runs'
         )
+        lines.append("open it in the inspector (log in with your API key):")
+        lines.append(f"  {base}/ui/sessions/{sid}")
         return lines
     command = shlex.join([_cli_command(), "--url", backend.url, "sessions", "runs", sid])
-    return ["look again:", f"  {command} --user {shlex.quote(user)}"]
+    inspector = shlex.join([_cli_command(), "--url", backend.url, "ui", "--session", sid])
+    return [
+        "look again:",
+        f"  {command} --user {shlex.quote(user)}",
+        "open it in the inspector:",
+        f"  {inspector}",
+    ]
 
 
 def _cli_command() -> str:

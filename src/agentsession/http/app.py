@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from .. import __version__
 from ..service import AsyncSessionManager, SessionManager
 from ..settings import Settings
+from ..ui import install_ui
 from .authlimit import AuthFailureLimiter
 from .changestream import event_stream_routes
 from .deps import Services
@@ -98,6 +99,7 @@ def create_app(
         app.state.services = Services(_threaded(manager, config), key_store, config, auth_limiter)
     install_handlers(app)
     _add_routes(app)
+    install_ui(app)
     # Added innermost first: the edge (request id, access line, catch-all 500) wraps
     # everything, so even a 500 carries the id, and the access log sees every answer,
     # the refusals of the limits too.

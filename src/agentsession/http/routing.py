@@ -13,6 +13,7 @@ as they are.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -71,7 +72,25 @@ class StrictJsonRequest(Request):
 
 class StrictRoute(APIRoute):
     """An ``APIRoute`` that takes only the query parameters it declares and whose body,
-    if the operation takes one, is read strictly."""
+    if the operation takes one, is read strictly, and that leaves to a more specific
+    route the paths that route serves (:attr:`yields_to`)."""
+
+    #: The path patterns of the routes tried before this one that can match the same
+    #: paths (set by :func:`in_match_order`): a path one of them serves is theirs for
+    #: every method, so ``PATCH /v1/sessions/count`` is a 405 naming ``GET``, not a
+    #: ``PATCH /v1/sessions/{session_id}`` with a malformed id.
+    yields_to: tuple[re.Pattern[str], ...] = ()
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        """Starlette's match, except :data:`Match.NONE` on a path a route of
+        :attr:`yields_to` serves."""
+        match, child = super().matches(scope)
+        if match is not Match.NONE and self.yields_to:
+            path, root = scope["path"], scope.get("root_path", "")
+            path = path.removeprefix(root) if root else path  # as Starlette matches it
+            if any(pattern.match(path) for pattern in self.yields_to):
+                return Match.NONE, {}
+        return match, child
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         """FastAPI's handler, given a :class:`StrictJsonRequest` with its body parsed.
@@ -154,8 +173,17 @@ def in_match_order(routes: Sequence[APIRoute]) -> list[APIRoute]:
     each after every route that :func:`precedes` it, and otherwise as given (the
     first route free to go next goes next). A table that lists
     ``/v1/sessions/{session_id}`` before ``/v1/sessions/count`` is served right all the
-    same. Some order always exists: a route precedes another only if its fixed and
-    parameter segments, read as 0 and 1, make the smaller number."""
+    same, and each :class:`StrictRoute` learns which routes it yields its paths to
+    (:attr:`StrictRoute.yields_to`). Some order always exists: a route precedes another
+    only if its fixed and parameter segments, read as 0 and 1, make the smaller
+    number."""
+    for route in routes:
+        if isinstance(route, StrictRoute):
+            route.yields_to = tuple(
+                other.path_regex
+                for other in routes
+                if precedes(other.path_format, route.path_format)
+            )
     remaining = list(routes)
     ordered: list[APIRoute] = []
     while remaining:

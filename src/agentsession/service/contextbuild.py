@@ -18,6 +18,7 @@ from ..models import Context, Session
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from ..tokens import Tokenizer, text_tokens
+from .contextexplain import explain as explain_window
 from .contextwindow import select_window
 from .core import ServiceCore
 from .validation import check_limit, check_tokenizer
@@ -38,6 +39,7 @@ class ContextUseCases(ServiceCore):
         user_id: str,
         budget_tokens: int,
         tokenizer: Tokenizer | None = None,
+        explain: bool = False,
         admin: bool = False,
     ) -> Context:
         """The context to send to a model: system text, summary, newest messages.
@@ -47,6 +49,9 @@ class ContextUseCases(ServiceCore):
                 counted by ``tokenizer``; the answer's ``total_tokens`` is at most this.
             tokenizer: counts tokens (:mod:`agentsession.tokens`); None = the default
                 byte estimate (``ceil(UTF-8 bytes / 4)`` plus 4 a message).
+            explain: also answer ``explanation``: the provenance of every part, and
+                of every message left out, with the reason (:class:`ContextItem`;
+                docs/semantics.md, "Context provenance"). It reads nothing more.
 
         Returns:
             A :class:`Context`: ``system`` rendered from working memory
@@ -70,6 +75,8 @@ class ContextUseCases(ServiceCore):
         if budget < 1:
             raise ValidationError("budget_tokens must be at least 1", field="budget_tokens")
         tok = check_tokenizer(tokenizer)
+        if not isinstance(explain, bool):
+            raise ValidationError("explain must be a bool", field="explain")
 
         def build(tx: StoreTransaction, s: Session) -> Context:
             memory = tx.get_working_memory(s.session_id)
@@ -97,6 +104,15 @@ class ContextUseCases(ServiceCore):
                 budget_tokens=budget,
                 tokenizer=tok.name,
                 omitted_messages=window.omitted,
+                explanation=None
+                if not explain
+                else explain_window(
+                    window,
+                    message_count=s.message_count,
+                    system_tokens=system_tokens,
+                    summary_tokens=summary_tokens,
+                    memory_version=0 if memory is None else memory.version,
+                ),
             )
 
         return self._reads.read(session_id, Principal(user_id, admin), build)

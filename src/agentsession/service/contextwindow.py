@@ -65,12 +65,21 @@ class Window:
         messages: the window, oldest first.
         message_tokens: the tokens of ``messages``.
         omitted: how many messages above the floor were left out.
+        counted: every message whose tokens were counted, with them, newest first
+            (the window's, and those read and left out).
+        candidates: the seqs of the cut chosen, before :func:`well_formed` dropped
+            the unpaired ones.
+        turn_cut: whether the newest turn did not fit whole (its older exchanges
+            were left out).
     """
 
     summary: Summary | None
     messages: list[Message]
     message_tokens: int
     omitted: int
+    counted: list[tuple[Message, int]]
+    candidates: frozenset[int]
+    turn_cut: bool = False
 
 
 def is_user_turn(m: Message) -> bool:
@@ -103,13 +112,17 @@ def select_window(
     kept = [(m, message_tokens(tokenizer, m)) for m in head]  # newest first
     total = fixed + sum(t for _, t in kept)
     if total > budget:
-        chosen = _within_turn(kept, fixed, budget)
-        return Window(summary, chosen, _tokens(chosen, kept), message_count - floor - len(chosen))
+        cut = _within_turn(kept, fixed, budget)
+        chosen = well_formed(cut)
+        omitted = message_count - floor - len(chosen)
+        seqs = frozenset(m.seq for m in cut)
+        return Window(summary, chosen, _tokens(chosen, kept), omitted, kept, seqs, turn_cut=True)
     best = len(kept)  # the newest user message is always a cut
     pending: int | None = None  # a cut waiting to learn the message before it
     needed_calls: Counter[str] = Counter()
     reached_floor = True
     below: Message | None = None  # the message the walk stopped at, not kept
+    over: tuple[Message, int] | None = None  # the message that broke the budget
     for m in _walk(tx, session_id, head[-1].seq if head else message_count + 1):
         if pending is not None and not produced_from(m, kept[-1][0]):
             best = pending
@@ -120,6 +133,7 @@ def select_window(
         t = message_tokens(tokenizer, m)
         if total + t > budget:
             reached_floor = False
+            over = (m, t)
             break
         total += t
         kept.append((m, t))
@@ -127,18 +141,23 @@ def select_window(
         needed_calls = _step_back(needed_calls, m)
         if not needed_calls:
             pending = len(kept)
+    paired = best  # the cut, the successor of a reasoning item the summary covers included
     if reached_floor:  # the floor (or the start of history) is always a cut
-        best = len(kept)
+        best = paired = len(kept)
         if below is not None and kept and produced_from(below, kept[-1][0]):
             best -= 1  # but the successor of a reasoning item the summary covers goes
             # with it (and well_formed drops what that leaves without a partner)
     chosen = well_formed([m for m, _ in reversed(kept[:best])])
-    return Window(summary, chosen, _tokens(chosen, kept), message_count - floor - len(chosen))
+    counted = kept if over is None else [*kept, over]
+    seqs = frozenset(m.seq for m, _ in kept[:paired])
+    omitted = message_count - floor - len(chosen)
+    return Window(summary, chosen, _tokens(chosen, kept), omitted, counted, seqs)
 
 
 def _within_turn(turn: list[tuple[Message, int]], fixed: int, budget: int) -> list[Message]:
-    """The window when the newest turn (``turn``: the newest user message, last, and the
-    messages after it, newest first, with their tokens) does not fit whole: that user
+    """The cut (before :func:`well_formed`) when the newest turn (``turn``: the newest
+    user message, last, and the messages after it, newest first, with their tokens) does
+    not fit whole: that user
     message, then the newest whole exchanges after it that fit, oldest first; the older
     exchanges of the turn are left out (an agent deep in a long tool loop keeps going
     instead of failing).
@@ -159,7 +178,7 @@ def _within_turn(turn: list[tuple[Message, int]], fixed: int, budget: int) -> li
         needed_calls = _step_back(needed_calls, m)
         if not needed_calls and not produced_from(turn[i + 1][0], m):
             best = i + 1
-    return well_formed([user] + [m for m, _ in reversed(turn[:best])])
+    return [user] + [m for m, _ in reversed(turn[:best])]
 
 
 def _newest_turn(

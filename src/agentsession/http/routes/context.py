@@ -1,8 +1,8 @@
 """Context assembly and compaction: build a context, add a summary (listing them is a
 route built from the table of operations, :mod:`.table`).
 
-``GET .../context?budget_tokens=N`` uses the default tokenizer (``bytes/4``,
-:mod:`agentsession.tokens`); a budget too small for the minimum is a 422
+``GET .../context?budget_tokens=N[&explain=true]`` uses the default tokenizer
+(``bytes/4``, :mod:`agentsession.tokens`); a budget too small for the minimum is a 422
 ``context-budget-too-small`` problem naming ``needed_tokens``.
 """
 
@@ -30,12 +30,19 @@ async def build_context(
     budget_tokens: Annotated[
         int, Query(ge=1, le=MAX_BUDGET_TOKENS, description="The most tokens the context takes.")
     ],
+    explain: Annotated[
+        bool, Query(description="Also answer `explanation`: the provenance of every part.")
+    ] = False,
 ) -> Response:
     """What to send to a model: the system text from working memory, the newest summary
     covering older history, and the newest messages that fit ``budget_tokens``, never
     splitting a tool call from its result and always holding the newest user message;
-    each part's token count and the total."""
-    context = await ctx.manager.build_context(**ctx.who, budget_tokens=budget_tokens)
+    each part's token count and the total. ``explain=true`` adds ``explanation``: where
+    each part came from (message seq, summary, memory version), its tokens, and what the
+    budget kept, summarised or dropped and why."""
+    context = await ctx.manager.build_context(
+        **ctx.who, budget_tokens=budget_tokens, explain=explain
+    )
     return reply(context)
 
 

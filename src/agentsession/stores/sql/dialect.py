@@ -21,6 +21,15 @@ SQLite notes:
   instead of failing to upgrade a read lock mid-transaction, and plain ``BEGIN`` for
   reads, which in WAL mode never wait for writers.
 
+PostgreSQL and MySQL/MariaDB: the pool holds up to ``pool_size`` connections
+(:data:`POOL_SIZE` by default; ``serve`` passes ``max_concurrent_requests``), opened as
+concurrent transactions first need them and then kept, with no overflow: SQLAlchemy's
+overflow connections (``max_overflow``) are closed as soon as they are returned to a
+full pool, so under more concurrent transactions than the pool holds every few
+transactions opened a new server connection (a new backend process on PostgreSQL) only
+to close it again. A transaction that finds every connection in use waits for one, up
+to ``busy_timeout_seconds`` (then :class:`StoreBusy`, as for a lock).
+
 MySQL/MariaDB note: every connection adds ``STRICT_ALL_TABLES`` to its ``sql_mode``
 (:data:`MYSQL_SQL_MODE`), whatever the server's default. Validation keeps every value
 within its column (:mod:`agentsession.fieldlimits`); should one ever be too long
@@ -51,6 +60,7 @@ from ..base import ConnectionLost, StoreConflict
 from .execute import observed
 
 __all__ = [
+    "POOL_SIZE",
     "SQLITE_HEADER",
     "SQLITE_SYNCHRONOUS",
     "check_database",
@@ -67,6 +77,9 @@ __all__ = [
 
 #: Accepted values of the SQLite ``synchronous`` PRAGMA.
 SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+#: Server connections a PostgreSQL or MySQL/MariaDB store keeps at most (see the module
+#: docstring): the threads ``AsyncSessionManager`` runs at once by default.
+POOL_SIZE = 64
 
 # backend -> (default driver, {driver: (module to import, extra that installs it)})
 _DRIVERS: dict[str, tuple[str, dict[str, tuple[str, str | None]]]] = {
@@ -166,6 +179,7 @@ def create_store_engine(
     *,
     sqlite_synchronous: str = "FULL",
     busy_timeout_seconds: float = 30.0,
+    pool_size: int = POOL_SIZE,
     engine_options: dict[str, Any] | None = None,
 ) -> Engine:
     """Create an engine configured for the store (see the module docstring).
@@ -176,15 +190,20 @@ def create_store_engine(
         busy_timeout_seconds: how long a statement waits for a lock held by another
             connection before failing with :class:`StoreBusy` (SQLite ``busy_timeout``,
             PostgreSQL ``lock_timeout``, MySQL ``innodb_lock_wait_timeout``).
+        pool_size: PostgreSQL and MySQL/MariaDB: the most server connections the pool
+            keeps open, with no overflow (at least 1); SQLite ignores it.
         engine_options: extra keyword arguments for :func:`sqlalchemy.create_engine`
             (pool size, echo...); they win over the defaults set here.
 
     Raises:
-        ValidationError: a bad ``sqlite_synchronous`` or ``busy_timeout_seconds``.
+        ValidationError: a bad ``sqlite_synchronous``, ``busy_timeout_seconds`` or
+            ``pool_size``.
         StoreError: the SQLite file's directory cannot be created.
     """
     if busy_timeout_seconds <= 0:
         raise ValidationError("busy_timeout_seconds must be positive", field="busy_timeout_seconds")
+    if pool_size < 1:
+        raise ValidationError("pool_size must be at least 1", field="pool_size")
     timeout_ms = int(busy_timeout_seconds * 1000)
     options: dict[str, Any] = {}
     backend = url.get_backend_name()
@@ -206,9 +225,15 @@ def create_store_engine(
         # busy service (100 by default) may hold one instead of waiting in the pool.
         options["pool_size"] = 10
         options["max_overflow"] = 100
-    elif backend == "postgresql":
-        options["connect_args"] = {"options": f"-c lock_timeout={timeout_ms}"}
     else:
+        # No overflow: SQLAlchemy closes an overflow connection as soon as it comes back
+        # to a full pool, so a busy pool would open and close one every few writes.
+        options["pool_size"] = pool_size
+        options["max_overflow"] = 0
+        options["pool_timeout"] = busy_timeout_seconds  # then StoreBusy, as for a lock
+    if backend == "postgresql":
+        options["connect_args"] = {"options": f"-c lock_timeout={timeout_ms}"}
+    elif backend != "sqlite":
         seconds = max(1, round(busy_timeout_seconds))
         options["connect_args"] = {
             "init_command": f"SET SESSION innodb_lock_wait_timeout = {seconds}, {MYSQL_SQL_MODE}",

@@ -37,6 +37,7 @@ from ..listing import merge_newest
 from .changes import ChangeOps, FeedHorizon, audit_insert, gated_audit_insert
 from .columns import LONG_TEXT
 from .dialect import (
+    POOL_SIZE,
     connection_mode,
     create_store_engine,
     insert_unless_present,
@@ -96,6 +97,7 @@ class SQLStore:
         sqlite_synchronous: str = "FULL",
         busy_timeout_seconds: float = 30.0,
         group_commit: bool = True,
+        pool_size: int = POOL_SIZE,
         engine_options: dict[str, Any] | None = None,
     ) -> None:
         """Connect and check that the schema is current.
@@ -114,6 +116,13 @@ class SQLStore:
             group_commit: on SQLite, let concurrent writes of this store share one
                 COMMIT (default). False commits each write on its own (the same rules
                 and durability, one fsync per write); other databases ignore it.
+            pool_size: on PostgreSQL and MySQL/MariaDB, the most server connections
+                kept open (default :data:`~.dialect.POOL_SIZE`, 64), opened as
+                concurrent transactions need them; a transaction finding them all in
+                use waits for one, never opening a short-lived extra one. Set it to the
+                concurrency the process runs (``serve``: ``max_concurrent_requests``)
+                and keep it times the processes under the server's
+                ``max_connections``. SQLite ignores it.
             engine_options: extra :func:`sqlalchemy.create_engine` keyword arguments.
 
         Raises:
@@ -130,6 +139,7 @@ class SQLStore:
             parsed,
             sqlite_synchronous=sqlite_synchronous,
             busy_timeout_seconds=busy_timeout_seconds,
+            pool_size=pool_size,
             engine_options=engine_options,
         )
         try:
