@@ -87,11 +87,11 @@ def test_both_clients_read_the_feed_as_the_manager_does() -> None:
 class Live:
     """A uvicorn server in a thread over one manager, with alice's headers."""
 
-    def __init__(self, hub: dict[str, Any]) -> None:
+    def __init__(self, hub: dict[str, Any], **settings: Any) -> None:
         keys = MemoryKeyStore()
         self.alice = headers_of(keys.create(user_id="alice")[1])
         self.manager = SessionManager(MemoryStore())
-        app = create_app(self.manager, Settings(url="memory://"), keys=keys)
+        app = create_app(self.manager, Settings(url="memory://", **settings), keys=keys)
         self.hub = app.state.change_hub = ChangeHub(app.state.services.manager, **hub)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -208,5 +208,25 @@ def test_many_subscribers_share_one_poll_and_a_laggard_misses_nothing() -> None:
                 assert len(set(ids)) == 30 and ids == sorted(ids, key=int)
         finally:
             for (client, stack), _ in zip(streams, responses, strict=True):
+                stack.__exit__(None, None, None)
+                client.close()
+
+
+def test_streams_do_not_take_the_workers_request_slots() -> None:
+    """Open streams do not count among the requests in flight (a worker with room for
+    2 still answers writes beside 5 streams); the hub caps streams itself (503)."""
+    with Live({"max_streams": 5}, max_concurrent_requests=2) as live:
+        opened = [_stream(live) for _ in range(5)]
+        responses = [stack.__enter__() for _, stack in opened]
+        try:
+            assert all(r.status_code == 200 for r in responses)
+            with httpx.Client(base_url=live.base, timeout=10) as client:
+                created = client.post("/v1/sessions", json={}, headers=live.alice)
+                assert created.status_code == 201, created.text
+                sse = {**live.alice, "Accept": "text/event-stream"}
+                refused = client.get("/v1/changes", headers=sse)
+                assert refused.status_code == 503
+        finally:
+            for (client, stack), _ in zip(opened, responses, strict=True):
                 stack.__exit__(None, None, None)
                 client.close()

@@ -25,7 +25,6 @@ from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
-from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Match, Route
@@ -37,6 +36,8 @@ from ..principal import Principal
 from ..service import AsyncSessionManager
 from ..service.feed import FeedQuery, feed_query
 from .deps import _bearer, authenticate, dump, services
+from .guards import is_event_stream
+from .problems import Overloaded
 
 __all__ = ["ChangeHub", "EventStreamRoute", "event_stream_routes"]
 
@@ -61,6 +62,8 @@ class ChangeHub:
         ring: how many of the newest changes it keeps for subscribers.
         poll_seconds: the pause between two reads that found nothing.
         heartbeat_seconds: the longest silence on a stream before a keep-alive comment.
+        max_streams: the most streams at once (a stream does not count among the
+            worker's requests in flight); one more is refused with 503.
     """
 
     def __init__(
@@ -70,8 +73,10 @@ class ChangeHub:
         ring: int = 4096,
         poll_seconds: float = 0.1,
         heartbeat_seconds: float = 15.0,
+        max_streams: int = 1000,
     ) -> None:
         self.manager = manager
+        self.max_streams = max_streams
         self.poll_seconds = poll_seconds
         self.heartbeat_seconds = heartbeat_seconds
         self.polls = 0  # store reads made, for tests and metrics
@@ -93,6 +98,10 @@ class ChangeHub:
         assert self._started is not None
         await self._started.wait()
         return self.mark()
+
+    def full(self) -> bool:
+        """Whether it already serves ``max_streams`` streams."""
+        return self._subscribers >= self.max_streams
 
     def leave(self) -> None:
         """Count a subscriber out; the loop ends after its next read if none is left."""
@@ -238,6 +247,8 @@ async def stream_changes(request: Request) -> Response:
         "all_users": all_users,
     }
     hub = hub_of(request)
+    if hub.full():
+        raise Overloaded(hub.max_streams)
     manager = hub.manager
     # Checks the caller, the session and the cursor before the stream starts.
     await manager.changes(after=cursor, limit=1, **arguments)
@@ -253,11 +264,9 @@ class EventStreamRoute(Route):
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         match, child = super().matches(scope)
-        if match is Match.NONE:
+        if match is Match.NONE or is_event_stream(scope):
             return match, child
-        if "text/event-stream" not in Headers(scope=scope).get("accept", ""):
-            return Match.NONE, {}
-        return match, child
+        return Match.NONE, {}
 
 
 def event_stream_routes() -> list[Route]:
