@@ -51,9 +51,11 @@ import glob
 import itertools
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -279,10 +281,30 @@ def _run(cmd: list[str], run_as: _RunAs, log: Path, **kwargs: Any) -> None:
 
 
 def _tail(log: Path, lines: int = 30) -> str:
+    """The error lines of ``log`` (a server's own ``[ERROR]`` or ``FATAL`` lines, which a
+    tool's generic help text after them would hide) and its last lines, plus where a
+    copy of the whole log is kept (the server's directory is removed after a failure)."""
     try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        text = log.read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
+    errors = [line for line in text if _ERROR_LINE.search(line)][-20:]
+    kept = _KEPT_LOGS / f"{log.parent.name}-{log.name}"
+    try:
+        _KEPT_LOGS.mkdir(exist_ok=True)
+        shutil.copyfile(log, kept)
+        where = f"(the whole log: {kept})"
+    except OSError:
+        where = ""
+    shown = [*errors, "...", *text[-lines:]] if errors else text[-lines:]
+    return "\n".join([*shown, where])
+
+
+#: A server's or its install tool's own error line.
+_ERROR_LINE = re.compile(r"\[ERROR\]|FATAL|PANIC|error:", re.IGNORECASE)
+
+#: Where the log of a server that failed to start is kept.
+_KEPT_LOGS = Path(tempfile.gettempdir()) / "agentsession-server-logs"
 
 
 def _wait(ready: Callable[[], bool], what: str, log: Path, alive: Callable[[], bool]) -> None:
@@ -652,12 +674,25 @@ def start_redis() -> Server:
 # -- pytest fixtures and report --------------------------------------------------------
 
 
+#: Starts of a server before its failure fails the tests that need it: once,
+#: ``mariadb-install-db`` exited 1 under a loaded machine and started the next time, and
+#: a session server's error is every one of its tests' error.
+_STARTS = 2
+
+
 def _session_server(kind: str, start: Callable[[], Server]) -> Iterator[Server]:
-    try:
-        server = start()
-    except ServerNotInstalled as exc:
-        _REPORT[kind] = ("skipped", str(exc), None)
-        pytest.skip(str(exc))
+    for attempt in range(1, _STARTS + 1):
+        try:
+            server = start()
+            break
+        except ServerNotInstalled as exc:
+            _REPORT[kind] = ("skipped", str(exc), None)
+            pytest.skip(str(exc))
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            if attempt == _STARTS:
+                raise
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            print(f"\n{kind} failed to start ({first}); starting it again", file=sys.stderr)
     _REPORT[kind] = ("started", server.startup_seconds, server.version)
     try:
         yield server

@@ -4,9 +4,12 @@ reason where the server is not installed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import sqlalchemy as sa
 
+import servers
 from agentsession import SessionManager
 from agentsession.stores.base import SessionStore
 from servers import Server, redis_command
@@ -64,3 +67,49 @@ def test_store_fixture_starts_empty_every_test(store: SessionStore, turn: int) -
     m = SessionManager(store)
     assert m.list_sessions(user_id="root", all_users=True, admin=True).items == []
     m.create_session(user_id="alice", idempotency_key=f"turn-{turn}")
+
+
+def test_a_server_that_fails_to_start_once_is_started_again(tmp_path: Path) -> None:
+    """One failed start (``mariadb-install-db`` exited 1 once on a loaded machine) is
+    retried, instead of failing every test of the session that needs the server."""
+    stopped: list[int] = []
+    server = Server(
+        kind="fake",
+        version="1",
+        host="127.0.0.1",
+        port=1,
+        url_prefix="x:",
+        startup_seconds=0.0,
+        log=tmp_path / "log",
+        _stop=lambda: stopped.append(1),
+    )
+    starts: list[int] = []
+
+    def start() -> Server:
+        starts.append(1)
+        if len(starts) == 1:
+            raise RuntimeError("mariadb-install-db failed (exit 1):\n...")
+        return server
+
+    served = servers._session_server("fake", start)
+    assert next(served) is server and len(starts) == 2
+    served.close()
+    assert stopped == [1]
+
+    def never() -> Server:
+        raise RuntimeError("still failing")
+
+    with pytest.raises(RuntimeError, match="still failing"):
+        next(servers._session_server("fake", never))
+
+
+def test_a_failed_start_names_the_servers_own_error_and_keeps_the_log(tmp_path: Path) -> None:
+    """The server's ``[ERROR]`` lines come first, before a tool's help text that follows
+    them, and the whole log is kept where the message says (its directory is removed)."""
+    log = tmp_path / "server.log"
+    help_text = [f"  --option-{i}  what it does" for i in range(40)]
+    log.write_text("\n".join(["starting", "2026 [ERROR] InnoDB: disk full", *help_text]))
+    tail = servers._tail(log)
+    assert tail.splitlines()[0] == "2026 [ERROR] InnoDB: disk full"
+    kept = Path(tail.splitlines()[-1].removeprefix("(the whole log: ").removesuffix(")"))
+    assert kept.read_text() == log.read_text()

@@ -300,6 +300,21 @@ def test_unknown_query_parameters_are_422_naming_them(api: Api) -> None:
     assert ok.status_code == 200, ok.text
 
 
+def test_a_query_parameter_given_twice_is_422_naming_it(api: Api) -> None:
+    """``?status=ACTIVE&status=CLOSED`` is refused, not read as its last value (a
+    count or a listing of the wrong sessions); on a write, nothing is written."""
+    sid = api.create()["session_id"]
+    r = api.http.get("/v1/sessions/count?status=ACTIVE&status=CLOSED", headers=api.alice)
+    body = assert_problem(r, 422, "request-validation")
+    assert body["errors"] == [{"field": "query.status", "message": "given more than once"}]
+    r = api.http.get("/v1/sessions?agent=a&limit=1&agent=b", headers=api.alice)
+    assert assert_problem(r, 422)["errors"][0]["field"] == "query.agent"
+    r = api.http.delete(f"/v1/sessions/{sid}/messages?after_seq=0&after_seq=1", headers=api.alice)
+    assert assert_problem(r, 422)["errors"][0]["message"] == "given more than once"
+    ok = api.http.get("/v1/sessions/count?status=ACTIVE&agent=a", headers=api.alice)
+    assert ok.status_code == 200, ok.text
+
+
 def test_openapi_parameters_are_never_null(api: Api) -> None:
     """A header or query parameter is text or absent: no parameter schema offers
     JSON null (a client would send the text "null")."""

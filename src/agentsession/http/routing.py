@@ -14,6 +14,8 @@ as they are.
 from __future__ import annotations
 
 import re
+import typing
+from collections import abc
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -101,19 +103,12 @@ class StrictRoute(APIRoute):
         """
         handler = super().get_route_handler()
         takes_body = self.body_field is not None
-        declared = _query_names(self.dependant)
+        declared, repeatable = _query_names(self.dependant)
 
         async def strict(request: Request) -> Response:
             # No query string (most requests): no parameter to check, none parsed.
-            query = request.scope.get("query_string")
-            unknown = sorted(set(request.query_params) - declared) if query else []
-            if unknown:
-                raise RequestValidationError(
-                    [
-                        {"loc": ("query", name[:40]), "msg": "unknown query parameter"}
-                        for name in unknown
-                    ]
-                )
+            if request.scope.get("query_string"):
+                _check_query(request, declared, repeatable)
             strict_request = StrictJsonRequest(request.scope, request.receive)
             if takes_body:
                 await strict_request.parse_body()
@@ -122,12 +117,40 @@ class StrictRoute(APIRoute):
         return strict
 
 
-def _query_names(dependant: Dependant) -> set[str]:
-    """The names of the query parameters ``dependant`` and its dependencies declare."""
+def _check_query(request: Request, declared: set[str], repeatable: set[str]) -> None:
+    """Refuse a query parameter the operation does not declare, and one given twice that
+    takes one value (``?status=ACTIVE&status=CLOSED`` would otherwise mean the last).
+
+    Raises:
+        RequestValidationError: 422 ``request-validation``, naming each parameter.
+    """
+    names = [name for name, _ in request.query_params.multi_items()]
+    unknown = sorted(set(names) - declared)
+    repeated = sorted({n for n in names if names.count(n) > 1} - repeatable - set(unknown))
+    errors = [{"loc": ("query", n[:40]), "msg": "unknown query parameter"} for n in unknown]
+    errors += [{"loc": ("query", n), "msg": "given more than once"} for n in repeated]
+    if errors:
+        raise RequestValidationError(errors)
+
+
+def _query_names(dependant: Dependant) -> tuple[set[str], set[str]]:
+    """The names of the query parameters ``dependant`` and its dependencies declare, and
+    those of them that take a list (and so may be repeated)."""
     names = {param.alias for param in dependant.query_params}
+    lists = {p.alias for p in dependant.query_params if _takes_list(p.field_info.annotation)}
     for sub in dependant.dependencies:
-        names |= _query_names(sub)
-    return names
+        sub_names, sub_lists = _query_names(sub)
+        names |= sub_names
+        lists |= sub_lists
+    return names, lists
+
+
+def _takes_list(annotation: Any) -> bool:
+    """Whether a parameter of ``annotation`` (``list[str] | None``...) takes a sequence."""
+    for member in (annotation, *typing.get_args(annotation)):
+        if typing.get_origin(member) in (list, tuple, set, frozenset, abc.Sequence):
+            return True
+    return False
 
 
 #: The methods a route of this service may accept (HEAD is not served: 405).
