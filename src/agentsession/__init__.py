@@ -43,6 +43,8 @@ from .errors import (
 )
 from .models import (
     AuditEvent,
+    Change,
+    ChangePage,
     Context,
     ContextItem,
     DeleteRecordsResult,
@@ -86,6 +88,8 @@ __all__ = [
     "AgentSessionError",
     "AsyncSessionManager",
     "AuditEvent",
+    "Change",
+    "ChangePage",
     "Conflict",
     "Context",
     "ContextBudgetTooSmall",
