@@ -74,11 +74,16 @@ class PreconditionRequired(AgentSessionError):
     code = "precondition-required"
 
 
-class RequestInvalid(AgentSessionError):
+class RequestInvalid(ValidationError):
     """The request does not fit the API schema: a missing or mistyped field (HTTP 422).
+
+    A :class:`~agentsession.errors.ValidationError`, so code written against the
+    library's errors (``except ValidationError``) catches what a client gets when the
+    service's schema refuses an argument before the manager sees it.
 
     Attributes:
         errors: a list of ``{"field": "body.title", "message": ...}``.
+        field: the first error's field, if any.
     """
 
     http_status = 422
@@ -88,7 +93,8 @@ class RequestInvalid(AgentSessionError):
         self, message: str | None = None, *, errors: list[dict[str, Any]] | None = None
     ) -> None:
         self.errors = errors or []
-        super().__init__(message, errors=self.errors)
+        first = self.errors[0].get("field") if self.errors else None
+        super().__init__(message, field=first or None, errors=self.errors)
 
 
 class MalformedJson(ValidationError):

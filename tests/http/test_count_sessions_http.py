@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from http_support import Api, assert_problem
 from typer.testing import CliRunner
 
-from agentsession import Forbidden, SessionManager
+from agentsession import Forbidden, SessionManager, ValidationError
 from agentsession.cli.app import build_app
 from agentsession.client import AsyncSessionClient, SessionClient
 from agentsession.http.app import create_app
@@ -91,6 +91,12 @@ def test_both_clients_count_as_the_manager_does() -> None:
         assert c.count_sessions(agent="a", status="ACTIVE") == 2
         with pytest.raises(Forbidden):
             c.count_sessions(all_users=True)
+        # The service's schema refuses these before the manager: the same error class.
+        for bad in ({"status": "nope"}, {"agent": ""}, {"parent_session_id": "x"}):
+            with pytest.raises(ValidationError):
+                manager.count_sessions(user_id="alice", **bad)
+            with pytest.raises(ValidationError):
+                c.count_sessions(**bad)
 
     async def main() -> int:
         transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]

@@ -180,7 +180,10 @@ class ErasureUseCases(ServiceCore):
         check_name(target, field="target_user_id")
         principal = Principal(user_id, admin)
         if not principal.may_act_for(target):
-            raise Forbidden("erasing another user's data needs admin=True")
+            raise Forbidden(
+                "erasing another user's data needs an admin caller (an admin API key, "
+                "--admin in the CLI, admin=True in the library)"
+            )
 
         def body(tx: StoreTransaction) -> tuple[int, int, int]:
             ids = tx.list_user_session_ids(target)

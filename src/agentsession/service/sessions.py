@@ -466,7 +466,10 @@ def _listing_filters(
     """
     check_name(user_id, field="user_id")
     if all_users and not admin:
-        raise Forbidden(f"{verb} every user's sessions needs admin=True")
+        raise Forbidden(
+            f"{verb} every user's sessions needs an admin caller (an admin API key, "
+            "--admin in the CLI, admin=True in the library)"
+        )
     wanted_status = check_enum(SessionStatus, status, "status")
     if agent is not None:
         check_name(agent, field="agent")

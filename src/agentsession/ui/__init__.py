@@ -2,9 +2,10 @@
 
 Served by ``agentsession serve`` at ``/ui/`` (:func:`install_ui`) and locally by
 ``agentsession ui --url URL``. Modules: :mod:`.app` (mounting, login, logout, static
-files), :mod:`.auth` (the key cookie, CSRF, one-time tickets), :mod:`.views` (the
+files), :mod:`.auth` (the session cookie, CSRF, one-time tickets), :mod:`.views` (the
 pages), :mod:`.timeline` (a page of history by message format), :mod:`.memorydiff`,
-:mod:`.pages` (Jinja2 and the security headers), :mod:`.guard` (errors as pages).
+:mod:`.pages` (Jinja2 and the security headers), :mod:`.guard` (errors as pages),
+:mod:`.query` (query parameters, checked alike).
 See docs/inspector.md.
 """
 

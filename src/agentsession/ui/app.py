@@ -99,22 +99,23 @@ async def login(request: Request) -> Response:
     form = await read_form(request)
     if not check_csrf(request, form.get("csrf"), None):
         return _login_form(request, status=403, error="The form expired: try again.")
+    key = form.get("api_key", "").strip()
+    response = _see("/")
     try:
-        check_key(request, form.get("api_key", "").strip())
+        check_key(request, key)
+        set_key(request, response, key)
     except LoginRequired:
         return _login_form(request, status=401, error="That API key is not valid.")
     except TooManyRequests as exc:
         response = _login_form(request, status=429, error=exc.message)
         response.headers["Retry-After"] = str(exc.retry_after)
         return response
-    response = _see("/")
-    set_key(request, response, form["api_key"].strip())
     return response
 
 
 @_router.get("/login")
 def ticket_login(request: Request) -> Response:
-    """Trade the one-time ``ticket`` of ``agentsession ui`` for the key cookie, then
+    """Trade the one-time ``ticket`` of ``agentsession ui`` for a session cookie, then
     open the Sessions view, or the session ``session`` names (``--session``)."""
     tickets: Tickets | None = getattr(request.app.state, "ui_tickets", None)
     ticket = request.query_params.get("ticket", "")
@@ -123,7 +124,10 @@ def ticket_login(request: Request) -> Response:
         return _see("/")
     wanted = request.query_params.get("session", "")
     response = _see(f"/sessions/{wanted}" if is_id(wanted, "ses") else "/")
-    set_key(request, response, key)
+    try:
+        set_key(request, response, key)
+    except LoginRequired:  # its key was revoked since the ticket was issued
+        return _see("/")
     return response
 
 

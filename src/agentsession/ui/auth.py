@@ -1,48 +1,65 @@
-"""Who is looking at the inspector: the login cookie, CSRF tokens, one-time tickets.
+"""Who is looking at the inspector: the session cookie, CSRF tokens, one-time tickets.
 
 The inspector's login is the API's: an API key typed into the form field ``api_key``
 is checked against the service's key store (:class:`~agentsession.http.keys.KeyStore`)
 exactly as a bearer token is, and the same failed-authentication limit
 (:class:`~agentsession.http.authlimit.AuthFailureLimiter`) counts a wrong key typed
-into the form or replayed in a cookie. The key is then kept in a cookie (HttpOnly,
-SameSite=Strict, Secure over https, path ``/ui``) and checked again on every request,
-so a revoked key is out at its next page.
+into the form or a forged session cookie.
 
-Every POST carries a CSRF token: after login an HMAC of the cookie's key (readable by
-no other origin, so a forged form cannot carry it); on the login form, which has no
-key yet, a random value sent both in a cookie and in the form (double submit).
+The cookie (HttpOnly, SameSite=Strict, Secure over https, path ``/ui``) never holds
+the API key: it holds an inspector session token ``v1.<key id>.<issued>.<expires>.
+<nonce>.<mac>`` (times in Unix seconds), the MAC an HMAC-SHA256 whose secret is
+derived from the SHA-256 the key store keeps of that key (:func:`issue_cookie`). So
+the token is no bearer token (the API refuses it), it cannot be made without the key
+store (a copy of the session database holds no key hash), every worker checks it
+alike with no state of its own, it ends :data:`SESSION_LIFETIME` after sign-in
+(absolute, never extended), and revoking the key ends it at the next page. Logout
+deletes the browser's cookie; a copy of it taken before stays valid until it expires
+or the key is revoked (no worker keeps a list of signed-out tokens).
+
+Every POST carries a CSRF token: after login an HMAC of the session token (readable
+by no other origin, so a forged form cannot carry it); on the login form, which has
+no key yet, a random value sent both in a cookie and in the form (double submit).
 
 ``agentsession ui`` opens a local inspector with a one-time ticket in its URL
-(:class:`Tickets`): the first visit trades it for the cookie of a key that lives only
-as long as the process.
+(:class:`Tickets`): the first visit trades it for the session cookie of a key that
+lives only as long as the process.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
+import logging
 import secrets
 import threading
+import time
 from dataclasses import dataclass
+from typing import Final
 from urllib.parse import parse_qs
 
 from fastapi import Request
 from starlette.responses import Response
 
+from ..errors import StoreError
 from ..http.authlimit import key_id_of
 from ..http.deps import services
+from ..http.keys import ApiKey, hash_token
 from ..principal import Principal
 
 __all__ = [
     "KEY_COOKIE",
     "LOGIN_COOKIE",
     "PATH",
+    "SESSION_LIFETIME",
     "LoginRequired",
     "Tickets",
     "Viewer",
     "check_csrf",
     "check_key",
     "clear_key",
+    "issue_cookie",
     "login_nonce",
     "read_form",
     "remember_nonce",
@@ -50,20 +67,25 @@ __all__ = [
     "viewer",
 ]
 
+logger = logging.getLogger(__name__)
+
 #: Where the inspector lives; its cookies are sent nowhere else.
 PATH = "/ui"
-#: The cookie holding the API key of the signed-in viewer.
+#: The cookie holding the signed-in viewer's inspector session token (never the key).
 KEY_COOKIE = "agentsession_ui_key"
 #: The cookie holding the login form's CSRF value (before any key).
 LOGIN_COOKIE = "agentsession_ui_login"
+#: Seconds an inspector session lasts from sign-in (8 h, absolute).
+SESSION_LIFETIME: Final = 8 * 3600
 
+_SESSION_LABEL = b"agentsession-ui-session-v1"
 _CSRF_LABEL = b"agentsession-ui-csrf"
 #: The longest form body read (an API key, a CSRF token and a few fields fit many times).
 _MAX_FORM = 4096
 
 
 class LoginRequired(Exception):
-    """No valid key in the request: the viewer is sent to the login form."""
+    """No valid session in the request: the viewer is sent to the login form."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +101,24 @@ class Viewer:
     csrf: str
 
 
-def csrf_token(key: str) -> str:
-    """The CSRF token bound to the API key ``key``: an HMAC-SHA256 keyed by it (hex)."""
-    return hmac.new(key.encode(), _CSRF_LABEL, hashlib.sha256).hexdigest()
-
-
 def _address(request: Request) -> str:
     return request.client.host if request.client is not None else "unknown"
+
+
+def _failed(request: Request, key_id: str | None) -> None:
+    """Count a failed authentication as the API does.
+
+    Raises:
+        TooManyRequests: the address, or the key id named, is over the limit.
+    """
+    limiter = services(request).auth_limiter
+    address = _address(request)
+    blocked = limiter.address_blocked(address) or (
+        limiter.key_blocked(key_id) if key_id is not None else None
+    )
+    limiter.failed(address, key_id)
+    if blocked is not None:
+        raise blocked
 
 
 def check_key(request: Request, key: str) -> Principal:
@@ -95,32 +128,88 @@ def check_key(request: Request, key: str) -> Principal:
         TooManyRequests: a failure from an address, or naming a key id, over the limit.
         LoginRequired: an unknown or revoked key (counted as a failure).
     """
-    svc = services(request)
-    principal = svc.keys.authenticate(key) if key else None
+    principal = services(request).keys.authenticate(key) if key else None
     if principal is not None:
         return principal
-    limiter = svc.auth_limiter
-    address, key_id = _address(request), key_id_of(key)
-    blocked = limiter.address_blocked(address) or (
-        limiter.key_blocked(key_id) if key_id is not None else None
-    )
-    limiter.failed(address, key_id)
-    if blocked is not None:
-        raise blocked
+    _failed(request, key_id_of(key))
     raise LoginRequired
 
 
-def viewer(request: Request) -> Viewer:
-    """The viewer of a request, from its key cookie.
+def _secret(key: ApiKey) -> bytes:
+    """The MAC secret of ``key``'s sessions: derived from the hash the key store keeps."""
+    return hmac.new(bytes.fromhex(key.token_sha256), _SESSION_LABEL, hashlib.sha256).digest()
+
+
+def _mac(secret: bytes, text: str) -> str:
+    digest = hmac.new(secret, text.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def issue_cookie(key: ApiKey, now: float) -> str:
+    """A new inspector session token of ``key`` issued at ``now`` (Unix seconds),
+    valid :data:`SESSION_LIFETIME` seconds (the format: the module docstring)."""
+    issued = int(now)
+    payload = f"v1.{key.key_id}.{issued}.{issued + SESSION_LIFETIME}.{secrets.token_urlsafe(16)}"
+    return f"{payload}.{_mac(_secret(key), payload)}"
+
+
+def _stored(request: Request, match: str, *, by_id: bool) -> ApiKey | None:
+    """The unrevoked stored key with the id (``by_id``) or the token hash ``match``;
+    None if there is none, or the key store cannot be read (logged: fail closed)."""
+    try:
+        keys = services(request).keys.list()
+    except StoreError as exc:
+        logger.error("inspector sessions refused: %s", exc.message)
+        return None
+    for key in keys:
+        if (key.key_id if by_id else key.token_sha256) == match and key.revoked_at is None:
+            return key
+    return None
+
+
+def _session(request: Request, token: str) -> tuple[ApiKey, str]:
+    """The key of the session token ``token`` and its payload.
 
     Raises:
-        LoginRequired: no cookie, or its key is unknown or revoked.
+        LoginRequired: malformed, forged (a wrong MAC: counted as a failed
+            authentication), expired, or its key is unknown or revoked.
         TooManyRequests: as :func:`check_key`.
     """
-    key = request.cookies.get(KEY_COOKIE)
-    if not key:
+    parts = token.split(".")
+    if (
+        not token.isascii()  # compare_digest takes ASCII text only
+        or len(parts) != 6
+        or parts[0] != "v1"
+        or not (parts[2] + parts[3]).isdigit()
+    ):
+        raise LoginRequired  # not a session token (say, one of an older version)
+    key = _stored(request, parts[1], by_id=True)
+    if key is None:
         raise LoginRequired
-    return Viewer(check_key(request, key), csrf_token(key))
+    payload = token.rsplit(".", 1)[0]
+    if not hmac.compare_digest(parts[5], _mac(_secret(key), payload)):
+        _failed(request, key.key_id)
+        raise LoginRequired
+    issued, expires = int(parts[2]), int(parts[3])
+    if not issued <= time.time() < expires or expires - issued > SESSION_LIFETIME:
+        raise LoginRequired
+    return key, payload
+
+
+def viewer(request: Request) -> Viewer:
+    """The viewer of a request, from its session cookie (:func:`_session`).
+
+    Raises:
+        LoginRequired: no cookie, or it is not a valid, unexpired session of an
+            unrevoked key.
+        TooManyRequests: as :func:`check_key`.
+    """
+    token = request.cookies.get(KEY_COOKIE)
+    if not token:
+        raise LoginRequired
+    key, payload = _session(request, token)
+    csrf = hmac.new(_secret(key), _CSRF_LABEL + payload.encode(), hashlib.sha256).hexdigest()
+    return Viewer(key.principal(), csrf)
 
 
 def check_csrf(request: Request, sent: str | None, current: Viewer | None) -> bool:
@@ -137,10 +226,13 @@ async def read_form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
 
 
-def _cookie(response: Response, request: Request, name: str, value: str) -> None:
+def _cookie(
+    response: Response, request: Request, name: str, value: str, max_age: int | None = None
+) -> None:
     response.set_cookie(
         name,
         value,
+        max_age=max_age,
         path=PATH,
         httponly=True,
         samesite="strict",
@@ -163,13 +255,22 @@ def remember_nonce(request: Request, response: Response, nonce: str) -> None:
 
 
 def set_key(request: Request, response: Response, key: str) -> None:
-    """Sign the viewer in: keep ``key`` in the key cookie, drop the login cookie."""
-    _cookie(response, request, KEY_COOKIE, key)
+    """Sign the viewer in with the valid API key ``key``: a new session token of it in
+    the session cookie; drop the login cookie.
+
+    Raises:
+        LoginRequired: ``key`` is no longer in the key store (revoked meanwhile).
+    """
+    stored = _stored(request, hash_token(key), by_id=False)
+    if stored is None:
+        raise LoginRequired
+    _cookie(response, request, KEY_COOKIE, issue_cookie(stored, time.time()), SESSION_LIFETIME)
     response.delete_cookie(LOGIN_COOKIE, path=PATH)
 
 
 def clear_key(response: Response) -> None:
-    """Sign the viewer out: delete the key cookie."""
+    """Sign the viewer out: delete the session cookie (a copy of it stays valid until
+    it expires: the module docstring)."""
     response.delete_cookie(KEY_COOKIE, path=PATH, httponly=True, samesite="strict")
 
 

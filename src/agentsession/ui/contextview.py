@@ -17,6 +17,7 @@ from ..service.contextbuild import MAX_BUDGET_TOKENS
 from .auth import viewer
 from .guard import guarded, not_found
 from .pages import page_id, render
+from .query import Query
 from .timeline import show
 from .views import malformed, manager_of, who_of
 
@@ -44,17 +45,17 @@ router = APIRouter(include_in_schema=False, generate_unique_id_function=page_id)
 @router.get("/sessions/{session_id}/context")
 @guarded
 def context_view(request: Request, session_id: str) -> Response:
-    """The Context view for the budget ``budget`` (tokens, by the default tokenizer;
-    8000 when absent): every item with its provenance, tokens, decision and reason; a
-    budget too small for the minimum says how many tokens it needs."""
+    """The Context view for the budget ``budget`` (tokens, by the default tokenizer,
+    1 to ``MAX_BUDGET_TOKENS``; 8000 when absent): every item with its provenance,
+    tokens, decision and reason; a budget too small for the minimum says how many
+    tokens it needs."""
     v = viewer(request)
     if malformed(session_id):
         return not_found()
+    given = Query(request, ("budget",)).number("budget", low=1, high=MAX_BUDGET_TOKENS)
+    budget = DEFAULT_BUDGET if given is None else given
     sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
-    raw = request.query_params.get("budget", "").strip()
-    budget = int(raw) if raw.isdigit() else DEFAULT_BUDGET
-    budget = min(max(budget, 1), MAX_BUDGET_TOKENS)
     context = {"v": v, "s": s, "budget": budget, "ctx": None, "needed": None, "previews": {}}
     try:
         ctx = sm.build_context(**who, budget_tokens=budget, explain=True)

@@ -22,6 +22,7 @@ from ..service import SessionManager
 from .auth import Viewer, viewer
 from .guard import guarded, not_found
 from .pages import page_id, render
+from .query import Query
 from .views import malformed, manager_of, who_of
 
 __all__ = ["DEPTH", "MAX_ANCESTORS", "WIDTH", "Node", "router"]
@@ -88,6 +89,7 @@ def forks_view(request: Request, session_id: str) -> Response:
     v = viewer(request)
     if malformed(session_id):
         return not_found()
+    Query(request, ())  # it reads none: any is refused
     sm = manager_of(request)
     s = sm.get_session(**who_of(v), session_id=session_id)
     ancestors, cut = _ancestors(sm, v, s)

@@ -16,7 +16,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
-from ..errors import RunNotFound
+from ..errors import RunNotFound, ValidationError
 from ..http.deps import services
 from ..ids import is_id
 from ..models import Page, Run, Session, SessionStatus, SharedMemory
@@ -26,6 +26,7 @@ from .guard import guarded, not_found
 from .memorydiff import diff
 from .memoryhistory import memory_versions
 from .pages import page_id, render
+from .query import Query
 from .timeline import show, timeline
 
 __all__ = ["malformed", "manager_of", "may_write", "router", "sessions_page", "who_of"]
@@ -62,28 +63,26 @@ def may_write(v: Viewer, s: Session) -> bool:
     return v.principal.user_id == s.user_id
 
 
-def _int(request: Request, name: str) -> int | None:
-    """An integer query parameter; None when absent, empty or not a whole number (a
-    value the manager then checks for its range)."""
-    raw = request.query_params.get(name, "").strip()
-    return int(raw) if raw.isdigit() else None
-
-
-def _text(request: Request, name: str) -> str | None:
-    raw = request.query_params.get(name, "").strip()
-    return raw or None
-
-
 def sessions_page(request: Request, v: Viewer) -> Response:
     """The Sessions view: a page of the viewer's sessions (every user's for an admin,
     or one owner's), filtered by status, agent and the session they were forked from,
     with how many sessions those filters match in all (``count_sessions``);
     ``id`` a session id goes to that session (404 unless the viewer may see it)."""
-    wanted = _text(request, "id")
+    q = Query(request, ("id", "status", "agent", "owner", "parent", "cursor"))
+    wanted = q.text("id")
     if wanted is not None:
         return RedirectResponse(f"/ui/sessions/{quote(wanted, safe='')}", status_code=303)
-    filters = {name: _text(request, name) or "" for name in ("status", "agent", "owner", "parent")}
+    filters = {name: q.text(name) or "" for name in ("status", "agent", "owner", "parent")}
     admin, owner = v.principal.admin, filters["owner"]
+    if owner and not admin and owner != v.principal.user_id:
+        raise ValidationError(
+            "query parameter 'owner': only an admin lists another user's sessions", field="owner"
+        )
+    statuses = [s.value for s in SessionStatus]
+    if filters["status"] and filters["status"] not in statuses:
+        raise ValidationError(
+            f"query parameter 'status': one of {', '.join(statuses)}", field="status"
+        )
     sm = manager_of(request)
     chosen: dict[str, Any] = {
         "user_id": owner if admin and owner else v.principal.user_id,
@@ -93,12 +92,12 @@ def sessions_page(request: Request, v: Viewer) -> Response:
         "agent": filters["agent"] or None,
         "parent_session_id": filters["parent"] or None,
     }
-    page = sm.list_sessions(**chosen, cursor=_text(request, "cursor"), limit=SESSIONS_PAGE)
+    page = sm.list_sessions(**chosen, cursor=q.text("cursor"), limit=SESSIONS_PAGE)
     context = {
         "v": v,
         "page": page,
         "total": sm.count_sessions(**chosen),
-        "statuses": [s.value for s in SessionStatus],
+        "statuses": statuses,
         "filters": filters,
     }
     return render("sessions.html", context)
@@ -141,9 +140,10 @@ def session_view(request: Request, session_id: str) -> Response:
     v = viewer(request)
     if malformed(session_id):
         return not_found()
+    q = Query(request, ("before", "after"))
     sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
-    before, after = _int(request, "before"), _int(request, "after")
+    before, after = q.number("before"), q.number("after")
     messages = list(sm.get_messages(**who, limit=MESSAGES_PAGE, before=before, after=after))
     run_ids = list(dict.fromkeys(m.run_id for m in messages if m.run_id))[:RUNS_PER_PAGE]
     runs = _runs(sm, who, run_ids)
@@ -176,9 +176,10 @@ def rewound_view(request: Request, session_id: str, number: str) -> Response:
     v = viewer(request)
     if malformed(session_id) or not number.isdigit():
         return not_found()
+    cursor = Query(request, ("cursor",)).text("cursor")
     who = {**who_of(v), "session_id": session_id}
     page = manager_of(request).get_rewound_messages(
-        **who, number=int(number), limit=MESSAGES_PAGE, cursor=_text(request, "cursor")
+        **who, number=int(number), limit=MESSAGES_PAGE, cursor=cursor
     )
     context = {
         "v": v,
@@ -201,13 +202,14 @@ def memory_view(request: Request, session_id: str) -> Response:
     v = viewer(request)
     if malformed(session_id):
         return not_found()
+    q = Query(request, ("at", "base", "below"))
     sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
-    at = _int(request, "at")
-    base = _int(request, "base")
+    at = q.number("at", high=s.message_count)
+    base = q.number("base", high=s.message_count)
     shown = sm.get_working_memory(**who, at_seq=at)
     older = sm.get_working_memory(**who, at_seq=base) if base is not None else None
-    below = _int(request, "below")
+    below = q.number("below")
     versions, next_below = memory_versions(
         lambda seq: sm.get_working_memory(**who, at_seq=seq),
         s.message_count if below is None else min(below, s.message_count),
@@ -265,9 +267,10 @@ def runs_view(request: Request, session_id: str) -> Response:
     v = viewer(request)
     if malformed(session_id):
         return not_found()
+    cursor = Query(request, ("cursor",)).text("cursor")
     sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
-    page = sm.list_runs(**who, cursor=_text(request, "cursor"), limit=RUNS_PER_PAGE)
+    page = sm.list_runs(**who, cursor=cursor, limit=RUNS_PER_PAGE)
     runs = [sm.get_run(**who, run_id=r.run_id) for r in page]
     context = {
         "v": v,
@@ -285,9 +288,10 @@ def audit_view(request: Request, session_id: str) -> Response:
     v = viewer(request)
     if malformed(session_id):
         return not_found()
+    cursor = Query(request, ("cursor",)).text("cursor")
     sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
-    page = sm.get_audit_log(**who, cursor=_text(request, "cursor"), limit=AUDIT_PAGE)
+    page = sm.get_audit_log(**who, cursor=cursor, limit=AUDIT_PAGE)
     return render("audit.html", {"v": v, "s": s, "page": page})
 
 
@@ -300,15 +304,13 @@ def records_view(request: Request, session_id: str) -> Response:
     v = viewer(request)
     if malformed(session_id):
         return not_found()
+    q = Query(request, ("namespace", "after"))
     sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
-    namespace = _text(request, "namespace")
-    records = sm.list_records(
-        **who,
-        namespace=namespace,
-        after=_text(request, "after") if namespace is not None else None,
-        limit=RECORDS_PAGE,
-    )
+    namespace = q.text("namespace")
+    if q.text("after") is not None and namespace is None:
+        raise ValidationError("query parameter 'after' pages within one namespace", field="after")
+    records = sm.list_records(**who, namespace=namespace, after=q.text("after"), limit=RECORDS_PAGE)
     more = len(records) == RECORDS_PAGE
     context = {"v": v, "s": s, "records": records, "namespace": namespace or "", "more": more}
     return render("records.html", context)

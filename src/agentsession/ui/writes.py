@@ -38,6 +38,7 @@ from ..service import SessionManager
 from .auth import PATH, Viewer, check_csrf, read_form, viewer
 from .guard import guarded, not_found
 from .pages import SECURITY_HEADERS, page_id, render
+from .query import Query
 from .views import malformed, manager_of, may_write, who_of
 
 __all__ = ["ACTIONS", "Action", "router"]
@@ -122,8 +123,8 @@ def confirm_view(request: Request, session_id: str, action: str) -> Response:
     s = manager_of(request).get_session(**who_of(v), session_id=session_id)
     if not may_write(v, s):
         return _refused("Read-only", "Only the session's owner writes from here.", 403, s)
-    query = request.query_params
-    return _page(v, s, action, _number(query.get("v")), _number(query.get("seq")))
+    q = Query(request, ("v", "seq"))
+    return _page(v, s, action, q.number("v"), q.number("seq"))
 
 
 @router.post("/sessions/{session_id}/do/{action}")

@@ -173,8 +173,9 @@ class SessionOps:
         sets of two or three filters (Redis 7.0 or later; O(N*K), N the smallest set's
         size, K the number of sets), no session read. An ACTIVE or EXPIRED count also
         reads the due sessions (ACTIVE past their TTL, not yet swept: few between sweeps),
-        as the listing does, and moves them from ACTIVE to EXPIRED. Two commands, not a
-        snapshot: a session that changes between them may be counted as before or after.
+        as the listing does, and counts them as EXPIRED, not ACTIVE (nothing is
+        written). Two commands, not a snapshot: a session that changes between them may
+        be counted as before or after.
         """
         parent = parent_session_id
         keys = filter_sets(user_id, status, agent, parent)
