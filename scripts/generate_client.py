@@ -212,6 +212,20 @@ def _parse(result: str, member: str | None = None) -> str:
     raise ValueError(f"no parser for a result {result!r}")
 
 
+def _scoped_route(op: Operation, params: dict[str, inspect.Parameter]) -> Route | None:
+    """The route of ``op`` under one session that the flow takes when its optional
+    ``session_id`` is given (``GET /v1/sessions/{session_id}/changes`` beside ``GET
+    /v1/changes``); None when the flow has one route."""
+    first = op.routes[0]
+    if "{session_id}" in first.path or "session_id" not in params:
+        return None
+    if params["session_id"].default is not None:
+        return None
+    return next(
+        (r for r in op.routes[1:] if r.method == first.method and "{session_id}" in r.path), None
+    )
+
+
 def _session(op: Operation, params: dict[str, inspect.Parameter]) -> str:
     """The ``session_id`` argument of the call: the session a 404 is about. A read of
     one session by other means than its id (by external key) names none, and its 404 is
@@ -226,9 +240,17 @@ def _arguments(op: Operation, params: dict[str, inspect.Parameter]) -> list[str]
     """The arguments of the ``_read`` or ``_write`` call of ``op``'s flow."""
     route = op.routes[0]
     in_path = set(re.findall(r"\{(\w+)\}", route.path))
+    scoped = _scoped_route(op, params)
+    if scoped is not None:  # session_id picks the route
+        in_path.add("session_id")
+        whole, one = _path(route.path, params), _path(scoped.path, params)
+        path = f"({one} if session_id is not None else {whole})"
+    else:
+        path = _path(route.path, params)
     query, body = _query_and_body(route)
-    arguments = [_path(route.path, params), _parse(op.result, route.answer_member)]
-    arguments.append(_session(op, params))
+    arguments = [path, _parse(op.result, route.answer_member)]
+    # session_id picks the route: it names the session a 404 is about, when given.
+    arguments.append("session_id=session_id" if scoped is not None else _session(op, params))
     sent: dict[str, list[str]] = {"query": [], "body": [], "given": []}
     for name, p in params.items():
         if name in in_path or name in IDENTITY or name in HEADERS:
@@ -245,7 +267,8 @@ def _arguments(op: Operation, params: dict[str, inspect.Parameter]) -> list[str]
             sent[where].append(f"{wire}=_flag({name}, {p.default!r})")
         else:
             sent[where].append(f"{wire}={_value(p)}")
-    if route.method == "GET" and "session_id" in params and "{session_id}" not in route.path:
+    filtered = scoped is None and "{session_id}" not in route.path
+    if route.method == "GET" and "session_id" in params and filtered:
         # a filter named like _read's session_id (the session a 404 is about): as params
         return [*arguments[:2], f"params=_members({', '.join(sent['query'])})"]
     if route.method == "GET":

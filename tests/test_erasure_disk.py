@@ -208,6 +208,10 @@ def _all_values(client: redis.Redis) -> bytes:
             b"zset": lambda k: client.zrange(k, 0, -1),
             b"set": lambda k: list(client.smembers(k)),
             b"list": lambda k: client.lrange(k, 0, -1),
+            # The change feed: entry ids and fields (a session id and a seq).
+            b"stream": lambda k: [
+                x for i, fields in client.xrange(k) for kv in fields.items() for x in (i, *kv)
+            ],
         }[kind](key)
         out += [key, *value]
     return b"\n".join(out)

@@ -44,6 +44,8 @@ NOT_OPERATIONS = {
     "from_url": "a constructor: opens a store by URL",
     "store": "the storage adapter a manager was built over",
     "stop_threads": "the async manager's worker threads, not a use case",
+    "watch": "follows `changes` page by page (an iterator, not one call); over HTTP the "
+    "Server-Sent Events of the `changes` routes",
 }
 
 SURFACES: dict[str, type[Any]] = {

@@ -44,6 +44,8 @@ from .errors import (
 )
 from .models import (
     AuditEvent,
+    Change,
+    ChangePage,
     Context,
     ContextItem,
     DeleteRecordsResult,
@@ -88,6 +90,8 @@ __all__ = [
     "AgentSessionError",
     "AsyncSessionManager",
     "AuditEvent",
+    "Change",
+    "ChangePage",
     "Conflict",
     "Context",
     "ContextBudgetTooSmall",

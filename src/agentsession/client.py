@@ -40,13 +40,18 @@ loop and the 412 re-read loop are flows too. The two clients only run flows:
 from __future__ import annotations
 
 import asyncio
+import functools
+import threading
 import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, TypeVar
 
 import httpx
 
 from .clientcore import _Flow, _Retry, _Sleep, _Stepper
 from .clientgen import AsyncOperations, Requests, SyncOperations
+from .feedwatch import check_poll_interval, follow, follow_async
+from .models import Change
 
 __all__ = ["AsyncSessionClient", "SessionClient"]
 
@@ -101,6 +106,36 @@ class SessionClient(SyncOperations):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def watch(
+        self,
+        *,
+        user_id: str | None = None,
+        after: str | None = None,
+        session_id: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+        timeout: float | None = None,
+        poll_interval: float = 1.0,
+        stop: threading.Event | None = None,
+    ) -> Iterator[Change]:
+        """Follow the change feed as :meth:`SessionManager.watch` does, by polling the
+        JSON pages of :meth:`changes` (each read a plain request, retried as any; the
+        service's Server-Sent Events are for clients that hold a connection open).
+        The first read, and so its errors, come with the first ``next()``.
+
+        Raises:
+            As :meth:`changes`; ValidationError: ``poll_interval`` not > 0.
+        """
+        check_poll_interval(poll_interval)
+        read = functools.partial(self.changes, session_id=session_id, all_users=all_users)
+        return follow(
+            lambda cursor: read(after=cursor),
+            after=after,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            stop=stop,
+        )
+
     def _run(self, flow: _Flow[T]) -> T:
         steps = _Stepper(flow)
         for step in steps:
@@ -145,6 +180,31 @@ class AsyncSessionClient(AsyncOperations):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+    async def watch(
+        self,
+        *,
+        user_id: str | None = None,
+        after: str | None = None,
+        session_id: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+        timeout: float | None = None,
+        poll_interval: float = 1.0,
+        stop: asyncio.Event | None = None,
+    ) -> AsyncIterator[Change]:
+        """:meth:`SessionClient.watch` on the event loop; ``stop`` is an
+        :class:`asyncio.Event`."""
+        check_poll_interval(poll_interval)
+        read = functools.partial(self.changes, session_id=session_id, all_users=all_users)
+        async for change in follow_async(
+            lambda cursor: read(after=cursor),
+            after=after,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            stop=stop,
+        ):
+            yield change
 
     async def _run(self, flow: _Flow[T]) -> T:
         steps = _Stepper(flow)

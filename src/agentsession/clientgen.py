@@ -38,6 +38,7 @@ from .clientcore import (
 from .clienthand import HandRequests
 from .models import (
     AuditEvent,
+    ChangePage,
     DeleteRecordsResult,
     Message,
     Page,
@@ -408,6 +409,33 @@ class PlainReads(_Exchange):
             after=after,
             limit=limit,
             cursor=cursor,
+        )
+
+    def changes(
+        self,
+        *,
+        user_id: str | None = None,
+        after: str | None = None,
+        session_id: str | None = None,
+        limit: int | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+    ) -> _Flow[ChangePage]:
+        """See :meth:`SessionManager.changes`.
+
+        ``GET /v1/changes``
+        """
+        return self._read(
+            (
+                f"/v1/sessions/{_sid(session_id)}/changes"
+                if session_id is not None
+                else "/v1/changes"
+            ),
+            _model(ChangePage),
+            session_id=session_id,
+            after=after,
+            limit=limit,
+            all_users=_flag(all_users, False),
         )
 
     def whoami(self) -> _Flow[dict[str, Any]]:
@@ -1023,6 +1051,7 @@ class SyncOperations:
     add_run_step = _sync(Requests.add_run_step)
     finish_run = _sync(Requests.finish_run)
     get_audit_log = _sync(Requests.get_audit_log)
+    changes = _sync(Requests.changes)
     whoami = _sync(Requests.whoami)
     delete_user_data = _sync(Requests.delete_user_data)
 
@@ -1076,5 +1105,6 @@ class AsyncOperations:
     add_run_step = _async(Requests.add_run_step)
     finish_run = _async(Requests.finish_run)
     get_audit_log = _async(Requests.get_audit_log)
+    changes = _async(Requests.changes)
     whoami = _async(Requests.whoami)
     delete_user_data = _async(Requests.delete_user_data)

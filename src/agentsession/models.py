@@ -26,6 +26,8 @@ from .callgroups import item_role
 
 __all__ = [
     "AuditEvent",
+    "Change",
+    "ChangePage",
     "Context",
     "DeleteRecordsResult",
     "Message",
@@ -753,6 +755,43 @@ class AuditEvent(_Snapshot):
     version_after: int | None = None
     request_id: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Change(AuditEvent):
+    """One committed write, as the change feed delivers it: the write's audit event
+    (every field of :class:`AuditEvent`, content-free) and ``cursor``, where the feed
+    resumes after it.
+
+    ``cursor`` is opaque and belongs to the store that gave it (its order is the feed's
+    order, not ``seq``'s: docs/semantics.md, "Change feed"); pass it back as ``after``.
+    """
+
+    cursor: str
+
+
+class ChangePage(_Snapshot):
+    """A page of the change feed, oldest first.
+
+    Unlike a listing's :class:`Page`, a feed page always says where to resume:
+    ``next_cursor`` is the cursor of its last change, or the ``after`` it was asked with
+    when it holds none (None only when the feed was read from its start and is empty).
+    Pass it back as ``after`` to get what was committed since; nothing is ever skipped
+    or repeated. ``has_more`` is True when more changes were already waiting beyond
+    this page (read again at once rather than wait).
+    """
+
+    items: list[Change]
+    next_cursor: str | None = None
+    has_more: bool = False
+
+    def __iter__(self) -> Iterator[Change]:  # type: ignore[override]
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
 
 
 class Page(_Snapshot, Sequence[T], Generic[T]):

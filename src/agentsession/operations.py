@@ -676,6 +676,21 @@ OPERATIONS: tuple[Operation, ...] = (
             cli="sessions audit",
             doc="A page of audit events, oldest first; no message content.",
         ),
+        Operation(
+            "changes",
+            "ChangePage",
+            (
+                Route("GET", "/v1/changes", problems=(403,)),
+                Route("GET", _S + "/changes", operation_id="session_changes", problems=(403,)),
+            ),
+            cli="changes",
+            doc="""A page of the change feed: the content-free audit events of committed
+            writes after the cursor ``after``, oldest first, in commit order; the caller's
+            sessions (an admin's: ``all_users``), or one session's. ``next_cursor`` always
+            says where to resume, ``has_more`` whether more are waiting. With ``Accept:
+            text/event-stream`` the same routes answer Server-Sent Events instead (each
+            event's id its cursor; ``Last-Event-ID`` resumes): docs/http.md, "Change feed".""",
+        ),
     ),
     *_section(
         "users",

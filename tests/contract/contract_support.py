@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from agentsession import Message, Page, RecordWrite, Session, SessionManager
 from agentsession.ids import new_id
-from agentsession.stores.base import ScrubReport, SessionStore, StoreTransaction
+from agentsession.stores.base import FeedRead, ScrubReport, SessionStore, StoreTransaction
 from agentsession.stores.memory.store import MemoryStore
 from agentsession.stores.redis.memory import memory_keys
 from agentsession.stores.sql.schema import memory_history
@@ -210,6 +210,14 @@ class ProxyStore:
     def scrub(self, *, compact: bool = False) -> ScrubReport:
         """The real store's disk step."""
         return self.inner.scrub(compact=compact)
+
+    def read_changes(self, **query: Any) -> FeedRead:
+        """The real store's change feed."""
+        return self.inner.read_changes(**query)
+
+    def change_tail(self) -> str | None:
+        """The real store's feed tail."""
+        return self.inner.change_tail()
 
     def close(self) -> None:
         """The wrapped store belongs to the fixture; nothing to release here."""

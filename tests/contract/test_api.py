@@ -58,7 +58,7 @@ def test_methods_take_keyword_arguments_only() -> None:
 
 def test_async_manager_mirrors_every_public_method() -> None:
     """AsyncSessionManager has every public method of SessionManager, as coroutines with the
-    same parameters."""
+    same parameters (``watch``, an iterator, as an async iterator)."""
     sync = {
         n
         for n in dir(SessionManager)
@@ -68,7 +68,10 @@ def test_async_manager_mirrors_every_public_method() -> None:
     assert sync - has == set()
     for name in sync - {"from_url"}:
         fn = getattr(AsyncSessionManager, name)
-        assert inspect.iscoroutinefunction(fn), name
+        if name == "watch":
+            assert inspect.isasyncgenfunction(fn), name
+        else:
+            assert inspect.iscoroutinefunction(fn), name
         if name != "close":
             sig_async = inspect.signature(fn).parameters
             sig_sync = inspect.signature(getattr(SessionManager, name)).parameters

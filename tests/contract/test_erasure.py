@@ -15,7 +15,7 @@ from agentsession import SessionManager, ValidationError
 from agentsession.errors import SessionNotFound, StoreError
 from agentsession.service import Policy, request_id_context
 from agentsession.service.erasure import OPERATOR_STEPS, tombstone_id
-from agentsession.stores.base import ScrubReport, SessionStore, StoreTransaction
+from agentsession.stores.base import FeedRead, ScrubReport, SessionStore, StoreTransaction
 from canaries import write_canaries
 
 #: Every action the service audits, but the TTL expiry (no caller text in it).
@@ -136,6 +136,12 @@ class _ScrubRecorder:
         if self.fail:
             raise StoreError("disk on fire")
         return self.inner.scrub(compact=compact)
+
+    def read_changes(self, **query: Any) -> FeedRead:
+        return self.inner.read_changes(**query)
+
+    def change_tail(self) -> str | None:
+        return self.inner.change_tail()
 
     def close(self) -> None:
         """The wrapped store belongs to the fixture."""

@@ -80,13 +80,14 @@ DOCUMENTED: dict[tuple[int, str], tuple[Callable[[Any, Any], bool], str]] = {
     ),
     (400, "validation-error"): (
         lambda r, c: (
-            (_problem(r).get("field") == "cursor" and "issued" in r.text)
+            (_problem(r).get("field") in ("cursor", "after") and "issued" in r.text)
             or _cross_field(r, c)
             or str(_problem(r).get("field", "")).startswith("message")
             or str(_problem(r).get("field", "")).startswith(_PATCH_FIELDS)
             or _problem(r).get("field") in ("at_seq", "to_seq")
         ),
-        "a cursor the server did not issue (it is opaque); a rule between fields; a seq "
+        "a cursor the server did not issue (it is opaque; the change feed's `after` "
+        "too); a rule between fields; a seq "
         "past the session's message_count (`at_seq`, `to_seq`: the schema cannot know "
         "the count); a "
         "message's own rules (a role, or a Responses item type; content, tool_calls), "

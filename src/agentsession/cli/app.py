@@ -11,6 +11,7 @@ import inspect
 import typer
 
 from ..settings import Settings
+from .changes import changes
 from .common import AdminOpt, JsonOpt, Options, UrlOpt, UserOpt, new_app
 from .db import db_app
 from .demo import demo, demo_continue
@@ -53,6 +54,7 @@ def build_app() -> typer.Typer:
     for command in (close, restore, expire, delete, erase, sweep, demo):
         app.command()(command)
     app.command("demo-continue", hidden=True)(demo_continue)
+    app.command("changes")(changes)
     app.command("serve")(serve)
     app.command("ui")(ui)
     app.command("search")(search)

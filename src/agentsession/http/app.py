@@ -20,6 +20,7 @@ from ..service import AsyncSessionManager, SessionManager
 from ..settings import Settings
 from ..ui import install_ui
 from .authlimit import AuthFailureLimiter
+from .changestream import event_stream_routes
 from .deps import Services
 from .guards import GuardMiddleware, HeaderLimits
 from .keys import KeyStore, open_key_store
@@ -115,11 +116,16 @@ def create_app(
 
 def _add_routes(app: FastAPI) -> None:
     """Include every router of :func:`~agentsession.http.routes.routers` and install
-    the OpenAPI document over their routes (:func:`.openapi.install_openapi`)."""
+    the OpenAPI document over their routes (:func:`.openapi.install_openapi`), after
+    the Server-Sent Events of :mod:`.changestream`."""
     declared = routers()
     install_openapi(app, [route for router in declared for route in router.routes])
     for router in declared:
         app.include_router(router)
+    # The change feed's Server-Sent Events, tried first: they match only a request that
+    # accepts text/event-stream, others go on to the JSON routes of the same paths.
+    # Added as they are (include_router would remake them as plain routes).
+    app.router.routes[0:0] = event_stream_routes()
 
 
 def _threaded(manager: SessionManager, config: Settings) -> AsyncSessionManager:

@@ -15,7 +15,8 @@ this order, the first refusal answering:
   ``identity`` -> 415: bodies are never decoded;
 * requests in flight: at most ``max_concurrent_requests`` in this worker process ->
   else 503 with ``Retry-After``; a request counts once its body has arrived, and
-  health, readiness and OpenAPI never count;
+  health, readiness, OpenAPI and Server-Sent Events streams never count (a stream
+  idles on its connection; the change feed's hub caps streams itself);
 * the body's size: a ``Content-Length`` that is not a number -> 400, one over
   ``max_body_bytes`` -> 413 before the body is read; a body without one (chunked) is
   counted as it streams and refused (413) once it passes the limit;
@@ -203,7 +204,7 @@ class GuardMiddleware:
             return
         if any(fields.seen.get(name, 0) > 1 for name in _LIST_FIELDS):
             scope = {**scope, "headers": _joined(list(scope.get("headers", ())))}
-        counts = scope["path"] not in UNLIMITED_PATHS
+        counts = scope["path"] not in UNLIMITED_PATHS and not is_event_stream(scope)
         if counts and not fields.has_body and self.active >= self.limit:
             await overloaded(self.limit)(scope, receive, send)
             return
@@ -292,6 +293,17 @@ class GuardMiddleware:
         finally:
             if counted:
                 self.active -= 1
+
+
+def is_event_stream(scope: Scope) -> bool:
+    """Whether the request is a GET that accepts ``text/event-stream`` (a Server-Sent
+    Events stream of the change feed)."""
+    if scope.get("method") != "GET":
+        return False
+    return any(
+        name == b"accept" and b"text/event-stream" in value
+        for name, value in scope.get("headers", ())
+    )
 
 
 def _bad_length() -> dict[str, Any]:

@@ -182,6 +182,11 @@ QUERY_OVERRIDES: dict[tuple[str, str], Any] = {
         "`message_count`: remove nothing, append)."
     ),
     ("list_summaries", "after"): seq_query("Only numbers above this."),
+    ("changes", "after"): Query(
+        max_length=CURSOR_MAX_CHARS,
+        description="A `cursor` (`next_cursor`) of this feed: the changes after it.",
+    ),
+    ("changes", "all_users"): Query(description="Every user's changes (admin keys)."),
     ("list_run_steps", "after"): seq_query("A step index (exclusive)."),
     # The manager refuses an empty page of steps.
     ("list_run_steps", "limit"): Query(

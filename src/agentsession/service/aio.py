@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
+from ..feedwatch import check_poll_interval, follow_async
+from ..models import Change
 from .manager import SessionManager
 
 __all__ = ["AsyncSessionManager"]
@@ -140,3 +142,37 @@ class AsyncSessionManager:
     delete_user_data = _mirror(SessionManager.delete_user_data)
     erase_user = _mirror(SessionManager.erase_user)
     get_audit_log = _mirror(SessionManager.get_audit_log)
+    changes = _mirror(SessionManager.changes)
+
+    async def watch(
+        self,
+        *,
+        user_id: str,
+        after: str | None = None,
+        session_id: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+        timeout: float | None = None,
+        poll_interval: float = 1.0,
+        stop: asyncio.Event | None = None,
+    ) -> AsyncIterator[Change]:
+        """Follow the change feed, as :meth:`SessionManager.watch` does, waiting on the
+        event loop (no thread is held between reads); ``stop`` is an
+        :class:`asyncio.Event`.
+
+        Raises:
+            As :meth:`SessionManager.changes`; ValidationError: ``poll_interval`` not > 0.
+        """
+        check_poll_interval(poll_interval)
+        read = functools.partial(
+            self.changes, user_id=user_id, session_id=session_id, all_users=all_users, admin=admin
+        )
+        await read(limit=0)  # the caller and the session, checked before the first wait
+        async for change in follow_async(
+            lambda cursor: read(after=cursor),
+            after=after,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            stop=stop,
+        ):
+            yield change

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .contextbuild import ContextUseCases
 from .erasure import ErasureUseCases
+from .feed import ChangeFeedUseCases
 from .forks import ForkUseCases
 from .lifecycle import LifecycleUseCases
 from .memory import MemoryUseCases
@@ -43,6 +44,7 @@ class SessionManager(
     RunUseCases,
     LifecycleUseCases,
     ErasureUseCases,
+    ChangeFeedUseCases,
 ):
     """Creates, continues, closes, restores, expires and deletes agent sessions.
 

@@ -51,6 +51,7 @@ from ..models import (
 
 __all__ = [
     "ConnectionLost",
+    "FeedRead",
     "IdempotencyRecord",
     "JSONTexts",
     "ScrubReport",
@@ -608,6 +609,22 @@ class StoreTransaction(Protocol):
         how many went."""
 
 
+class FeedRead(NamedTuple):
+    """What one read of the change feed found (:meth:`SessionStore.read_changes`).
+
+    Attributes:
+        changes: ``(cursor, event)`` pairs in feed order.
+        resume: where the next read starts: the last change's cursor, or a cursor past
+            it when the store also passed over events the read did not select; None
+            when the read passed over nothing (resume from the same ``after``).
+        more: the read stopped before the end of the final events (read again now).
+    """
+
+    changes: list[tuple[str, AuditEvent]]
+    resume: str | None
+    more: bool
+
+
 @runtime_checkable
 class SessionStore(Protocol):
     """A storage backend: a factory of transactions.
@@ -641,6 +658,39 @@ class SessionStore(Protocol):
 
         Raises:
             StoreError: a step failed (the erasure itself stays committed).
+        """
+
+    def read_changes(
+        self,
+        *,
+        after: str | None,
+        user_ids: Sequence[str] | None,
+        session_id: str | None,
+        limit: int,
+    ) -> FeedRead:
+        """The change feed: committed audit events after the cursor ``after`` (None: from
+        the oldest kept), oldest first, each with its cursor, at most ``limit`` (>= 1).
+
+        Only events whose ``user_id`` is in ``user_ids`` (None: any) and, with
+        ``session_id``, of that session. The feed's order is commit order: an event is
+        returned only once every write that could still commit an event before it in
+        this order has ended, so a reader that resumes from the last cursor it got never
+        misses an event committed later (docs/semantics.md, "Change feed", says how each
+        store knows). It reads the audit events as they are kept: what erasure removed
+        is not returned. Runs in its own read transaction(s). See :class:`FeedRead`.
+
+        Raises:
+            ValidationError: ``after`` is not a cursor of this store's feed.
+            StoreError: as a transaction would.
+        """
+
+    def change_tail(self) -> str | None:
+        """The cursor of the newest final event of the change feed (what
+        :meth:`read_changes` could return last right now): a reader that starts after it
+        gets only what commits from now on. None when the feed is empty.
+
+        Raises:
+            StoreError: as a transaction would.
         """
 
     def close(self) -> None:

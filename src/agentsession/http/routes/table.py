@@ -11,6 +11,10 @@ mypy and IDEs read.
 
 How a row and the manager's signature make a route:
 
+- a manager whose ``session_id`` is optional may also have a route without it (every
+  session's: ``GET /v1/changes`` beside ``GET /v1/sessions/{session_id}/changes``),
+  where it is a query parameter (below); the clients take the session's route when
+  one is given;
 - the caller: a path with ``{session_id}`` takes :data:`~..deps.WriteCtx` when the row
   reads ``If-Match`` (it also reads ``Idempotency-Key``), else :data:`~..deps.ReadCtx`;
   another path takes the authenticated principal (:data:`~..deps.Auth`). The
@@ -298,7 +302,8 @@ def _check(
         raise LookupError(f"{where}: a document's ETag is written by hand")
     session = parameters.get("session_id")
     required = session is not None and session.default is inspect.Parameter.empty
-    if required != ("{session_id}" in route.path):
+    in_path = "{session_id}" in route.path
+    if (in_path and session is None) or (required and not in_path):
         raise LookupError(f"{where}: the manager's session_id is the path's, unless a filter")
     unknown = sorted(body - parameters.keys()) + [n for n in path if n not in PATH_PARAMETERS]
     unknown += [n for n in path if n not in parameters]

@@ -13,11 +13,12 @@ transaction class composes one class per aggregate, each in its module.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from ...errors import StoreError
-from ..base import ScrubReport
+from ..base import FeedRead, ScrubReport
+from ..changefeed import parse_seq_cursor, selected
 from .audit import AuditOps
 from .forks import ForkOps
 from .messages import MessageOps
@@ -68,6 +69,48 @@ class MemoryStore(Tables):
             done=("memory store: nothing on disk; the erased objects were released",),
             pending=("the process memory may hold released objects until it reuses it",),
         )
+
+    def read_changes(
+        self,
+        *,
+        after: str | None,
+        user_ids: Sequence[str] | None,
+        session_id: str | None,
+        limit: int,
+    ) -> FeedRead:
+        """The change feed (see :meth:`~agentsession.stores.base.SessionStore.read_changes`),
+        ordered by seq: a transaction holds the store's lock from its first seq to its
+        end, so seqs are handed out in commit order and a rolled-back event is undone
+        before any reader sees it. Scans every kept event: this store is for tests and
+        small agents."""
+        start = parse_seq_cursor(after)
+        with self._lock:
+            if self._closed:
+                raise StoreError("the memory store is closed")
+            if session_id is not None:
+                data = self._sessions.get(session_id)
+                pools = [data.audit if data is not None else [], self._tombstones]
+            else:
+                pools = [self._tombstones, *(d.audit for d in self._sessions.values())]
+            events = [
+                e
+                for pool in pools
+                for e in pool
+                if e.seq > start and selected(e, user_ids, session_id)
+            ]
+            events.sort(key=lambda e: e.seq)
+            found = [(str(e.seq), e.model_copy(deep=True)) for e in events[:limit]]
+            return FeedRead(found, found[-1][0] if found else None, len(events) > limit)
+
+    def change_tail(self) -> str | None:
+        """The newest event's seq (see
+        :meth:`~agentsession.stores.base.SessionStore.change_tail`)."""
+        with self._lock:
+            if self._closed:
+                raise StoreError("the memory store is closed")
+            pools = [self._tombstones, *(d.audit[-1:] for d in self._sessions.values())]
+            newest = max((e.seq for pool in pools for e in pool), default=None)
+            return None if newest is None else str(newest)
 
     def close(self) -> None:
         """Drop every session. Further transactions raise StoreError."""

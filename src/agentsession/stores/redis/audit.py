@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ...jsonvalues import loads
 from ...models import AuditEvent, Session
+from .changes import CHANGES
 from .codec import copy, dec, enc, prefix
 from .errors import translated
 from .replies import integer as _integer
@@ -75,6 +76,7 @@ class AuditOps:
         else:
             self._do("ZADD", prefix(sid) + "audit", seq, enc(stored))
             self._audit.setdefault(sid, []).append(stored)
+        self._do("XADD", CHANGES, sid, seq)  # by the commit script: in commit order
         return seq
 
     @translated

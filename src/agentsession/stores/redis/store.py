@@ -16,6 +16,7 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:{sid}:calls...       the tool calls and their lookups (:mod:`.toolcalls`)
     as:{sid}:runs, as:{sid}:runs:seq, as:{sid}:steps:<run_id>  runs and steps (:mod:`.runs`)
     as:{sid}:audit, as:audit_seq, as:tombstones  the audit trail (:mod:`.audit`)
+    as:changes              stream  the change feed, in commit order (:mod:`.changes`)
     as:{sid}:idem, as:idem:...  the idempotency records (:mod:`.idempotency`)
     as:{sid}:lock           string  the write lock: a writer's random token, PX expiry
     as:sessions, as:user:{uid}:..., as:status:..., as:agent:..., as:due
@@ -92,8 +93,9 @@ from ...models import (
     ToolCall,
     WorkingMemory,
 )
-from ..base import IdempotencyRecord, ScrubReport, SessionHead, StoreConflict
+from ..base import FeedRead, IdempotencyRecord, ScrubReport, SessionHead, StoreConflict
 from .audit import AuditOps
+from .changes import change_tail, read_changes
 from .codec import copy, dec, prefix
 from .idempotency import IdempotencyOps
 from .index import ALL_SESSIONS, INDEX_VERSION, INDEX_VERSION_KEY, LeaseIndexOps, index_writes
@@ -248,6 +250,10 @@ while i <= #ARGV do
     elseif op == 'RPUSH' then
       local v = arg()
       redis.call('RPUSH', k, v)
+    elseif op == 'XADD' then
+      local sid = arg()
+      local seq = arg()
+      redis.call('XADD', k, '*', 's', sid, 'q', seq)
     elseif op == 'TOMB' then
       local f = arg()
       local v = arg()
@@ -461,6 +467,40 @@ class RedisStore:
                 rewrite_aof=compact or self._rewrite_aof,
                 timeout_seconds=AOF_REWRITE_WAIT_S,
             )
+        except redis.RedisError as exc:
+            raise _translate(exc) from exc
+
+    def read_changes(
+        self,
+        *,
+        after: str | None,
+        user_ids: Sequence[str] | None,
+        session_id: str | None,
+        limit: int,
+    ) -> FeedRead:
+        """The change feed (see
+        :meth:`~agentsession.stores.base.SessionStore.read_changes`), in commit order:
+        the ``as:changes`` stream (:mod:`.changes`); cursors are stream ids.
+
+        Raises:
+            ValidationError: a bad cursor. StoreError: the store is closed, or Redis failed.
+        """
+        try:
+            return read_changes(
+                self.client, after=after, user_ids=user_ids, session_id=session_id, limit=limit
+            )
+        except (redis.RedisError, ValueError, KeyError) as exc:
+            raise _translate(exc) from exc
+
+    def change_tail(self) -> str | None:
+        """The newest entry of the ``as:changes`` stream (see
+        :meth:`~agentsession.stores.base.SessionStore.change_tail`).
+
+        Raises:
+            StoreError: the store is closed, or Redis failed.
+        """
+        try:
+            return change_tail(self.client)
         except redis.RedisError as exc:
             raise _translate(exc) from exc
 

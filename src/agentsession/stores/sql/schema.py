@@ -38,6 +38,7 @@ from .columns import BLOB, LONG_TEXT, JSONText, PlainText, UTCDateTime, binary_t
 
 __all__ = [
     "audit_events",
+    "change_feed_gate",
     "idempotency_keys",
     "memory_history",
     "messages",
@@ -346,7 +347,18 @@ audit_events = sa.Table(
     sa.Column("request_id", sa.String(LABEL), nullable=True),
     sa.Column("details", JSONText, nullable=False),
     sa.Index(None, "session_id", "seq"),
+    sa.Index(None, "user_id", "seq"),  # a user's change feed
     sqlite_autoincrement=True,
+    **TABLE_OPTIONS,
+)
+
+# One row (id 1): on MariaDB/MySQL, a write transaction holds a shared lock on it from
+# its first audit event to its end, and a change feed reader takes it exclusively for a
+# moment to learn which events are final (stores/sql/changes.py).
+change_feed_gate = sa.Table(
+    "change_feed_gate",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
     **TABLE_OPTIONS,
 )
 

@@ -30,9 +30,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from ...errors import StoreError, StoreUnavailable
 from ...jsonvalues import dumps
 from ...models import AuditEvent, Message, Session, SessionStatus, WorkingMemory
-from ..base import IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
+from ..base import FeedRead, IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
+from ..changefeed import parse_seq_cursor
 from ..keyhash import external_key_hash
 from ..listing import merge_newest
+from .changes import ChangeOps, FeedHorizon, audit_insert, gated_audit_insert
 from .columns import LONG_TEXT
 from .dialect import (
     POOL_SIZE,
@@ -164,6 +166,7 @@ class SQLStore:
                 max_batch=MAX_BATCH if group_commit else 1,
             )
         self._sql = _Statements(engine.dialect)
+        self._horizon = FeedHorizon(engine, self._errors)
 
     @property
     def engine(self) -> Engine:
@@ -257,6 +260,43 @@ class SQLStore:
         except self._errors as exc:
             raise translate_error(exc) from exc
 
+    def read_changes(
+        self,
+        *,
+        after: str | None,
+        user_ids: Sequence[str] | None,
+        session_id: str | None,
+        limit: int,
+    ) -> FeedRead:
+        """The change feed (see
+        :meth:`~agentsession.stores.base.SessionStore.read_changes`): audit events by
+        seq, up to the horizon of :mod:`.changes`; cursors are seqs.
+
+        Raises:
+            ValidationError: a bad cursor. StoreError: as :meth:`transaction`.
+        """
+        start = parse_seq_cursor(after)
+        upto = self._horizon.newest()
+        with self.transaction(write=False) as tx:
+            events = tx.list_changes(
+                after=start, upto=upto, user_ids=user_ids, session_id=session_id, limit=limit + 1
+            )
+        found = [(str(e.seq), e) for e in events[:limit]]
+        return FeedRead(found, found[-1][0] if found else None, len(events) > limit)
+
+    def change_tail(self) -> str | None:
+        """The newest final seq (see
+        :meth:`~agentsession.stores.base.SessionStore.change_tail`): the newest at or
+        below the horizon of :mod:`.changes`.
+
+        Raises:
+            StoreError: as :meth:`transaction`.
+        """
+        upto = self._horizon.newest()
+        with self.transaction(write=False) as tx:
+            newest = tx.newest_change(upto=upto)
+        return None if newest is None else str(newest)
+
     def close(self) -> None:
         """Close the connection pool. Idempotent; further transactions raise StoreError."""
         engine, self._engine = self._engine, None
@@ -313,12 +353,12 @@ class _Statements:
         # is DefaultDialect's (every dialect's base), not the Dialect interface's.
         assert isinstance(dialect, DefaultDialect)
         self.audit_lastrowid = bool(dialect.postfetch_lastrowid)
-        insert_audit = sa.insert(audit_events).values(
-            {c.key: sa.bindparam(c.key) for c in audit_events.c if c.key != "seq"}
-        )
+        insert_audit = audit_insert(dialect)
         if not self.audit_lastrowid:
             insert_audit = insert_audit.returning(audit_events.c.seq)
         self.insert_audit = compiled(insert_audit)
+        gated = gated_audit_insert(dialect)
+        self.insert_audit_gated = None if gated is None else compiled(gated)
         self.get_memory = compiled(
             sa.select(working_memory).where(
                 working_memory.c.session_id == sa.bindparam("session_id")
@@ -466,6 +506,7 @@ class _Statements:
 
 
 class _SQLTransaction(
+    ChangeOps,
     ForkOps,
     RecordOps,
     SummaryOps,
@@ -496,6 +537,7 @@ class _SQLTransaction(
         # Session rows as this write transaction read or wrote them (None: no such row),
         # so an update sets only the columns that changed (see _session_changes).
         self._stored: dict[str, Session | None] = {}
+        self._gated = False  # holds the change feed's gate (MariaDB/MySQL)
 
     def _dbapi_cursor(self) -> Any:
         """The DBAPI cursor of this transaction's connection, opened on first use; None
@@ -798,7 +840,14 @@ class _SQLTransaction(
         row = dict(event.__dict__)  # the field values as they are (see _session_row)
         del row["seq"]
         stmt = self._sql.insert_audit
+        gating = self._sql.insert_audit_gated is not None and not self._gated
+        if gating:  # takes the change feed's gate, held to the end (see .changes)
+            stmt = self._sql.insert_audit_gated or stmt
         cursor = self._execute(stmt, row)
+        if gating:
+            if cursor.rowcount != 1:
+                raise StoreError("the change feed's gate row is missing: restart the store")
+            self._gated = True
         if self._sql.audit_lastrowid:
             return int(cursor.lastrowid)
         return int(stmt.rows(cursor)[0][0])

@@ -1,0 +1,277 @@
+"""Server-Sent Events of the change feed: ``GET /v1/changes`` and ``GET
+/v1/sessions/{session_id}/changes`` with ``Accept: text/event-stream``
+(docs/http.md, "Change feed").
+
+One :class:`ChangeHub` per app (so per worker process) reads every user's changes,
+one store read per poll however many subscribers there are, into a ring of the newest
+ones; each subscriber takes from the ring what its query selects. A subscriber first
+catches up from its cursor (``Last-Event-ID``, else ``after``) with reads of its own,
+then follows the ring; one that falls so far behind that the ring dropped what it had
+not sent yet (a slow or stuck client) catches up with reads of its own again. Memory
+is the ring and one cursor per subscriber, whatever the clients do, and writers never
+wait for a reader: the hub only reads.
+
+Each event: ``id`` its cursor, ``event: change``, ``data`` the change as JSON. A
+comment line (``: keep-alive``) goes out after :attr:`ChangeHub.heartbeat_seconds`
+without an event, so proxies keep the connection open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Match, Route
+from starlette.types import Scope
+
+from ..errors import AgentSessionError
+from ..models import AuditEvent, Change
+from ..principal import Principal
+from ..service import AsyncSessionManager
+from ..service.feed import FeedQuery, feed_query
+from .deps import _bearer, authenticate, dump, services
+from .guards import is_event_stream
+from .problems import Overloaded
+
+__all__ = ["ChangeHub", "EventStreamRoute", "event_stream_routes"]
+
+logger = logging.getLogger(__name__)
+
+#: Events per store read, the hub's and a subscriber's own.
+PAGE = 500
+
+
+def cursor_key(cursor: str) -> tuple[int, ...]:
+    """The order of a store's cursors: a seq (``"42"``), or a Redis stream id
+    (``"1700000000000-3"``), as integers."""
+    return tuple(int(part) for part in cursor.split("-"))
+
+
+class ChangeHub:
+    """The poll loop of one worker, shared by its subscribers (see the module
+    docstring). It runs while anyone subscribes.
+
+    Args:
+        manager: the app's manager.
+        ring: how many of the newest changes it keeps for subscribers.
+        poll_seconds: the pause between two reads that found nothing.
+        heartbeat_seconds: the longest silence on a stream before a keep-alive comment.
+        max_streams: the most streams at once (a stream does not count among the
+            worker's requests in flight); one more is refused with 503.
+    """
+
+    def __init__(
+        self,
+        manager: AsyncSessionManager,
+        *,
+        ring: int = 4096,
+        poll_seconds: float = 0.1,
+        heartbeat_seconds: float = 15.0,
+        max_streams: int = 1000,
+    ) -> None:
+        self.manager = manager
+        self.max_streams = max_streams
+        self.poll_seconds = poll_seconds
+        self.heartbeat_seconds = heartbeat_seconds
+        self.polls = 0  # store reads made, for tests and metrics
+        self._ring: deque[tuple[str, AuditEvent]] = deque(maxlen=ring)
+        self._count = 0  # changes ever put in the ring: a subscriber's mark
+        self._cursor: str | None = None
+        self._subscribers = 0
+        self._task: asyncio.Task[None] | None = None
+        self._started: asyncio.Event | None = None
+        self._tick = asyncio.Event()
+
+    async def join(self) -> int:
+        """Count a subscriber in, start the loop if need be, and return the mark of
+        the ring's end: the changes after it reach the subscriber from the ring."""
+        self._subscribers += 1
+        if self._task is None:
+            self._started = asyncio.Event()
+            self._task = asyncio.create_task(self._run(self._started))
+        assert self._started is not None
+        await self._started.wait()
+        return self.mark()
+
+    def full(self) -> bool:
+        """Whether it already serves ``max_streams`` streams."""
+        return self._subscribers >= self.max_streams
+
+    def leave(self) -> None:
+        """Count a subscriber out; the loop ends after its next read if none is left."""
+        self._subscribers -= 1
+
+    def mark(self) -> int:
+        """The ring's end: how many changes it was ever given."""
+        return self._count
+
+    def since(self, mark: int) -> tuple[list[tuple[str, AuditEvent]], int] | None:
+        """The ring's changes after ``mark`` and the new mark; None when the ring no
+        longer holds all of them (the subscriber must catch up by itself)."""
+        behind = self._count - mark
+        if behind > len(self._ring):
+            return None
+        return list(self._ring)[len(self._ring) - behind :], self._count
+
+    async def wait(self, seconds: float) -> bool:
+        """Wait for the next change in the ring, at most ``seconds``; True if one came."""
+        tick = self._tick
+        try:
+            await asyncio.wait_for(tick.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _run(self, started: asyncio.Event) -> None:
+        """Find the feed's tail, then read on from it while anyone subscribes; a store
+        failure is logged and the read tried again a second later."""
+        store = self.manager.manager.store
+        while self._subscribers > 0:
+            try:
+                if not started.is_set():
+                    self._cursor = await asyncio.to_thread(store.change_tail)
+                    started.set()
+                read = await asyncio.to_thread(
+                    store.read_changes,
+                    after=self._cursor,
+                    user_ids=None,
+                    session_id=None,
+                    limit=PAGE,
+                )
+            except AgentSessionError as exc:
+                logger.warning("the change feed's poll failed, retrying: %s", exc)
+                await asyncio.sleep(1.0)
+                continue
+            self.polls += 1
+            self._cursor = read.resume or self._cursor
+            if read.changes:
+                self._ring.extend(read.changes)
+                self._count += len(read.changes)
+                tick, self._tick = self._tick, asyncio.Event()
+                tick.set()
+            if not read.more:
+                await asyncio.sleep(self.poll_seconds)
+        # No await between the check above and here: a subscriber that joins now
+        # finds no task and starts one.
+        self._task = None
+        started.set()
+
+
+def hub_of(request: Request) -> ChangeHub:
+    """The app's hub, made on first use."""
+    hub: ChangeHub | None = getattr(request.app.state, "change_hub", None)
+    if hub is None:
+        hub = request.app.state.change_hub = ChangeHub(services(request).manager)
+    return hub
+
+
+def _event(change: Change) -> str:
+    data = json.dumps(dump(change), separators=(",", ":"), ensure_ascii=False)
+    return f"id: {change.cursor}\nevent: change\ndata: {data}\n\n"
+
+
+class _Subscriber:
+    """One stream: its caller, query and cursor."""
+
+    def __init__(
+        self,
+        hub: ChangeHub,
+        principal: Principal,
+        query: FeedQuery,
+        arguments: dict[str, Any],
+        cursor: str | None,
+    ) -> None:
+        self.hub, self.principal, self.query = hub, principal, query
+        self.arguments, self.cursor = arguments, cursor
+        self.sent: tuple[int, ...] | None = None if cursor is None else cursor_key(cursor)
+
+    async def events(self) -> AsyncIterator[str]:
+        """The stream's text: catch up, then follow the hub."""
+        mark = await self.hub.join()
+        try:
+            yield "retry: 2000\n\n"
+            while True:
+                async for text in self._catch_up():
+                    yield text
+                while (found := self.hub.since(mark)) is not None:
+                    changes, mark = found
+                    for cursor, event in changes:
+                        if self.query.selects(event) and self._new(cursor):
+                            yield self._send(cursor, event)
+                    if not changes and not await self.hub.wait(self.hub.heartbeat_seconds):
+                        yield ": keep-alive\n\n"
+                mark = self.hub.mark()  # fell behind the ring: catch up by itself
+        finally:
+            self.hub.leave()
+
+    async def _catch_up(self) -> AsyncIterator[str]:
+        manager = self.hub.manager
+        while True:
+            page = await manager.changes(after=self.cursor, limit=PAGE, **self.arguments)
+            for change in page.items:
+                if self._new(change.cursor):
+                    yield self._send(change.cursor, change)
+            self.cursor = page.next_cursor
+            if not page.has_more:
+                return
+
+    def _new(self, cursor: str) -> bool:
+        return self.sent is None or cursor_key(cursor) > self.sent
+
+    def _send(self, cursor: str, event: AuditEvent) -> str:
+        self.sent, self.cursor = cursor_key(cursor), cursor
+        change = event if isinstance(event, Change) else Change(**dict(event), cursor=cursor)
+        return _event(change)
+
+
+async def stream_changes(request: Request) -> Response:
+    """``GET /v1/changes`` or ``GET /v1/sessions/{session_id}/changes`` as Server-Sent
+    Events (see the module docstring). Query: ``after`` (a cursor; ``Last-Event-ID``
+    wins), ``all_users`` (an admin's). Problems before the stream starts are the JSON
+    route's: 401, 403 (``all_users``), 404 (another user's session), 422 (a bad cursor).
+    """
+    principal = await authenticate(request, await _bearer(request))
+    session_id = request.path_params.get("session_id")
+    all_users = request.query_params.get("all_users", "false").lower() in ("true", "1")
+    cursor = request.headers.get("last-event-id") or request.query_params.get("after")
+    arguments: dict[str, Any] = {
+        "user_id": principal.user_id,
+        "admin": principal.admin,
+        "session_id": session_id,
+        "all_users": all_users,
+    }
+    hub = hub_of(request)
+    if hub.full():
+        raise Overloaded(hub.max_streams)
+    manager = hub.manager
+    # Checks the caller, the session and the cursor before the stream starts.
+    await manager.changes(after=cursor, limit=1, **arguments)
+    query = await asyncio.to_thread(feed_query, manager.manager, **arguments)
+    subscriber = _Subscriber(hub, principal, query, arguments, cursor)
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(subscriber.events(), media_type="text/event-stream", headers=headers)
+
+
+class EventStreamRoute(Route):
+    """A GET route that matches only a request that accepts ``text/event-stream``;
+    others fall through to the JSON route of the same path (built from the table)."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is Match.NONE or is_event_stream(scope):
+            return match, child
+        return Match.NONE, {}
+
+
+def event_stream_routes() -> list[Route]:
+    """The two streams, to be tried before every other route."""
+    return [
+        EventStreamRoute(path, stream_changes, methods=["GET"])
+        for path in ("/v1/changes", "/v1/sessions/{session_id}/changes")
+    ]
