@@ -73,6 +73,7 @@ def _fill(m: SessionManager) -> tuple[dict[str, dict[str, Any]], dict[str, dict[
         "list_rewinds": full,
         "get_rewound_messages": {**full, "number": 1},
         "get_audit_log": full,
+        "search": {"query": "grep"},  # the three tool calls
     }, {
         "list_sessions": {"parent_session_id": sid},
         "get_messages": none,
@@ -82,6 +83,7 @@ def _fill(m: SessionManager) -> tuple[dict[str, dict[str, Any]], dict[str, dict[
         "list_rewinds": none,
         "get_rewound_messages": {"session_id": removed, "number": 1},
         "get_audit_log": {**none, "after": 10**9},
+        "search": {"query": "grep", "session_id": empty},
     }
 
 
