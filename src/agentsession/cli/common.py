@@ -43,6 +43,8 @@ __all__ = [
     "EXIT_CODES",
     "EXIT_USAGE",
     "AdminOpt",
+    "AgentOpt",
+    "AllUsersOpt",
     "CursorOpt",
     "JsonOpt",
     "LimitOpt",
@@ -204,6 +206,9 @@ LimitOpt = Annotated[
     int | None, typer.Option(help="Page size.", show_default=str(Limits().default_page_size))
 ]
 CursorOpt = Annotated[str | None, typer.Option(help="next_cursor of the previous page.")]
+#: The filters several reads share (``sessions list``, ``sessions count``, ``search``).
+AgentOpt = Annotated[str | None, typer.Option(help="Only this agent's sessions.")]
+AllUsersOpt = Annotated[bool, typer.Option("--all-users", help="Every user (admin).")]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from ..service import SessionManager
 from . import render
 from .common import (
     AdminOpt,
+    AgentOpt,
+    AllUsersOpt,
     CursorOpt,
     JsonOpt,
     LimitOpt,
@@ -28,9 +30,9 @@ __all__ = ["search"]
 def search(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="The text to find (case ignored).")],
-    agent: Annotated[str | None, typer.Option(help="Only this agent's sessions.")] = None,
+    agent: AgentOpt = None,
     session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
-    all_users: Annotated[bool, typer.Option("--all-users", help="Every user (admin).")] = False,
+    all_users: AllUsersOpt = False,
     limit: LimitOpt = None,
     cursor: CursorOpt = None,
     url: UrlOpt = None,

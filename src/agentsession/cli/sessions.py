@@ -14,6 +14,8 @@ from ..service import SessionManager
 from . import render
 from .common import (
     AdminOpt,
+    AgentOpt,
+    AllUsersOpt,
     CursorOpt,
     JsonOpt,
     LimitOpt,
@@ -37,8 +39,6 @@ sessions_app = new_app("Read sessions and what is in them; rewind or fork one.")
 
 #: The filters of ``sessions list`` and ``sessions count``.
 StatusOpt = Annotated[str | None, typer.Option(help="ACTIVE, CLOSED or EXPIRED.")]
-AgentOpt = Annotated[str | None, typer.Option(help="Only this agent's sessions.")]
-AllUsersOpt = Annotated[bool, typer.Option("--all-users", help="Every user (admin).")]
 ParentOpt = Annotated[
     str | None, typer.Option("--parent", help="Only the forks made from this session.")
 ]
