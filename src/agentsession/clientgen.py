@@ -40,6 +40,7 @@ from .models import (
     AuditEvent,
     ChangePage,
     DeleteRecordsResult,
+    MemoryVersion,
     Message,
     Page,
     RestoredSession,
@@ -216,6 +217,29 @@ class PlainReads(_Exchange):
             _model(WorkingMemory),
             session_id=session_id,
             at_seq=at_seq,
+        )
+
+    def list_memory_versions(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        before: int | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Page[MemoryVersion]]:
+        """See :meth:`SessionManager.list_memory_versions`.
+
+        ``GET /v1/sessions/{session_id}/memory/versions``
+        """
+        return self._read(
+            f"/v1/sessions/{_sid(session_id)}/memory/versions",
+            _page(MemoryVersion),
+            session_id=session_id,
+            before=before,
+            limit=limit,
+            cursor=cursor,
         )
 
     def list_rewinds(
@@ -494,6 +518,7 @@ class PlainWrites(_Exchange):
         metadata: Mapping[str, Any] | None = None,
         external_key: str | None = None,
         ttl_seconds: float | None = UNSET,
+        expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
     ) -> _Flow[Session]:
@@ -510,6 +535,7 @@ class PlainWrites(_Exchange):
                 at_seq=at_seq, title=title, metadata=_opt_dict(metadata), external_key=external_key
             )
             | _given(ttl_seconds=ttl_seconds),
+            expected_version=expected_version,
             idempotency_key=idempotency_key,
         )
 
@@ -545,6 +571,7 @@ class PlainWrites(_Exchange):
         session_id: str,
         user_id: str | None = None,
         expected_version: int | None = None,
+        idempotency_key: str | None = None,
         admin: bool = False,
     ) -> _Flow[None]:
         """See :meth:`SessionManager.delete_session`.
@@ -557,6 +584,8 @@ class PlainWrites(_Exchange):
             _nothing,
             session_id=session_id,
             expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            generate_key=True,
         )
 
     def close_session(
@@ -590,6 +619,7 @@ class PlainWrites(_Exchange):
         user_id: str | None = None,
         reason: str | None = None,
         expected_version: int | None = None,
+        idempotency_key: str | None = None,
         admin: bool = False,
     ) -> _Flow[Session]:
         """See :meth:`SessionManager.expire_session`.
@@ -603,7 +633,7 @@ class PlainWrites(_Exchange):
             session_id=session_id,
             body=_members(reason=reason),
             expected_version=expected_version,
-            generate_key=False,
+            idempotency_key=idempotency_key,
         )
 
     def restore_session(
@@ -613,6 +643,7 @@ class PlainWrites(_Exchange):
         user_id: str | None = None,
         message_limit: int | None = None,
         expected_version: int | None = None,
+        idempotency_key: str | None = None,
         admin: bool = False,
     ) -> _Flow[RestoredSession]:
         """See :meth:`SessionManager.restore_session`.
@@ -626,7 +657,7 @@ class PlainWrites(_Exchange):
             session_id=session_id,
             body=_members(message_limit=message_limit),
             expected_version=expected_version,
-            generate_key=False,
+            idempotency_key=idempotency_key,
         )
 
     def append_messages(
@@ -1025,6 +1056,7 @@ class SyncOperations:
     truncate_messages = _sync(Requests.truncate_messages)
     pop_message = _sync(Requests.pop_message)
     get_working_memory = _sync(Requests.get_working_memory)
+    list_memory_versions = _sync(Requests.list_memory_versions)
     update_working_memory = _sync(Requests.update_working_memory)
     modify_working_memory = _sync(Requests.modify_working_memory)
     rewind_session = _sync(Requests.rewind_session)
@@ -1079,6 +1111,7 @@ class AsyncOperations:
     truncate_messages = _async(Requests.truncate_messages)
     pop_message = _async(Requests.pop_message)
     get_working_memory = _async(Requests.get_working_memory)
+    list_memory_versions = _async(Requests.list_memory_versions)
     update_working_memory = _async(Requests.update_working_memory)
     modify_working_memory = _async(Requests.modify_working_memory)
     rewind_session = _async(Requests.rewind_session)

@@ -30,6 +30,7 @@ __all__ = [
     "ChangePage",
     "Context",
     "DeleteRecordsResult",
+    "MemoryVersion",
     "Message",
     "Page",
     "PutRecordsResult",
@@ -341,6 +342,23 @@ class WorkingMemory(_Snapshot):
 #: The scope of a shared-memory document: per agent (``app``) or per user and agent
 #: (``user``).
 Scope = Literal["app", "user"]
+
+
+class MemoryVersion(_Snapshot):
+    """One version of a session's working-memory history
+    (``list_memory_versions``): the memory as of message ``seq`` and of every later
+    seq up to the next version's (``get_working_memory(at_seq=...)``).
+
+    ``seq`` is the first message seq it was in effect at: the history's length when
+    the write was stored (0: before the first message). A history keeps one version per
+    seq, the newest (docs/semantics.md, "Working-memory history"). ``version`` is the
+    session version its write produced, ``updated_at`` when, ``data`` the document.
+    """
+
+    seq: int
+    version: int
+    updated_at: datetime | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
 
 
 class SharedMemory(_Snapshot):

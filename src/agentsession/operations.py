@@ -258,8 +258,9 @@ OPERATIONS: tuple[Operation, ...] = (
                     201,
                     "ForkSession",
                     "session",
+                    if_match="optional",
                     idempotency_key=True,
-                    problems=((409, _KEY_TAKEN),),
+                    problems=((409, _KEY_TAKEN), 412),
                     optional_body=True,
                 ),
             ),
@@ -267,9 +268,10 @@ OPERATIONS: tuple[Operation, ...] = (
             doc="""Make a new ACTIVE session of the same owner and agent from this one as it stood
             at ``at_seq``: copies of its messages ``1..at_seq``, the summaries within them and
             its working memory as of ``at_seq`` (runs and tool calls are not copied). The
-            parent, in any status, is not changed (it takes no ``If-Match``: nothing of it is
-            written). The fork's ETag and ``Location``; a retry with the same
-            ``Idempotency-Key`` answers the same fork.""",
+            parent, in any status, is not changed. ``If-Match`` (the parent's ETag) is
+            compared in the fork's transaction: 412 when the parent changed since. The
+            fork's ETag and ``Location``; a retry with the same ``Idempotency-Key`` answers
+            the same fork.""",
         ),
         Operation(
             "update_session",
@@ -280,9 +282,10 @@ OPERATIONS: tuple[Operation, ...] = (
         Operation(
             "delete_session",
             "None",
-            (_write("DELETE", _S, 204, if_match="required", idempotency_key=False),),
+            (_write("DELETE", _S, 204, if_match="required"),),
             cli="delete",
-            doc="Delete the session and everything in it; afterwards it is not found.",
+            doc="""Delete the session and everything in it; afterwards it is not found, except
+            that a retry with the same ``Idempotency-Key`` answers 204 again.""",
         ),
         Operation(
             "close_session",
@@ -300,17 +303,12 @@ OPERATIONS: tuple[Operation, ...] = (
             "Session",
             (
                 _write(
-                    "POST",
-                    _S + "/expire",
-                    200,
-                    "Reason",
-                    if_match="required",
-                    idempotency_key=False,
-                    optional_body=True,
+                    "POST", _S + "/expire", 200, "Reason", if_match="required", optional_body=True
                 ),
             ),
             cli="expire",
-            doc="Expire the session now (idempotent by nature: expiring EXPIRED changes nothing).",
+            doc="""Expire the session now (expiring EXPIRED changes nothing); a retry with the
+            same ``Idempotency-Key`` answers the first result.""",
         ),
         Operation(
             "restore_session",
@@ -322,12 +320,13 @@ OPERATIONS: tuple[Operation, ...] = (
                     200,
                     "RestoreSession",
                     if_match="required",
-                    idempotency_key=False,
                     optional_body=True,
                 ),
             ),
             cli="restore",
-            doc="Re-open a CLOSED (or recently EXPIRED) session and return all an engine needs.",
+            doc="""Re-open a CLOSED (or recently EXPIRED) session and return all an engine
+            needs; a retry with the same ``Idempotency-Key`` writes nothing and answers the
+            first restore's ``previous_status`` and interrupted ids.""",
         ),
         Operation(
             "get_session_by_key",
@@ -424,6 +423,15 @@ OPERATIONS: tuple[Operation, ...] = (
             ``message_count`` is a 422). The ETag is the session's version at this read (not
             ``version``, the last memory write's): send it back as ``If-Match`` on PUT/PATCH for
             a read-modify-write without a lost update (RFC 9110 section 13.1.1).""",
+        ),
+        Operation(
+            "list_memory_versions",
+            "Page[MemoryVersion]",
+            (Route("GET", _S + "/memory/versions"),),
+            doc="""A page of the working memory's history, newest first: each version with
+            ``seq``, the first message seq it was in effect at (``at_seq`` of any seq from it
+            to the next version's reads it), its ``version``, ``updated_at`` and ``data``.
+            ``before`` starts below a seq; ``next_cursor`` pages back to older versions.""",
         ),
         Operation(
             "update_working_memory",

@@ -13,7 +13,6 @@ from fastapi.testclient import TestClient
 from ui_support import Inspector, log_in
 
 from agentsession import SessionNotFound, SessionStatus
-from agentsession.ui import writes
 
 _HIDDEN = re.compile(r'<input type="hidden" name="(\w+)" value="([^"]*)">')
 
@@ -44,7 +43,7 @@ def test_the_session_page_links_each_action_to_its_confirm_page(
 
 
 def test_close_needs_the_confirm_step_and_csrf_then_writes_once(
-    client: TestClient, inspector: Inspector, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, inspector: Inspector
 ) -> None:
     log_in(client, inspector.alice)
     sm, sid = inspector.manager, inspector.seeded.alice_session
@@ -62,7 +61,6 @@ def test_close_needs_the_confirm_step_and_csrf_then_writes_once(
     assert first.headers["location"] == second.headers["location"] == f"/ui/sessions/{sid}"
     after = sm.get_session(**a)
     assert after.status == SessionStatus.CLOSED and after.version == before.version + 1
-    monkeypatch.setattr(writes, "_seen", writes._Seen())  # another worker: the manager replays
     third = post(client, sid, "close", form)
     assert third.status_code == 303 and sm.get_session(**a) == after
     [event] = [e for e in sm.get_audit_log(**a, limit=100) if e.version_after == after.version]

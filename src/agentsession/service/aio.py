@@ -118,6 +118,7 @@ class AsyncSessionManager:
     list_summaries = _mirror(SessionManager.list_summaries)
     build_context = _mirror(SessionManager.build_context)
     get_working_memory = _mirror(SessionManager.get_working_memory)
+    list_memory_versions = _mirror(SessionManager.list_memory_versions)
     update_working_memory = _mirror(SessionManager.update_working_memory)
     modify_working_memory = _mirror(SessionManager.modify_working_memory)
     get_shared_memory = _mirror(SessionManager.get_shared_memory)

@@ -95,6 +95,7 @@ class ErasureUseCases(ServiceCore):
         session_id: str,
         user_id: str,
         expected_version: int | None = None,
+        idempotency_key: str | None = None,
         admin: bool = False,
     ) -> None:
         """Delete the session and everything in it, for good, in any status.
@@ -103,22 +104,26 @@ class ErasureUseCases(ServiceCore):
         events go; one content-free tombstone audit event (``session.deleted``) stays.
         Then the store gets the deleted rows off its disk (its ``scrub``; a failure
         there is logged, the deletion stays). Afterwards every call on the id raises
-        SessionNotFound, including a second delete.
+        SessionNotFound, including a second delete, except a retry with the first
+        call's ``idempotency_key``: it answers as the first did and writes nothing.
         ``user_id`` names the caller (the principal).
 
         Raises:
-            SessionNotFound, VersionConflict, ValidationError.
+            SessionNotFound, VersionConflict, ValidationError, IdempotencyKeyReused
+            (the key's first call deleted another session).
         """
         check_expected_version(expected_version)
         principal = Principal(user_id, admin)
 
-        def body(tx: StoreTransaction) -> None:
-            s = self._uow.load(tx, session_id, principal)
+        def remove(tx: StoreTransaction, s: Session) -> None:
             check_version(s, expected_version)
             self._delete(tx, s, principal)
 
-        self._uow.run(body, write=True)
-        self._scrub(compact=False)
+        written = self._pipeline.write_removal(
+            principal, "delete_session", session_id, idempotency_key, remove
+        )
+        if not written.replayed:
+            self._scrub(compact=False)
 
     def delete_user_data(
         self, *, user_id: str, target_user_id: str | None = None, admin: bool = False

@@ -28,7 +28,13 @@ from typing import Any, Generic, TypeVar, cast
 import pydantic
 from pydantic import TypeAdapter
 
-from ..errors import AgentSessionError, IdempotencyKeyReused, SessionNotActive, VersionConflict
+from ..errors import (
+    AgentSessionError,
+    IdempotencyKeyReused,
+    SessionNotActive,
+    SessionNotFound,
+    VersionConflict,
+)
 from ..jsonvalues import canonical_hash, dumps
 from ..models import AuditEvent, RunStatus, Session, SessionStatus
 from ..principal import Principal
@@ -296,6 +302,48 @@ class WritePipeline:
             return Written(result, replayed=False)
 
         written = self._uow.run(body, write=True)
+        report_write(replayed=written.replayed)
+        return written
+
+    def write_removal(
+        self,
+        principal: Principal,
+        scope: str,
+        session_id: str,
+        idempotency_key: str | None,
+        remove: Callable[[StoreTransaction, Session], None],
+    ) -> Written[None]:
+        """Run a write that deletes the session: ``remove(tx, s)`` checks and deletes
+        the session ``s`` (looked up and owned). A retried idempotency key of ``scope``
+        answers the first call (None) instead, although the session is gone: the replay
+        is looked up before the session, and the record names no session (the
+        session's records go with it) but its owner, whose erasure purges it.
+
+        Raises:
+            ValidationError: a malformed key. SessionNotFound, IdempotencyKeyReused,
+            StoreBusy, and whatever ``remove`` raises.
+        """
+        key = check_key(idempotency_key)
+        fingerprint = self.fingerprint(scope, session_id, ()) if key else ""
+
+        def body(tx: StoreTransaction) -> Written[None]:
+            if self._replay(tx, principal, scope, key, fingerprint) is not _NO_RECORD:
+                return Written(None, replayed=True)
+            s = self._uow.load(tx, session_id, principal)
+            remove(tx, s)
+            self._remember(tx, principal, scope, key, fingerprint, s.user_id, None)
+            return Written(None, replayed=False)
+
+        def replayed(tx: StoreTransaction) -> bool:
+            return self._replay(tx, principal, scope, key, fingerprint) is not _NO_RECORD
+
+        try:
+            written = self._uow.run(body, write=True)
+        except SessionNotFound:
+            # A concurrent retry of the key may have deleted it while this call waited.
+            if key is None or not self._uow.run(replayed, write=True):
+                raise
+            written = Written(None, replayed=True)
         report_write(replayed=written.replayed)
         return written
 

@@ -35,6 +35,7 @@ from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 from ..errors import StoreBusy, StoreUnavailable
 from ..models import (
     AuditEvent,
+    MemoryVersion,
     Message,
     Record,
     Rewind,
@@ -477,6 +478,13 @@ class StoreTransaction(Protocol):
         ``updated_at`` and ``data``), i.e. the memory in effect when message ``seq + 1``
         was appended; None if there is none. Served by the history's key, never a scan
         of every session's rows."""
+
+    def list_memory_history(
+        self, session_id: str, *, before_seq: int | None, limit: int
+    ) -> list[MemoryVersion]:
+        """The history rows with ``at_seq < before_seq`` (None: all), newest first, at
+        most ``limit``, each as a MemoryVersion (``seq`` its ``at_seq``). Served by the
+        history's key: a page costs its rows, whatever the history holds."""
 
     def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:
         """Set ``at_seq = after_seq`` on the history rows with ``at_seq > after_seq``

@@ -24,7 +24,6 @@ from ..service import SessionManager
 from .auth import Viewer, viewer
 from .guard import guarded, not_found
 from .memorydiff import diff
-from .memoryhistory import memory_versions
 from .pages import page_id, render
 from .query import Query
 from .timeline import show, timeline
@@ -40,6 +39,8 @@ RUNS_PER_PAGE: Final = 20
 AUDIT_PAGE: Final = 100
 #: Records per page of the Records view.
 RECORDS_PAGE: Final = 100
+#: Working-memory versions per page of the Memory view.
+VERSIONS_PAGE: Final = 10
 #: Forks listed beside a session (the Sessions view lists them all).
 FORKS_SHOWN: Final = 10
 
@@ -197,23 +198,19 @@ def rewound_view(request: Request, session_id: str, number: str) -> Response:
 def memory_view(request: Request, session_id: str) -> Response:
     """The Memory view: the working memory as of a seq (a slider over the history,
     the current memory by default), its diff against the memory as of another seq, the
-    list of its versions (newest first, ``below`` a seq pages to older ones) and the
-    shared documents the viewer may read."""
+    list of its versions (``list_memory_versions``: newest first, ``cursor`` pages to
+    older ones) and the shared documents the viewer may read."""
     v = viewer(request)
     if malformed(session_id):
         return not_found()
-    q = Query(request, ("at", "base", "below"))
+    q = Query(request, ("at", "base", "cursor"))
     sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
     at = q.number("at", high=s.message_count)
     base = q.number("base", high=s.message_count)
     shown = sm.get_working_memory(**who, at_seq=at)
     older = sm.get_working_memory(**who, at_seq=base) if base is not None else None
-    below = q.number("below")
-    versions, next_below = memory_versions(
-        lambda seq: sm.get_working_memory(**who, at_seq=seq),
-        s.message_count if below is None else min(below, s.message_count),
-    )
+    versions = sm.list_memory_versions(**who, limit=VERSIONS_PAGE, cursor=q.text("cursor"))
     context = {
         "v": v,
         "s": s,
@@ -223,7 +220,6 @@ def memory_view(request: Request, session_id: str) -> Response:
         "older": older,
         "diff": diff(older.data, shown.data) if older is not None else [],
         "versions": versions,
-        "next_below": next_below,
         "shared": _shared(sm, v, s),
     }
     return render("memory.html", context)
