@@ -39,7 +39,7 @@ from .deps import _bearer, authenticate, dump, services
 from .guards import is_event_stream
 from .problems import Overloaded
 
-__all__ = ["ChangeHub", "EventStreamRoute", "event_stream_routes"]
+__all__ = ["ChangeHub", "EventStreamRoute", "event_stream_routes", "open_stream"]
 
 logger = logging.getLogger(__name__)
 
@@ -237,9 +237,33 @@ async def stream_changes(request: Request) -> Response:
     route's: 401, 403 (``all_users``), 404 (another user's session), 422 (a bad cursor).
     """
     principal = await authenticate(request, await _bearer(request))
-    session_id = request.path_params.get("session_id")
     all_users = request.query_params.get("all_users", "false").lower() in ("true", "1")
-    cursor = request.headers.get("last-event-id") or request.query_params.get("after")
+    return await open_stream(
+        request,
+        principal,
+        session_id=request.path_params.get("session_id"),
+        all_users=all_users,
+        cursor=request.headers.get("last-event-id") or request.query_params.get("after"),
+    )
+
+
+async def open_stream(
+    request: Request,
+    principal: Principal,
+    *,
+    session_id: str | None,
+    all_users: bool = False,
+    cursor: str | None,
+) -> StreamingResponse:
+    """The event stream of ``principal``'s changes after ``cursor`` (None: from the
+    oldest kept), of one session or all it may read, served from the app's hub: the
+    API's streams and the inspector's live tail alike.
+
+    Raises:
+        Overloaded: the hub serves ``max_streams`` already (503).
+        ValidationError, Forbidden, SessionNotFound: as ``changes`` (checked before the
+            stream starts).
+    """
     arguments: dict[str, Any] = {
         "user_id": principal.user_id,
         "admin": principal.admin,

@@ -30,6 +30,7 @@ from .auth import (
 from .contextview import router as context_router
 from .guard import guarded, not_found
 from .lineage import router as lineage_router
+from .live import router as live_router
 from .pages import SECURITY_HEADERS, page_id, render, static_file
 from .views import router as views_router
 from .views import sessions_page
@@ -49,6 +50,7 @@ def install_ui(app: FastAPI) -> None:
     app.include_router(context_router, prefix=PATH)
     app.include_router(lineage_router, prefix=PATH)
     app.include_router(writes_router, prefix=PATH)
+    app.include_router(live_router, prefix=PATH)
 
 
 def local_tickets(app: FastAPI) -> Tickets:

@@ -137,7 +137,8 @@ def malformed(session_id: str) -> bool:
 @guarded
 def session_view(request: Request, session_id: str) -> Response:
     """The Session view: one page of the timeline (newest first; ``before``/``after``
-    a seq to page), the session's fields, its first forks and first audit events."""
+    a seq to page), the session's fields, its first forks and first audit events; the
+    newest page tails live (:mod:`.live`)."""
     v = viewer(request)
     if malformed(session_id):
         return not_found()
@@ -145,6 +146,8 @@ def session_view(request: Request, session_id: str) -> Response:
     sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
     before, after = q.number("before"), q.number("after")
+    # The live tail's start, taken before the messages are read: nothing falls between.
+    live = sm.store.change_tail()
     messages = list(sm.get_messages(**who, limit=MESSAGES_PAGE, before=before, after=after))
     run_ids = list(dict.fromkeys(m.run_id for m in messages if m.run_id))[:RUNS_PER_PAGE]
     runs = _runs(sm, who, run_ids)
@@ -166,6 +169,8 @@ def session_view(request: Request, session_id: str) -> Response:
         "audit": sm.get_audit_log(**who, limit=20),
         "forks": _forks(sm, v, session_id),
         "writable": may_write(v, s),
+        "live": live,
+        "last": max(high, s.message_count),
     }
     return render("session.html", context)
 
