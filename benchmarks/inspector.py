@@ -18,10 +18,12 @@ round in a new random order (one keep-alive connection per caller):
 
 The feed, with the subscribers in a process of their own:
 
-* appends (``POST /v1/sessions/<id>/messages``, one message) with no subscriber and
-  with 100 Server-Sent-Events subscribers of the user's feed on the same worker,
-  in alternating phases (off, on, off, on, ...), each subscriber reading every event.
-  Goal: append p50 with subscribers <= 1.1x without;
+* appends (``POST /v1/sessions/<id>/messages``, one message) with no subscriber, with
+  one and with 100 Server-Sent-Events subscribers of the user's feed on the same
+  worker, in alternating phases (none, one, 100, none, ...), each subscriber reading
+  every event. Goal: append p50 with 100 subscribers <= 1.1x without, and <= 1.1x
+  with one (an idle machine answers a little slower than one kept awake, which would
+  flatter the first ratio);
 * the delay from an append's request to the moment a subscriber read its event
   (``time.monotonic``, one clock for both processes), the subscriber's event matched by
   the session version the append's ETag names. Goal: p50 <= 500 ms (the hub polls
@@ -36,6 +38,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -208,8 +211,9 @@ async def _drain(reader: asyncio.StreamReader) -> None:
 class _Subscribers:
     """The subscriber process, started and read from."""
 
-    def __init__(self, service: Service, after: str) -> None:
+    def __init__(self, service: Service, after: str, count: int) -> None:
         args = [sys.executable, __file__, "--subscribe", service.url, service.token, after]
+        args.append(str(count))
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.seen: dict[int, float] = {}
@@ -228,24 +232,23 @@ class _Subscribers:
 
 
 def measure_feed(sizes: Sizes, tmp: Path) -> dict[str, Any]:
-    """Append p50 without and with :data:`SUBSCRIBERS` subscribers, and the events'
+    """Append p50 with no subscriber, one, and :data:`SUBSCRIBERS`, and the events'
     delay (see the module docstring)."""
     with running_service(tmp) as service, _api(service, service.token) as api:
         sid = api.post("/v1/sessions", json={}).json()["session_id"]
         body = {"messages": [{"role": "user", "content": "a message of about forty bytes"}]}
-        off: list[float] = []
-        on: list[float] = []
+        times: dict[int, list[float]] = {0: [], 1: [], SUBSCRIBERS: []}
         delays: list[float] = []
         for _ in range(sizes.rounds):
-            for subscribed in (False, True):
+            for count in times:
                 after = api.get("/v1/changes").json()["next_cursor"]
-                subscribers = _Subscribers(service, after) if subscribed else None
+                subscribers = _Subscribers(service, after, count) if count else None
                 sent: dict[int, float] = {}
                 for _ in range(sizes.appends):
                     start = time.perf_counter()
                     at = time.monotonic()
                     r = api.post(f"/v1/sessions/{sid}/messages", json=body)
-                    (on if subscribed else off).append((time.perf_counter() - start) * 1e3)
+                    times[count].append((time.perf_counter() - start) * 1e3)
                     assert r.status_code == 201, r.text
                     sent[int(r.headers["etag"].strip('"').rsplit("@", 1)[1])] = at
                     time.sleep(0.01)  # appends a little apart, as an agent's are
@@ -253,12 +256,14 @@ def measure_feed(sizes: Sizes, tmp: Path) -> dict[str, Any]:
                     time.sleep(1.0)  # the last events reach the subscribers
                     seen = subscribers.stop()
                     assert set(sent) <= set(seen), sorted(set(sent) - set(seen))[:5]
-                    delays += [(seen[v] - t) * 1e3 for v, t in sent.items()]
+                    if count == SUBSCRIBERS:
+                        delays += [(seen[v] - t) * 1e3 for v, t in sent.items()]
     return {
         "subscribers": SUBSCRIBERS,
-        "appends": len(off),
-        "p50_off": statistics.median(off),
-        "p50_on": statistics.median(on),
+        "appends": len(times[0]),
+        "p50_off": statistics.median(times[0]),
+        "p50_one": statistics.median(times[1]),
+        "p50_on": statistics.median(times[SUBSCRIBERS]),
         "delay_p50": statistics.median(delays),
         "delay_p99": sorted(delays)[int(len(delays) * 0.99) - 1],
     }
@@ -279,15 +284,10 @@ def judge(document: dict[str, Any]) -> list[tuple[str, float, float, bool]]:
         small, large = sizes
         grown = m[f"{kind} page {large}"] / m[f"{kind} page {small}"]
         rows.append((f"{kind} page {large:,} / {small:,}", grown, FLAT, grown <= FLAT))
-    slowed = feed["p50_on"] / feed["p50_off"]
-    rows.append(
-        (
-            f"append p50, {feed['subscribers']} subscribers / none",
-            slowed,
-            SUBSCRIBED_GOAL,
-            slowed <= SUBSCRIBED_GOAL,
-        )
-    )
+    for base, name in (("p50_off", "none"), ("p50_one", "one")):
+        slowed = feed["p50_on"] / feed[base]
+        what = f"append p50, {feed['subscribers']} subscribers / {name}"
+        rows.append((what, slowed, SUBSCRIBED_GOAL, slowed <= SUBSCRIBED_GOAL))
     delay = feed["delay_p50"]
     rows.append(("event delay p50 (ms)", delay, DELAY_GOAL_MS, delay <= DELAY_GOAL_MS))
     return rows
@@ -303,6 +303,7 @@ def render(document: dict[str, Any]) -> str:
         "| --- | ---: |",
         *(f"| {name} | {ms:.2f} |" for name, ms in m.items()),
         f"| append p50, no subscriber | {feed['p50_off']:.2f} |",
+        f"| append p50, one subscriber | {feed['p50_one']:.2f} |",
         f"| append p50, {feed['subscribers']} subscribers | {feed['p50_on']:.2f} |",
         f"| event delay p50 / p99 | {feed['delay_p50']:.1f} / {feed['delay_p99']:.1f} |",
         "",
@@ -328,9 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run, print the tables; 1 if a goal is missed."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--subscribe"]:
-        url, token, after = argv[1:4]
+        url, token, after, count = argv[1:5]
+        # The subscribers stand for clients on other machines: they yield the CPU to
+        # the service, so the figures are the service's cost, not theirs.
+        os.nice(10)
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_subscribe(url, token, SUBSCRIBERS, after))
+            asyncio.run(_subscribe(url, token, int(count), after))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the sizes")

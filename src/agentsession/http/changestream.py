@@ -216,9 +216,15 @@ class _Subscriber:
                     yield text
                 while (found := self.hub.since(mark)) is not None:
                     changes, mark = found
-                    for held in changes:
-                        if self.query.selects(held.event) and self._new(held.cursor):
-                            yield self._send(held.cursor, held.text)
+                    # One write for all a read brought: a send costs the worker's loop
+                    # far more than the text, and every subscriber makes one per read.
+                    texts = [
+                        self._send(held.cursor, held.text)
+                        for held in changes
+                        if self.query.selects(held.event) and self._new(held.cursor)
+                    ]
+                    if texts:
+                        yield "".join(texts)
                     if not changes and not await self.hub.wait(self.hub.heartbeat_seconds):
                         yield ": keep-alive\n\n"
                 mark = self.hub.mark()  # fell behind the ring: catch up by itself
@@ -229,9 +235,13 @@ class _Subscriber:
         manager = self.hub.manager
         while True:
             page = await manager.changes(after=self.cursor, limit=PAGE, **self.arguments)
-            for change in page.items:
-                if self._new(change.cursor):
-                    yield self._send(change.cursor, _event(change.cursor, change))
+            texts = [
+                self._send(change.cursor, _event(change.cursor, change))
+                for change in page.items
+                if self._new(change.cursor)
+            ]
+            if texts:
+                yield "".join(texts)
             self.cursor = page.next_cursor
             if not page.has_more:
                 return
