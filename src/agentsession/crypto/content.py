@@ -2,8 +2,9 @@
 
 A store with a keyring passes each content value through :class:`ContentCipher` where it
 serialises it (one function per content kind), naming its :class:`~.envelope.Place`.
-A sealed JSON value or text is stored as the envelope's text form (a JSON string in a
-JSON column), sealed bytes as ``b"$as1$"`` and the envelope, so no column changes type.
+A sealed text is the envelope's text form (``"$as1$..."``), a sealed JSON value the
+object ``{"$as1": text form}`` (an object, so a field typed as one still holds it),
+sealed bytes ``b"$as1$"`` and the envelope: no column changes type.
 
 Fail closed: reading a value that is not sealed raises :class:`KeyringError`, unless
 the cipher was made with ``accept_plaintext=True`` (only ``agentsession encrypt``,
@@ -19,7 +20,10 @@ from ..jsonvalues import dumps, loads
 from .envelope import TEXT_PREFIX, Place, from_text, is_sealed_text, to_text
 from .keyring import Keyring
 
-__all__ = ["ContentCipher"]
+__all__ = ["SEALED_KEY", "ContentCipher"]
+
+#: The one key of a sealed JSON value's object.
+SEALED_KEY = "$as1"
 
 _BYTES_PREFIX = TEXT_PREFIX.encode("ascii")
 
@@ -36,9 +40,9 @@ class ContentCipher:
         self.keyring = keyring
         self.accept_plaintext = accept_plaintext
 
-    def seal_json(self, value: Any, place: Place) -> str:
-        """A JSON value as the envelope text of its JSON text (a str to store)."""
-        return to_text(self.keyring.encrypt(dumps(value).encode("utf-8"), place))
+    def seal_json(self, value: Any, place: Place) -> dict[str, str]:
+        """A JSON value as ``{"$as1": the envelope text of its JSON text}``."""
+        return {SEALED_KEY: to_text(self.keyring.encrypt(dumps(value).encode("utf-8"), place))}
 
     def open_json(self, stored: Any, place: Place) -> Any:
         """The JSON value a stored value holds (``stored`` as the column decoded it).
@@ -46,9 +50,12 @@ class ContentCipher:
         Raises:
             KeyringError: not sealed (fail closed), or it does not open.
         """
-        if is_sealed_text(stored):
-            return loads(self.keyring.decrypt(from_text(stored, place), place).decode("utf-8"))
-        return self._plaintext(stored, place)
+        if type(stored) is dict and len(stored) == 1:
+            text = stored.get(SEALED_KEY)
+            if isinstance(text, str) and is_sealed_text(text):
+                opened = self.keyring.decrypt(from_text(text, place), place)
+                return loads(opened.decode("utf-8"))
+        return self.plaintext(stored, place)
 
     def seal_text(self, text: str | None, place: Place) -> str | None:
         """A text as its envelope text; None stays None (absence is not content)."""
@@ -66,7 +73,7 @@ class ContentCipher:
             return None
         if is_sealed_text(stored):
             return self.keyring.decrypt(from_text(stored, place), place).decode("utf-8")
-        text: str | None = self._plaintext(stored, place)
+        text: str | None = self.plaintext(stored, place)
         return text
 
     def seal_bytes(self, data: bytes, place: Place) -> bytes:
@@ -81,10 +88,15 @@ class ContentCipher:
         """
         if stored.startswith(_BYTES_PREFIX):
             return self.keyring.decrypt(stored[len(_BYTES_PREFIX) :], place)
-        data: bytes = self._plaintext(stored, place)
+        data: bytes = self.plaintext(stored, place)
         return data
 
-    def _plaintext(self, stored: Any, place: Place) -> Any:
+    def plaintext(self, stored: Any, place: Place) -> Any:
+        """``stored``, a value found unsealed, if plaintext reads are accepted.
+
+        Raises:
+            KeyringError: they are not (fail closed).
+        """
         if self.accept_plaintext:
             return stored
         raise KeyringError(

@@ -6,8 +6,9 @@ the version byte, the id of the data key that sealed it, a random nonce (never r
 Its text form, for JSON and text columns, is ``"$as1$"`` followed by the envelope in
 standard base64.
 
-The associated data is the JSON array ``[store id, user id, session id, kind,
-position]`` (:class:`Place`): authenticated, not stored. A value copied to another
+The associated data is ``agentsession/1`` and the store id, user id, session id, kind
+and position (:class:`Place`), each as its length and text (``len:text``, so no two
+places encode alike): authenticated, not stored. A value copied to another
 row, session, user or store fails its tag check, as does any changed byte.
 """
 
@@ -22,7 +23,6 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..errors import KeyringError
-from ..jsonvalues import dumps
 
 __all__ = [
     "KEY_ID_BYTES",
@@ -61,8 +61,10 @@ class Place:
     position: str | int = ""
 
     def associated_data(self, store_id: str) -> bytes:
-        """The AEAD associated data of this place in store ``store_id`` (UTF-8 JSON)."""
-        return dumps([store_id, self.user_id, self.session_id, self.kind, self.position]).encode()
+        """The AEAD associated data of this place in store ``store_id`` (UTF-8; see the
+        module docstring)."""
+        parts = (store_id, self.user_id, self.session_id, self.kind, str(self.position))
+        return ("agentsession/1|" + "".join(f"{len(p)}:{p}|" for p in parts)).encode()
 
     def describe(self) -> str:
         """The place for an error message: ids and kind, never content."""
@@ -125,6 +127,6 @@ def from_text(text: str, place: Place) -> bytes:
         KeyringError: the text is not valid base64.
     """
     try:
-        return base64.b64decode(text[len(TEXT_PREFIX) :], validate=True)
+        return binascii.a2b_base64(text[len(TEXT_PREFIX) :], strict_mode=True)
     except (binascii.Error, ValueError):
         raise KeyringError(f"the stored value at {place.describe()} is corrupted") from None

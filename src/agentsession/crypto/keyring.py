@@ -175,8 +175,8 @@ class Keyring:
                 key = self._dek(place, key_id, wrapped)
                 return open_envelope(key, envelope, self._aad(place), place)
         raise KeyringError(
-            f"no data key opens the value at {place.describe()}: the user's keys were "
-            "destroyed (erasure), or the value belongs to another store"
+            f"no data key of the user opens the value at {place.describe()}: their keys "
+            "were destroyed (erasure), or the value was sealed for another user or store"
         )
 
     def destroy_user(self, user_id: str) -> bool:

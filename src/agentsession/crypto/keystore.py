@@ -152,7 +152,18 @@ class FileKeyStore:
         self._lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
         self._checked = float("-inf")
+        self._keys: dict[str, tuple[WrappedKey, ...]] = {}
         self._file = self._read()
+
+    @property
+    def _file(self) -> _KeyFile:
+        return self._current
+
+    @_file.setter
+    def _file(self, file: _KeyFile) -> None:
+        # The users' keys as tuples too: what every get returns, built once per read.
+        self._current = file
+        self._keys = {u: tuple(k) for u, k in file.users.items()}
 
     def bind(self, store_id: str) -> None:
         """See :meth:`KeyStore.bind`."""
@@ -166,7 +177,7 @@ class FileKeyStore:
         if time.monotonic() - self._checked >= self._interval:
             with self._lock:
                 self._reload()
-        return tuple(self._file.users.get(user_id, ()))
+        return self._keys.get(user_id, ())
 
     def add(self, user_id: str, key: WrappedKey, *, if_none: bool) -> tuple[WrappedKey, ...]:
         """See :meth:`KeyStore.add`."""
