@@ -156,6 +156,17 @@ def test_an_erasure_in_another_process_reaches_this_one(ring: Keyring) -> None:
         other.decrypt(sealed, HERE)
 
 
+def test_a_key_another_process_just_made_opens_at_once(ring: Keyring) -> None:
+    """A worker whose data key file was read less than its reload interval ago opens a
+    value sealed with a user key another worker made meanwhile (before: 'no data key'
+    for up to a second)."""
+    other = Keyring.open(ring.path)
+    other._store._interval = 3600  # type: ignore[attr-defined]  # no timed reload
+    other._store.get("u1")  # type: ignore[attr-defined]
+    sealed = ring.encrypt(b"new user", HERE)
+    assert other.decrypt(sealed, HERE) == b"new user"
+
+
 def test_kek_rotation_rewraps_every_data_key_and_keeps_values_readable(ring: Keyring) -> None:
     sealed = {u: ring.encrypt(u.encode(), Place(u, "s", "k")) for u in ("u1", "u2", "u3")}
     old = json.loads(ring.path.read_text())["active"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -44,8 +44,7 @@ _HEADER = 1 + KEY_ID_BYTES + NONCE_BYTES
 TEXT_PREFIX = "$as1$"
 
 
-@dataclass(frozen=True, slots=True)
-class Place:
+class Place(NamedTuple):
     """Where a value is stored: bound into its ciphertext as associated data.
 
     Attributes:
@@ -63,8 +62,11 @@ class Place:
     def associated_data(self, store_id: str) -> bytes:
         """The AEAD associated data of this place in store ``store_id`` (UTF-8; see the
         module docstring)."""
-        parts = (store_id, self.user_id, self.session_id, self.kind, str(self.position))
-        return ("agentsession/1|" + "".join(f"{len(p)}:{p}|" for p in parts)).encode()
+        u, s, k, p = self.user_id, self.session_id, self.kind, str(self.position)
+        return (
+            f"agentsession/1|{len(store_id)}:{store_id}|{len(u)}:{u}|{len(s)}:{s}|"
+            f"{len(k)}:{k}|{len(p)}:{p}|"
+        ).encode()
 
     def describe(self) -> str:
         """The place for an error message: ids and kind, never content."""

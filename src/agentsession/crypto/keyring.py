@@ -170,10 +170,12 @@ class Keyring:
         """
         key_id = key_id_of(envelope, place)
         hexid = key_id.hex()
-        for wrapped in self._store.get(place.user_id):
-            if wrapped.key_id == hexid:
-                key = self._dek(place, key_id, wrapped)
-                return open_envelope(key, envelope, self._aad(place), place)
+        # A key not found may be one another process just made: looked up again, fresh.
+        for fresh in (False, True):
+            for wrapped in self._store.get(place.user_id, fresh=fresh):
+                if wrapped.key_id == hexid:
+                    key = self._dek(place, key_id, wrapped)
+                    return open_envelope(key, envelope, self._aad(place), place)
         raise KeyringError(
             f"no data key of the user opens the value at {place.describe()}: their keys "
             "were destroyed (erasure), or the value was sealed for another user or store"

@@ -65,8 +65,9 @@ class KeyStore(Protocol):
             KeyringError: the key store belongs to another store.
         """
 
-    def get(self, user_id: str) -> tuple[WrappedKey, ...]:
-        """The wrapped keys of ``user_id``, oldest first (empty: none, or destroyed)."""
+    def get(self, user_id: str, *, fresh: bool = False) -> tuple[WrappedKey, ...]:
+        """The wrapped keys of ``user_id``, oldest first (empty: none, or destroyed);
+        ``fresh``: as stored now, not as cached (a key another process just added)."""
 
     def add(self, user_id: str, key: WrappedKey, *, if_none: bool) -> tuple[WrappedKey, ...]:
         """Add ``key`` for ``user_id`` (with ``if_none``, only if the user has no key:
@@ -96,8 +97,8 @@ class MemoryKeyStore:
         with self._lock:
             self._store_id = _bound(self._store_id, store_id, "the memory key store")
 
-    def get(self, user_id: str) -> tuple[WrappedKey, ...]:
-        """See :meth:`KeyStore.get`."""
+    def get(self, user_id: str, *, fresh: bool = False) -> tuple[WrappedKey, ...]:
+        """See :meth:`KeyStore.get` (always as stored: memory is not cached)."""
         return self._keys.get(user_id, ())
 
     def add(self, user_id: str, key: WrappedKey, *, if_none: bool) -> tuple[WrappedKey, ...]:
@@ -172,9 +173,10 @@ class FileKeyStore:
         with self._rewrite() as file:
             file.store_id = _bound(file.store_id, store_id, str(self.path))
 
-    def get(self, user_id: str) -> tuple[WrappedKey, ...]:
-        """See :meth:`KeyStore.get`. Stats the file at most once per ``reload_interval``."""
-        if time.monotonic() - self._checked >= self._interval:
+    def get(self, user_id: str, *, fresh: bool = False) -> tuple[WrappedKey, ...]:
+        """See :meth:`KeyStore.get`. Stats the file at most once per ``reload_interval``
+        (every time with ``fresh``)."""
+        if fresh or time.monotonic() - self._checked >= self._interval:
             with self._lock:
                 self._reload()
         return self._keys.get(user_id, ())
