@@ -133,7 +133,7 @@ class _SealedTransaction:
         self._c = cipher
         self._owners: dict[str, str] = {}
         # session id -> (the session as opened, as stored): an update reuses the stored
-        # values of the fields it did not change, so the store sees them unchanged.
+        # texts it did not change (the very objects), so the store sees them unchanged.
         self._sessions: dict[str, tuple[Session, Session]] = {}
         self._lineages: dict[str, list[tuple[str, int]]] = {}
 
@@ -189,14 +189,15 @@ class _SealedTransaction:
         self._owners[sid] = session.user_id
         seen = self._sessions.get(sid)
         update: dict[str, Any] = {}
-        for field in (*_SESSION_TEXTS, "metadata"):
+        for field in _SESSION_TEXTS:
             value = getattr(session, field)
             if seen is not None and value is getattr(seen[0], field):
                 update[field] = getattr(seen[1], field)  # unchanged: the same stored value
-            elif field == "metadata":
-                update[field] = self._c.seal_json(value, self._session_place(session, field))
             else:
                 update[field] = self._c.seal_text(value, self._session_place(session, field))
+        # Always sealed again: a dict may have been changed in place (the same object).
+        place = self._session_place(session, "metadata")
+        update["metadata"] = self._c.seal_json(session.metadata, place)
         return session.model_copy(update=update)
 
     def _open_session(self, stored: Session) -> Session:
