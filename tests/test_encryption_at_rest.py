@@ -7,6 +7,7 @@ plaintext value where a ciphertext is expected is refused (fail closed)."""
 
 from __future__ import annotations
 
+import pickle
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from agentsession import SessionManager
 from agentsession.crypto import ContentCipher, Keyring, MemoryKeyStore
 from agentsession.errors import KeyringError
 from agentsession.stores.base import SessionStore
+from agentsession.stores.memory.store import MemoryStore
 from agentsession.stores.redis.store import RedisStore
 from agentsession.stores.sealed import SealedStore
 from agentsession.stores.sql.schema import messages, sessions, working_memory
@@ -57,6 +59,14 @@ def _written(store: SealedStore) -> Canaries:
             session_id=other.session_id, user_id="bob", message={"role": "user", "content": "x"}
         )
     return c
+
+
+def test_the_memory_store_holds_no_content_canary(tmp_path: Path) -> None:
+    """Everything the memory store keeps, pickled (strings and bytes as they are)."""
+    inner = MemoryStore()
+    c = _written(_sealed(inner, tmp_path))
+    tables = (inner._sessions, inner._keys, inner._idempotency, inner._shared)
+    assert c.found_in(pickle.dumps(tables), _content(c)) == []
 
 
 def test_sqlite_files_hold_no_content_canary(tmp_path: Path) -> None:
@@ -139,6 +149,31 @@ def test_a_copy_taken_before_an_erasure_gives_back_nothing_of_the_user(tmp_path:
         assert sm.get_session(session_id=bob, user_id="bob").title == "bob-title"
         page = sm.get_messages(session_id=bob, user_id="bob")
         assert [m.content for m in page.items] == ["hi"]
+
+
+def test_a_redis_copy_taken_before_an_erasure_gives_back_nothing_of_the_user(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """The copy: every key DUMPed before the erasure, RESTOREd into another database."""
+    ring = Keyring.create(tmp_path / "store.keyring")
+    store = SealedStore(RedisStore(redis_url), ContentCipher(ring))
+    with SessionManager(store) as sm:
+        c = write_canaries(sm)
+        bob = sm.create_session(user_id="bob", title="bob-title").session_id
+        copy = {key: redis_client.dump(key) for key in redis_client.scan_iter()}
+        sm.erase_user(user_id=c.user)
+    other_db = redis_url.rsplit("/", 1)[0] + "/1"
+    with redis.Redis.from_url(other_db) as target:
+        target.flushdb()
+        for key, value in copy.items():
+            target.restore(key, 0, value)  # type: ignore[arg-type]
+    with SessionManager.from_url(other_db, keyring=tmp_path / "store.keyring") as sm:
+        for sid in c.session_ids:
+            with pytest.raises(KeyringError):
+                sm.get_session(session_id=sid, user_id=c.user)
+        assert sm.get_session(session_id=bob, user_id="bob").title == "bob-title"
+    with redis.Redis.from_url(other_db) as target:
+        target.flushdb()
 
 
 def _two_sessions(tmp_path: Path) -> tuple[SQLStore, SessionManager, list[str]]:
