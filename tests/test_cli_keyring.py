@@ -39,6 +39,22 @@ def test_create_status_rotate(tmp_path: Path) -> None:
     assert code == 0 and "users with data keys\t1" in out and old not in out
 
 
+def test_rotate_data_keys_keeps_what_is_stored_readable(tmp_path: Path) -> None:
+    ring = tmp_path / "store.keyring"
+    _cli("keyring", "create", "--file", str(ring))
+    with SessionManager.from_url("memory://", keyring=ring) as sm:
+        sid = sm.create_session(user_id="u", title="before").session_id
+        code, out = _cli("keyring", "rotate", "--data-keys", "--file", str(ring))
+        assert code == 0 and "1 users got a new data key" in out
+        sm.store.keyring._store._checked = float("-inf")  # type: ignore[attr-defined]
+        sm.update_session(session_id=sid, user_id="u", title="after")
+        assert sm.get_session(session_id=sid, user_id="u").title == "after"
+        other = sm.create_session(user_id="u", title="new").session_id
+        assert sm.get_session(session_id=other, user_id="u").title == "new"
+    code, out = _cli("keyring", "status", "--file", str(ring))
+    assert "data keys\t2" in out
+
+
 def test_a_missing_keyring_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AGENTSESSION_KEYRING_FILE", raising=False)
     code, out = _cli("keyring", "status")

@@ -66,14 +66,24 @@ def keyring_create(file: KeyringFileOpt = None) -> None:
 
 @keyring_app.command("rotate")
 @cli_errors
-def keyring_rotate(file: KeyringFileOpt = None) -> None:
+def keyring_rotate(
+    file: KeyringFileOpt = None,
+    data_keys: bool = typer.Option(
+        False, "--data-keys", help="Give every user a new data key instead (lazily)."
+    ),
+) -> None:
     """Make a new key-encryption key and re-wrap every user's data key with it (the
     stored content is not rewritten); the old one is then dropped. Safe to run again
-    after an interruption. Exit 2 if the keyring cannot be opened."""
+    after an interruption. With --data-keys, give every user a new data key instead:
+    new writes use it, what is stored stays readable with the old ones. Exit 2 if the
+    keyring cannot be opened."""
     from ..crypto import Keyring
 
     with _keyring_errors():
         ring = Keyring.open(_path(file))
+        if data_keys:
+            typer.echo(f"{ring.rotate_data_keys()} users got a new data key")
+            return
         kek = ring.rotate()
         status = ring.status()
     typer.echo(f"active key-encryption key {kek}; {status.data_keys} data keys re-wrapped")

@@ -199,6 +199,17 @@ class Keyring:
         """
         return self._new_data_key(user_id, if_none=False)[-1].key_id
 
+    def rotate_data_keys(self) -> int:
+        """:meth:`rotate_data_key` for every user holding keys.
+
+        Returns:
+            How many users got a new data key.
+        """
+        users = self._store.users()
+        for user_id in users:
+            self.rotate_data_key(user_id)
+        return len(users)
+
     def rotate(self) -> str:
         """Add a new KEK, make it active, re-wrap every data key with it, then drop
         the KEKs no data key needs. Safe to re-run after an interruption.
