@@ -678,8 +678,8 @@ class KeyringError(StoreUnavailable):
     """Stored content cannot be sealed or opened with the configured keyring: the keyring
     is missing or wrong, belongs to another store, a user's data key was destroyed
     (erasure), a ciphertext is corrupted or was moved to another place, or a plaintext
-    value stands where a ciphertext is expected (fail closed; only ``agentsession
-    encrypt`` reads both). Nothing was written.
+    value stands where a ciphertext is expected (fail closed: a store written without
+    a keyring is not opened with one). Nothing was written.
 
     The message names the place (user, session, kind) and the reason, never content.
     The HTTP service logs it and answers ``503 store-unavailable`` without details: it

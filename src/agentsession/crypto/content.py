@@ -7,8 +7,8 @@ object ``{"$as1": text form}`` (an object, so a field typed as one still holds i
 sealed bytes ``b"$as1$"`` and the envelope: no column changes type.
 
 Fail closed: reading a value that is not sealed raises :class:`KeyringError`, unless
-the cipher was made with ``accept_plaintext=True`` (only ``agentsession encrypt``,
-while it migrates a plaintext store, reads both).
+the cipher was made with ``accept_plaintext=True``: what a migration of a plaintext
+store reads with, while both kinds of value are stored.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class ContentCipher:
 
     Args:
         keyring: the store's keyring.
-        accept_plaintext: let reads return values not sealed yet (the migration only).
+        accept_plaintext: let reads return values not sealed yet (a migration only).
     """
 
     def __init__(self, keyring: Keyring, *, accept_plaintext: bool = False) -> None:
@@ -101,5 +101,5 @@ class ContentCipher:
             return stored
         raise KeyringError(
             f"the stored value at {place.describe()} is plaintext where a ciphertext is "
-            "expected: encrypt the store first (`agentsession encrypt`)"
+            "expected: a store written without a keyring is not opened with one"
         )

@@ -247,7 +247,7 @@ class _SealedTransaction:
     def _open_message(self, stored: Message) -> Message:
         place = self._place(stored.session_id, "message", stored.seq)
         if not is_sealed_text(stored.content):
-            opened: Message = self._c.plaintext(stored, place)  # the migration's reads only
+            opened: Message = self._c.plaintext(stored, place)  # a migration's reads only
             return opened
         text = self._open_copied(
             place, stored.seq, lambda at: self._c.open_text(str(stored.content), at)
