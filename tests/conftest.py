@@ -70,10 +70,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _keyring_variant_is_slow(item: pytest.Item) -> bool:
-    """Whether ``item`` runs a keyring variant other than memory's and SQLite's (those
-    stay in ``make test``; the server stores' are ``make test-all``'s)."""
+    """Whether ``item`` runs a keyring variant only ``make test-all`` runs: the server
+    stores', and every adapter test's (an adapter only calls the manager); memory's and
+    SQLite's of every other test stay in ``make test``."""
     name = _store_of(item) or ""
-    return name.endswith(KEYRING) and name.removesuffix(KEYRING) not in MANAGER_STORES
+    if not name.endswith(KEYRING):
+        return False
+    return item.path.is_relative_to(ADAPTER_TESTS) or name.removesuffix(KEYRING) in SERVERS
 
 
 def _store_of(item: pytest.Item) -> str | None:
@@ -183,8 +186,7 @@ if servers.server_stores_enabled():
 
 #: The suffix of a store's keyring variant (``sqlite+keyring``): the same store wrapped
 #: in a SealedStore, every content value sealed (docs/security.md, "Encryption at rest").
-#: Every test of the suite runs on it too, but ``store_independent`` ones, and tests
-#: marked ``no_keyring`` (they read a store's own tables or files, which hold ciphertext).
+#: Every test of the suite runs on it too, but ``store_independent`` ones.
 KEYRING = "+keyring"
 
 #: The stores of ``store_independent`` tests: one in-process store of each family.
@@ -204,7 +206,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = sorted(STORES)
     if metafunc.definition.get_closest_marker("store_independent") is not None:
         names = [name for name in names if name in MANAGER_STORES]
-    elif metafunc.definition.get_closest_marker("no_keyring") is None:
+    else:
         names += [name + KEYRING for name in names]
     metafunc.parametrize("store", names, indirect=True)
 
