@@ -38,6 +38,10 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     └── StoreError                   500  the store failed; nothing was written
         ├── StoreBusy                503  transient (lock timeout); safe to retry
         ├── StoreUnavailable         503  unreachable, connection lost, or disk full
+        │   └── KeyringError         503  stored content cannot be sealed or opened with the
+        │                                 keyring (missing, wrong, of another store, or a
+        │                                 corrupted or plaintext value); HTTP answers it as
+        │                                 a plain ``store-unavailable``
         └── SchemaOutOfDate          500  database schema older than the code: run migrations
 """
 
@@ -54,6 +58,7 @@ __all__ = [
     "IdempotencyKeyReused",
     "IllegalTransition",
     "ImportSourceError",
+    "KeyringError",
     "NotFound",
     "PatchConflict",
     "PayloadTooLarge",
@@ -667,6 +672,22 @@ class StoreUnavailable(StoreError):
 
     http_status = 503
     code = "store-unavailable"
+
+
+class KeyringError(StoreUnavailable):
+    """Stored content cannot be sealed or opened with the configured keyring: the keyring
+    is missing or wrong, belongs to another store, a user's data key was destroyed
+    (erasure), a ciphertext is corrupted or was moved to another place, or a plaintext
+    value stands where a ciphertext is expected (fail closed: a store written without
+    a keyring is not opened with one). Nothing was written.
+
+    The message names the place (user, session, kind) and the reason, never content.
+    The HTTP service logs it and answers ``503 store-unavailable`` without details: it
+    is the server's data that cannot be read, not the client's request that is wrong
+    (docs/security.md, "Encryption at rest").
+    """
+
+    code = "keyring-error"
 
 
 class SchemaOutOfDate(StoreError):

@@ -77,6 +77,9 @@ class Settings(BaseSettings):
             linked to users (``Policy.tombstone_key``).
         redis_rewrite_aof: a Redis store rewrites its append-only file after every
             erasure (``AGENTSESSION_REDIS_REWRITE_AOF``), so erased values leave it at once.
+        keyring_file: the keyring file (``AGENTSESSION_KEYRING_FILE``; ``agentsession
+            keyring create``): content is stored sealed with per-user keys
+            (docs/security.md, "Encryption at rest"); unset = stored as it is.
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTSESSION_", extra="ignore")
@@ -103,6 +106,7 @@ class Settings(BaseSettings):
     expired_restore_window_seconds: float | None = _POLICY.expired_restore_window_seconds
     tombstone_key: SecretStr | None = None
     redis_rewrite_aof: bool = False
+    keyring_file: str | None = None
 
     def manager_options(self) -> dict[str, Any]:
         """Keyword arguments for ``SessionManager.from_url(self.url, ...)``: the policy,
@@ -117,6 +121,8 @@ class Settings(BaseSettings):
                 else self.tombstone_key.get_secret_value().encode("utf-8"),
             ),
         }
+        if self.keyring_file:
+            options["keyring"] = self.keyring_file
         if self.url.startswith("sqlite"):
             options["sqlite_synchronous"] = self.sqlite_synchronous
         if self.url.startswith(("redis://", "rediss://")):

@@ -21,6 +21,7 @@ from ..ids import check_id, check_name, is_id
 from ..models import AuditEvent, Page, Session
 from ..principal import Principal
 from ..stores.base import ScrubReport, StoreTransaction
+from ..stores.sealed import SealedStore
 from .context import request_id_context
 from .core import ServiceCore
 from .paging import Listing, read_forward
@@ -202,7 +203,7 @@ class ErasureUseCases(ServiceCore):
             return len(ids), keys, shared
 
         sessions, keys, shared = self._uow.run(body, write=True)
-        return Erasure(sessions, keys, shared, self._scrub(compact=compact))
+        return Erasure(sessions, keys, shared, self._shred(target, self._scrub(compact=compact)))
 
     def get_audit_log(
         self,
@@ -276,6 +277,25 @@ class ErasureUseCases(ServiceCore):
                 details,
                 self._uow.now(),
             )
+
+    def _shred(self, user_id: str, report: ScrubReport) -> ScrubReport:
+        """With a keyring, destroy the user's data keys once the erasure committed
+        (crypto-shredding: every copy of their content, in the database's logs, backups
+        and replicas, can no longer be opened); a failure is reported as pending."""
+        store = self._uow.store
+        if not isinstance(store, SealedStore):
+            return report
+        try:
+            store.keyring.destroy_user(user_id)
+        except StoreError as exc:
+            logger.warning("destroying an erased user's data keys failed: %s", exc.message)
+            pending = (
+                "the user's data keys could not be destroyed: copies of their content "
+                "(backups, logs, replicas) may still be opened; run `agentsession erase` again",
+            )
+            return ScrubReport(report.done, report.pending + pending)
+        done = "destroyed the user's data keys: no copy of their content can be opened"
+        return ScrubReport((*report.done, done), report.pending)
 
     def _scrub(self, *, compact: bool) -> ScrubReport:
         """The store's disk step after a committed erasure; a failure is logged and
