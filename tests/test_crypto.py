@@ -217,3 +217,13 @@ def test_a_corrupted_text_form_is_a_keyring_error(ring: Keyring) -> None:
     cipher = ContentCipher(ring)
     with pytest.raises(KeyringError, match="corrupted"):
         cipher.open_json({"$as1": "$as1$not base64!"}, HERE)
+
+
+def test_every_store_port_method_is_sealed_or_declared_content_free() -> None:
+    """A store-port method the sealed store does not define would reach the store with
+    its content in clear; each must be sealed or named content-free."""
+    from agentsession.stores import base, sealed
+
+    port = {n for n, v in vars(base.StoreTransaction).items() if callable(v) and n[0] != "_"}
+    defined = {n for n in vars(sealed._SealedTransaction) if n[0] != "_"}
+    assert port - defined == set(sealed._CONTENT_FREE)

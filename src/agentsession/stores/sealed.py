@@ -41,6 +41,7 @@ from ..crypto.envelope import is_sealed_text
 from ..errors import KeyringError, SearchNotSupported
 from ..jsonvalues import dumps, loads
 from ..models import (
+    MemoryVersion,
     Message,
     Record,
     Run,
@@ -124,9 +125,40 @@ class SealedStore:
 _SESSION_TEXTS = ("title", "status_reason")
 
 
+# The store-port methods that carry no content (ids, seqs, versions, counts, audit
+# facts): they pass through unchanged. Every other method is defined on
+# _SealedTransaction; a new port method must be added to one or the other
+# (tests/test_crypto.py checks it), so no content ever passes through unsealed.
+_CONTENT_FREE = frozenset(
+    {
+        "copy_history",
+        "count_sessions",
+        "delete_idempotency",
+        "delete_messages",
+        "delete_records",
+        "delete_session",
+        "delete_shared_memory",
+        "delete_summaries",
+        "delete_user_shared_memory",
+        "find_session_by_key",
+        "hide_messages",
+        "insert_audit",
+        "insert_rewind",
+        "list_audit",
+        "list_due_sessions",
+        "list_lapsed_leases",
+        "list_rewinds",
+        "list_user_session_ids",
+        "purge_idempotency",
+        "rebase_memory_history",
+    }
+)
+
+
 class _SealedTransaction:
-    """The inner transaction with content sealed on writes and opened on reads. Methods
-    not defined here carry no content and pass through (``__getattr__``)."""
+    """The inner transaction with content sealed on writes and opened on reads. Only the
+    methods named in ``_CONTENT_FREE`` pass through (``__getattr__``); any other name
+    raises AttributeError rather than reach the store unsealed."""
 
     def __init__(self, tx: StoreTransaction, cipher: ContentCipher) -> None:
         self._tx = tx
@@ -138,6 +170,8 @@ class _SealedTransaction:
         self._lineages: dict[str, list[tuple[str, int]]] = {}
 
     def __getattr__(self, name: str) -> Any:
+        if name not in _CONTENT_FREE:
+            raise AttributeError(f"{name!r} is not a content-free store method")
         return getattr(self._tx, name)
 
     # -- places ----------------------------------------------------------------------
@@ -302,6 +336,18 @@ class _SealedTransaction:
     def get_working_memory_at(self, session_id: str, seq: int) -> WorkingMemory | None:
         stored = self._tx.get_working_memory_at(session_id, seq)
         return self._open_memory(stored, session_id, forked_at=seq)
+
+    def list_memory_history(
+        self, session_id: str, *, before_seq: int | None, limit: int
+    ) -> list[MemoryVersion]:
+        rows = self._tx.list_memory_history(session_id, before_seq=before_seq, limit=limit)
+        return [self._open_version(row, session_id) for row in rows]
+
+    def _open_version(self, stored: MemoryVersion, session_id: str) -> MemoryVersion:
+        place = self._place(session_id, "memory", stored.version)
+        # a history row up to a fork point may be the parent's ciphertext
+        data = self._open_copied(place, stored.seq, lambda at: self._c.open_json(stored.data, at))
+        return stored.model_copy(update={"data": data})
 
     def put_working_memory(self, memory: WorkingMemory, *, at_seq: int) -> None:
         place = self._place(memory.session_id, "memory", memory.version)
