@@ -14,6 +14,7 @@ through :class:`SessionManager`, over a store chosen by URL::
 
 from .errors import (
     AgentSessionError,
+    BudgetExceeded,
     Conflict,
     ContextBudgetTooSmall,
     Forbidden,
@@ -44,6 +45,7 @@ from .errors import (
 )
 from .models import (
     AuditEvent,
+    Budget,
     Change,
     ChangePage,
     Context,
@@ -70,6 +72,8 @@ from .models import (
     ToolCall,
     ToolCallStatus,
     TruncateResult,
+    UsageEntry,
+    UsageTotal,
     WorkingMemory,
 )
 from .principal import Principal
@@ -90,6 +94,8 @@ __all__ = [
     "AgentSessionError",
     "AsyncSessionManager",
     "AuditEvent",
+    "Budget",
+    "BudgetExceeded",
     "Change",
     "ChangePage",
     "Conflict",
@@ -148,6 +154,8 @@ __all__ = [
     "ToolCallStatus",
     "TruncateResult",
     "UnsupportedValue",
+    "UsageEntry",
+    "UsageTotal",
     "ValidationError",
     "VersionConflict",
     "WorkingMemory",

@@ -38,6 +38,7 @@ from .clientcore import (
 from .clienthand import HandRequests
 from .models import (
     AuditEvent,
+    Budget,
     ChangePage,
     DeleteRecordsResult,
     Message,
@@ -57,6 +58,7 @@ from .models import (
     ToolCall,
     ToolCallStatus,
     TruncateResult,
+    UsageTotal,
     WorkingMemory,
 )
 from .unset import UNSET
@@ -386,6 +388,53 @@ class PlainReads(_Exchange):
             after=after,
             limit=limit,
             cursor=cursor,
+        )
+
+    def get_usage(
+        self,
+        *,
+        user_id: str | None = None,
+        group_by: str = "session",
+        since: datetime | None = None,
+        until: datetime | None = None,
+        session_id: str | None = None,
+        agent: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+    ) -> _Flow[list[UsageTotal]]:
+        """See :meth:`SessionManager.get_usage`.
+
+        ``GET /v1/usage``
+        """
+        return self._read(
+            "/v1/usage",
+            _list(UsageTotal),
+            params=_members(
+                group_by=group_by,
+                since=_time(since),
+                until=_time(until),
+                session_id=session_id,
+                agent=agent,
+                all_users=_flag(all_users, False),
+            ),
+        )
+
+    def get_budget(
+        self,
+        *,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        session_id: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Budget]:
+        """See :meth:`SessionManager.get_budget`.
+
+        ``GET /v1/budgets``
+        """
+        return self._read(
+            "/v1/budgets",
+            _model(Budget),
+            params=_members(user_id=target_user_id, session_id=session_id),
         )
 
     def get_audit_log(
@@ -978,6 +1027,8 @@ class PlainWrites(_Exchange):
         error: str | None = None,
         output: Any = None,
         usage: Mapping[str, int] | None = None,
+        model: str | None = None,
+        usage_by_model: Mapping[str, Mapping[str, int]] | None = None,
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
@@ -991,9 +1042,60 @@ class PlainWrites(_Exchange):
             f"/v1/sessions/{_sid(session_id)}/runs/{_sid(run_id)}/finish",
             _model(Run),
             session_id=session_id,
-            body=_members(status=_enum(status), error=error, output=output, usage=_opt_dict(usage)),
+            body=_members(
+                status=_enum(status),
+                error=error,
+                output=output,
+                usage=_opt_dict(usage),
+                model=model,
+                usage_by_model=_opt_dict(usage_by_model),
+            ),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
+        )
+
+    def set_budget(
+        self,
+        *,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        session_id: str | None = None,
+        max_tokens: int | None = None,
+        max_cost: float | None = None,
+        admin: bool = False,
+    ) -> _Flow[Budget]:
+        """See :meth:`SessionManager.set_budget`.
+
+        ``PUT /v1/budgets``
+        """
+        return self._write(
+            "PUT",
+            "/v1/budgets",
+            _model(Budget),
+            session_id=None,
+            body=_members(max_tokens=max_tokens, max_cost=max_cost),
+            params=_members(user_id=target_user_id, session_id=session_id),
+            generate_key=False,
+        )
+
+    def clear_budget(
+        self,
+        *,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        session_id: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Budget]:
+        """See :meth:`SessionManager.clear_budget`.
+
+        ``DELETE /v1/budgets``
+        """
+        return self._write(
+            "DELETE",
+            "/v1/budgets",
+            _model(Budget),
+            session_id=None,
+            params=_members(user_id=target_user_id, session_id=session_id),
         )
 
 
@@ -1050,6 +1152,10 @@ class SyncOperations:
     list_run_steps = _sync(Requests.list_run_steps)
     add_run_step = _sync(Requests.add_run_step)
     finish_run = _sync(Requests.finish_run)
+    get_usage = _sync(Requests.get_usage)
+    get_budget = _sync(Requests.get_budget)
+    set_budget = _sync(Requests.set_budget)
+    clear_budget = _sync(Requests.clear_budget)
     get_audit_log = _sync(Requests.get_audit_log)
     changes = _sync(Requests.changes)
     whoami = _sync(Requests.whoami)
@@ -1104,6 +1210,10 @@ class AsyncOperations:
     list_run_steps = _async(Requests.list_run_steps)
     add_run_step = _async(Requests.add_run_step)
     finish_run = _async(Requests.finish_run)
+    get_usage = _async(Requests.get_usage)
+    get_budget = _async(Requests.get_budget)
+    set_budget = _async(Requests.set_budget)
+    clear_budget = _async(Requests.clear_budget)
     get_audit_log = _async(Requests.get_audit_log)
     changes = _async(Requests.changes)
     whoami = _async(Requests.whoami)

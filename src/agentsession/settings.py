@@ -14,6 +14,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .service.policy import Limits, Policy
+from .usage import load_prices
 
 __all__ = ["Settings"]
 
@@ -77,6 +78,10 @@ class Settings(BaseSettings):
             linked to users (``Policy.tombstone_key``).
         redis_rewrite_aof: a Redis store rewrites its append-only file after every
             erasure (``AGENTSESSION_REDIS_REWRITE_AOF``), so erased values leave it at once.
+        prices_file: the price table of the usage ledger (``AGENTSESSION_PRICES_FILE``),
+            a JSON file of model name -> prices per million tokens
+            (:func:`agentsession.usage.load_prices`); unset (default): no prices, so
+            costs are null (docs/semantics.md, "Usage and budgets").
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTSESSION_", extra="ignore")
@@ -103,6 +108,7 @@ class Settings(BaseSettings):
     expired_restore_window_seconds: float | None = _POLICY.expired_restore_window_seconds
     tombstone_key: SecretStr | None = None
     redis_rewrite_aof: bool = False
+    prices_file: str | None = None
 
     def manager_options(self) -> dict[str, Any]:
         """Keyword arguments for ``SessionManager.from_url(self.url, ...)``: the policy,
@@ -115,6 +121,7 @@ class Settings(BaseSettings):
                 tombstone_key=None
                 if self.tombstone_key is None
                 else self.tombstone_key.get_secret_value().encode("utf-8"),
+                prices=None if self.prices_file is None else load_prices(self.prices_file),
             ),
         }
         if self.url.startswith("sqlite"):

@@ -22,6 +22,7 @@ from .server import keys_app, serve
 from .sessions import sessions_app
 from .transfer import export, import_app
 from .ui import ui
+from .usage import budget_app, usage
 
 __all__ = ["build_app", "main"]
 
@@ -58,6 +59,8 @@ def build_app() -> typer.Typer:
     app.command("serve")(serve)
     app.command("ui")(ui)
     app.command("search")(search)
+    app.command("usage")(usage)
+    app.add_typer(budget_app, name="budget")
     app.add_typer(keys_app, name="keys")
     app.command("export")(export)
     app.add_typer(import_app, name="import")

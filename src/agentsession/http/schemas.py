@@ -23,6 +23,7 @@ from ..fieldlimits import (
     CALL_ID_CHARS,
     EXTERNAL_KEY_CHARS,
     IDEMPOTENCY_KEY_CHARS,
+    MODEL_CHARS,
     NAME_CHARS,
     REASON_CHARS,
     RECORD_KEY_CHARS,
@@ -47,6 +48,7 @@ __all__ = [
     "EXTERNAL_KEY",
     "IDEMPOTENCY_KEY",
     "KEY_BOUND",
+    "MODEL",
     "NAME",
     "PAGE_MAX",
     "QUERY",
@@ -72,6 +74,7 @@ __all__ = [
     "RecordOut",
     "RecordToolCall",
     "RestoreSession",
+    "SetBudget",
     "SharedMemoryOps",
     "StartRun",
     "StepIn",
@@ -101,6 +104,8 @@ EXTERNAL_KEY = rf"^[^\x00-\x1f\x7f-\x9f]{{1,{EXTERNAL_KEY_CHARS}}}$"
 #: A session record's namespace and key (``validation.check_record_name``).
 RECORD_NAMESPACE = rf"^[^\x00-\x1f\x7f-\x9f]{{0,{RECORD_NAMESPACE_CHARS}}}$"
 RECORD_KEY = rf"^[^\x00-\x1f\x7f-\x9f]{{1,{RECORD_KEY_CHARS}}}$"
+#: A model's name (``usage.check_model``): printable ASCII, no space.
+MODEL = rf"^[!-~]{{1,{MODEL_CHARS}}}$"
 #: Printable ASCII; no space at either end, which HTTP would strip from a header.
 IDEMPOTENCY_KEY = rf"^[!-~]([ -~]{{0,{IDEMPOTENCY_KEY_CHARS - 2}}}[!-~])?$"
 
@@ -163,6 +168,20 @@ QUERY: dict[str, Any] = {
         description="The text to find (case ignored): no NUL, not only spaces and line breaks.",
     ),
     "session_id": Query(pattern=id_pattern("ses"), description="Only this session."),
+    # get_usage's and the budgets'.
+    "group_by": Query(
+        pattern="^(session|agent|model|day)$",
+        description="One total per session, agent, model or UTC day.",
+    ),
+    "since": Query(description="Only runs finished at or after this time (RFC 3339, with offset)."),
+    "until": Query(description="Only runs finished before this time (RFC 3339, with offset)."),
+    "target_user_id": Query(
+        alias="user_id",
+        max_length=NAME_CHARS,
+        pattern=NAME,
+        description="Whose user budget (default: the caller's; another user's: admin "
+        "keys). Not with `session_id`.",
+    ),
 }
 
 #: ``cursor`` of a listing that also takes a seq bound (``after``, ``before``), with the
@@ -536,6 +555,20 @@ class FinishRun(_Body):
     error: str | None = Field(default=None, max_length=TEXT_CHARS)
     output: Any = None
     usage: dict[str, Count] | None = None
+    model: str | None = Field(
+        default=None, max_length=MODEL_CHARS, pattern=MODEL, description="The model `usage` is of."
+    )
+    usage_by_model: dict[str, dict[str, Count]] | None = Field(
+        default=None,
+        description="Model name -> counts, for a run of several models (not with `usage`).",
+    )
+
+
+class SetBudget(_Body):
+    """``PUT /v1/budgets`` (whose budget: the query's ``user_id`` or ``session_id``)."""
+
+    max_tokens: Count | None = None
+    max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 _BASE64 = "RFC 4648 base64 (standard alphabet, padded)"
