@@ -496,42 +496,7 @@ class PlainReads(_Exchange):
 
 
 class PlainWrites(_Exchange):
-    """The plain writes, as flows."""
-
-    def create_session(
-        self,
-        *,
-        user_id: str | None = None,
-        agent: str = "default",
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        ttl_seconds: float | None = None,
-        working_memory: Mapping[str, Any] | None = None,
-        external_key: str | None = None,
-        idempotency_key: str | None = None,
-        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.create_session`.
-
-        ``POST /v1/sessions``
-        """
-        return self._write(
-            "POST",
-            "/v1/sessions",
-            _model(Session),
-            session_id=None,
-            body=_members(
-                agent=agent,
-                title=title,
-                metadata=_opt_dict(metadata),
-                ttl_seconds=ttl_seconds,
-                working_memory=_opt_dict(working_memory),
-                external_key=external_key,
-                shared_memory_ops=_scoped(shared_memory_ops),
-            ),
-            idempotency_key=idempotency_key,
-        )
+    """The plain writes to one session, as flows."""
 
     def fork_session(
         self,
@@ -808,29 +773,6 @@ class PlainWrites(_Exchange):
             idempotency_key=idempotency_key,
         )
 
-    def delete_shared_memory(
-        self,
-        *,
-        scope: Scope,
-        agent: str,
-        user_id: str | None = None,
-        target_user_id: str | None = None,
-        expected_version: int | None = None,
-        admin: bool = False,
-    ) -> _Flow[bool]:
-        """See :meth:`SessionManager.delete_shared_memory`.
-
-        ``DELETE /v1/shared-memory/{scope}/{agent}``
-        """
-        return self._write(
-            "DELETE",
-            f"/v1/shared-memory/{_sid(scope)}/{_sid(agent)}",
-            _member("deleted", bool),
-            session_id=None,
-            params=_members(user_id=target_user_id),
-            expected_version=expected_version,
-        )
-
     def delete_records(
         self,
         *,
@@ -1054,6 +996,68 @@ class PlainWrites(_Exchange):
             idempotency_key=idempotency_key,
         )
 
+
+class PlainOtherWrites(_Exchange):
+    """The plain writes of no one session (a session created, budgets), as flows."""
+
+    def create_session(
+        self,
+        *,
+        user_id: str | None = None,
+        agent: str = "default",
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_seconds: float | None = None,
+        working_memory: Mapping[str, Any] | None = None,
+        external_key: str | None = None,
+        idempotency_key: str | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        admin: bool = False,
+    ) -> _Flow[Session]:
+        """See :meth:`SessionManager.create_session`.
+
+        ``POST /v1/sessions``
+        """
+        return self._write(
+            "POST",
+            "/v1/sessions",
+            _model(Session),
+            session_id=None,
+            body=_members(
+                agent=agent,
+                title=title,
+                metadata=_opt_dict(metadata),
+                ttl_seconds=ttl_seconds,
+                working_memory=_opt_dict(working_memory),
+                external_key=external_key,
+                shared_memory_ops=_scoped(shared_memory_ops),
+            ),
+            idempotency_key=idempotency_key,
+        )
+
+    def delete_shared_memory(
+        self,
+        *,
+        scope: Scope,
+        agent: str,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        expected_version: int | None = None,
+        admin: bool = False,
+    ) -> _Flow[bool]:
+        """See :meth:`SessionManager.delete_shared_memory`.
+
+        ``DELETE /v1/shared-memory/{scope}/{agent}``
+        """
+        return self._write(
+            "DELETE",
+            f"/v1/shared-memory/{_sid(scope)}/{_sid(agent)}",
+            _member("deleted", bool),
+            session_id=None,
+            params=_members(user_id=target_user_id),
+            expected_version=expected_version,
+        )
+
     def set_budget(
         self,
         *,
@@ -1099,7 +1103,7 @@ class PlainWrites(_Exchange):
         )
 
 
-class Requests(PlainReads, PlainWrites, HandRequests):
+class Requests(PlainReads, PlainWrites, PlainOtherWrites, HandRequests):
     """Every client flow: the generated ones and those written by hand
     (:mod:`agentsession.clienthand`)."""
 

@@ -27,6 +27,7 @@ cost is made up: a model without a price has no cost (None).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic import ValidationError as PydanticError
 
 from .errors import ValidationError
+from .fieldlimits import MODEL_CHARS
 from .models import UsageEntry
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "TOTAL_KINDS",
     "ModelPrice",
     "PriceTable",
+    "check_model",
     "entry_cost",
     "load_prices",
     "normalise",
@@ -79,6 +82,25 @@ NAMES: dict[str, str] = {
     "reasoning_tokens": "reasoning_tokens",
     "thoughts_token_count": "reasoning_tokens",
 }
+
+
+_MODEL = re.compile(rf"[\x21-\x7e]{{1,{MODEL_CHARS}}}")
+
+
+def check_model(model: Any, field: str = "model") -> str | None:
+    """None, or a model's name: 1..``MODEL_CHARS`` printable ASCII characters, no space.
+
+    Raises:
+        ValidationError: anything else.
+    """
+    if model is None:
+        return None
+    if type(model) is not str or not _MODEL.fullmatch(model):
+        raise ValidationError(
+            f"{field} must be 1..{MODEL_CHARS} printable ASCII characters without spaces",
+            field=field,
+        )
+    return model
 
 
 def normalise(usage: Mapping[str, int], model: str | None) -> UsageEntry:

@@ -10,26 +10,23 @@ their transaction (docs/semantics.md, "Usage and budgets").
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from ..errors import BudgetExceeded, Forbidden, ValidationError
-from ..fieldlimits import MODEL_CHARS
 from ..ids import check_id, check_name
 from ..models import Budget, Session, UsageEntry, UsageTotal
 from ..principal import Principal
 from ..stores.base import StoreTransaction, UsageRow, UsageSum
-from ..usage import KINDS, TOTAL_KINDS, PriceTable, entry_cost, normalise, total_tokens
+from ..usage import KINDS, TOTAL_KINDS, PriceTable, check_model, entry_cost, normalise, total_tokens
 from .core import ServiceCore
 from .validation import check_time, check_usage
 
-__all__ = ["UsageUseCases", "check_model", "ledger_rows", "run_entries", "spent_budget"]
+__all__ = ["UsageUseCases", "ledger_rows", "run_entries", "spent_budget"]
 
 #: What ``get_usage`` groups by (:data:`~agentsession.stores.base.UsageGroup`).
 _GROUPS = ("session", "agent", "model", "day")
-_MODEL = re.compile(rf"[\x21-\x7e]{{1,{MODEL_CHARS}}}")
 
 
 class UsageUseCases(ServiceCore):
@@ -251,22 +248,6 @@ class UsageUseCases(ServiceCore):
         sums = tx.sum_usage(user_id=budget.user_id, session_id=budget.session_id, group_by="model")
         tokens, cost = _spent(sums, self.policy.prices)
         return budget.model_copy(update={"used_tokens": tokens, "used_cost": cost})
-
-
-def check_model(model: Any, field: str = "model") -> str | None:
-    """None, or a model's name: 1..``MODEL_CHARS`` printable ASCII characters, no space.
-
-    Raises:
-        ValidationError: anything else.
-    """
-    if model is None:
-        return None
-    if type(model) is not str or not _MODEL.fullmatch(model):
-        raise ValidationError(
-            f"{field} must be 1..{MODEL_CHARS} printable ASCII characters without spaces",
-            field=field,
-        )
-    return model
 
 
 def run_entries(
