@@ -102,3 +102,17 @@ def test_admin_sees_every_users_usage_and_hits(
     w.open(f"{live.url}/ui/search?q=needle")
     assert findable["bob"] in w.page.inner_text("main")
     w.page.context.close()
+
+
+@pytest.mark.parametrize("width", [390, 1440])
+def test_search_and_usage_pages_do_not_overflow_sideways(
+    browser: playwright.Browser, live: Live, findable: dict[str, str], width: int
+) -> None:
+    w = signed_in(browser, live, live.inspector.alice, width)
+    for page in ("/ui/search?q=needle", "/ui/usage?by=session", "/ui/usage?by=model"):
+        w.open(f"{live.url}{page}")
+        overflow = w.page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 0, (page, width, overflow)
+    w.page.context.close()
