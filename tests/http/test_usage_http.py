@@ -51,6 +51,17 @@ def test_usage_and_budgets_over_http(api: Api) -> None:
     assert_problem(api.http.get("/v1/usage?all_users=true", headers=api.alice), 403)
     assert_problem(api.http.get("/v1/usage?group_by=week", headers=api.alice), 422)
     assert_problem(api.http.get("/v1/usage?since=yesterday", headers=api.alice), 422)
+    assert_problem(api.http.get("/v1/usage?until=0.5", headers=api.alice), 422)  # no Unix time
+    naive = api.http.get("/v1/usage?until=2026-01-01T00:00:00", headers=api.alice)
+    assert_problem(naive, 422)  # no offset
+    far = api.http.get("/v1/usage?since=0001-01-01T00:00:00%2B14:00", headers=api.alice)
+    assert_problem(far, 422)
+    window = api.http.get(
+        "/v1/usage",
+        params={"since": "2000-01-01T00:00:00Z", "until": "2999-01-01T00:00:00+02:00"},
+        headers=api.alice,
+    )
+    assert [t["input_tokens"] for t in window.json()["items"]] == [40]
     budget = {"max_tokens": 42}
     assert_problem(
         api.http.put(f"/v1/budgets?session_id={sid}", json=budget, headers=api.alice), 403

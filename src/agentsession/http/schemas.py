@@ -12,8 +12,9 @@ fields a client leaves out are told apart from explicit nulls via ``model_fields
 from __future__ import annotations
 
 import binascii
+import re
 from collections.abc import Collection
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from fastapi import Query
@@ -74,6 +75,7 @@ __all__ = [
     "RecordOut",
     "RecordToolCall",
     "RestoreSession",
+    "Rfc3339",
     "SetBudget",
     "SharedMemoryOps",
     "StartRun",
@@ -262,6 +264,23 @@ def _integral(value: Any) -> Any:
 # document as ``ge``/``le``, which JSON Schema ignores, so fuzzers and clients would
 # take any integer for valid.
 #: ``message_limit``: an integer from 0 to ``PAGE_MAX``.
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d{1,6})?([Zz]|[+-]\d\d:\d\d)")
+
+
+def _rfc3339(value: Any) -> datetime:
+    """An RFC 3339 date-time with its offset, within the years 1-9999 in UTC: what a
+    time query parameter takes (not a Unix time, nor a time without an offset)."""
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError("an RFC 3339 date-time with an offset, e.g. 2026-03-01T00:00:00Z")
+    try:
+        return datetime.fromisoformat(value.upper()).astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise ValueError("a date-time within the years 1-9999 in UTC") from None
+
+
+#: A time query parameter (``since``, ``until``): see :func:`_rfc3339`.
+Rfc3339 = Annotated[datetime, BeforeValidator(_rfc3339)]
+
 PageSize = Annotated[int, Field(strict=True, ge=0, le=PAGE_MAX), BeforeValidator(_integral)]
 #: A count (a ``usage`` value): an integer from 0 to 2**53-1.
 Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT), BeforeValidator(_integral)]

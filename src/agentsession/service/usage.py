@@ -230,7 +230,7 @@ class UsageUseCases(ServiceCore):
             check_id(session_id, field="session_id", prefix="ses")
             if target_user_id is not None:
                 raise ValidationError(
-                    "a session's budget is its owner's: give session_id or target_user_id",
+                    "a session's budget is its owner's: session_id or target_user_id, not both",
                     field="target_user_id",
                 )
             return user_id, session_id
