@@ -185,7 +185,9 @@ def test_user_cost_budget_refuses_a_step_and_the_run_finishes(store: SessionStor
         m.add_run_step(**kw, run_id=running.run_id, kind="tool")
     assert (refused.value.scope, refused.value.limit) == ("user", "cost")
     assert m.get_run(**kw, run_id=running.run_id).step_count == 1
-    assert audit_of(m, s2)[-1].details["run_id"] == running.run_id
+    refusal = audit_of(m, s2)[-1]
+    assert (refusal.action, refusal.details["operation"]) == ("run.refused", "add_run_step")
+    assert refusal.details["run_id"] == running.run_id
     with pytest.raises(BudgetExceeded):
         m.start_run(session_id=s1, user_id=USER)
     done = m.finish_run(
