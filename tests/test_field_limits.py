@@ -37,6 +37,11 @@ FIELD_OF_COLUMN = {
     ("summaries", "author"): fl.SUMMARY_LABEL_CHARS,
     ("summaries", "model"): fl.SUMMARY_LABEL_CHARS,
     ("summaries", "tokenizer"): fl.SUMMARY_LABEL_CHARS,
+    ("usage_ledger", "user_id"): fl.NAME_CHARS,
+    ("usage_ledger", "agent"): fl.NAME_CHARS,
+    ("usage_ledger", "model"): fl.MODEL_CHARS,
+    ("user_budgets", "user_id"): fl.NAME_CHARS,
+    ("session_budgets", "user_id"): fl.NAME_CHARS,
 }
 ID_COLUMNS = {"session_id", "message_id", "run_id", "parent_session_id"}
 LIBRARY_VOCABULARY = {
@@ -49,6 +54,7 @@ LIBRARY_VOCABULARY = {
     "external_key_hash",
     "mode",  # a rewind's: "hide" or "remove"
     "kind",  # a search index row's: "message", "title" or "tool_call"
+    "day",  # a usage ledger row's UTC date, YYYY-MM-DD
 }
 INNODB_KEY_BYTES = 3072
 UTF8MB4_BYTES = 4

@@ -14,6 +14,7 @@ through :class:`SessionManager`, over a store chosen by URL::
 
 from .errors import (
     AgentSessionError,
+    BudgetExceeded,
     Conflict,
     ContextBudgetTooSmall,
     Forbidden,
@@ -44,6 +45,7 @@ from .errors import (
 )
 from .models import (
     AuditEvent,
+    Budget,
     Change,
     ChangePage,
     Context,
@@ -71,6 +73,8 @@ from .models import (
     ToolCall,
     ToolCallStatus,
     TruncateResult,
+    UsageEntry,
+    UsageTotal,
     WorkingMemory,
 )
 from .principal import Principal
@@ -91,6 +95,8 @@ __all__ = [
     "AgentSessionError",
     "AsyncSessionManager",
     "AuditEvent",
+    "Budget",
+    "BudgetExceeded",
     "Change",
     "ChangePage",
     "Conflict",
@@ -150,6 +156,8 @@ __all__ = [
     "ToolCallStatus",
     "TruncateResult",
     "UnsupportedValue",
+    "UsageEntry",
+    "UsageTotal",
     "ValidationError",
     "VersionConflict",
     "WorkingMemory",

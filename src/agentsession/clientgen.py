@@ -38,6 +38,7 @@ from .clientcore import (
 from .clienthand import HandRequests
 from .models import (
     AuditEvent,
+    Budget,
     ChangePage,
     DeleteRecordsResult,
     MemoryVersion,
@@ -58,6 +59,7 @@ from .models import (
     ToolCall,
     ToolCallStatus,
     TruncateResult,
+    UsageTotal,
     WorkingMemory,
 )
 from .unset import UNSET
@@ -412,6 +414,53 @@ class PlainReads(_Exchange):
             cursor=cursor,
         )
 
+    def get_usage(
+        self,
+        *,
+        user_id: str | None = None,
+        group_by: str = "session",
+        since: datetime | None = None,
+        until: datetime | None = None,
+        session_id: str | None = None,
+        agent: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+    ) -> _Flow[list[UsageTotal]]:
+        """See :meth:`SessionManager.get_usage`.
+
+        ``GET /v1/usage``
+        """
+        return self._read(
+            "/v1/usage",
+            _list(UsageTotal),
+            params=_members(
+                group_by=group_by,
+                since=_time(since),
+                until=_time(until),
+                session_id=session_id,
+                agent=agent,
+                all_users=_flag(all_users, False),
+            ),
+        )
+
+    def get_budget(
+        self,
+        *,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        session_id: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Budget]:
+        """See :meth:`SessionManager.get_budget`.
+
+        ``GET /v1/budgets``
+        """
+        return self._read(
+            "/v1/budgets",
+            _model(Budget),
+            params=_members(user_id=target_user_id, session_id=session_id),
+        )
+
     def get_audit_log(
         self,
         *,
@@ -471,42 +520,7 @@ class PlainReads(_Exchange):
 
 
 class PlainWrites(_Exchange):
-    """The plain writes, as flows."""
-
-    def create_session(
-        self,
-        *,
-        user_id: str | None = None,
-        agent: str = "default",
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        ttl_seconds: float | None = None,
-        working_memory: Mapping[str, Any] | None = None,
-        external_key: str | None = None,
-        idempotency_key: str | None = None,
-        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.create_session`.
-
-        ``POST /v1/sessions``
-        """
-        return self._write(
-            "POST",
-            "/v1/sessions",
-            _model(Session),
-            session_id=None,
-            body=_members(
-                agent=agent,
-                title=title,
-                metadata=_opt_dict(metadata),
-                ttl_seconds=ttl_seconds,
-                working_memory=_opt_dict(working_memory),
-                external_key=external_key,
-                shared_memory_ops=_scoped(shared_memory_ops),
-            ),
-            idempotency_key=idempotency_key,
-        )
+    """The plain writes to one session, as flows."""
 
     def fork_session(
         self,
@@ -790,29 +804,6 @@ class PlainWrites(_Exchange):
             idempotency_key=idempotency_key,
         )
 
-    def delete_shared_memory(
-        self,
-        *,
-        scope: Scope,
-        agent: str,
-        user_id: str | None = None,
-        target_user_id: str | None = None,
-        expected_version: int | None = None,
-        admin: bool = False,
-    ) -> _Flow[bool]:
-        """See :meth:`SessionManager.delete_shared_memory`.
-
-        ``DELETE /v1/shared-memory/{scope}/{agent}``
-        """
-        return self._write(
-            "DELETE",
-            f"/v1/shared-memory/{_sid(scope)}/{_sid(agent)}",
-            _member("deleted", bool),
-            session_id=None,
-            params=_members(user_id=target_user_id),
-            expected_version=expected_version,
-        )
-
     def delete_records(
         self,
         *,
@@ -1009,6 +1000,8 @@ class PlainWrites(_Exchange):
         error: str | None = None,
         output: Any = None,
         usage: Mapping[str, int] | None = None,
+        model: str | None = None,
+        usage_by_model: Mapping[str, Mapping[str, int]] | None = None,
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
@@ -1022,13 +1015,126 @@ class PlainWrites(_Exchange):
             f"/v1/sessions/{_sid(session_id)}/runs/{_sid(run_id)}/finish",
             _model(Run),
             session_id=session_id,
-            body=_members(status=_enum(status), error=error, output=output, usage=_opt_dict(usage)),
+            body=_members(
+                status=_enum(status),
+                error=error,
+                output=output,
+                usage=_opt_dict(usage),
+                model=model,
+                usage_by_model=_opt_dict(usage_by_model),
+            ),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
         )
 
 
-class Requests(PlainReads, PlainWrites, HandRequests):
+class PlainOtherWrites(_Exchange):
+    """The plain writes of no one session (a session created, budgets), as flows."""
+
+    def create_session(
+        self,
+        *,
+        user_id: str | None = None,
+        agent: str = "default",
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_seconds: float | None = None,
+        working_memory: Mapping[str, Any] | None = None,
+        external_key: str | None = None,
+        idempotency_key: str | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        admin: bool = False,
+    ) -> _Flow[Session]:
+        """See :meth:`SessionManager.create_session`.
+
+        ``POST /v1/sessions``
+        """
+        return self._write(
+            "POST",
+            "/v1/sessions",
+            _model(Session),
+            session_id=None,
+            body=_members(
+                agent=agent,
+                title=title,
+                metadata=_opt_dict(metadata),
+                ttl_seconds=ttl_seconds,
+                working_memory=_opt_dict(working_memory),
+                external_key=external_key,
+                shared_memory_ops=_scoped(shared_memory_ops),
+            ),
+            idempotency_key=idempotency_key,
+        )
+
+    def delete_shared_memory(
+        self,
+        *,
+        scope: Scope,
+        agent: str,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        expected_version: int | None = None,
+        admin: bool = False,
+    ) -> _Flow[bool]:
+        """See :meth:`SessionManager.delete_shared_memory`.
+
+        ``DELETE /v1/shared-memory/{scope}/{agent}``
+        """
+        return self._write(
+            "DELETE",
+            f"/v1/shared-memory/{_sid(scope)}/{_sid(agent)}",
+            _member("deleted", bool),
+            session_id=None,
+            params=_members(user_id=target_user_id),
+            expected_version=expected_version,
+        )
+
+    def set_budget(
+        self,
+        *,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        session_id: str | None = None,
+        max_tokens: int | None = None,
+        max_cost: float | None = None,
+        admin: bool = False,
+    ) -> _Flow[Budget]:
+        """See :meth:`SessionManager.set_budget`.
+
+        ``PUT /v1/budgets``
+        """
+        return self._write(
+            "PUT",
+            "/v1/budgets",
+            _model(Budget),
+            session_id=None,
+            body=_members(max_tokens=max_tokens, max_cost=max_cost),
+            params=_members(user_id=target_user_id, session_id=session_id),
+            generate_key=False,
+        )
+
+    def clear_budget(
+        self,
+        *,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        session_id: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Budget]:
+        """See :meth:`SessionManager.clear_budget`.
+
+        ``DELETE /v1/budgets``
+        """
+        return self._write(
+            "DELETE",
+            "/v1/budgets",
+            _model(Budget),
+            session_id=None,
+            params=_members(user_id=target_user_id, session_id=session_id),
+        )
+
+
+class Requests(PlainReads, PlainWrites, PlainOtherWrites, HandRequests):
     """Every client flow: the generated ones and those written by hand
     (:mod:`agentsession.clienthand`)."""
 
@@ -1082,6 +1188,10 @@ class SyncOperations:
     list_run_steps = _sync(Requests.list_run_steps)
     add_run_step = _sync(Requests.add_run_step)
     finish_run = _sync(Requests.finish_run)
+    get_usage = _sync(Requests.get_usage)
+    get_budget = _sync(Requests.get_budget)
+    set_budget = _sync(Requests.set_budget)
+    clear_budget = _sync(Requests.clear_budget)
     get_audit_log = _sync(Requests.get_audit_log)
     changes = _sync(Requests.changes)
     whoami = _sync(Requests.whoami)
@@ -1137,6 +1247,10 @@ class AsyncOperations:
     list_run_steps = _async(Requests.list_run_steps)
     add_run_step = _async(Requests.add_run_step)
     finish_run = _async(Requests.finish_run)
+    get_usage = _async(Requests.get_usage)
+    get_budget = _async(Requests.get_budget)
+    set_budget = _async(Requests.set_budget)
+    clear_budget = _async(Requests.clear_budget)
     get_audit_log = _async(Requests.get_audit_log)
     changes = _async(Requests.changes)
     whoami = _async(Requests.whoami)

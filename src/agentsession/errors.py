@@ -32,6 +32,7 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     │   ├── RunNotRunning            409  a step, finish, message or tool call tagged with a
     │   │                                 run that is not RUNNING
     │   │   └── RunLeaseExpired      409  ... whose lease lapsed: the run was INTERRUPTED
+    │   ├── BudgetExceeded           409  the user's or session's usage budget is spent
     │   └── VersionConflict          412  stale ``expected_version`` (optimistic locking)
     ├── IdempotencyKeyReused         422  same key, different request
     ├── SearchNotSupported           501  the store has no search index (Redis)
@@ -52,6 +53,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AgentSessionError",
+    "BudgetExceeded",
     "Conflict",
     "ContextBudgetTooSmall",
     "Forbidden",
@@ -403,6 +405,50 @@ class RunAlreadyRunning(Conflict):
     def _default_message(self) -> str:
         return (
             f"session {self.session_id!r} already has RUNNING run {self.run_id!r}; finish it first"
+        )
+
+
+class BudgetExceeded(Conflict):
+    """The usage budget of the user or of the session is spent: ``start_run`` and
+    ``add_run_step`` refuse to go on (docs/semantics.md, "Usage and budgets"). The
+    refused call wrote nothing but its ``run.refused`` audit event.
+
+    A conflict with the state of the caller's account (409), not ``402 Payment
+    Required``, which HTTP reserves without defined semantics: raising the budget (an
+    operator's ``set_budget``) or a new period lets the same request succeed.
+
+    Attributes:
+        scope: ``"user"`` (the user's budget over all their sessions) or ``"session"``.
+        session_id: the session the call was for.
+        limit: ``"tokens"`` or ``"cost"``: which bound is reached.
+        maximum: the budget's bound; used: the usage counted against it.
+    """
+
+    code = "budget-exceeded"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        scope: str,
+        session_id: str,
+        limit: str,
+        maximum: float,
+        used: float,
+    ) -> None:
+        self.scope = scope
+        self.session_id = session_id
+        self.limit = limit
+        self.maximum = maximum
+        self.used = used
+        super().__init__(
+            message, scope=scope, session_id=session_id, limit=limit, maximum=maximum, used=used
+        )
+
+    def _default_message(self) -> str:
+        return (
+            f"the {self.scope}'s {self.limit} budget is spent ({self.used} of {self.maximum}); "
+            "an operator may raise it"
         )
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "EXTERNAL_KEY_CHARS",
     "IDEMPOTENCY_KEY_CHARS",
     "ID_CHARS",
+    "MODEL_CHARS",
     "NAME_CHARS",
     "REASON_CHARS",
     "RECORD_KEY_CHARS",
@@ -51,6 +52,9 @@ STEP_STATUS_CHARS: Final = NAME_CHARS
 STEP_NAME_CHARS: Final = 120
 #: Idempotency keys: printable ASCII.
 IDEMPOTENCY_KEY_CHARS: Final = 255
+#: A model's name in the usage ledger and the price table: printable ASCII, no space
+#: (``models/gemini-1.5-pro``, ``anthropic.claude-3-5-sonnet-20241022-v2:0``).
+MODEL_CHARS: Final = 128
 #: Tool names of recorded tool calls: ``A-Za-z0-9._:-``.
 TOOL_NAME_CHARS: Final = 128
 #: Caller-chosen ids of recorded tool calls: ``A-Za-z0-9._:-``.

@@ -618,7 +618,8 @@ OPERATIONS: tuple[Operation, ...] = (
             "Run",
             (_write("POST", _S + "/runs", 201, "StartRun"),),
             doc="""Start a run (RUNNING); at most one RUNNING run per session (else 409). The ETag
-            is the session's new version, as on every write below.""",
+            is the session's new version, as on every write below. A spent budget of the
+            session or its owner: 409 `budget-exceeded` (audited as `run.refused`).""",
         ),
         Operation(
             "heartbeat_run",
@@ -666,13 +667,55 @@ OPERATIONS: tuple[Operation, ...] = (
             "add_run_step",
             "RunStep",
             (_write("POST", _RUN + "/steps", 201, "StepIn"),),
-            doc="Append a step to a RUNNING run.",
+            doc="""Append a step to a RUNNING run; a spent budget of the session or its owner:
+            409 `budget-exceeded` (audited as `run.refused`).""",
         ),
         Operation(
             "finish_run",
             "Run",
             (_write("POST", _RUN + "/finish", 200, "FinishRun"),),
-            doc="End a RUNNING run as SUCCEEDED, FAILED or CANCELLED.",
+            doc="""End a RUNNING run as SUCCEEDED, FAILED or CANCELLED; its `usage` (with
+            `model`, or `usage_by_model`) enters the usage ledger in the same
+            transaction.""",
+        ),
+    ),
+    *_section(
+        "usage",
+        Operation(
+            "get_usage",
+            "list[UsageTotal]",
+            (Route("GET", "/v1/usage", problems=(403,)),),
+            cli="usage",
+            doc="""The caller's usage, one total per `group_by` (session, agent, model or UTC
+            day): the usage ledger's sums of the finished runs' normalised token counts,
+            how many runs, and the cost by the operator's price table (null without a
+            price for a model of the group). `since`/`until` bound the runs' finish
+            time; `all_users` (admin keys) sums every user's.""",
+        ),
+        Operation(
+            "get_budget",
+            "Budget",
+            (Route("GET", "/v1/budgets", problems=(403,)),),
+            cli="budget show",
+            doc="""The budget of the caller (another user's with `target_user_id`: admin
+            keys) or of one of their sessions (`session_id`), and what is used of it;
+            bounds null when none is set.""",
+        ),
+        Operation(
+            "set_budget",
+            "Budget",
+            (Route("PUT", "/v1/budgets", request="SetBudget", problems=(403,)),),
+            cli="budget set",
+            doc="""Set a user's or a session's budget (admin keys): `max_tokens` and/or
+            `max_cost`. Once used up, starting a run or adding a step there answers 409
+            `budget-exceeded` (audited as `run.refused`; nothing else is written).""",
+        ),
+        Operation(
+            "clear_budget",
+            "Budget",
+            (Route("DELETE", "/v1/budgets", problems=(403,)),),
+            cli="budget clear",
+            doc="Remove a user's or a session's budget (admin keys); answers it without bounds.",
         ),
     ),
     *_section(

@@ -14,6 +14,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .service.policy import Limits, Policy
+from .usage import load_prices
 
 __all__ = ["Settings"]
 
@@ -80,6 +81,10 @@ class Settings(BaseSettings):
         keyring_file: the keyring file (``AGENTSESSION_KEYRING_FILE``; ``agentsession
             keyring create``): content is stored sealed with per-user keys
             (docs/security.md, "Encryption at rest"); unset = stored as it is.
+        prices_file: the price table of the usage ledger (``AGENTSESSION_PRICES_FILE``),
+            a JSON file of model name -> prices per million tokens
+            (:func:`agentsession.usage.load_prices`); unset (default): no prices, so
+            costs are null (docs/semantics.md, "Usage and budgets").
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTSESSION_", extra="ignore")
@@ -107,6 +112,7 @@ class Settings(BaseSettings):
     tombstone_key: SecretStr | None = None
     redis_rewrite_aof: bool = False
     keyring_file: str | None = None
+    prices_file: str | None = None
 
     def manager_options(self) -> dict[str, Any]:
         """Keyword arguments for ``SessionManager.from_url(self.url, ...)``: the policy,
@@ -119,6 +125,7 @@ class Settings(BaseSettings):
                 tombstone_key=None
                 if self.tombstone_key is None
                 else self.tombstone_key.get_secret_value().encode("utf-8"),
+                prices=None if self.prices_file is None else load_prices(self.prices_file),
             ),
         }
         if self.keyring_file:

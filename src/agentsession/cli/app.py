@@ -23,6 +23,7 @@ from .server import keys_app, serve
 from .sessions import sessions_app
 from .transfer import export, import_app
 from .ui import ui
+from .usage import budget_app, usage
 
 __all__ = ["build_app", "main"]
 
@@ -59,6 +60,8 @@ def build_app() -> typer.Typer:
     app.command("serve")(serve)
     app.command("ui")(ui)
     app.command("search")(search)
+    app.command("usage")(usage)
+    app.add_typer(budget_app, name="budget")
     app.add_typer(keys_app, name="keys")
     app.add_typer(keyring_app, name="keyring")
     app.command("export")(export)

@@ -28,6 +28,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..errors import (
     AgentSessionError,
+    BudgetExceeded,
     Conflict,
     ContextBudgetTooSmall,
     Forbidden,
@@ -132,6 +133,7 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     RunAlreadyRunning: Problem("Run Already Running"),
     RunNotRunning: Problem("Run Not Running"),
     RunLeaseExpired: Problem("Run Lease Expired"),
+    BudgetExceeded: Problem("Budget Exceeded"),
     ToolCallExists: Problem("Tool Call Exists"),
     SessionExists: Problem("Session Exists"),
     PatchConflict: Problem("Patch Conflict"),

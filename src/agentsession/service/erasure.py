@@ -156,8 +156,9 @@ class ErasureUseCases(ServiceCore):
         admin: bool = False,
         compact: bool = False,
     ) -> Erasure:
-        """Erase every session of a user, their ``user``-scope shared-memory documents
-        and every idempotency record of their data in one transaction, then have the
+        """Erase every session of a user (their usage ledger and budgets with them), their
+        ``user``-scope shared-memory documents, their user budget and every idempotency
+        record of their data in one transaction, then have the
         store get the deleted rows off its disk (its ``scrub``).
 
         An idempotency record holds the first answer of a keyed write, so the records of
@@ -198,6 +199,7 @@ class ErasureUseCases(ServiceCore):
                 if s is not None:
                     self._delete(tx, s, principal)
             shared = tx.delete_user_shared_memory(target)
+            tx.delete_budget(target, None)
             horizon = self._uow.now() + _FOREVER
             keys = tx.purge_idempotency(created_before=horizon, user_id=target)
             return len(ids), keys, shared

@@ -12,7 +12,9 @@ Inside one store transaction (docs/architecture.md, "The write pipeline"):
 4. status: writes need ACTIVE (unless the request says otherwise);
 5. optimistic locking: a stale ``expected_version`` raises VersionConflict;
 6. the change itself, then ``version + 1``, ``updated_at``, one audit event and the
-   idempotency record, all committed together or not at all.
+   idempotency record, all committed together or not at all. A change may instead
+   refuse (:class:`Refused`, a spent budget): then its audit event alone is committed,
+   and the call raises.
 
 The whole transaction re-runs when the store reports a lost race (StoreBusy).
 """
@@ -60,6 +62,7 @@ __all__ = [
     "ChangeFn",
     "DueForExpiry",
     "LapseFn",
+    "Refused",
     "Unchanged",
     "WritePipeline",
     "WriteRequest",
@@ -106,10 +109,23 @@ class Unchanged:
     result: Any
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A change that the rules refuse (a spent budget) and that the audit log must
+    show: the pipeline commits one audit event of ``action`` with ``details`` (no
+    version step, nothing else written, no idempotency record: a retry is checked
+    again) and then raises ``error``. The change function must not have written."""
+
+    action: str
+    details: Mapping[str, Any]
+    error: AgentSessionError
+
+
 #: ``change(tx, session, now)``: writes its rows and returns a Change, or returns the
 #: session unchanged for a no-op (closing a CLOSED session), or an :class:`Unchanged`
-#: for a no-op that answers something else: no version step, no audit.
-ChangeFn = Callable[[StoreTransaction, Session, datetime], Change | Session | Unchanged]
+#: for a no-op that answers something else: no version step, no audit; or a
+#: :class:`Refused`.
+ChangeFn = Callable[[StoreTransaction, Session, datetime], Change | Session | Unchanged | Refused]
 
 #: ``lapse(tx, session, now)``: the change that interrupts the run of a session whose
 #: lease lapsed (:func:`agentsession.service.changes.leases.lapse_change`).
@@ -208,7 +224,8 @@ class WritePipeline:
                 raise SessionNotActive(session_id=s.session_id, status=s.status.value)
             check_version(s, req.expected_version)
             result, version = self._apply(tx, req, s, now)
-            self._remember(tx, req.principal, req.scope, key, fingerprint, s, result)
+            if not isinstance(result, Refused):
+                self._remember(tx, req.principal, req.scope, key, fingerprint, s, result)
             return Written(result, replayed=False, session_version=version)
 
         try:
@@ -219,6 +236,8 @@ class WritePipeline:
             # same for a lapsed lease: the call then finds its run INTERRUPTED.
             self.catch_up(req.session_id)
             written = self._uow.run(body, write=True)
+        if isinstance(written.value, Refused):  # its audit event is committed
+            raise written.value.error
         report_write(replayed=written.replayed, session_version=written.session_version)
         return written
 
@@ -231,6 +250,10 @@ class WritePipeline:
             return cast(R, outcome), outcome.version
         if isinstance(outcome, Unchanged):
             return cast(R, outcome.result), s.version
+        if isinstance(outcome, Refused):
+            versions = (s.version, s.version)
+            self.audit(tx, s, req.principal, outcome.action, versions, outcome.details, now)
+            return cast(R, outcome), s.version
         stored = self.store_change(tx, s, outcome, req.principal, now, touch=req.touch)
         if req.returns_session:
             return cast(R, stored), stored.version

@@ -133,6 +133,7 @@ _CONTENT_FREE = frozenset(
     {
         "copy_history",
         "count_sessions",
+        "delete_budget",
         "delete_idempotency",
         "delete_messages",
         "delete_records",
@@ -141,6 +142,8 @@ _CONTENT_FREE = frozenset(
         "delete_summaries",
         "delete_user_shared_memory",
         "find_session_by_key",
+        "get_budget",
+        "insert_usage",
         "hide_messages",
         "insert_audit",
         "insert_rewind",
@@ -150,7 +153,9 @@ _CONTENT_FREE = frozenset(
         "list_rewinds",
         "list_user_session_ids",
         "purge_idempotency",
+        "put_budget",
         "rebase_memory_history",
+        "sum_usage",
     }
 )
 

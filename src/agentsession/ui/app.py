@@ -28,6 +28,7 @@ from .auth import (
     viewer,
 )
 from .contextview import router as context_router
+from .finds import router as finds_router
 from .guard import guarded, not_found
 from .lineage import router as lineage_router
 from .live import router as live_router
@@ -48,6 +49,7 @@ def install_ui(app: FastAPI) -> None:
     app.include_router(_router, prefix=PATH)
     app.include_router(views_router, prefix=PATH)
     app.include_router(context_router, prefix=PATH)
+    app.include_router(finds_router, prefix=PATH)
     app.include_router(lineage_router, prefix=PATH)
     app.include_router(writes_router, prefix=PATH)
     app.include_router(live_router, prefix=PATH)

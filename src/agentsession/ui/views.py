@@ -171,8 +171,24 @@ def session_view(request: Request, session_id: str) -> Response:
         "writable": may_write(v, s),
         "live": live,
         "last": max(high, s.message_count),
+        "usage": _usage(sm, v, session_id),
     }
     return render("session.html", context)
+
+
+def _usage(sm: SessionManager, v: Viewer, session_id: str) -> dict[str, Any]:
+    """The session's usage per model and its budget (the usage panel)."""
+    admin = v.principal.admin
+    return {
+        "totals": sm.get_usage(
+            user_id=v.principal.user_id,
+            admin=admin,
+            all_users=admin,
+            session_id=session_id,
+            group_by="model",
+        ),
+        "budget": sm.get_budget(**who_of(v), session_id=session_id),
+    }
 
 
 @router.get("/sessions/{session_id}/rewinds/{number}")

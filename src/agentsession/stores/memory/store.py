@@ -31,6 +31,7 @@ from .shared import SharedMemoryOps
 from .state import Tables
 from .summaries import SummaryOps
 from .toolcalls import ToolCallOps
+from .usage import UsageOps
 from .working_memory import WorkingMemoryOps
 
 __all__ = ["MemoryStore"]
@@ -120,6 +121,7 @@ class MemoryStore(Tables):
             self._keys.clear()
             self._idempotency.clear()
             self._shared.clear()
+            self._budgets.clear()
 
 
 class _MemoryTransaction(
@@ -135,5 +137,6 @@ class _MemoryTransaction(
     RunOps,
     AuditOps,
     SearchOps,
+    UsageOps,
 ):
     """One transaction: every aggregate's methods over the store's tables, one undo log."""

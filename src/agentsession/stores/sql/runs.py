@@ -79,7 +79,7 @@ class RunOps:
     def get_run(self, session_id: str, run_id: str) -> Run | None:
         stmt = sa.select(runs).where(runs.c.session_id == session_id, runs.c.run_id == run_id)
         row = self._conn.execute(stmt).first()
-        return None if row is None else Run.model_validate(row._asdict())
+        return None if row is None else _run_of(row._asdict())
 
     @translated
     def list_run_steps(
@@ -123,4 +123,11 @@ class RunOps:
         if after_seq is not None:
             stmt = stmt.where(runs.c.seq > after_seq)
         stmt = stmt.order_by(runs.c.seq).limit(limit)
-        return [Run.model_validate(row._asdict()) for row in self._conn.execute(stmt)]
+        return [_run_of(row._asdict()) for row in self._conn.execute(stmt)]
+
+
+def _run_of(row: dict[str, Any]) -> Run:
+    """The run of a row; ``usage_entries`` NULL (a run of before the ledger) is none."""
+    if row["usage_entries"] is None:
+        row["usage_entries"] = []
+    return Run.model_validate(row)

@@ -27,6 +27,7 @@ from sqlalchemy.dialects import mysql
 from ...fieldlimits import (
     EXTERNAL_KEY_CHARS,
     IDEMPOTENCY_KEY_CHARS,
+    MODEL_CHARS,
     NAME_CHARS,
     RECORD_KEY_CHARS,
     RECORD_NAMESPACE_CHARS,
@@ -48,11 +49,14 @@ __all__ = [
     "run_steps",
     "runs",
     "search_texts",
+    "session_budgets",
     "session_records",
     "sessions",
     "shared_memory",
     "summaries",
     "tool_calls",
+    "usage_ledger",
+    "user_budgets",
     "working_memory",
 ]
 
@@ -297,6 +301,9 @@ runs = sa.Table(
     sa.Column("error", PlainText(long=True), nullable=True),
     sa.Column("output", JSONText, nullable=False),
     sa.Column("usage", JSONText, nullable=False),
+    # The usage normalised, one entry per model (the run's ledger rows); NULL before
+    # the ledger (0015), read as none.
+    sa.Column("usage_entries", JSONText, nullable=True),
     sa.Column("metadata", JSONText, nullable=False),
     # Kept by every step insert, so a run is read and written without its steps.
     sa.Column("step_count", sa.Integer, nullable=False, server_default=sa.text("0")),
@@ -377,6 +384,62 @@ idempotency_keys = sa.Table(
     sa.Index(None, "session_id"),
     sa.Index(None, "created_at"),
     sa.Index(None, "owner_id"),
+    **TABLE_OPTIONS,
+)
+
+_COUNT = sa.BigInteger()
+
+# The usage ledger (docs/semantics.md, "Usage and budgets"): one row per model of a
+# finished run, written in the run's finish transaction, deleted with the session (ON
+# DELETE CASCADE). ``runs`` is 1 on a run's first row, 0 on its others. A user's sums
+# read the index (user_id, at), a session's (session_id, at).
+usage_ledger = sa.Table(
+    "usage_ledger",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("session_id", sa.String(ID), _session_fk(), nullable=False),
+    sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("agent", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("run_id", sa.String(ID), nullable=False),
+    sa.Column("model", sa.String(MODEL_CHARS), nullable=True),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Column("day", sa.String(10), nullable=False),
+    sa.Column("input_tokens", _COUNT, nullable=False),
+    sa.Column("output_tokens", _COUNT, nullable=False),
+    sa.Column("cache_read_tokens", _COUNT, nullable=False),
+    sa.Column("cache_write_tokens", _COUNT, nullable=False),
+    sa.Column("reasoning_tokens", _COUNT, nullable=False),
+    sa.Column("runs", sa.Integer, nullable=False),
+    sa.Index(None, "user_id", "at"),
+    sa.Index(None, "session_id", "at"),
+    sqlite_autoincrement=True,
+    **TABLE_OPTIONS,
+)
+
+# Budgets: a user's over all their sessions, and a session's (gone with the session).
+user_budgets = sa.Table(
+    "user_budgets",
+    metadata,
+    sa.Column("user_id", sa.String(NAME_CHARS), primary_key=True),
+    sa.Column("max_tokens", _COUNT, nullable=True),
+    sa.Column("max_cost", sa.Double, nullable=True),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+session_budgets = sa.Table(
+    "session_budgets",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("max_tokens", _COUNT, nullable=True),
+    sa.Column("max_cost", sa.Double, nullable=True),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
     **TABLE_OPTIONS,
 )
 

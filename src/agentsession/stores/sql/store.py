@@ -69,6 +69,7 @@ from .search import SearchOps
 from .shared import SharedMemoryOps
 from .summaries import SummaryOps
 from .toolcalls import ToolCallOps
+from .usage import UsageOps
 
 __all__ = ["SQLStore"]
 
@@ -516,6 +517,7 @@ class _SQLTransaction(
     ToolCallOps,
     RunOps,
     SearchOps,
+    UsageOps,
 ):
     """One transaction on one connection (the StoreTransaction protocol)."""
 
