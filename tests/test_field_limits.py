@@ -37,8 +37,10 @@ FIELD_OF_COLUMN = {
     ("summaries", "author"): fl.SUMMARY_LABEL_CHARS,
     ("summaries", "model"): fl.SUMMARY_LABEL_CHARS,
     ("summaries", "tokenizer"): fl.SUMMARY_LABEL_CHARS,
+    ("api_keys", "user_id"): fl.NAME_CHARS,
+    ("api_keys", "name"): fl.API_KEY_NAME_CHARS,
 }
-ID_COLUMNS = {"session_id", "message_id", "run_id", "parent_session_id"}
+ID_COLUMNS = {"session_id", "message_id", "run_id", "parent_session_id", "key_id"}
 LIBRARY_VOCABULARY = {
     "status",
     "role",
@@ -47,6 +49,7 @@ LIBRARY_VOCABULARY = {
     "fingerprint",
     "arguments_hash",
     "external_key_hash",
+    "token_sha256",
     "mode",  # a rewind's: "hide" or "remove"
     "kind",  # a search index row's: "message", "title" or "tool_call"
 }

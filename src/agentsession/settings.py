@@ -8,7 +8,7 @@ variable with the ``AGENTSESSION_`` prefix, e.g. ``AGENTSESSION_URL``.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -36,8 +36,17 @@ class Settings(BaseSettings):
             or ``NORMAL`` (faster; a power loss may drop the last commits).
         host, port, workers: where ``agentsession serve`` listens, and how many
             worker processes it starts (several need a multi-process store).
-        keys_file: the JSON file of API keys (SHA-256 hashes only); default: next to
-            an SQLite database (``<db>.keys.json``), else ``agentsession-keys.json``.
+        keys_file: the JSON file of API keys (SHA-256 hashes only); set, the service
+            and ``agentsession keys`` use it whatever ``keys`` says. Unset, a key file
+            is next to an SQLite database (``<db>.keys.json``), else
+            ``agentsession-keys.json``.
+        keys: where API keys live (``AGENTSESSION_KEYS``): ``store``, the session
+            store's key table, shared by every instance on every machine (default on
+            PostgreSQL, MySQL/MariaDB and Redis); ``file``, a key file (default on
+            SQLite and ``memory://``).
+        keys_cache_seconds: how long an instance trusts what it read of a key in the
+            store: a revoked key is refused by every instance within this time
+            (default 5).
         max_body_bytes: the largest request body the service reads; larger -> 413.
             Default: a put of one record of ``Limits.max_record_bytes`` fits (its data
             in base64), 11,446,956 bytes with the default limits.
@@ -88,6 +97,8 @@ class Settings(BaseSettings):
     port: int = 8000
     workers: int = 1
     keys_file: str | None = None
+    keys: Literal["store", "file"] | None = None
+    keys_cache_seconds: float = Field(5.0, ge=0, le=300)
     max_body_bytes: int = _BODY_BYTES
     max_header_bytes: int = Field(16 * 1024, ge=1024)
     max_header_count: int = Field(100, ge=10)

@@ -23,7 +23,7 @@ from .authlimit import AuthFailureLimiter
 from .changestream import event_stream_routes
 from .deps import Services
 from .guards import GuardMiddleware, HeaderLimits
-from .keys import KeyStore, open_key_store
+from .keys import KeyStore, keys_in_store, open_key_store
 from .middleware import EdgeMiddleware
 from .openapi import install_openapi
 from .problems import install_handlers
@@ -46,14 +46,16 @@ def create_app(
             closed at shutdown). None: open ``settings.url`` in the lifespan, with
             ``settings.auto_migrate``, and close it at shutdown.
         settings: defaults to ``Settings()`` (the ``AGENTSESSION_*`` environment).
-        keys: the API key store; default the key file of ``settings``
-            (see :mod:`agentsession.http.keys`). Tests pass a ``MemoryKeyStore``.
+        keys: the API key store; default the one ``settings`` name, the session
+            store's key table or a key file (:func:`.keys.open_key_store`). Tests
+            pass a ``MemoryKeyStore``.
 
     Returns:
         The app; with ``manager`` given it is usable without running its lifespan.
     """
     config = settings if settings is not None else Settings()
-    key_store = keys if keys is not None else open_key_store(config)
+    # Keys in the session store are opened with it (in the lifespan, or from `manager`).
+    key_store = keys if keys is not None or keys_in_store(config) else open_key_store(config)
     auth_limiter = AuthFailureLimiter.of(config)
 
     @asynccontextmanager
@@ -68,7 +70,8 @@ def create_app(
             functools.partial(SessionManager.from_url, config.url, **config.manager_options())
         )
         calls = _threaded(opened, config)
-        app.state.services = Services(calls, key_store, config, auth_limiter)
+        chosen = key_store or open_key_store(config, opened.store)
+        app.state.services = Services(calls, chosen, config, auth_limiter)
         try:
             yield
         finally:
@@ -96,7 +99,8 @@ def create_app(
         generate_unique_id_function=operation_id,
     )
     if manager is not None:
-        app.state.services = Services(_threaded(manager, config), key_store, config, auth_limiter)
+        chosen = key_store or open_key_store(config, manager.store)
+        app.state.services = Services(_threaded(manager, config), chosen, config, auth_limiter)
     install_handlers(app)
     _add_routes(app)
     install_ui(app)

@@ -94,6 +94,7 @@ from ...models import (
     WorkingMemory,
 )
 from ..base import FeedRead, IdempotencyRecord, ScrubReport, SessionHead, StoreConflict
+from .apikeys import RedisKeyTable
 from .audit import AuditOps
 from .changes import change_tail, read_changes
 from .codec import copy, dec, prefix
@@ -412,6 +413,14 @@ class RedisStore:
         if self._client is None:
             raise StoreError("the Redis store is closed")
         return self._client
+
+    def api_keys(self) -> RedisKeyTable:
+        """The store's API keys (:mod:`agentsession.apikeys`).
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        return RedisKeyTable(self.client)
 
     def __repr__(self) -> str:
         return f"RedisStore({self.url!r})"

@@ -37,6 +37,7 @@ from ...fieldlimits import (
 from .columns import BLOB, LONG_TEXT, JSONText, PlainText, UTCDateTime, binary_text
 
 __all__ = [
+    "api_keys",
     "audit_events",
     "change_feed_gate",
     "idempotency_keys",
@@ -377,6 +378,26 @@ idempotency_keys = sa.Table(
     sa.Index(None, "session_id"),
     sa.Index(None, "created_at"),
     sa.Index(None, "owner_id"),
+    **TABLE_OPTIONS,
+)
+
+# API keys (agentsession.apikeys): the SHA-256 of each token, never the token. Shared by
+# every instance of the service.
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("key_id", sa.String(ID), primary_key=True),
+    sa.Column("token_sha256", sa.String(64), nullable=False),
+    sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("name", sa.String(LABEL), nullable=True),
+    sa.Column("admin", sa.Boolean, nullable=False),
+    sa.Column("scope", sa.String(16), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("expires_at", UTCDateTime, nullable=True),
+    sa.Column("last_used_at", UTCDateTime, nullable=True),
+    sa.Column("revoked_at", UTCDateTime, nullable=True),
+    sa.Index(None, "token_sha256", unique=True),
+    sa.Index(None, "user_id"),
     **TABLE_OPTIONS,
 )
 
