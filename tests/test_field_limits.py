@@ -39,6 +39,8 @@ FIELD_OF_COLUMN = {
     ("summaries", "tokenizer"): fl.SUMMARY_LABEL_CHARS,
     ("api_keys", "user_id"): fl.NAME_CHARS,
     ("api_keys", "name"): fl.API_KEY_NAME_CHARS,
+    # A client address (at most 45 characters for IPv6) or a key id.
+    ("auth_failures", "name"): 45,
 }
 ID_COLUMNS = {"session_id", "message_id", "run_id", "parent_session_id", "key_id"}
 LIBRARY_VOCABULARY = {

@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0017_api_keys"
+    assert head_revision() == "0018_auth_failures"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -692,8 +692,8 @@ def _downgrade(url: str, revision: str) -> None:
 _NEW_11 = ("memory_history", "rewinds", "rewound_messages")
 #: The table revision 0013 creates.
 _NEW_13 = ("search_texts",)
-#: The tables revision 0017 created.
-_NEW_17 = ("api_keys",)
+#: The tables revisions 0017 and 0018 created.
+_NEW_17 = ("api_keys", "auth_failures")
 
 
 def _row_counts(url: str) -> dict[str, int]:

@@ -300,6 +300,8 @@ def serve(
     settings = Settings()
     listen_port = _checked(port, "port", 1, 65535, settings)
     worker_count = _checked(workers, "workers", 1, None, settings)
+    # Each worker reads it: with several, failed authentications are counted in the store.
+    os.environ["AGENTSESSION_WORKERS"] = str(worker_count)
     # With auto-migrate the service creates a missing database and its schema.
     require_database(settings.url, create=settings.auto_migrate)
     listen_host = host or settings.host

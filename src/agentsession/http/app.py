@@ -56,7 +56,6 @@ def create_app(
     config = settings if settings is not None else Settings()
     # Keys in the session store are opened with it (in the lifespan, or from `manager`).
     key_store = keys if keys is not None or keys_in_store(config) else open_key_store(config)
-    auth_limiter = AuthFailureLimiter.of(config)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -71,7 +70,8 @@ def create_app(
         )
         calls = _threaded(opened, config)
         chosen = key_store or open_key_store(config, opened.store)
-        app.state.services = Services(calls, chosen, config, auth_limiter)
+        limiter = AuthFailureLimiter.of(config, opened.store)
+        app.state.services = Services(calls, chosen, config, limiter)
         try:
             yield
         finally:
@@ -100,7 +100,8 @@ def create_app(
     )
     if manager is not None:
         chosen = key_store or open_key_store(config, manager.store)
-        app.state.services = Services(_threaded(manager, config), chosen, config, auth_limiter)
+        limiter = AuthFailureLimiter.of(config, manager.store)
+        app.state.services = Services(_threaded(manager, config), chosen, config, limiter)
     install_handlers(app)
     _add_routes(app)
     install_ui(app)

@@ -107,10 +107,10 @@ async def authenticate(request: Request, credentials: Credentials) -> Principal:
         address = request.client.host if request.client is not None else "unknown"
         key_id = key_id_of(token)
         limiter = svc.auth_limiter
-        blocked = limiter.address_blocked(address) or (
-            limiter.key_blocked(key_id) if key_id is not None else None
-        )
-        limiter.failed(address, key_id)
+        if limiter.shared:  # counted in the store: off the event loop
+            blocked = await asyncio.to_thread(limiter.refuse, address, key_id)
+        else:
+            blocked = limiter.refuse(address, key_id)
         raise blocked or Unauthenticated(
             "a valid API key is required: send `Authorization: Bearer <key>`"
         )

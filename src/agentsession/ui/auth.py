@@ -111,12 +111,7 @@ def _failed(request: Request, key_id: str | None) -> None:
     Raises:
         TooManyRequests: the address, or the key id named, is over the limit.
     """
-    limiter = services(request).auth_limiter
-    address = _address(request)
-    blocked = limiter.address_blocked(address) or (
-        limiter.key_blocked(key_id) if key_id is not None else None
-    )
-    limiter.failed(address, key_id)
+    blocked = services(request).auth_limiter.refuse(_address(request), key_id)
     if blocked is not None:
         raise blocked
 

@@ -82,6 +82,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
+from ...authfailures import LimitsCounter
 from ...errors import StoreBusy, StoreError
 from ...models import (
     AuditEvent,
@@ -421,6 +422,21 @@ class RedisStore:
             StoreError: the store is closed.
         """
         return RedisKeyTable(self.client)
+
+    def auth_failures(self) -> LimitsCounter:
+        """The HTTP service's failed-authentication windows, in this Redis (keys
+        ``as:limits:*``, the ``limits`` library's moving windows), shared by every
+        process on the server.
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        from limits.storage import RedisStorage
+
+        storage = RedisStorage(
+            "redis://", connection_pool=self.client.connection_pool, key_prefix="as:limits"
+        )
+        return LimitsCounter(storage, shared=True)
 
     def __repr__(self) -> str:
         return f"RedisStore({self.url!r})"

@@ -39,6 +39,7 @@ from .columns import BLOB, LONG_TEXT, JSONText, PlainText, UTCDateTime, binary_t
 __all__ = [
     "api_keys",
     "audit_events",
+    "auth_failures",
     "change_feed_gate",
     "idempotency_keys",
     "memory_history",
@@ -398,6 +399,27 @@ api_keys = sa.Table(
     sa.Column("revoked_at", UTCDateTime, nullable=True),
     sa.Index(None, "token_sha256", unique=True),
     sa.Index(None, "user_id"),
+    **TABLE_OPTIONS,
+)
+
+# Failed authentications of the HTTP service, one row per failure (kind "address" or
+# "key", the client address or key id, Unix seconds), shared by every instance
+# (stores/sql/authfailures.py); rows older than the window are deleted as failures come.
+auth_failures = sa.Table(
+    "auth_failures",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("name", sa.String(LABEL), nullable=False),
+    sa.Column("at", sa.Double, nullable=False),
+    sa.Index(None, "kind", "name", "at"),
+    sa.Index(None, "at"),
+    sqlite_autoincrement=True,
     **TABLE_OPTIONS,
 )
 

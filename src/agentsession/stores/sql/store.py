@@ -35,6 +35,7 @@ from ..changefeed import parse_seq_cursor
 from ..keyhash import external_key_hash
 from ..listing import merge_newest
 from .apikeys import SQLKeyTable
+from .authfailures import SQLFailureCounter
 from .changes import ChangeOps, FeedHorizon, audit_insert, gated_audit_insert
 from .columns import LONG_TEXT
 from .dialect import (
@@ -189,6 +190,15 @@ class SQLStore:
             StoreError: the store is closed.
         """
         return SQLKeyTable(self.engine)
+
+    def auth_failures(self) -> SQLFailureCounter:
+        """The HTTP service's failed-authentication windows, in ``auth_failures``
+        (shared by every process on the database).
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        return SQLFailureCounter(self.engine)
 
     def __repr__(self) -> str:
         return f"SQLStore({self.url!r})"
