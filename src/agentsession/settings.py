@@ -84,6 +84,21 @@ class Settings(BaseSettings):
             tombstone of a deleted session (``AGENTSESSION_TOMBSTONE_KEY``, at least 16
             characters); unset = a random key per process, so tombstones cannot be
             linked to users (``Policy.tombstone_key``).
+        metrics_token: the bearer token ``GET /metrics`` demands
+            (``AGENTSESSION_METRICS_TOKEN``, at least 16 characters); unset, there is no
+            ``/metrics`` (docs/deployment.md, "Metrics").
+        jwt_jwks: bearer JWTs are accepted, verified against this JWKS: a file, or an
+            ``https://`` URL (``AGENTSESSION_JWT_JWKS``; the extra ``jwt``); unset, only
+            API keys are (:mod:`agentsession.http.jwtauth`).
+        jwt_audience, jwt_issuer: the ``aud`` and ``iss`` a JWT must carry (required
+            with ``jwt_jwks``).
+        jwt_algorithms: the signature algorithms accepted (asymmetric only; default
+            ``["RS256"]``; in the environment a JSON list).
+        jwt_user_claim: the claim holding the user id (default ``sub``).
+        jwt_scope_claim: the claim holding the scopes ``read``, ``write``, ``admin``
+            (default ``scope``: space-separated, or a list).
+        jwt_leeway_seconds: clock skew allowed on ``exp`` and ``nbf`` (default 30).
+        jwt_jwks_cache_seconds: how long keys fetched from a JWKS URL are kept (300).
         redis_rewrite_aof: a Redis store rewrites its append-only file after every
             erasure (``AGENTSESSION_REDIS_REWRITE_AOF``), so erased values leave it at once.
     """
@@ -114,6 +129,15 @@ class Settings(BaseSettings):
     expired_restore_window_seconds: float | None = _POLICY.expired_restore_window_seconds
     tombstone_key: SecretStr | None = None
     redis_rewrite_aof: bool = False
+    metrics_token: SecretStr | None = Field(None, min_length=16)
+    jwt_jwks: str | None = None
+    jwt_audience: str | None = None
+    jwt_issuer: str | None = None
+    jwt_algorithms: list[str] = Field(default_factory=lambda: ["RS256"])
+    jwt_user_claim: str = "sub"
+    jwt_scope_claim: str = "scope"
+    jwt_leeway_seconds: float = Field(30.0, ge=0, le=600)
+    jwt_jwks_cache_seconds: float = Field(300.0, ge=1)
 
     def manager_options(self) -> dict[str, Any]:
         """Keyword arguments for ``SessionManager.from_url(self.url, ...)``: the policy,

@@ -20,6 +20,7 @@ from .lifecycle import close, delete, expire, restore, sweep
 from .search import search
 from .server import keys_app, serve
 from .sessions import sessions_app
+from .trace import trace_app
 from .transfer import export, import_app
 from .ui import ui
 
@@ -61,6 +62,7 @@ def build_app() -> typer.Typer:
     app.add_typer(keys_app, name="keys")
     app.command("export")(export)
     app.add_typer(import_app, name="import")
+    app.add_typer(trace_app, name="trace")
     _whole_summaries(app)
     return app
 

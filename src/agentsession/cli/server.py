@@ -15,6 +15,7 @@ import contextlib
 import os
 import shlex
 import socket
+import tempfile
 from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
@@ -38,6 +39,9 @@ KeysFileOpt = Annotated[
         "database, else agentsession-keys.json",
     ),
 ]
+
+#: prometheus-client's multiprocess directory (agentsession.http.metrics.MULTIPROC_ENV).
+_MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 keys_app = new_app("Create, list and revoke API keys of the HTTP service.")
 
@@ -186,7 +190,7 @@ def keys_import(
     url: UrlOpt = None,
 ) -> None:
     """Copy every key of a key file (revoked ones too, hashes only) into the key store
-    that ``serve`` uses, keeping ids, users, scopes and times; keys already there are
+    that `serve` uses, keeping ids, users, scopes and times; keys already there are
     left as they are. Prints how many were imported and skipped; exit 2 if the file is
     not a trusted key file or the key store cannot be used."""
     from ..http.keys import FileKeyStore
@@ -240,6 +244,17 @@ def _preflight(settings: Settings) -> None:
             f"Create one with: {make}",
             err=True,
         )
+
+
+def _metrics_dir(settings: Settings, workers: int) -> tempfile.TemporaryDirectory[str] | None:
+    """With ``/metrics`` on and several workers, a fresh directory for
+    prometheus-client's multiprocess mode, named in ``PROMETHEUS_MULTIPROC_DIR`` for the
+    workers (one the operator set is kept: None); removed when ``serve`` ends."""
+    if settings.metrics_token is None or workers == 1 or os.environ.get(_MULTIPROC_ENV):
+        return None
+    made = tempfile.TemporaryDirectory(prefix="agentsession-metrics-")
+    os.environ[_MULTIPROC_ENV] = made.name
+    return made
 
 
 def _checked(value: int | None, name: str, low: int, high: int | None, settings: Settings) -> int:
@@ -302,6 +317,7 @@ def serve(
     worker_count = _checked(workers, "workers", 1, None, settings)
     # Each worker reads it: with several, failed authentications are counted in the store.
     os.environ["AGENTSESSION_WORKERS"] = str(worker_count)
+    metrics_dir = _metrics_dir(settings, worker_count)
     # With auto-migrate the service creates a missing database and its schema.
     require_database(settings.url, create=settings.auto_migrate)
     listen_host = host or settings.host
@@ -325,3 +341,5 @@ def serve(
         access_log=False,
         log_config=uvicorn_log_config(),
     )
+    if metrics_dir is not None:
+        metrics_dir.cleanup()

@@ -12,10 +12,12 @@ import asyncio
 import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
 from .. import __version__
+from ..errors import ValidationError
 from ..service import AsyncSessionManager, SessionManager
 from ..settings import Settings
 from ..ui import install_ui
@@ -29,6 +31,9 @@ from .openapi import install_openapi
 from .problems import install_handlers
 from .routes import routers
 from .routing import operation_id
+
+if TYPE_CHECKING:
+    from .jwtauth import JwtVerifier
 
 __all__ = ["create_app"]
 
@@ -54,8 +59,8 @@ def create_app(
         The app; with ``manager`` given it is usable without running its lifespan.
     """
     config = settings if settings is not None else Settings()
-    # Keys in the session store are opened with it (in the lifespan, or from `manager`).
     key_store = keys if keys is not None or keys_in_store(config) else open_key_store(config)
+    verifier = _jwt_verifier(config)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -71,7 +76,7 @@ def create_app(
         calls = _threaded(opened, config)
         chosen = key_store or open_key_store(config, opened.store)
         limiter = AuthFailureLimiter.of(config, opened.store)
-        app.state.services = Services(calls, chosen, config, limiter)
+        app.state.services = Services(calls, chosen, config, limiter, verifier)
         try:
             yield
         finally:
@@ -101,10 +106,12 @@ def create_app(
     if manager is not None:
         chosen = key_store or open_key_store(config, manager.store)
         limiter = AuthFailureLimiter.of(config, manager.store)
-        app.state.services = Services(_threaded(manager, config), chosen, config, limiter)
+        app.state.services = Services(_threaded(manager, config), chosen, config, limiter, verifier)
     install_handlers(app)
     _add_routes(app)
     install_ui(app)
+    if config.metrics_token is not None:
+        _install_metrics(app, config)
     # Added innermost first: the edge (request id, access line, catch-all 500) wraps
     # everything, so even a 500 carries the id, and the access log sees every answer,
     # the refusals of the limits too.
@@ -117,6 +124,40 @@ def create_app(
     )
     app.add_middleware(EdgeMiddleware)
     return app
+
+
+def _jwt_verifier(config: Settings) -> JwtVerifier | None:
+    """The JWT verifier ``config.jwt_jwks`` asks for (:mod:`.jwtauth`), or None.
+
+    Raises:
+        ValidationError: a JWT setting is wrong, or PyJWT (the ``jwt`` extra) is missing.
+    """
+    if config.jwt_jwks is None:
+        return None
+    try:
+        from .jwtauth import JwtVerifier
+    except ImportError as exc:
+        raise ValidationError(
+            "AGENTSESSION_JWT_JWKS needs: pip install 'agentsession[jwt]'", field="jwt_jwks"
+        ) from exc
+    return JwtVerifier(config)
+
+
+def _install_metrics(app: FastAPI, config: Settings) -> None:
+    """``GET /metrics`` (:mod:`.metrics`), whose prometheus-client is the ``metrics``
+    extra.
+
+    Raises:
+        ValidationError: ``AGENTSESSION_METRICS_TOKEN`` is set and the extra is missing.
+    """
+    try:
+        from .metrics import install_metrics
+    except ImportError as exc:
+        raise ValidationError(
+            "AGENTSESSION_METRICS_TOKEN needs: pip install 'agentsession[metrics]'",
+            field="metrics_token",
+        ) from exc
+    install_metrics(app, config)
 
 
 def _add_routes(app: FastAPI) -> None:

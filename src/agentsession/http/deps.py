@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import orjson
 from fastapi import Depends, Header, Path, Request
@@ -24,6 +24,7 @@ from ..errors import AgentSessionError, NotFound, RunNotFound, SessionNotFound, 
 from ..fieldlimits import IDEMPOTENCY_KEY_CHARS
 from ..ids import is_id
 from ..models import Message, Page, RestoredSession, Session
+from ..observe import note
 from ..principal import Principal
 from ..protocol import PreconditionRequired, Unauthenticated, format_etag, parse_if_match
 from ..service import AsyncSessionManager, WriteReport, write_report
@@ -31,6 +32,9 @@ from ..service.validation import check_key
 from ..settings import Settings
 from .authlimit import AuthFailureLimiter, key_id_of
 from .keys import KeyStore, StoreKeyStore
+
+if TYPE_CHECKING:
+    from .jwtauth import JwtVerifier
 from .schemas import IDEMPOTENCY_KEY, id_pattern
 from .scopes import check_scope
 
@@ -64,6 +68,7 @@ class Services:
     keys: KeyStore
     settings: Settings
     auth_limiter: AuthFailureLimiter
+    jwt: JwtVerifier | None = None
 
 
 def services(request: Request) -> Services:
@@ -102,7 +107,7 @@ async def authenticate(request: Request, credentials: Credentials) -> Principal:
     """
     svc = services(request)
     token = credentials.credentials if credentials is not None else None
-    principal = await _principal(svc.keys, token) if token else None
+    principal = await _principal(svc, token) if token else None
     if principal is None:
         address = request.client.host if request.client is not None else "unknown"
         key_id = key_id_of(token)
@@ -111,6 +116,7 @@ async def authenticate(request: Request, credentials: Credentials) -> Principal:
             blocked = await asyncio.to_thread(limiter.refuse, address, key_id)
         else:
             blocked = limiter.refuse(address, key_id)
+        note("auth_failure", label="unauthenticated" if blocked is None else "refused")
         raise blocked or Unauthenticated(
             "a valid API key is required: send `Authorization: Bearer <key>`"
         )
@@ -122,9 +128,14 @@ async def authenticate(request: Request, credentials: Credentials) -> Principal:
 Auth = Annotated[Principal, Depends(authenticate)]
 
 
-async def _principal(keys: KeyStore, token: str) -> Principal | None:
-    """The principal of ``token``: a key file is read on the event loop (a stat at most
-    once a second); the store's key table in a thread, unless its cache answers."""
+async def _principal(svc: Services, token: str) -> Principal | None:
+    """The principal of ``token``: a JWT when JWTs are on and it is no API key (verified
+    in a thread: a JWKS URL may be fetched); else an API key, a key file read on the
+    event loop (a stat at most once a second), the store's key table in a thread unless
+    its cache answers."""
+    if svc.jwt is not None and key_id_of(token) is None:
+        return await asyncio.to_thread(svc.jwt.principal, token)
+    keys = svc.keys
     if not isinstance(keys, StoreKeyStore) or not keys.blocking:
         return keys.authenticate(token)
     hit, principal = keys.cached(token)

@@ -46,6 +46,7 @@ from ..errors import StoreError
 from ..http.authlimit import key_id_of
 from ..http.deps import services
 from ..http.keys import ApiKey, hash_token
+from ..observe import note
 from ..principal import Principal
 
 __all__ = [
@@ -112,6 +113,7 @@ def _failed(request: Request, key_id: str | None) -> None:
         TooManyRequests: the address, or the key id named, is over the limit.
     """
     blocked = services(request).auth_limiter.refuse(_address(request), key_id)
+    note("auth_failure", label="unauthenticated" if blocked is None else "refused")
     if blocked is not None:
         raise blocked
 
