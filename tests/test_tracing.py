@@ -8,6 +8,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -21,7 +22,7 @@ sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-from agentsession.tracing import export_session  # noqa: E402
+from agentsession.tracing import export_session, live_exporter  # noqa: E402
 
 MODULE = "some_missing_module_for_traces"
 START = shlex.join([sys.executable, "-c", f"import {MODULE}"])
@@ -128,3 +129,30 @@ def test_trace_export_writes_one_json_span_a_line(tmp_path: Path) -> None:
     assert f"{want} spans of {sid} written to {out}" in made.stderr
     other = CliRunner().invoke(build_app(), [*args[:-2], "--user", "someone-else"])
     assert other.exit_code != 0 and "not found" in other.output.lower()
+
+
+def test_the_engine_exports_each_run_live(tmp_path: Path) -> None:
+    """With ``live_exporter`` as its observer, the engine emits each run's spans as it
+    finishes it: the same spans an export of the session makes afterwards."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "requirements.txt").write_text("flask\n")
+    sm = SessionManager(MemoryStore())
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    exporter = InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    model = ScriptedModel(START, install_command=INSTALL)
+    observer = live_exporter(sm, user_id=USER, tracer_provider=provider)
+    engine = AgentEngine(sm, model, ProjectTools(project), user_id=USER, observer=observer)
+    engine.handle(sid, "fix the start-up failure")
+    live = exporter.get_finished_spans()
+    assert live and {s.attributes.get("agentsession.run.id") for s in live if not s.parent} == {
+        r.run_id for r in sm.list_runs(session_id=sid, user_id=USER).items
+    }
+    later = _export(sm, sid)
+
+    def shape(spans: Any) -> list[tuple[str, int, int]]:
+        return sorted((s.name, s.start_time, s.end_time) for s in spans)
+
+    assert shape(live) == shape(later)

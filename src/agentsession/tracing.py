@@ -15,17 +15,18 @@ arguments and results) is left out unless ``include_content``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 
+from .engine import EngineEvent
 from .models import Run, RunStatus, RunStep, ToolCall, ToolCallStatus
 from .service import SessionManager
 
-__all__ = ["export_session"]
+__all__ = ["export_session", "live_exporter"]
 
 _TRACER = "agentsession"
 _PAGE = 200
@@ -57,6 +58,7 @@ def export_session(
     admin: bool = False,
     tracer_provider: TracerProvider | None = None,
     include_content: bool = False,
+    run_id: str | None = None,
 ) -> int:
     """Emit the spans of ``session_id``'s runs, steps and tool calls (see the module
     docstring) through ``tracer_provider`` (default: the global one), whose span
@@ -68,6 +70,7 @@ def export_session(
         tracer_provider: where the spans go.
         include_content: also put inputs, outputs, tool arguments and results on the
             spans (as JSON text); off by default.
+        run_id: only this run's spans (and no tool call outside runs).
 
     Returns:
         How many spans were emitted.
@@ -81,7 +84,8 @@ def export_session(
     calls = list(_pages(api.get_tool_history, **who))
     base = {"gen_ai.agent.name": session.agent, "gen_ai.conversation.id": session_id}
     emitted = 0
-    for run in _pages(api.list_runs, **who):
+    runs = [api.get_run(**who, run_id=run_id)] if run_id else _pages(api.list_runs, **who)
+    for run in runs:
         attributes: dict[str, Any] = {
             **base,
             "gen_ai.operation.name": "invoke_agent",
@@ -108,10 +112,39 @@ def export_session(
             emitted += 1
         _finish(span, run.status is RunStatus.FAILED, run.error, run.ended_at)
         emitted += 1
-    for call in (c for c in calls if c.run_id is None):
+    for call in (c for c in calls if c.run_id is None and run_id is None):
         _tool_span(tracer, None, base, call, include_content)
         emitted += 1
     return emitted
+
+
+def live_exporter(
+    api: SessionManager,
+    *,
+    user_id: str,
+    tracer_provider: TracerProvider | None = None,
+    include_content: bool = False,
+) -> Callable[[EngineEvent], None]:
+    """An ``observer`` for :class:`~agentsession.engine.AgentEngine` that emits each
+    run's spans (:func:`export_session` of that run) as soon as the engine finishes it.
+
+    Args:
+        api: the manager the engine writes through; user_id: the engine's user.
+        tracer_provider, include_content: as :func:`export_session`.
+    """
+
+    def observe(event: EngineEvent) -> None:
+        if event.kind == "run_finished":
+            export_session(
+                api,
+                session_id=event.data["session_id"],
+                user_id=user_id,
+                run_id=event.data["run_id"],
+                tracer_provider=tracer_provider,
+                include_content=include_content,
+            )
+
+    return observe
 
 
 def _finish(span: Span, failed: bool, error: str | None, ended: datetime | None) -> None:
