@@ -87,6 +87,8 @@ class Settings(BaseSettings):
         metrics_token: the bearer token ``GET /metrics`` demands
             (``AGENTSESSION_METRICS_TOKEN``, at least 16 characters); unset, there is no
             ``/metrics`` (docs/deployment.md, "Metrics").
+        otel_traces: OpenTelemetry spans of requests and store calls, to the global
+            tracer provider (``AGENTSESSION_OTEL_TRACES``; the extra ``otel``).
         jwt_jwks: bearer JWTs are accepted, verified against this JWKS: a file, or an
             ``https://`` URL (``AGENTSESSION_JWT_JWKS``; the extra ``jwt``); unset, only
             API keys are (:mod:`agentsession.http.jwtauth`).
@@ -130,6 +132,7 @@ class Settings(BaseSettings):
     tombstone_key: SecretStr | None = None
     redis_rewrite_aof: bool = False
     metrics_token: SecretStr | None = Field(None, min_length=16)
+    otel_traces: bool = False
     jwt_jwks: str | None = None
     jwt_audience: str | None = None
     jwt_issuer: str | None = None

@@ -112,6 +112,8 @@ def create_app(
     install_ui(app)
     if config.metrics_token is not None:
         _install_metrics(app, config)
+    if config.otel_traces:
+        _install_tracing(app)
     # Added innermost first: the edge (request id, access line, catch-all 500) wraps
     # everything, so even a 500 carries the id, and the access log sees every answer,
     # the refusals of the limits too.
@@ -141,6 +143,21 @@ def _jwt_verifier(config: Settings) -> JwtVerifier | None:
             "AGENTSESSION_JWT_JWKS needs: pip install 'agentsession[jwt]'", field="jwt_jwks"
         ) from exc
     return JwtVerifier(config)
+
+
+def _install_tracing(app: FastAPI) -> None:
+    """Request and store-call spans (:mod:`.otel`), whose SDK is the ``otel`` extra.
+
+    Raises:
+        ValidationError: ``AGENTSESSION_OTEL_TRACES`` is on and the extra is missing.
+    """
+    try:
+        from .otel import install_tracing
+    except ImportError as exc:
+        raise ValidationError(
+            "AGENTSESSION_OTEL_TRACES needs: pip install 'agentsession[otel]'", field="otel_traces"
+        ) from exc
+    install_tracing(app)
 
 
 def _install_metrics(app: FastAPI, config: Settings) -> None:
