@@ -110,10 +110,7 @@ def create_app(
     install_handlers(app)
     _add_routes(app)
     install_ui(app)
-    if config.metrics_token is not None:
-        _install_metrics(app, config)
-    if config.otel_traces:
-        _install_tracing(app)
+    _install_observers(app, config)
     # Added innermost first: the edge (request id, access line, catch-all 500) wraps
     # everything, so even a 500 carries the id, and the access log sees every answer,
     # the refusals of the limits too.
@@ -143,6 +140,15 @@ def _jwt_verifier(config: Settings) -> JwtVerifier | None:
             "AGENTSESSION_JWT_JWKS needs: pip install 'agentsession[jwt]'", field="jwt_jwks"
         ) from exc
     return JwtVerifier(config)
+
+
+def _install_observers(app: FastAPI, config: Settings) -> None:
+    """``/metrics`` when ``config.metrics_token`` is set, request spans when
+    ``config.otel_traces`` is on (each its extra)."""
+    if config.metrics_token is not None:
+        _install_metrics(app, config)
+    if config.otel_traces:
+        _install_tracing(app)
 
 
 def _install_tracing(app: FastAPI) -> None:
