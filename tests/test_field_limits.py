@@ -42,8 +42,12 @@ FIELD_OF_COLUMN = {
     ("usage_ledger", "model"): fl.MODEL_CHARS,
     ("user_budgets", "user_id"): fl.NAME_CHARS,
     ("session_budgets", "user_id"): fl.NAME_CHARS,
+    ("api_keys", "user_id"): fl.NAME_CHARS,
+    ("api_keys", "name"): fl.API_KEY_NAME_CHARS,
+    # A client address (at most 45 characters for IPv6) or a key id.
+    ("auth_failures", "name"): 45,
 }
-ID_COLUMNS = {"session_id", "message_id", "run_id", "parent_session_id"}
+ID_COLUMNS = {"session_id", "message_id", "run_id", "parent_session_id", "key_id"}
 LIBRARY_VOCABULARY = {
     "status",
     "role",
@@ -52,6 +56,7 @@ LIBRARY_VOCABULARY = {
     "fingerprint",
     "arguments_hash",
     "external_key_hash",
+    "token_sha256",
     "mode",  # a rewind's: "hide" or "remove"
     "kind",  # a search index row's: "message", "title" or "tool_call"
     "day",  # a usage ledger row's UTC date, YYYY-MM-DD

@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0015_usage_ledger"
+    assert head_revision() == "0017_auth_failures"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -694,6 +694,8 @@ _NEW_11 = ("memory_history", "rewinds", "rewound_messages")
 _NEW_13 = ("search_texts",)
 #: The tables revision 0015 creates.
 _NEW_15 = ("usage_ledger", "user_budgets", "session_budgets")
+#: The tables revisions 0016 and 0017 create.
+_NEW_16 = ("api_keys", "auth_failures")
 
 
 def _row_counts(url: str) -> dict[str, int]:
@@ -737,7 +739,15 @@ def test_downgrade_keeps_every_child_row(db_url: str, target: str) -> None:
     assert _versions_at(db_url) == [target]
     after = _row_counts(db_url)  # tables a later revision created are gone, empty here
     assert after == {t: n for t, n in before.items() if t in after}
-    newer = {"session_records", "shared_memory", "summaries", *_NEW_11, *_NEW_13, *_NEW_15}
+    newer = {
+        "session_records",
+        "shared_memory",
+        "summaries",
+        *_NEW_11,
+        *_NEW_13,
+        *_NEW_15,
+        *_NEW_16,
+    }
     assert set(before) - set(after) <= newer
 
 
@@ -754,7 +764,15 @@ def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
     assert before["session_records"] == 1
     _downgrade(db_url, "0006_external_keys")
     assert _versions_at(db_url) == ["0006_external_keys"]
-    newer = ("session_records", "shared_memory", "summaries", *_NEW_11, *_NEW_13, *_NEW_15)
+    newer = (
+        "session_records",
+        "shared_memory",
+        "summaries",
+        *_NEW_11,
+        *_NEW_13,
+        *_NEW_15,
+        *_NEW_16,
+    )
     assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in newer}
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
@@ -777,7 +795,9 @@ def test_run_leases_downgrade_forgets_leases_and_keeps_runs(db_url: str) -> None
     _downgrade(db_url, "0008_shared_memory")
     # The summaries table (0010) goes too on the way down; the runs stay.
     assert _row_counts(db_url) == {
-        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15)
+        t: n
+        for t, n in before.items()
+        if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16)
     }
     engine = sa.create_engine(db_url)
     try:
@@ -806,7 +826,9 @@ def test_summaries_downgrade_drops_only_the_summaries(db_url: str) -> None:
     _downgrade(db_url, "0009_run_leases")
     assert _versions_at(db_url) == ["0009_run_leases"]
     assert _row_counts(db_url) == {
-        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15)
+        t: n
+        for t, n in before.items()
+        if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16)
     }
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
@@ -829,7 +851,7 @@ def test_memory_history_seeds_one_row_per_working_memory(db_url: str) -> None:
     assert before["memory_history"] == 1
     _downgrade(db_url, "0010_summaries")
     assert _row_counts(db_url) == {
-        t: n for t, n in before.items() if t not in (*_NEW_11, *_NEW_13, *_NEW_15)
+        t: n for t, n in before.items() if t not in (*_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16)
     }
     engine = sa.create_engine(db_url)
     try:

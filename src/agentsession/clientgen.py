@@ -512,7 +512,7 @@ class PlainReads(_Exchange):
         )
 
     def whoami(self) -> _Flow[dict[str, Any]]:
-        """The user and role of the API key in use.
+        """The user, role and scope (``read`` or ``write``) of the API key in use.
 
         ``GET /v1/whoami``
         """

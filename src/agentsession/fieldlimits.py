@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "API_KEY_NAME_CHARS",
     "CALL_ID_CHARS",
     "EXTERNAL_KEY_CHARS",
     "IDEMPOTENCY_KEY_CHARS",
@@ -36,6 +37,8 @@ __all__ = [
     "TOOL_NAME_CHARS",
 ]
 
+#: An API key's name (``agentsession keys create --name``): printable text.
+API_KEY_NAME_CHARS: Final = 200
 #: Generated ids, ``<prefix>_<26 chars>`` (:func:`agentsession.ids.is_id`).
 ID_CHARS: Final = 40
 #: User ids (so also audit actors), agent names: ``A-Za-z0-9._:@+-`` (``ids.NAME_PATTERN``).

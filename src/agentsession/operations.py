@@ -103,6 +103,8 @@ class Operation:
             ``description``, reStructuredText as in a docstring); a route written by
             hand has its endpoint's docstring.
         tag: the OpenAPI tag of its routes: its section of :data:`OPERATIONS`.
+        post_reads: its POST route only reads (a query too big or too structured for
+            a query string); see :attr:`writes`.
     """
 
     name: str
@@ -115,6 +117,15 @@ class Operation:
     client: bool = True
     doc: str = ""
     tag: str = ""
+    post_reads: bool = False
+
+    @property
+    def writes(self) -> bool:
+        """Whether the operation may change anything, so a ``read`` API key may not call
+        it (docs/security.md, "Scopes"): a route with another method than GET, unless
+        :attr:`post_reads` says its POST only reads."""
+        allowed = {"GET", "POST"} if self.post_reads else {"GET"}
+        return any(route.method not in allowed for route in self.routes)
 
 
 _S = "/v1/sessions/{session_id}"
@@ -609,6 +620,7 @@ OPERATIONS: tuple[Operation, ...] = (
             ),
             route_by_hand="a read sent as POST (arguments in the body), also as a deprecated GET "
             'with the arguments as JSON text; the answer is {"item": ...}',
+            post_reads=True,
         ),
     ),
     *_section(

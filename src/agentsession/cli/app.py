@@ -21,6 +21,7 @@ from .lifecycle import close, delete, expire, restore, sweep
 from .search import search
 from .server import keys_app, serve
 from .sessions import sessions_app
+from .trace import trace_app
 from .transfer import export, import_app
 from .ui import ui
 from .usage import budget_app, usage
@@ -66,6 +67,7 @@ def build_app() -> typer.Typer:
     app.add_typer(keyring_app, name="keyring")
     app.command("export")(export)
     app.add_typer(import_app, name="import")
+    app.add_typer(trace_app, name="trace")
     _whole_summaries(app)
     return app
 

@@ -301,6 +301,7 @@ class AgentEngine:
         self._emit(
             "run_finished",
             run.status.value,
+            session_id=session_id,
             run_id=run.run_id,
             seq=run.seq,
             status=run.status.value,

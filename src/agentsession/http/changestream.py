@@ -33,6 +33,7 @@ from starlette.types import Scope
 
 from ..errors import AgentSessionError
 from ..models import AuditEvent, Change
+from ..observe import note
 from ..principal import Principal
 from ..service import AsyncSessionManager
 from ..service.feed import FeedQuery, feed_query
@@ -101,6 +102,7 @@ class ChangeHub:
         """Count a subscriber in, start the loop if need be, and return the mark of
         the ring's end: the changes after it reach the subscriber from the ring."""
         self._subscribers += 1
+        note("feed_subscribers", 1)
         if self._task is None:
             self._started = asyncio.Event()
             self._task = asyncio.create_task(self._run(self._started))
@@ -115,6 +117,7 @@ class ChangeHub:
     def leave(self) -> None:
         """Count a subscriber out; the loop ends after its next read if none is left."""
         self._subscribers -= 1
+        note("feed_subscribers", -1)
 
     def mark(self) -> int:
         """The ring's end: how many changes it was ever given."""

@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from ..feedwatch import check_poll_interval, follow_async
 from ..models import Change
+from ..observe import note
 from .manager import SessionManager
 
 __all__ = ["AsyncSessionManager"]
@@ -40,7 +42,11 @@ def _mirror(
     @functools.wraps(sync)
     async def method(self: AsyncSessionManager, /, *args: P.args, **kwargs: P.kwargs) -> R:
         bound: Callable[P, R] = getattr(self.manager, name)
-        return await self._in_thread(functools.partial(bound, *args, **kwargs))
+        started = time.perf_counter()
+        try:
+            return await self._in_thread(functools.partial(bound, *args, **kwargs))
+        finally:
+            note("store_call_seconds", time.perf_counter() - started, name)
 
     return method
 

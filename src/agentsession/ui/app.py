@@ -9,6 +9,7 @@ each carries its CSRF token (:mod:`.auth`).
 from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from ..ids import is_id
@@ -106,8 +107,9 @@ async def login(request: Request) -> Response:
     key = form.get("api_key", "").strip()
     response = _see("/")
     try:
-        check_key(request, key)
-        set_key(request, response, key)
+        # In a thread: the key store and the failure counts may be in the session store.
+        await run_in_threadpool(check_key, request, key)
+        await run_in_threadpool(set_key, request, response, key)
     except LoginRequired:
         return _login_form(request, status=401, error="That API key is not valid.")
     except TooManyRequests as exc:

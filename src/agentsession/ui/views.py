@@ -59,9 +59,9 @@ def who_of(v: Viewer) -> dict[str, Any]:
 
 def may_write(v: Viewer, s: Session) -> bool:
     """Whether the inspector offers (and accepts) writes of ``v`` on ``s``: only the
-    session's owner's; an admin sees another user's session read-only
-    (:mod:`.writes`)."""
-    return v.principal.user_id == s.user_id
+    session's owner's, with a ``write`` key; an admin sees another user's session
+    read-only, and a ``read`` key every session (:mod:`.writes`)."""
+    return v.principal.scope == "write" and v.principal.user_id == s.user_id
 
 
 def sessions_page(request: Request, v: Viewer) -> Response:

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from ...apikeys import MemoryKeyTable
 from ...errors import StoreError
 from ..base import FeedRead, ScrubReport
 from ..changefeed import parse_seq_cursor, selected
@@ -49,6 +50,11 @@ class MemoryStore(Tables):
         self.url = "memory://"
         self._lock = threading.RLock()
         self._closed = False
+        self._api_keys = MemoryKeyTable()
+
+    def api_keys(self) -> MemoryKeyTable:
+        """The store's API keys (:mod:`agentsession.apikeys`), in process memory."""
+        return self._api_keys
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[_MemoryTransaction]:

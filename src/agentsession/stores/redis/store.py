@@ -84,6 +84,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
+from ...authfailures import LimitsCounter
 from ...errors import StoreBusy, StoreError
 from ...models import (
     AuditEvent,
@@ -96,6 +97,7 @@ from ...models import (
     WorkingMemory,
 )
 from ..base import FeedRead, IdempotencyRecord, ScrubReport, SessionHead, StoreConflict
+from .apikeys import RedisKeyTable
 from .audit import AuditOps
 from .changes import change_tail, read_changes
 from .codec import copy, dec, prefix
@@ -416,6 +418,29 @@ class RedisStore:
         if self._client is None:
             raise StoreError("the Redis store is closed")
         return self._client
+
+    def api_keys(self) -> RedisKeyTable:
+        """The store's API keys (:mod:`agentsession.apikeys`).
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        return RedisKeyTable(self.client)
+
+    def auth_failures(self) -> LimitsCounter:
+        """The HTTP service's failed-authentication windows, in this Redis (keys
+        ``as:limits:*``, the ``limits`` library's moving windows), shared by every
+        process on the server.
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        from limits.storage import RedisStorage
+
+        storage = RedisStorage(
+            "redis://", connection_pool=self.client.connection_pool, key_prefix="as:limits"
+        )
+        return LimitsCounter(storage, shared=True)
 
     def __repr__(self) -> str:
         return f"RedisStore({self.url!r})"

@@ -38,7 +38,9 @@ from ...fieldlimits import (
 from .columns import BLOB, LONG_TEXT, JSONText, PlainText, UTCDateTime, binary_text
 
 __all__ = [
+    "api_keys",
     "audit_events",
+    "auth_failures",
     "change_feed_gate",
     "idempotency_keys",
     "memory_history",
@@ -335,7 +337,9 @@ run_steps = sa.Table(
 )
 
 audit_events = sa.Table(
+    "api_keys",
     "audit_events",
+    "auth_failures",
     metadata,
     # SQLite AUTOINCREMENT: never reuse the seq of a deleted row ("seqs increase").
     sa.Column(
@@ -440,6 +444,47 @@ session_budgets = sa.Table(
     sa.Column("max_tokens", _COUNT, nullable=True),
     sa.Column("max_cost", sa.Double, nullable=True),
     sa.Column("updated_at", UTCDateTime, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+# API keys (agentsession.apikeys): the SHA-256 of each token, never the token. Shared by
+# every instance of the service.
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("key_id", sa.String(ID), primary_key=True),
+    sa.Column("token_sha256", sa.String(64), nullable=False),
+    sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("name", sa.String(LABEL), nullable=True),
+    sa.Column("admin", sa.Boolean, nullable=False),
+    sa.Column("scope", sa.String(16), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("expires_at", UTCDateTime, nullable=True),
+    sa.Column("last_used_at", UTCDateTime, nullable=True),
+    sa.Column("revoked_at", UTCDateTime, nullable=True),
+    sa.Index(None, "token_sha256", unique=True),
+    sa.Index(None, "user_id"),
+    **TABLE_OPTIONS,
+)
+
+# Failed authentications of the HTTP service, one row per failure (kind "address" or
+# "key", the client address or key id, Unix seconds), shared by every instance
+# (stores/sql/authfailures.py); rows older than the window are deleted as failures come.
+auth_failures = sa.Table(
+    "auth_failures",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("name", sa.String(LABEL), nullable=False),
+    sa.Column("at", sa.Double, nullable=False),
+    sa.Index(None, "kind", "name", "at"),
+    sa.Index(None, "at"),
+    sqlite_autoincrement=True,
     **TABLE_OPTIONS,
 )
 
