@@ -337,9 +337,7 @@ run_steps = sa.Table(
 )
 
 audit_events = sa.Table(
-    "api_keys",
     "audit_events",
-    "auth_failures",
     metadata,
     # SQLite AUTOINCREMENT: never reuse the seq of a deleted row ("seqs increase").
     sa.Column(
