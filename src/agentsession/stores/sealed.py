@@ -90,6 +90,14 @@ class SealedStore:
     def __repr__(self) -> str:
         return f"SealedStore({self.inner!r})"
 
+    def __getattr__(self, name: str) -> Any:
+        # The inner store's optional capabilities that hold no content (API key
+        # hashes, failed-authentication counts) pass through; a store without one
+        # still answers AttributeError, so callers' getattr(store, name, None) holds.
+        if name not in _CONTENT_FREE_CAPABILITIES:
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[StoreTransaction]:
         """See :meth:`SessionStore.transaction`: the inner store's, sealing content."""
@@ -158,6 +166,10 @@ _CONTENT_FREE = frozenset(
         "sum_usage",
     }
 )
+
+
+# Optional store-level capabilities (not part of the port) that carry no content.
+_CONTENT_FREE_CAPABILITIES = frozenset({"api_keys", "auth_failures"})
 
 
 class _SealedTransaction:
