@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0014_change_feed"
+    assert head_revision() == "0015_session_metadata"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -924,3 +924,40 @@ def test_search_index_is_built_for_data_stored_before_0013(db_url: str) -> None:
     finally:
         engine.dispose()
     assert counted == 2 + 1 + 1 + 1 + 1200  # messages, tool call, two titles, carol's
+
+
+def test_metadata_index_is_built_for_sessions_stored_before_0015(db_url: str) -> None:
+    """Upgrading to 0015 indexes the metadata of the sessions already stored (a database
+    downgraded to 0014 has none indexed), more than one batch of them, on every SQL
+    dialect: the filters then count and list them, typed values by their text, and only
+    the owner's."""
+    upgrade(db_url)
+    with SessionManager.from_url(db_url) as sm:
+        a = sm.create_session(user_id="alice", metadata={"team": "x", "n": 3.0}).session_id
+        sm.create_session(user_id="alice", metadata={"team": "y", "n": [3]})
+        sm.create_session(user_id="bob", metadata={"team": "x"})
+        sm.create_session(user_id="carol", metadata={"team": "z", "big": "v" * 300})
+    _downgrade(db_url, "0014_change_feed")
+    engine = sa.create_engine(db_url)
+    try:  # 1,000 more of carol's: more than one batch of 1,000 sessions
+        with engine.begin() as conn:
+            table = sa.Table("sessions", sa.MetaData(), autoload_with=conn)
+            row = conn.execute(sa.select(table).where(table.c.user_id == "carol")).one()
+            copies = [row._asdict() | {"session_id": f"ses_{i:026d}"} for i in range(1000)]
+            conn.execute(sa.insert(table), copies)
+    finally:
+        engine.dispose()
+    assert upgrade(db_url) == head_revision()  # through 0015_session_metadata
+    with SessionManager.from_url(db_url) as sm:
+        assert sm.count_sessions(user_id="alice", metadata={"team": "x"}) == 1
+        page = sm.list_sessions(user_id="alice", metadata={"team": "x", "n": "3"})
+        assert [s.session_id for s in page.items] == [a]
+        assert sm.count_sessions(user_id="carol", metadata={"team": "z"}) == 1001
+        assert sm.count_sessions(user_id="alice", metadata={"n": "[3]"}) == 0
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            counted = conn.exec_driver_sql("SELECT COUNT(*) FROM session_metadata").scalar()
+    finally:
+        engine.dispose()
+    assert counted == 2 + 1 + 1 + 1001  # alice's team and n, team, bob's, carol's (big: too long)

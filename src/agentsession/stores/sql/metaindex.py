@@ -1,0 +1,105 @@
+"""The metadata index of the SQL store: ``session_metadata`` kept with the session row,
+and the conditions of a listing or count filtered by metadata.
+
+``session_metadata`` holds one row per metadata entry a filter can name
+(:func:`agentsession.metafilter.indexed_entries`): ``(session_id, key, value,
+user_id)``, its key ``(session_id, key)``, its index ``(key, value, user_id,
+session_id)``. The session's writes keep it in their transaction (an insert, an update
+whose metadata changed); it goes with the session by ``ON DELETE CASCADE`` (deletion,
+erasure). A filtered count reads that index alone for one key (``COUNT(*)`` of one
+index range, the matching sessions of the user, never the user's other sessions), and
+joins the session rows only for the other filters; a listing reads the sessions the
+first key's range names. The cost grows with the sessions matching the first key, not
+with the user's or the store's sessions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ...metafilter import MetadataFilter, indexed_entries
+from ...models import Session
+from .schema import session_metadata, sessions
+
+__all__ = ["MetadataOps", "metadata_condition", "metadata_params"]
+
+
+def metadata_condition(keys: int, user: bool) -> sa.ColumnElement[bool]:
+    """The condition on ``sessions`` that a session has the ``keys`` metadata entries
+    bound as ``meta_k<i>``/``meta_v<i>`` (``user``: the first one's range is the
+    ``user_id`` bind's, so it reads one user's range of the index)."""
+    m = session_metadata
+    first = sa.select(m.c.session_id).where(
+        m.c.key == sa.bindparam("meta_k0"), m.c.value == sa.bindparam("meta_v0")
+    )
+    if user:
+        first = first.where(m.c.user_id == sa.bindparam("user_id"))
+    conditions: list[sa.ColumnElement[bool]] = [sessions.c.session_id.in_(first)]
+    for i in range(1, keys):
+        other = m.alias(f"meta{i}")
+        conditions.append(
+            sa.exists().where(
+                other.c.session_id == sessions.c.session_id,
+                other.c.key == sa.bindparam(f"meta_k{i}"),
+                other.c.value == sa.bindparam(f"meta_v{i}"),
+            )
+        )
+    return sa.and_(*conditions)
+
+
+def metadata_params(metadata: MetadataFilter | None) -> dict[str, str]:
+    """The binds of :func:`metadata_condition` for a checked filter."""
+    params: dict[str, str] = {}
+    for i, (key, value) in enumerate(sorted((metadata or {}).items())):
+        params[f"meta_k{i}"] = key
+        params[f"meta_v{i}"] = value
+    return params
+
+
+class MetadataOps:
+    """The metadata index writes and the filtered count of the SQL transaction. The
+    host class provides the connection."""
+
+    _conn: Connection
+    _writing: Callable[[], None]
+
+    def _index_metadata(self, session: Session, *, replace: bool) -> None:
+        """Index the session's metadata (``replace``: drop its rows indexed before)."""
+        m = session_metadata
+        if replace:
+            self._conn.execute(sa.delete(m).where(m.c.session_id == session.session_id))
+        rows = [
+            {"session_id": session.session_id, "user_id": session.user_id, "key": k, "value": v}
+            for k, v in indexed_entries(session.metadata)
+        ]
+        if rows:
+            self._conn.execute(sa.insert(m), rows)
+
+    def _count_by_metadata(
+        self, metadata: MetadataFilter, user_id: str | None, session_filters: list[Any]
+    ) -> int:
+        """``COUNT(*)`` of the sessions with every entry of ``metadata`` that pass
+        ``session_filters`` (conditions on ``sessions``; none: the index alone)."""
+        m = session_metadata
+        (k0, v0), *rest = sorted(metadata.items())
+        where: list[Any] = [m.c.key == k0, m.c.value == v0]
+        if user_id is not None:
+            where.append(m.c.user_id == user_id)
+        source: Any = m
+        for i, (key, value) in enumerate(rest, start=1):
+            other = m.alias(f"meta{i}")
+            source = source.join(
+                other,
+                sa.and_(
+                    other.c.session_id == m.c.session_id, other.c.key == key, other.c.value == value
+                ),
+            )
+        if session_filters:
+            source = source.join(sessions, sessions.c.session_id == m.c.session_id)
+            where += session_filters
+        stmt = sa.select(sa.func.count()).select_from(source).where(*where)
+        return int(self._conn.execute(stmt).scalar_one())
