@@ -63,6 +63,7 @@ from .schema import (
     idempotency_keys,
     memory_history,
     messages,
+    search_texts,
     sessions,
     working_memory,
 )
@@ -337,6 +338,12 @@ class _Statements:
         )
         self._dialect = dialect
         self._session_updates: dict[tuple[str, ...], CompiledStatement] = {}
+        # One search index row (.search): on the hot path of every append with text.
+        self.insert_search_text = compiled(
+            sa.insert(search_texts).values(
+                {c: sa.bindparam(c) for c in ("session_id", "kind", "seq", "role", "text")}
+            )
+        )
         # The payload is bound as the JSON text it already is (see insert_messages).
         self.insert_messages = compiled(
             sa.insert(messages).values(
