@@ -9,8 +9,11 @@ whose metadata changed); it goes with the session by ``ON DELETE CASCADE`` (dele
 erasure). A filtered count reads that index alone for one key (``COUNT(*)`` of one
 index range, the matching sessions of the user, never the user's other sessions), and
 joins the session rows only for the other filters; a listing reads the sessions the
-first key's range names. The cost grows with the sessions matching the first key, not
-with the user's or the store's sessions.
+first key's range names. With several keys, the first is the rarest: each key's range
+is counted first, up to :data:`PROBE` entries (:meth:`MetadataOps._rarest_first`), so a
+rare key with a common one (``team=rare`` and ``env=prod``) reads the rare key's range.
+The cost grows with the sessions matching the rarest key (at most :data:`PROBE` index
+entries per key to find it), not with the user's or the store's sessions.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from ...metafilter import MetadataFilter, indexed_entries
 from ...models import Session
 from .schema import session_metadata, sessions
 
-__all__ = ["MetadataOps", "metadata_condition", "metadata_params"]
+__all__ = ["PROBE", "MetadataOps", "metadata_condition", "metadata_params"]
+
+#: The most index entries read per key to find a filter's rarest key.
+PROBE = 256
 
 
 def metadata_condition(keys: int, user: bool) -> sa.ColumnElement[bool]:
@@ -51,10 +57,11 @@ def metadata_condition(keys: int, user: bool) -> sa.ColumnElement[bool]:
     return sa.and_(*conditions)
 
 
-def metadata_params(metadata: MetadataFilter | None) -> dict[str, str]:
-    """The binds of :func:`metadata_condition` for a checked filter."""
+def metadata_params(entries: list[tuple[str, str]]) -> dict[str, str]:
+    """The binds of :func:`metadata_condition` for a checked filter's entries, the
+    first one read first (:meth:`MetadataOps._rarest_first`)."""
     params: dict[str, str] = {}
-    for i, (key, value) in enumerate(sorted((metadata or {}).items())):
+    for i, (key, value) in enumerate(entries):
         params[f"meta_k{i}"] = key
         params[f"meta_v{i}"] = value
     return params
@@ -79,27 +86,48 @@ class MetadataOps:
         if rows:
             self._conn.execute(sa.insert(m), rows)
 
+    def _rarest_first(
+        self, metadata: MetadataFilter | None, user_id: str | None
+    ) -> list[tuple[str, str]]:
+        """The filter's entries, the one with the fewest index entries (counted up to
+        :data:`PROBE`) first; one statement per key, and none for a single key."""
+        entries = sorted((metadata or {}).items())
+        if len(entries) < 2:
+            return entries
+        m = session_metadata
+        sizes = {}
+        for key, value in entries:
+            probe = sa.select(sa.literal(1)).where(m.c.key == key, m.c.value == value)
+            if user_id is not None:
+                probe = probe.where(m.c.user_id == user_id)
+            found = sa.select(sa.func.count()).select_from(probe.limit(PROBE).subquery())
+            sizes[key] = int(self._conn.execute(found).scalar_one())
+        return sorted(entries, key=lambda e: sizes[e[0]])
+
     def _count_by_metadata(
         self, metadata: MetadataFilter, user_id: str | None, session_filters: list[Any]
     ) -> int:
         """``COUNT(*)`` of the sessions with every entry of ``metadata`` that pass
-        ``session_filters`` (conditions on ``sessions``; none: the index alone)."""
+        ``session_filters`` (conditions on ``sessions``; none: the index alone), read
+        from the rarest entry's index range."""
         m = session_metadata
-        (k0, v0), *rest = sorted(metadata.items())
+        (k0, v0), *rest = self._rarest_first(metadata, user_id)
         where: list[Any] = [m.c.key == k0, m.c.value == v0]
         if user_id is not None:
             where.append(m.c.user_id == user_id)
         source: Any = m
         for i, (key, value) in enumerate(rest, start=1):
             other = m.alias(f"meta{i}")
-            source = source.join(
-                other,
-                sa.and_(
-                    other.c.session_id == m.c.session_id, other.c.key == key, other.c.value == value
-                ),
-            )
+            on = (other.c.session_id == m.c.session_id, other.c.key == key, other.c.value == value)
+            source = source.join(other, sa.and_(*on))
+        matching = sa.select(m.c.session_id).select_from(source).where(*where)
         if session_filters:
-            source = source.join(sessions, sessions.c.session_id == m.c.session_id)
-            where += session_filters
-        stmt = sa.select(sa.func.count()).select_from(source).where(*where)
+            # The sessions looked up by id from the index range, the other filters
+            # checked on their rows (a CASE, as a parent's forks are counted): in the
+            # WHERE, the database could take the status index and count every session
+            # of that status instead.
+            counted = sa.func.count(sa.case((sa.and_(*session_filters), 1)))
+            stmt = sa.select(counted).where(sessions.c.session_id.in_(matching))
+        else:
+            stmt = sa.select(sa.func.count()).select_from(matching.subquery())
         return int(self._conn.execute(stmt).scalar_one())

@@ -659,7 +659,7 @@ class _SQLTransaction(
             return []
         parent = parent_session_id
         params: dict[str, Any] = {
-            **metadata_params(metadata),
+            **metadata_params(self._rarest_first(metadata, user_id)),
             "user_id": user_id,
             "parent": parent,
             "status": None if status is None else status.value,
