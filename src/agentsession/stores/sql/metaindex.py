@@ -73,18 +73,32 @@ class MetadataOps:
 
     _conn: Connection
     _writing: Callable[[], None]
+    #: Each session's indexed entries as this write transaction read or wrote them.
+    _indexed: dict[str, list[tuple[str, str]]]
+
+    def _metadata_read(self, session: Session) -> None:
+        """Remember the entries of a session read for writing, so an update that leaves
+        them as they were (every append writes the metadata column) writes no index row:
+        taken now, as the metadata dict may later be changed in place."""
+        self._indexed[session.session_id] = indexed_entries(session.metadata)
 
     def _index_metadata(self, session: Session, *, replace: bool) -> None:
-        """Index the session's metadata (``replace``: drop its rows indexed before)."""
+        """Index the session's metadata (``replace``: drop its rows indexed before),
+        unless its entries are those this transaction read or wrote."""
         m = session_metadata
+        sid = session.session_id
+        entries = indexed_entries(session.metadata)
+        if replace and self._indexed.get(sid) == entries:
+            return
         if replace:
-            self._conn.execute(sa.delete(m).where(m.c.session_id == session.session_id))
+            self._conn.execute(sa.delete(m).where(m.c.session_id == sid))
         rows = [
-            {"session_id": session.session_id, "user_id": session.user_id, "key": k, "value": v}
-            for k, v in indexed_entries(session.metadata)
+            {"session_id": sid, "user_id": session.user_id, "key": k, "value": v}
+            for k, v in entries
         ]
         if rows:
             self._conn.execute(sa.insert(m), rows)
+        self._indexed[sid] = entries
 
     def _rarest_first(
         self, metadata: MetadataFilter | None, user_id: str | None

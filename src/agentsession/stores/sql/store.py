@@ -558,6 +558,7 @@ class _SQLTransaction(
         # Session rows as this write transaction read or wrote them (None: no such row),
         # so an update sets only the columns that changed (see _session_changes).
         self._stored: dict[str, Session | None] = {}
+        self._indexed: dict[str, list[tuple[str, str]]] = {}  # see MetadataOps
         self._gated = False  # holds the change feed's gate (MariaDB/MySQL)
 
     def _dbapi_cursor(self) -> Any:
@@ -592,6 +593,8 @@ class _SQLTransaction(
         session = Session.model_validate(stmt.record(rows[0])) if rows else None
         if self._write:  # the row as stored, locked until the end of this transaction
             self._stored[session_id] = session
+            if session is not None:
+                self._metadata_read(session)
         return session
 
     @_translated
@@ -638,6 +641,7 @@ class _SQLTransaction(
     def delete_session(self, session_id: str) -> None:
         self._writing()
         self._stored.pop(session_id, None)
+        self._indexed.pop(session_id, None)
         # Children go by ON DELETE CASCADE; these two have no foreign key (see schema).
         for table in (sessions, audit_events, idempotency_keys):
             self._conn.execute(sa.delete(table).where(table.c.session_id == session_id))
