@@ -37,6 +37,9 @@ FIELD_OF_COLUMN = {
     ("summaries", "author"): fl.SUMMARY_LABEL_CHARS,
     ("summaries", "model"): fl.SUMMARY_LABEL_CHARS,
     ("summaries", "tokenizer"): fl.SUMMARY_LABEL_CHARS,
+    ("session_metadata", "key"): fl.METADATA_KEY_CHARS,
+    ("session_metadata", "value"): fl.METADATA_VALUE_CHARS,
+    ("session_metadata", "user_id"): fl.NAME_CHARS,
 }
 ID_COLUMNS = {"session_id", "message_id", "run_id", "parent_session_id"}
 LIBRARY_VOCABULARY = {

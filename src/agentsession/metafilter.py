@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .errors import ValidationError
+from .fieldlimits import METADATA_KEY_CHARS, METADATA_VALUE_CHARS
 
 __all__ = [
     "KEY_PATTERN",
@@ -44,9 +45,9 @@ __all__ = [
 #: The most keys one filter may have.
 MAX_FILTER_KEYS: Final = 8
 #: The longest key a filter may name, in characters.
-MAX_KEY_CHARS: Final = 64
+MAX_KEY_CHARS: Final = METADATA_KEY_CHARS
 #: The longest match text a filter value may have, in characters.
-MAX_VALUE_CHARS: Final = 200
+MAX_VALUE_CHARS: Final = METADATA_VALUE_CHARS
 #: The characters of a filter key (an HTTP query parameter ``metadata.<key>``).
 KEY_PATTERN: Final = re.compile(rf"[A-Za-z0-9_.:/-]{{1,{MAX_KEY_CHARS}}}")
 

@@ -27,6 +27,8 @@ from sqlalchemy.dialects import mysql
 from ...fieldlimits import (
     EXTERNAL_KEY_CHARS,
     IDEMPOTENCY_KEY_CHARS,
+    METADATA_KEY_CHARS,
+    METADATA_VALUE_CHARS,
     NAME_CHARS,
     RECORD_KEY_CHARS,
     RECORD_NAMESPACE_CHARS,
@@ -34,7 +36,6 @@ from ...fieldlimits import (
     STEP_STATUS_CHARS,
     SUMMARY_LABEL_CHARS,
 )
-from ...metafilter import MAX_KEY_CHARS, MAX_VALUE_CHARS
 from .columns import BLOB, LONG_TEXT, JSONText, PlainText, UTCDateTime, binary_text
 
 __all__ = [
@@ -416,8 +417,8 @@ session_metadata = sa.Table(
     "session_metadata",
     metadata,
     sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
-    sa.Column("key", binary_text(MAX_KEY_CHARS), primary_key=True),
-    sa.Column("value", binary_text(MAX_VALUE_CHARS), nullable=False),
+    sa.Column("key", binary_text(METADATA_KEY_CHARS), primary_key=True),
+    sa.Column("value", binary_text(METADATA_VALUE_CHARS), nullable=False),
     sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
     sa.Index(None, "key", "value", "user_id", "session_id"),
     **TABLE_OPTIONS,
