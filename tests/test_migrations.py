@@ -692,6 +692,8 @@ def _downgrade(url: str, revision: str) -> None:
 _NEW_11 = ("memory_history", "rewinds", "rewound_messages")
 #: The table revision 0013 creates.
 _NEW_13 = ("search_texts",)
+#: The table revision 0015 creates.
+_NEW_15 = ("session_metadata",)
 
 
 def _row_counts(url: str) -> dict[str, int]:
@@ -735,7 +737,7 @@ def test_downgrade_keeps_every_child_row(db_url: str, target: str) -> None:
     assert _versions_at(db_url) == [target]
     after = _row_counts(db_url)  # tables a later revision created are gone, empty here
     assert after == {t: n for t, n in before.items() if t in after}
-    newer = {"session_records", "shared_memory", "summaries", *_NEW_11, *_NEW_13}
+    newer = {"session_records", "shared_memory", "summaries", *_NEW_11, *_NEW_13, *_NEW_15}
     assert set(before) - set(after) <= newer
 
 
@@ -752,7 +754,7 @@ def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
     assert before["session_records"] == 1
     _downgrade(db_url, "0006_external_keys")
     assert _versions_at(db_url) == ["0006_external_keys"]
-    newer = ("session_records", "shared_memory", "summaries", *_NEW_11, *_NEW_13)
+    newer = ("session_records", "shared_memory", "summaries", *_NEW_11, *_NEW_13, *_NEW_15)
     assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in newer}
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
@@ -775,7 +777,7 @@ def test_run_leases_downgrade_forgets_leases_and_keeps_runs(db_url: str) -> None
     _downgrade(db_url, "0008_shared_memory")
     # The summaries table (0010) goes too on the way down; the runs stay.
     assert _row_counts(db_url) == {
-        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11, *_NEW_13)
+        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15)
     }
     engine = sa.create_engine(db_url)
     try:
@@ -804,7 +806,7 @@ def test_summaries_downgrade_drops_only_the_summaries(db_url: str) -> None:
     _downgrade(db_url, "0009_run_leases")
     assert _versions_at(db_url) == ["0009_run_leases"]
     assert _row_counts(db_url) == {
-        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11, *_NEW_13)
+        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15)
     }
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
@@ -826,7 +828,9 @@ def test_memory_history_seeds_one_row_per_working_memory(db_url: str) -> None:
     before = _row_counts(db_url)
     assert before["memory_history"] == 1
     _downgrade(db_url, "0010_summaries")
-    assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in (*_NEW_11, *_NEW_13)}
+    assert _row_counts(db_url) == {
+        t: n for t, n in before.items() if t not in (*_NEW_11, *_NEW_13, *_NEW_15)
+    }
     engine = sa.create_engine(db_url)
     try:
         columns = {c["name"] for c in sa.inspect(engine).get_columns("sessions")}

@@ -37,7 +37,7 @@ from .dialect import translated
 from .execute import CompiledStatement
 from .schema import search_texts, sessions
 
-__all__ = ["SearchOps"]
+__all__ = ["SearchOps", "search_text_insert"]
 
 _ESCAPE = "\\"
 
@@ -46,6 +46,13 @@ def _like(query: str) -> str:
     """``%query%`` with LIKE's wildcards and the escape character escaped."""
     escaped = query.replace(_ESCAPE, _ESCAPE * 2).replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
+
+
+def search_text_insert() -> sa.Insert:
+    """The INSERT of one index row, every column bound by name: the store compiles it
+    once (its ``insert_search_text``), as it is on the path of every append with text."""
+    columns = ("session_id", "kind", "seq", "role", "text")
+    return sa.insert(search_texts).values({c: sa.bindparam(c) for c in columns})
 
 
 class SearchOps:

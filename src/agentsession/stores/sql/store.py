@@ -63,12 +63,11 @@ from .schema import (
     idempotency_keys,
     memory_history,
     messages,
-    search_texts,
     sessions,
     working_memory,
 )
 from .scrub import scrub_database
-from .search import SearchOps
+from .search import SearchOps, search_text_insert
 from .shared import SharedMemoryOps
 from .summaries import SummaryOps
 from .toolcalls import ToolCallOps
@@ -338,12 +337,7 @@ class _Statements:
         )
         self._dialect = dialect
         self._session_updates: dict[tuple[str, ...], CompiledStatement] = {}
-        # One search index row (.search): on the hot path of every append with text.
-        self.insert_search_text = compiled(
-            sa.insert(search_texts).values(
-                {c: sa.bindparam(c) for c in ("session_id", "kind", "seq", "role", "text")}
-            )
-        )
+        self.insert_search_text = compiled(search_text_insert())  # every append with text
         # The payload is bound as the JSON text it already is (see insert_messages).
         self.insert_messages = compiled(
             sa.insert(messages).values(
