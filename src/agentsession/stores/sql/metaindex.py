@@ -10,8 +10,9 @@ erasure). A filtered count reads that index alone for one key (``COUNT(*)`` of o
 index range, the matching sessions of the user, never the user's other sessions), and
 joins the session rows only for the other filters; a listing reads the sessions the
 first key's range names. With several keys, the first is the rarest: each key's range
-is counted first, up to :data:`PROBE` entries (:meth:`MetadataOps._rarest_first`), so a
-rare key with a common one (``team=rare`` and ``env=prod``) reads the rare key's range.
+is counted first (one statement), up to :data:`PROBE` entries
+(:meth:`MetadataOps._rarest_first`), so a rare key with a common one (``team=rare``
+and ``env=prod``) reads the rare key's range.
 The cost grows with the sessions matching the rarest key (at most :data:`PROBE` index
 entries per key to find it), not with the user's or the store's sessions.
 """
@@ -104,19 +105,21 @@ class MetadataOps:
         self, metadata: MetadataFilter | None, user_id: str | None
     ) -> list[tuple[str, str]]:
         """The filter's entries, the one with the fewest index entries (counted up to
-        :data:`PROBE`) first; one statement per key, and none for a single key."""
+        :data:`PROBE`) first; one statement for them all, none for a single key."""
         entries = sorted((metadata or {}).items())
         if len(entries) < 2:
             return entries
         m = session_metadata
-        sizes = {}
+        probes = []
         for key, value in entries:
             probe = sa.select(sa.literal(1)).where(m.c.key == key, m.c.value == value)
             if user_id is not None:
                 probe = probe.where(m.c.user_id == user_id)
-            found = sa.select(sa.func.count()).select_from(probe.limit(PROBE).subquery())
-            sizes[key] = int(self._conn.execute(found).scalar_one())
-        return sorted(entries, key=lambda e: sizes[e[0]])
+            counted = sa.select(sa.func.count()).select_from(probe.limit(PROBE).subquery())
+            probes.append(counted.scalar_subquery())
+        sizes = self._conn.execute(sa.select(*probes)).one()
+        ranked = sorted(zip(sizes, range(len(entries)), entries, strict=True))
+        return [entry for _, _, entry in ranked]
 
     def _count_by_metadata(
         self, metadata: MetadataFilter, user_id: str | None, session_filters: list[Any]
