@@ -60,10 +60,13 @@ bench-growth: $(STAMP)
 
 # Search (benchmarks/search.py): a search over a user's 10,000 and 100,000 messages vs a
 # last-20 read, and an append with vs without the search index, on SQLite and
-# PostgreSQL; exits 1 when a goal (10x, 2x growth, 1.3x) is missed.
+# PostgreSQL; exits 1 when a goal (10x, 2x growth, 1.3x) is missed. Then metadata
+# filters (benchmarks/metafilter.py): count_sessions with a metadata filter at 1,000 and
+# 100,000 sessions vs a session read; exits 1 when a count grows more than 2x.
 bench-search: $(STAMP)
 	mkdir -p benchmarks/results
 	$(BIN)/python benchmarks/search.py --json benchmarks/results/search.json $(BENCH_ARGS)
+	$(BIN)/python benchmarks/metafilter.py --json benchmarks/results/metafilter.json
 
 # The inspector and the change feed (benchmarks/inspector.py, also workload (i) of make
 # bench): its pages against their JSON calls at two history sizes, append p50 with 100

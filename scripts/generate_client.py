@@ -6,9 +6,11 @@ A plain operation is a row with a client method, routes and no ``client_by_hand`
 reason; the client sends its first route. Each argument of the method (apart from the
 caller's identity, and ``expected_version`` and ``idempotency_key``, which travel as
 headers) is a path parameter, a query parameter or a body member of the same name on
-the route (``target_user_id``, another user than the caller, travels as ``user_id``);
-a None is left out; the answer is the row's result, or the member of a JSON object
-the route's ``answer_member`` names (``{"count": n}``). A new ``Idempotency-Key`` goes
+the route (``target_user_id``, another user than the caller, travels as ``user_id``),
+or, for a mapping the route reads as ``<name>.<key>`` query parameters (a metadata
+filter), those parameters (``clientcore._metadata_query``); a None is left out; the
+answer is the row's result, or the member of a JSON object the route's
+``answer_member`` names (``{"count": n}``). A new ``Idempotency-Key`` goes
 with a route that declares the header and ``generated_key``. The other client flows
 are written by hand in agentsession/clienthand.py; the two client classes of
 agentsession/client.py inherit the methods generated for every row, both kinds.
@@ -94,6 +96,10 @@ HEADERS = ("expected_version", "idempotency_key")
 #: API key names) is the request's ``user_id``.
 WIRE_NAMES = {"target_user_id": "user_id", "query": "q"}
 
+#: The clientcore helper that writes a mapping argument as its query parameters
+#: ``<name>.<key>``, by the argument's name.
+MAPPED = {"metadata": "_metadata_query"}
+
 
 def plain() -> list[Operation]:
     """The rows whose client flow is generated: a client method, routes, no
@@ -124,9 +130,14 @@ def _served(route: Route) -> APIRoute:
 
 
 def _query_and_body(route: Route) -> tuple[set[str], set[str]]:
-    """The names of the route's query parameters and of its body's members."""
+    """The names of the route's query parameters and of its body's members; a mapping
+    read as ``<name>.<key>`` parameters counts as the query parameter ``<name>.``."""
     served = _served(route)
     query = {param.alias for param in served.dependant.query_params}
+    for sub in served.dependant.dependencies:
+        prefix = getattr(sub.call, "query_prefix", None)
+        if isinstance(prefix, str):
+            query.add(prefix)
     body: set[str] = set()
     if served.body_field is not None:
         annotation = served.body_field.field_info.annotation
@@ -255,9 +266,12 @@ def _arguments(op: Operation, params: dict[str, inspect.Parameter]) -> list[str]
     arguments = [path, _parse(op.result, route.answer_member)]
     # session_id picks the route: it names the session a 404 is about, when given.
     arguments.append("session_id=session_id" if scoped is not None else _session(op, params))
-    sent: dict[str, list[str]] = {"query": [], "body": [], "given": []}
+    sent: dict[str, list[str]] = {"query": [], "body": [], "given": [], "mapped": []}
     for name, p in params.items():
         if name in in_path or name in IDENTITY or name in HEADERS:
+            continue
+        if f"{name}." in query:
+            sent["mapped"].append(f"{MAPPED[name]}({name})")
             continue
         wire = WIRE_NAMES.get(name, name)
         where = "query" if wire in query else "body" if wire in body else None
@@ -272,18 +286,21 @@ def _arguments(op: Operation, params: dict[str, inspect.Parameter]) -> list[str]
         else:
             sent[where].append(f"{wire}={_value(p)}")
     filtered = scoped is None and "{session_id}" not in route.path
+    mapped = "".join(f" | {m}" for m in sent["mapped"])
     if route.method == "GET" and "session_id" in params and filtered:
         # a filter named like _read's session_id (the session a 404 is about): as params
-        return [*arguments[:2], f"params=_members({', '.join(sent['query'])})"]
+        return [*arguments[:2], f"params=_members({', '.join(sent['query'])}){mapped}"]
     if route.method == "GET":
-        return arguments[:2] + [a for a in arguments[2:] if a != "session_id=None"] + sent["query"]
+        extra = [f"params={mapped[3:]}"] if mapped else []
+        kept = [a for a in arguments[2:] if a != "session_id=None"]
+        return arguments[:2] + kept + sent["query"] + extra
     arguments.insert(0, repr(route.method))
     if body:
         members = [f"_members({', '.join(sent['body'])})" if sent["body"] else ""]
         members.append(f"_given({', '.join(sent['given'])})" if sent["given"] else "")
         arguments.append("body=" + (" | ".join(m for m in members if m) or "{}"))
-    if sent["query"]:
-        arguments.append(f"params=_members({', '.join(sent['query'])})")
+    if sent["query"] or mapped:
+        arguments.append(f"params=_members({', '.join(sent['query'])}){mapped}")
     arguments += [f"{name}={name}" for name in HEADERS if name in params]
     generate = route.idempotency_key and route.generated_key
     if generate != (route.method in ("POST", "PUT", "PATCH")):  # _write's default

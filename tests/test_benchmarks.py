@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -633,3 +634,26 @@ def test_pools_section_judges_new_connections_per_1000_appends_and_workers(bench
     assert "| PostgreSQL 15 | 2 workers | 500 | 5,000 | 10 | 2 | MISSED | 70 |" in text
     assert "| mysql | skipped: mariadbd not installed |" in text
     assert "2 workers 1.250x 1 worker (MISSED)" in text
+
+
+def test_metafilter_bench_counts_at_tiny_sizes_and_flags_growth() -> None:
+    """benchmarks/metafilter.py: the counts it times find the filter's sessions at two
+    tiny sizes (SQLite), its ratios are growth and cost in session reads, and a count
+    growing more than 2x is a missed goal."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import metafilter
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    with tempfile.TemporaryDirectory() as tmp:
+        result = metafilter.measure(lambda name: f"sqlite:///{tmp}/{name}.db", [40, 80], 1)
+    assert set(result) == {"get_session", *metafilter.COUNTS}
+    out = metafilter.ratios(result, [40, 80])
+    assert set(out) == {
+        f"{name} {suffix}"
+        for name in metafilter.COUNTS
+        for suffix in ("80 / 40", "in get_session at 80")
+    }
+    flat = {"count team 80 / 40": 1.9, "count team in get_session at 80": 50.0}
+    assert metafilter._missed(flat) == []
+    assert metafilter._missed({"count team 80 / 40": 2.1}) == ["count team 80 / 40: 2.1 > 2.0"]

@@ -171,3 +171,35 @@ def test_short_never_cuts_inside_an_id() -> None:
     assert short(f"finished {run_id} ok", 60) == f"finished {run_id} ok"
     assert short(f"finished {run_id} and more text here", 40) == f"finished {run_id}…"
     assert short(f"finished {run_id} and more text here", 35) == "finished …"
+
+
+def test_search_at_80_columns_gives_the_snippet_the_room(tmp_path: Path) -> None:
+    """``search`` at 80 columns: the session id and the match whole, the score and the
+    role left out (and named), the snippet at least 26 characters a line, so the
+    matched identifier is whole on one line; at 200 every column is shown."""
+    url = f"sqlite:///{tmp_path / 'search.db'}"
+    text = "please fix the failing startup: the server reads requirements.txt and exits"
+    with SessionManager.from_url(url, auto_migrate=True) as sm:
+        sid = sm.create_session(user_id="alice").session_id
+        sm.append_messages(
+            session_id=sid, user_id="alice", messages=[{"role": "user", "content": text}]
+        )
+        for i in range(12):  # a two-digit tool call seq: a wider match column
+            sm.record_tool_call(
+                session_id=sid,
+                user_id="alice",
+                tool="read",
+                arguments={"p": f"requirements.txt {i}"},
+            )
+    db = {"url": url, "user": "alice"}
+    narrow = _run(db, ["search", "requirements.txt"], 80)
+    lines = narrow.splitlines()
+    assert max(len(line) for line in lines) <= 80, narrow
+    assert "not shown at this width: role, score" in " ".join(narrow.split())
+    rows = [line for line in lines if line.startswith("│")]
+    snippets = [line.split("│")[3] for line in rows]
+    assert min(len(cell) for cell in snippets) >= 26 + 2, narrow  # one space each side
+    assert sum(sid in line for line in rows) == 13, narrow
+    assert "tool_call 12" in narrow and sum("requirements.txt" in s for s in snippets) == 13
+    wide = _run(db, ["search", "requirements.txt"], 200)
+    assert "┃ role ┃" in wide and "score" in wide and "not shown" not in wide

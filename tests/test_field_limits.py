@@ -46,6 +46,9 @@ FIELD_OF_COLUMN = {
     ("api_keys", "name"): fl.API_KEY_NAME_CHARS,
     # A client address (at most 45 characters for IPv6) or a key id.
     ("auth_failures", "name"): 45,
+    ("session_metadata", "key"): fl.METADATA_KEY_CHARS,
+    ("session_metadata", "value"): fl.METADATA_VALUE_CHARS,
+    ("session_metadata", "user_id"): fl.NAME_CHARS,
 }
 ID_COLUMNS = {"session_id", "message_id", "run_id", "parent_session_id", "key_id"}
 LIBRARY_VOCABULARY = {

@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0017_auth_failures"
+    assert head_revision() == "0018_session_metadata"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -696,6 +696,8 @@ _NEW_13 = ("search_texts",)
 _NEW_15 = ("usage_ledger", "user_budgets", "session_budgets")
 #: The tables revisions 0016 and 0017 create.
 _NEW_16 = ("api_keys", "auth_failures")
+#: The table revision 0018 creates.
+_NEW_18 = ("session_metadata",)
 
 
 def _row_counts(url: str) -> dict[str, int]:
@@ -746,7 +748,7 @@ def test_downgrade_keeps_every_child_row(db_url: str, target: str) -> None:
         *_NEW_11,
         *_NEW_13,
         *_NEW_15,
-        *_NEW_16,
+        *_NEW_16, *_NEW_18,
     }
     assert set(before) - set(after) <= newer
 
@@ -771,7 +773,7 @@ def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
         *_NEW_11,
         *_NEW_13,
         *_NEW_15,
-        *_NEW_16,
+        *_NEW_16, *_NEW_18,
     )
     assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in newer}
     assert upgrade(db_url) == head_revision()
@@ -797,7 +799,7 @@ def test_run_leases_downgrade_forgets_leases_and_keeps_runs(db_url: str) -> None
     assert _row_counts(db_url) == {
         t: n
         for t, n in before.items()
-        if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16)
+        if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16, *_NEW_18)
     }
     engine = sa.create_engine(db_url)
     try:
@@ -828,7 +830,7 @@ def test_summaries_downgrade_drops_only_the_summaries(db_url: str) -> None:
     assert _row_counts(db_url) == {
         t: n
         for t, n in before.items()
-        if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16)
+        if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16, *_NEW_18)
     }
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
@@ -851,7 +853,7 @@ def test_memory_history_seeds_one_row_per_working_memory(db_url: str) -> None:
     assert before["memory_history"] == 1
     _downgrade(db_url, "0010_summaries")
     assert _row_counts(db_url) == {
-        t: n for t, n in before.items() if t not in (*_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16)
+        t: n for t, n in before.items() if t not in (*_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16, *_NEW_18)
     }
     engine = sa.create_engine(db_url)
     try:
@@ -985,3 +987,38 @@ def test_usage_ledger_upgrade_enters_the_finished_runs_usage(db_url: str) -> Non
         assert [t.group for t in sm.get_usage(user_id="alice", group_by="model")] == [None]
         runs = sm.list_runs(session_id=sids[1], user_id="alice").items
         assert [[e.input_tokens for e in r.usage_entries] for r in runs] == [[], [7], [11]]
+def test_metadata_index_is_built_for_sessions_stored_before_0018(db_url: str) -> None:
+    """Upgrading to 0018 indexes the metadata of the sessions already stored (a database
+    downgraded to 0017 has none indexed), more than one batch of them, on every SQL
+    dialect: the filters then count and list them, typed values by their text, and only
+    the owner's."""
+    upgrade(db_url)
+    with SessionManager.from_url(db_url) as sm:
+        a = sm.create_session(user_id="alice", metadata={"team": "x", "n": 3.0}).session_id
+        sm.create_session(user_id="alice", metadata={"team": "y", "n": [3]})
+        sm.create_session(user_id="bob", metadata={"team": "x"})
+        sm.create_session(user_id="carol", metadata={"team": "z", "big": "v" * 300})
+    _downgrade(db_url, "0017_auth_failures")
+    engine = sa.create_engine(db_url)
+    try:  # 1,000 more of carol's: more than one batch of 1,000 sessions
+        with engine.begin() as conn:
+            table = sa.Table("sessions", sa.MetaData(), autoload_with=conn)
+            row = conn.execute(sa.select(table).where(table.c.user_id == "carol")).one()
+            copies = [row._asdict() | {"session_id": f"ses_{i:026d}"} for i in range(1000)]
+            conn.execute(sa.insert(table), copies)
+    finally:
+        engine.dispose()
+    assert upgrade(db_url) == head_revision()  # through 0018_session_metadata
+    with SessionManager.from_url(db_url) as sm:
+        assert sm.count_sessions(user_id="alice", metadata={"team": "x"}) == 1
+        page = sm.list_sessions(user_id="alice", metadata={"team": "x", "n": "3"})
+        assert [s.session_id for s in page.items] == [a]
+        assert sm.count_sessions(user_id="carol", metadata={"team": "z"}) == 1001
+        assert sm.count_sessions(user_id="alice", metadata={"n": "[3]"}) == 0
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            counted = conn.exec_driver_sql("SELECT COUNT(*) FROM session_metadata").scalar()
+    finally:
+        engine.dispose()
+    assert counted == 2 + 1 + 1 + 1001  # alice's team and n, team, bob's, carol's (big: too long)

@@ -175,6 +175,8 @@ def _session(n: int) -> Session:
         expires_at=expires,
         parent_session_id=PARENT if n % 25 == 3 else None,
         fork_seq=0 if n % 25 == 3 else None,
+        # 60 teams of 25 sessions (5 of each user), two environments.
+        metadata={"team": f"t{n // 5 % 60}", "env": "prod" if n % 2 else "dev", "n": n},
     )
 
 
@@ -212,8 +214,11 @@ def _fill(store: SQLStore) -> None:
             conn.exec_driver_sql("ANALYZE sessions")
             conn.exec_driver_sql("ANALYZE tool_calls")
             conn.exec_driver_sql("ANALYZE memory_history")
+            conn.exec_driver_sql("ANALYZE session_metadata")
         else:
-            conn.exec_driver_sql("ANALYZE TABLE sessions, tool_calls, memory_history")
+            conn.exec_driver_sql(
+                "ANALYZE TABLE sessions, tool_calls, memory_history, session_metadata"
+            )
 
 
 def _sqlite_plan(conn: sa.Connection, sql: str, params: Any) -> list[str]:
@@ -363,3 +368,92 @@ def test_search_reads_the_text_index(filled_store: SQLStore, query: str) -> None
             ]
             text = "\n".join(plan)
             assert "type=ALL" not in text, text
+
+
+_META_INDEX = "ix_session_metadata_key_value_user_id_session_id"
+#: (what, store call, its filters); every statement reads _META_INDEX.
+_META_QUERIES: list[tuple[str, Call, dict[str, Any]]] = []
+for user in ("user1", None):
+    kw = {"user_id": user, "agent": None, "now": NOW}
+    _META_QUERIES += [
+        (
+            f"count {user=} by one key",
+            lambda tx, kw=kw: tx.count_sessions(status=None, metadata={"team": "t11"}, **kw),
+            {"user_id": user, "team": "t11"},
+        ),
+        (
+            f"count {user=} by two keys",
+            lambda tx, kw=kw: tx.count_sessions(
+                status=None, metadata={"env": "dev", "team": "t11"}, **kw
+            ),
+            {"user_id": user, "team": "t11", "env": "dev"},
+        ),
+        (
+            f"count {user=} by one key and agent",
+            lambda tx, user=user: tx.count_sessions(
+                user_id=user, status=None, agent="agent3", metadata={"team": "t11"}, now=NOW
+            ),
+            {"user_id": user, "team": "t11", "agent": "agent3"},
+        ),
+        (
+            f"list {user=} by one key",
+            lambda tx, kw=kw: tx.list_sessions(
+                status=None, metadata={"team": "t11"}, after=None, limit=11, **kw
+            ),
+            {"user_id": user, "team": "t11", "limit": 11},
+        ),
+    ]
+
+
+def test_metadata_filters_read_the_metadata_index(filled_store: SQLStore) -> None:
+    """A count or listing filtered by metadata reads the range of the metadata index
+    that the filter's first key names (25 of 1,500 sessions; 5 of a user's 300), and
+    scans no table: SQLite, PostgreSQL (sequential and bitmap scans off, as above) and
+    MariaDB. A listing may sort the matching sessions (the index holds no update time)."""
+    for what, call, want in _META_QUERIES:
+        _check_metadata_query(filled_store, call, want, what)
+
+
+def _check_metadata_query(store: SQLStore, call: Call, want: dict[str, Any], what: str) -> None:
+    stored = [_session(n) for n in range(1500)]
+    found = sum(
+        1
+        for s in stored
+        if want["user_id"] in (None, s.user_id)
+        and all(s.metadata[k] == want[k] for k in ("team", "env") if k in want)
+        and want.get("agent", s.agent) == s.agent
+    )
+    found = min(found, want.get("limit", found))
+    assert found > 0
+    dialect = store.engine.dialect.name
+    with captured_sql(store) as seen, store.transaction(write=False) as tx:
+        result = call(tx)
+    assert (result if isinstance(result, int) else len(result)) == found, what
+    selects = [(s, p) for s, p in seen if s.lstrip().startswith("SELECT")]
+    # Two keys: one probe of both (the rarest read first), then the count or listing.
+    assert len(selects) == (2 if "two keys" in what else 1), (what, selects)
+    with store.engine.connect() as conn:
+        for sql, params in selects:
+            _check_metadata_plan(conn, dialect, sql, params, what)
+
+
+def _check_metadata_plan(
+    conn: sa.Connection, dialect: str, sql: str, params: Any, what: str
+) -> None:
+    if dialect == "sqlite":
+        plan = _sqlite_plan(conn, sql, params)
+        text = "\n".join(plan)
+        assert f"INDEX {_META_INDEX} " in text, (what, text)
+        tables = ("SCAN session", "SCAN meta")  # a probe's own subquery may be scanned
+        assert not any(line.lstrip().startswith(tables) for line in plan), (what, text)
+    elif dialect == "postgresql":
+        plan = _postgres_plan(conn, sql, params)
+        text = "\n".join(plan)
+        assert _META_INDEX in text, (what, text)
+        assert "Seq Scan" not in text, (what, text)
+    else:
+        plan = _mysql_plan(conn, sql, params)
+        text = "\n".join(plan)
+        assert f"key={_META_INDEX} " in text, (what, text)
+        tables = [line for line in plan if not line.startswith("<derived")]  # a probe's own
+        assert not any(" type=ALL " in line for line in tables), (what, text)

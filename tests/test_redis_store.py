@@ -393,12 +393,12 @@ def test_listing_by_status_or_agent_reads_its_index(redis_url: str) -> None:
 
 
 def test_indexes_are_built_for_data_of_an_older_version(redis_store: RedisStore) -> None:
-    """A store written before the status, agent, per-user due and per-tool sets existed
-    gets them when opened: listings by status and agent and one tool's history see
-    every earlier session and call."""
+    """A store written before the status, agent, per-user due, per-tool and metadata
+    sets existed gets them when opened: listings by status, agent and metadata and one
+    tool's history see every earlier session and call."""
     clock = FrozenClock()
     m = SessionManager(redis_store, clock=clock)
-    closed = m.create_session(user_id=USER, agent="a").session_id
+    closed = m.create_session(user_id=USER, agent="a", metadata={"team": "x"}).session_id
     m.close_session(session_id=closed, user_id=USER)
     due = m.create_session(user_id=USER, agent="b", ttl_seconds=5).session_id
     for tool in ("grep", "ls", "grep"):
@@ -412,12 +412,17 @@ def test_indexes_are_built_for_data_of_an_older_version(redis_store: RedisStore)
         *r.scan_iter(match="as:user:{alice}:agent:*"),
         "as:user:{alice}:due",
         *r.scan_iter(match="as:{*}:calls:tool*"),
+        *r.scan_iter(match="as:meta:*"),
+        *r.scan_iter(match="as:user:{alice}:meta:*"),
         "as:index_version",
     ]
     assert r.delete(*added) == len(added)
 
     reopened = SessionManager(RedisStore(client=r), clock=clock)
-    assert r.get("as:index_version") == "2"
+    assert r.get("as:index_version") == "3"
+    listed = reopened.list_sessions(user_id=USER, metadata={"team": "x"}).items
+    assert [s.session_id for s in listed] == [closed]
+    assert reopened.count_sessions(user_id=USER, metadata={"team": "x"}) == 1
     kw: dict[str, Any] = {"user_id": USER}
     assert [s.session_id for s in reopened.list_sessions(**kw, status="CLOSED").items] == [closed]
     assert [s.session_id for s in reopened.list_sessions(**kw, status="EXPIRED").items] == [due]

@@ -197,3 +197,25 @@ def test_a_write_begins_immediate_and_commits_on_the_driver(tmp_path: Path) -> N
             sm.append_message(session_id=sid, user_id="u1", message={"role": "user"})
         assert listened[0][0] == "BEGIN IMMEDIATE"
         assert sm.get_messages(session_id=sid, user_id="u1").items[-1].seq == 2
+
+
+def test_an_append_writes_no_metadata_index_row_and_a_change_in_place_is_indexed(
+    tmp_path: Path,
+) -> None:
+    """Every append writes the session's metadata column; the metadata index is written
+    only when the entries differ from those read (here: never on an append), and a dict
+    changed in place after the read is still seen as a change."""
+    store = SQLStore(f"sqlite:///{tmp_path / 's.db'}", auto_migrate=True)
+    with SessionManager(store) as sm:
+        s = sm.create_session(user_id="u1", agent="a", metadata={"team": "x"})
+        with captured_sql(store) as seen:
+            sm.append_message(session_id=s.session_id, user_id="u1", message={"role": "user"})
+        assert not [sql for sql, _ in seen if "session_metadata" in sql], seen
+        with store.transaction(write=True) as tx:
+            read = tx.get_session(s.session_id)
+            assert read is not None
+            read.metadata["team"] = "y"
+            tx.update_session(read.model_copy(update={"version": 3}), expected_version=2)
+        assert sm.count_sessions(user_id="u1", metadata={"team": "y"}) == 1
+        assert sm.count_sessions(user_id="u1", metadata={"team": "x"}) == 0
+    store.close()

@@ -20,6 +20,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
+from .metafilter import check_filter
 from .models import Page
 from .protocol import (
     PROBLEM_CONTENT_TYPE,
@@ -219,6 +220,17 @@ def _members(**values: Any) -> dict[str, Any]:
     """A request's body or query: the members given (a None one is left out, which the
     service reads as its default; a server older than the member takes the request)."""
     return {name: value for name, value in values.items() if value is not None}
+
+
+def _metadata_query(metadata: Mapping[str, Any] | None) -> dict[str, str]:
+    """A metadata filter as its query parameters, ``metadata.<key>=<text>``: each value
+    as the text it matches by (a number or boolean as its text), checked as the
+    manager checks it (:func:`agentsession.metafilter.check_filter`).
+
+    Raises:
+        ValidationError: the filter the manager would refuse; nothing is sent.
+    """
+    return {f"metadata.{k}": v for k, v in (check_filter(metadata) or {}).items()}
 
 
 def _given(**values: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from .clientcore import (
     _list,
     _member,
     _members,
+    _metadata_query,
     _model,
     _nothing,
     _object,
@@ -81,6 +82,7 @@ class PlainReads(_Exchange):
         all_users: bool = False,
         admin: bool = False,
         parent_session_id: str | None = None,
+        metadata: Mapping[str, str | int | float | bool] | None = None,
     ) -> _Flow[Page[Session]]:
         """See :meth:`SessionManager.list_sessions`.
 
@@ -95,6 +97,7 @@ class PlainReads(_Exchange):
             cursor=cursor,
             all_users=_flag(all_users, False),
             parent_session_id=parent_session_id,
+            params=_metadata_query(metadata),
         )
 
     def count_sessions(
@@ -106,6 +109,7 @@ class PlainReads(_Exchange):
         parent_session_id: str | None = None,
         all_users: bool = False,
         admin: bool = False,
+        metadata: Mapping[str, str | int | float | bool] | None = None,
     ) -> _Flow[int]:
         """See :meth:`SessionManager.count_sessions`.
 
@@ -118,6 +122,7 @@ class PlainReads(_Exchange):
             agent=agent,
             parent_session_id=parent_session_id,
             all_users=_flag(all_users, False),
+            params=_metadata_query(metadata),
         )
 
     def search(

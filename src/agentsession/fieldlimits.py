@@ -22,6 +22,8 @@ __all__ = [
     "IDEMPOTENCY_KEY_CHARS",
     "ID_CHARS",
     "MODEL_CHARS",
+    "METADATA_KEY_CHARS",
+    "METADATA_VALUE_CHARS",
     "NAME_CHARS",
     "REASON_CHARS",
     "RECORD_KEY_CHARS",
@@ -39,6 +41,10 @@ __all__ = [
 
 #: An API key's name (``agentsession keys create --name``): printable text.
 API_KEY_NAME_CHARS: Final = 200
+#: A metadata filter's key and value (:mod:`agentsession.metafilter`); the metadata
+#: index holds only entries within them.
+METADATA_KEY_CHARS: Final = 64
+METADATA_VALUE_CHARS: Final = 200
 #: Generated ids, ``<prefix>_<26 chars>`` (:func:`agentsession.ids.is_id`).
 ID_CHARS: Final = 40
 #: User ids (so also audit actors), agent names: ``A-Za-z0-9._:@+-`` (``ids.NAME_PATTERN``).

@@ -228,15 +228,19 @@ OPERATIONS: tuple[Operation, ...] = (
             "Page[Session]",
             (Route("GET", "/v1/sessions", problems=(403,)),),
             cli="sessions list",
-            doc="The caller's sessions, most recently updated first; ``next_cursor`` pages on.",
+            doc="""The caller's sessions, most recently updated first; ``next_cursor`` pages
+            on. Filters: `status`, `agent`, `parent_session_id`, and metadata as
+            `metadata.<key>=<value>` query parameters (one per key, at most 8, an AND of
+            exact values; a stored number or boolean matches its text, `3`, `true`; a
+            bad key or value: 422).""",
         ),
         Operation(
             "count_sessions",
             "int",
             (Route("GET", "/v1/sessions/count", problems=(403,), answer_member="count"),),
             cli="sessions count",
-            doc="""How many sessions ``GET /v1/sessions`` would list with the same filters, over
-            all its pages: ``{"count": n}``.""",
+            doc="""How many sessions ``GET /v1/sessions`` would list with the same filters
+            (`metadata.<key>=<value>` too), over all its pages: ``{"count": n}``.""",
         ),
         Operation(
             "search",

@@ -294,9 +294,15 @@ def messages_table(messages: Sequence[Message]) -> FitTable:
     return FitTable("messages", columns, rows, "no messages")
 
 
+#: The narrowest a search hit's snippet column wraps to, in characters.
+SNIPPET_WRAP = 26
+
+
 def search_table(hits: Sequence[SearchHit]) -> FitTable:
     """Search hits: session, what matched (kind, seq, role), the snippet with the match
-    in bold, the score."""
+    in bold, the score. Narrow, the score goes, then the role, so the snippet keeps at
+    least :data:`SNIPPET_WRAP` characters a line (at 80 columns: the id, the match, and
+    the rest, 26 to 31 characters, for the snippet)."""
     rows: list[list[Cell]] = []
     for h in hits:
         flat = h.snippet.replace("\n", " ").replace("\t", " ")  # offsets kept
@@ -308,9 +314,9 @@ def search_table(hits: Sequence[SearchHit]) -> FitTable:
     columns = [
         Column("session"),
         Column("match"),
-        Column("role"),
-        Column("snippet", wrap=20),
-        Column("score"),
+        Column("role", drop=1),
+        Column("snippet", wrap=SNIPPET_WRAP),
+        Column("score", drop=2, justify="right"),
     ]
     return FitTable("search", columns, rows, "no matches")
 

@@ -21,6 +21,7 @@ from .common import (
     LimitOpt,
     SessionArg,
     UrlOpt,
+    UsageError,
     UserOpt,
     call,
     call_and_show,
@@ -42,6 +43,34 @@ StatusOpt = Annotated[str | None, typer.Option(help="ACTIVE, CLOSED or EXPIRED."
 ParentOpt = Annotated[
     str | None, typer.Option("--parent", help="Only the forks made from this session.")
 ]
+MetaOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--meta",
+        metavar="KEY=VALUE",
+        help="Only sessions whose metadata has KEY with this VALUE, exactly (repeatable "
+        "with other keys: all must match; 3 also matches a stored number 3, true a boolean).",
+    ),
+]
+
+
+def _meta_filter(items: list[str] | None) -> dict[str, str] | None:
+    """The ``--meta KEY=VALUE`` options as a metadata filter (None: none given).
+
+    Raises:
+        UsageError: an option without ``=``, or a key given twice.
+    """
+    if not items:
+        return None
+    wanted: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--meta takes KEY=VALUE, not {item!r}")
+        if key in wanted:
+            raise UsageError(f"--meta names the key {key!r} twice")
+        wanted[key] = value
+    return wanted
 
 
 @sessions_app.command("list")
@@ -54,6 +83,7 @@ def sessions_list(
     cursor: CursorOpt = None,
     all_users: AllUsersOpt = False,
     parent: ParentOpt = None,
+    meta: MetaOpt = None,
     url: UrlOpt = None,
     user: UserOpt = None,
     admin: AdminOpt = False,
@@ -70,6 +100,7 @@ def sessions_list(
         cursor=cursor,
         all_users=all_users,
         parent_session_id=parent,
+        metadata=_meta_filter(meta),
     )
     show_page(opts, page, render.sessions_table(page.items))
 
@@ -82,6 +113,7 @@ def sessions_count(
     agent: AgentOpt = None,
     all_users: AllUsersOpt = False,
     parent: ParentOpt = None,
+    meta: MetaOpt = None,
     url: UrlOpt = None,
     user: UserOpt = None,
     admin: AdminOpt = False,
@@ -97,6 +129,7 @@ def sessions_count(
         agent=agent,
         all_users=all_users,
         parent_session_id=parent,
+        metadata=_meta_filter(meta),
     )
     show(opts, {"count": count}, str(count))
 

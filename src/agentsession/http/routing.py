@@ -103,12 +103,12 @@ class StrictRoute(APIRoute):
         """
         handler = super().get_route_handler()
         takes_body = self.body_field is not None
-        declared, repeatable = _query_names(self.dependant)
+        declared, repeatable, prefixes = _query_names(self.dependant)
 
         async def strict(request: Request) -> Response:
             # No query string (most requests): no parameter to check, none parsed.
             if request.scope.get("query_string"):
-                _check_query(request, declared, repeatable)
+                _check_query(request, declared, repeatable, prefixes)
             strict_request = StrictJsonRequest(request.scope, request.receive)
             if takes_body:
                 await strict_request.parse_body()
@@ -117,15 +117,19 @@ class StrictRoute(APIRoute):
         return strict
 
 
-def _check_query(request: Request, declared: set[str], repeatable: set[str]) -> None:
-    """Refuse a query parameter the operation does not declare, and one given twice that
-    takes one value (``?status=ACTIVE&status=CLOSED`` would otherwise mean the last).
+def _check_query(
+    request: Request, declared: set[str], repeatable: set[str], prefixes: set[str]
+) -> None:
+    """Refuse a query parameter the operation does not declare (by name, or under the
+    prefix of a mapping, ``metadata.<key>``), and one given twice that takes one value
+    (``?status=ACTIVE&status=CLOSED`` would otherwise mean the last).
 
     Raises:
         RequestValidationError: 422 ``request-validation``, naming each parameter.
     """
     names = [name for name, _ in request.query_params.multi_items()]
-    unknown = sorted(set(names) - declared)
+    mapped = {n for n in names if any(n.startswith(p) and n != p for p in prefixes)}
+    unknown = sorted(set(names) - declared - mapped)
     repeated = sorted({n for n in names if names.count(n) > 1} - repeatable - set(unknown))
     errors = [{"loc": ("query", n[:40]), "msg": "unknown query parameter"} for n in unknown]
     errors += [{"loc": ("query", n), "msg": "given more than once"} for n in repeated]
@@ -133,16 +137,22 @@ def _check_query(request: Request, declared: set[str], repeatable: set[str]) -> 
         raise RequestValidationError(errors)
 
 
-def _query_names(dependant: Dependant) -> tuple[set[str], set[str]]:
-    """The names of the query parameters ``dependant`` and its dependencies declare, and
-    those of them that take a list (and so may be repeated)."""
+def _query_names(dependant: Dependant) -> tuple[set[str], set[str], set[str]]:
+    """The names of the query parameters ``dependant`` and its dependencies declare,
+    those of them that take a list (and so may be repeated), and the prefixes of the
+    mappings its dependencies read (:class:`~.querymap.QueryMap`, ``"metadata."``)."""
     names = {param.alias for param in dependant.query_params}
     lists = {p.alias for p in dependant.query_params if _takes_list(p.field_info.annotation)}
+    prefixes: set[str] = set()
     for sub in dependant.dependencies:
-        sub_names, sub_lists = _query_names(sub)
+        sub_names, sub_lists, sub_prefixes = _query_names(sub)
         names |= sub_names
         lists |= sub_lists
-    return names, lists
+        prefixes |= sub_prefixes
+        prefix = getattr(sub.call, "query_prefix", None)
+        if isinstance(prefix, str):
+            prefixes.add(prefix)
+    return names, lists, prefixes
 
 
 def _takes_list(annotation: Any) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import Forbidden, SessionExists, SessionNotFound, StoreBusy
 from ..ids import check_id, check_name, new_id
+from ..metafilter import check_filter
 from ..models import Page, Scope, Session, SessionStatus, WorkingMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
@@ -287,6 +288,7 @@ class SessionUseCases(ServiceCore):
         all_users: bool = False,
         admin: bool = False,
         parent_session_id: str | None = None,
+        metadata: Mapping[str, str | int | float | bool] | None = None,
     ) -> Page[Session]:
         """List the caller's sessions, most recently updated first.
 
@@ -303,6 +305,10 @@ class SessionUseCases(ServiceCore):
             status, agent: filters; None = any.
             parent_session_id: only the forks made from this session (still listed
                 when it is gone: :meth:`fork_session`); None = any.
+            metadata: only sessions whose metadata has each of these top-level keys
+                with this value, exactly (an AND; at most 8 keys; a number or boolean
+                matches its text, ``"3"`` a stored ``3``: docs/semantics.md, "Metadata
+                filters"); None or empty = any.
             limit: page size, 0..``limits.max_page_size``; None =
                 ``limits.default_page_size``.
             cursor: ``next_cursor`` of the previous page of this listing (same
@@ -313,17 +319,21 @@ class SessionUseCases(ServiceCore):
             A page; ``next_cursor`` is None on the last page.
 
         Raises:
-            ValidationError: bad limit, status or cursor.
+            ValidationError: bad limit, status, cursor or metadata filter (too many
+                keys, a bad key, a value too long or not a string, number or boolean).
             Forbidden: ``all_users`` without admin.
         """
         owner, wanted_status = _listing_filters(
             "listing", user_id, status, agent, parent_session_id, all_users, admin
         )
+        wanted = check_filter(metadata)
         parent = parent_session_id
         size = self._page_size(limit)
-        scope = [owner, None if wanted_status is None else wanted_status.value, agent]
-        if parent is not None:  # a cursor of an unfiltered listing keeps its scope
+        scope: list[Any] = [owner, None if wanted_status is None else wanted_status.value, agent]
+        if parent is not None or wanted is not None:  # an unfiltered cursor keeps its scope
             scope.append(parent)
+        if wanted is not None:
+            scope.append(sorted(wanted.items()))
         after = decode_cursor(cursor, scope)
         now = self._uow.now()
         rows: list[Session] = self._uow.run(
@@ -335,6 +345,7 @@ class SessionUseCases(ServiceCore):
                 limit=size + 1,
                 now=now,
                 parent_session_id=parent,
+                metadata=wanted,
             ),
             write=False,
         )
@@ -352,6 +363,7 @@ class SessionUseCases(ServiceCore):
         parent_session_id: str | None = None,
         all_users: bool = False,
         admin: bool = False,
+        metadata: Mapping[str, str | int | float | bool] | None = None,
     ) -> int:
         """Count the sessions :meth:`list_sessions` lists with the same filters: the
         number of items over all its pages, at this moment.
@@ -372,17 +384,20 @@ class SessionUseCases(ServiceCore):
             status, agent: filters; None = any.
             parent_session_id: only the forks made from this session; None = any.
             all_users: count every user's sessions; needs ``admin=True``.
+            metadata: as :meth:`list_sessions`' (counted on the store's metadata index:
+                the cost grows with the sessions matching it, not with the caller's).
 
         Returns:
             The number of sessions, >= 0.
 
         Raises:
-            ValidationError: a bad user id, status, agent or parent id.
+            ValidationError: a bad user id, status, agent, parent id or metadata filter.
             Forbidden: ``all_users`` without admin.
         """
         owner, wanted_status = _listing_filters(
             "counting", user_id, status, agent, parent_session_id, all_users, admin
         )
+        wanted = check_filter(metadata)
         now = self._uow.now()
         count: int = self._uow.run(
             lambda tx: tx.count_sessions(
@@ -391,6 +406,7 @@ class SessionUseCases(ServiceCore):
                 agent=agent,
                 now=now,
                 parent_session_id=parent_session_id,
+                metadata=wanted,
             ),
             write=False,
         )

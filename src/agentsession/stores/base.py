@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from ..errors import StoreBusy, StoreUnavailable
+from ..metafilter import MetadataFilter
 from ..models import (
     AuditEvent,
     Budget,
@@ -273,6 +274,7 @@ class StoreTransaction(Protocol):
         limit: int,
         now: datetime,
         parent_session_id: str | None = None,
+        metadata: MetadataFilter | None = None,
     ) -> list[Session]:
         """Sessions ordered by ``(updated_at, session_id)`` descending, as stored.
 
@@ -288,6 +290,11 @@ class StoreTransaction(Protocol):
                 EXPIRED, or ACTIVE past ``expires_at``; None means any.
             agent: equality filter; None means any.
             parent_session_id: only the forks made from this session; None means any.
+            metadata: a checked filter (:func:`agentsession.metafilter.check_filter`):
+                only sessions whose metadata has every key with that match text; None
+                means any. Served by the store's metadata index (SQL
+                ``session_metadata``, Redis sets per entry): the cost grows with the
+                sessions matching it, not with the user's others.
             after: keyset cursor; only sessions strictly after ``(updated_at, session_id)``
                 in that order.
             limit: at most this many rows.
@@ -302,6 +309,7 @@ class StoreTransaction(Protocol):
         agent: str | None,
         now: datetime,
         parent_session_id: str | None = None,
+        metadata: MetadataFilter | None = None,
     ) -> int:
         """How many sessions :meth:`list_sessions` returns with the same filters over
         all its pages (no cursor, no limit), as of ``now``: a session stored ACTIVE

@@ -30,6 +30,8 @@ How a row and the manager's signature make a route:
 - every other manager argument is a query parameter: its type the manager's
   annotation (an enum that also takes its value as text is the enum on the wire), its
   default the manager's, its limits and description :func:`..schemas.query_parameter`;
+  a mapping (:data:`..querymap.QUERY_MAPS`, the metadata filter) is one query parameter
+  per entry, ``metadata.<key>=<value>``, read by its :class:`..querymap.QueryMap`;
 - ``expected_version`` is ``If-Match`` and ``idempotency_key`` the header, exactly when
   the row says the route reads them (else an error);
 - the answer: the row's result, as ``{"items": [...]}`` for a list and
@@ -56,7 +58,7 @@ from enum import Enum
 from functools import reduce
 from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.responses import Response
@@ -81,6 +83,7 @@ from ..deps import (
     write,
 )
 from ..problems import ERRORS, problem_responses
+from ..querymap import QUERY_MAPS
 from ..routing import StrictRoute, in_match_order
 
 __all__ = ["PATH_PARAMETERS", "TableEndpoint", "build_route", "served_routes"]
@@ -322,6 +325,10 @@ def _query(
     operation: str, parameter: inspect.Parameter, hint: Any, names: list[str]
 ) -> inspect.Parameter:
     """The endpoint parameter of the query parameter of manager argument ``parameter``."""
+    mapping = QUERY_MAPS.get(parameter.name)
+    if mapping is not None:
+        annotation = Annotated[dict[str, str] | None, Depends(mapping)]
+        return inspect.Parameter(parameter.name, _KEYWORD, annotation=annotation)
     if parameter.default is UNSET:
         raise TypeError(f"{operation}: `{parameter.name}` left out (UNSET) is no query value")
     query = schemas.query_parameter(operation, parameter.name, names)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
+from ...metafilter import MetadataFilter, matches
 from ...models import Session, SessionStatus
 from ..base import SessionHead, StoreConflict
 from ..listing import status_as_of
@@ -81,10 +82,11 @@ class SessionOps(TransactionBase):
         limit: int,
         now: datetime,
         parent_session_id: str | None = None,
+        metadata: MetadataFilter | None = None,
     ) -> list[Session]:
         rows = [
             s
-            for s in self._matching(user_id, status, agent, now, parent_session_id)
+            for s in self._matching(user_id, status, agent, now, parent_session_id, metadata)
             if after is None or (s.updated_at, s.session_id) < after
         ]
         rows.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
@@ -98,9 +100,11 @@ class SessionOps(TransactionBase):
         agent: str | None,
         now: datetime,
         parent_session_id: str | None = None,
+        metadata: MetadataFilter | None = None,
     ) -> int:
         """The listing's sessions, counted: a scan of every session, as the listing."""
-        return sum(1 for _ in self._matching(user_id, status, agent, now, parent_session_id))
+        found = self._matching(user_id, status, agent, now, parent_session_id, metadata)
+        return sum(1 for _ in found)
 
     def _matching(
         self,
@@ -109,6 +113,7 @@ class SessionOps(TransactionBase):
         agent: str | None,
         now: datetime,
         parent_session_id: str | None,
+        metadata: MetadataFilter | None,
     ) -> Iterator[Session]:
         """The stored sessions (not copies) that pass the listing's filters, unordered."""
         for d in self._s._sessions.values():
@@ -118,6 +123,7 @@ class SessionOps(TransactionBase):
                 and (parent_session_id is None or s.parent_session_id == parent_session_id)
                 and (status is None or status_as_of(s, now) == status)
                 and (agent is None or s.agent == agent)
+                and matches(s.metadata, metadata)
             ):
                 yield s
 

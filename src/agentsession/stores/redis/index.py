@@ -16,7 +16,17 @@ Every listing reads one sorted set, never every session of a user::
                                   the session's lease_expires_at in us (the run sweep)
     as:user:{uid}:key:<hash>      string  session id of the session with an external key;
                                   <hash> = hex SHA-256 of "<agent>\x1f<external_key>"
+    as:meta:<hash>                set   ids of the sessions with one metadata entry a
+                                  filter can name (agentsession.metafilter); <hash> = hex
+                                  SHA-256 of "<key>\x1f<match text>"
+    as:user:{uid}:meta:<hash>     set   the same, of one user
     as:index_version              string  the layout above is complete (see below)
+
+The metadata sets hold session ids, not listing members: they change only when a
+session's metadata does (or it is deleted), so an append writes none of them. A count
+filtered by metadata is the cardinality of their intersection with the other filters'
+sets; a listing reads the sessions of the intersection of its metadata sets (its cost
+grows with the sessions matching the filter).
 
 Members of the lexicographic sets are fixed width, so their order is the listing order
 ``(updated_at, session_id)``. A listing by status reads the status set (ACTIVE: skipping
@@ -29,9 +39,11 @@ opened (``as:index_version`` below :data:`INDEX_VERSION`), from the sessions the
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 
+from ...metafilter import MetadataFilter, indexed_entries
 from ...models import Session, SessionStatus
 from ..keyhash import external_key_hash
 from .errors import translated
@@ -53,6 +65,7 @@ __all__ = [
     "index_member",
     "index_writes",
     "key_index",
+    "meta_sets",
     "us",
     "user_due",
     "user_index",
@@ -62,8 +75,9 @@ ALL_SESSIONS = "as:sessions"
 DUE = "as:due"
 LEASES = "as:leases"
 INDEX_VERSION_KEY = "as:index_version"
-#: 2: the status, agent and per-user due sets exist for every session.
-INDEX_VERSION = "2"
+#: 2: the status, agent and per-user due sets exist for every session; 3: the metadata
+#: sets too.
+INDEX_VERSION = "3"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Keeps pre-1970 times positive in the fixed-width members.
@@ -161,6 +175,23 @@ def filter_sets(
     return keys or [ALL_SESSIONS]
 
 
+def meta_sets(user_id: str | None, metadata: MetadataFilter) -> list[str]:
+    """The metadata sets (of ``user_id``'s sessions, or of every user's) whose
+    intersection is the sessions with every entry of the checked filter."""
+    return [_by("meta", _entry_hash(k, v), user_id) for k, v in sorted(metadata.items())]
+
+
+def _entry_hash(key: str, text: str) -> str:
+    return hashlib.sha256(f"{key}\x1f{text}".encode()).hexdigest()
+
+
+def _meta_entries(s: Session | None) -> set[str]:
+    if s is None:
+        return set()
+    hashes = [_entry_hash(k, v) for k, v in indexed_entries(s.metadata)]
+    return {_by("meta", h, user) for h in hashes for user in (None, s.user_id)}
+
+
 def _lex_entries(s: Session | None) -> set[tuple[str, str]]:
     if s is None:
         return set()
@@ -188,7 +219,8 @@ def _lease_entries(s: Session | None) -> dict[str, int]:
 def index_writes(old: Session | None, new: Session | None) -> list[IndexWrite]:
     """The index writes that move a session from ``old`` to ``new`` (None: absent,
     i.e. inserted or deleted): removals first, then additions. ``("SET", key, sid)``
-    and ``("DEL", key)`` write an external key's entry."""
+    and ``("DEL", key)`` write an external key's entry, ``("SREM"|"SADD", key, sid)``
+    the metadata sets."""
     subject = new or old
     if subject is None:
         return []
@@ -200,6 +232,9 @@ def index_writes(old: Session | None, new: Session | None) -> list[IndexWrite]:
     writes += [("ZREM", k, sid) for k in sorted(old_due.keys() - new_due.keys())]
     writes += [("ZADD", k, "0", m) for k, m in sorted(new_lex - old_lex)]
     writes += [("ZADD", k, str(score), sid) for k, score in sorted(new_due.items())]
+    old_meta, new_meta = _meta_entries(old), _meta_entries(new)
+    writes += [("SREM", k, sid) for k in sorted(old_meta - new_meta)]
+    writes += [("SADD", k, sid) for k in sorted(new_meta - old_meta)]
     old_key, new_key = _key_entry(old), _key_entry(new)
     writes[:0] = [("DEL", k) for k in sorted(old_key.keys() - new_key.keys())]
     writes += [("SET", k, v) for k, v in sorted(new_key.items()) if k not in old_key]

@@ -8,10 +8,12 @@ Reading a session (and taking its lock) and deleting one are the transaction's o
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ...metafilter import MetadataFilter, matches
 from ...models import Session, SessionStatus
 from ..base import StoreConflict
 from ..listing import is_due, merge_newest, status_as_of
@@ -24,6 +26,7 @@ from .index import (
     index_for,
     index_writes,
     key_index,
+    meta_sets,
     us,
     user_due,
     user_index,
@@ -74,12 +77,15 @@ def _scan_index(
 def _list_sessions(
     r: redis.Redis,
     filters: tuple[str | None, SessionStatus | None, str | None, str | None],
+    metadata: MetadataFilter | None,
     after: tuple[datetime, str] | None,
     limit: int,
     now: datetime,
 ) -> list[Session]:
     """``StoreTransaction.list_sessions`` on the index sets (:mod:`.index`);
-    ``filters`` are its ``user_id``, ``status``, ``agent`` and ``parent_session_id``."""
+    ``filters`` are its ``user_id``, ``status``, ``agent`` and ``parent_session_id``.
+    A metadata filter reads the sessions of the intersection of its sets, all of them
+    (they hold ids, not the listing order), and sorts those it keeps."""
     user_id, status, agent, parent = filters
     if limit <= 0:
         return []
@@ -89,8 +95,14 @@ def _list_sessions(
         # forks set of a parent is not per user.
         wanted = status is None or status_as_of(s, now) == status
         mine = user_id in (None, s.user_id) and parent in (None, s.parent_session_id)
-        return wanted and mine and agent in (None, s.agent)
+        return wanted and mine and agent in (None, s.agent) and matches(s.metadata, metadata)
 
+    if metadata is not None:
+        ids = sorted(_texts(r.sinter(meta_sets(user_id, metadata))))
+        found: list[Session] = []
+        for start in range(0, len(ids), 500):  # one MGET per chunk
+            found += [s for s in _sessions_of(r, ids[start : start + 500]) if keep(s)]
+        return merge_newest(found, after=after, limit=limit)
     rows = _scan_index(r, index_for(user_id, status, agent, parent), after, limit, keep)
     # The forks set holds a parent's forks in every status: their due ones are in rows.
     if status is not SessionStatus.EXPIRED or parent is not None:
@@ -154,9 +166,10 @@ class SessionOps:
         limit: int,
         now: datetime,
         parent_session_id: str | None = None,
+        metadata: MetadataFilter | None = None,
     ) -> list[Session]:
         filters = (user_id, status, agent, parent_session_id)
-        return _list_sessions(self._r, filters, after, limit, now)
+        return _list_sessions(self._r, filters, metadata, after, limit, now)
 
     @translated
     def count_sessions(
@@ -167,6 +180,7 @@ class SessionOps:
         agent: str | None,
         now: datetime,
         parent_session_id: str | None = None,
+        metadata: MetadataFilter | None = None,
     ) -> int:
         """The sessions stored with these filters, counted on the index sets
         (:func:`.index.filter_sets`): ZCARD of one set (O(1)), or ZINTERCARD of the
@@ -176,8 +190,22 @@ class SessionOps:
         as the listing does, and counts them as EXPIRED, not ACTIVE (nothing is
         written). Two commands, not a snapshot: a session that changes between them may
         be counted as before or after.
+
+        A metadata filter alone is the cardinality of its sets' intersection (SCARD,
+        or SINTERCARD of one set per entry, of the user's sessions): no session read.
+        With another filter, the sessions of that intersection are read and checked,
+        as the filtered listing does: the cost grows with the sessions matching the
+        metadata, not with the user's others.
         """
         parent = parent_session_id
+        if metadata is not None:
+            if status is None and agent is None and parent is None:
+                sets = meta_sets(user_id, metadata)
+                if len(sets) == 1:
+                    return _integer(self._r.scard(sets[0]))
+                return _integer(self._r.sintercard(len(sets), list[Any](sets)))
+            filters = (user_id, status, agent, parent)
+            return len(_list_sessions(self._r, filters, metadata, None, sys.maxsize, now))
         keys = filter_sets(user_id, status, agent, parent)
         if len(keys) == 1:
             stored = _integer(self._r.zcard(keys[0]))
@@ -189,7 +217,10 @@ class SessionOps:
         due = sum(
             1
             for s in _sessions_of(self._r, _texts(self._r.zrangebyscore(due_key, "-inf", us(now))))
-            if is_due(s, now) and agent in (None, s.agent) and parent in (None, s.parent_session_id)
+            if is_due(s, now)
+            and agent in (None, s.agent)
+            and parent in (None, s.parent_session_id)
+            and matches(s.metadata, metadata)
         )
         return stored - due if status is SessionStatus.ACTIVE else stored + due
 

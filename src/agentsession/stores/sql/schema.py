@@ -27,6 +27,8 @@ from sqlalchemy.dialects import mysql
 from ...fieldlimits import (
     EXTERNAL_KEY_CHARS,
     IDEMPOTENCY_KEY_CHARS,
+    METADATA_KEY_CHARS,
+    METADATA_VALUE_CHARS,
     MODEL_CHARS,
     NAME_CHARS,
     RECORD_KEY_CHARS,
@@ -52,6 +54,7 @@ __all__ = [
     "runs",
     "search_texts",
     "session_budgets",
+    "session_metadata",
     "session_records",
     "sessions",
     "shared_memory",
@@ -509,6 +512,21 @@ search_texts = sa.Table(
     sa.Column("text", sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb"), nullable=False),
     sa.Index(None, "session_id", "kind", "seq", unique=True),
     sqlite_autoincrement=True,
+    **TABLE_OPTIONS,
+)
+
+# The metadata index (docs/semantics.md, "Metadata filters"): one row per metadata entry a
+# filter can name (agentsession.metafilter.indexed_entries), written with the session row
+# and deleted with it. Exact compare on every dialect (binary_text); the index serves a
+# user's filtered count alone, and an admin's by its (key, value) prefix.
+session_metadata = sa.Table(
+    "session_metadata",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("key", binary_text(METADATA_KEY_CHARS), primary_key=True),
+    sa.Column("value", binary_text(METADATA_VALUE_CHARS), nullable=False),
+    sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
+    sa.Index(None, "key", "value", "user_id", "session_id"),
     **TABLE_OPTIONS,
 )
 

@@ -29,6 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ...errors import StoreError, StoreUnavailable
 from ...jsonvalues import dumps
+from ...metafilter import MetadataFilter, matches
 from ...models import AuditEvent, Message, Session, SessionStatus, WorkingMemory
 from ..base import FeedRead, IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
 from ..changefeed import parse_seq_cursor
@@ -53,6 +54,7 @@ from .forks import ForkOps
 from .groupcommit import MAX_BATCH, GroupCommit
 from .idlereaders import IdleReaders
 from .memory_history import MemoryHistoryOps
+from .metaindex import MetadataOps, metadata_condition, metadata_params
 from .migrate import ensure_schema
 from .pool import StalePings
 from .records import RecordOps
@@ -67,7 +69,7 @@ from .schema import (
     working_memory,
 )
 from .scrub import scrub_database
-from .search import SearchOps
+from .search import SearchOps, search_text_insert
 from .shared import SharedMemoryOps
 from .summaries import SummaryOps
 from .toolcalls import ToolCallOps
@@ -355,6 +357,7 @@ class _Statements:
         )
         self._dialect = dialect
         self._session_updates: dict[tuple[str, ...], CompiledStatement] = {}
+        self.insert_search_text = compiled(search_text_insert())  # every append with text
         # The payload is bound as the JSON text it already is (see insert_messages).
         self.insert_messages = compiled(
             sa.insert(messages).values(
@@ -414,7 +417,7 @@ class _Statements:
         )
         self._compile = compiled
         self._messages: dict[tuple[bool, bool, str], CompiledStatement] = {}
-        self._listings: dict[tuple[bool, ...], CompiledStatement] = {}
+        self._listings: dict[tuple[bool | int, ...], CompiledStatement] = {}
         self._due: dict[tuple[bool, bool], CompiledStatement] = {}
 
     def get_messages(self, *, after: bool, before: bool, mode: str) -> CompiledStatement:
@@ -444,12 +447,21 @@ class _Statements:
         return stmt
 
     def list_sessions(
-        self, *, user: bool, status: bool, agent: bool, after: bool, live: bool, parent: bool
+        self,
+        *,
+        user: bool,
+        status: bool,
+        agent: bool,
+        after: bool,
+        live: bool,
+        parent: bool,
+        meta: int = 0,
     ) -> CompiledStatement:
         """The session listing for one combination of filters (newest first); ``live``
         leaves out sessions past ``expires_at`` (bound as ``now``); ``parent`` keeps the
-        forks of one session (the ``(parent_session_id, updated_at, session_id)`` index)."""
-        key = (user, status, agent, after, live, parent)
+        forks of one session (the ``(parent_session_id, updated_at, session_id)`` index);
+        ``meta`` metadata entries are required (:func:`.metaindex.metadata_condition`)."""
+        key = (user, status, agent, after, live, parent, meta)
         stmt = self._listings.get(key)
         if stmt is None:
             stmt = self._compile(self._sessions_select(*key))
@@ -475,9 +487,11 @@ class _Statements:
 
     @staticmethod
     def _sessions_select(
-        user: bool, status: bool, agent: bool, after: bool, live: bool, parent: bool
+        user: bool, status: bool, agent: bool, after: bool, live: bool, parent: bool, meta: int
     ) -> sa.Select[Any]:
         stmt = sa.select(sessions)
+        if meta:
+            stmt = stmt.where(metadata_condition(meta, user))
         if parent:
             stmt = stmt.where(sessions.c.parent_session_id == sa.bindparam("parent"))
         if user:
@@ -537,6 +551,7 @@ class _SQLTransaction(
     RunOps,
     SearchOps,
     UsageOps,
+    MetadataOps,
 ):
     """One transaction on one connection (the StoreTransaction protocol)."""
 
@@ -558,6 +573,7 @@ class _SQLTransaction(
         # Session rows as this write transaction read or wrote them (None: no such row),
         # so an update sets only the columns that changed (see _session_changes).
         self._stored: dict[str, Session | None] = {}
+        self._indexed: dict[str, list[tuple[str, str]]] = {}  # see MetadataOps
         self._gated = False  # holds the change feed's gate (MariaDB/MySQL)
 
     def _dbapi_cursor(self) -> Any:
@@ -592,6 +608,8 @@ class _SQLTransaction(
         session = Session.model_validate(stmt.record(rows[0])) if rows else None
         if self._write:  # the row as stored, locked until the end of this transaction
             self._stored[session_id] = session
+            if session is not None:
+                self._metadata_read(session)
         return session
 
     @_translated
@@ -608,6 +626,7 @@ class _SQLTransaction(
         if not insert_unless_present(self._conn, sessions, _session_row(session)):
             raise StoreConflict(f"session {session.session_id!r} lost a race on its key")
         self._index_title(session, replace=False)
+        self._index_metadata(session, replace=False)
 
     @_translated
     def find_session_by_key(self, user_id: str, agent: str, external_key: str) -> str | None:
@@ -629,12 +648,15 @@ class _SQLTransaction(
             raise StoreConflict(f"session {session_id!r} changed concurrently")
         if "title" in values:
             self._index_title(session, replace=True)
+        if "metadata" in values:
+            self._index_metadata(session, replace=True)
         self._stored[session_id] = session
 
     @_translated
     def delete_session(self, session_id: str) -> None:
         self._writing()
         self._stored.pop(session_id, None)
+        self._indexed.pop(session_id, None)
         # Children go by ON DELETE CASCADE; these two have no foreign key (see schema).
         for table in (sessions, audit_events, idempotency_keys):
             self._conn.execute(sa.delete(table).where(table.c.session_id == session_id))
@@ -650,11 +672,13 @@ class _SQLTransaction(
         limit: int,
         now: datetime,
         parent_session_id: str | None = None,
+        metadata: MetadataFilter | None = None,
     ) -> list[Session]:
         if limit <= 0:
             return []
         parent = parent_session_id
-        params = {
+        params: dict[str, Any] = {
+            **metadata_params(self._rarest_first(metadata, user_id)),
             "user_id": user_id,
             "parent": parent,
             "status": None if status is None else status.value,
@@ -673,12 +697,17 @@ class _SQLTransaction(
             after=after is not None,
             live=status is SessionStatus.ACTIVE,
             parent=parent is not None,
+            meta=len(metadata or ()),
         )
         rows = [s for s in self._sessions(stmt, params) if user_id in (None, s.user_id)]
         if status is not SessionStatus.EXPIRED:
             return rows
         due = self._sql.due_sessions(user=user_id is not None, agent=agent is not None)
-        forks = [s for s in self._sessions(due, params) if parent in (None, s.parent_session_id)]
+        forks = [
+            s
+            for s in self._sessions(due, params)
+            if parent in (None, s.parent_session_id) and matches(s.metadata, metadata)
+        ]
         return merge_newest(rows, forks, after=after, limit=limit)
 
     @_translated
@@ -690,6 +719,7 @@ class _SQLTransaction(
         agent: str | None,
         now: datetime,
         parent_session_id: str | None = None,
+        metadata: MetadataFilter | None = None,
     ) -> int:
         """``COUNT(*)`` with the listing's conditions, on the index the listing reads:
         ``(user_id, status | agent, ...)`` or ``(status | agent, ...)``; EXPIRED adds
@@ -699,16 +729,23 @@ class _SQLTransaction(
         ``CASE``), as the listing does: a filter in the ``WHERE`` could make the
         database take the status index and count every session of the store with that
         status. One or two index ranges: the cost grows with the sessions counted (the
-        store's sessions for an unfiltered admin count), and no row is sent."""
+        store's sessions for an unfiltered admin count), and no row is sent. A
+        metadata filter counts on the metadata index instead (:mod:`.metaindex`): one
+        index range of the matching sessions, the session rows joined only for the
+        other filters."""
         t = sessions
         filters: list[Any] = []
-        if user_id is not None:
+        if user_id is not None and metadata is None:
             filters.append(t.c.user_id == user_id)
         if agent is not None:
             filters.append(t.c.agent == agent)
 
         def count(*conditions: Any) -> int:
             where = [*filters, *conditions]
+            if metadata is not None:
+                if parent_session_id is not None:
+                    where.append(t.c.parent_session_id == parent_session_id)
+                return self._count_by_metadata(metadata, user_id, where)
             if parent_session_id is None:
                 stmt = sa.select(sa.func.count()).select_from(t).where(*where)
             else:
