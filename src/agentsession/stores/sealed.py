@@ -30,8 +30,10 @@ session rows remain (docs/security.md, "Encryption at rest").
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -40,6 +42,7 @@ from ..crypto import ContentCipher, Place
 from ..crypto.envelope import is_sealed_text
 from ..errors import KeyringError, SearchNotSupported
 from ..jsonvalues import dumps, loads
+from ..metafilter import MetadataFilter, matches
 from ..models import (
     MemoryVersion,
     Message,
@@ -140,7 +143,6 @@ _SESSION_TEXTS = ("title", "status_reason")
 _CONTENT_FREE = frozenset(
     {
         "copy_history",
-        "count_sessions",
         "delete_budget",
         "delete_idempotency",
         "delete_messages",
@@ -168,6 +170,9 @@ _CONTENT_FREE = frozenset(
 )
 
 
+# Sessions read per page when a metadata filter is answered here (see _matching).
+_SCAN_PAGE = 500
+
 # Optional store-level capabilities (not part of the port) that carry no content.
 _CONTENT_FREE_CAPABILITIES = frozenset({"api_keys", "auth_failures"})
 
@@ -184,6 +189,7 @@ class _SealedTransaction:
         # session id -> (the session as opened, as stored): an update reuses the stored
         # texts it did not change (the very objects), so the store sees them unchanged.
         self._sessions: dict[str, tuple[Session, Session]] = {}
+        self._metadata_texts: dict[str, str] = {}  # session id -> its metadata's JSON
         self._lineages: dict[str, list[tuple[str, int]]] = {}
 
     def __getattr__(self, name: str) -> Any:
@@ -225,8 +231,40 @@ class _SealedTransaction:
         self._tx.update_session(sealed, expected_version=expected_version)
         self._sessions[session.session_id] = (session, sealed)
 
-    def list_sessions(self, *args: Any, **kwargs: Any) -> list[Session]:
-        return [self._open_session(s) for s in self._tx.list_sessions(*args, **kwargs)]
+    def list_sessions(
+        self,
+        *,
+        metadata: MetadataFilter | None = None,
+        after: tuple[datetime, str] | None,
+        limit: int,
+        **filters: Any,
+    ) -> list[Session]:
+        if metadata is None:
+            stored = self._tx.list_sessions(after=after, limit=limit, **filters)
+            return [self._open_session(s) for s in stored]
+        return list(itertools.islice(self._matching(metadata, after, filters), limit))
+
+    def count_sessions(self, *, metadata: MetadataFilter | None = None, **filters: Any) -> int:
+        if metadata is None:
+            return self._tx.count_sessions(**filters)
+        return sum(1 for _ in self._matching(metadata, None, filters))
+
+    def _matching(
+        self, wanted: MetadataFilter, after: tuple[datetime, str] | None, filters: Any
+    ) -> Iterator[Session]:
+        """The sessions of the listing ``filters`` whose opened metadata passes
+        ``wanted``, in listing order from ``after``: the store's metadata index holds
+        only ciphertext, so the listing is read in pages and filtered here. The cost
+        grows with the sessions the other filters leave (docs/security.md)."""
+        while True:
+            page = self._tx.list_sessions(after=after, limit=_SCAN_PAGE, **filters)
+            for stored in page:
+                opened = self._open_session(stored)
+                if matches(opened.metadata, wanted):
+                    yield opened
+            if len(page) < _SCAN_PAGE:
+                return
+            after = (page[-1].updated_at, page[-1].session_id)
 
     def search(self, *args: Any, **kwargs: Any) -> list[SearchRow]:
         raise SearchNotSupported(
@@ -246,9 +284,16 @@ class _SealedTransaction:
                 update[field] = getattr(seen[1], field)  # unchanged: the same stored value
             else:
                 update[field] = self._c.seal_text(value, self._session_place(session, field))
-        # Always sealed again: a dict may have been changed in place (the same object).
-        place = self._session_place(session, "metadata")
-        update["metadata"] = self._c.seal_json(session.metadata, place)
+        # Compared by its JSON text, since a dict may have been changed in place (the
+        # same object): unchanged, the stored ciphertext is kept, so the store's metadata
+        # index sees no change on an append.
+        text = dumps(session.metadata)
+        if seen is not None and self._metadata_texts.get(sid) == text:
+            update["metadata"] = seen[1].metadata
+        else:
+            place = self._session_place(session, "metadata")
+            update["metadata"] = self._c.seal_json(session.metadata, place)
+        self._metadata_texts[sid] = text
         return session.model_copy(update=update)
 
     def _open_session(self, stored: Session) -> Session:
@@ -262,6 +307,7 @@ class _SealedTransaction:
         update["metadata"] = self._c.open_json(stored.metadata, place)
         opened = stored.model_copy(update=update)
         self._sessions[sid] = (opened, stored)
+        self._metadata_texts[sid] = dumps(opened.metadata)
         return opened
 
     @staticmethod
