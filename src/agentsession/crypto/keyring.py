@@ -63,6 +63,8 @@ class KeyringStatus:
         users: users holding data keys.
         data_keys: data keys in all; more than ``users``: old keys await a re-encryption.
         wrapped_by_old_kek: data keys not yet re-wrapped by the active KEK.
+        sealing_pass: the kind of sealing pass declared and not complete (``encrypt``,
+            ``reencrypt``), or None.
     """
 
     store_id: str
@@ -71,6 +73,7 @@ class KeyringStatus:
     users: int
     data_keys: int
     wrapped_by_old_kek: int
+    sealing_pass: str | None = None
 
 
 def default_key_store(path: Path) -> FileKeyStore:
@@ -272,6 +275,7 @@ class Keyring:
         """Counts of keys, for ``agentsession keyring status`` (no key material)."""
         self._reload()
         keys = [k for u in self._store.users() for k in self._store.get(u)]
+        marker = read_marker(marker_path(self.path))
         return KeyringStatus(
             store_id=self.store_id,
             active_kek=self._file.active,
@@ -279,6 +283,7 @@ class Keyring:
             users=len(self._store.users()),
             data_keys=len(keys),
             wrapped_by_old_kek=sum(k.kek_id != self._file.active for k in keys),
+            sealing_pass=None if marker is None else marker.kind,
         )
 
     # -- internals -----------------------------------------------------------------
