@@ -137,13 +137,19 @@ def encrypt(
         "--declare",
         help="Only declare the pass (reads accept plaintext from now on); run it later.",
     ),
+    compact: bool = typer.Option(
+        False,
+        "--compact",
+        help="Once the pass is complete, rewrite the store's tables or files so the old "
+        "plaintext leaves them (as erase --compact); blocks writers while it runs.",
+    ),
 ) -> None:
     """Encrypt a plaintext store with the keyring, online, in batches: every content
     value is read and written back sealed. From the start of the pass until it
     completes, every process with this keyring also reads plaintext values; then reads
     fail closed again. Stopped anywhere, run it again: it resumes after the last batch
     done. Exit 2 if the keyring cannot be opened or a value does not open."""
-    _sealing_pass(ctx, file, url, batch, "encrypt", declare_only=declare)
+    _sealing_pass(ctx, file, url, batch, "encrypt", declare_only=declare, compact=compact)
 
 
 def _sealing_pass(
@@ -154,8 +160,10 @@ def _sealing_pass(
     kind: PassKind,
     *,
     declare_only: bool,
+    compact: bool = False,
 ) -> None:
-    """Run (or resume, or only declare) a sealing pass over the store at ``url``."""
+    """Run (or resume, or only declare) a sealing pass over the store at ``url``;
+    ``compact``: then rewrite the store's files (:meth:`SessionStore.scrub`)."""
     from .. import SessionManager
     from ..stores.sealed import SealedStore
     from ..stores.sealpass import declare, run_pass
@@ -178,6 +186,9 @@ def _sealing_pass(
                 batch=batch,
                 on_batch=lambda m: typer.echo(f"{m.phase}: {m.done} done", err=True),
             )
+            if compact:
+                for step in store.scrub(compact=True).done:
+                    typer.echo(step)
     retired = (
         f"; old data keys of {report.retired_users} users dropped" if kind == "reencrypt" else ""
     )
