@@ -3,7 +3,7 @@ pass no canary of any content kind is left in plaintext (memory store, SQLite fi
 a writer running during the pass loses nothing and nothing is sealed twice, reads fail
 closed again once the pass completes, and after a reencrypt pass the old data keys
 are dropped while everything still reads. The pass on every store, stopped and
-resumed: tests/contract/test_sealing_pass.py."""
+resumed: tests/contract/test_encrypt_pass.py."""
 
 from __future__ import annotations
 
@@ -164,3 +164,29 @@ def test_cli_reencrypt_and_status(tmp_path: Path) -> None:
     assert "old data keys (kept until a reencrypt pass)\t0" in out
     with SessionManager.from_url(url, keyring=ring) as sm:
         assert sm.get_session(session_id=sid, user_id="u").title == "kept"
+
+
+def test_a_fork_made_during_the_pass_behind_its_cursor_is_sealed_too(tmp_path: Path) -> None:
+    """A fork copies its parent's rows as they are: made from a parent the walk has not
+    reached, under an id the walk has passed, its copies are plaintext until the pass
+    walks the forks made since it started. After the pass every fork reads, failing
+    closed."""
+    inner = MemoryStore()
+    with SessionManager(inner) as sm:
+        sids = sorted(sm.create_session(user_id="u").session_id for _ in range(6))
+        for sid in sids:
+            sm.append_message(session_id=sid, user_id="u", message={"role": "user", "content": sid})
+    ring = Keyring.create(tmp_path / "store.keyring")
+    sealed = SealedStore(inner, ContentCipher(ring))
+    run_pass(sealed, "encrypt", batch=1, max_batches=len(sids) - 1)  # all but the last
+    with SessionManager(sealed) as service:
+        forks = [
+            service.fork_session(session_id=sids[-1], user_id="u").session_id for _ in range(10)
+        ]
+    assert any(f < sids[-2] for f in forks)  # behind the cursor (odds of none: 1e-5)
+    assert run_pass(sealed, "encrypt").complete
+    fresh = SealedStore(inner, ContentCipher(Keyring.open(ring.path)))
+    with SessionManager(fresh) as sm:
+        for fork in forks:
+            got = sm.get_messages(session_id=fork, user_id="u").items
+            assert [m.content for m in got] == [sids[-1]]

@@ -28,7 +28,7 @@ __all__ = ["PassMarker", "clear_marker", "marker_path", "read_marker", "write_ma
 _FORMAT = "agentsession-sealing-pass"
 
 PassKind = Literal["encrypt", "reencrypt"]
-Phase = Literal["sessions", "shared", "idempotency"]
+Phase = Literal["sessions", "forks", "shared", "idempotency"]
 
 
 class PassMarker(BaseModel):
@@ -40,7 +40,8 @@ class PassMarker(BaseModel):
         started_at: ISO 8601 UTC: data keys made before it are retired by a
             completed ``reencrypt``.
         phase: what the pass walks now: sessions (each with all its content), then
-            shared documents, then idempotency results.
+            the forks made since it started, then shared documents, then idempotency
+            results.
         after: the key of the last item done in this phase (None: none yet).
         done: how many items (sessions, documents, records) were rewritten so far.
     """

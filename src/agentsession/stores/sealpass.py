@@ -1,7 +1,8 @@
 """Sealing passes over a whole store: ``agentsession encrypt`` and ``agentsession
 keyring reencrypt``, online, in batches, resumable.
 
-A pass walks every session (by id), then every shared document, then every
+A pass walks every session (by id), then the forks made since it started (a fork
+copies its parent's rows as they are), then every shared document, then every
 idempotency result, and writes each content value back through the
 :class:`~.sealed.SealedStore`: opened (a plaintext value while an ``encrypt`` pass is
 declared, or a value sealed with an older data key) and sealed again with the user's
@@ -23,6 +24,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 from ..crypto.marker import (
@@ -121,7 +123,7 @@ def run_pass(
     while True:
         if max_batches is not None and batches >= max_batches:
             return PassReport(kind, rewritten, complete=False)
-        keys = _PHASES[marker.phase](store, marker.after, batch)
+        keys = _PHASES[marker.phase](store, marker, batch)
         if keys:
             rewritten += len(keys)
             marker = marker.model_copy(update={"after": keys[-1], "done": marker.done + len(keys)})
@@ -151,10 +153,27 @@ def _retried(work: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def _sessions(store: SealedStore, after: list[str] | None, limit: int) -> list[list[str]]:
+def _sessions(store: SealedStore, marker: PassMarker, limit: int) -> list[list[str]]:
     with store.transaction(write=False) as tx:
-        ids = tx.list_session_ids(after=after[0] if after else None, limit=limit)
+        ids = tx.list_session_ids(after=marker.after[0] if marker.after else None, limit=limit)
     for session_id in ids:
+        _retried(functools.partial(_reseal_session, store, session_id))
+    return [[i] for i in ids]
+
+
+def _forks(store: SealedStore, marker: PassMarker, limit: int) -> list[list[str]]:
+    """The forks made since the pass started, again: a fork copies its parent's rows as
+    they are, so one made from a parent the walk had not reached yet, under an id it had
+    already passed, holds plaintext copies the first walk never saw."""
+    with store.transaction(write=False) as tx:
+        ids = tx.list_session_ids(after=marker.after[0] if marker.after else None, limit=limit)
+        started = datetime.fromisoformat(marker.started_at)
+        forks = [
+            s.session_id
+            for s in map(tx.get_session, ids)
+            if s is not None and s.parent_session_id is not None and s.created_at >= started
+        ]
+    for session_id in forks:
         _retried(functools.partial(_reseal_session, store, session_id))
     return [[i] for i in ids]
 
@@ -204,7 +223,8 @@ def _reseal_calls_and_runs(t: Any, session_id: str) -> None:
         after = runs[-1].seq
 
 
-def _shared(store: SealedStore, after: list[str] | None, limit: int) -> list[list[str]]:
+def _shared(store: SealedStore, marker: PassMarker, limit: int) -> list[list[str]]:
+    after = marker.after
     with store.transaction(write=False) as tx:
         docs = tx.list_shared_memory(after=(after[0], after[1]) if after else None, limit=limit)
 
@@ -219,7 +239,8 @@ def _shared(store: SealedStore, after: list[str] | None, limit: int) -> list[lis
     return [[d.agent, d.user_id or ""] for d in docs]
 
 
-def _idempotency(store: SealedStore, after: list[str] | None, limit: int) -> list[list[str]]:
+def _idempotency(store: SealedStore, marker: PassMarker, limit: int) -> list[list[str]]:
+    after = marker.after
     start = (after[0], after[1], after[2]) if after else None
     with store.transaction(write=True) as tx:  # written once, never updated: no race
         records = tx.list_idempotency(after=start, limit=limit)
@@ -228,9 +249,10 @@ def _idempotency(store: SealedStore, after: list[str] | None, limit: int) -> lis
     return [[r.user_id, r.scope, r.key] for r in records]
 
 
-_PHASES: dict[str, Callable[[SealedStore, list[str] | None, int], list[list[str]]]] = {
+_PHASES: dict[str, Callable[[SealedStore, PassMarker, int], list[list[str]]]] = {
     "sessions": _sessions,
+    "forks": _forks,
     "shared": _shared,
     "idempotency": _idempotency,
 }
-_NEXT = {"sessions": "shared", "shared": "idempotency"}
+_NEXT = {"sessions": "forks", "forks": "shared", "shared": "idempotency"}
