@@ -190,3 +190,40 @@ def test_a_fork_made_during_the_pass_behind_its_cursor_is_sealed_too(tmp_path: P
         for fork in forks:
             got = sm.get_messages(session_id=fork, user_id="u").items
             assert [m.content for m in got] == [sids[-1]]
+
+
+def test_a_pass_killed_mid_batch_resumes_after_the_last_batch_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The third session's rewrite dies (as a killed process would, its transaction
+    rolled back): the marker still names the second; run again, the pass completes
+    and every session reads, failing closed."""
+    from agentsession.crypto.marker import read_marker
+    from agentsession.stores import sealpass
+
+    inner = MemoryStore()
+    with SessionManager(inner) as sm:
+        sids = sorted(sm.create_session(user_id="u", title=f"t{i}").session_id for i in range(5))
+    ring = Keyring.create(tmp_path / "store.keyring")
+    sealed = SealedStore(inner, ContentCipher(ring))
+    real = sealpass._reseal_session
+    calls: list[str] = []
+
+    def dying(store: SealedStore, session_id: str) -> None:
+        calls.append(session_id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # killed
+        real(store, session_id)
+
+    monkeypatch.setattr(sealpass, "_reseal_session", dying)
+    with pytest.raises(KeyboardInterrupt):
+        run_pass(sealed, "encrypt", batch=1)
+    marker = read_marker(marker_path(ring.path))
+    assert marker is not None and marker.after == [sids[1]] and marker.done == 2
+    monkeypatch.setattr(sealpass, "_reseal_session", real)
+    report = run_pass(sealed, "encrypt", batch=1)
+    assert report.complete and report.rewritten == 3
+    fresh = SealedStore(inner, ContentCipher(Keyring.open(ring.path)))
+    with SessionManager(fresh) as sm:
+        titles = [sm.get_session(session_id=s, user_id="u").title for s in sids]
+    assert sorted(titles) == [f"t{i}" for i in range(5)]

@@ -42,6 +42,10 @@ __all__ = ["PassReport", "run_pass"]
 
 T = TypeVar("T")
 
+#: What a phase's batch did: the keys it walked (the last one is the cursor; none:
+#: the phase is done) and how many items it rewrote.
+_Batch = tuple[list[list[str]], int]
+
 #: Rows read per page within a session.
 PAGE = 500
 #: Attempts of one item's transaction before the pass gives up (it can be resumed).
@@ -123,10 +127,10 @@ def run_pass(
     while True:
         if max_batches is not None and batches >= max_batches:
             return PassReport(kind, rewritten, complete=False)
-        keys = _PHASES[marker.phase](store, marker, batch)
+        keys, count = _PHASES[marker.phase](store, marker, batch)
         if keys:
-            rewritten += len(keys)
-            marker = marker.model_copy(update={"after": keys[-1], "done": marker.done + len(keys)})
+            rewritten += count
+            marker = marker.model_copy(update={"after": keys[-1], "done": marker.done + count})
         else:
             following = _NEXT.get(marker.phase)
             if following is None:
@@ -153,15 +157,15 @@ def _retried(work: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def _sessions(store: SealedStore, marker: PassMarker, limit: int) -> list[list[str]]:
+def _sessions(store: SealedStore, marker: PassMarker, limit: int) -> _Batch:
     with store.transaction(write=False) as tx:
         ids = tx.list_session_ids(after=marker.after[0] if marker.after else None, limit=limit)
     for session_id in ids:
         _retried(functools.partial(_reseal_session, store, session_id))
-    return [[i] for i in ids]
+    return [[i] for i in ids], len(ids)
 
 
-def _forks(store: SealedStore, marker: PassMarker, limit: int) -> list[list[str]]:
+def _forks(store: SealedStore, marker: PassMarker, limit: int) -> _Batch:
     """The forks made since the pass started, again: a fork copies its parent's rows as
     they are, so one made from a parent the walk had not reached yet, under an id it had
     already passed, holds plaintext copies the first walk never saw."""
@@ -175,7 +179,7 @@ def _forks(store: SealedStore, marker: PassMarker, limit: int) -> list[list[str]
         ]
     for session_id in forks:
         _retried(functools.partial(_reseal_session, store, session_id))
-    return [[i] for i in ids]
+    return [[i] for i in ids], len(forks)
 
 
 def _reseal_session(store: SealedStore, session_id: str) -> None:
@@ -223,7 +227,7 @@ def _reseal_calls_and_runs(t: Any, session_id: str) -> None:
         after = runs[-1].seq
 
 
-def _shared(store: SealedStore, marker: PassMarker, limit: int) -> list[list[str]]:
+def _shared(store: SealedStore, marker: PassMarker, limit: int) -> _Batch:
     after = marker.after
     with store.transaction(write=False) as tx:
         docs = tx.list_shared_memory(after=(after[0], after[1]) if after else None, limit=limit)
@@ -236,20 +240,20 @@ def _shared(store: SealedStore, marker: PassMarker, limit: int) -> list[list[str
 
     for d in docs:
         _retried(functools.partial(reseal, d.agent, d.user_id))
-    return [[d.agent, d.user_id or ""] for d in docs]
+    return [[d.agent, d.user_id or ""] for d in docs], len(docs)
 
 
-def _idempotency(store: SealedStore, marker: PassMarker, limit: int) -> list[list[str]]:
+def _idempotency(store: SealedStore, marker: PassMarker, limit: int) -> _Batch:
     after = marker.after
     start = (after[0], after[1], after[2]) if after else None
     with store.transaction(write=True) as tx:  # written once, never updated: no race
         records = tx.list_idempotency(after=start, limit=limit)
         for r in records:
             tx.rewrite_idempotency(r)
-    return [[r.user_id, r.scope, r.key] for r in records]
+    return [[r.user_id, r.scope, r.key] for r in records], len(records)
 
 
-_PHASES: dict[str, Callable[[SealedStore, PassMarker, int], list[list[str]]]] = {
+_PHASES: dict[str, Callable[[SealedStore, PassMarker, int], _Batch]] = {
     "sessions": _sessions,
     "forks": _forks,
     "shared": _shared,
