@@ -21,6 +21,10 @@ shared memory         ``shared``                    agent (session "")
 idempotency result    ``idempotency``               ``[scope, key]``
 ====================  ============================  ==========================
 
+The port's content rewrites (``rewrite_*``, and :meth:`_SealedTransaction.reseal_session`)
+open nothing: they seal the values given, as the writes do; what a sealing pass
+(:mod:`.sealpass`) writes back.
+
 Search is off (:class:`SearchNotSupported`): the store's index would need plaintext.
 A fork copies its parent's ciphertexts as they are (one bulk copy, as without a
 keyring): a fork's message, summary or memory-history row up to its fork point that

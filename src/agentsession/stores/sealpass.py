@@ -36,6 +36,7 @@ from ..crypto.marker import (
     write_marker,
 )
 from ..errors import KeyringError, StoreBusy
+from .base import IdempotencyRecord
 from .sealed import SealedStore
 
 __all__ = ["PassReport", "run_pass"]
@@ -246,10 +247,16 @@ def _shared(store: SealedStore, marker: PassMarker, limit: int) -> _Batch:
 def _idempotency(store: SealedStore, marker: PassMarker, limit: int) -> _Batch:
     after = marker.after
     start = (after[0], after[1], after[2]) if after else None
-    with store.transaction(write=True) as tx:  # written once, never updated: no race
-        records = tx.list_idempotency(after=start, limit=limit)
-        for r in records:
-            tx.rewrite_idempotency(r)
+
+    def reseal() -> list[IdempotencyRecord]:
+        # Written once, never updated; a purge meanwhile makes the batch run again.
+        with store.transaction(write=True) as tx:
+            found = tx.list_idempotency(after=start, limit=limit)
+            for r in found:
+                tx.rewrite_idempotency(r)
+        return found
+
+    records = _retried(reseal)
     return [[r.user_id, r.scope, r.key] for r in records], len(records)
 
 

@@ -51,6 +51,7 @@ class RewriteOps:
 
     _r: redis.Redis
     _writing: Callable[[], None]
+    _read: Callable[[str], str | None]
     _do: Callable[..., None]
 
     @translated
@@ -148,7 +149,7 @@ class RewriteOps:
     def rewrite_idempotency(self, record: IdempotencyRecord) -> None:
         self._writing()
         key = record_key(record.user_id, record.scope, record.key)
-        raw = _text(self._r.get(key))
+        raw = self._read(key)  # guarded: a record purged meanwhile is not written back
         if raw is not None:
             stored = replace(decode_record(raw), result=record.result)
             self._do("SETKEEPTTL", key, encode_record(stored))
