@@ -35,7 +35,7 @@ from ..crypto.marker import (
     read_marker,
     write_marker,
 )
-from ..errors import KeyringError, StoreBusy
+from ..errors import KeyringError, StoreBusy, ValidationError
 from .base import IdempotencyRecord
 from .sealed import SealedStore
 
@@ -116,12 +116,13 @@ def run_pass(
         What this run did.
 
     Raises:
+        ValidationError: ``batch`` is below 1.
         KeyringError: a pass of the other kind is unfinished, or a value does not open
             (nothing after the last saved batch is lost: fix it and run again).
         StoreError: the store failed; run again to resume.
     """
     if batch < 1:
-        raise ValueError("batch must be at least 1")
+        raise ValidationError("batch must be at least 1", field="batch")
     marker = declare(store, kind)
     path = marker_path(store.keyring.path)
     rewritten = batches = 0
