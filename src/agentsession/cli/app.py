@@ -16,7 +16,7 @@ from .common import AdminOpt, JsonOpt, Options, UrlOpt, UserOpt, new_app
 from .db import db_app
 from .demo import demo, demo_continue
 from .erase import erase
-from .keyring import keyring_app
+from .keyring import encrypt, keyring_app
 from .lifecycle import close, delete, expire, restore, sweep
 from .search import search
 from .server import keys_app, serve
@@ -63,6 +63,7 @@ def build_app() -> typer.Typer:
     app.command("search")(search)
     app.command("usage")(usage)
     app.add_typer(budget_app, name="budget")
+    app.command("encrypt")(encrypt)
     app.add_typer(keys_app, name="keys")
     app.add_typer(keyring_app, name="keyring")
     app.command("export")(export)

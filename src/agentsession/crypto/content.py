@@ -7,8 +7,9 @@ object ``{"$as1": text form}`` (an object, so a field typed as one still holds i
 sealed bytes ``b"$as1$"`` and the envelope: no column changes type.
 
 Fail closed: reading a value that is not sealed raises :class:`KeyringError`, unless
-the cipher was made with ``accept_plaintext=True``: what a migration of a plaintext
-store reads with, while both kinds of value are stored.
+the cipher was made with ``accept_plaintext=True``, or while an ``agentsession
+encrypt`` pass is declared next to the keyring (:mod:`.marker`): a store being
+encrypted holds both kinds of value.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class ContentCipher:
         Raises:
             KeyringError: they are not (fail closed).
         """
-        if self.accept_plaintext:
+        if self.accept_plaintext or self.keyring.accepts_plaintext():
             return stored
         raise KeyringError(
             f"the stored value at {place.describe()} is plaintext where a ciphertext is "

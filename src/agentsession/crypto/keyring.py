@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,10 +33,13 @@ from ..jsonvalues import dumps
 from ..privatefiles import check_directory, check_secret_file, locked_rewrite, open_private
 from .envelope import KEY_ID_BYTES, Place, key_id_of, open_envelope, seal
 from .keystore import FileKeyStore, KeyStore, WrappedKey
+from .marker import marker_path, read_marker
 
 __all__ = ["Keyring", "KeyringStatus"]
 
 _FORMAT = "agentsession-keyring"
+#: Seconds between checks of the pass marker (another process declares or ends a pass).
+_MARKER_INTERVAL = 1.0
 
 
 class _KeyringFile(BaseModel):
@@ -59,6 +63,8 @@ class KeyringStatus:
         users: users holding data keys.
         data_keys: data keys in all; more than ``users``: old keys await a re-encryption.
         wrapped_by_old_kek: data keys not yet re-wrapped by the active KEK.
+        sealing_pass: the kind of sealing pass declared and not complete (``encrypt``,
+            ``reencrypt``), or None.
     """
 
     store_id: str
@@ -67,6 +73,7 @@ class KeyringStatus:
     users: int
     data_keys: int
     wrapped_by_old_kek: int
+    sealing_pass: str | None = None
 
 
 def default_key_store(path: Path) -> FileKeyStore:
@@ -89,6 +96,8 @@ class Keyring:
         self._keks = _keks(file)
         # (user, data key id) -> (its wrapped form, the unwrapped key)
         self._deks: dict[tuple[str, bytes], tuple[str, AESGCM]] = {}
+        self._marker_checked = float("-inf")
+        self._encrypting = False
         key_store.bind(file.store_id)
 
     @property
@@ -181,6 +190,35 @@ class Keyring:
             "were destroyed (erasure), or the value was sealed for another user or store"
         )
 
+    def accepts_plaintext(self) -> bool:
+        """Whether an ``agentsession encrypt`` pass is declared for this store (its
+        marker, :mod:`.marker`, is next to the keyring file): then reads let a value
+        not sealed yet through. Checked on the file at most once a second."""
+        now = time.monotonic()
+        if now - self._marker_checked >= _MARKER_INTERVAL:
+            marker = read_marker(marker_path(self.path))
+            self._encrypting = marker is not None and marker.kind == "encrypt"
+            self._marker_checked = now
+        return self._encrypting
+
+    def refresh_pass_marker(self) -> None:
+        """Read the pass marker again at the next :meth:`accepts_plaintext` (a pass
+        this process just declared or completed)."""
+        self._marker_checked = float("-inf")
+
+    def retire_data_keys(self, before: str) -> int:
+        """Drop each user's data keys older than the newest one made before ``before``
+        (ISO 8601 UTC): what a completed ``reencrypt`` pass started at ``before`` left
+        unused. Returns how many users' keys changed."""
+
+        def retired(user_id: str, keys: tuple[WrappedKey, ...]) -> tuple[WrappedKey, ...]:
+            older = [k.created_at for k in keys if k.created_at <= before]
+            if not older:
+                return keys
+            return tuple(k for k in keys if k.created_at >= max(older))
+
+        return self._store.update(retired)
+
     def destroy_user(self, user_id: str) -> bool:
         """Destroy every data key of ``user_id`` (crypto-shredding): each copy of the
         user's content anywhere becomes unreadable. Returns whether there were any."""
@@ -237,6 +275,7 @@ class Keyring:
         """Counts of keys, for ``agentsession keyring status`` (no key material)."""
         self._reload()
         keys = [k for u in self._store.users() for k in self._store.get(u)]
+        marker = read_marker(marker_path(self.path))
         return KeyringStatus(
             store_id=self.store_id,
             active_kek=self._file.active,
@@ -244,6 +283,7 @@ class Keyring:
             users=len(self._store.users()),
             data_keys=len(keys),
             wrapped_by_old_kek=sum(k.kek_id != self._file.active for k in keys),
+            sealing_pass=None if marker is None else marker.kind,
         )
 
     # -- internals -----------------------------------------------------------------

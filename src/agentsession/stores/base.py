@@ -706,6 +706,55 @@ class StoreTransaction(Protocol):
         that user: written by them (``user_id``) or to their data (``owner_id``). Return
         how many went."""
 
+    # -- content rewrite (agentsession encrypt, keyring reencrypt) ---------------------
+    # A pass over the whole store rewrites each content value in place, keyed as it is
+    # stored: ids, seqs, versions and times stay as they are, only the content fields
+    # named below change. A row that is gone is skipped (a concurrent removal won).
+
+    def list_session_ids(self, *, after: str | None, limit: int) -> list[str]:
+        """Ids of at most ``limit`` sessions of every user, ascending, each above
+        ``after`` (None: from the first): a keyset walk of the whole store."""
+
+    def rewrite_messages(self, messages: Sequence[Message]) -> None:
+        """Replace the payload of each stored message ``(session_id, seq)`` with
+        ``message.payload()``."""
+
+    def rewrite_rewound_messages(
+        self, session_id: str, number: int, messages: Sequence[Message]
+    ) -> None:
+        """Replace the payload of each message hidden by rewind ``number`` (by seq)."""
+
+    def rewrite_working_memory(self, memory: WorkingMemory) -> None:
+        """Replace the data of the session's working memory if it is still at
+        ``memory.version``; no history row is added."""
+
+    def rewrite_memory_history(self, session_id: str, versions: Sequence[MemoryVersion]) -> None:
+        """Replace the data of each history row, found by its version."""
+
+    def rewrite_tool_calls(self, calls: Sequence[ToolCall]) -> None:
+        """Replace ``arguments``, ``result`` and ``error`` of each call (by call id)."""
+
+    def rewrite_run_steps(self, session_id: str, steps: Sequence[RunStep]) -> None:
+        """Replace ``input``, ``output`` and ``error`` of each step (by run id, index)."""
+
+    def rewrite_summaries(self, summaries: Sequence[Summary]) -> None:
+        """Replace the ``text`` of each summary (by session id and number)."""
+
+    def list_shared_memory(
+        self, *, after: tuple[str, str] | None, limit: int
+    ) -> list[SharedMemory]:
+        """At most ``limit`` shared documents ascending by ``(agent, user_id or "")``,
+        each above ``after`` (None: from the first)."""
+
+    def list_idempotency(
+        self, *, after: tuple[str, str, str] | None, limit: int
+    ) -> list[IdempotencyRecord]:
+        """At most ``limit`` idempotency records ascending by ``(user_id, scope, key)``,
+        each above ``after`` (None: from the first)."""
+
+    def rewrite_idempotency(self, record: IdempotencyRecord) -> None:
+        """Replace the ``result`` of the record stored for ``(user_id, scope, key)``."""
+
 
 class FeedRead(NamedTuple):
     """What one read of the change feed found (:meth:`SessionStore.read_changes`).

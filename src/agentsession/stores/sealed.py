@@ -21,6 +21,10 @@ shared memory         ``shared``                    agent (session "")
 idempotency result    ``idempotency``               ``[scope, key]``
 ====================  ============================  ==========================
 
+The port's content rewrites (``rewrite_*``, and :meth:`_SealedTransaction.reseal_session`)
+open nothing: they seal the values given, as the writes do; what a sealing pass
+(:mod:`.sealpass`) writes back.
+
 Search is off (:class:`SearchNotSupported`): the store's index would need plaintext.
 A fork copies its parent's ciphertexts as they are (one bulk copy, as without a
 keyring): a fork's message, summary or memory-history row up to its fork point that
@@ -160,6 +164,7 @@ _CONTENT_FREE = frozenset(
         "list_audit",
         "list_due_sessions",
         "list_lapsed_leases",
+        "list_session_ids",
         "list_rewinds",
         "list_user_session_ids",
         "purge_idempotency",
@@ -561,6 +566,91 @@ class _SealedTransaction:
     def put_idempotency(self, record: IdempotencyRecord) -> None:
         sealed = self._c.seal_text(record.result, _idempotency_place(record))
         self._tx.put_idempotency(_replace_result(record, sealed or ""))
+
+    # -- content rewrite (a sealing pass: agentsession encrypt, keyring reencrypt) ----
+    def reseal_session(self, session_id: str) -> Session | None:
+        """Seal the session's texts again and write them back (compare-and-set on its
+        version, which stays as it is); return the session as opened, or None if gone."""
+        session = self.get_session(session_id)
+        if session is not None:
+            self._sessions.pop(session_id, None)  # seal every text, not the stored ones
+            self.update_session(session, expected_version=session.version)
+        return session
+
+    def rewrite_messages(self, messages: Sequence[Message]) -> None:
+        self._tx.rewrite_messages([self._seal_message(m, dumps(m.payload())) for m in messages])
+
+    def rewrite_rewound_messages(
+        self, session_id: str, number: int, messages: Sequence[Message]
+    ) -> None:
+        sealed = [self._seal_message(m, dumps(m.payload())) for m in messages]
+        self._tx.rewrite_rewound_messages(session_id, number, sealed)
+
+    def rewrite_working_memory(self, memory: WorkingMemory) -> None:
+        place = self._place(memory.session_id, "memory", memory.version)
+        data = self._c.seal_json(memory.data, place)
+        self._tx.rewrite_working_memory(memory.model_copy(update={"data": data}))
+
+    def rewrite_memory_history(self, session_id: str, versions: Sequence[MemoryVersion]) -> None:
+        sealed = [
+            v.model_copy(
+                update={
+                    "data": self._c.seal_json(v.data, self._place(session_id, "memory", v.version))
+                }
+            )
+            for v in versions
+        ]
+        self._tx.rewrite_memory_history(session_id, sealed)
+
+    def rewrite_tool_calls(self, calls: Sequence[ToolCall]) -> None:
+        sealed = [
+            _sealed(
+                self._c, c, self._place(c.session_id, "tool", c.call_id), _TOOL_JSON, ("error",)
+            )
+            for c in calls
+        ]
+        self._tx.rewrite_tool_calls(sealed)
+
+    def rewrite_run_steps(self, session_id: str, steps: Sequence[RunStep]) -> None:
+        sealed = [
+            _sealed(
+                self._c,
+                s,
+                self._place(session_id, "step", f"{s.run_id}/{s.index}"),
+                _STEP_JSON,
+                _STEP_TEXT,
+            )
+            for s in steps
+        ]
+        self._tx.rewrite_run_steps(session_id, sealed)
+
+    def rewrite_summaries(self, summaries: Sequence[Summary]) -> None:
+        sealed = [
+            _sealed(self._c, s, self._place(s.session_id, "summary", s.number), (), ("text",))
+            for s in summaries
+        ]
+        self._tx.rewrite_summaries(sealed)
+
+    def list_shared_memory(
+        self, *, after: tuple[str, str] | None, limit: int
+    ) -> list[SharedMemory]:
+        return [
+            d.model_copy(
+                update={"data": self._c.open_json(d.data, _shared_place(d.agent, d.user_id))}
+            )
+            for d in self._tx.list_shared_memory(after=after, limit=limit)
+        ]
+
+    def list_idempotency(
+        self, *, after: tuple[str, str, str] | None, limit: int
+    ) -> list[IdempotencyRecord]:
+        found = self._tx.list_idempotency(after=after, limit=limit)
+        opened = [(r, self._c.open_text(r.result, _idempotency_place(r))) for r in found]
+        return [_replace_result(r, result or "") for r, result in opened]
+
+    def rewrite_idempotency(self, record: IdempotencyRecord) -> None:
+        sealed = self._c.seal_text(record.result, _idempotency_place(record))
+        self._tx.rewrite_idempotency(_replace_result(record, sealed or ""))
 
 
 _TOOL_JSON = ("arguments", "result")

@@ -25,6 +25,7 @@ from .forks import ForkOps
 from .messages import MessageOps
 from .records import RecordOps
 from .rewinds import RewindOps
+from .rewrite import RewriteOps
 from .runs import RunOps
 from .search import SearchOps
 from .sessions import SessionOps
@@ -144,5 +145,6 @@ class _MemoryTransaction(
     AuditOps,
     SearchOps,
     UsageOps,
+    RewriteOps,
 ):
     """One transaction: every aggregate's methods over the store's tables, one undo log."""

@@ -33,13 +33,13 @@ from .replies import texts as _texts
 if TYPE_CHECKING:
     import redis
 
-__all__ = ["IdempotencyOps"]
+__all__ = ["IdempotencyOps", "decode_record", "encode_record", "record_key"]
 
 _IDEM_BY_TIME = "as:idem:by_time"
 _IDEM_OWNERS = "as:idem:owners"
 
 
-def _idem_key(user_id: str, scope: str, key: str) -> str:
+def record_key(user_id: str, scope: str, key: str) -> str:
     return f"as:idem:{{{user_id}}}:{scope}:{key}"
 
 
@@ -47,7 +47,7 @@ def _idem_user_index(user_id: str) -> str:
     return f"as:idem:user:{{{user_id}}}"
 
 
-def _enc_record(r: IdempotencyRecord) -> str:
+def encode_record(r: IdempotencyRecord) -> str:
     return dumps(
         {
             "user_id": r.user_id,
@@ -62,7 +62,7 @@ def _enc_record(r: IdempotencyRecord) -> str:
     )
 
 
-def _dec_record(text: str) -> IdempotencyRecord:
+def decode_record(text: str) -> IdempotencyRecord:
     row = loads(text)
     return IdempotencyRecord(
         user_id=row["user_id"],
@@ -88,24 +88,24 @@ class IdempotencyOps:
 
     @translated
     def get_idempotency(self, user_id: str, scope: str, key: str) -> IdempotencyRecord | None:
-        k = _idem_key(user_id, scope, key)
+        k = record_key(user_id, scope, key)
         if k in self._idem:
             return self._idem[k]
         raw = self._read(k)
-        return None if raw is None else _dec_record(raw)
+        return None if raw is None else decode_record(raw)
 
     @translated
     def put_idempotency(self, record: IdempotencyRecord) -> None:
         self._writing()
         if self.get_idempotency(record.user_id, record.scope, record.key) is not None:
             raise StoreConflict(f"idempotency key {record.key!r} exists")
-        k = _idem_key(record.user_id, record.scope, record.key)
+        k = record_key(record.user_id, record.scope, record.key)
         at = us(record.created_at)
         if record.expires_at is None:
-            self._do("SET", k, _enc_record(record))
+            self._do("SET", k, encode_record(record))
         else:
             lifetime = (record.expires_at - record.created_at).total_seconds()
-            self._do("SETEX", k, _enc_record(record), max(1, math.ceil(lifetime)))
+            self._do("SETEX", k, encode_record(record), max(1, math.ceil(lifetime)))
         self._do("ZADD", _IDEM_BY_TIME, at, k)
         self._do("ZADD", _idem_user_index(record.user_id), at, k)
         if record.owner_id is not None and record.owner_id != record.user_id:
@@ -131,7 +131,7 @@ class IdempotencyOps:
         self._writing()
         record = self.get_idempotency(user_id, scope, key)
         if record is not None:
-            self._drop_idempotency(_idem_key(user_id, scope, key), record)
+            self._drop_idempotency(record_key(user_id, scope, key), record)
 
     @translated
     def purge_idempotency(self, *, created_before: datetime, user_id: str | None = None) -> int:
@@ -154,7 +154,7 @@ class IdempotencyOps:
                     self._do("ZREM", _idem_user_index(owner), k)
                     self._do("HDEL", _IDEM_OWNERS, k)
                 continue
-            self._drop_idempotency(k, _dec_record(raw))
+            self._drop_idempotency(k, decode_record(raw))
             count += 1
         for k, record in list(self._idem.items()):
             if (

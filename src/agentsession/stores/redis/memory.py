@@ -33,7 +33,7 @@ from .errors import translated
 if TYPE_CHECKING:
     import redis
 
-__all__ = ["MemoryOps", "memory_keys"]
+__all__ = ["MemoryOps", "encode_memory", "memory_keys"]
 
 
 def memory_keys(session_id: str) -> tuple[str, str, str]:
@@ -42,7 +42,7 @@ def memory_keys(session_id: str) -> tuple[str, str, str]:
     return p + "memory", p + "memhist", p + "memhist:at"
 
 
-def _enc(memory: WorkingMemory) -> str:
+def encode_memory(memory: WorkingMemory) -> str:
     return dumps(memory.model_dump(mode="json", exclude={"session_version"}))
 
 
@@ -103,9 +103,9 @@ class MemoryOps:
         if self._stored(sid):
             self._check("HNX", history, str(memory.version))
         self._memory[sid] = memory.model_copy(deep=True)
-        self._do("SET", current, _enc(memory))
+        self._do("SET", current, encode_memory(memory))
         self._do("ZDROPAT", at, at_seq)  # the rows at at_seq can never be read again
-        self._do("HSET", history, str(memory.version), _enc(memory))
+        self._do("HSET", history, str(memory.version), encode_memory(memory))
         self._do("ZADD", at, at_seq, _member(memory.version))
         self._new_history.setdefault(sid, []).append((at_seq, memory.model_copy(deep=True)))
 

@@ -110,6 +110,7 @@ from .replies import maybe_texts as _maybe_texts
 from .replies import text as _text
 from .replies import texts as _texts
 from .rewinds import RewindOps
+from .rewrite import RewriteOps
 
 try:
     import redis
@@ -214,6 +215,13 @@ while i <= #ARGV do
       local v = arg()
       local ttl = arg()
       redis.call('SET', k, v, 'EX', ttl)
+    elseif op == 'SETKEEPTTL' then
+      local v = arg()
+      redis.call('SET', k, v, 'KEEPTTL')
+    elseif op == 'LSET' then
+      local i = arg()
+      local v = arg()
+      redis.call('LSET', k, i, v)
     elseif op == 'DEL' then
       redis.call('DEL', k)
     elseif op == 'HSET' then
@@ -556,6 +564,7 @@ class _RedisTransaction(
     LeaseIndexOps,
     SearchOps,
     UsageOps,
+    RewriteOps,
 ):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`. Each aggregate's methods are a

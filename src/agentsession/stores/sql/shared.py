@@ -7,7 +7,8 @@ document is keyed by ``(agent, user_id)``, ``user_id`` '' for the app scope.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -43,16 +44,18 @@ class SharedMemoryOps:
             # a plain read would let N racing writers all fail the compare-and-set.
             stmt = stmt.with_for_update()
         row = self._conn.execute(stmt).mappings().first()
-        if row is None:
-            return None
-        return SharedMemory(
-            scope="user" if row["user_id"] else "app",
-            agent=row["agent"],
-            user_id=row["user_id"] or None,
-            version=row["version"],
-            updated_at=row["updated_at"],
-            data=row["data"],
-        )
+        return None if row is None else _document(dict(row))
+
+    @translated
+    def list_shared_memory(
+        self, *, after: tuple[str, str] | None, limit: int
+    ) -> list[SharedMemory]:
+        """Documents by primary key ``(agent, user_id)`` above ``after``."""
+        stmt = sa.select(t)
+        if after is not None:
+            stmt = stmt.where(sa.tuple_(t.c.agent, t.c.user_id) > sa.tuple_(*after))
+        stmt = stmt.order_by(t.c.agent, t.c.user_id).limit(limit)
+        return [_document(dict(row)) for row in self._conn.execute(stmt).mappings()]
 
     @translated
     def put_shared_memory(self, doc: SharedMemory, *, expected_version: int) -> None:
@@ -92,3 +95,15 @@ class SharedMemoryOps:
         if not user_id:
             return 0
         return int(self._conn.execute(sa.delete(t).where(t.c.user_id == user_id)).rowcount)
+
+
+def _document(row: Mapping[str, Any]) -> SharedMemory:
+    """The document of a ``shared_memory`` row (``user_id`` "": the app scope)."""
+    return SharedMemory(
+        scope="user" if row["user_id"] else "app",
+        agent=row["agent"],
+        user_id=row["user_id"] or None,
+        version=row["version"],
+        updated_at=row["updated_at"],
+        data=row["data"],
+    )

@@ -59,6 +59,7 @@ from .migrate import ensure_schema
 from .pool import StalePings
 from .records import RecordOps
 from .rewinds import RewindOps
+from .rewrite import RewriteOps
 from .runs import RunOps
 from .schema import (
     audit_events,
@@ -552,6 +553,7 @@ class _SQLTransaction(
     SearchOps,
     UsageOps,
     MetadataOps,
+    RewriteOps,
 ):
     """One transaction on one connection (the StoreTransaction protocol)."""
 
@@ -946,6 +948,25 @@ class _SQLTransaction(
         self._conn.execute(
             sa.delete(t).where(t.c.user_id == user_id, t.c.scope == scope, t.c.idem_key == key)
         )
+
+    @_translated
+    def list_idempotency(
+        self, *, after: tuple[str, str, str] | None, limit: int
+    ) -> list[IdempotencyRecord]:
+        t = idempotency_keys
+        stmt = sa.select(t)
+        if after is not None:
+            stmt = stmt.where(sa.tuple_(t.c.user_id, t.c.scope, t.c.idem_key) > sa.tuple_(*after))
+        stmt = stmt.order_by(t.c.user_id, t.c.scope, t.c.idem_key).limit(limit)
+        return [_idempotency_record(dict(row)) for row in self._conn.execute(stmt).mappings()]
+
+    @_translated
+    def rewrite_idempotency(self, record: IdempotencyRecord) -> None:
+        self._writing()
+        t = idempotency_keys
+        key = (t.c.user_id == record.user_id, t.c.scope == record.scope)
+        stmt = sa.update(t).where(*key, t.c.idem_key == record.key)
+        self._conn.execute(stmt.values(result=record.result))
 
     @_translated
     def purge_idempotency(self, *, created_before: datetime, user_id: str | None = None) -> int:
