@@ -43,7 +43,9 @@ from .errors import (
     VersionConflict,
 )
 from .models import (
+    AuditBreak,
     AuditEvent,
+    AuditReport,
     Change,
     ChangePage,
     Context,
@@ -90,7 +92,9 @@ __version__ = "0.1.0"
 __all__ = [
     "AgentSessionError",
     "AsyncSessionManager",
+    "AuditBreak",
     "AuditEvent",
+    "AuditReport",
     "Change",
     "ChangePage",
     "Conflict",

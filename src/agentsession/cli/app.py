@@ -11,6 +11,7 @@ import inspect
 import typer
 
 from ..settings import Settings
+from .audit import audit_app
 from .changes import changes
 from .common import AdminOpt, JsonOpt, Options, UrlOpt, UserOpt, new_app
 from .db import db_app
@@ -61,6 +62,7 @@ def build_app() -> typer.Typer:
     app.command("search")(search)
     app.add_typer(keys_app, name="keys")
     app.add_typer(keyring_app, name="keyring")
+    app.add_typer(audit_app, name="audit")
     app.command("export")(export)
     app.add_typer(import_app, name="import")
     _whole_summaries(app)
