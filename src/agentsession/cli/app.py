@@ -22,6 +22,7 @@ from .lifecycle import close, delete, expire, restore, sweep
 from .search import search
 from .server import keys_app, serve
 from .sessions import sessions_app
+from .signing import export_keygen, export_verify
 from .transfer import export, import_app
 from .ui import ui
 
@@ -64,6 +65,8 @@ def build_app() -> typer.Typer:
     app.add_typer(keyring_app, name="keyring")
     app.add_typer(audit_app, name="audit")
     app.command("export")(export)
+    app.command("export-keygen")(export_keygen)
+    app.command("export-verify")(export_verify)
     app.add_typer(import_app, name="import")
     _whole_summaries(app)
     return app
