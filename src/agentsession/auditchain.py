@@ -31,9 +31,13 @@ __all__ = ["TOMBSTONE", "canonical", "chained", "event_hash", "find_break"]
 TOMBSTONE = "session.deleted"
 
 
+#: One encoder for every event (``json.dumps`` with options builds one per call).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _utc(at: datetime) -> str:
     at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-    return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return at.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def canonical(event: AuditEvent, prev_hash: str | None) -> bytes:
@@ -50,8 +54,7 @@ def canonical(event: AuditEvent, prev_hash: str | None) -> bytes:
         "details": event.details,
         "prev_hash": prev_hash,
     }
-    text = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text.encode("utf-8")
+    return _ENCODER.encode(fields).encode("utf-8")
 
 
 def event_hash(event: AuditEvent, prev_hash: str | None) -> str:
