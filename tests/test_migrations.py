@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0018_session_metadata"
+    assert head_revision() == "0019_audit_chain"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -748,7 +748,8 @@ def test_downgrade_keeps_every_child_row(db_url: str, target: str) -> None:
         *_NEW_11,
         *_NEW_13,
         *_NEW_15,
-        *_NEW_16, *_NEW_18,
+        *_NEW_16,
+        *_NEW_18,
     }
     assert set(before) - set(after) <= newer
 
@@ -773,7 +774,8 @@ def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
         *_NEW_11,
         *_NEW_13,
         *_NEW_15,
-        *_NEW_16, *_NEW_18,
+        *_NEW_16,
+        *_NEW_18,
     )
     assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in newer}
     assert upgrade(db_url) == head_revision()
@@ -853,7 +855,9 @@ def test_memory_history_seeds_one_row_per_working_memory(db_url: str) -> None:
     assert before["memory_history"] == 1
     _downgrade(db_url, "0010_summaries")
     assert _row_counts(db_url) == {
-        t: n for t, n in before.items() if t not in (*_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16, *_NEW_18)
+        t: n
+        for t, n in before.items()
+        if t not in (*_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16, *_NEW_18)
     }
     engine = sa.create_engine(db_url)
     try:
@@ -987,6 +991,8 @@ def test_usage_ledger_upgrade_enters_the_finished_runs_usage(db_url: str) -> Non
         assert [t.group for t in sm.get_usage(user_id="alice", group_by="model")] == [None]
         runs = sm.list_runs(session_id=sids[1], user_id="alice").items
         assert [[e.input_tokens for e in r.usage_entries] for r in runs] == [[], [7], [11]]
+
+
 def test_metadata_index_is_built_for_sessions_stored_before_0018(db_url: str) -> None:
     """Upgrading to 0018 indexes the metadata of the sessions already stored (a database
     downgraded to 0017 has none indexed), more than one batch of them, on every SQL

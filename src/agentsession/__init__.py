@@ -44,7 +44,9 @@ from .errors import (
     VersionConflict,
 )
 from .models import (
+    AuditBreak,
     AuditEvent,
+    AuditReport,
     Budget,
     Change,
     ChangePage,
@@ -94,7 +96,9 @@ __version__ = "0.1.0"
 __all__ = [
     "AgentSessionError",
     "AsyncSessionManager",
+    "AuditBreak",
     "AuditEvent",
+    "AuditReport",
     "Budget",
     "BudgetExceeded",
     "Change",

@@ -39,6 +39,7 @@ from .clientcore import (
 from .clienthand import HandRequests
 from .models import (
     AuditEvent,
+    AuditReport,
     Budget,
     ChangePage,
     DeleteRecordsResult,
@@ -514,6 +515,17 @@ class PlainReads(_Exchange):
             after=after,
             limit=limit,
             all_users=_flag(all_users, False),
+        )
+
+    def verify_audit(
+        self, *, user_id: str | None = None, session_id: str | None = None, admin: bool = False
+    ) -> _Flow[AuditReport]:
+        """See :meth:`SessionManager.verify_audit`.
+
+        ``GET /v1/admin/audit/verify``
+        """
+        return self._read(
+            "/v1/admin/audit/verify", _model(AuditReport), params=_members(session_id=session_id)
         )
 
     def whoami(self) -> _Flow[dict[str, Any]]:
@@ -1199,6 +1211,7 @@ class SyncOperations:
     clear_budget = _sync(Requests.clear_budget)
     get_audit_log = _sync(Requests.get_audit_log)
     changes = _sync(Requests.changes)
+    verify_audit = _sync(Requests.verify_audit)
     whoami = _sync(Requests.whoami)
     delete_user_data = _sync(Requests.delete_user_data)
 
@@ -1258,5 +1271,6 @@ class AsyncOperations:
     clear_budget = _async(Requests.clear_budget)
     get_audit_log = _async(Requests.get_audit_log)
     changes = _async(Requests.changes)
+    verify_audit = _async(Requests.verify_audit)
     whoami = _async(Requests.whoami)
     delete_user_data = _async(Requests.delete_user_data)

@@ -25,7 +25,9 @@ from pydantic import (
 from .callgroups import item_role
 
 __all__ = [
+    "AuditBreak",
     "AuditEvent",
+    "AuditReport",
     "Budget",
     "Change",
     "ChangePage",
@@ -124,6 +126,8 @@ class Session(_Snapshot):
     ``parent_session_id`` and ``fork_seq`` name the session a fork was made from and the
     seq it was made at (``fork_session``); None for a session that is not a fork. The
     parent may be gone since: the fork keeps its own copies (docs/semantics.md, "Forks").
+    ``audit_head`` is the hash of the session's newest audit event (None before the
+    audit chain existed): :mod:`agentsession.auditchain`.
     """
 
     session_id: str
@@ -148,6 +152,7 @@ class Session(_Snapshot):
     lease_expires_at: datetime | None = None
     parent_session_id: str | None = None
     fork_seq: int | None = None
+    audit_head: str | None = None
 
 
 def _role_may_be_absent(schema: dict[str, Any]) -> None:
@@ -837,6 +842,8 @@ class AuditEvent(_Snapshot):
 
     Holds no message content. ``seq`` increases across the whole store. After a session
     is deleted only its tombstone event (``action="session.deleted"``) remains.
+    ``prev_hash`` and ``hash`` chain a session's events (SHA-256 hex; None on events
+    written before the chain existed): :mod:`agentsession.auditchain`.
     """
 
     seq: int
@@ -849,6 +856,36 @@ class AuditEvent(_Snapshot):
     version_after: int | None = None
     request_id: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+    prev_hash: str | None = None
+    hash: str | None = None
+
+
+class AuditBreak(_Snapshot):
+    """The first broken link of a session's audit chain (:mod:`agentsession.auditchain`).
+
+    ``session_id`` is the session (or deleted session) whose chain is broken;
+    ``version`` the ``version_after`` (else ``version_before``) of the event at the
+    break, None when the break is the session row's head. ``problem`` is ``changed``
+    (an event's hash does not match its content), ``removed`` (an event the chain
+    names is missing), ``reordered`` (the events are there in another order) or
+    ``unchained`` (a session whose head names an event, with none kept); ``detail``
+    says it in one sentence.
+    """
+
+    session_id: str
+    version: int | None = None
+    problem: str
+    detail: str
+
+
+class AuditReport(_Snapshot):
+    """What ``verify_audit`` found: how many ``sessions`` (live, or deleted with a
+    tombstone) and audit ``events`` it checked, and the first broken link (``broken``;
+    None when every chain is intact)."""
+
+    sessions: int
+    events: int
+    broken: AuditBreak | None = None
 
 
 class Change(AuditEvent):

@@ -758,6 +758,16 @@ OPERATIONS: tuple[Operation, ...] = (
             text/event-stream`` the same routes answer Server-Sent Events instead (each
             event's id its cursor; ``Last-Event-ID`` resumes): docs/http.md, "Change feed".""",
         ),
+        Operation(
+            "verify_audit",
+            "AuditReport",
+            (Route("GET", "/v1/admin/audit/verify", problems=(403,)),),
+            cli="audit verify",
+            doc="""Admin only: walk the hash chain of every session's audit events (or of
+            ``session_id``'s) and name the first broken link (``broken``: the session, the
+            version, and whether an event was changed, removed or reordered); ``broken``
+            is null when every chain is intact (docs/security.md, "Tamper-evident audit").""",
+        ),
     ),
     *_section(
         "users",

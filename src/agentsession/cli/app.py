@@ -11,6 +11,7 @@ import inspect
 import typer
 
 from ..settings import Settings
+from .audit import audit_app
 from .changes import changes
 from .common import AdminOpt, JsonOpt, Options, UrlOpt, UserOpt, new_app
 from .db import db_app
@@ -21,6 +22,7 @@ from .lifecycle import close, delete, expire, restore, sweep
 from .search import search
 from .server import keys_app, serve
 from .sessions import sessions_app
+from .signing import export_keygen, export_verify
 from .trace import trace_app
 from .transfer import export, import_app
 from .ui import ui
@@ -66,7 +68,10 @@ def build_app() -> typer.Typer:
     app.command("encrypt")(encrypt)
     app.add_typer(keys_app, name="keys")
     app.add_typer(keyring_app, name="keyring")
+    app.add_typer(audit_app, name="audit")
     app.command("export")(export)
+    app.command("export-keygen")(export_keygen)
+    app.command("export-verify")(export_verify)
     app.add_typer(import_app, name="import")
     app.add_typer(trace_app, name="trace")
     _whole_summaries(app)

@@ -20,6 +20,7 @@ from ..errors import ImportSourceError, ValidationError
 from ..service import SessionManager
 from ..transfer.jsonl import export_session, import_session, read_lines
 from ..transfer.openai_agents import OpenAIAgentsSource, import_openai_agents
+from ..transfer.signing import sign_export
 from . import render
 from .common import (
     AdminOpt,
@@ -50,6 +51,14 @@ def export(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="The file to write.", show_default="stdout")
     ] = None,
+    sign: Annotated[
+        Path | None,
+        typer.Option(
+            "--sign",
+            help="Sign the file with this Ed25519 private key (export-keygen makes one); "
+            "the signature goes to <out>.sig. Needs --out.",
+        ),
+    ] = None,
     url: UrlOpt = None,
     user: UserOpt = None,
     admin: AdminOpt = False,
@@ -60,6 +69,8 @@ def export(
     With --out, prints what was written where (the count of each kind, the file).
     """
     opts = resolve_options(ctx, url, user, admin, False)
+    if sign is not None and out is None:
+        raise UsageError("--sign needs --out: the signature is kept beside the file")
     with open_manager(opts) as sm:
         lines = export_session(sm, session_id=session_id, user_id=opts.principal, admin=opts.admin)
         first = next(lines)  # a missing session fails before the file is created
@@ -75,6 +86,8 @@ def export(
     # the end line is the file's, not content: not counted
     kinds = ", ".join(render.count(n, kind) for kind, n in written.items() if kind != "end")
     typer.echo(f"exported {session_id} to {out}: {kinds}")
+    if sign is not None:
+        typer.echo(f"signed: {sign_export(out, sign)}")
 
 
 def _write(f: TextIO, lines: Iterator[dict[str, Any]]) -> Counter[str]:

@@ -154,6 +154,7 @@ class AsyncSessionManager:
     erase_user = _mirror(SessionManager.erase_user)
     get_audit_log = _mirror(SessionManager.get_audit_log)
     changes = _mirror(SessionManager.changes)
+    verify_audit = _mirror(SessionManager.verify_audit)
 
     async def watch(
         self,

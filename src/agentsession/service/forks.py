@@ -122,8 +122,7 @@ class ForkUseCases(ServiceCore):
             tx.insert_session(fork)
             details = _copy_state(tx, parent, fork, now)
             versions = (None, fork.version)
-            pipeline.audit(tx, fork, principal, "session.forked", versions, details, now)
-            return fork
+            return pipeline.audit(tx, fork, principal, "session.forked", versions, details, now)
 
         # An unset TTL (the parent's) is its own request part, apart from None (none).
         parts = (session_id, seq, title, meta, "parent" if ttl is UNSET else ttl, key)

@@ -8,6 +8,7 @@ shared memory, lifecycle, erasure and audit); every mutation goes through the wr
 
 from __future__ import annotations
 
+from .auditcheck import AuditCheckUseCases
 from .contextbuild import ContextUseCases
 from .erasure import ErasureUseCases
 from .feed import ChangeFeedUseCases
@@ -47,6 +48,7 @@ class SessionManager(
     LifecycleUseCases,
     ErasureUseCases,
     ChangeFeedUseCases,
+    AuditCheckUseCases,
 ):
     """Creates, continues, closes, restores, expires and deletes agent sessions.
 

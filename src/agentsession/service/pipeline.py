@@ -30,6 +30,7 @@ from typing import Any, Generic, TypeVar, cast
 import pydantic
 from pydantic import TypeAdapter
 
+from ..auditchain import chained
 from ..errors import (
     AgentSessionError,
     IdempotencyKeyReused,
@@ -389,10 +390,41 @@ class WritePipeline:
         if touch:
             update["last_active_at"] = now
             update["expires_at"] = expires_at(now, change.session.ttl_seconds)
+        versions = (before.version, target)
+        event = self.audit_event(before, actor, change.action, versions, change.details, now)
+        # The row carries its chain's head, written by the update it already makes.
+        update["audit_head"] = event.hash
         new = change.session.model_copy(update=update)
         tx.update_session(new, expected_version=before.version)
-        self.audit(tx, new, actor, change.action, (before.version, target), change.details, now)
+        tx.insert_audit(event)
         return new
+
+    @staticmethod
+    def audit_event(
+        s: Session,
+        actor: Principal,
+        action: str,
+        versions: tuple[int | None, int | None],
+        details: Mapping[str, Any],
+        now: datetime,
+    ) -> AuditEvent:
+        """The audit event of ``s`` (its ``seq`` 0, for the store to give), chained after
+        ``s.audit_head`` (:func:`~agentsession.auditchain.chained`): ``actor`` is the
+        principal's user id (the caller; the owner is ``s.user_id``), ``versions`` is
+        (before, after)."""
+        event = AuditEvent(
+            seq=0,
+            session_id=s.session_id,
+            user_id=s.user_id,
+            actor=actor.user_id,
+            action=action,
+            at=now,
+            version_before=versions[0],
+            version_after=versions[1],
+            request_id=current_request_id(),
+            details=dict(details),
+        )
+        return chained(event, s.audit_head)
 
     @staticmethod
     def audit(
@@ -403,23 +435,16 @@ class WritePipeline:
         versions: tuple[int | None, int | None],
         details: Mapping[str, Any],
         now: datetime,
-    ) -> None:
-        """Insert one audit event of ``s``: ``actor`` is the principal's user id (the
-        caller; the owner is ``s.user_id``), ``versions`` is (before, after)."""
-        tx.insert_audit(
-            AuditEvent(
-                seq=0,
-                session_id=s.session_id,
-                user_id=s.user_id,
-                actor=actor.user_id,
-                action=action,
-                at=now,
-                version_before=versions[0],
-                version_after=versions[1],
-                request_id=current_request_id(),
-                details=dict(details),
-            )
-        )
+    ) -> Session:
+        """Insert the :meth:`audit_event` of ``s`` and, while ``s`` exists
+        (``versions[1]`` set), store its new chain head on its row (no version step).
+        Returns ``s`` with that head."""
+        event = WritePipeline.audit_event(s, actor, action, versions, details, now)
+        head = s.model_copy(update={"audit_head": event.hash})
+        if versions[1] is not None:
+            tx.update_session(head, expected_version=s.version)
+        tx.insert_audit(event)
+        return head
 
     def catch_up(self, session_id: str) -> None:
         """Store what time did to the session since its last write, in order: the lapse

@@ -258,7 +258,8 @@ class SessionUseCases(ServiceCore):
                 details["external_key"] = True  # that one was given; the text stays out
             if shared:
                 details["shared"] = apply_shared_ops(tx, session, now, limits, shared)
-            pipeline.audit(tx, session, principal, "session.created", (None, 1), details, now)
+            created = "session.created"
+            session = pipeline.audit(tx, session, principal, created, (None, 1), details, now)
             if memory is None:
                 return session
             return _with_memory(tx, pipeline, session, principal, memory, now)

@@ -142,6 +142,8 @@ sessions = sa.Table(
     # A fork's parent and the parent's message seq it was taken at (NULL: no fork).
     sa.Column("parent_session_id", sa.String(ID), nullable=True),
     sa.Column("fork_seq", sa.Integer, nullable=True),
+    # The hash of the session's newest audit event (agentsession.auditchain).
+    sa.Column("audit_head", sa.String(64), nullable=True),
     # A parent's forks, newest first.
     sa.Index(None, "parent_session_id", "updated_at", "session_id"),
     **TABLE_OPTIONS,
@@ -358,6 +360,9 @@ audit_events = sa.Table(
     sa.Column("version_after", sa.Integer, nullable=True),
     sa.Column("request_id", sa.String(LABEL), nullable=True),
     sa.Column("details", JSONText, nullable=False),
+    # The audit chain (agentsession.auditchain); NULL on events written before it.
+    sa.Column("prev_hash", sa.String(64), nullable=True),
+    sa.Column("hash", sa.String(64), nullable=True),
     sa.Index(None, "session_id", "seq"),
     sa.Index(None, "user_id", "seq"),  # a user's change feed
     sqlite_autoincrement=True,

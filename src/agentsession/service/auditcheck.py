@@ -1,0 +1,94 @@
+"""Checking the audit chains of the store (:mod:`agentsession.auditchain`)."""
+
+from __future__ import annotations
+
+from ..auditchain import find_break
+from ..errors import Forbidden
+from ..ids import check_id, check_name
+from ..models import AuditEvent, AuditReport
+from ..stores.base import StoreTransaction
+from .core import ServiceCore
+
+__all__ = ["AuditCheckUseCases"]
+
+_BATCH = 500
+
+
+class AuditCheckUseCases(ServiceCore):
+    """The audit chain check (part of :class:`SessionManager`)."""
+
+    def verify_audit(
+        self, *, user_id: str, session_id: str | None = None, admin: bool = False
+    ) -> AuditReport:
+        """Walk the audit chain of every session (or of ``session_id``): each event's
+        hash against its content, each link against the event before it, and each live
+        session's ``audit_head`` against its newest event. Reads the whole audit log
+        through the change feed, in batches; shared-memory deletions (``shm_`` ids) carry
+        no chain and are skipped.
+
+        Args:
+            user_id: the caller (the principal). session_id: check this session only.
+
+        Returns:
+            An :class:`~agentsession.models.AuditReport`; ``broken`` names the first broken link.
+
+        Raises:
+            Forbidden: without admin. ValidationError: a malformed id.
+        """
+        check_name(user_id, field="user_id")
+        if session_id is not None:
+            check_id(session_id, field="session_id", prefix="ses")
+        if not admin:
+            raise Forbidden("verifying the audit log needs admin=True")
+        chains = self._audit_events(session_id)
+        heads = self._audit_heads(session_id)
+        for sid in heads:
+            chains.setdefault(sid, [])
+        events = 0
+        for sid, kept in chains.items():
+            events += len(kept)
+            broken = find_break(sid, kept, heads.get(sid))
+            if broken is not None:
+                return AuditReport(sessions=len(chains), events=events, broken=broken)
+        return AuditReport(sessions=len(chains), events=events)
+
+    def _audit_events(self, session_id: str | None) -> dict[str, list[AuditEvent]]:
+        """Every kept audit event of a session (or of ``session_id``), by session, each
+        list in seq order (the order a chain is stored in)."""
+        store = self._uow.store
+        chains: dict[str, list[AuditEvent]] = {}
+        after: str | None = None
+        while True:
+            read = store.read_changes(
+                after=after, user_ids=None, session_id=session_id, limit=_BATCH
+            )
+            for _, event in read.changes:
+                if event.session_id.startswith("ses_"):
+                    chains.setdefault(event.session_id, []).append(event)
+            after = read.resume if read.resume is not None else after
+            if not read.changes and not read.more:
+                break
+        for kept in chains.values():
+            kept.sort(key=lambda e: e.seq)
+        return chains
+
+    def _audit_heads(self, session_id: str | None) -> dict[str, str | None]:
+        """The ``audit_head`` of every live session (or of ``session_id``)."""
+
+        def body(tx: StoreTransaction) -> dict[str, str | None]:
+            if session_id is not None:
+                s = tx.get_session(session_id)
+                return {} if s is None else {session_id: s.audit_head}
+            heads: dict[str, str | None] = {}
+            after = None
+            now = self._uow.now()
+            while True:
+                page = tx.list_sessions(
+                    user_id=None, status=None, agent=None, after=after, limit=_BATCH, now=now
+                )
+                heads.update((s.session_id, s.audit_head) for s in page)
+                if len(page) < _BATCH:
+                    return heads
+                after = (page[-1].updated_at, page[-1].session_id)
+
+        return self._uow.run(body, write=False)
