@@ -98,6 +98,7 @@ BOUNDED_LISTINGS = [
     f"{S}/runs",
     f"{S}/runs/{{run_id}}/steps",
     f"{S}/audit",
+    f"{S}/memory/versions",
 ]
 
 RULES: list[Rule] = [
@@ -249,7 +250,7 @@ RULES: list[Rule] = [
             path,
             ("cursor",),
             CURSOR_RULE,
-            _get(f"{path}?cursor=c&after=1"),
+            _get(f"{path}?cursor=c&{'before' if path.endswith('/versions') else 'after'}=1"),
             400,
             "cursor",
             "pass cursor or a seq bound, not both",
