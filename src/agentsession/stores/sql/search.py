@@ -34,11 +34,14 @@ from ...models import Message, Session, ToolCall
 from ...searchtext import MIN_INDEXED_CHARS, message_text, tool_call_text
 from ..base import SearchRow
 from .dialect import translated
+from .execute import CompiledStatement, StatementCache
 from .schema import search_texts, sessions
 
 __all__ = ["SearchOps"]
 
 _ESCAPE = "\\"
+#: The columns of an index row written by this module (the id is generated).
+_COLUMNS = ("session_id", "kind", "seq", "role", "text")
 
 
 def _like(query: str) -> str:
@@ -47,12 +50,20 @@ def _like(query: str) -> str:
     return f"%{escaped}%"
 
 
+def _index_insert() -> sa.Insert:
+    """The INSERT of index rows (one per execution), compiled once: every message
+    append runs it."""
+    return sa.insert(search_texts).values({c: sa.bindparam(c) for c in _COLUMNS})
+
+
 class SearchOps:
     """The search method of the SQL transaction and the index writes of its other
-    methods. The host class provides the connection, the write check and the errors
-    to translate."""
+    methods. The host class provides the connection, its compiled statements and the
+    way to run them, the write check and the errors to translate."""
 
     _conn: Connection
+    _sql: StatementCache
+    _execute_rows: Callable[[CompiledStatement, Sequence[dict[str, Any]]], None]
     _writing: Callable[[], None]
     _translatable: tuple[type[BaseException], ...]
 
@@ -60,7 +71,7 @@ class SearchOps:
         """Insert the index rows that have text."""
         kept = [r for r in rows if r["text"]]
         if kept:
-            self._conn.execute(sa.insert(search_texts), kept)
+            self._execute_rows(self._sql.cached("index_insert", _index_insert), kept)
 
     def _index_title(self, session: Session, *, replace: bool) -> None:
         """Index the session's title (``replace``: drop the one indexed before)."""
@@ -101,8 +112,7 @@ class SearchOps:
         pick = sa.select(
             sa.literal(target_id, sa.String), t.c.kind, t.c.seq, t.c.role, t.c.text
         ).where(t.c.session_id == source_id, t.c.kind == "message", t.c.seq <= upto_seq)
-        columns = ["session_id", "kind", "seq", "role", "text"]
-        self._conn.execute(sa.insert(t).from_select(columns, pick.order_by(t.c.seq)))
+        self._conn.execute(sa.insert(t).from_select(list(_COLUMNS), pick.order_by(t.c.seq)))
 
     @translated
     def search(
