@@ -319,9 +319,10 @@ class RawSQLite(Participant):
     append, as traced from the SQL store: ``BEGIN IMMEDIATE``; SELECT the session row;
     INSERT the message; INSERT its search text; compare-and-set UPDATE of the session
     row (version + 1); INSERT the audit event; COMMIT. A working-memory update also
-    writes the memory's history row (after dropping the older one at its seq). Reads run in a transaction that first reads the session row (the
-    ownership check), then the messages by ``(session_id, seq)``, decoded as agentsession
-    decodes them (JSON payload, ISO timestamp). So the ratio to it is our overhead, not
+    writes the memory's history row (after dropping the older one at its seq). Reads
+    run in a transaction that first reads the session row (the ownership check), then
+    the messages by ``(session_id, seq)``, decoded as agentsession decodes them (JSON
+    payload, ISO timestamp). So the ratio to it is our overhead, not
     a different amount of work: the physical limit for this store.
     """
 

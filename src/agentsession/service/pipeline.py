@@ -34,6 +34,7 @@ from ..models import AuditEvent, RunStatus, Session, SessionStatus
 from ..principal import Principal
 from ..stores.base import IdempotencyRecord, StoreTransaction
 from .context import current_request_id, report_write
+from .modelcopy import updated
 from .policy import Policy
 from .transitions import (
     TTL_REASON,
@@ -318,7 +319,7 @@ class WritePipeline:
         if touch:
             update["last_active_at"] = now
             update["expires_at"] = expires_at(now, change.session.ttl_seconds)
-        new = change.session.model_copy(update=update)
+        new = updated(change.session, update)
         tx.update_session(new, expected_version=before.version)
         self.audit(tx, new, actor, change.action, (before.version, target), change.details, now)
         return new
@@ -532,7 +533,7 @@ def _with_session_version(result: Any, version: int) -> Any:
     if isinstance(result, list):
         return [_with_session_version(item, version) for item in result]
     if isinstance(result, pydantic.BaseModel) and "session_version" in type(result).model_fields:
-        return result.model_copy(update={"session_version": version})
+        return updated(result, {"session_version": version})
     return result
 
 
