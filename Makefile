@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all test-servers lint generate check-generated bench bench-stores bench-growth bench-search setup clean
+.PHONY: demo test test-all test-servers lint generate check-generated bench bench-stores bench-growth bench-search bench-inspector bench-encryption setup clean
 
 setup: $(STAMP)
 
@@ -64,6 +64,20 @@ bench-growth: $(STAMP)
 bench-search: $(STAMP)
 	mkdir -p benchmarks/results
 	$(BIN)/python benchmarks/search.py --json benchmarks/results/search.json $(BENCH_ARGS)
+
+# The inspector and the change feed (benchmarks/inspector.py, also workload (i) of make
+# bench): its pages against their JSON calls at two history sizes, append p50 with 100
+# SSE subscribers against none, an event's delay; exits 1 when a goal is missed.
+bench-inspector: $(STAMP)
+	mkdir -p benchmarks/results
+	$(BIN)/python benchmarks/inspector.py --json benchmarks/results/inspector.json $(BENCH_ARGS)
+
+# Encryption at rest (benchmarks/encryption.py): append, last-20 read and restore on
+# SQLite with a keyring vs without, in one run; exits 1 when a ratio is over its goal
+# (1.2x, 1.3x, 1.3x).
+bench-encryption: $(STAMP)
+	mkdir -p benchmarks/results
+	$(BIN)/python benchmarks/encryption.py --json benchmarks/results/encryption.json $(BENCH_ARGS)
 
 # ruff check and ruff format --check over every Python file of the repository; mypy
 # --strict over src/agentsession (its settings are [tool.mypy] in pyproject.toml).

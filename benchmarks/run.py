@@ -33,6 +33,11 @@ Workloads (issues #5 and #14), all durations in milliseconds:
 (h) concurrent writers in-process (``concurrency.py``): 1, 8 and 32 writers appending,
     each on its own session and all on one, at FULL and NORMAL; appends/s and p50/p99,
     each a ratio to its baseline.
+(i) the inspector and the change feed (``inspector.py``, also ``make bench-inspector``):
+    the inspector's newest page of a 2,000- and a 20,000-message session and its first
+    Sessions page of a user with 1,000 and 10,000 sessions, each against its JSON call;
+    append p50 with 100 SSE subscribers on the worker against none; an event's delay
+    from its append to a subscriber. Over ``agentsession serve``, after (g).
 
 (h) and (f) run on three disks (``disks.py``): this machine's own flush, and flushes
 2 ms and 5 ms slower, as on cloud block storage (``fsyncdelay.c``, built with the C
@@ -95,6 +100,7 @@ import concurrency
 import disks
 import growth
 import http_load
+import inspector
 import peers
 import report
 from peers import DEFAULT, WAL_FULL, WAL_NORMAL, Participant, Setting, call
@@ -711,6 +717,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             growth.QUICK_SAMPLES if args.quick else growth.SAMPLES,
             sweep_due=growth.QUICK_SWEEP_DUE if args.quick else growth.SWEEP_DUE,
         )
+    if "i" in args.workloads:
+        log("=== workload (i): the inspector and the change feed (inspector.py)")
+        results["inspector"] = await asyncio.to_thread(inspector.run_inspector, args.quick)
     results["meta"]["wall_seconds"] = time.perf_counter() - started
     results["meta"]["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     return results
@@ -730,6 +739,8 @@ def write_outputs(results: dict[str, Any], out: Path) -> str:
         markdown += "\n" + disks.markdown(results)
     if "growth" in results:
         markdown += "\n" + growth.render(results["growth"]) + "\n"
+    if "inspector" in results:
+        markdown += "\n" + inspector.render(results["inspector"]) + "\n"
     # The figures first: a plot that fails (matplotlib missing) must not lose a run.
     (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     if importlib.util.find_spec("matplotlib") is None:
@@ -766,8 +777,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--workloads",
-        default="abcdefgh",
-        help="letters of the workloads to run (default: abcdefgh)",
+        default="abcdefghi",
+        help="letters of the workloads to run (default: abcdefghi)",
     )
     parser.add_argument(
         "--seed", type=int, default=14, help="seed of the participants' order per round"

@@ -64,10 +64,14 @@ class PlainReads(_Exchange):
 {reads}
 
 class PlainWrites(_Exchange):
-    """The plain writes, as flows."""
+    """The plain writes to one session, as flows."""
 {writes}
 
-class Requests(PlainReads, PlainWrites, HandRequests):
+class PlainOtherWrites(_Exchange):
+    """The plain writes of no one session (a session created, budgets), as flows."""
+{other_writes}
+
+class Requests(PlainReads, PlainWrites, PlainOtherWrites, HandRequests):
     """Every client flow: the generated ones and those written by hand
     (:mod:`agentsession.clienthand`)."""
 
@@ -334,12 +338,27 @@ def _imports(text: str) -> str:
 def render() -> str:
     """The module's text, formatted by ``ruff format``."""
     reads = "".join("\n" + _method(op) for op in plain() if op.routes[0].method == "GET")
-    writes = "".join("\n" + _method(op) for op in plain() if op.routes[0].method != "GET")
+    # Two classes, each under the layout's line cap: writes to one session, and others.
+    writes, other_writes = (
+        "".join(
+            "\n" + _method(op)
+            for op in plain()
+            if op.routes[0].method != "GET" and ("{session_id}" in op.routes[0].path) == one
+        )
+        for one in (True, False)
+    )
     clients = [op.name for op in OPERATIONS if op.client]
     sync = "".join(f"    {name} = _sync(Requests.{name})\n" for name in clients)
     async_ = "".join(f"    {name} = _async(Requests.{name})\n" for name in clients)
-    imports = _imports(reads + writes + " _Exchange _Flow _sync _async")
-    text = HEADER.format(imports=imports, reads=reads, writes=writes, sync=sync, async_=async_)
+    imports = _imports(reads + writes + other_writes + " _Exchange _Flow _sync _async")
+    text = HEADER.format(
+        imports=imports,
+        reads=reads,
+        writes=writes,
+        other_writes=other_writes,
+        sync=sync,
+        async_=async_,
+    )
     formatted = subprocess.run(
         [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(TARGET), "-"],
         input=text,

@@ -4,8 +4,8 @@ Seeds an in-memory store with a small, realistic session (a coding agent fixing 
 failing test: chat, Anthropic and Responses messages, tool calls and their results, two
 runs, a summary, a rewind, memory history), serves the service's app on a free loopback
 port, logs in through the form with Debian's chromium (Playwright) and saves one PNG
-per view at 1440 px wide (Sessions, Session, Memory, Runs, Records, Context, Forks, and
-the confirm page of a write)::
+per view, the first 1280 x 800 px of the page, so the files stay small (Sessions,
+Session, Memory, Runs, Records, Context, Forks, and the confirm page of a write)::
 
     python scripts/inspector_screenshots.py [--out docs/images] [--chromium /usr/bin/chromium]
 """
@@ -211,8 +211,9 @@ def _free_port() -> int:
 
 def shoot(page: Page, url: str, out: Path, name: str) -> None:
     page.goto(url)
-    page.screenshot(path=str(out / f"inspector-{name}.png"), full_page=True)
-    print(out / f"inspector-{name}.png")
+    path = out / f"inspector-{name}.png"
+    page.screenshot(path=str(path))
+    print(path, f"{path.stat().st_size // 1024} KiB")
 
 
 def main() -> None:
@@ -235,7 +236,7 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}/ui"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=options.chromium)
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(f"{base}/")
         page.fill("input[name=api_key]", token)
         page.click("button[type=submit]")

@@ -37,8 +37,10 @@ import sqlalchemy as sa
 
 import servers
 from agentsession import SessionManager
+from agentsession.crypto import ContentCipher, Keyring, MemoryKeyStore
 from agentsession.stores.base import SessionStore
 from agentsession.stores.memory.store import MemoryStore
+from agentsession.stores.sealed import SealedStore
 from agentsession.stores.sql.schema import metadata
 from agentsession.stores.sql.store import SQLStore
 from frozen_clock import FrozenClock
@@ -59,9 +61,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     last and running alone. Order within each group is kept."""
     for item in items:
         marked = item.get_closest_marker("servers_slow") is not None
-        if (marked or item.path.is_relative_to(ADAPTER_TESTS)) and _store_of(item) in SERVERS:
+        on_servers = (marked or item.path.is_relative_to(ADAPTER_TESTS)) and (
+            _store_of(item) in SERVERS
+        )
+        if on_servers or _keyring_variant_is_slow(item):
             item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _keyring_variant_is_slow(item: pytest.Item) -> bool:
+    """Whether ``item`` runs a keyring variant only ``make test-all`` runs: the server
+    stores', and every adapter test's (an adapter only calls the manager); memory's and
+    SQLite's of every other test stay in ``make test``."""
+    name = _store_of(item) or ""
+    if not name.endswith(KEYRING):
+        return False
+    return item.path.is_relative_to(ADAPTER_TESTS) or name.removesuffix(KEYRING) in SERVERS
 
 
 def _store_of(item: pytest.Item) -> str | None:
@@ -169,6 +184,11 @@ STORES: dict[str, Callable[..., SessionStore]] = {"memory": _memory, "sqlite": _
 if servers.server_stores_enabled():
     STORES.update(postgres=_postgres, mysql=_mysql, redis=_redis)
 
+#: The suffix of a store's keyring variant (``sqlite+keyring``): the same store wrapped
+#: in a SealedStore, every content value sealed (docs/security.md, "Encryption at rest").
+#: Every test of the suite runs on it too, but ``store_independent`` ones.
+KEYRING = "+keyring"
+
 #: The stores of ``store_independent`` tests: one in-process store of each family.
 MANAGER_STORES = ("memory", "sqlite")
 #: The stores on throwaway servers, whose variants of a ``servers_slow`` test are ``slow``.
@@ -186,17 +206,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = sorted(STORES)
     if metafunc.definition.get_closest_marker("store_independent") is not None:
         names = [name for name in names if name in MANAGER_STORES]
+    else:
+        names += [name + KEYRING for name in names]
     metafunc.parametrize("store", names, indirect=True)
 
 
 @pytest.fixture
 def store(request: pytest.FixtureRequest) -> Iterator[SessionStore]:
     """A fresh, empty store of the kind ``pytest_generate_tests`` chose."""
-    factory = STORES[request.param]
+    name = str(request.param)
+    factory = STORES[name.removesuffix(KEYRING)]
     fixtures = {
         name: request.getfixturevalue(name) for name in inspect.signature(factory).parameters
     }
     s = factory(**fixtures)
+    if name.endswith(KEYRING):
+        keyring = request.getfixturevalue("tmp_path") / "store.keyring"
+        s = SealedStore(s, ContentCipher(Keyring.create(keyring, key_store=MemoryKeyStore())))
     try:
         yield s
     finally:

@@ -73,12 +73,15 @@ def running_service(
     url: str | None = None,
     name: str = "server",
     settings: dict[str, str] | None = None,
+    keys: str = "file",
 ) -> Iterator[Service]:
     """Set up and start the service in ``tmp``; stop it on exit.
 
     Args:
         url: the store URL; default an SQLite file in ``tmp``. With another URL the key
             file is ``tmp/keys.json`` (set explicitly: the default would be the cwd).
+        keys: ``store``: no key file; the key is created in (and read from) the session
+            store, as on several machines (the service runs in ``tmp``, its own folder).
         name: the log file's name (``<name>.log``), for several instances in one ``tmp``.
         settings: more ``AGENTSESSION_*`` variables for the service, e.g.
             ``{"AGENTSESSION_BODY_TIMEOUT_SECONDS": "1"}``.
@@ -92,9 +95,16 @@ def running_service(
         "AGENTSESSION_URL": url or f"sqlite:///{tmp / 'sessions.db'}",
         "AGENTSESSION_PORT": str(port),
     }
-    for var in ("AGENTSESSION_AUTO_MIGRATE", "AGENTSESSION_KEYS_FILE", "AGENTSESSION_API_KEY"):
+    for var in (
+        "AGENTSESSION_AUTO_MIGRATE",
+        "AGENTSESSION_KEYS_FILE",
+        "AGENTSESSION_KEYS",
+        "AGENTSESSION_API_KEY",
+    ):
         env.pop(var, None)
-    if url is not None:
+    if keys == "store":
+        env["AGENTSESSION_KEYS"] = "store"
+    elif url is not None:
         env["AGENTSESSION_KEYS_FILE"] = str(tmp / "keys.json")
     env.update(settings or {})
     agentsession("db", "upgrade", env=env)
@@ -104,6 +114,7 @@ def running_service(
     proc = subprocess.Popen(
         [str(EXE), "serve", "--host", "127.0.0.1", "--workers", str(workers)],
         env=env,
+        cwd=tmp,
         stdout=log,
         stderr=subprocess.STDOUT,
     )

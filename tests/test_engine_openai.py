@@ -121,6 +121,45 @@ def test_engine_runs_the_canned_tool_call_and_records_usage(tmp_path: Path) -> N
     assert call.call_id.startswith("call_") and call.call_id != "call_1"
     [run] = sm.list_runs(session_id=sid, user_id=USER).items
     assert run.usage == {"input_tokens": 120, "output_tokens": 18, "total_tokens": 138}
+    # The body names no model: the usage is the requested model's, in the ledger too.
+    assert [(e.model, e.input_tokens, e.output_tokens) for e in run.usage_entries] == [
+        ("tiny", 120, 18)
+    ]
+    [total] = sm.get_usage(user_id=USER, group_by="model")
+    assert (total.group, total.total_tokens, total.runs) == ("tiny", 138, 1)
+
+
+def test_engine_reports_the_answering_models_usage_per_model(tmp_path: Path) -> None:
+    """The models the bodies name, with cached and reasoning tokens, reach finish_run
+    per model (usage_by_model when the calls of one run name two models)."""
+    details = {
+        "prompt_tokens_details": {"cached_tokens": 30},
+        "completion_tokens_details": {"reasoning_tokens": 4},
+    }
+    first = _completion(
+        {"role": "assistant", "tool_calls": [_tool_call("c1", "read_file", {"path": "a.txt"})]},
+        {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+    )
+    second = _completion(
+        {"role": "assistant", "content": "done"},
+        {"prompt_tokens": 70, "completion_tokens": 8, "total_tokens": 78},
+    )
+    first["model"], second["model"] = "gpt-4o-2024-08-06", "gpt-4o-mini"
+    first["usage"].update(details)
+    decision = parse_completion(first)
+    assert (decision.model, decision.usage["cache_read_tokens"]) == ("gpt-4o-2024-08-06", 30)
+    assert decision.usage["reasoning_tokens"] == 4
+    (tmp_path / "a.txt").write_text("x\n")
+    sm = SessionManager(MemoryStore())
+    sid = sm.create_session(user_id=USER, agent="coding").session_id
+    model = _model(FakeServer(first, second))
+    AgentEngine(sm, model, ProjectTools(tmp_path), user_id=USER).handle(sid, "read a.txt")
+    [run] = sm.list_runs(session_id=sid, user_id=USER).items
+    got = {
+        e.model: (e.input_tokens, e.cache_read_tokens, e.reasoning_tokens)
+        for e in run.usage_entries
+    }
+    assert got == {"gpt-4o-2024-08-06": (50, 30, 4), "gpt-4o-mini": (70, 0, 0)}
 
 
 def test_http_error_is_a_model_error() -> None:

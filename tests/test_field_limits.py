@@ -37,8 +37,17 @@ FIELD_OF_COLUMN = {
     ("summaries", "author"): fl.SUMMARY_LABEL_CHARS,
     ("summaries", "model"): fl.SUMMARY_LABEL_CHARS,
     ("summaries", "tokenizer"): fl.SUMMARY_LABEL_CHARS,
+    ("usage_ledger", "user_id"): fl.NAME_CHARS,
+    ("usage_ledger", "agent"): fl.NAME_CHARS,
+    ("usage_ledger", "model"): fl.MODEL_CHARS,
+    ("user_budgets", "user_id"): fl.NAME_CHARS,
+    ("session_budgets", "user_id"): fl.NAME_CHARS,
+    ("api_keys", "user_id"): fl.NAME_CHARS,
+    ("api_keys", "name"): fl.API_KEY_NAME_CHARS,
+    # A client address (at most 45 characters for IPv6) or a key id.
+    ("auth_failures", "name"): 45,
 }
-ID_COLUMNS = {"session_id", "message_id", "run_id", "parent_session_id"}
+ID_COLUMNS = {"session_id", "message_id", "run_id", "parent_session_id", "key_id"}
 LIBRARY_VOCABULARY = {
     "status",
     "role",
@@ -47,8 +56,10 @@ LIBRARY_VOCABULARY = {
     "fingerprint",
     "arguments_hash",
     "external_key_hash",
+    "token_sha256",
     "mode",  # a rewind's: "hide" or "remove"
     "kind",  # a search index row's: "message", "title" or "tool_call"
+    "day",  # a usage ledger row's UTC date, YYYY-MM-DD
 }
 INNODB_KEY_BYTES = 3072
 UTF8MB4_BYTES = 4

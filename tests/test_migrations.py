@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0014_change_feed"
+    assert head_revision() == "0017_auth_failures"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -692,6 +692,10 @@ def _downgrade(url: str, revision: str) -> None:
 _NEW_11 = ("memory_history", "rewinds", "rewound_messages")
 #: The table revision 0013 creates.
 _NEW_13 = ("search_texts",)
+#: The tables revision 0015 creates.
+_NEW_15 = ("usage_ledger", "user_budgets", "session_budgets")
+#: The tables revisions 0016 and 0017 create.
+_NEW_16 = ("api_keys", "auth_failures")
 
 
 def _row_counts(url: str) -> dict[str, int]:
@@ -735,7 +739,15 @@ def test_downgrade_keeps_every_child_row(db_url: str, target: str) -> None:
     assert _versions_at(db_url) == [target]
     after = _row_counts(db_url)  # tables a later revision created are gone, empty here
     assert after == {t: n for t, n in before.items() if t in after}
-    newer = {"session_records", "shared_memory", "summaries", *_NEW_11, *_NEW_13}
+    newer = {
+        "session_records",
+        "shared_memory",
+        "summaries",
+        *_NEW_11,
+        *_NEW_13,
+        *_NEW_15,
+        *_NEW_16,
+    }
     assert set(before) - set(after) <= newer
 
 
@@ -752,7 +764,15 @@ def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
     assert before["session_records"] == 1
     _downgrade(db_url, "0006_external_keys")
     assert _versions_at(db_url) == ["0006_external_keys"]
-    newer = ("session_records", "shared_memory", "summaries", *_NEW_11, *_NEW_13)
+    newer = (
+        "session_records",
+        "shared_memory",
+        "summaries",
+        *_NEW_11,
+        *_NEW_13,
+        *_NEW_15,
+        *_NEW_16,
+    )
     assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in newer}
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
@@ -775,7 +795,9 @@ def test_run_leases_downgrade_forgets_leases_and_keeps_runs(db_url: str) -> None
     _downgrade(db_url, "0008_shared_memory")
     # The summaries table (0010) goes too on the way down; the runs stay.
     assert _row_counts(db_url) == {
-        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11, *_NEW_13)
+        t: n
+        for t, n in before.items()
+        if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16)
     }
     engine = sa.create_engine(db_url)
     try:
@@ -804,7 +826,9 @@ def test_summaries_downgrade_drops_only_the_summaries(db_url: str) -> None:
     _downgrade(db_url, "0009_run_leases")
     assert _versions_at(db_url) == ["0009_run_leases"]
     assert _row_counts(db_url) == {
-        t: n for t, n in before.items() if t not in ("summaries", *_NEW_11, *_NEW_13)
+        t: n
+        for t, n in before.items()
+        if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16)
     }
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
@@ -826,7 +850,9 @@ def test_memory_history_seeds_one_row_per_working_memory(db_url: str) -> None:
     before = _row_counts(db_url)
     assert before["memory_history"] == 1
     _downgrade(db_url, "0010_summaries")
-    assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in (*_NEW_11, *_NEW_13)}
+    assert _row_counts(db_url) == {
+        t: n for t, n in before.items() if t not in (*_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16)
+    }
     engine = sa.create_engine(db_url)
     try:
         columns = {c["name"] for c in sa.inspect(engine).get_columns("sessions")}
@@ -924,3 +950,38 @@ def test_search_index_is_built_for_data_stored_before_0013(db_url: str) -> None:
     finally:
         engine.dispose()
     assert counted == 2 + 1 + 1 + 1 + 1200  # messages, tool call, two titles, carol's
+
+
+def test_usage_ledger_upgrade_enters_the_finished_runs_usage(db_url: str) -> None:
+    """Upgrading to 0015 enters the usage of runs finished before it in the ledger
+    (model unknown): get_usage then sums what the runs recorded; a RUNNING run and a
+    run of no usage add nothing (SQLite, PostgreSQL, MariaDB)."""
+    upgrade(db_url)
+    with SessionManager.from_url(db_url) as sm:
+        sids = [sm.create_session(user_id="alice", agent=a).session_id for a in ("x", "y")]
+        for sid, usage in zip(sids, ({"input_tokens": 5, "output_tokens": 2}, {}), strict=True):
+            run = sm.start_run(session_id=sid, user_id="alice")
+            sm.finish_run(
+                session_id=sid, user_id="alice", run_id=run.run_id, status="FAILED", usage=usage
+            )
+        for n in (7, 11):
+            run = sm.start_run(session_id=sids[1], user_id="alice")
+            sm.finish_run(
+                session_id=sids[1],
+                user_id="alice",
+                run_id=run.run_id,
+                status="SUCCEEDED",
+                usage={"prompt_tokens": n, "total_tokens": n},
+                model="m",
+            )
+        sm.start_run(session_id=sids[0], user_id="alice")
+        expected = {t.group: t.input_tokens for t in sm.get_usage(user_id="alice")}
+    _downgrade(db_url, "0014_change_feed")
+    assert upgrade(db_url) == head_revision()
+    with SessionManager.from_url(db_url) as sm:
+        totals = sm.get_usage(user_id="alice")
+        assert {t.group: t.input_tokens for t in totals} == expected == {sids[0]: 5, sids[1]: 18}
+        assert {t.group: t.runs for t in totals} == {sids[0]: 1, sids[1]: 2}
+        assert [t.group for t in sm.get_usage(user_id="alice", group_by="model")] == [None]
+        runs = sm.list_runs(session_id=sids[1], user_id="alice").items
+        assert [[e.input_tokens for e in r.usage_entries] for r in runs] == [[], [7], [11]]

@@ -928,3 +928,29 @@ def test_a_fork_exports_its_parent_and_imports_as_an_ordinary_session(store: Ses
     assert (done.session.parent_session_id, done.session.fork_seq) == (None, None)
     assert [m.content for m in manager.get_messages(**copy).items] == ["m0", "m1"]
     assert manager.get_working_memory(**copy).data == {"goal": "g"}
+
+
+def test_a_runs_usage_per_model_goes_along_with_an_export(store: SessionStore) -> None:
+    """A run's usage entries come back per model (one model: its usage as given and the
+    model; several: each model's counts), so the imported session's usage ledger sums
+    as the exported one's."""
+    manager = SessionManager(store)
+    sid = manager.create_session(user_id="alice").session_id
+    scope = {"session_id": sid, "user_id": "alice"}
+    for finish in (
+        {"usage": {"prompt_tokens": 5, "total_tokens": 5}, "model": "m1"},
+        {"usage_by_model": {"m1": {"input_tokens": 2}, "m2": {"output_tokens": 3}}},
+        {"usage": {"input_tokens": 1}},
+    ):
+        run = manager.start_run(**scope)
+        manager.finish_run(**scope, run_id=run.run_id, status="SUCCEEDED", **finish)
+    lines = [json.loads(json.dumps(line)) for line in export_session(manager, **scope)]
+    done = import_session(manager, enumerate(lines, start=1), user_id="bob")
+
+    def entries(user: str, session_id: str) -> list[object]:
+        runs = manager.list_runs(session_id=session_id, user_id=user).items
+        return [(r.usage, r.usage_entries) for r in runs]
+
+    assert entries("bob", done.session.session_id) == entries("alice", sid)
+    by_model = manager.get_usage(user_id="bob", group_by="model")
+    assert by_model == manager.get_usage(user_id="alice", group_by="model")

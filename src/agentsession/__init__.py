@@ -14,6 +14,7 @@ through :class:`SessionManager`, over a store chosen by URL::
 
 from .errors import (
     AgentSessionError,
+    BudgetExceeded,
     Conflict,
     ContextBudgetTooSmall,
     Forbidden,
@@ -44,11 +45,13 @@ from .errors import (
 )
 from .models import (
     AuditEvent,
+    Budget,
     Change,
     ChangePage,
     Context,
     ContextItem,
     DeleteRecordsResult,
+    MemoryVersion,
     Message,
     Page,
     PutRecordsResult,
@@ -70,6 +73,8 @@ from .models import (
     ToolCall,
     ToolCallStatus,
     TruncateResult,
+    UsageEntry,
+    UsageTotal,
     WorkingMemory,
 )
 from .principal import Principal
@@ -90,6 +95,8 @@ __all__ = [
     "AgentSessionError",
     "AsyncSessionManager",
     "AuditEvent",
+    "Budget",
+    "BudgetExceeded",
     "Change",
     "ChangePage",
     "Conflict",
@@ -103,6 +110,7 @@ __all__ = [
     "IllegalTransition",
     "ImportSourceError",
     "Limits",
+    "MemoryVersion",
     "Message",
     "NotFound",
     "Page",
@@ -148,6 +156,8 @@ __all__ = [
     "ToolCallStatus",
     "TruncateResult",
     "UnsupportedValue",
+    "UsageEntry",
+    "UsageTotal",
     "ValidationError",
     "VersionConflict",
     "WorkingMemory",

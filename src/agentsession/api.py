@@ -147,6 +147,8 @@ class SessionAPI(Protocol):
         error: str | None = ...,
         output: Any = ...,
         usage: Mapping[str, int] | None = ...,
+        model: str | None = ...,
+        usage_by_model: Mapping[str, Mapping[str, int]] | None = ...,
     ) -> Run: ...
 
     def get_run(self, *, session_id: str, user_id: str, run_id: str) -> Run: ...

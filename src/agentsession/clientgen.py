@@ -38,8 +38,10 @@ from .clientcore import (
 from .clienthand import HandRequests
 from .models import (
     AuditEvent,
+    Budget,
     ChangePage,
     DeleteRecordsResult,
+    MemoryVersion,
     Message,
     Page,
     RestoredSession,
@@ -57,6 +59,7 @@ from .models import (
     ToolCall,
     ToolCallStatus,
     TruncateResult,
+    UsageTotal,
     WorkingMemory,
 )
 from .unset import UNSET
@@ -216,6 +219,29 @@ class PlainReads(_Exchange):
             _model(WorkingMemory),
             session_id=session_id,
             at_seq=at_seq,
+        )
+
+    def list_memory_versions(
+        self,
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        before: int | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Page[MemoryVersion]]:
+        """See :meth:`SessionManager.list_memory_versions`.
+
+        ``GET /v1/sessions/{session_id}/memory/versions``
+        """
+        return self._read(
+            f"/v1/sessions/{_sid(session_id)}/memory/versions",
+            _page(MemoryVersion),
+            session_id=session_id,
+            before=before,
+            limit=limit,
+            cursor=cursor,
         )
 
     def list_rewinds(
@@ -388,6 +414,53 @@ class PlainReads(_Exchange):
             cursor=cursor,
         )
 
+    def get_usage(
+        self,
+        *,
+        user_id: str | None = None,
+        group_by: str = "session",
+        since: datetime | None = None,
+        until: datetime | None = None,
+        session_id: str | None = None,
+        agent: str | None = None,
+        all_users: bool = False,
+        admin: bool = False,
+    ) -> _Flow[list[UsageTotal]]:
+        """See :meth:`SessionManager.get_usage`.
+
+        ``GET /v1/usage``
+        """
+        return self._read(
+            "/v1/usage",
+            _list(UsageTotal),
+            params=_members(
+                group_by=group_by,
+                since=_time(since),
+                until=_time(until),
+                session_id=session_id,
+                agent=agent,
+                all_users=_flag(all_users, False),
+            ),
+        )
+
+    def get_budget(
+        self,
+        *,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        session_id: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Budget]:
+        """See :meth:`SessionManager.get_budget`.
+
+        ``GET /v1/budgets``
+        """
+        return self._read(
+            "/v1/budgets",
+            _model(Budget),
+            params=_members(user_id=target_user_id, session_id=session_id),
+        )
+
     def get_audit_log(
         self,
         *,
@@ -439,7 +512,7 @@ class PlainReads(_Exchange):
         )
 
     def whoami(self) -> _Flow[dict[str, Any]]:
-        """The user and role of the API key in use.
+        """The user, role and scope (``read`` or ``write``) of the API key in use.
 
         ``GET /v1/whoami``
         """
@@ -447,42 +520,7 @@ class PlainReads(_Exchange):
 
 
 class PlainWrites(_Exchange):
-    """The plain writes, as flows."""
-
-    def create_session(
-        self,
-        *,
-        user_id: str | None = None,
-        agent: str = "default",
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        ttl_seconds: float | None = None,
-        working_memory: Mapping[str, Any] | None = None,
-        external_key: str | None = None,
-        idempotency_key: str | None = None,
-        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-        admin: bool = False,
-    ) -> _Flow[Session]:
-        """See :meth:`SessionManager.create_session`.
-
-        ``POST /v1/sessions``
-        """
-        return self._write(
-            "POST",
-            "/v1/sessions",
-            _model(Session),
-            session_id=None,
-            body=_members(
-                agent=agent,
-                title=title,
-                metadata=_opt_dict(metadata),
-                ttl_seconds=ttl_seconds,
-                working_memory=_opt_dict(working_memory),
-                external_key=external_key,
-                shared_memory_ops=_scoped(shared_memory_ops),
-            ),
-            idempotency_key=idempotency_key,
-        )
+    """The plain writes to one session, as flows."""
 
     def fork_session(
         self,
@@ -494,6 +532,7 @@ class PlainWrites(_Exchange):
         metadata: Mapping[str, Any] | None = None,
         external_key: str | None = None,
         ttl_seconds: float | None = UNSET,
+        expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
     ) -> _Flow[Session]:
@@ -510,6 +549,7 @@ class PlainWrites(_Exchange):
                 at_seq=at_seq, title=title, metadata=_opt_dict(metadata), external_key=external_key
             )
             | _given(ttl_seconds=ttl_seconds),
+            expected_version=expected_version,
             idempotency_key=idempotency_key,
         )
 
@@ -545,6 +585,7 @@ class PlainWrites(_Exchange):
         session_id: str,
         user_id: str | None = None,
         expected_version: int | None = None,
+        idempotency_key: str | None = None,
         admin: bool = False,
     ) -> _Flow[None]:
         """See :meth:`SessionManager.delete_session`.
@@ -557,6 +598,8 @@ class PlainWrites(_Exchange):
             _nothing,
             session_id=session_id,
             expected_version=expected_version,
+            idempotency_key=idempotency_key,
+            generate_key=True,
         )
 
     def close_session(
@@ -590,6 +633,7 @@ class PlainWrites(_Exchange):
         user_id: str | None = None,
         reason: str | None = None,
         expected_version: int | None = None,
+        idempotency_key: str | None = None,
         admin: bool = False,
     ) -> _Flow[Session]:
         """See :meth:`SessionManager.expire_session`.
@@ -603,7 +647,7 @@ class PlainWrites(_Exchange):
             session_id=session_id,
             body=_members(reason=reason),
             expected_version=expected_version,
-            generate_key=False,
+            idempotency_key=idempotency_key,
         )
 
     def restore_session(
@@ -613,6 +657,7 @@ class PlainWrites(_Exchange):
         user_id: str | None = None,
         message_limit: int | None = None,
         expected_version: int | None = None,
+        idempotency_key: str | None = None,
         admin: bool = False,
     ) -> _Flow[RestoredSession]:
         """See :meth:`SessionManager.restore_session`.
@@ -626,7 +671,7 @@ class PlainWrites(_Exchange):
             session_id=session_id,
             body=_members(message_limit=message_limit),
             expected_version=expected_version,
-            generate_key=False,
+            idempotency_key=idempotency_key,
         )
 
     def append_messages(
@@ -757,29 +802,6 @@ class PlainWrites(_Exchange):
             body=_members(to_seq=to_seq, remove=remove),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
-        )
-
-    def delete_shared_memory(
-        self,
-        *,
-        scope: Scope,
-        agent: str,
-        user_id: str | None = None,
-        target_user_id: str | None = None,
-        expected_version: int | None = None,
-        admin: bool = False,
-    ) -> _Flow[bool]:
-        """See :meth:`SessionManager.delete_shared_memory`.
-
-        ``DELETE /v1/shared-memory/{scope}/{agent}``
-        """
-        return self._write(
-            "DELETE",
-            f"/v1/shared-memory/{_sid(scope)}/{_sid(agent)}",
-            _member("deleted", bool),
-            session_id=None,
-            params=_members(user_id=target_user_id),
-            expected_version=expected_version,
         )
 
     def delete_records(
@@ -978,6 +1000,8 @@ class PlainWrites(_Exchange):
         error: str | None = None,
         output: Any = None,
         usage: Mapping[str, int] | None = None,
+        model: str | None = None,
+        usage_by_model: Mapping[str, Mapping[str, int]] | None = None,
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
@@ -991,13 +1015,126 @@ class PlainWrites(_Exchange):
             f"/v1/sessions/{_sid(session_id)}/runs/{_sid(run_id)}/finish",
             _model(Run),
             session_id=session_id,
-            body=_members(status=_enum(status), error=error, output=output, usage=_opt_dict(usage)),
+            body=_members(
+                status=_enum(status),
+                error=error,
+                output=output,
+                usage=_opt_dict(usage),
+                model=model,
+                usage_by_model=_opt_dict(usage_by_model),
+            ),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
         )
 
 
-class Requests(PlainReads, PlainWrites, HandRequests):
+class PlainOtherWrites(_Exchange):
+    """The plain writes of no one session (a session created, budgets), as flows."""
+
+    def create_session(
+        self,
+        *,
+        user_id: str | None = None,
+        agent: str = "default",
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_seconds: float | None = None,
+        working_memory: Mapping[str, Any] | None = None,
+        external_key: str | None = None,
+        idempotency_key: str | None = None,
+        shared_memory_ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        admin: bool = False,
+    ) -> _Flow[Session]:
+        """See :meth:`SessionManager.create_session`.
+
+        ``POST /v1/sessions``
+        """
+        return self._write(
+            "POST",
+            "/v1/sessions",
+            _model(Session),
+            session_id=None,
+            body=_members(
+                agent=agent,
+                title=title,
+                metadata=_opt_dict(metadata),
+                ttl_seconds=ttl_seconds,
+                working_memory=_opt_dict(working_memory),
+                external_key=external_key,
+                shared_memory_ops=_scoped(shared_memory_ops),
+            ),
+            idempotency_key=idempotency_key,
+        )
+
+    def delete_shared_memory(
+        self,
+        *,
+        scope: Scope,
+        agent: str,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        expected_version: int | None = None,
+        admin: bool = False,
+    ) -> _Flow[bool]:
+        """See :meth:`SessionManager.delete_shared_memory`.
+
+        ``DELETE /v1/shared-memory/{scope}/{agent}``
+        """
+        return self._write(
+            "DELETE",
+            f"/v1/shared-memory/{_sid(scope)}/{_sid(agent)}",
+            _member("deleted", bool),
+            session_id=None,
+            params=_members(user_id=target_user_id),
+            expected_version=expected_version,
+        )
+
+    def set_budget(
+        self,
+        *,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        session_id: str | None = None,
+        max_tokens: int | None = None,
+        max_cost: float | None = None,
+        admin: bool = False,
+    ) -> _Flow[Budget]:
+        """See :meth:`SessionManager.set_budget`.
+
+        ``PUT /v1/budgets``
+        """
+        return self._write(
+            "PUT",
+            "/v1/budgets",
+            _model(Budget),
+            session_id=None,
+            body=_members(max_tokens=max_tokens, max_cost=max_cost),
+            params=_members(user_id=target_user_id, session_id=session_id),
+            generate_key=False,
+        )
+
+    def clear_budget(
+        self,
+        *,
+        user_id: str | None = None,
+        target_user_id: str | None = None,
+        session_id: str | None = None,
+        admin: bool = False,
+    ) -> _Flow[Budget]:
+        """See :meth:`SessionManager.clear_budget`.
+
+        ``DELETE /v1/budgets``
+        """
+        return self._write(
+            "DELETE",
+            "/v1/budgets",
+            _model(Budget),
+            session_id=None,
+            params=_members(user_id=target_user_id, session_id=session_id),
+        )
+
+
+class Requests(PlainReads, PlainWrites, PlainOtherWrites, HandRequests):
     """Every client flow: the generated ones and those written by hand
     (:mod:`agentsession.clienthand`)."""
 
@@ -1025,6 +1162,7 @@ class SyncOperations:
     truncate_messages = _sync(Requests.truncate_messages)
     pop_message = _sync(Requests.pop_message)
     get_working_memory = _sync(Requests.get_working_memory)
+    list_memory_versions = _sync(Requests.list_memory_versions)
     update_working_memory = _sync(Requests.update_working_memory)
     modify_working_memory = _sync(Requests.modify_working_memory)
     rewind_session = _sync(Requests.rewind_session)
@@ -1050,6 +1188,10 @@ class SyncOperations:
     list_run_steps = _sync(Requests.list_run_steps)
     add_run_step = _sync(Requests.add_run_step)
     finish_run = _sync(Requests.finish_run)
+    get_usage = _sync(Requests.get_usage)
+    get_budget = _sync(Requests.get_budget)
+    set_budget = _sync(Requests.set_budget)
+    clear_budget = _sync(Requests.clear_budget)
     get_audit_log = _sync(Requests.get_audit_log)
     changes = _sync(Requests.changes)
     whoami = _sync(Requests.whoami)
@@ -1079,6 +1221,7 @@ class AsyncOperations:
     truncate_messages = _async(Requests.truncate_messages)
     pop_message = _async(Requests.pop_message)
     get_working_memory = _async(Requests.get_working_memory)
+    list_memory_versions = _async(Requests.list_memory_versions)
     update_working_memory = _async(Requests.update_working_memory)
     modify_working_memory = _async(Requests.modify_working_memory)
     rewind_session = _async(Requests.rewind_session)
@@ -1104,6 +1247,10 @@ class AsyncOperations:
     list_run_steps = _async(Requests.list_run_steps)
     add_run_step = _async(Requests.add_run_step)
     finish_run = _async(Requests.finish_run)
+    get_usage = _async(Requests.get_usage)
+    get_budget = _async(Requests.get_budget)
+    set_budget = _async(Requests.set_budget)
+    clear_budget = _async(Requests.clear_budget)
     get_audit_log = _async(Requests.get_audit_log)
     changes = _async(Requests.changes)
     whoami = _async(Requests.whoami)

@@ -32,12 +32,17 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
     │   ├── RunNotRunning            409  a step, finish, message or tool call tagged with a
     │   │                                 run that is not RUNNING
     │   │   └── RunLeaseExpired      409  ... whose lease lapsed: the run was INTERRUPTED
+    │   ├── BudgetExceeded           409  the user's or session's usage budget is spent
     │   └── VersionConflict          412  stale ``expected_version`` (optimistic locking)
     ├── IdempotencyKeyReused         422  same key, different request
     ├── SearchNotSupported           501  the store has no search index (Redis)
     └── StoreError                   500  the store failed; nothing was written
         ├── StoreBusy                503  transient (lock timeout); safe to retry
         ├── StoreUnavailable         503  unreachable, connection lost, or disk full
+        │   └── KeyringError         503  stored content cannot be sealed or opened with the
+        │                                 keyring (missing, wrong, of another store, or a
+        │                                 corrupted or plaintext value); HTTP answers it as
+        │                                 a plain ``store-unavailable``
         └── SchemaOutOfDate          500  database schema older than the code: run migrations
 """
 
@@ -48,12 +53,14 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AgentSessionError",
+    "BudgetExceeded",
     "Conflict",
     "ContextBudgetTooSmall",
     "Forbidden",
     "IdempotencyKeyReused",
     "IllegalTransition",
     "ImportSourceError",
+    "KeyringError",
     "NotFound",
     "PatchConflict",
     "PayloadTooLarge",
@@ -401,6 +408,50 @@ class RunAlreadyRunning(Conflict):
         )
 
 
+class BudgetExceeded(Conflict):
+    """The usage budget of the user or of the session is spent: ``start_run`` and
+    ``add_run_step`` refuse to go on (docs/semantics.md, "Usage and budgets"). The
+    refused call wrote nothing but its ``run.refused`` audit event.
+
+    A conflict with the state of the caller's account (409), not ``402 Payment
+    Required``, which HTTP reserves without defined semantics: raising the budget (an
+    operator's ``set_budget``) or a new period lets the same request succeed.
+
+    Attributes:
+        scope: ``"user"`` (the user's budget over all their sessions) or ``"session"``.
+        session_id: the session the call was for.
+        limit: ``"tokens"`` or ``"cost"``: which bound is reached.
+        maximum: the budget's bound; used: the usage counted against it.
+    """
+
+    code = "budget-exceeded"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        scope: str,
+        session_id: str,
+        limit: str,
+        maximum: float,
+        used: float,
+    ) -> None:
+        self.scope = scope
+        self.session_id = session_id
+        self.limit = limit
+        self.maximum = maximum
+        self.used = used
+        super().__init__(
+            message, scope=scope, session_id=session_id, limit=limit, maximum=maximum, used=used
+        )
+
+    def _default_message(self) -> str:
+        return (
+            f"the {self.scope}'s {self.limit} budget is spent ({self.used} of {self.maximum}); "
+            "an operator may raise it"
+        )
+
+
 class ToolCallExists(Conflict):
     """A tool call with this caller-chosen ``call_id`` is already in the session.
 
@@ -667,6 +718,22 @@ class StoreUnavailable(StoreError):
 
     http_status = 503
     code = "store-unavailable"
+
+
+class KeyringError(StoreUnavailable):
+    """Stored content cannot be sealed or opened with the configured keyring: the keyring
+    is missing or wrong, belongs to another store, a user's data key was destroyed
+    (erasure), a ciphertext is corrupted or was moved to another place, or a plaintext
+    value stands where a ciphertext is expected (fail closed: a store written without
+    a keyring is not opened with one). Nothing was written.
+
+    The message names the place (user, session, kind) and the reason, never content.
+    The HTTP service logs it and answers ``503 store-unavailable`` without details: it
+    is the server's data that cannot be read, not the client's request that is wrong
+    (docs/security.md, "Encryption at rest").
+    """
+
+    code = "keyring-error"
 
 
 class SchemaOutOfDate(StoreError):

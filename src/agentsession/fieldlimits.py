@@ -16,10 +16,12 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "API_KEY_NAME_CHARS",
     "CALL_ID_CHARS",
     "EXTERNAL_KEY_CHARS",
     "IDEMPOTENCY_KEY_CHARS",
     "ID_CHARS",
+    "MODEL_CHARS",
     "NAME_CHARS",
     "REASON_CHARS",
     "RECORD_KEY_CHARS",
@@ -35,6 +37,8 @@ __all__ = [
     "TOOL_NAME_CHARS",
 ]
 
+#: An API key's name (``agentsession keys create --name``): printable text.
+API_KEY_NAME_CHARS: Final = 200
 #: Generated ids, ``<prefix>_<26 chars>`` (:func:`agentsession.ids.is_id`).
 ID_CHARS: Final = 40
 #: User ids (so also audit actors), agent names: ``A-Za-z0-9._:@+-`` (``ids.NAME_PATTERN``).
@@ -51,6 +55,9 @@ STEP_STATUS_CHARS: Final = NAME_CHARS
 STEP_NAME_CHARS: Final = 120
 #: Idempotency keys: printable ASCII.
 IDEMPOTENCY_KEY_CHARS: Final = 255
+#: A model's name in the usage ledger and the price table: printable ASCII, no space
+#: (``models/gemini-1.5-pro``, ``anthropic.claude-3-5-sonnet-20241022-v2:0``).
+MODEL_CHARS: Final = 128
 #: Tool names of recorded tool calls: ``A-Za-z0-9._:-``.
 TOOL_NAME_CHARS: Final = 128
 #: Caller-chosen ids of recorded tool calls: ``A-Za-z0-9._:-``.

@@ -26,10 +26,12 @@ from .callgroups import item_role
 
 __all__ = [
     "AuditEvent",
+    "Budget",
     "Change",
     "ChangePage",
     "Context",
     "DeleteRecordsResult",
+    "MemoryVersion",
     "Message",
     "Page",
     "PutRecordsResult",
@@ -51,6 +53,8 @@ __all__ = [
     "ToolCall",
     "ToolCallStatus",
     "TruncateResult",
+    "UsageEntry",
+    "UsageTotal",
     "WorkingMemory",
 ]
 
@@ -343,6 +347,23 @@ class WorkingMemory(_Snapshot):
 Scope = Literal["app", "user"]
 
 
+class MemoryVersion(_Snapshot):
+    """One version of a session's working-memory history
+    (``list_memory_versions``): the memory as of message ``seq`` and of every later
+    seq up to the next version's (``get_working_memory(at_seq=...)``).
+
+    ``seq`` is the first message seq it was in effect at: the history's length when
+    the write was stored (0: before the first message). A history keeps one version per
+    seq, the newest (docs/semantics.md, "Working-memory history"). ``version`` is the
+    session version its write produced, ``updated_at`` when, ``data`` the document.
+    """
+
+    seq: int
+    version: int
+    updated_at: datetime | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
 class SharedMemory(_Snapshot):
     """A JSON object shared by sessions: per agent (``scope="app"``, every user of the
     agent, ``user_id`` None) or per user and agent (``scope="user"``, that user's
@@ -413,10 +434,82 @@ class RunStep(_Snapshot):
     session_version: int | None = None
 
 
+class UsageEntry(_Snapshot):
+    """The normalised token counts of one model in one run: a row of the usage ledger
+    (docs/semantics.md, "Usage and budgets"). Counts are integers >= 0, as the provider
+    reported them; ``reasoning_tokens`` are also inside ``output_tokens`` for the
+    providers that report both (OpenAI, Gemini), so totals never add them twice.
+
+    Attributes:
+        model: the model's name as the caller gave it; None when not said.
+    """
+
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+class UsageTotal(_Snapshot):
+    """The usage of one group of runs (``SessionManager.get_usage``).
+
+    Attributes:
+        group: the session id, agent, model (None: runs that named none) or UTC day
+            (``YYYY-MM-DD``) of the group, as ``group_by`` asked.
+        input_tokens ... reasoning_tokens: the sums of the ledger's counts.
+        total_tokens: input + output + cache read + cache write tokens (reasoning tokens
+            are inside output): what a token budget counts.
+        runs: how many runs reported usage in the group.
+        cost: the price of the group's tokens by the operator's price table, in its
+            currency; None when a model of the group with tokens has no price.
+    """
+
+    group: str | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    total_tokens: int = 0
+    runs: int = 0
+    cost: float | None = None
+
+
+class Budget(_Snapshot):
+    """A usage budget of a user (over all their sessions) or of one session, and what
+    is spent of it (docs/semantics.md, "Usage and budgets"). Once ``used_tokens``
+    reaches ``max_tokens`` or ``used_cost`` reaches ``max_cost``, ``start_run`` and
+    ``add_run_step`` raise :class:`~agentsession.errors.BudgetExceeded`.
+
+    Attributes:
+        user_id: the user the budget is of (the session's owner for a session budget).
+        session_id: the session; None for the user's budget.
+        max_tokens: the bound on ``total_tokens``; None: no token bound.
+        max_cost: the bound on the cost (the price table's currency); None: no cost bound.
+        used_tokens: the ``total_tokens`` of the usage counted against it.
+        used_cost: the cost of that usage; None when no price table is set.
+            Tokens of a model without a price count no cost.
+        updated_at: when the budget was last set; None when none is set.
+    """
+
+    user_id: str
+    session_id: str | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    used_tokens: int = 0
+    used_cost: float | None = None
+    updated_at: datetime | None = None
+
+
 class Run(_Snapshot):
     """One task inside a session (locate a bug, fix it, verify), with its steps.
 
-    ``usage`` counts tokens (``input_tokens``, ``output_tokens``, ``total_tokens``).
+    ``usage`` counts tokens as the caller reported them (any names, e.g.
+    ``input_tokens``, ``prompt_tokens``, ``total_tokens``); ``usage_entries`` are the
+    same counts normalised, one per model (the usage ledger's rows of this run; empty
+    for a run that reported none).
     ``seq`` numbers the runs of a session from 1. ``step_count`` is how many steps the
     run has; ``steps`` holds at most a window of them, oldest first: none in a listing
     (``list_runs``), the first page in ``get_run``. ``len(steps) < step_count`` means
@@ -438,6 +531,7 @@ class Run(_Snapshot):
     error: str | None = None
     output: Any = None
     usage: dict[str, int] = Field(default_factory=dict)
+    usage_entries: list[UsageEntry] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     step_count: int = 0
     steps: list[RunStep] = Field(default_factory=list)

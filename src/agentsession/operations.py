@@ -103,6 +103,8 @@ class Operation:
             ``description``, reStructuredText as in a docstring); a route written by
             hand has its endpoint's docstring.
         tag: the OpenAPI tag of its routes: its section of :data:`OPERATIONS`.
+        post_reads: its POST route only reads (a query too big or too structured for
+            a query string); see :attr:`writes`.
     """
 
     name: str
@@ -115,6 +117,15 @@ class Operation:
     client: bool = True
     doc: str = ""
     tag: str = ""
+    post_reads: bool = False
+
+    @property
+    def writes(self) -> bool:
+        """Whether the operation may change anything, so a ``read`` API key may not call
+        it (docs/security.md, "Scopes"): a route with another method than GET, unless
+        :attr:`post_reads` says its POST only reads."""
+        allowed = {"GET", "POST"} if self.post_reads else {"GET"}
+        return any(route.method not in allowed for route in self.routes)
 
 
 _S = "/v1/sessions/{session_id}"
@@ -258,8 +269,9 @@ OPERATIONS: tuple[Operation, ...] = (
                     201,
                     "ForkSession",
                     "session",
+                    if_match="optional",
                     idempotency_key=True,
-                    problems=((409, _KEY_TAKEN),),
+                    problems=((409, _KEY_TAKEN), 412),
                     optional_body=True,
                 ),
             ),
@@ -267,9 +279,10 @@ OPERATIONS: tuple[Operation, ...] = (
             doc="""Make a new ACTIVE session of the same owner and agent from this one as it stood
             at ``at_seq``: copies of its messages ``1..at_seq``, the summaries within them and
             its working memory as of ``at_seq`` (runs and tool calls are not copied). The
-            parent, in any status, is not changed (it takes no ``If-Match``: nothing of it is
-            written). The fork's ETag and ``Location``; a retry with the same
-            ``Idempotency-Key`` answers the same fork.""",
+            parent, in any status, is not changed. ``If-Match`` (the parent's ETag) is
+            compared in the fork's transaction: 412 when the parent changed since. The
+            fork's ETag and ``Location``; a retry with the same ``Idempotency-Key`` answers
+            the same fork.""",
         ),
         Operation(
             "update_session",
@@ -280,9 +293,10 @@ OPERATIONS: tuple[Operation, ...] = (
         Operation(
             "delete_session",
             "None",
-            (_write("DELETE", _S, 204, if_match="required", idempotency_key=False),),
+            (_write("DELETE", _S, 204, if_match="required"),),
             cli="delete",
-            doc="Delete the session and everything in it; afterwards it is not found.",
+            doc="""Delete the session and everything in it; afterwards it is not found, except
+            that a retry with the same ``Idempotency-Key`` answers 204 again.""",
         ),
         Operation(
             "close_session",
@@ -300,17 +314,12 @@ OPERATIONS: tuple[Operation, ...] = (
             "Session",
             (
                 _write(
-                    "POST",
-                    _S + "/expire",
-                    200,
-                    "Reason",
-                    if_match="required",
-                    idempotency_key=False,
-                    optional_body=True,
+                    "POST", _S + "/expire", 200, "Reason", if_match="required", optional_body=True
                 ),
             ),
             cli="expire",
-            doc="Expire the session now (idempotent by nature: expiring EXPIRED changes nothing).",
+            doc="""Expire the session now (expiring EXPIRED changes nothing); a retry with the
+            same ``Idempotency-Key`` answers the first result.""",
         ),
         Operation(
             "restore_session",
@@ -322,12 +331,13 @@ OPERATIONS: tuple[Operation, ...] = (
                     200,
                     "RestoreSession",
                     if_match="required",
-                    idempotency_key=False,
                     optional_body=True,
                 ),
             ),
             cli="restore",
-            doc="Re-open a CLOSED (or recently EXPIRED) session and return all an engine needs.",
+            doc="""Re-open a CLOSED (or recently EXPIRED) session and return all an engine
+            needs; a retry with the same ``Idempotency-Key`` writes nothing and answers the
+            first restore's ``previous_status`` and interrupted ids.""",
         ),
         Operation(
             "get_session_by_key",
@@ -424,6 +434,15 @@ OPERATIONS: tuple[Operation, ...] = (
             ``message_count`` is a 422). The ETag is the session's version at this read (not
             ``version``, the last memory write's): send it back as ``If-Match`` on PUT/PATCH for
             a read-modify-write without a lost update (RFC 9110 section 13.1.1).""",
+        ),
+        Operation(
+            "list_memory_versions",
+            "Page[MemoryVersion]",
+            (Route("GET", _S + "/memory/versions"),),
+            doc="""A page of the working memory's history, newest first: each version with
+            ``seq``, the first message seq it was in effect at (``at_seq`` of any seq from it
+            to the next version's reads it), its ``version``, ``updated_at`` and ``data``.
+            ``before`` starts below a seq; ``next_cursor`` pages back to older versions.""",
         ),
         Operation(
             "update_working_memory",
@@ -601,6 +620,7 @@ OPERATIONS: tuple[Operation, ...] = (
             ),
             route_by_hand="a read sent as POST (arguments in the body), also as a deprecated GET "
             'with the arguments as JSON text; the answer is {"item": ...}',
+            post_reads=True,
         ),
     ),
     *_section(
@@ -610,7 +630,8 @@ OPERATIONS: tuple[Operation, ...] = (
             "Run",
             (_write("POST", _S + "/runs", 201, "StartRun"),),
             doc="""Start a run (RUNNING); at most one RUNNING run per session (else 409). The ETag
-            is the session's new version, as on every write below.""",
+            is the session's new version, as on every write below. A spent budget of the
+            session or its owner: 409 `budget-exceeded` (audited as `run.refused`).""",
         ),
         Operation(
             "heartbeat_run",
@@ -658,13 +679,55 @@ OPERATIONS: tuple[Operation, ...] = (
             "add_run_step",
             "RunStep",
             (_write("POST", _RUN + "/steps", 201, "StepIn"),),
-            doc="Append a step to a RUNNING run.",
+            doc="""Append a step to a RUNNING run; a spent budget of the session or its owner:
+            409 `budget-exceeded` (audited as `run.refused`).""",
         ),
         Operation(
             "finish_run",
             "Run",
             (_write("POST", _RUN + "/finish", 200, "FinishRun"),),
-            doc="End a RUNNING run as SUCCEEDED, FAILED or CANCELLED.",
+            doc="""End a RUNNING run as SUCCEEDED, FAILED or CANCELLED; its `usage` (with
+            `model`, or `usage_by_model`) enters the usage ledger in the same
+            transaction.""",
+        ),
+    ),
+    *_section(
+        "usage",
+        Operation(
+            "get_usage",
+            "list[UsageTotal]",
+            (Route("GET", "/v1/usage", problems=(403,)),),
+            cli="usage",
+            doc="""The caller's usage, one total per `group_by` (session, agent, model or UTC
+            day): the usage ledger's sums of the finished runs' normalised token counts,
+            how many runs, and the cost by the operator's price table (null without a
+            price for a model of the group). `since`/`until` bound the runs' finish
+            time; `all_users` (admin keys) sums every user's.""",
+        ),
+        Operation(
+            "get_budget",
+            "Budget",
+            (Route("GET", "/v1/budgets", problems=(403,)),),
+            cli="budget show",
+            doc="""The budget of the caller (another user's with `target_user_id`: admin
+            keys) or of one of their sessions (`session_id`), and what is used of it;
+            bounds null when none is set.""",
+        ),
+        Operation(
+            "set_budget",
+            "Budget",
+            (Route("PUT", "/v1/budgets", request="SetBudget", problems=(403,)),),
+            cli="budget set",
+            doc="""Set a user's or a session's budget (admin keys): `max_tokens` and/or
+            `max_cost`. Once used up, starting a run or adding a step there answers 409
+            `budget-exceeded` (audited as `run.refused`; nothing else is written).""",
+        ),
+        Operation(
+            "clear_budget",
+            "Budget",
+            (Route("DELETE", "/v1/budgets", problems=(403,)),),
+            cli="budget clear",
+            doc="Remove a user's or a session's budget (admin keys); answers it without bounds.",
         ),
     ),
     *_section(

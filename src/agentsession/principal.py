@@ -9,8 +9,13 @@ principal on any session (docs/semantics.md, "Ownership").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-__all__ = ["Principal"]
+__all__ = ["SCOPES", "Principal", "Scope"]
+
+#: What a key may do: ``read`` only reads, ``write`` reads and writes.
+Scope = Literal["read", "write"]
+SCOPES: tuple[Scope, ...] = ("read", "write")
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,10 +25,13 @@ class Principal:
     Attributes:
         user_id: the caller's user id (1-128 chars of ``A-Za-z0-9._:@+-``).
         admin: a trusted caller that may act on every user's sessions.
+        scope: ``write`` (default) may call every operation; ``read`` only the
+            operations that change nothing (docs/security.md, "Scopes").
     """
 
     user_id: str
     admin: bool = False
+    scope: Scope = "write"
 
     def may_act_for(self, owner: str) -> bool:
         """Whether this principal may act on what ``owner`` (a user id) owns: its own

@@ -13,10 +13,11 @@ is refused as well if the group or others may write to it: it could have been ed
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .errors import StoreError
@@ -26,6 +27,7 @@ __all__ = [
     "check_directory",
     "check_secret_file",
     "create_private",
+    "locked_rewrite",
     "open_private",
     "tighten",
 ]
@@ -179,3 +181,39 @@ def _owner_is_us(path: Path, st: os.stat_result) -> None:
             f"{path} belongs to another user (uid {st.st_uid}): it may have been planted; "
             "remove it, or use a private directory"
         )
+
+
+@contextlib.contextmanager
+def locked_rewrite(path: Path) -> Iterator[Callable[[bytes], None]]:
+    """Hold an exclusive ``fcntl`` lock on ``<path>.lock`` (mode 0600) and yield a
+    function that replaces ``path`` atomically with the bytes given (a fresh 0600 file,
+    fsynced, then renamed over it). Read ``path`` inside the block to update it: every
+    writer holds the lock, so no update is lost between processes.
+
+    Raises:
+        StoreError: the directory or the lock could be written by another user, or the
+            lock cannot be opened.
+    """
+    import fcntl
+
+    lock_path = path.with_name(path.name + ".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    check_directory(path.parent, (path, lock_path))
+    try:
+        lock_fd = open_private(lock_path, os.O_WRONLY | os.O_APPEND)
+    except OSError as exc:
+        raise StoreError(f"cannot open the lock {lock_path}: {exc}") from exc
+    with os.fdopen(lock_fd, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+
+        def write(data: bytes) -> None:
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.unlink(missing_ok=True)  # a fresh file: never one left (or planted)
+            fd = open_private(tmp, os.O_WRONLY | os.O_EXCL)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+
+        yield write

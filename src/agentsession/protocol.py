@@ -16,12 +16,13 @@ import inspect
 import re
 from typing import Any
 
-from .errors import AgentSessionError, ValidationError
+from .errors import AgentSessionError, Forbidden, ValidationError
 from .ids import ID_PATTERN
 
 __all__ = [
     "PROBLEM_BASE",
     "PROBLEM_CONTENT_TYPE",
+    "InsufficientScope",
     "MalformedJson",
     "PreconditionRequired",
     "RequestInvalid",
@@ -49,6 +50,13 @@ class Unauthenticated(AgentSessionError):
 
     http_status = 401
     code = "unauthenticated"
+
+
+class InsufficientScope(Forbidden):
+    """The API key's scope does not allow the operation: a ``read`` key asked for a
+    write (HTTP 403, docs/security.md, "Scopes")."""
+
+    code = "insufficient-scope"
 
 
 class TooManyRequests(AgentSessionError):
@@ -190,7 +198,8 @@ def _error_classes() -> dict[str, list[type[AgentSessionError]]]:
 
     found: dict[str, list[type[AgentSessionError]]] = {}
     classes = [getattr(errors, name) for name in errors.__all__]
-    classes += [Unauthenticated, TooManyRequests, PreconditionRequired, RequestInvalid]
+    classes += [Unauthenticated, InsufficientScope, TooManyRequests, PreconditionRequired]
+    classes += [RequestInvalid]
     classes += [ServerError, MalformedJson, UnsupportedMediaType]
     for cls in classes:
         found.setdefault(cls.code, []).append(cls)

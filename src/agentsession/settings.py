@@ -8,12 +8,13 @@ variable with the ``AGENTSESSION_`` prefix, e.g. ``AGENTSESSION_URL``.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .service.policy import Limits, Policy
+from .usage import load_prices
 
 __all__ = ["Settings"]
 
@@ -36,8 +37,17 @@ class Settings(BaseSettings):
             or ``NORMAL`` (faster; a power loss may drop the last commits).
         host, port, workers: where ``agentsession serve`` listens, and how many
             worker processes it starts (several need a multi-process store).
-        keys_file: the JSON file of API keys (SHA-256 hashes only); default: next to
-            an SQLite database (``<db>.keys.json``), else ``agentsession-keys.json``.
+        keys_file: the JSON file of API keys (SHA-256 hashes only); set, the service
+            and ``agentsession keys`` use it whatever ``keys`` says. Unset, a key file
+            is next to an SQLite database (``<db>.keys.json``), else
+            ``agentsession-keys.json``.
+        keys: where API keys live (``AGENTSESSION_KEYS``): ``store``, the session
+            store's key table, shared by every instance on every machine (default on
+            PostgreSQL, MySQL/MariaDB and Redis); ``file``, a key file (default on
+            SQLite and ``memory://``).
+        keys_cache_seconds: how long an instance trusts what it read of a key in the
+            store: a revoked key is refused by every instance within this time
+            (default 5).
         max_body_bytes: the largest request body the service reads; larger -> 413.
             Default: a put of one record of ``Limits.max_record_bytes`` fits (its data
             in base64), 11,446,956 bytes with the default limits.
@@ -75,8 +85,32 @@ class Settings(BaseSettings):
             tombstone of a deleted session (``AGENTSESSION_TOMBSTONE_KEY``, at least 16
             characters); unset = a random key per process, so tombstones cannot be
             linked to users (``Policy.tombstone_key``).
+        metrics_token: the bearer token ``GET /metrics`` demands
+            (``AGENTSESSION_METRICS_TOKEN``, at least 16 characters); unset, there is no
+            ``/metrics`` (docs/deployment.md, "Metrics").
+        otel_traces: OpenTelemetry spans of requests and store calls, to the global
+            tracer provider (``AGENTSESSION_OTEL_TRACES``; the extra ``otel``).
+        jwt_jwks: bearer JWTs are accepted, verified against this JWKS: a file, or an
+            ``https://`` URL (``AGENTSESSION_JWT_JWKS``; the extra ``jwt``); unset, only
+            API keys are (:mod:`agentsession.http.jwtauth`).
+        jwt_audience, jwt_issuer: the ``aud`` and ``iss`` a JWT must carry (required
+            with ``jwt_jwks``).
+        jwt_algorithms: the signature algorithms accepted (asymmetric only; default
+            ``["RS256"]``; in the environment a JSON list).
+        jwt_user_claim: the claim holding the user id (default ``sub``).
+        jwt_scope_claim: the claim holding the scopes ``read``, ``write``, ``admin``
+            (default ``scope``: space-separated, or a list).
+        jwt_leeway_seconds: clock skew allowed on ``exp`` and ``nbf`` (default 30).
+        jwt_jwks_cache_seconds: how long keys fetched from a JWKS URL are kept (300).
         redis_rewrite_aof: a Redis store rewrites its append-only file after every
             erasure (``AGENTSESSION_REDIS_REWRITE_AOF``), so erased values leave it at once.
+        keyring_file: the keyring file (``AGENTSESSION_KEYRING_FILE``; ``agentsession
+            keyring create``): content is stored sealed with per-user keys
+            (docs/security.md, "Encryption at rest"); unset = stored as it is.
+        prices_file: the price table of the usage ledger (``AGENTSESSION_PRICES_FILE``),
+            a JSON file of model name -> prices per million tokens
+            (:func:`agentsession.usage.load_prices`); unset (default): no prices, so
+            costs are null (docs/semantics.md, "Usage and budgets").
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTSESSION_", extra="ignore")
@@ -88,6 +122,8 @@ class Settings(BaseSettings):
     port: int = 8000
     workers: int = 1
     keys_file: str | None = None
+    keys: Literal["store", "file"] | None = None
+    keys_cache_seconds: float = Field(5.0, ge=0, le=300)
     max_body_bytes: int = _BODY_BYTES
     max_header_bytes: int = Field(16 * 1024, ge=1024)
     max_header_count: int = Field(100, ge=10)
@@ -103,6 +139,18 @@ class Settings(BaseSettings):
     expired_restore_window_seconds: float | None = _POLICY.expired_restore_window_seconds
     tombstone_key: SecretStr | None = None
     redis_rewrite_aof: bool = False
+    keyring_file: str | None = None
+    prices_file: str | None = None
+    metrics_token: SecretStr | None = Field(None, min_length=16)
+    otel_traces: bool = False
+    jwt_jwks: str | None = None
+    jwt_audience: str | None = None
+    jwt_issuer: str | None = None
+    jwt_algorithms: list[str] = Field(default_factory=lambda: ["RS256"])
+    jwt_user_claim: str = "sub"
+    jwt_scope_claim: str = "scope"
+    jwt_leeway_seconds: float = Field(30.0, ge=0, le=600)
+    jwt_jwks_cache_seconds: float = Field(300.0, ge=1)
 
     def manager_options(self) -> dict[str, Any]:
         """Keyword arguments for ``SessionManager.from_url(self.url, ...)``: the policy,
@@ -115,8 +163,11 @@ class Settings(BaseSettings):
                 tombstone_key=None
                 if self.tombstone_key is None
                 else self.tombstone_key.get_secret_value().encode("utf-8"),
+                prices=None if self.prices_file is None else load_prices(self.prices_file),
             ),
         }
+        if self.keyring_file:
+            options["keyring"] = self.keyring_file
         if self.url.startswith("sqlite"):
             options["sqlite_synchronous"] = self.sqlite_synchronous
         if self.url.startswith(("redis://", "rediss://")):

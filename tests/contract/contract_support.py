@@ -24,6 +24,7 @@ from agentsession.ids import new_id
 from agentsession.stores.base import FeedRead, ScrubReport, SessionStore, StoreTransaction
 from agentsession.stores.memory.store import MemoryStore
 from agentsession.stores.redis.memory import memory_keys
+from agentsession.stores.sealed import SealedStore
 from agentsession.stores.sql.schema import memory_history
 from agentsession.stores.sql.store import SQLStore
 
@@ -394,8 +395,15 @@ READS: dict[str, Any] = {
 ALL_SESSION_OPS: dict[str, Any] = {**READS, **VERSIONED_WRITES, **CONTENT_WRITES}
 
 
+def raw_store(store: SessionStore) -> SessionStore:
+    """The store below a keyring variant's SealedStore (``store`` itself otherwise): its
+    own tables, keys and fields, which hold ciphertext there."""
+    return store.inner if isinstance(store, SealedStore) else store
+
+
 def history_rows(store: SessionStore, session_id: str) -> int:
     """How many working-memory history rows ``store`` holds for the session."""
+    store = raw_store(store)
     if isinstance(store, MemoryStore):
         return len(store._sessions[session_id].memory_history)
     if isinstance(store, SQLStore):
@@ -412,6 +420,7 @@ def history_rows(store: SessionStore, session_id: str) -> int:
 def drop_history(store: SessionStore, session_id: str) -> None:
     """Delete the session's history rows, as a session stored before the history
     existed has none (Redis) or fewer."""
+    store = raw_store(store)
     if isinstance(store, MemoryStore):
         store._sessions[session_id].memory_history.clear()
     elif isinstance(store, SQLStore):

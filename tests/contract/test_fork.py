@@ -28,6 +28,7 @@ from agentsession import (
     SessionNotFound,
     SessionStatus,
     ValidationError,
+    VersionConflict,
 )
 from agentsession.ids import ID_PATTERN
 from agentsession.stores.base import SessionStore
@@ -280,6 +281,26 @@ def test_idempotency_key_replays_the_first_fork(manager: SessionManager) -> None
     assert len(manager.list_sessions(user_id=USER, parent_session_id=sid).items) == 1
     with pytest.raises(IdempotencyKeyReused):
         manager.fork_session(**_kw(sid), at_seq=0, idempotency_key="fork-1")
+
+
+def test_expected_version_is_compared_in_the_forks_transaction(manager: SessionManager) -> None:
+    """``expected_version`` is the parent's version: a stale one is VersionConflict and
+    makes no fork; the current one forks; a retry of the key after the parent moved on
+    still answers the first fork (the replay comes before the comparison)."""
+    sid = new_session(manager).session_id
+    _chat(manager, sid, 1)
+    v = manager.get_session(**_kw(sid)).version
+    with pytest.raises(VersionConflict) as err:
+        manager.fork_session(**_kw(sid), at_seq=1, expected_version=v - 1)
+    assert err.value.current_version == v
+    assert not manager.list_sessions(user_id=USER, parent_session_id=sid).items
+    fork = manager.fork_session(**_kw(sid), expected_version=v, idempotency_key="fork-v")
+    _chat(manager, sid, 1, first=1)
+    again = manager.fork_session(**_kw(sid), expected_version=v, idempotency_key="fork-v")
+    assert again == fork
+    with pytest.raises(VersionConflict):
+        manager.fork_session(**_kw(sid), expected_version=v)
+    assert len(manager.list_sessions(user_id=USER, parent_session_id=sid).items) == 1
 
 
 def test_external_key_and_ttl_of_the_fork(manager: SessionManager) -> None:

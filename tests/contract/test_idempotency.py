@@ -59,6 +59,9 @@ KEYED: dict[str, Any] = {
         **_kw(c, k), run_id=c.run_id, status=("SUCCEEDED", "FAILED")[v]
     ),
     "close_session": lambda m, c, k, v: m.close_session(**_kw(c, k), reason=f"r{v}"),
+    "expire_session": lambda m, c, k, v: m.expire_session(**_kw(c, k), reason=f"r{v}"),
+    # The RUNNING run makes a restore of the ACTIVE session a write (it interrupts it).
+    "restore_session": lambda m, c, k, v: m.restore_session(**_kw(c, k), message_limit=10 + v),
 }
 
 
@@ -341,3 +344,39 @@ def test_concurrent_creates_with_one_key_make_one_session(manager: SessionManage
     assert not [r for r in out if isinstance(r, BaseException)], out
     assert len({r.session_id for r in out}) == 1
     assert [s.session_id for s in manager.list_sessions(user_id=USER).items] == [out[0].session_id]
+
+
+def test_a_retried_delete_answers_as_the_first_and_the_key_is_bound(
+    manager: SessionManager,
+) -> None:
+    """A delete retried with its key answers None again (the session is gone; without
+    the key a second delete is SessionNotFound); the key on another session is
+    IdempotencyKeyReused and deletes nothing; another user's same key is their own."""
+    ctx, other = Ctx(manager), Ctx(manager)
+    a = {"session_id": ctx.sid, "user_id": USER}
+    manager.delete_session(**a, expected_version=ctx.version, idempotency_key="del-1")
+    with write_report() as again:
+        assert (
+            manager.delete_session(**a, expected_version=ctx.version, idempotency_key="del-1")
+            is None
+        )
+    assert again.replayed
+    with pytest.raises(SessionNotFound):
+        manager.delete_session(**a)
+    with pytest.raises(SessionNotFound):
+        manager.delete_session(**a, idempotency_key="del-2")
+    with pytest.raises(IdempotencyKeyReused):
+        manager.delete_session(session_id=other.sid, user_id=USER, idempotency_key="del-1")
+    assert manager.get_session(session_id=other.sid, user_id=USER).version == other.version
+    with pytest.raises(SessionNotFound):
+        manager.delete_session(session_id=ctx.sid, user_id=OTHER, idempotency_key="del-1")
+
+
+def test_a_delete_key_goes_with_the_owners_erasure(manager: SessionManager) -> None:
+    """The record of a delete's key names the owner: erasing the owner purges it, so
+    the retry then finds the session gone (SessionNotFound), never a stale answer."""
+    ctx = Ctx(manager)
+    manager.delete_session(session_id=ctx.sid, user_id=USER, idempotency_key="del-e")
+    manager.erase_user(user_id=USER)
+    with pytest.raises(SessionNotFound):
+        manager.delete_session(session_id=ctx.sid, user_id=USER, idempotency_key="del-e")

@@ -1,7 +1,8 @@
 """search finds what the caller's sessions hold, on every store's own index: CJK text
 without spaces, English words and identifiers, in every message format, titles and
 tool calls; never another user's content, nor removed, hidden, deleted or erased
-content; its pages are complete and without duplicates. Redis answers the typed error."""
+content; its pages are complete and without duplicates. Redis, and a store with a
+keyring (search off: an index holds plaintext), answer the typed error."""
 
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ def searchable(store: SessionStore, manager: SessionManager) -> Iterator[Session
         assert caught.value.http_status == 501
         assert "not supported" in caught.value.message
         pytest.skip("Redis keeps no search index: SearchNotSupported checked")
+    if type(store).__name__ == "SealedStore":
+        with pytest.raises(SearchNotSupported) as caught:
+            manager.search(user_id=USER, query="anything")
+        assert "keyring" in caught.value.message
+        pytest.skip("search is off with a keyring: SearchNotSupported checked")
     yield manager
 
 

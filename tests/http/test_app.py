@@ -358,6 +358,7 @@ def test_admin_acts_across_users(api: Api) -> None:
     assert api.http.get("/v1/whoami", headers=api.admin).json() == {
         "user_id": "root",
         "admin": True,
+        "scope": "write",
     }
 
 

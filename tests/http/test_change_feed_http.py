@@ -230,3 +230,45 @@ def test_streams_do_not_take_the_workers_request_slots() -> None:
             for (client, stack), _ in zip(opened, responses, strict=True):
                 stack.__exit__(None, None, None)
                 client.close()
+
+
+def test_each_event_is_rendered_once_for_every_subscriber(monkeypatch: pytest.MonkeyPatch) -> None:
+    """10 subscribers and 20 writes: the hub makes each event's text once (not once per
+    subscriber), and every subscriber gets all 20."""
+    from agentsession.http import changestream
+
+    rendered: list[str] = []
+    real = changestream._event
+
+    def counted(cursor: str, event: Any) -> str:
+        rendered.append(cursor)
+        return real(cursor, event)
+
+    monkeypatch.setattr(changestream, "_event", counted)
+    with Live({"poll_seconds": 0.02}) as live:
+        sid = live.manager.create_session(user_id="alice").session_id
+        start = live.manager.changes(user_id="alice").next_cursor
+        assert start is not None
+        streams = [_stream(live, **{"Last-Event-ID": start}) for _ in range(10)]
+        responses = [stack.__enter__() for _, stack in streams]
+        try:
+            time.sleep(0.3)
+            live.append(sid, 20)
+            for r in responses:
+                got = [v for kind, v in _take(events(r), 20)]
+                assert len(got) == 20
+        finally:
+            for (client, stack), _ in zip(streams, responses, strict=True):
+                stack.__exit__(None, None, None)
+                client.close()
+    assert len(rendered) == len(set(rendered)) == 20
+
+
+def _take(found: Iterator[tuple[str, Any]], n: int) -> Iterator[tuple[str, Any]]:
+    """The first ``n`` changes of ``found``."""
+    for kind, value in found:
+        if kind == "change":
+            yield kind, value
+            n -= 1
+            if n == 0:
+                return

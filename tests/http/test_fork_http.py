@@ -95,11 +95,27 @@ def test_list_sessions_by_parent(api: Api) -> None:
     assert_problem(bad, 422)
 
 
+def test_fork_with_a_stale_if_match_is_412_and_makes_no_fork(api: Api) -> None:
+    sid = _history(api)
+    etag = api.http.get(f"/v1/sessions/{sid}", headers=api.alice).headers["etag"]
+    fork = f"/v1/sessions/{sid}/fork"
+    ok = api.http.post(fork, headers={**api.alice, "If-Match": etag})
+    assert ok.status_code == 201, ok.text
+    more = {"messages": [{"role": "user", "content": "q3"}]}
+    api.http.post(f"/v1/sessions/{sid}/messages", json=more, headers=api.alice)
+    stale = api.http.post(fork, headers={**api.alice, "If-Match": etag})
+    assert_problem(stale, 412)
+    r = api.http.get("/v1/sessions", params={"parent_session_id": sid}, headers=api.alice)
+    assert len(r.json()["items"]) == 1
+
+
 def test_openapi_documents_the_fork(api: Api) -> None:
     doc = api.http.get("/openapi.json").json()
     post = doc["paths"]["/v1/sessions/{session_id}/fork"]["post"]
     assert {"201", "404", "409"} <= set(post["responses"])
-    assert {p["name"].lower() for p in post["parameters"]} == {"session_id", "idempotency-key"}
+    assert {"412"} <= set(post["responses"])
+    names = {p["name"].lower() for p in post["parameters"]}
+    assert names == {"session_id", "idempotency-key", "if-match"}
     listing = doc["paths"]["/v1/sessions"]["get"]
     assert "parent_session_id" in {p["name"] for p in listing["parameters"]}
     session = doc["components"]["schemas"]["Session"]["properties"]

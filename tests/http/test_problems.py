@@ -60,6 +60,9 @@ def _instance(cls: type[errors.AgentSessionError]) -> errors.AgentSessionError:
         ),
         errors.SchemaOutOfDate: lambda: errors.SchemaOutOfDate(expected_revision="0002"),
         errors.SearchNotSupported: lambda: errors.SearchNotSupported(store="redis"),
+        errors.BudgetExceeded: lambda: errors.BudgetExceeded(
+            scope="user", session_id="ses_x", limit="cost", maximum=2.5, used=2.75
+        ),
         errors.RecordNotFound: lambda: errors.RecordNotFound(namespace="ns", key="k"),
         errors.RewindNotFound: lambda: errors.RewindNotFound(session_id="ses_x", number=3),
         errors.ContextBudgetTooSmall: lambda: errors.ContextBudgetTooSmall(

@@ -1,6 +1,7 @@
 """The inspector's files ship in the wheel and are what it serves: every template and
 static file matches the package data of pyproject.toml, and the static folder holds
-exactly the files the inspector serves (htmx with its license among them)."""
+exactly the files the inspector serves (htmx and its SSE extension with their
+licenses among them)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import tomllib
 from fnmatch import fnmatch
 from pathlib import Path
 
-from agentsession.ui.pages import HTMX, STATIC
+from agentsession.ui.pages import HTMX, HTMX_SSE, STATIC
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "agentsession"
@@ -28,3 +29,4 @@ def test_the_static_folder_holds_what_is_served() -> None:
     shipped = {p.name for p in (PACKAGE / "ui" / "static").iterdir()}
     assert shipped == set(STATIC)
     assert HTMX in shipped and "htmx-LICENSE.txt" in shipped
+    assert HTMX_SSE in shipped and "htmx-ext-sse-LICENSE.txt" in shipped

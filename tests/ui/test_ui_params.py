@@ -16,7 +16,7 @@ from ui_support import Inspector, log_in
 PAGES: dict[str, tuple[str, ...]] = {
     "/": (),
     "/sessions/{sid}": ("before", "after"),
-    "/sessions/{sid}/memory": ("at", "base", "below"),
+    "/sessions/{sid}/memory": ("at", "base"),
     "/sessions/{sid}/runs": (),
     "/sessions/{sid}/records": (),
     "/sessions/{sid}/audit": (),

@@ -5,14 +5,13 @@ the working-memory versions and the shared documents."""
 
 from __future__ import annotations
 
+import html
 import re
 
 from fastapi.testclient import TestClient
 from ui_support import Inspector, log_in
 
-from agentsession import WorkingMemory
 from agentsession.ui import lineage
-from agentsession.ui.memoryhistory import memory_versions
 
 
 def _rows(html: str) -> list[str]:
@@ -98,25 +97,6 @@ def test_a_fork_whose_messages_name_the_parents_runs_opens(
     assert page.status_code == 200 and 'id="seq-3"' in page.text
 
 
-def test_memory_versions_match_the_memory_as_of_every_seq() -> None:
-    """The bisection finds every version a brute-force walk over every seq sees, each
-    at the first seq it is in effect, newest first; pages continue where they stop."""
-    history = {0: 0, 1: 0, 2: 3, 3: 3, 4: 3, 5: 7, 6: 9, 7: 9, 8: 9, 9: 12}
-    reads: list[int] = []
-
-    def as_of(seq: int) -> WorkingMemory:
-        reads.append(seq)
-        return WorkingMemory(session_id="ses_x", version=history[seq])
-
-    want = [(s, v) for s, v in sorted(history.items()) if s == 0 or history[s - 1] != v][::-1]
-    found, more = memory_versions(as_of, 9, limit=10)
-    assert [(x.seq, x.memory.version) for x in found] == want and more is None
-    first, cursor = memory_versions(as_of, 9, limit=2)
-    assert [(x.seq, x.memory.version) for x in first] == want[:2] and cursor == 5
-    rest, _ = memory_versions(as_of, cursor, limit=10)
-    assert [(x.seq, x.memory.version) for x in rest] == want[2:]
-
-
 def test_the_memory_view_lists_versions_and_shared_memory(
     client: TestClient, inspector: Inspector
 ) -> None:
@@ -133,3 +113,24 @@ def test_the_memory_view_lists_versions_and_shared_memory(
     log_in(client, inspector.admin)
     admin_page = client.get(f"/ui/sessions/{sid}/memory").text
     assert "App document of agent" in admin_page and "shared_memory:&lt;script&gt;" in admin_page
+
+
+def test_the_memory_view_pages_its_versions_through_the_listing(
+    client: TestClient, inspector: Inspector
+) -> None:
+    """Ten versions a page, newest first, from ``list_memory_versions``; "Older
+    versions" follows its cursor to the rest."""
+    log_in(client, inspector.alice)
+    sm = inspector.manager
+    sid = sm.create_session(user_id="alice", working_memory={"n": 0}).session_id
+    a = {"session_id": sid, "user_id": "alice"}
+    for n in range(1, 15):
+        sm.append_message(**a, message={"role": "user", "content": "x"})
+        sm.update_working_memory(**a, patch={"n": n})
+    want = [str(v.version) for v in sm.list_memory_versions(**a, limit=100)]
+    first = client.get(f"/ui/sessions/{sid}/memory").text
+    assert re.findall(r">version (\d+)</a>", first) == want[:10]
+    [older] = re.findall(r'href="([^"]+)">Older versions', first)
+    rest = client.get(html.unescape(older)).text
+    assert re.findall(r">version (\d+)</a>", rest) == want[10:]
+    assert "Older versions" not in rest

@@ -10,10 +10,9 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from ui_support import Inspector, log_in
+from ui_support import SESSION_PAGES, Inspector, log_in
 
 from agentsession import SessionNotFound, SessionStatus
-from agentsession.ui import writes
 
 _HIDDEN = re.compile(r'<input type="hidden" name="(\w+)" value="([^"]*)">')
 
@@ -44,7 +43,7 @@ def test_the_session_page_links_each_action_to_its_confirm_page(
 
 
 def test_close_needs_the_confirm_step_and_csrf_then_writes_once(
-    client: TestClient, inspector: Inspector, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, inspector: Inspector
 ) -> None:
     log_in(client, inspector.alice)
     sm, sid = inspector.manager, inspector.seeded.alice_session
@@ -62,7 +61,6 @@ def test_close_needs_the_confirm_step_and_csrf_then_writes_once(
     assert first.headers["location"] == second.headers["location"] == f"/ui/sessions/{sid}"
     after = sm.get_session(**a)
     assert after.status == SessionStatus.CLOSED and after.version == before.version + 1
-    monkeypatch.setattr(writes, "_seen", writes._Seen())  # another worker: the manager replays
     third = post(client, sid, "close", form)
     assert third.status_code == 303 and sm.get_session(**a) == after
     [event] = [e for e in sm.get_audit_log(**a, limit=100) if e.version_after == after.version]
@@ -148,4 +146,26 @@ def test_a_key_not_the_owners_is_read_only(client: TestClient, inspector: Inspec
     log_in(client, inspector.bob)
     assert client.get(f"/ui/sessions/{sid}/do/close?v=1").status_code == 404
     assert post(client, sid, "close", form).status_code in (403, 404)
+    assert sm.get_session(**a).status == SessionStatus.ACTIVE
+
+
+def test_a_read_key_sees_every_page_and_writes_nothing(
+    client: TestClient, inspector: Inspector
+) -> None:
+    """A ``read`` key of the owner signs in, sees the session's pages, and is offered no
+    write; a forged write is refused and changes nothing."""
+    sm, sid = inspector.manager, inspector.seeded.alice_session
+    a = {"session_id": sid, "user_id": "alice"}
+    read_key = inspector.app.state.services.keys.create(user_id="alice", scope="read")[1]
+    log_in(client, inspector.alice)
+    form = confirm(client, sid, "close", v=sm.get_session(**a).version)
+    client.cookies.clear()
+    assert log_in(client, read_key).status_code == 303
+    for page in SESSION_PAGES:
+        assert client.get(f"/ui/sessions/{sid}{page}").status_code == 200, page
+    page = client.get(f"/ui/sessions/{sid}").text
+    assert "Read-only" in page and "/do/" not in page
+    assert client.get(f"/ui/sessions/{sid}/do/close?v=1").status_code == 403
+    csrf = re.findall(r'name="csrf" value="([^"]*)"', page)[0]
+    assert post(client, sid, "close", {**form, "csrf": csrf}).status_code == 403
     assert sm.get_session(**a).status == SessionStatus.ACTIVE

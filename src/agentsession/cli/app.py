@@ -16,12 +16,15 @@ from .common import AdminOpt, JsonOpt, Options, UrlOpt, UserOpt, new_app
 from .db import db_app
 from .demo import demo, demo_continue
 from .erase import erase
+from .keyring import keyring_app
 from .lifecycle import close, delete, expire, restore, sweep
 from .search import search
 from .server import keys_app, serve
 from .sessions import sessions_app
+from .trace import trace_app
 from .transfer import export, import_app
 from .ui import ui
+from .usage import budget_app, usage
 
 __all__ = ["build_app", "main"]
 
@@ -58,9 +61,13 @@ def build_app() -> typer.Typer:
     app.command("serve")(serve)
     app.command("ui")(ui)
     app.command("search")(search)
+    app.command("usage")(usage)
+    app.add_typer(budget_app, name="budget")
     app.add_typer(keys_app, name="keys")
+    app.add_typer(keyring_app, name="keyring")
     app.command("export")(export)
     app.add_typer(import_app, name="import")
+    app.add_typer(trace_app, name="trace")
     _whole_summaries(app)
     return app
 

@@ -1,5 +1,5 @@
 """``agentsession erase --user USER``: erase a user's data, get it off the store's disk,
-remove the user's API keys from the key file, and say what the operator must still do
+remove the user's API keys from the key store, and say what the operator must still do
 (docs/security.md, "Erasure"). Declining the confirmation exits 1; no terminal to
 answer on without ``--yes`` exits 2."""
 
@@ -10,9 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from ..http.keys import FileKeyStore, default_keys_file
 from ..service import Erasure
-from ..settings import Settings
 from .common import (
     JsonOpt,
     UrlOpt,
@@ -25,6 +23,7 @@ from .common import (
     show,
 )
 from .render import count
+from .server import opened_keys
 
 __all__ = ["erase"]
 
@@ -45,8 +44,8 @@ KeysFileOpt = Annotated[
     typer.Option(
         "--keys-file",
         help="The API key file to remove the user's keys from.",
-        show_default="the one `serve` reads: AGENTSESSION_KEYS_FILE, else next to the "
-        "SQLite database",
+        show_default="the key store `serve` reads: AGENTSESSION_KEYS_FILE, else the "
+        "store's keys (AGENTSESSION_KEYS=store), else the file next to the SQLite database",
     ),
 ]
 
@@ -74,18 +73,18 @@ def erase(
     if not yes and not confirm(f"erase every session of {opts.user}, for good?", "erase"):
         typer.echo("not confirmed (pass --yes): nothing erased", err=True)
         raise typer.Exit(1)
-    # Checked before erasing: an untrusted key file stops the command, not half of it.
-    keys = FileKeyStore(keys_file or default_keys_file(Settings(url=opts.url)))
-    with open_manager(opts) as sm:
-        erasure = sm.erase_user(
-            user_id=opts.principal, target_user_id=opts.user, admin=opts.admin, compact=compact
-        )
-        store_url = sm.store.url
-    removed = keys.remove_user(opts.user)
+    # Opened before erasing: an untrusted key file stops the command, not half of it.
+    with opened_keys(opts.url, keys_file) as (keys, where):
+        with open_manager(opts) as sm:
+            erasure = sm.erase_user(
+                user_id=opts.principal, target_user_id=opts.user, admin=opts.admin, compact=compact
+            )
+            store_url = sm.store.url
+        removed = keys.remove_user(opts.user)
     show(
         opts,
-        _as_data(opts.user, store_url, erasure, (removed, str(keys.path))),
-        Text(_as_text(opts.user, store_url, erasure, (removed, str(keys.path)))),
+        _as_data(opts.user, store_url, erasure, (removed, where)),
+        Text(_as_text(opts.user, store_url, erasure, (removed, where))),
     )
 
 

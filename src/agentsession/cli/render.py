@@ -22,6 +22,7 @@ from rich.text import Text
 from ..ids import ID_PATTERN
 from ..models import (
     AuditEvent,
+    Budget,
     Message,
     Rewind,
     RewindResult,
@@ -30,12 +31,14 @@ from ..models import (
     SearchHit,
     Session,
     ToolCall,
+    UsageTotal,
     WorkingMemory,
 )
 from .fit import Cell, Column, FitTable
 
 __all__ = [
     "audit_table",
+    "budget_table",
     "count",
     "memory_table",
     "messages_table",
@@ -48,6 +51,7 @@ __all__ = [
     "steps_table",
     "to_json",
     "tools_table",
+    "usage_table",
 ]
 
 _STATUS_STYLE = {
@@ -309,6 +313,49 @@ def search_table(hits: Sequence[SearchHit]) -> FitTable:
         Column("score"),
     ]
     return FitTable("search", columns, rows, "no matches")
+
+
+def usage_table(group_by: str, totals: Sequence[UsageTotal]) -> FitTable:
+    """Usage totals: the group, the token counts, runs, and cost (blank: no price)."""
+    rows: list[list[Cell]] = [
+        [
+            Text(t.group if t.group is not None else "(none)"),
+            str(t.input_tokens),
+            str(t.output_tokens),
+            str(t.cache_read_tokens),
+            str(t.cache_write_tokens),
+            str(t.reasoning_tokens),
+            str(t.total_tokens),
+            str(t.runs),
+            "" if t.cost is None else f"{t.cost:.4f}",
+        ]
+        for t in totals
+    ]
+    columns = [
+        Column(group_by),
+        Column("input"),
+        Column("output"),
+        Column("cache read"),
+        Column("cache write"),
+        Column("reasoning"),
+        Column("total"),
+        Column("runs"),
+        Column("cost"),
+    ]
+    return FitTable("usage", columns, rows, "no usage")
+
+
+def budget_table(budget: Budget) -> Table:
+    """One budget: whose, its bounds and what is used of them."""
+    table = Table(title="budget", show_header=False)
+    of = f"session {budget.session_id}" if budget.session_id else f"user {budget.user_id}"
+    table.add_row("of", Text(of))
+    table.add_row("max tokens", "none" if budget.max_tokens is None else str(budget.max_tokens))
+    table.add_row("used tokens", str(budget.used_tokens))
+    table.add_row("max cost", "none" if budget.max_cost is None else f"{budget.max_cost:.4f}")
+    used = "no prices" if budget.used_cost is None else f"{budget.used_cost:.4f}"
+    table.add_row("used cost", used)
+    return table
 
 
 def _tool_message(content: Any) -> str | Text:

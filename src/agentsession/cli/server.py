@@ -15,7 +15,9 @@ import contextlib
 import os
 import shlex
 import socket
+import tempfile
 from collections.abc import Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -24,9 +26,9 @@ from ..settings import Settings
 from .common import UrlOpt, UsageError, cli_errors, new_app, require_database, resolve_options
 
 if TYPE_CHECKING:
-    from ..http.keys import FileKeyStore
+    from ..apikeys import KeyStore
 
-__all__ = ["keys_app", "serve"]
+__all__ = ["keys_app", "opened_keys", "serve"]
 
 KeysFileOpt = Annotated[
     str | None,
@@ -38,33 +40,59 @@ KeysFileOpt = Annotated[
     ),
 ]
 
+#: prometheus-client's multiprocess directory (agentsession.http.metrics.MULTIPROC_ENV).
+_MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
 keys_app = new_app("Create, list and revoke API keys of the HTTP service.")
 
 
-def _key_store(ctx: typer.Context, keys_file: str | None, url: str | None) -> FileKeyStore:
-    """The key file: ``--keys-file``, else the one next to the store ``--url`` names
-    (given after the command or before it, else ``AGENTSESSION_URL``), as ``serve
-    --url`` reads it.
+@contextlib.contextmanager
+def opened_keys(url: str, keys_file: str | None) -> Iterator[tuple[KeyStore, str]]:
+    """The key store ``serve --url URL`` uses, and where it is (for messages): the key
+    file ``keys_file`` (else ``AGENTSESSION_KEYS_FILE``), else the session store's key
+    table when keys are kept in the store (:func:`~agentsession.http.keys.keys_in_store`),
+    else the key file next to the store. The store is closed when the block ends.
 
     Raises:
         UsageError: the key file would be the one next to an SQLite database that does
-            not exist (a mistyped ``--url``): listing it would show nothing and
-            creating a key would file it beside no database.
+            not exist (a mistyped ``--url``), or the store is such a database.
+        AgentSessionError: the store cannot be opened (its schema out of date...).
     """
-    from ..http.keys import FileKeyStore, default_keys_file
+    from ..http.keys import FileKeyStore, default_keys_file, keys_in_store, open_key_store
+    from ..service import SessionManager
 
-    settings = Settings()
-    settings = settings.model_copy(
-        update={"url": resolve_options(ctx, url, None, False, False).url}
-    )
-    if keys_file is None and settings.keys_file is None:
-        require_database(settings.url)
-    return FileKeyStore(keys_file or default_keys_file(settings))
+    settings = Settings().model_copy(update={"url": url})
+    if keys_file is not None or not keys_in_store(settings):
+        if keys_file is None and settings.keys_file is None:
+            require_database(settings.url)
+        store = FileKeyStore(keys_file or default_keys_file(settings))
+        yield store, str(store.path)
+        return
+    require_database(settings.url)
+    manager = SessionManager.from_url(settings.url, **settings.manager_options())
+    try:
+        yield open_key_store(settings, manager.store), f"the store {manager.store.url}"
+    finally:
+        manager.close()
+
+
+@contextlib.contextmanager
+def _keys(
+    ctx: typer.Context, keys_file: str | None, url: str | None
+) -> Iterator[tuple[KeyStore, str]]:
+    """:func:`opened_keys` for ``--url`` (given after the command or before it, else
+    ``AGENTSESSION_URL``, as ``serve --url`` reads it), its errors printed (exit 2)."""
+    with (
+        _key_errors(),
+        opened_keys(resolve_options(ctx, url, None, False, False).url, keys_file) as found,
+    ):
+        yield found
 
 
 @contextlib.contextmanager
 def _key_errors() -> Iterator[None]:
-    """Print an error of the key file (an untrusted file, an OS error) and exit 2."""
+    """Print an error of the key store (an untrusted file, an OS error, a store that
+    cannot be opened, a bad option) and exit 2."""
     from ..errors import AgentSessionError
 
     try:
@@ -81,20 +109,31 @@ def keys_create(
     user: str = typer.Option(..., "--user", help="The user the key acts as."),
     admin: bool = typer.Option(False, "--admin", help="May act on every user's sessions."),
     name: str | None = typer.Option(None, "--name", help="A label, e.g. the machine."),
+    scope: str = typer.Option(
+        "write", "--scope", help="read (reads only) or write (reads and writes)."
+    ),
+    expires_at: datetime | None = typer.Option(
+        None,
+        "--expires-at",
+        formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z"],
+        help="When the key stops working (ISO 8601 with a zone, e.g. 2027-01-01T00:00:00Z).",
+    ),
     keys_file: KeysFileOpt = None,
     url: UrlOpt = None,
 ) -> None:
     """Create a key and print its token once (only its SHA-256 hash is stored); exit 2
-    if the key file could have been written by another user, or if it would go next
+    if the key store cannot be used (a key file another user could have written, a
+    store that cannot be opened) or an option is invalid, or if the key would go next
     to an SQLite database that does not exist (create the database first, or give
     --keys-file)."""
-    with _key_errors():
-        store = _key_store(ctx, keys_file, url)
-        key, token = store.create(user_id=user, admin=admin, name=name)
+    with _keys(ctx, keys_file, url) as (store, where), _key_errors():
+        key, token = store.create(
+            user_id=user, admin=admin, name=name, scope=scope, expires_at=expires_at
+        )
     typer.echo(token)
     role = "admin" if admin else "user"
     typer.echo(
-        f"key {key.key_id} for {user} ({role}) stored in {store.path}; "
+        f"key {key.key_id} for {user} ({role}, {key.scope}) stored in {where}; "
         "the token above is shown only now",
         err=True,
     )
@@ -108,14 +147,14 @@ def keys_revoke(
     keys_file: KeysFileOpt = None,
     url: UrlOpt = None,
 ) -> None:
-    """Revoke a key; requests with it are refused within about a second. Exit 1 if
-    there is no such active key, 2 if the key file is not trusted or would be next to
-    an SQLite database that does not exist."""
-    with _key_errors():
-        store = _key_store(ctx, keys_file, url)
+    """Revoke a key; requests with it are refused within about a second (a key file)
+    or AGENTSESSION_KEYS_CACHE_SECONDS (the store, 5 s by default) on every instance.
+    Exit 1 if there is no such active key, 2 if the key store cannot be used or would
+    be next to an SQLite database that does not exist."""
+    with _keys(ctx, keys_file, url) as (store, where), _key_errors():
         revoked = store.revoke(key_id.split(".", 1)[0])
     if not revoked:
-        typer.echo(f"no active key {key_id!r} in {store.path}", err=True)
+        typer.echo(f"no active key {key_id!r} in {where}", err=True)
         raise typer.Exit(1)
     typer.echo(f"revoked {key_id.split('.', 1)[0]}")
 
@@ -123,18 +162,44 @@ def keys_revoke(
 @keys_app.command("list")
 @cli_errors
 def keys_list(ctx: typer.Context, keys_file: KeysFileOpt = None, url: UrlOpt = None) -> None:
-    """List keys (ids, users, roles; never tokens), or one line naming the key file
-    when it holds none; exit 2 if the key file is not trusted or would be next to an
-    SQLite database that does not exist."""
-    with _key_errors():
-        store = _key_store(ctx, keys_file, url)
+    """List keys, one a line, tab-separated: id, user, role, created, state (active,
+    expired or revoked), scope, name, last used (never
+    tokens); or one line naming the key store when it holds none; exit 2 if the key
+    store cannot be used or would be next to an SQLite database that does not exist."""
+    with _keys(ctx, keys_file, url) as (store, where), _key_errors():
         keys = store.list()
     if not keys:
-        typer.echo(f"no keys in {store.path}", err=True)
+        typer.echo(f"no keys in {where}", err=True)
     for key in keys:
-        state = f"revoked {key.revoked_at}" if key.revoked_at else "active"
+        if key.revoked_at:
+            state = f"revoked {key.revoked_at}"
+        else:
+            state = "active" if key.usable() else f"expired {key.expires_at}"
         role = "admin" if key.admin else "user"
-        typer.echo(f"{key.key_id}\t{key.user_id}\t{role}\t{key.created_at}\t{state}")
+        fields = [key.key_id, key.user_id, role, key.created_at, state, key.scope]
+        fields += [key.name or "-", key.last_used_at or "-"]
+        typer.echo("\t".join(fields))
+
+
+@keys_app.command("import")
+@cli_errors
+def keys_import(
+    ctx: typer.Context,
+    path: str = typer.Argument(..., help="The key file to import (FileKeyStore's JSON)."),
+    keys_file: KeysFileOpt = None,
+    url: UrlOpt = None,
+) -> None:
+    """Copy every key of a key file (revoked ones too, hashes only) into the key store
+    that `serve` uses, keeping ids, users, scopes and times; keys already there are
+    left as they are. Prints how many were imported and skipped; exit 2 if the file is
+    not a trusted key file or the key store cannot be used."""
+    from ..http.keys import FileKeyStore
+
+    with _key_errors():
+        found = FileKeyStore(path).list()
+    with _keys(ctx, keys_file, url) as (store, where), _key_errors():
+        added = sum(store.add(key) for key in found)
+    typer.echo(f"imported {added} keys into {where}; {len(found) - added} were there already")
 
 
 def _check_listen(host: str, port: int) -> None:
@@ -154,29 +219,42 @@ def _check_listen(host: str, port: int) -> None:
 
 
 def _preflight(settings: Settings) -> None:
-    """Open the store and the key file once, as each worker will, so that a bad setting
-    (a short tombstone key, an unsafe database directory, a schema out of date) is one
-    ``error:`` line and an exit code here, not a traceback from every worker; warn on
-    stderr when the key file holds no active key (every request would be a 401).
+    """Open the store and the key store once, as each worker will, so that a bad
+    setting (a short tombstone key, an unsafe database directory, a schema out of date)
+    is one ``error:`` line and an exit code here, not a traceback from every worker;
+    warn on stderr when the key store holds no active key (every request would be a
+    401), naming the command that makes one.
 
     Raises:
         typer.Exit: code 2, the key file is not a key file or is not trusted.
         AgentSessionError: as :meth:`SessionManager.from_url` raises it.
     """
-    from ..http.keys import open_key_store
+    from ..http.keys import keys_in_store
     from ..service import SessionManager
 
-    with _key_errors():  # a key file that is not one, or untrusted: exit 2
-        keys = open_key_store(settings)
-        active = any(key.revoked_at is None for key in keys.list())
+    with _key_errors(), opened_keys(settings.url, None) as (keys, where):  # bad key file: exit 2
+        active = any(key.usable() for key in keys.list())
     SessionManager.from_url(settings.url, **settings.manager_options()).close()
     if not active:
-        path = shlex.quote(str(keys.path))
+        make = "agentsession keys create --user USER"
+        if not keys_in_store(settings):
+            make += f" --keys-file {shlex.quote(where)}"
         typer.echo(
-            f"warning: no API key in {keys.path}: every request will be answered 401. "
-            f"Create one with: agentsession keys create --user USER --keys-file {path}",
+            f"warning: no API key in {where}: every request will be answered 401. "
+            f"Create one with: {make}",
             err=True,
         )
+
+
+def _metrics_dir(settings: Settings, workers: int) -> tempfile.TemporaryDirectory[str] | None:
+    """With ``/metrics`` on and several workers, a fresh directory for
+    prometheus-client's multiprocess mode, named in ``PROMETHEUS_MULTIPROC_DIR`` for the
+    workers (one the operator set is kept: None); removed when ``serve`` ends."""
+    if settings.metrics_token is None or workers == 1 or os.environ.get(_MULTIPROC_ENV):
+        return None
+    made = tempfile.TemporaryDirectory(prefix="agentsession-metrics-")
+    os.environ[_MULTIPROC_ENV] = made.name
+    return made
 
 
 def _checked(value: int | None, name: str, low: int, high: int | None, settings: Settings) -> int:
@@ -237,6 +315,9 @@ def serve(
     settings = Settings()
     listen_port = _checked(port, "port", 1, 65535, settings)
     worker_count = _checked(workers, "workers", 1, None, settings)
+    # Each worker reads it: with several, failed authentications are counted in the store.
+    os.environ["AGENTSESSION_WORKERS"] = str(worker_count)
+    metrics_dir = _metrics_dir(settings, worker_count)
     # With auto-migrate the service creates a missing database and its schema.
     require_database(settings.url, create=settings.auto_migrate)
     listen_host = host or settings.host
@@ -260,3 +341,5 @@ def serve(
         access_log=False,
         log_config=uvicorn_log_config(),
     )
+    if metrics_dir is not None:
+        metrics_dir.cleanup()

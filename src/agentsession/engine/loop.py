@@ -44,6 +44,7 @@ from ..errors import ValidationError
 from ..fieldlimits import CALL_ID_CHARS, STEP_NAME_CHARS, TOOL_NAME_CHARS
 from ..ids import is_label
 from ..models import Page, Run, RunStatus, ToolCall
+from ..usage import check_model
 from .heartbeat import Heartbeat
 from .model import Decision, Model, ModelContext, ToolRequest, TurnResult
 from .tools import UPDATE_MEMORY, ProjectTools, ToolOutcome
@@ -101,10 +102,32 @@ class _Turn:
     user_seq: int
     run: Run | None = None
     heartbeat: Heartbeat | None = None
-    usage: dict[str, int] = field(default_factory=dict)
+    # The open run's token counts by model (None: the model did not say which).
+    usage: dict[str | None, dict[str, int]] = field(default_factory=dict)
     run_ids: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
+
+
+def _model_name(model: str | None) -> str | None:
+    """The model's name as the usage ledger takes it, or None when it has none that
+    fits (``check_model``): the usage is then entered under no model."""
+    try:
+        return check_model(model)
+    except ValidationError:
+        return None
+
+
+def _usage_arguments(usage: dict[str | None, dict[str, int]]) -> dict[str, Any]:
+    """``finish_run``'s usage arguments for a run's counts by model: none, one model's
+    ``usage`` and ``model``, or ``usage_by_model`` (counts of no model under
+    ``"unknown"``)."""
+    if not usage:
+        return {}
+    if len(usage) == 1:
+        [(model, counts)] = usage.items()
+        return {"usage": counts, "model": model}
+    return {"usage_by_model": {m or "unknown": c for m, c in usage.items()}}
 
 
 def _now() -> datetime:
@@ -272,12 +295,13 @@ class AgentEngine:
             status=status,
             error=error,
             output=output,
-            usage=turn.usage or None,
+            **_usage_arguments(turn.usage),
         )
         turn.run = None
         self._emit(
             "run_finished",
             run.status.value,
+            session_id=session_id,
             run_id=run.run_id,
             seq=run.seq,
             status=run.status.value,
@@ -288,8 +312,10 @@ class AgentEngine:
         self, session_id: str, turn: _Turn, decision: Decision, started: datetime
     ) -> None:
         assert turn.run is not None
-        for key, value in decision.usage.items():
-            turn.usage[key] = turn.usage.get(key, 0) + value
+        if decision.usage:
+            counts = turn.usage.setdefault(_model_name(decision.model), {})
+            for key, value in decision.usage.items():
+                counts[key] = counts.get(key, 0) + value
         self.manager.add_run_step(
             session_id=session_id,
             user_id=self.user_id,

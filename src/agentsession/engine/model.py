@@ -18,7 +18,7 @@ import json
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 from uuid import uuid4
@@ -113,7 +113,10 @@ class Decision:
         new_run: start a new run (a new task phase) with this input before acting.
         failed: the final reply reports failure; the run ends FAILED with this error.
         usage: token counts of this model call (``input_tokens``, ``output_tokens``,
-            ``total_tokens``), if the model reports them.
+            ``total_tokens``, and ``cache_read_tokens`` and ``reasoning_tokens`` when
+            reported; the names of :mod:`agentsession.usage`), if the model reports them.
+        model: the name of the model that answered, if known: the usage ledger's
+            model of ``usage``.
     """
 
     tool_calls: tuple[ToolRequest, ...] = ()
@@ -121,6 +124,7 @@ class Decision:
     new_run: str | None = None
     failed: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    model: str | None = None
 
 
 class Model(Protocol):
@@ -528,7 +532,10 @@ class OpenAIChatModel:
             data = response.json()
         except (httpx.HTTPError, ValueError) as exc:
             raise ModelError(f"chat completion failed: {exc}") from exc
-        return parse_completion(data)
+        decision = parse_completion(data)
+        if decision.model is None and decision.usage:  # the model this request named
+            decision = replace(decision, model=self.model)
+        return decision
 
     def _system(self, ctx: ModelContext) -> str:
         history = [
@@ -563,7 +570,9 @@ def parse_completion(data: Any) -> Decision:
     """Turn a chat-completions response body into a :class:`Decision`.
 
     ``begin_phase`` calls become ``new_run``; ``usage`` is mapped to ``input_tokens``,
-    ``output_tokens`` and ``total_tokens``.
+    ``output_tokens`` and ``total_tokens``, and its details' ``cached_tokens`` and
+    ``reasoning_tokens`` to ``cache_read_tokens`` and ``reasoning_tokens``; the body's
+    ``model`` (the model that answered) is the decision's.
 
     Raises:
         ModelError: the body has no ``choices[0].message`` or a tool call's
@@ -597,7 +606,22 @@ def parse_completion(data: Any) -> Decision:
         )
         if isinstance(usage.get(theirs), int)
     }
+    for mine, details, theirs in (
+        ("cache_read_tokens", "prompt_tokens_details", "cached_tokens"),
+        ("reasoning_tokens", "completion_tokens_details", "reasoning_tokens"),
+    ):
+        part = usage.get(details)
+        value = part.get(theirs) if isinstance(part, dict) else None
+        if type(value) is int and value > 0:
+            counts[mine] = value
     text = message.get("content")
     if not calls and text is None and new_run is None:
         text = ""
-    return Decision(tool_calls=tuple(calls), text=text, new_run=new_run, usage=counts)
+    model = data.get("model")
+    return Decision(
+        tool_calls=tuple(calls),
+        text=text,
+        new_run=new_run,
+        usage=counts,
+        model=model if isinstance(model, str) and model else None,
+    )

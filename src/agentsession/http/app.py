@@ -12,10 +12,12 @@ import asyncio
 import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
 from .. import __version__
+from ..errors import ValidationError
 from ..service import AsyncSessionManager, SessionManager
 from ..settings import Settings
 from ..ui import install_ui
@@ -23,12 +25,15 @@ from .authlimit import AuthFailureLimiter
 from .changestream import event_stream_routes
 from .deps import Services
 from .guards import GuardMiddleware, HeaderLimits
-from .keys import KeyStore, open_key_store
+from .keys import KeyStore, keys_in_store, open_key_store
 from .middleware import EdgeMiddleware
 from .openapi import install_openapi
 from .problems import install_handlers
 from .routes import routers
 from .routing import operation_id
+
+if TYPE_CHECKING:
+    from .jwtauth import JwtVerifier
 
 __all__ = ["create_app"]
 
@@ -46,15 +51,16 @@ def create_app(
             closed at shutdown). None: open ``settings.url`` in the lifespan, with
             ``settings.auto_migrate``, and close it at shutdown.
         settings: defaults to ``Settings()`` (the ``AGENTSESSION_*`` environment).
-        keys: the API key store; default the key file of ``settings``
-            (see :mod:`agentsession.http.keys`). Tests pass a ``MemoryKeyStore``.
+        keys: the API key store; default the one ``settings`` name, the session
+            store's key table or a key file (:func:`.keys.open_key_store`). Tests
+            pass a ``MemoryKeyStore``.
 
     Returns:
         The app; with ``manager`` given it is usable without running its lifespan.
     """
     config = settings if settings is not None else Settings()
-    key_store = keys if keys is not None else open_key_store(config)
-    auth_limiter = AuthFailureLimiter.of(config)
+    key_store = keys if keys is not None or keys_in_store(config) else open_key_store(config)
+    verifier = _jwt_verifier(config)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -68,7 +74,9 @@ def create_app(
             functools.partial(SessionManager.from_url, config.url, **config.manager_options())
         )
         calls = _threaded(opened, config)
-        app.state.services = Services(calls, key_store, config, auth_limiter)
+        chosen = key_store or open_key_store(config, opened.store)
+        limiter = AuthFailureLimiter.of(config, opened.store)
+        app.state.services = Services(calls, chosen, config, limiter, verifier)
         try:
             yield
         finally:
@@ -96,10 +104,13 @@ def create_app(
         generate_unique_id_function=operation_id,
     )
     if manager is not None:
-        app.state.services = Services(_threaded(manager, config), key_store, config, auth_limiter)
+        chosen = key_store or open_key_store(config, manager.store)
+        limiter = AuthFailureLimiter.of(config, manager.store)
+        app.state.services = Services(_threaded(manager, config), chosen, config, limiter, verifier)
     install_handlers(app)
     _add_routes(app)
     install_ui(app)
+    _install_observers(app, config)
     # Added innermost first: the edge (request id, access line, catch-all 500) wraps
     # everything, so even a 500 carries the id, and the access log sees every answer,
     # the refusals of the limits too.
@@ -112,6 +123,64 @@ def create_app(
     )
     app.add_middleware(EdgeMiddleware)
     return app
+
+
+def _jwt_verifier(config: Settings) -> JwtVerifier | None:
+    """The JWT verifier ``config.jwt_jwks`` asks for (:mod:`.jwtauth`), or None.
+
+    Raises:
+        ValidationError: a JWT setting is wrong, or PyJWT (the ``jwt`` extra) is missing.
+    """
+    if config.jwt_jwks is None:
+        return None
+    try:
+        from .jwtauth import JwtVerifier
+    except ImportError as exc:
+        raise ValidationError(
+            "AGENTSESSION_JWT_JWKS needs: pip install 'agentsession[jwt]'", field="jwt_jwks"
+        ) from exc
+    return JwtVerifier(config)
+
+
+def _install_observers(app: FastAPI, config: Settings) -> None:
+    """``/metrics`` when ``config.metrics_token`` is set, request spans when
+    ``config.otel_traces`` is on (each its extra)."""
+    if config.metrics_token is not None:
+        _install_metrics(app, config)
+    if config.otel_traces:
+        _install_tracing(app)
+
+
+def _install_tracing(app: FastAPI) -> None:
+    """Request and store-call spans (:mod:`.otel`), whose SDK is the ``otel`` extra.
+
+    Raises:
+        ValidationError: ``AGENTSESSION_OTEL_TRACES`` is on and the extra is missing.
+    """
+    try:
+        from .otel import install_tracing
+    except ImportError as exc:
+        raise ValidationError(
+            "AGENTSESSION_OTEL_TRACES needs: pip install 'agentsession[otel]'", field="otel_traces"
+        ) from exc
+    install_tracing(app)
+
+
+def _install_metrics(app: FastAPI, config: Settings) -> None:
+    """``GET /metrics`` (:mod:`.metrics`), whose prometheus-client is the ``metrics``
+    extra.
+
+    Raises:
+        ValidationError: ``AGENTSESSION_METRICS_TOKEN`` is set and the extra is missing.
+    """
+    try:
+        from .metrics import install_metrics
+    except ImportError as exc:
+        raise ValidationError(
+            "AGENTSESSION_METRICS_TOKEN needs: pip install 'agentsession[metrics]'",
+            field="metrics_token",
+        ) from exc
+    install_metrics(app, config)
 
 
 def _add_routes(app: FastAPI) -> None:

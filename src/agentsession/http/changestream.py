@@ -19,11 +19,12 @@ without an event, so proxies keep the connection open.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -32,6 +33,7 @@ from starlette.types import Scope
 
 from ..errors import AgentSessionError
 from ..models import AuditEvent, Change
+from ..observe import note
 from ..principal import Principal
 from ..service import AsyncSessionManager
 from ..service.feed import FeedQuery, feed_query
@@ -39,12 +41,20 @@ from .deps import _bearer, authenticate, dump, services
 from .guards import is_event_stream
 from .problems import Overloaded
 
-__all__ = ["ChangeHub", "EventStreamRoute", "event_stream_routes"]
+__all__ = ["ChangeHub", "EventStreamRoute", "event_stream_routes", "open_stream"]
 
 logger = logging.getLogger(__name__)
 
 #: Events per store read, the hub's and a subscriber's own.
 PAGE = 500
+
+
+class Held(NamedTuple):
+    """A change in the hub's ring: its cursor, its event and its event-stream text."""
+
+    cursor: str
+    event: AuditEvent
+    text: str
 
 
 def cursor_key(cursor: str) -> tuple[int, ...]:
@@ -80,7 +90,7 @@ class ChangeHub:
         self.poll_seconds = poll_seconds
         self.heartbeat_seconds = heartbeat_seconds
         self.polls = 0  # store reads made, for tests and metrics
-        self._ring: deque[tuple[str, AuditEvent]] = deque(maxlen=ring)
+        self._ring: deque[Held] = deque(maxlen=ring)
         self._count = 0  # changes ever put in the ring: a subscriber's mark
         self._cursor: str | None = None
         self._subscribers = 0
@@ -92,6 +102,7 @@ class ChangeHub:
         """Count a subscriber in, start the loop if need be, and return the mark of
         the ring's end: the changes after it reach the subscriber from the ring."""
         self._subscribers += 1
+        note("feed_subscribers", 1)
         if self._task is None:
             self._started = asyncio.Event()
             self._task = asyncio.create_task(self._run(self._started))
@@ -106,18 +117,22 @@ class ChangeHub:
     def leave(self) -> None:
         """Count a subscriber out; the loop ends after its next read if none is left."""
         self._subscribers -= 1
+        note("feed_subscribers", -1)
 
     def mark(self) -> int:
         """The ring's end: how many changes it was ever given."""
         return self._count
 
-    def since(self, mark: int) -> tuple[list[tuple[str, AuditEvent]], int] | None:
+    def since(self, mark: int) -> tuple[list[Held], int] | None:
         """The ring's changes after ``mark`` and the new mark; None when the ring no
-        longer holds all of them (the subscriber must catch up by itself)."""
+        longer holds all of them (the subscriber must catch up by itself). Costs the
+        changes returned, not the ring's length: every subscriber asks after each read."""
         behind = self._count - mark
         if behind > len(self._ring):
             return None
-        return list(self._ring)[len(self._ring) - behind :], self._count
+        newest = list(itertools.islice(reversed(self._ring), behind))
+        newest.reverse()
+        return newest, self._count
 
     async def wait(self, seconds: float) -> bool:
         """Wait for the next change in the ring, at most ``seconds``; True if one came."""
@@ -151,7 +166,8 @@ class ChangeHub:
             self.polls += 1
             self._cursor = read.resume or self._cursor
             if read.changes:
-                self._ring.extend(read.changes)
+                # Each event's text is made once here, not once per subscriber.
+                self._ring.extend(Held(c, e, _event(c, e)) for c, e in read.changes)
                 self._count += len(read.changes)
                 tick, self._tick = self._tick, asyncio.Event()
                 tick.set()
@@ -171,9 +187,11 @@ def hub_of(request: Request) -> ChangeHub:
     return hub
 
 
-def _event(change: Change) -> str:
+def _event(cursor: str, event: AuditEvent) -> str:
+    """The Server-Sent Event of one change: ``id`` its cursor, ``data`` the change."""
+    change = event if isinstance(event, Change) else Change(**dict(event), cursor=cursor)
     data = json.dumps(dump(change), separators=(",", ":"), ensure_ascii=False)
-    return f"id: {change.cursor}\nevent: change\ndata: {data}\n\n"
+    return f"id: {cursor}\nevent: change\ndata: {data}\n\n"
 
 
 class _Subscriber:
@@ -201,9 +219,15 @@ class _Subscriber:
                     yield text
                 while (found := self.hub.since(mark)) is not None:
                     changes, mark = found
-                    for cursor, event in changes:
-                        if self.query.selects(event) and self._new(cursor):
-                            yield self._send(cursor, event)
+                    # One write for all a read brought: a send costs the worker's loop
+                    # far more than the text, and every subscriber makes one per read.
+                    texts = [
+                        self._send(held.cursor, held.text)
+                        for held in changes
+                        if self.query.selects(held.event) and self._new(held.cursor)
+                    ]
+                    if texts:
+                        yield "".join(texts)
                     if not changes and not await self.hub.wait(self.hub.heartbeat_seconds):
                         yield ": keep-alive\n\n"
                 mark = self.hub.mark()  # fell behind the ring: catch up by itself
@@ -214,9 +238,13 @@ class _Subscriber:
         manager = self.hub.manager
         while True:
             page = await manager.changes(after=self.cursor, limit=PAGE, **self.arguments)
-            for change in page.items:
-                if self._new(change.cursor):
-                    yield self._send(change.cursor, change)
+            texts = [
+                self._send(change.cursor, _event(change.cursor, change))
+                for change in page.items
+                if self._new(change.cursor)
+            ]
+            if texts:
+                yield "".join(texts)
             self.cursor = page.next_cursor
             if not page.has_more:
                 return
@@ -224,10 +252,9 @@ class _Subscriber:
     def _new(self, cursor: str) -> bool:
         return self.sent is None or cursor_key(cursor) > self.sent
 
-    def _send(self, cursor: str, event: AuditEvent) -> str:
+    def _send(self, cursor: str, text: str) -> str:
         self.sent, self.cursor = cursor_key(cursor), cursor
-        change = event if isinstance(event, Change) else Change(**dict(event), cursor=cursor)
-        return _event(change)
+        return text
 
 
 async def stream_changes(request: Request) -> Response:
@@ -237,9 +264,33 @@ async def stream_changes(request: Request) -> Response:
     route's: 401, 403 (``all_users``), 404 (another user's session), 422 (a bad cursor).
     """
     principal = await authenticate(request, await _bearer(request))
-    session_id = request.path_params.get("session_id")
     all_users = request.query_params.get("all_users", "false").lower() in ("true", "1")
-    cursor = request.headers.get("last-event-id") or request.query_params.get("after")
+    return await open_stream(
+        request,
+        principal,
+        session_id=request.path_params.get("session_id"),
+        all_users=all_users,
+        cursor=request.headers.get("last-event-id") or request.query_params.get("after"),
+    )
+
+
+async def open_stream(
+    request: Request,
+    principal: Principal,
+    *,
+    session_id: str | None,
+    all_users: bool = False,
+    cursor: str | None,
+) -> StreamingResponse:
+    """The event stream of ``principal``'s changes after ``cursor`` (None: from the
+    oldest kept), of one session or all it may read, served from the app's hub: the
+    API's streams and the inspector's live tail alike.
+
+    Raises:
+        Overloaded: the hub serves ``max_streams`` already (503).
+        ValidationError, Forbidden, SessionNotFound: as ``changes`` (checked before the
+            stream starts).
+    """
     arguments: dict[str, Any] = {
         "user_id": principal.user_id,
         "admin": principal.admin,

@@ -9,9 +9,10 @@ answer is a replay of an idempotency key's first result (``Idempotent-Replayed``
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import orjson
 from fastapi import Depends, Header, Path, Request
@@ -23,14 +24,19 @@ from ..errors import AgentSessionError, NotFound, RunNotFound, SessionNotFound, 
 from ..fieldlimits import IDEMPOTENCY_KEY_CHARS
 from ..ids import is_id
 from ..models import Message, Page, RestoredSession, Session
+from ..observe import note
 from ..principal import Principal
 from ..protocol import PreconditionRequired, Unauthenticated, format_etag, parse_if_match
 from ..service import AsyncSessionManager, WriteReport, write_report
 from ..service.validation import check_key
 from ..settings import Settings
 from .authlimit import AuthFailureLimiter, key_id_of
-from .keys import KeyStore
+from .keys import KeyStore, StoreKeyStore
+
+if TYPE_CHECKING:
+    from .jwtauth import JwtVerifier
 from .schemas import IDEMPOTENCY_KEY, id_pattern
+from .scopes import check_scope
 
 __all__ = [
     "DOCUMENTED_BY",
@@ -62,6 +68,7 @@ class Services:
     keys: KeyStore
     settings: Settings
     auth_limiter: AuthFailureLimiter
+    jwt: JwtVerifier | None = None
 
 
 def services(request: Request) -> Services:
@@ -86,8 +93,9 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 async def authenticate(request: Request, credentials: Credentials) -> Principal:
     """The caller's principal; 401 without a valid key, 429 after too many failures.
 
-    Runs on the event loop: the key store's I/O is a stat of a small file at most once
-    a second (a read when it changed), cheaper than the thread hop FastAPI gives a sync
+    Runs on the event loop: a key file's I/O is a stat of a small file at most once
+    a second (a read when it changed), and the store's key table is read in a thread
+    only when its cache has no answer, cheaper than the thread hop FastAPI gives a sync
     dependency on every request.
 
     Raises:
@@ -95,26 +103,45 @@ async def authenticate(request: Request, credentials: Credentials) -> Principal:
             key id, that has failed too often lately (see :mod:`.authlimit`); a valid
             key is never refused.
         Unauthenticated: no key, or an unknown or revoked one.
+        InsufficientScope: the key's scope does not allow the route (:mod:`.scopes`).
     """
     svc = services(request)
     token = credentials.credentials if credentials is not None else None
-    principal = svc.keys.authenticate(token) if token else None
+    principal = await _principal(svc, token) if token else None
     if principal is None:
         address = request.client.host if request.client is not None else "unknown"
         key_id = key_id_of(token)
         limiter = svc.auth_limiter
-        blocked = limiter.address_blocked(address) or (
-            limiter.key_blocked(key_id) if key_id is not None else None
-        )
-        limiter.failed(address, key_id)
+        if limiter.shared:  # counted in the store: off the event loop
+            blocked = await asyncio.to_thread(limiter.refuse, address, key_id)
+        else:
+            blocked = limiter.refuse(address, key_id)
+        note("auth_failure", label="unauthenticated" if blocked is None else "refused")
         raise blocked or Unauthenticated(
             "a valid API key is required: send `Authorization: Bearer <key>`"
         )
+    check_scope(request, principal)
     request.state.principal = principal
     return principal
 
 
 Auth = Annotated[Principal, Depends(authenticate)]
+
+
+async def _principal(svc: Services, token: str) -> Principal | None:
+    """The principal of ``token``: a JWT when JWTs are on and it is no API key (verified
+    in a thread: a JWKS URL may be fetched); else an API key, a key file read on the
+    event loop (a stat at most once a second), the store's key table in a thread unless
+    its cache answers."""
+    if svc.jwt is not None and key_id_of(token) is None:
+        return await asyncio.to_thread(svc.jwt.principal, token)
+    keys = svc.keys
+    if not isinstance(keys, StoreKeyStore) or not keys.blocking:
+        return keys.authenticate(token)
+    hit, principal = keys.cached(token)
+    if hit:
+        return principal
+    return await asyncio.to_thread(keys.authenticate, token)
 
 
 #: The ``{session_id}`` path parameter.

@@ -1,49 +1,51 @@
-"""API keys: Bearer tokens whose SHA-256 hashes are kept in a small key store.
+"""API key stores of the HTTP service: the session store's key table, or a key file.
 
-A token looks like ``key_<26 base32 chars>.<43 url-safe chars>``: the part before the
-dot is the public key id (shown by ``agentsession keys create``, used to revoke), the
-rest 256 random bits. Only ``sha256(token)`` is stored; a token is printed once, at
-creation, and cannot be recovered.
+Tokens, hashes and the store's key table: :mod:`agentsession.apikeys`. Which store a
+service uses (:func:`open_key_store`): the key file ``AGENTSESSION_KEYS_FILE`` when set;
+else, with ``AGENTSESSION_KEYS=store`` (the default on PostgreSQL, MySQL/MariaDB and
+Redis), the session store's key table, shared by every instance on every machine; else
+(the default on SQLite and ``memory://``) a key file next to an SQLite database
+(``<db>.keys.json``), or ``agentsession-keys.json`` in the working directory.
 
-Two stores:
-
-* :class:`FileKeyStore`: a JSON file and its ``.lock`` (both mode 0600, tightened if
-  found only readable by others: :mod:`agentsession.privatefiles`), trusted only if
-  nobody else could have written it: a key file or lock that is a symbolic link or
-  belongs to another user (not root), a key file the group or others may write to,
-  or a directory every user may write to without the sticky bit is refused
-  (``StoreError``) at every (re)load, by default next to an SQLite
-  database (``<db>.keys.json``), else ``agentsession-keys.json`` in the working
-  directory; set ``AGENTSESSION_KEYS_FILE`` to choose. Writes take an exclusive
-  ``fcntl`` lock and replace the file atomically; every worker process re-reads it
-  when it changes (checked at most once per ``reload_interval`` seconds), so a revoked
-  key stops working everywhere within that interval. The session database stays
-  untouched: its schema belongs to the SQL store and its migrations.
-* :class:`MemoryKeyStore`: for tests and embedding.
+:class:`FileKeyStore`: a JSON file and its ``.lock`` (both mode 0600, tightened if
+found only readable by others: :mod:`agentsession.privatefiles`), trusted only if
+nobody else could have written it: a key file or lock that is a symbolic link or
+belongs to another user (not root), a key file the group or others may write to,
+or a directory every user may write to without the sticky bit is refused
+(``StoreError``) at every (re)load. Writes take an exclusive ``fcntl`` lock and replace
+the file atomically; every worker process re-reads it when it changes (checked at most
+once per ``reload_interval`` seconds), so a revoked key stops working everywhere within
+that interval. A key file records no last use.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
-import hashlib
 import json
 import logging
 import os
-import secrets
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticError
 
+from ..apikeys import (
+    ApiKey,
+    KeyStore,
+    MemoryKeyStore,
+    StoreKeyStore,
+    hash_token,
+    key_table,
+    new_key,
+)
 from ..errors import StoreError
-from ..ids import check_name, new_id
 from ..principal import Principal
 from ..privatefiles import check_directory, check_secret_file, open_private
 from ..settings import Settings
@@ -55,30 +57,14 @@ __all__ = [
     "KeyStore",
     "MemoryKeyStore",
     "Principal",
+    "StoreKeyStore",
     "default_keys_file",
     "hash_token",
+    "keys_in_store",
     "open_key_store",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKey:
-    """One stored key. ``token_sha256`` is the hex SHA-256 of the whole token."""
-
-    key_id: str
-    user_id: str
-    admin: bool
-    token_sha256: str
-    created_at: str
-    name: str | None = None
-    revoked_at: str | None = None
-
-    def principal(self) -> Principal:
-        """The principal a request with this key acts as: the key's user, an admin if
-        the key is one."""
-        return Principal(user_id=self.user_id, admin=self.admin)
 
 
 class KeyFileInvalid(StoreError):
@@ -92,87 +78,6 @@ class _KeyFile(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
     version: int
     keys: list[ApiKey]
-
-
-def hash_token(token: str) -> str:
-    """Return the hex SHA-256 of ``token`` (the only form a key store keeps)."""
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def _new_key(user_id: str, admin: bool, name: str | None) -> tuple[ApiKey, str]:
-    check_name(user_id, field="user_id")
-    key_id = new_id("key")
-    token = f"{key_id}.{secrets.token_urlsafe(32)}"
-    key = ApiKey(
-        key_id=key_id,
-        user_id=user_id,
-        admin=admin,
-        token_sha256=hash_token(token),
-        created_at=datetime.now(UTC).isoformat(),
-        name=name,
-    )
-    return key, token
-
-
-class KeyStore(Protocol):
-    """Where API keys live. Implementations are thread-safe."""
-
-    def authenticate(self, token: str) -> Principal | None:
-        """The principal of a valid, unrevoked ``token``; None for anything else."""
-        ...
-
-    def create(
-        self, *, user_id: str, admin: bool = False, name: str | None = None
-    ) -> tuple[ApiKey, str]:
-        """Store a new key; return it and its token (the only time the token exists)."""
-        ...
-
-    def revoke(self, key_id: str) -> bool:
-        """Revoke a key; False if there is no such unrevoked key."""
-        ...
-
-    def list(self) -> list[ApiKey]:
-        """Every key, revoked ones included, oldest first."""
-        ...
-
-
-class MemoryKeyStore:
-    """Keys in process memory (tests, embedding)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._keys: dict[str, ApiKey] = {}
-
-    def authenticate(self, token: str) -> Principal | None:
-        """See :meth:`KeyStore.authenticate`."""
-        with self._lock:
-            key = self._keys.get(hash_token(token))
-        if key is None or key.revoked_at is not None:
-            return None
-        return key.principal()
-
-    def create(
-        self, *, user_id: str, admin: bool = False, name: str | None = None
-    ) -> tuple[ApiKey, str]:
-        """See :meth:`KeyStore.create`."""
-        key, token = _new_key(user_id, admin, name)
-        with self._lock:
-            self._keys[key.token_sha256] = key
-        return key, token
-
-    def revoke(self, key_id: str) -> bool:
-        """See :meth:`KeyStore.revoke`."""
-        with self._lock:
-            for digest, key in self._keys.items():
-                if key.key_id == key_id and key.revoked_at is None:
-                    self._keys[digest] = replace(key, revoked_at=datetime.now(UTC).isoformat())
-                    return True
-        return False
-
-    def list(self) -> list[ApiKey]:
-        """See :meth:`KeyStore.list`."""
-        with self._lock:
-            return sorted(self._keys.values(), key=lambda k: k.created_at)
 
 
 class FileKeyStore:
@@ -202,22 +107,36 @@ class FileKeyStore:
         """See :meth:`KeyStore.authenticate`. At most once per ``reload_interval`` it
         stats the file, and reads it if it changed (small, local: the HTTP layer calls
         this on the event loop)."""
-        with self._lock:
-            if time.monotonic() - self._checked >= self._interval:
-                self._reload()
-            key = self._keys.get(hash_token(token))
-        if key is None or key.revoked_at is not None:
-            return None
-        return key.principal()
+        key = self._current().get(hash_token(token))
+        return key.principal() if key is not None and key.usable() else None
+
+    def find(self, key_id: str) -> ApiKey | None:
+        """See :meth:`KeyStore.find`."""
+        found = (k for k in self._current().values() if k.key_id == key_id and k.usable())
+        return next(found, None)
 
     def create(
-        self, *, user_id: str, admin: bool = False, name: str | None = None
+        self,
+        *,
+        user_id: str,
+        admin: bool = False,
+        name: str | None = None,
+        scope: str = "write",
+        expires_at: datetime | None = None,
     ) -> tuple[ApiKey, str]:
         """See :meth:`KeyStore.create`."""
-        key, token = _new_key(user_id, admin, name)
+        key, token = new_key(user_id, admin=admin, name=name, scope=scope, expires_at=expires_at)
         with self._locked() as keys:
             keys.append(key)
         return key, token
+
+    def add(self, key: ApiKey) -> bool:
+        """See :meth:`KeyStore.add`."""
+        with self._locked() as keys:
+            if any(k.key_id == key.key_id or k.token_sha256 == key.token_sha256 for k in keys):
+                return False
+            keys.append(key)
+        return True
 
     def revoke(self, key_id: str) -> bool:
         """See :meth:`KeyStore.revoke`."""
@@ -248,6 +167,13 @@ class FileKeyStore:
         return removed
 
     # ------------------------------------------------------------------ internals
+
+    def _current(self) -> dict[str, ApiKey]:
+        """The keys by token hash, the file re-read first if it may have changed."""
+        with self._lock:
+            if time.monotonic() - self._checked >= self._interval:
+                self._reload()
+            return self._keys
 
     def _check(self) -> None:
         """Refuse a key file another user could have written (see the module docstring).
@@ -362,6 +288,25 @@ def default_keys_file(settings: Settings) -> Path:
     return Path("agentsession-keys.json")
 
 
-def open_key_store(settings: Settings) -> FileKeyStore:
-    """The file key store ``settings`` names."""
-    return FileKeyStore(default_keys_file(settings))
+def keys_in_store(settings: Settings) -> bool:
+    """Whether ``settings`` keep API keys in the session store (see the module
+    docstring) rather than in a key file."""
+    if settings.keys_file is not None:
+        return False
+    if settings.keys is not None:
+        return settings.keys == "store"
+    return not settings.url.startswith(("sqlite", "memory"))
+
+
+def open_key_store(settings: Settings, store: Any = None) -> KeyStore:
+    """The key store ``settings`` name: the key table of ``store`` (the opened session
+    store of ``settings.url``) when :func:`keys_in_store`, else the key file.
+
+    Raises:
+        StoreError: keys are in the store and ``store`` is None or keeps none.
+    """
+    if not keys_in_store(settings):
+        return FileKeyStore(default_keys_file(settings))
+    if store is None:
+        raise StoreError("API keys are kept in the session store: open it first")
+    return StoreKeyStore(key_table(store), cache_seconds=settings.keys_cache_seconds)

@@ -28,12 +28,14 @@ from starlette.responses import JSONResponse, Response
 
 from ..errors import (
     AgentSessionError,
+    BudgetExceeded,
     Conflict,
     ContextBudgetTooSmall,
     Forbidden,
     IdempotencyKeyReused,
     IllegalTransition,
     ImportSourceError,
+    KeyringError,
     NotFound,
     PatchConflict,
     PayloadTooLarge,
@@ -102,6 +104,10 @@ class Problem:
 
 
 _STORE_DETAIL = "the store failed; nothing was written"
+_UNAVAILABLE_DETAIL = (
+    "the store is unreachable or full; retry after Retry-After seconds with the "
+    "same Idempotency-Key"
+)
 _NO_SEARCH_DETAIL = "search is not supported on this store: it keeps no search index"
 
 #: The ``Retry-After`` (seconds) of a 503 from the store: busy, unreachable or full.
@@ -127,6 +133,7 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     RunAlreadyRunning: Problem("Run Already Running"),
     RunNotRunning: Problem("Run Not Running"),
     RunLeaseExpired: Problem("Run Lease Expired"),
+    BudgetExceeded: Problem("Budget Exceeded"),
     ToolCallExists: Problem("Tool Call Exists"),
     SessionExists: Problem("Session Exists"),
     PatchConflict: Problem("Patch Conflict"),
@@ -135,12 +142,9 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     SearchNotSupported: Problem("Not Implemented", _NO_SEARCH_DETAIL, ("store",)),
     StoreError: Problem("Internal Server Error", _STORE_DETAIL, ()),
     StoreBusy: Problem("Service Unavailable", "the store is busy; retry shortly", ()),
-    StoreUnavailable: Problem(
-        "Service Unavailable",
-        "the store is unreachable or full; retry after Retry-After seconds with the "
-        "same Idempotency-Key",
-        (),
-    ),
+    StoreUnavailable: Problem("Service Unavailable", _UNAVAILABLE_DETAIL, ()),
+    # Never sent as it is: the handler answers a plain StoreUnavailable (see there).
+    KeyringError: Problem("Service Unavailable", _UNAVAILABLE_DETAIL, ()),
     SchemaOutOfDate: Problem("Internal Server Error", _STORE_DETAIL, ()),
     Unauthenticated: Problem("Unauthorized"),
     TooManyRequests: Problem("Too Many Requests"),
@@ -297,6 +301,10 @@ async def _on_agentsession_error(request: Request, exc: Exception) -> Response:
             return problem_response(blocked)
     if exc.http_status >= 500:
         log_failure(log, f"request failed ({exc.code})", exc)
+    if isinstance(exc, KeyringError):
+        # The server's own data cannot be opened: the client learns only that the store
+        # is unavailable; the log has the error's type and frames, never content.
+        return problem_response(StoreUnavailable())
     return problem_response(exc)
 
 

@@ -12,8 +12,9 @@ fields a client leaves out are told apart from explicit nulls via ``model_fields
 from __future__ import annotations
 
 import binascii
+import re
 from collections.abc import Collection
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from fastapi import Query
@@ -23,6 +24,7 @@ from ..fieldlimits import (
     CALL_ID_CHARS,
     EXTERNAL_KEY_CHARS,
     IDEMPOTENCY_KEY_CHARS,
+    MODEL_CHARS,
     NAME_CHARS,
     REASON_CHARS,
     RECORD_KEY_CHARS,
@@ -47,6 +49,7 @@ __all__ = [
     "EXTERNAL_KEY",
     "IDEMPOTENCY_KEY",
     "KEY_BOUND",
+    "MODEL",
     "NAME",
     "PAGE_MAX",
     "QUERY",
@@ -72,6 +75,8 @@ __all__ = [
     "RecordOut",
     "RecordToolCall",
     "RestoreSession",
+    "Rfc3339",
+    "SetBudget",
     "SharedMemoryOps",
     "StartRun",
     "StepIn",
@@ -101,6 +106,8 @@ EXTERNAL_KEY = rf"^[^\x00-\x1f\x7f-\x9f]{{1,{EXTERNAL_KEY_CHARS}}}$"
 #: A session record's namespace and key (``validation.check_record_name``).
 RECORD_NAMESPACE = rf"^[^\x00-\x1f\x7f-\x9f]{{0,{RECORD_NAMESPACE_CHARS}}}$"
 RECORD_KEY = rf"^[^\x00-\x1f\x7f-\x9f]{{1,{RECORD_KEY_CHARS}}}$"
+#: A model's name (``usage.check_model``): printable ASCII, no space.
+MODEL = rf"^[!-~]{{1,{MODEL_CHARS}}}$"
 #: Printable ASCII; no space at either end, which HTTP would strip from a header.
 IDEMPOTENCY_KEY = rf"^[!-~]([ -~]{{0,{IDEMPOTENCY_KEY_CHARS - 2}}}[!-~])?$"
 
@@ -163,6 +170,20 @@ QUERY: dict[str, Any] = {
         description="The text to find (case ignored): no NUL, not only spaces and line breaks.",
     ),
     "session_id": Query(pattern=id_pattern("ses"), description="Only this session."),
+    # get_usage's and the budgets'.
+    "group_by": Query(
+        pattern="^(session|agent|model|day)$",
+        description="One total per session, agent, model or UTC day.",
+    ),
+    "since": Query(description="Only runs finished at or after this time (RFC 3339, with offset)."),
+    "until": Query(description="Only runs finished before this time (RFC 3339, with offset)."),
+    "target_user_id": Query(
+        alias="user_id",
+        max_length=NAME_CHARS,
+        pattern=NAME,
+        description="Whose user budget (default: the caller's; another user's: admin "
+        "keys). Not with `session_id`.",
+    ),
 }
 
 #: ``cursor`` of a listing that also takes a seq bound (``after``, ``before``), with the
@@ -243,6 +264,23 @@ def _integral(value: Any) -> Any:
 # document as ``ge``/``le``, which JSON Schema ignores, so fuzzers and clients would
 # take any integer for valid.
 #: ``message_limit``: an integer from 0 to ``PAGE_MAX``.
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d{1,6})?([Zz]|[+-]\d\d:\d\d)")
+
+
+def _rfc3339(value: Any) -> datetime:
+    """An RFC 3339 date-time with its offset, within the years 1-9999 in UTC: what a
+    time query parameter takes (not a Unix time, nor a time without an offset)."""
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError("an RFC 3339 date-time with an offset, e.g. 2026-03-01T00:00:00Z")
+    try:
+        return datetime.fromisoformat(value.upper()).astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise ValueError("a date-time within the years 1-9999 in UTC") from None
+
+
+#: A time query parameter (``since``, ``until``): see :func:`_rfc3339`.
+Rfc3339 = Annotated[datetime, BeforeValidator(_rfc3339)]
+
 PageSize = Annotated[int, Field(strict=True, ge=0, le=PAGE_MAX), BeforeValidator(_integral)]
 #: A count (a ``usage`` value): an integer from 0 to 2**53-1.
 Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT), BeforeValidator(_integral)]
@@ -536,6 +574,20 @@ class FinishRun(_Body):
     error: str | None = Field(default=None, max_length=TEXT_CHARS)
     output: Any = None
     usage: dict[str, Count] | None = None
+    model: str | None = Field(
+        default=None, max_length=MODEL_CHARS, pattern=MODEL, description="The model `usage` is of."
+    )
+    usage_by_model: dict[str, dict[str, Count]] | None = Field(
+        default=None,
+        description="Model name -> counts, for a run of several models (not with `usage`).",
+    )
+
+
+class SetBudget(_Body):
+    """``PUT /v1/budgets`` (whose budget: the query's ``user_id`` or ``session_id``)."""
+
+    max_tokens: Count | None = None
+    max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 _BASE64 = "RFC 4648 base64 (standard alphabet, padded)"

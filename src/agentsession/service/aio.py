@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from ..feedwatch import check_poll_interval, follow_async
 from ..models import Change
+from ..observe import note
 from .manager import SessionManager
 
 __all__ = ["AsyncSessionManager"]
@@ -40,7 +42,11 @@ def _mirror(
     @functools.wraps(sync)
     async def method(self: AsyncSessionManager, /, *args: P.args, **kwargs: P.kwargs) -> R:
         bound: Callable[P, R] = getattr(self.manager, name)
-        return await self._in_thread(functools.partial(bound, *args, **kwargs))
+        started = time.perf_counter()
+        try:
+            return await self._in_thread(functools.partial(bound, *args, **kwargs))
+        finally:
+            note("store_call_seconds", time.perf_counter() - started, name)
 
     return method
 
@@ -118,6 +124,7 @@ class AsyncSessionManager:
     list_summaries = _mirror(SessionManager.list_summaries)
     build_context = _mirror(SessionManager.build_context)
     get_working_memory = _mirror(SessionManager.get_working_memory)
+    list_memory_versions = _mirror(SessionManager.list_memory_versions)
     update_working_memory = _mirror(SessionManager.update_working_memory)
     modify_working_memory = _mirror(SessionManager.modify_working_memory)
     get_shared_memory = _mirror(SessionManager.get_shared_memory)
@@ -134,6 +141,10 @@ class AsyncSessionManager:
     get_run = _mirror(SessionManager.get_run)
     list_runs = _mirror(SessionManager.list_runs)
     list_run_steps = _mirror(SessionManager.list_run_steps)
+    get_usage = _mirror(SessionManager.get_usage)
+    get_budget = _mirror(SessionManager.get_budget)
+    set_budget = _mirror(SessionManager.set_budget)
+    clear_budget = _mirror(SessionManager.clear_budget)
     close_session = _mirror(SessionManager.close_session)
     expire_session = _mirror(SessionManager.expire_session)
     restore_session = _mirror(SessionManager.restore_session)

@@ -3,10 +3,11 @@ limits and policy, and the unit of work, write pipeline and read path built on t
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import ValidationError
 from ..stores.base import SessionStore
@@ -15,6 +16,9 @@ from .policy import Limits, Policy
 from .reads import ReadPath
 from .uow import UnitOfWork, utcnow
 from .validation import check_limit
+
+if TYPE_CHECKING:
+    from ..crypto import Keyring
 
 __all__ = ["MIN_TOMBSTONE_KEY_BYTES", "ServiceCore"]
 
@@ -71,6 +75,7 @@ class ServiceCore:
         clock: Callable[[], datetime] | None = None,
         limits: Limits | None = None,
         policy: Policy | None = None,
+        keyring: Keyring | str | os.PathLike[str] | None = None,
         **store_options: Any,
     ) -> Self:
         """Open the store named by ``url`` and return a manager that owns it.
@@ -80,20 +85,32 @@ class ServiceCore:
                 ``postgresql+psycopg://...``, ``mysql+pymysql://...``, ``redis://...``.
             auto_migrate: bring an SQL schema to the current revision at start; if False
                 an out-of-date schema raises SchemaOutOfDate.
+            keyring: a :class:`~agentsession.crypto.Keyring`, or the path of its file
+                (``AGENTSESSION_KEYRING_FILE``): content is sealed with it
+                (:class:`~agentsession.stores.sealed.SealedStore`; docs/security.md,
+                "Encryption at rest"). None: stored as it is.
             store_options: passed to the store (e.g. ``sqlite_synchronous="NORMAL"``,
                 or ``require_durable=False`` for Redis).
 
         Raises:
             ValidationError: unknown URL scheme. SchemaOutOfDate, StoreError: see above.
+            KeyringError: the keyring file is missing or invalid.
         """
         from ..stores.registry import open_store
 
-        manager = cls(
-            open_store(url, auto_migrate=auto_migrate, **store_options),
-            clock=clock,
-            limits=limits,
-            policy=policy,
-        )
+        store = open_store(url, auto_migrate=auto_migrate, **store_options)
+        if keyring is not None:
+            from ..crypto import ContentCipher
+            from ..crypto import Keyring as _Keyring
+            from ..stores.sealed import SealedStore
+
+            try:
+                ring = keyring if isinstance(keyring, _Keyring) else _Keyring.open(keyring)
+            except BaseException:
+                store.close()
+                raise
+            store = SealedStore(store, ContentCipher(ring))
+        manager = cls(store, clock=clock, limits=limits, policy=policy)
         manager._owns_store = True
         return manager
 

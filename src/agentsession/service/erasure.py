@@ -21,6 +21,7 @@ from ..ids import check_id, check_name, is_id
 from ..models import AuditEvent, Page, Session
 from ..principal import Principal
 from ..stores.base import ScrubReport, StoreTransaction
+from ..stores.sealed import SealedStore
 from .context import request_id_context
 from .core import ServiceCore
 from .paging import Listing, read_forward
@@ -95,6 +96,7 @@ class ErasureUseCases(ServiceCore):
         session_id: str,
         user_id: str,
         expected_version: int | None = None,
+        idempotency_key: str | None = None,
         admin: bool = False,
     ) -> None:
         """Delete the session and everything in it, for good, in any status.
@@ -103,22 +105,26 @@ class ErasureUseCases(ServiceCore):
         events go; one content-free tombstone audit event (``session.deleted``) stays.
         Then the store gets the deleted rows off its disk (its ``scrub``; a failure
         there is logged, the deletion stays). Afterwards every call on the id raises
-        SessionNotFound, including a second delete.
+        SessionNotFound, including a second delete, except a retry with the first
+        call's ``idempotency_key``: it answers as the first did and writes nothing.
         ``user_id`` names the caller (the principal).
 
         Raises:
-            SessionNotFound, VersionConflict, ValidationError.
+            SessionNotFound, VersionConflict, ValidationError, IdempotencyKeyReused
+            (the key's first call deleted another session).
         """
         check_expected_version(expected_version)
         principal = Principal(user_id, admin)
 
-        def body(tx: StoreTransaction) -> None:
-            s = self._uow.load(tx, session_id, principal)
+        def remove(tx: StoreTransaction, s: Session) -> None:
             check_version(s, expected_version)
             self._delete(tx, s, principal)
 
-        self._uow.run(body, write=True)
-        self._scrub(compact=False)
+        written = self._pipeline.write_removal(
+            principal, "delete_session", session_id, idempotency_key, remove
+        )
+        if not written.replayed:
+            self._scrub(compact=False)
 
     def delete_user_data(
         self, *, user_id: str, target_user_id: str | None = None, admin: bool = False
@@ -150,8 +156,9 @@ class ErasureUseCases(ServiceCore):
         admin: bool = False,
         compact: bool = False,
     ) -> Erasure:
-        """Erase every session of a user, their ``user``-scope shared-memory documents
-        and every idempotency record of their data in one transaction, then have the
+        """Erase every session of a user (their usage ledger and budgets with them), their
+        ``user``-scope shared-memory documents, their user budget and every idempotency
+        record of their data in one transaction, then have the
         store get the deleted rows off its disk (its ``scrub``).
 
         An idempotency record holds the first answer of a keyed write, so the records of
@@ -192,12 +199,13 @@ class ErasureUseCases(ServiceCore):
                 if s is not None:
                     self._delete(tx, s, principal)
             shared = tx.delete_user_shared_memory(target)
+            tx.delete_budget(target, None)
             horizon = self._uow.now() + _FOREVER
             keys = tx.purge_idempotency(created_before=horizon, user_id=target)
             return len(ids), keys, shared
 
         sessions, keys, shared = self._uow.run(body, write=True)
-        return Erasure(sessions, keys, shared, self._scrub(compact=compact))
+        return Erasure(sessions, keys, shared, self._shred(target, self._scrub(compact=compact)))
 
     def get_audit_log(
         self,
@@ -271,6 +279,25 @@ class ErasureUseCases(ServiceCore):
                 details,
                 self._uow.now(),
             )
+
+    def _shred(self, user_id: str, report: ScrubReport) -> ScrubReport:
+        """With a keyring, destroy the user's data keys once the erasure committed
+        (crypto-shredding: every copy of their content, in the database's logs, backups
+        and replicas, can no longer be opened); a failure is reported as pending."""
+        store = self._uow.store
+        if not isinstance(store, SealedStore):
+            return report
+        try:
+            store.keyring.destroy_user(user_id)
+        except StoreError as exc:
+            logger.warning("destroying an erased user's data keys failed: %s", exc.message)
+            pending = (
+                "the user's data keys could not be destroyed: copies of their content "
+                "(backups, logs, replicas) may still be opened; run `agentsession erase` again",
+            )
+            return ScrubReport(report.done, report.pending + pending)
+        done = "destroyed the user's data keys: no copy of their content can be opened"
+        return ScrubReport((*report.done, done), report.pending)
 
     def _scrub(self, *, compact: bool) -> ScrubReport:
         """The store's disk step after a committed erasure; a failure is logged and

@@ -20,11 +20,12 @@ from ..principal import Principal
 from ..stores.base import StoreTransaction
 from ..unset import UNSET
 from .core import ServiceCore
-from .pipeline import request_parts
+from .pipeline import check_version, request_parts
 from .reads import memory_as_of
 from .transitions import expires_at, next_version
 from .validation import (
     check_cursor_seq,
+    check_expected_version,
     check_external_key,
     check_metadata,
     check_title,
@@ -52,6 +53,7 @@ class ForkUseCases(ServiceCore):
         metadata: Mapping[str, Any] | None = None,
         external_key: str | None = None,
         ttl_seconds: float | None = UNSET,
+        expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
     ) -> Session:
@@ -86,7 +88,11 @@ class ForkUseCases(ServiceCore):
                 (None: no title, ``{}``, no key).
             ttl_seconds: the fork's idle timeout in seconds (None = never expires);
                 left out = the parent's.
-            idempotency_key: makes a retried fork answer the first fork.
+            expected_version: the parent's version the caller saw (``If-Match``):
+                compared in the fork's transaction, under the parent's row lock, so a
+                fork never starts from a parent that changed since; None = any.
+            idempotency_key: makes a retried fork answer the first fork (before the
+                version is compared: a retry after the parent moved on still answers it).
 
         Returns:
             The fork (``version``: the parent's + 1, ``message_count``: ``at_seq``).
@@ -95,8 +101,10 @@ class ForkUseCases(ServiceCore):
             ValidationError: a malformed argument, ``at_seq`` past ``message_count``.
             SessionNotFound: the parent is missing, deleted, or not the caller's.
             SessionExists: a session of the owner and agent has ``external_key``.
+            VersionConflict: the parent's version is not ``expected_version``.
             IdempotencyKeyReused: the key's first call forked with other arguments.
         """
+        check_expected_version(expected_version)
         seq = check_cursor_seq(at_seq, "at_seq")
         title = check_title(title, self.limits)
         meta = check_metadata(metadata, "metadata", self.limits)
@@ -107,6 +115,7 @@ class ForkUseCases(ServiceCore):
 
         def build(tx: StoreTransaction, now: datetime) -> Session:
             parent = self._uow.load(tx, session_id, principal)
+            check_version(parent, expected_version)
             n = _fork_point(tx, parent, seq, key)
             lifetime = parent.ttl_seconds if ttl is UNSET else ttl
             fork = _fork_of(parent, n, now, title=title, metadata=meta, key=key, ttl=lifetime)

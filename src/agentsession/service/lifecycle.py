@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from pydantic import BaseModel, Field, TypeAdapter
+
 from ..errors import IllegalTransition, StoreError
 from ..models import RestoredSession, RunStatus, Session, SessionStatus
 from ..principal import Principal
@@ -20,7 +22,7 @@ from .changes.interrupted import answer_interrupted_calls
 from .core import ServiceCore
 from .messages import message_page
 from .paging import Listing, Position, read_gapless
-from .pipeline import SESSION, Change, WriteRequest, expiry_change
+from .pipeline import SESSION, Change, Unchanged, WriteRequest, expiry_change
 from .reads import memory_of
 from .transitions import expires_at, stop_running_runs
 from .validation import check_limit, check_reason
@@ -120,16 +122,18 @@ class LifecycleUseCases(ServiceCore):
         user_id: str,
         reason: str | None = None,
         expected_version: int | None = None,
+        idempotency_key: str | None = None,
         admin: bool = False,
     ) -> Session:
         """Expire the session now (policy ended it; not the same as closing).
 
         Expiring an EXPIRED session changes nothing. Runs still RUNNING become
-        INTERRUPTED. ``user_id`` names the caller (the principal).
+        INTERRUPTED. ``user_id`` names the caller (the principal). A retried
+        ``idempotency_key`` answers the first call's session and writes nothing.
 
         Raises:
             IllegalTransition: the session is CLOSED.
-            SessionNotFound, VersionConflict, ValidationError.
+            SessionNotFound, VersionConflict, ValidationError, IdempotencyKeyReused.
         """
         text = check_reason(reason) or "expired by request"
 
@@ -150,6 +154,7 @@ class LifecycleUseCases(ServiceCore):
             result_type=SESSION,
             request=(text,),
             expected_version=expected_version,
+            idempotency_key=idempotency_key,
             require_active=False,
             returns_session=True,
         )
@@ -162,6 +167,7 @@ class LifecycleUseCases(ServiceCore):
         user_id: str,
         message_limit: int | None = None,
         expected_version: int | None = None,
+        idempotency_key: str | None = None,
         admin: bool = False,
     ) -> RestoredSession:
         """Take over a session to continue it, and return all an engine needs.
@@ -177,6 +183,9 @@ class LifecycleUseCases(ServiceCore):
         Args:
             message_limit: how many recent messages to return (default
                 ``policy.restore_message_limit``, at most ``limits.max_page_size``).
+            idempotency_key: a retry with the same key writes nothing and answers the
+                first call's ``previous_status``, ``interrupted_run_ids`` and
+                ``interrupted_call_ids`` (the windows are read as the session is now).
 
         Returns:
             Session, working memory, bounded windows of the newest messages, tool calls
@@ -185,7 +194,7 @@ class LifecycleUseCases(ServiceCore):
 
         Raises:
             IllegalTransition: EXPIRED past the restore window.
-            SessionNotFound, VersionConflict, ValidationError.
+            SessionNotFound, VersionConflict, ValidationError, IdempotencyKeyReused.
         """
         policy = self.policy
         limit = check_limit(
@@ -196,42 +205,43 @@ class LifecycleUseCases(ServiceCore):
         )
         limits = (limit or 0, policy.restore_tool_call_limit, policy.restore_run_limit)
         principal = Principal(user_id, admin)
-        interrupted: list[str] = []
-        previous: list[SessionStatus] = []
-        calls: list[str] = []
 
-        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change | Session:
-            interrupted.clear()  # the store may re-run this transaction
-            calls.clear()
-            previous[:] = [s.status]
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change | Unchanged:
             self._check_restorable(s, now)
-            interrupted.extend(
-                stop_running_runs(tx, s, now, RunStatus.INTERRUPTED, "worker stopped while RUNNING")
+            interrupted = stop_running_runs(
+                tx, s, now, RunStatus.INTERRUPTED, "worker stopped while RUNNING"
             )
             if s.status == SessionStatus.ACTIVE and not interrupted:
-                return s
+                return Unchanged(_Restore(previous_status=s.status, interrupted_run_ids=[]))
             answered = answer_interrupted_calls(tx, s, now, interrupted)
-            calls.extend(answered.call_ids)
             details = {"from": s.status.value, "interrupted_runs": list(interrupted)}
-            details["interrupted_calls"] = list(calls)
-            return Change(_reopened(s, now, len(answered.messages)), "session.restored", details)
+            details["interrupted_calls"] = list(answered.call_ids)
+            outcome = _Restore(
+                previous_status=s.status,
+                interrupted_run_ids=list(interrupted),
+                interrupted_call_ids=list(answered.call_ids),
+            )
+            reopened = _reopened(s, now, len(answered.messages))
+            return Change(reopened, "session.restored", details, outcome)
 
         request = WriteRequest(
             scope="restore_session",
             session_id=session_id,
             principal=principal,
             change=change,
-            result_type=SESSION,
+            result_type=_RESTORE,
+            request=(limit,),
             expected_version=expected_version,
+            idempotency_key=idempotency_key,
             require_active=False,
-            returns_session=True,
         )
-        session = self._pipeline.write(request).value
-        return self._reads.read(
-            session.session_id,
+        done = self._pipeline.write(request).value
+        restored = self._reads.read(
+            session_id,
             principal,
-            lambda tx, s: _restored(tx, s, limits, interrupted, previous[0]),
-        ).model_copy(update={"interrupted_call_ids": list(calls)})
+            lambda tx, s: _restored(tx, s, limits, done.interrupted_run_ids, done.previous_status),
+        )
+        return restored.model_copy(update={"interrupted_call_ids": done.interrupted_call_ids})
 
     def _check_restorable(self, s: Session, now: datetime) -> None:
         """Raise IllegalTransition if ``s`` expired longer ago than the restore window."""
@@ -334,6 +344,17 @@ def _one_by_one(
     if error is not None and len(bad) == len(batch):
         raise error
     return done, bad
+
+
+class _Restore(BaseModel):
+    """What a restore did, kept as its idempotency record's result."""
+
+    previous_status: SessionStatus
+    interrupted_run_ids: list[str]
+    interrupted_call_ids: list[str] = Field(default_factory=list)
+
+
+_RESTORE: TypeAdapter[_Restore] = TypeAdapter(_Restore)
 
 
 def _reopened(s: Session, now: datetime, messages_added: int) -> Session:

@@ -24,6 +24,7 @@ from .sessions import SessionUseCases
 from .shared import SharedMemoryUseCases
 from .summaries import SummaryUseCases
 from .tools import ToolCallUseCases
+from .usage import UsageUseCases
 
 __all__ = ["SessionManager"]
 
@@ -42,6 +43,7 @@ class SessionManager(
     SharedMemoryUseCases,
     ToolCallUseCases,
     RunUseCases,
+    UsageUseCases,
     LifecycleUseCases,
     ErasureUseCases,
     ChangeFeedUseCases,

@@ -11,12 +11,13 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ..errors import ValidationError, VersionConflict
-from ..models import Session, WorkingMemory
+from ..models import MemoryVersion, Page, Session, WorkingMemory
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .changes.memory import apply_memory
 from .changes.shared import apply_shared_ops, check_shared_ops
 from .core import ServiceCore
+from .paging import Listing, Position
 from .patchops import check_ops
 from .pipeline import Change, WriteRequest, request_parts
 from .reads import memory_as_of, memory_of
@@ -57,6 +58,55 @@ class MemoryUseCases(ServiceCore):
         return self._reads.read(
             session_id, Principal(user_id, admin), lambda tx, s: memory_as_of(tx, s, seq)
         )
+
+    def list_memory_versions(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        before: int | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        admin: bool = False,
+    ) -> Page[MemoryVersion]:
+        """A page of the working memory's history, newest first: each version with the
+        first message seq it was in effect at (so ``get_working_memory(at_seq=...)`` of
+        any seq from it up to the next version's answers it). The history keeps one
+        version per seq, the newest (docs/semantics.md, "Working-memory history"); a
+        session stored before the history existed lists the versions written since.
+        ``user_id`` names the caller (the principal).
+
+        Args:
+            before: only versions that came into effect before this seq (exclusive);
+                None = from the newest.
+            limit: page size, 0..``limits.max_page_size``; None =
+                ``limits.default_page_size``.
+            cursor: ``next_cursor`` of a page of this listing (pages back to older
+                versions).
+
+        Returns:
+            A page; ``next_cursor`` is None when no older version lies beyond it. A
+            page costs its rows, whatever the history holds.
+
+        Raises:
+            SessionNotFound, ValidationError (a bad bound, or a cursor not of this
+            listing, or both).
+        """
+        bound = check_cursor_seq(before, "before")
+        size = self._page_size(limit)
+        listing = Listing("memory_versions", session_id)
+        start = listing.start(cursor, after=None, before=bound, newest_first=True)
+
+        def read(tx: StoreTransaction, s: Session) -> Page[MemoryVersion]:
+            if size == 0:
+                return Page(items=[])
+            rows = tx.list_memory_history(s.session_id, before_seq=start.seq, limit=size + 1)
+            items = rows[:size]
+            more = len(rows) > size
+            cursor = listing.cursor(Position(older=True, seq=items[-1].seq)) if more else None
+            return Page(items=items, next_cursor=cursor)
+
+        return self._reads.read(session_id, Principal(user_id, admin), read)
 
     def update_working_memory(
         self,

@@ -12,7 +12,9 @@ Inside one store transaction (docs/architecture.md, "The write pipeline"):
 4. status: writes need ACTIVE (unless the request says otherwise);
 5. optimistic locking: a stale ``expected_version`` raises VersionConflict;
 6. the change itself, then ``version + 1``, ``updated_at``, one audit event and the
-   idempotency record, all committed together or not at all.
+   idempotency record, all committed together or not at all. A change may instead
+   refuse (:class:`Refused`, a spent budget): then its audit event alone is committed,
+   and the call raises.
 
 The whole transaction re-runs when the store reports a lost race (StoreBusy).
 """
@@ -28,7 +30,13 @@ from typing import Any, Generic, TypeVar, cast
 import pydantic
 from pydantic import TypeAdapter
 
-from ..errors import AgentSessionError, IdempotencyKeyReused, SessionNotActive, VersionConflict
+from ..errors import (
+    AgentSessionError,
+    IdempotencyKeyReused,
+    SessionNotActive,
+    SessionNotFound,
+    VersionConflict,
+)
 from ..jsonvalues import canonical_hash, dumps
 from ..models import AuditEvent, RunStatus, Session, SessionStatus
 from ..principal import Principal
@@ -55,6 +63,7 @@ __all__ = [
     "ChangeFn",
     "DueForExpiry",
     "LapseFn",
+    "Refused",
     "Unchanged",
     "WritePipeline",
     "WriteRequest",
@@ -101,10 +110,23 @@ class Unchanged:
     result: Any
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A change that the rules refuse (a spent budget) and that the audit log must
+    show: the pipeline commits one audit event of ``action`` with ``details`` (no
+    version step, nothing else written, no idempotency record: a retry is checked
+    again) and then raises ``error``. The change function must not have written."""
+
+    action: str
+    details: Mapping[str, Any]
+    error: AgentSessionError
+
+
 #: ``change(tx, session, now)``: writes its rows and returns a Change, or returns the
 #: session unchanged for a no-op (closing a CLOSED session), or an :class:`Unchanged`
-#: for a no-op that answers something else: no version step, no audit.
-ChangeFn = Callable[[StoreTransaction, Session, datetime], Change | Session | Unchanged]
+#: for a no-op that answers something else: no version step, no audit; or a
+#: :class:`Refused`.
+ChangeFn = Callable[[StoreTransaction, Session, datetime], Change | Session | Unchanged | Refused]
 
 #: ``lapse(tx, session, now)``: the change that interrupts the run of a session whose
 #: lease lapsed (:func:`agentsession.service.changes.leases.lapse_change`).
@@ -203,7 +225,8 @@ class WritePipeline:
                 raise SessionNotActive(session_id=s.session_id, status=s.status.value)
             check_version(s, req.expected_version)
             result, version = self._apply(tx, req, s, now)
-            self._remember(tx, req.principal, req.scope, key, fingerprint, s, result)
+            if not isinstance(result, Refused):
+                self._remember(tx, req.principal, req.scope, key, fingerprint, s, result)
             return Written(result, replayed=False, session_version=version)
 
         try:
@@ -214,6 +237,8 @@ class WritePipeline:
             # same for a lapsed lease: the call then finds its run INTERRUPTED.
             self.catch_up(req.session_id)
             written = self._uow.run(body, write=True)
+        if isinstance(written.value, Refused):  # its audit event is committed
+            raise written.value.error
         report_write(replayed=written.replayed, session_version=written.session_version)
         return written
 
@@ -226,6 +251,10 @@ class WritePipeline:
             return cast(R, outcome), outcome.version
         if isinstance(outcome, Unchanged):
             return cast(R, outcome.result), s.version
+        if isinstance(outcome, Refused):
+            versions = (s.version, s.version)
+            self.audit(tx, s, req.principal, outcome.action, versions, outcome.details, now)
+            return cast(R, outcome), s.version
         stored = self.store_change(tx, s, outcome, req.principal, now, touch=req.touch)
         if req.returns_session:
             return cast(R, stored), stored.version
@@ -297,6 +326,48 @@ class WritePipeline:
             return Written(result, replayed=False)
 
         written = self._uow.run(body, write=True)
+        report_write(replayed=written.replayed)
+        return written
+
+    def write_removal(
+        self,
+        principal: Principal,
+        scope: str,
+        session_id: str,
+        idempotency_key: str | None,
+        remove: Callable[[StoreTransaction, Session], None],
+    ) -> Written[None]:
+        """Run a write that deletes the session: ``remove(tx, s)`` checks and deletes
+        the session ``s`` (looked up and owned). A retried idempotency key of ``scope``
+        answers the first call (None) instead, although the session is gone: the replay
+        is looked up before the session, and the record names no session (the
+        session's records go with it) but its owner, whose erasure purges it.
+
+        Raises:
+            ValidationError: a malformed key. SessionNotFound, IdempotencyKeyReused,
+            StoreBusy, and whatever ``remove`` raises.
+        """
+        key = check_key(idempotency_key)
+        fingerprint = self.fingerprint(scope, session_id, ()) if key else ""
+
+        def body(tx: StoreTransaction) -> Written[None]:
+            if self._replay(tx, principal, scope, key, fingerprint) is not _NO_RECORD:
+                return Written(None, replayed=True)
+            s = self._uow.load(tx, session_id, principal)
+            remove(tx, s)
+            self._remember(tx, principal, scope, key, fingerprint, s.user_id, None)
+            return Written(None, replayed=False)
+
+        def replayed(tx: StoreTransaction) -> bool:
+            return self._replay(tx, principal, scope, key, fingerprint) is not _NO_RECORD
+
+        try:
+            written = self._uow.run(body, write=True)
+        except SessionNotFound:
+            # A concurrent retry of the key may have deleted it while this call waited.
+            if key is None or not self._uow.run(replayed, write=True):
+                raise
+            written = Written(None, replayed=True)
         report_write(replayed=written.replayed)
         return written
 

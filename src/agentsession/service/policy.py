@@ -6,9 +6,14 @@ never reads the environment (settings are read only at the edges: CLI, HTTP serv
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..fieldlimits import TITLE_CHARS
+
+if TYPE_CHECKING:
+    from ..usage import ModelPrice
 
 __all__ = ["Limits", "Policy"]
 
@@ -71,6 +76,10 @@ class Policy:
             key gives the same hash, so an operator holding it can find a user's
             tombstones; None (default) = a random key per manager, so no tombstone can
             be linked back to a user at all. Never shown by ``repr``.
+        prices: the price table of the usage ledger: model name ->
+            :class:`~agentsession.usage.ModelPrice` (per million tokens of each kind,
+            one currency); None (default): no prices, so every cost is None and a cost
+            budget counts no cost (docs/semantics.md, "Usage and budgets").
     """
 
     expired_restore_window_seconds: float | None = 7 * 24 * 3600
@@ -81,3 +90,4 @@ class Policy:
     max_retries: int = 8
     max_retry_seconds: float = 5.0
     tombstone_key: bytes | None = field(default=None, repr=False)
+    prices: Mapping[str, ModelPrice] | None = None

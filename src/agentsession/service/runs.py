@@ -22,9 +22,10 @@ from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .core import ServiceCore
 from .paging import Listing, Position, read_gapless
-from .pipeline import Change, Unchanged, WriteRequest, request_parts
+from .pipeline import Change, Refused, Unchanged, WriteRequest, request_parts
 from .policy import Limits
 from .transitions import current_run, running_run
+from .usage import ledger_rows, run_entries, spent_budget
 from .validation import (
     check_cursor_seq,
     check_enum,
@@ -32,7 +33,6 @@ from .validation import (
     check_metadata,
     check_text,
     check_time,
-    check_usage,
 )
 
 __all__ = ["RunUseCases"]
@@ -70,6 +70,8 @@ class RunUseCases(ServiceCore):
 
         Raises:
             RunAlreadyRunning: the session has a RUNNING run (at most one at a time).
+            BudgetExceeded: the session's or its owner's budget is spent; only the
+                ``run.refused`` audit event is written.
             SessionNotFound, SessionNotActive, VersionConflict, ValidationError,
             IdempotencyKeyReused.
         """
@@ -77,10 +79,13 @@ class RunUseCases(ServiceCore):
         meta = check_metadata(metadata, "metadata", self.limits)
         lease = check_lease(lease_seconds)
 
-        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change | Refused:
             running = current_run(tx, s)
             if running is not None:
                 raise RunAlreadyRunning(session_id=s.session_id, run_id=running.run_id)
+            refusal = self._refusal(tx, s, "start_run", None)
+            if refusal is not None:
+                return refusal
             run = Run(
                 run_id=new_id("run"),
                 session_id=s.session_id,
@@ -204,6 +209,9 @@ class RunUseCases(ServiceCore):
                 such as ``"ok"`` or ``"error"``. started_at/ended_at: default now.
 
         Raises:
+            BudgetExceeded: the session's or its owner's budget is spent; only the
+                ``run.refused`` audit event is written (the run stays RUNNING:
+                finish it).
             RunNotFound, RunNotRunning, SessionNotFound, SessionNotActive,
             VersionConflict, ValidationError, IdempotencyKeyReused.
         """
@@ -220,8 +228,11 @@ class RunUseCases(ServiceCore):
         started = check_time(started_at, "started_at")
         ended = check_time(ended_at, "ended_at")
 
-        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
+        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change | Refused:
             run = running_run(tx, s, run_id)
+            refusal = self._refusal(tx, s, "add_run_step", run_id)
+            if refusal is not None:
+                return refusal
             step = RunStep(
                 run_id=run_id,
                 index=run.step_count,
@@ -261,19 +272,32 @@ class RunUseCases(ServiceCore):
         error: str | None = None,
         output: Any = None,
         usage: Mapping[str, int] | None = None,
+        model: str | None = None,
+        usage_by_model: Mapping[str, Mapping[str, int]] | None = None,
         expected_version: int | None = None,
         idempotency_key: str | None = None,
         admin: bool = False,
     ) -> Run:
-        """End a RUNNING run as SUCCEEDED, FAILED or CANCELLED.
+        """End a RUNNING run as SUCCEEDED, FAILED or CANCELLED, and enter its usage in
+        the usage ledger in the same transaction (docs/semantics.md, "Usage and
+        budgets"). A spent budget never refuses a finish: the tokens were spent.
 
         Args:
             user_id: the caller (the principal).
             error: what went wrong (FAILED). output: the run's result, any JSON.
-            usage: token counts, e.g. ``{"input_tokens": 812, "output_tokens": 95}``.
+            usage: token counts under the provider's names, integers >= 0, e.g.
+                ``{"input_tokens": 812, "output_tokens": 95}`` or OpenAI's
+                ``prompt_tokens``/``completion_tokens`` (the names read:
+                :mod:`agentsession.usage`); stored as given in ``Run.usage``.
+            model: the model those tokens are of (printable ASCII, no space, at most
+                128 characters); None: not said.
+            usage_by_model: for a run that used several models, model name -> counts
+                (then no ``usage`` nor ``model``); ``Run.usage`` is their sum under the
+                normalised names.
 
         Returns:
-            The finished run without its steps (``step_count`` says how many).
+            The finished run without its steps (``step_count`` says how many), its
+            ``usage_entries`` the ledger rows written (one per model).
 
         Raises:
             RunNotFound, RunNotRunning, SessionNotFound, SessionNotActive,
@@ -284,7 +308,7 @@ class RunUseCases(ServiceCore):
         check_text(error, "error")
         if final not in _FINISH_STATUSES:
             raise ValidationError("status must be SUCCEEDED, FAILED or CANCELLED", field="status")
-        counts = check_usage(usage)
+        counts, entries = run_entries(usage, model, usage_by_model)
         check_json(
             {"output": output, "error": error},
             field="run",
@@ -300,9 +324,11 @@ class RunUseCases(ServiceCore):
                     "error": error,
                     "output": output,
                     "usage": counts,
+                    "usage_entries": entries,
                 }
             )
             tx.update_run(done)
+            tx.insert_usage(ledger_rows(s, run_id, now, entries))
             details = {"run_id": run_id, "status": final.value}
             if s.lease_expires_at is not None:  # the run's lease ends with it
                 s = s.model_copy(update={"lease_expires_at": None})
@@ -314,7 +340,9 @@ class RunUseCases(ServiceCore):
             principal=Principal(user_id, admin),
             change=change,
             result_type=_RUN,
-            request=(run_id, final, error, output, counts),
+            request=request_parts(
+                run_id, final, error, output, counts, model, usage_by_model, required=5
+            ),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
             touch=True,
@@ -433,6 +461,25 @@ class RunUseCases(ServiceCore):
             return read_gapless(fetch, start, size, s.run_count, listing)
 
         return self._reads.read(session_id, Principal(user_id, admin), read)
+
+    def _refusal(
+        self, tx: StoreTransaction, s: Session, operation: str, run_id: str | None
+    ) -> Refused | None:
+        """The refusal of a call past the session's or its owner's budget, else None."""
+        spent = spent_budget(tx, s, self.policy.prices)
+        if spent is None:
+            return None
+        details: dict[str, Any] = {
+            "operation": operation,
+            "reason": "budget",
+            "scope": spent.scope,
+            "limit": spent.limit,
+            "maximum": spent.maximum,
+            "used": spent.used,
+        }
+        if run_id is not None:
+            details["run_id"] = run_id
+        return Refused("run.refused", details, spent)
 
 
 def _step_page(limits: Limits) -> int:

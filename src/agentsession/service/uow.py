@@ -17,6 +17,7 @@ from typing import TypeVar
 from ..errors import SessionNotFound, StoreBusy
 from ..ids import check_id, check_name
 from ..models import Session
+from ..observe import note
 from ..principal import Principal
 from ..stores.base import ConnectionLost, SessionHead, SessionOrHead, SessionStore, StoreTransaction
 from .policy import Policy
@@ -73,6 +74,7 @@ class UnitOfWork:
                 spent = time.monotonic() - started
                 if attempt == self._policy.max_retries or spent >= self._policy.max_retry_seconds:
                     raise
+                note("busy_retry", label="write" if write else "read")
                 time.sleep(random.uniform(0, 0.005 * 2**attempt))
                 continue
             return result

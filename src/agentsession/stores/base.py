@@ -30,11 +30,13 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from ..errors import StoreBusy, StoreUnavailable
 from ..models import (
     AuditEvent,
+    Budget,
+    MemoryVersion,
     Message,
     Record,
     Rewind,
@@ -46,6 +48,7 @@ from ..models import (
     SharedMemory,
     Summary,
     ToolCall,
+    UsageEntry,
     WorkingMemory,
 )
 
@@ -61,6 +64,9 @@ __all__ = [
     "SessionStore",
     "StoreConflict",
     "StoreTransaction",
+    "UsageGroup",
+    "UsageRow",
+    "UsageSum",
 ]
 
 #: The JSON text of each value of a batch, in order, made by the caller when it
@@ -157,6 +163,50 @@ class SearchRow(NamedTuple):
     seq: int
     role: str | None
     text: str
+
+
+class UsageRow(NamedTuple):
+    """One row of the usage ledger: one model's counts in one finished run, with what
+    it is grouped and bounded by (:meth:`StoreTransaction.insert_usage`).
+
+    Attributes:
+        user_id, agent, session_id, run_id: the run's session's owner and agent, the
+            session and the run.
+        at: when the run finished (UTC); day: its UTC date, ``YYYY-MM-DD``.
+        entry: the counts and the model.
+        runs: 1 on the first row of a run, 0 on its others, so a sum of ``runs`` counts
+            each run once whatever its models.
+    """
+
+    user_id: str
+    agent: str
+    session_id: str
+    run_id: str
+    at: datetime
+    day: str
+    entry: UsageEntry
+    runs: int
+
+
+class UsageSum(NamedTuple):
+    """The ledger's sums for one ``(group, model)`` (:meth:`StoreTransaction.sum_usage`):
+    ``group`` the session id, agent, model or day as asked (None when not grouped),
+    the five counts summed, ``runs`` the sum of the rows' ``runs`` and ``rows`` how
+    many rows (one per run and model: the runs of that model)."""
+
+    group: str | None
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    reasoning_tokens: int
+    runs: int
+    rows: int
+
+
+#: What :meth:`StoreTransaction.sum_usage` may group by (None: one group).
+UsageGroup = Literal["session", "agent", "model", "day"] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,6 +528,13 @@ class StoreTransaction(Protocol):
         was appended; None if there is none. Served by the history's key, never a scan
         of every session's rows."""
 
+    def list_memory_history(
+        self, session_id: str, *, before_seq: int | None, limit: int
+    ) -> list[MemoryVersion]:
+        """The history rows with ``at_seq < before_seq`` (None: all), newest first, at
+        most ``limit``, each as a MemoryVersion (``seq`` its ``at_seq``). Served by the
+        history's key: a page costs its rows, whatever the history holds."""
+
     def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:
         """Set ``at_seq = after_seq`` on the history rows with ``at_seq > after_seq``
         (one statement): a removal of the messages above ``after_seq`` does not change
@@ -578,6 +635,39 @@ class StoreTransaction(Protocol):
     ) -> list[Run]:
         """Runs oldest first (by ``seq``), optionally of one status, after a run seq;
         rows only, as :meth:`get_run` returns them (``steps == []``)."""
+
+    # -- usage ledger and budgets ----------------------------------------------------
+    # The ledger is written with the run's finish, in its transaction, and goes with
+    # the session (deleted, erased). Budgets: a user's (``session_id`` None) and a
+    # session's (which goes with the session).
+
+    def insert_usage(self, rows: Sequence[UsageRow]) -> None:
+        """Add rows to the usage ledger (their sessions exist)."""
+
+    def sum_usage(
+        self,
+        *,
+        user_id: str | None,
+        session_id: str | None = None,
+        agent: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        group_by: UsageGroup = None,
+    ) -> list[UsageSum]:
+        """The ledger's sums per ``(group, model)`` over the rows of ``user_id`` (None:
+        every user's), of ``session_id`` and ``agent`` when given, finished at or after
+        ``since`` and before ``until``; ordered by group then model, None first. SQL
+        stores read an index on ``(user_id, at)`` and one on ``session_id``."""
+
+    def get_budget(self, user_id: str, session_id: str | None) -> Budget | None:
+        """The budget set for the user (``session_id`` None) or the session; its
+        ``used_*`` fields are not kept (0, None). None when none is set."""
+
+    def put_budget(self, budget: Budget) -> None:
+        """Set (insert or replace) a budget; a session budget's session exists."""
+
+    def delete_budget(self, user_id: str, session_id: str | None) -> bool:
+        """Remove a budget; whether there was one."""
 
     # -- audit -----------------------------------------------------------------------
     def insert_audit(self, event: AuditEvent) -> int:

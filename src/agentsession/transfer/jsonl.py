@@ -30,6 +30,7 @@ from ..errors import AgentSessionError, SessionExists, ValidationError
 from ..jsonvalues import MAX_DEPTH, text_depth
 from ..models import RecordWrite, Run, RunStatus, Session, SessionStatus, WorkingMemory
 from ..service import SessionManager
+from ..usage import KINDS
 from .sourcecheck import at_row
 
 __all__ = [
@@ -670,8 +671,23 @@ class _Writer:
             status=status if finished else RunStatus.CANCELLED,
             error=line.get("error") if finished else line.get("error") or "interrupted",
             output=line.get("output"),
-            usage=line.get("usage") or None,
+            **_usage_of(line),
         )
+
+
+def _usage_of(line: dict[str, Any]) -> dict[str, Any]:
+    """``finish_run``'s usage arguments of an exported run: its models' entries when
+    each names its model (one: ``usage`` and ``model``; several: ``usage_by_model``),
+    else its ``usage`` as exported, of no model."""
+    entries = line.get("usage_entries") or []
+    named = [e for e in entries if isinstance(e, dict) and isinstance(e.get("model"), str)]
+    if not named or len(named) != len(entries):
+        return {"usage": line.get("usage") or None}
+    counts = {e["model"]: {k: e[k] for k in KINDS if k in e} for e in named}
+    if len(counts) == 1:
+        [(model, usage)] = counts.items()
+        return {"usage": line.get("usage") or usage, "model": model}
+    return {"usage_by_model": counts}
 
 
 class _CountedBy:

@@ -9,6 +9,7 @@ each carries its CSRF token (:mod:`.auth`).
 from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from ..ids import is_id
@@ -28,8 +29,10 @@ from .auth import (
     viewer,
 )
 from .contextview import router as context_router
+from .finds import router as finds_router
 from .guard import guarded, not_found
 from .lineage import router as lineage_router
+from .live import router as live_router
 from .pages import SECURITY_HEADERS, page_id, render, static_file
 from .views import router as views_router
 from .views import sessions_page
@@ -47,8 +50,10 @@ def install_ui(app: FastAPI) -> None:
     app.include_router(_router, prefix=PATH)
     app.include_router(views_router, prefix=PATH)
     app.include_router(context_router, prefix=PATH)
+    app.include_router(finds_router, prefix=PATH)
     app.include_router(lineage_router, prefix=PATH)
     app.include_router(writes_router, prefix=PATH)
+    app.include_router(live_router, prefix=PATH)
 
 
 def local_tickets(app: FastAPI) -> Tickets:
@@ -102,8 +107,9 @@ async def login(request: Request) -> Response:
     key = form.get("api_key", "").strip()
     response = _see("/")
     try:
-        check_key(request, key)
-        set_key(request, response, key)
+        # In a thread: the key store and the failure counts may be in the session store.
+        await run_in_threadpool(check_key, request, key)
+        await run_in_threadpool(set_key, request, response, key)
     except LoginRequired:
         return _login_form(request, status=401, error="That API key is not valid.")
     except TooManyRequests as exc:

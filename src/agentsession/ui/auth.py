@@ -46,6 +46,7 @@ from ..errors import StoreError
 from ..http.authlimit import key_id_of
 from ..http.deps import services
 from ..http.keys import ApiKey, hash_token
+from ..observe import note
 from ..principal import Principal
 
 __all__ = [
@@ -111,12 +112,8 @@ def _failed(request: Request, key_id: str | None) -> None:
     Raises:
         TooManyRequests: the address, or the key id named, is over the limit.
     """
-    limiter = services(request).auth_limiter
-    address = _address(request)
-    blocked = limiter.address_blocked(address) or (
-        limiter.key_blocked(key_id) if key_id is not None else None
-    )
-    limiter.failed(address, key_id)
+    blocked = services(request).auth_limiter.refuse(_address(request), key_id)
+    note("auth_failure", label="unauthenticated" if blocked is None else "refused")
     if blocked is not None:
         raise blocked
 
@@ -153,18 +150,18 @@ def issue_cookie(key: ApiKey, now: float) -> str:
     return f"{payload}.{_mac(_secret(key), payload)}"
 
 
-def _stored(request: Request, match: str, *, by_id: bool) -> ApiKey | None:
-    """The unrevoked stored key with the id (``by_id``) or the token hash ``match``;
-    None if there is none, or the key store cannot be read (logged: fail closed)."""
+def _stored(request: Request, key_id: str, token_sha256: str | None = None) -> ApiKey | None:
+    """The usable stored key ``key_id`` (whose token hash is ``token_sha256``, when
+    given); None if there is none, or the key store cannot be read (logged: fail
+    closed)."""
     try:
-        keys = services(request).keys.list()
+        key = services(request).keys.find(key_id)
     except StoreError as exc:
         logger.error("inspector sessions refused: %s", exc.message)
         return None
-    for key in keys:
-        if (key.key_id if by_id else key.token_sha256) == match and key.revoked_at is None:
-            return key
-    return None
+    if key is None or (token_sha256 is not None and key.token_sha256 != token_sha256):
+        return None
+    return key
 
 
 def _session(request: Request, token: str) -> tuple[ApiKey, str]:
@@ -183,7 +180,7 @@ def _session(request: Request, token: str) -> tuple[ApiKey, str]:
         or not (parts[2] + parts[3]).isdigit()
     ):
         raise LoginRequired  # not a session token (say, one of an older version)
-    key = _stored(request, parts[1], by_id=True)
+    key = _stored(request, parts[1])
     if key is None:
         raise LoginRequired
     payload = token.rsplit(".", 1)[0]
@@ -261,7 +258,8 @@ def set_key(request: Request, response: Response, key: str) -> None:
     Raises:
         LoginRequired: ``key`` is no longer in the key store (revoked meanwhile).
     """
-    stored = _stored(request, hash_token(key), by_id=False)
+    key_id = key_id_of(key)
+    stored = None if key_id is None else _stored(request, key_id, hash_token(key))
     if stored is None:
         raise LoginRequired
     _cookie(response, request, KEY_COOKIE, issue_cookie(stored, time.time()), SESSION_LIFETIME)

@@ -21,14 +21,28 @@ import jinja2
 from fastapi.routing import APIRoute
 from starlette.responses import HTMLResponse, Response
 
-__all__ = ["HTMX", "SECURITY_HEADERS", "STATIC", "page_id", "pretty", "render", "static_file"]
+__all__ = [
+    "HTMX",
+    "HTMX_SSE",
+    "SECURITY_HEADERS",
+    "STATIC",
+    "page_id",
+    "pretty",
+    "render",
+    "static_file",
+]
 
 #: The vendored htmx (its license is ``static/htmx-LICENSE.txt``).
 HTMX: Final = "htmx-2.0.11.min.js"
+#: The vendored SSE extension of htmx, npm ``htmx-ext-sse`` (its license is
+#: ``static/htmx-ext-sse-LICENSE.txt``): the live tail of the Session view.
+HTMX_SSE: Final = "htmx-ext-sse-2.2.4.min.js"
 
 #: The static files served under ``/ui/static/``, with their media types.
 STATIC: Final[dict[str, str]] = {
     HTMX: "text/javascript; charset=utf-8",
+    HTMX_SSE: "text/javascript; charset=utf-8",
+    "htmx-ext-sse-LICENSE.txt": "text/plain; charset=utf-8",
     "ui.css": "text/css; charset=utf-8",
     "htmx-LICENSE.txt": "text/plain; charset=utf-8",
     "favicon.svg": "image/svg+xml",
@@ -106,6 +120,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(pretty=pretty, when=_when, ago=_ago, left=_left)
     env.globals["htmx"] = HTMX
+    env.globals["htmx_sse"] = HTMX_SSE
     return env
 
 

@@ -24,7 +24,6 @@ from ..service import SessionManager
 from .auth import Viewer, viewer
 from .guard import guarded, not_found
 from .memorydiff import diff
-from .memoryhistory import memory_versions
 from .pages import page_id, render
 from .query import Query
 from .timeline import show, timeline
@@ -40,6 +39,8 @@ RUNS_PER_PAGE: Final = 20
 AUDIT_PAGE: Final = 100
 #: Records per page of the Records view.
 RECORDS_PAGE: Final = 100
+#: Working-memory versions per page of the Memory view.
+VERSIONS_PAGE: Final = 10
 #: Forks listed beside a session (the Sessions view lists them all).
 FORKS_SHOWN: Final = 10
 
@@ -58,9 +59,9 @@ def who_of(v: Viewer) -> dict[str, Any]:
 
 def may_write(v: Viewer, s: Session) -> bool:
     """Whether the inspector offers (and accepts) writes of ``v`` on ``s``: only the
-    session's owner's; an admin sees another user's session read-only
-    (:mod:`.writes`)."""
-    return v.principal.user_id == s.user_id
+    session's owner's, with a ``write`` key; an admin sees another user's session
+    read-only, and a ``read`` key every session (:mod:`.writes`)."""
+    return v.principal.scope == "write" and v.principal.user_id == s.user_id
 
 
 def sessions_page(request: Request, v: Viewer) -> Response:
@@ -136,7 +137,8 @@ def malformed(session_id: str) -> bool:
 @guarded
 def session_view(request: Request, session_id: str) -> Response:
     """The Session view: one page of the timeline (newest first; ``before``/``after``
-    a seq to page), the session's fields, its first forks and first audit events."""
+    a seq to page), the session's fields, its first forks and first audit events; the
+    newest page tails live (:mod:`.live`)."""
     v = viewer(request)
     if malformed(session_id):
         return not_found()
@@ -144,6 +146,8 @@ def session_view(request: Request, session_id: str) -> Response:
     sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
     before, after = q.number("before"), q.number("after")
+    # The live tail's start, taken before the messages are read: nothing falls between.
+    live = sm.store.change_tail()
     messages = list(sm.get_messages(**who, limit=MESSAGES_PAGE, before=before, after=after))
     run_ids = list(dict.fromkeys(m.run_id for m in messages if m.run_id))[:RUNS_PER_PAGE]
     runs = _runs(sm, who, run_ids)
@@ -165,8 +169,26 @@ def session_view(request: Request, session_id: str) -> Response:
         "audit": sm.get_audit_log(**who, limit=20),
         "forks": _forks(sm, v, session_id),
         "writable": may_write(v, s),
+        "live": live,
+        "last": max(high, s.message_count),
+        "usage": _usage(sm, v, session_id),
     }
     return render("session.html", context)
+
+
+def _usage(sm: SessionManager, v: Viewer, session_id: str) -> dict[str, Any]:
+    """The session's usage per model and its budget (the usage panel)."""
+    admin = v.principal.admin
+    return {
+        "totals": sm.get_usage(
+            user_id=v.principal.user_id,
+            admin=admin,
+            all_users=admin,
+            session_id=session_id,
+            group_by="model",
+        ),
+        "budget": sm.get_budget(**who_of(v), session_id=session_id),
+    }
 
 
 @router.get("/sessions/{session_id}/rewinds/{number}")
@@ -197,23 +219,19 @@ def rewound_view(request: Request, session_id: str, number: str) -> Response:
 def memory_view(request: Request, session_id: str) -> Response:
     """The Memory view: the working memory as of a seq (a slider over the history,
     the current memory by default), its diff against the memory as of another seq, the
-    list of its versions (newest first, ``below`` a seq pages to older ones) and the
-    shared documents the viewer may read."""
+    list of its versions (``list_memory_versions``: newest first, ``cursor`` pages to
+    older ones) and the shared documents the viewer may read."""
     v = viewer(request)
     if malformed(session_id):
         return not_found()
-    q = Query(request, ("at", "base", "below"))
+    q = Query(request, ("at", "base", "cursor"))
     sm, who = manager_of(request), {**who_of(v), "session_id": session_id}
     s = sm.get_session(**who)
     at = q.number("at", high=s.message_count)
     base = q.number("base", high=s.message_count)
     shown = sm.get_working_memory(**who, at_seq=at)
     older = sm.get_working_memory(**who, at_seq=base) if base is not None else None
-    below = q.number("below")
-    versions, next_below = memory_versions(
-        lambda seq: sm.get_working_memory(**who, at_seq=seq),
-        s.message_count if below is None else min(below, s.message_count),
-    )
+    versions = sm.list_memory_versions(**who, limit=VERSIONS_PAGE, cursor=q.text("cursor"))
     context = {
         "v": v,
         "s": s,
@@ -223,7 +241,6 @@ def memory_view(request: Request, session_id: str) -> Response:
         "older": older,
         "diff": diff(older.data, shown.data) if older is not None else [],
         "versions": versions,
-        "next_below": next_below,
         "shared": _shared(sm, v, s),
     }
     return render("memory.html", context)

@@ -11,10 +11,10 @@ request's id), in two steps:
    without ``confirmed`` answers the confirm page and writes nothing.
 
 The version is the write's ``expected_version`` (If-Match): a page loaded before
-another write answers 409 "changed since you loaded it", and nothing is written.
-The idempotency key makes a double submit write once: the manager replays it for
-close, fork and rewind (across workers too); for every action a key this process
-already saw answers where its first submit went, without a second call.
+another write answers 409 "changed since you loaded it", and nothing is written (a
+fork compares it with the parent's in its own transaction). The idempotency key makes
+a double submit write once: the manager replays it for every action (across workers
+too), a delete's included, and the second submit is sent where the first went.
 
 Who may write: only the session's owner. An admin key sees another user's session
 read-only here (it may still write through the API or the CLI, where acting for
@@ -24,15 +24,13 @@ another user is explicit), and the post checks the same rule.
 from __future__ import annotations
 
 import secrets
-import threading
-from collections import OrderedDict
 from typing import Any, Final, Literal, get_args
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
-from ..errors import Conflict, ValidationError, VersionConflict
+from ..errors import Conflict, SessionNotFound, ValidationError, VersionConflict
 from ..models import Session
 from ..service import SessionManager
 from .auth import PATH, Viewer, check_csrf, read_form, viewer
@@ -58,31 +56,7 @@ _SAYS: Final[dict[Action, str]] = {
     "(kept, hidden, readable by the rewind's number) and the memory goes back to what "
     "it was then.",
 }
-#: The idempotency keys this process has seen, with where their submit went.
-_SEEN_MAX: Final = 4096
-
 router = APIRouter(include_in_schema=False, generate_unique_id_function=page_id)
-
-
-class _Seen:
-    """A bounded map of (user, idempotency key) to the answer's location."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._done: OrderedDict[tuple[str, str], str] = OrderedDict()
-
-    def get(self, user: str, key: str) -> str | None:
-        with self._lock:
-            return self._done.get((user, key))
-
-    def put(self, user: str, key: str, location: str) -> None:
-        with self._lock:
-            self._done[user, key] = location
-            while len(self._done) > _SEEN_MAX:
-                self._done.popitem(last=False)
-
-
-_seen = _Seen()
 
 
 def _number(raw: str | None) -> int | None:
@@ -145,13 +119,19 @@ def _do(request: Request, session_id: str, action: str, form: dict[str, str]) ->
         return _refused("Forbidden", "The form is not valid: reload the page.", 403)
     key = form.get("idempotency_key") or None
     confirmed = form.get("confirmed") == "yes" and key is not None
-    if confirmed and (done := _seen.get(v.principal.user_id, f"{session_id} {key}")):
-        return _see(done)  # a double submit (the session may be gone: a delete)
     sm = manager_of(request)
-    s = sm.get_session(**who_of(v), session_id=session_id)
+    version, seq = _number(form.get("expected_version")), _number(form.get("seq"))
+    try:
+        s = sm.get_session(**who_of(v), session_id=session_id)
+    except SessionNotFound:
+        if not (confirmed and action == "delete"):
+            raise
+        # A double submit of a delete: the manager replays its key, else it is not found.
+        who = {**who_of(v), "session_id": session_id}
+        sm.delete_session(**who, expected_version=version, idempotency_key=key)
+        return _see("/")
     if not may_write(v, s):
         return _refused("Read-only", "Only the session's owner writes from here.", 403, s)
-    version, seq = _number(form.get("expected_version")), _number(form.get("seq"))
     if not confirmed or key is None:
         return _page(v, s, action, version, seq)
     if version is None:
@@ -166,7 +146,6 @@ def _do(request: Request, session_id: str, action: str, form: dict[str, str]) ->
         return _refused("Changed since you loaded it", text, 409, s)
     except Conflict as exc:
         return _refused("Not possible now", f"{exc.message} Nothing was written.", 409, s)
-    _seen.put(v.principal.user_id, f"{session_id} {key}", location)
     return _see(location)
 
 
@@ -185,20 +164,18 @@ def _write(
     if action == "close":
         sm.close_session(**who, expected_version=version, idempotency_key=key)
     elif action == "expire":
-        sm.expire_session(**who, expected_version=version)
+        sm.expire_session(**who, expected_version=version, idempotency_key=key)
     elif action == "restore":
-        sm.restore_session(**who, expected_version=version, message_limit=0)
-    elif action == "delete":
-        sm.delete_session(**who, expected_version=version)
-        return "/"
+        sm.restore_session(**who, expected_version=version, message_limit=0, idempotency_key=key)
     elif action == "rewind":
         if seq is None:
             raise ValidationError("a rewind needs the message to go back to (seq)")
         sm.rewind_session(**who, to_seq=seq, expected_version=version, idempotency_key=key)
-    else:  # fork: it writes no change to this session, so its version is checked first
-        if s.version != version:
-            raise VersionConflict(session_id=s.session_id, current_version=s.version)
-        fork = sm.fork_session(**who, at_seq=seq, idempotency_key=key)
+    elif action == "delete":
+        sm.delete_session(**who, expected_version=version, idempotency_key=key)
+        return "/"
+    else:
+        fork = sm.fork_session(**who, at_seq=seq, expected_version=version, idempotency_key=key)
         return f"/sessions/{fork.session_id}"
     return here
 

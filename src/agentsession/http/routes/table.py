@@ -51,6 +51,7 @@ import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from enum import Enum
 from functools import reduce
 from typing import Annotated, Any
@@ -334,12 +335,14 @@ def _query(
 
 def _wire_type(hint: Any) -> Any:
     """``hint`` as a query parameter's type: ``RunStatus | str | None`` (the enum or its
-    value) is ``RunStatus | None`` on the wire, so the document lists the values."""
+    value) is ``RunStatus | None`` on the wire, so the document lists the values; a
+    ``datetime`` is :data:`~..schemas.Rfc3339` (text with an offset, not a Unix time)."""
     if not isinstance(hint, types.UnionType):
-        return hint
+        return schemas.Rfc3339 if hint is datetime else hint
     members = typing.get_args(hint)
     if any(isinstance(m, type) and issubclass(m, Enum) for m in members):
         members = tuple(m for m in members if m is not str)
+    members = tuple(schemas.Rfc3339 if m is datetime else m for m in members)
     return reduce(operator.or_, members)
 
 

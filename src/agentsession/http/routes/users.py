@@ -18,8 +18,10 @@ router = APIRouter(prefix="/v1", tags=["users"], responses=ERRORS, route_class=S
 
 @router.get("/whoami")
 async def whoami(principal: Auth) -> JSONResponse:
-    """The user and role of the API key in use."""
-    return JSONResponse({"user_id": principal.user_id, "admin": principal.admin})
+    """The user, role and scope (``read`` or ``write``) of the API key in use."""
+    return JSONResponse(
+        {"user_id": principal.user_id, "admin": principal.admin, "scope": principal.scope}
+    )
 
 
 @router.delete("/users/{user_id}/data", responses=problem_responses(403))

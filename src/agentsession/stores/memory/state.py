@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from ...errors import StoreError
 from ...models import (
     AuditEvent,
+    Budget,
     Message,
     Record,
     Rewind,
@@ -30,7 +31,7 @@ from ...models import (
     ToolCall,
     WorkingMemory,
 )
-from ..base import IdempotencyRecord, StoreConflict
+from ..base import IdempotencyRecord, StoreConflict, UsageRow
 
 __all__ = ["SessionData", "Tables", "TransactionBase", "copy", "seq_of"]
 
@@ -64,6 +65,8 @@ class SessionData:
     runs: dict[str, Run] = field(default_factory=dict)  # insertion order = seq order
     steps: dict[str, list[RunStep]] = field(default_factory=dict)
     audit: list[AuditEvent] = field(default_factory=list)
+    usage: list[UsageRow] = field(default_factory=list)  # the ledger, oldest first
+    budget: Budget | None = None
 
 
 class Tables:
@@ -78,6 +81,8 @@ class Tables:
         # (agent, user_id or "" for the app scope) -> the shared document.
         self._shared: dict[tuple[str, str], SharedMemory] = {}
         self._audit_seq = 0
+        # user_id -> the user's budget (a session's is in its SessionData).
+        self._budgets: dict[str, Budget] = {}
 
 
 class TransactionBase:

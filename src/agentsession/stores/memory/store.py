@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from ...apikeys import MemoryKeyTable
 from ...errors import StoreError
 from ..base import FeedRead, ScrubReport
 from ..changefeed import parse_seq_cursor, selected
@@ -31,6 +32,7 @@ from .shared import SharedMemoryOps
 from .state import Tables
 from .summaries import SummaryOps
 from .toolcalls import ToolCallOps
+from .usage import UsageOps
 from .working_memory import WorkingMemoryOps
 
 __all__ = ["MemoryStore"]
@@ -48,6 +50,11 @@ class MemoryStore(Tables):
         self.url = "memory://"
         self._lock = threading.RLock()
         self._closed = False
+        self._api_keys = MemoryKeyTable()
+
+    def api_keys(self) -> MemoryKeyTable:
+        """The store's API keys (:mod:`agentsession.apikeys`), in process memory."""
+        return self._api_keys
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[_MemoryTransaction]:
@@ -120,6 +127,7 @@ class MemoryStore(Tables):
             self._keys.clear()
             self._idempotency.clear()
             self._shared.clear()
+            self._budgets.clear()
 
 
 class _MemoryTransaction(
@@ -135,5 +143,6 @@ class _MemoryTransaction(
     RunOps,
     AuditOps,
     SearchOps,
+    UsageOps,
 ):
     """One transaction: every aggregate's methods over the store's tables, one undo log."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from bisect import bisect_left, bisect_right
 
-from ...models import WorkingMemory
+from ...models import MemoryVersion, WorkingMemory
 from ..base import StoreConflict
 from .state import TransactionBase, copy
 
@@ -19,6 +19,11 @@ _Row = tuple[int, WorkingMemory]
 
 def _at_seq(row: _Row) -> int:
     return row[0]
+
+
+def _version(at_seq: int, memory: WorkingMemory) -> MemoryVersion:
+    m = copy(memory)
+    return MemoryVersion(seq=at_seq, version=m.version, updated_at=m.updated_at, data=m.data)
 
 
 class WorkingMemoryOps(TransactionBase):
@@ -49,6 +54,14 @@ class WorkingMemoryOps(TransactionBase):
         # at_seq never decreases with the version: the last row at or below seq.
         i = bisect_right(rows, seq, key=_at_seq)
         return copy(rows[i - 1][1]) if i else None
+
+    def list_memory_history(
+        self, session_id: str, *, before_seq: int | None, limit: int
+    ) -> list[MemoryVersion]:
+        data = self._s._sessions.get(session_id)
+        rows = [] if data is None else data.memory_history
+        end = len(rows) if before_seq is None else bisect_left(rows, before_seq, key=_at_seq)
+        return [_version(at, m) for at, m in reversed(rows[max(0, end - limit) : end])]
 
     def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:
         self._writing()

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...jsonvalues import dumps, loads
-from ...models import WorkingMemory
+from ...models import MemoryVersion, WorkingMemory
 from .errors import translated
 
 if TYPE_CHECKING:
@@ -49,6 +49,12 @@ def _enc(memory: WorkingMemory) -> str:
 def _dec(text: object) -> WorkingMemory:
     assert not inspect.isawaitable(text), "the store needs a sync redis.Redis client"
     return WorkingMemory.model_validate(loads(str(text)))
+
+
+def _version(at_seq: int, memory: WorkingMemory) -> MemoryVersion:
+    return MemoryVersion(
+        seq=at_seq, version=memory.version, updated_at=memory.updated_at, data=memory.data
+    )
 
 
 def _member(version: int) -> str:
@@ -120,6 +126,36 @@ class MemoryOps:
         if not top:
             return None
         return _dec(self._r.hget(history, str(int(top[0]))))
+
+    @translated
+    def list_memory_history(
+        self, session_id: str, *, before_seq: int | None, limit: int
+    ) -> list[MemoryVersion]:
+        """This transaction's rows first (newer than every stored one), then the stored
+        ones: one ZREVRANGEBYSCORE with scores and one HMGET of their documents."""
+        mine = [
+            (at, m)
+            for at, m in reversed(self._new_history.get(session_id, []))
+            if before_seq is None or at < before_seq
+        ][:limit]
+        found = [_version(at, m) for at, m in mine]
+        if len(found) == limit or not self._stored(session_id):
+            return found
+        _, history, at_key = memory_keys(session_id)
+        high = "+inf" if before_seq is None else f"({before_seq}"
+        low = f"({mine[-1][0]}" if mine else "-inf"  # the stored rows below this tx's
+        rows = self._r.zrevrangebyscore(
+            at_key, high, low, start=0, num=limit - len(found), withscores=True
+        )
+        assert not inspect.isawaitable(rows)
+        if not rows:
+            return found
+        docs = self._r.hmget(history, [str(int(member)) for member, _ in rows])
+        assert not inspect.isawaitable(docs)
+        found += [
+            _version(int(score), _dec(doc)) for (_, score), doc in zip(rows, docs, strict=True)
+        ]
+        return found
 
     @translated
     def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:

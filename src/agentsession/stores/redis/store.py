@@ -22,6 +22,8 @@ Key layout (``{sid}`` is a Redis hash tag, so one session's keys share a cluster
     as:sessions, as:user:{uid}:..., as:status:..., as:agent:..., as:due
                                     the session indexes (:mod:`.index`)
     as:shared:...           the shared-memory documents (:mod:`.shared`)
+    as:{sid}:usage, as:{sid}:budget, as:budget:{uid}  the usage ledger and budgets
+                                    (:mod:`.usage`)
 
 Timestamps are microseconds since the Unix epoch in scores (exact in a double until the
 year 2255) and in fixed-width index members, ISO 8601 with microseconds in JSON.
@@ -82,6 +84,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
+from ...authfailures import LimitsCounter
 from ...errors import StoreBusy, StoreError
 from ...models import (
     AuditEvent,
@@ -94,6 +97,7 @@ from ...models import (
     WorkingMemory,
 )
 from ..base import FeedRead, IdempotencyRecord, ScrubReport, SessionHead, StoreConflict
+from .apikeys import RedisKeyTable
 from .audit import AuditOps
 from .changes import change_tail, read_changes
 from .codec import copy, dec, prefix
@@ -126,6 +130,7 @@ from .sessions import SessionOps
 from .shared import SharedMemoryOps
 from .summaries import SummaryOps
 from .toolcalls import ToolCallOps
+from .usage import UsageOps
 
 __all__ = ["AOF_REWRITE_WAIT_S", "RedisStore"]
 
@@ -192,7 +197,8 @@ while i <= #ARGV do
     redis.call('DEL', p .. 'session', p .. 'msgs', p .. 'memory', p .. 'calls',
       p .. 'calls:seq', p .. 'calls:find', p .. 'calls:provider', p .. 'calls:tools',
       p .. 'runs', p .. 'runs:seq', p .. 'audit', p .. 'idem', p .. 'records',
-      p .. 'records:idx', p .. 'summaries', p .. 'memhist', p .. 'memhist:at')
+      p .. 'records:idx', p .. 'summaries', p .. 'memhist', p .. 'memhist:at',
+      p .. 'usage', p .. 'budget')
     for n = 1, redis.call('ZCARD', p .. 'rewinds') do redis.call('DEL', p .. 'rewound:' .. n) end
     redis.call('DEL', p .. 'rewinds')
   elseif op == 'FORK' then
@@ -413,6 +419,29 @@ class RedisStore:
             raise StoreError("the Redis store is closed")
         return self._client
 
+    def api_keys(self) -> RedisKeyTable:
+        """The store's API keys (:mod:`agentsession.apikeys`).
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        return RedisKeyTable(self.client)
+
+    def auth_failures(self) -> LimitsCounter:
+        """The HTTP service's failed-authentication windows, in this Redis (keys
+        ``as:limits:*``, the ``limits`` library's moving windows), shared by every
+        process on the server.
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        from limits.storage import RedisStorage
+
+        storage = RedisStorage(
+            "redis://", connection_pool=self.client.connection_pool, key_prefix="as:limits"
+        )
+        return LimitsCounter(storage, shared=True)
+
     def __repr__(self) -> str:
         return f"RedisStore({self.url!r})"
 
@@ -526,6 +555,7 @@ class _RedisTransaction(
     IdempotencyOps,
     LeaseIndexOps,
     SearchOps,
+    UsageOps,
 ):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`. Each aggregate's methods are a

@@ -36,6 +36,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ...errors import StoreBusy, StoreError
+from ...observe import note
 from .execute import end_transaction, observed
 
 __all__ = ["MAX_BATCH", "FifoLock", "GroupCommit"]
@@ -328,6 +329,7 @@ class GroupCommit:
     def _finish(self, batch: _Batch) -> None:
         """COMMIT the batch and wake its writers (with the error, if it failed)."""
         self._batch = None
+        note("group_commit_batch", batch.members)
         try:
             end_transaction(batch.conn, commit=True)
         except BaseException as exc:  # every writer of the batch must hear of it

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ...models import WorkingMemory
+from ...models import MemoryVersion, WorkingMemory
 from .dialect import translated
 from .schema import memory_history as t
 
@@ -47,6 +47,23 @@ class MemoryHistoryOps:
         )
         row = self._conn.execute(stmt).mappings().first()
         return None if row is None else WorkingMemory.model_validate(dict(row))
+
+    @translated
+    def list_memory_history(
+        self, session_id: str, *, before_seq: int | None, limit: int
+    ) -> list[MemoryVersion]:
+        """The rows below ``before_seq``, newest first: one range read of the index
+        ``(session_id, at_seq, version)`` backwards (one row per ``at_seq``)."""
+        stmt = sa.select(t.c.at_seq, t.c.version, t.c.updated_at, t.c.data).where(
+            t.c.session_id == session_id
+        )
+        if before_seq is not None:
+            stmt = stmt.where(t.c.at_seq < before_seq)
+        stmt = stmt.order_by(t.c.at_seq.desc(), t.c.version.desc()).limit(limit)
+        return [
+            MemoryVersion(seq=r.at_seq, version=r.version, updated_at=r.updated_at, data=r.data)
+            for r in self._conn.execute(stmt)
+        ]
 
     @translated
     def rebase_memory_history(self, session_id: str, *, after_seq: int) -> None:

@@ -101,7 +101,7 @@ class RunOps:
     def get_run(self, session_id: str, run_id: str) -> Run | None:
         stmt = self._sql.cached("get_run", _run_select)
         rows = stmt.rows(self._execute(stmt, {"session_id": session_id, "run_id": run_id}))
-        return Run.model_validate(stmt.record(rows[0])) if rows else None
+        return _run_of(stmt.record(rows[0])) if rows else None
 
     @translated
     def list_run_steps(
@@ -148,4 +148,11 @@ class RunOps:
             "limit": limit,
         }
         rows = stmt.rows(self._execute(stmt, params))
-        return [Run.model_validate(stmt.record(row)) for row in rows]
+        return [_run_of(stmt.record(row)) for row in rows]
+
+
+def _run_of(row: dict[str, Any]) -> Run:
+    """The run of a row; ``usage_entries`` NULL (a run of before the ledger) is none."""
+    if row["usage_entries"] is None:
+        row["usage_entries"] = []
+    return Run.model_validate(row)

@@ -27,6 +27,7 @@ from sqlalchemy.dialects import mysql
 from ...fieldlimits import (
     EXTERNAL_KEY_CHARS,
     IDEMPOTENCY_KEY_CHARS,
+    MODEL_CHARS,
     NAME_CHARS,
     RECORD_KEY_CHARS,
     RECORD_NAMESPACE_CHARS,
@@ -37,7 +38,9 @@ from ...fieldlimits import (
 from .columns import BLOB, LONG_TEXT, JSONText, PlainText, UTCDateTime, binary_text
 
 __all__ = [
+    "api_keys",
     "audit_events",
+    "auth_failures",
     "change_feed_gate",
     "idempotency_keys",
     "memory_history",
@@ -48,11 +51,14 @@ __all__ = [
     "run_steps",
     "runs",
     "search_texts",
+    "session_budgets",
     "session_records",
     "sessions",
     "shared_memory",
     "summaries",
     "tool_calls",
+    "usage_ledger",
+    "user_budgets",
     "working_memory",
 ]
 
@@ -297,6 +303,9 @@ runs = sa.Table(
     sa.Column("error", PlainText(long=True), nullable=True),
     sa.Column("output", JSONText, nullable=False),
     sa.Column("usage", JSONText, nullable=False),
+    # The usage normalised, one entry per model (the run's ledger rows); NULL before
+    # the ledger (0015), read as none.
+    sa.Column("usage_entries", JSONText, nullable=True),
     sa.Column("metadata", JSONText, nullable=False),
     # Kept by every step insert, so a run is read and written without its steps.
     sa.Column("step_count", sa.Integer, nullable=False, server_default=sa.text("0")),
@@ -377,6 +386,103 @@ idempotency_keys = sa.Table(
     sa.Index(None, "session_id"),
     sa.Index(None, "created_at"),
     sa.Index(None, "owner_id"),
+    **TABLE_OPTIONS,
+)
+
+_COUNT = sa.BigInteger()
+
+# The usage ledger (docs/semantics.md, "Usage and budgets"): one row per model of a
+# finished run, written in the run's finish transaction, deleted with the session (ON
+# DELETE CASCADE). ``runs`` is 1 on a run's first row, 0 on its others. A user's sums
+# read the index (user_id, at), a session's (session_id, at).
+usage_ledger = sa.Table(
+    "usage_ledger",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("session_id", sa.String(ID), _session_fk(), nullable=False),
+    sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("agent", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("run_id", sa.String(ID), nullable=False),
+    sa.Column("model", sa.String(MODEL_CHARS), nullable=True),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Column("day", sa.String(10), nullable=False),
+    sa.Column("input_tokens", _COUNT, nullable=False),
+    sa.Column("output_tokens", _COUNT, nullable=False),
+    sa.Column("cache_read_tokens", _COUNT, nullable=False),
+    sa.Column("cache_write_tokens", _COUNT, nullable=False),
+    sa.Column("reasoning_tokens", _COUNT, nullable=False),
+    sa.Column("runs", sa.Integer, nullable=False),
+    sa.Index(None, "user_id", "at"),
+    sa.Index(None, "session_id", "at"),
+    sqlite_autoincrement=True,
+    **TABLE_OPTIONS,
+)
+
+# Budgets: a user's over all their sessions, and a session's (gone with the session).
+user_budgets = sa.Table(
+    "user_budgets",
+    metadata,
+    sa.Column("user_id", sa.String(NAME_CHARS), primary_key=True),
+    sa.Column("max_tokens", _COUNT, nullable=True),
+    sa.Column("max_cost", sa.Double, nullable=True),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+session_budgets = sa.Table(
+    "session_budgets",
+    metadata,
+    sa.Column("session_id", sa.String(ID), _session_fk(), primary_key=True),
+    sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("max_tokens", _COUNT, nullable=True),
+    sa.Column("max_cost", sa.Double, nullable=True),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    **TABLE_OPTIONS,
+)
+
+# API keys (agentsession.apikeys): the SHA-256 of each token, never the token. Shared by
+# every instance of the service.
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("key_id", sa.String(ID), primary_key=True),
+    sa.Column("token_sha256", sa.String(64), nullable=False),
+    sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
+    sa.Column("name", sa.String(LABEL), nullable=True),
+    sa.Column("admin", sa.Boolean, nullable=False),
+    sa.Column("scope", sa.String(16), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("expires_at", UTCDateTime, nullable=True),
+    sa.Column("last_used_at", UTCDateTime, nullable=True),
+    sa.Column("revoked_at", UTCDateTime, nullable=True),
+    sa.Index(None, "token_sha256", unique=True),
+    sa.Index(None, "user_id"),
+    **TABLE_OPTIONS,
+)
+
+# Failed authentications of the HTTP service, one row per failure (kind "address" or
+# "key", the client address or key id, Unix seconds), shared by every instance
+# (stores/sql/authfailures.py); rows older than the window are deleted as failures come.
+auth_failures = sa.Table(
+    "auth_failures",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("name", sa.String(LABEL), nullable=False),
+    sa.Column("at", sa.Double, nullable=False),
+    sa.Index(None, "kind", "name", "at"),
+    sa.Index(None, "at"),
+    sqlite_autoincrement=True,
     **TABLE_OPTIONS,
 )
 

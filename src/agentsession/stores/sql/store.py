@@ -34,6 +34,8 @@ from ..base import FeedRead, IdempotencyRecord, JSONTexts, ScrubReport, SessionH
 from ..changefeed import parse_seq_cursor
 from ..keyhash import external_key_hash
 from ..listing import merge_newest
+from .apikeys import SQLKeyTable
+from .authfailures import SQLFailureCounter
 from .changes import ChangeOps, FeedHorizon, audit_insert, gated_audit_insert
 from .columns import LONG_TEXT
 from .dialect import (
@@ -69,6 +71,7 @@ from .search import SearchOps
 from .shared import SharedMemoryOps
 from .summaries import SummaryOps
 from .toolcalls import ToolCallOps
+from .usage import UsageOps
 
 __all__ = ["SQLStore"]
 
@@ -180,6 +183,23 @@ class SQLStore:
         if self._engine is None:
             raise StoreError("the SQL store is closed")
         return self._engine
+
+    def api_keys(self) -> SQLKeyTable:
+        """The store's API keys (:mod:`agentsession.apikeys`): the ``api_keys`` table.
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        return SQLKeyTable(self.engine)
+
+    def auth_failures(self) -> SQLFailureCounter:
+        """The HTTP service's failed-authentication windows, in ``auth_failures``
+        (shared by every process on the database).
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        return SQLFailureCounter(self.engine)
 
     def __repr__(self) -> str:
         return f"SQLStore({self.url!r})"
@@ -524,6 +544,7 @@ class _SQLTransaction(
     ToolCallOps,
     RunOps,
     SearchOps,
+    UsageOps,
 ):
     """One transaction on one connection (the StoreTransaction protocol)."""
 

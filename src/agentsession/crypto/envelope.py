@@ -1,0 +1,134 @@
+"""The ciphertext envelope: AES-256-GCM with associated data binding a value to its place.
+
+An envelope is ``b"\\x01" | key id (16 bytes) | nonce (12 bytes) | ciphertext and tag``:
+the version byte, the id of the data key that sealed it, a random nonce (never reused:
+96 random bits per value, far under GCM's 2**32 values per key), and the AES-GCM output.
+Its text form, for JSON and text columns, is ``"$as1$"`` followed by the envelope in
+standard base64.
+
+The associated data is ``agentsession/1`` and the store id, user id, session id, kind
+and position (:class:`Place`), each as its length and text (``len:text``, so no two
+places encode alike): authenticated, not stored. A value copied to another
+row, session, user or store fails its tag check, as does any changed byte.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from typing import NamedTuple
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from ..errors import KeyringError
+
+__all__ = [
+    "KEY_ID_BYTES",
+    "TEXT_PREFIX",
+    "Place",
+    "from_text",
+    "is_sealed_text",
+    "key_id_of",
+    "open_envelope",
+    "seal",
+    "to_text",
+]
+
+VERSION = 1
+KEY_ID_BYTES = 16
+NONCE_BYTES = 12
+_HEADER = 1 + KEY_ID_BYTES + NONCE_BYTES
+#: The text form's prefix: a value starting with it is a sealed one.
+TEXT_PREFIX = "$as1$"
+
+
+class Place(NamedTuple):
+    """Where a value is stored: bound into its ciphertext as associated data.
+
+    Attributes:
+        user_id: the owner of the content (whose data key seals it).
+        session_id: its session ("" for content outside sessions: shared memory).
+        kind: what it is, e.g. ``"message"``, ``"memory"``, ``"run.input"``.
+        position: where within the session: a seq, a version, an id, a key.
+    """
+
+    user_id: str
+    session_id: str
+    kind: str
+    position: str | int = ""
+
+    def associated_data(self, store_id: str) -> bytes:
+        """The AEAD associated data of this place in store ``store_id`` (UTF-8; see the
+        module docstring)."""
+        u, s, k, p = self.user_id, self.session_id, self.kind, str(self.position)
+        return (
+            f"agentsession/1|{len(store_id)}:{store_id}|{len(u)}:{u}|{len(s)}:{s}|"
+            f"{len(k)}:{k}|{len(p)}:{p}|"
+        ).encode()
+
+    def describe(self) -> str:
+        """The place for an error message: ids and kind, never content."""
+        return f"user {self.user_id!r}, session {self.session_id!r}, {self.kind} {self.position}"
+
+
+def seal(key: AESGCM, key_id: bytes, data: bytes, associated: bytes) -> bytes:
+    """Encrypt ``data`` under ``key`` (data key ``key_id``), bound to ``associated``.
+
+    Returns:
+        The envelope bytes (see the module docstring).
+    """
+    nonce = os.urandom(NONCE_BYTES)
+    return bytes((VERSION,)) + key_id + nonce + key.encrypt(nonce, data, associated)
+
+
+def key_id_of(envelope: bytes, place: Place) -> bytes:
+    """The data key id an envelope names.
+
+    Raises:
+        KeyringError: not an envelope of a version this code reads (too short, or an
+            unknown version byte).
+    """
+    if len(envelope) < _HEADER + 16 or envelope[0] != VERSION:
+        raise KeyringError(f"the stored value at {place.describe()} is not a ciphertext")
+    return envelope[1 : 1 + KEY_ID_BYTES]
+
+
+def open_envelope(key: AESGCM, envelope: bytes, associated: bytes, place: Place) -> bytes:
+    """Decrypt an envelope whose key :func:`key_id_of` named.
+
+    Raises:
+        KeyringError: the tag does not verify: a changed byte, a value moved from
+            another place, or another store's key.
+    """
+    nonce = envelope[1 + KEY_ID_BYTES : _HEADER]
+    try:
+        return key.decrypt(nonce, envelope[_HEADER:], associated)
+    except InvalidTag:
+        raise KeyringError(
+            f"the ciphertext at {place.describe()} does not open: it was changed, moved "
+            "from another place, or sealed by another store's keyring"
+        ) from None
+
+
+def to_text(envelope: bytes) -> str:
+    """The text form of an envelope (``"$as1$"`` + base64)."""
+    return TEXT_PREFIX + base64.b64encode(envelope).decode("ascii")
+
+
+def is_sealed_text(value: object) -> bool:
+    """Whether ``value`` is the text form of an envelope."""
+    return isinstance(value, str) and value.startswith(TEXT_PREFIX)
+
+
+def from_text(text: str, place: Place) -> bytes:
+    """The envelope a text form holds.
+
+    Raises:
+        KeyringError: the text is not valid base64.
+    """
+    try:
+        return binascii.a2b_base64(text[len(TEXT_PREFIX) :], strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise KeyringError(f"the stored value at {place.describe()} is corrupted") from None
