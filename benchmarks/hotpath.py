@@ -7,7 +7,10 @@ own in WAL mode:
 
 * ``append FULL`` / ``append NORMAL``: one message appended, at ``synchronous=FULL``
   and ``NORMAL``;
-* ``last-20``: the newest 20 messages of a session, decoded.
+* ``last-20``: the newest 20 messages of a session, decoded;
+* ``memory update``: a working-memory replace with an expected version (NORMAL);
+* ``restore``: a restore of a session with 200 messages and 10 finished runs of 2 tool
+  calls each (NORMAL), as :mod:`run`'s workload (e).
 
 Each sample runs every (participant, operation) pair once, in a shuffled order; the
 report is the median of each pair over all samples and the ratio ours / raw. Medians
@@ -42,7 +45,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-OPS = ("append FULL", "append NORMAL", "last-20")
+OPS = ("append FULL", "append NORMAL", "last-20", "memory update", "restore")
 #: Messages in the read session before timing (the read is of the newest 20).
 HISTORY = 200
 
@@ -69,6 +72,10 @@ def before_participant(src: str, tag: str = "before") -> type[Any]:
 
 def _append(participant: Any, handle: Any, counter: Iterator[int]) -> None:
     participant.append(handle, next(counter))
+
+
+def _update_memory(participant: Any, handle: Any, counter: Iterator[int]) -> None:
+    participant.update_memory(handle, next(counter))
 
 
 def measure(samples: int, seed: int = 1, against: str | None = None) -> dict[str, Any]:
@@ -99,6 +106,16 @@ def measure(samples: int, seed: int = 1, against: str | None = None) -> dict[str
                 reader = p.new_session()
                 p.append_batch(reader, 0, HISTORY)
                 calls[("last-20", side)] = functools.partial(p.load_last, reader, 20)
+                memory = p.new_session()
+                if hasattr(p, "before_memory"):
+                    p.before_memory(memory)
+                calls[("memory update", side)] = functools.partial(
+                    _update_memory, p, memory, itertools.count()
+                )
+                restored = p.new_session()
+                p.append_batch(restored, 0, HISTORY)
+                p.prepare_restore(restored)
+                calls[("restore", side)] = functools.partial(p.restore, restored)
     try:
         keys = list(calls)
         for key in keys:  # warm-up: compile statements, fill caches

@@ -278,6 +278,21 @@ CREATE TABLE audit_events (
     at VARCHAR(32) NOT NULL, version_before INTEGER, version_after INTEGER,
     request_id VARCHAR(255), details TEXT NOT NULL);
 CREATE INDEX ix_audit_session ON audit_events (session_id, seq);
+CREATE INDEX ix_audit_user ON audit_events (user_id, seq);
+CREATE TABLE memory_history (
+    session_id VARCHAR(64) NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+    version INTEGER NOT NULL, at_seq INTEGER NOT NULL, updated_at VARCHAR(32),
+    data TEXT NOT NULL, PRIMARY KEY (session_id, version));
+CREATE INDEX ix_memory_history ON memory_history (session_id, at_seq, version);
+CREATE TABLE search_texts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id VARCHAR(64) NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+    kind VARCHAR(16) NOT NULL, seq INTEGER NOT NULL, role VARCHAR(16), text TEXT NOT NULL);
+CREATE UNIQUE INDEX ix_search_texts ON search_texts (session_id, kind, seq);
+CREATE VIRTUAL TABLE search_fts USING fts5(
+    text, content='search_texts', content_rowid='id', tokenize='trigram', detail='none');
+CREATE TRIGGER search_texts_ai AFTER INSERT ON search_texts BEGIN
+    INSERT INTO search_fts(rowid, text) VALUES (new.id, new.text); END;
 """
 _UPDATE_SESSION = (
     "UPDATE sessions SET user_id=?, agent=?, title=?, metadata=?, status=?, "
@@ -285,6 +300,7 @@ _UPDATE_SESSION = (
     "closed_at=?, expired_at=?, ttl_seconds=?, expires_at=?, message_count=?, "
     "run_count=?, tool_call_count=? WHERE session_id = ? AND version = ?"
 )
+_INSERT_TEXT = "INSERT INTO search_texts (session_id, kind, seq, role, text) VALUES (?, ?, ?, ?, ?)"
 _INSERT_AUDIT = (
     "INSERT INTO audit_events (session_id, user_id, actor, action, at, version_before, "
     "version_after, request_id, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -298,12 +314,15 @@ def _now() -> str:
 class RawSQLite(Participant):
     """Plain sqlite3 executing the statements agentsession's SQL store executes.
 
-    The tables, indexes and foreign keys mirror agentsession's schema. Per append, as
-    traced from the SQL store: ``BEGIN IMMEDIATE``; SELECT the session row; INSERT the
-    message; compare-and-set UPDATE of the session row (version + 1); INSERT the audit
-    event; COMMIT. Reads run in a transaction that first reads the session row (the
-    ownership check), then the messages by ``(session_id, seq)``, decoded as agentsession
-    decodes them (JSON payload, ISO timestamp). So the ratio to it is our overhead, not
+    The tables, indexes, foreign keys and the search index (an FTS5 trigram table kept
+    by a trigger, as the store's migration makes it) mirror agentsession's schema. Per
+    append, as traced from the SQL store: ``BEGIN IMMEDIATE``; SELECT the session row;
+    INSERT the message; INSERT its search text; compare-and-set UPDATE of the session
+    row (version + 1); INSERT the audit event; COMMIT. A working-memory update also
+    writes the memory's history row (after dropping the older one at its seq). Reads
+    run in a transaction that first reads the session row (the ownership check), then
+    the messages by ``(session_id, seq)``, decoded as agentsession decodes them (JSON
+    payload, ISO timestamp). So the ratio to it is our overhead, not
     a different amount of work: the physical limit for this store.
     """
 
@@ -400,10 +419,13 @@ class RawSQLite(Participant):
             for j in range(k)
         ]
         insert = "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)"
+        texts = [(handle, "message", r[2], r[4], text(start + j)) for j, r in enumerate(rows)]
         if k == 1:
             self.db.execute(insert, rows[0])
+            self.db.execute(_INSERT_TEXT, texts[0])
         else:
             self.db.executemany(insert, rows)
+            self.db.executemany(_INSERT_TEXT, texts)
         after = self._bump(row, now, k)
         details = {"count": k, "first_seq": seq0 + 1, "last_seq": seq0 + k}
         self._audit(handle, row[1], "message.appended", after - 1, after, details)
@@ -470,6 +492,15 @@ class RawSQLite(Participant):
         self.db.execute("BEGIN IMMEDIATE")
         row = self._session(handle)
         version = row[7]
+        self.db.execute(
+            "DELETE FROM memory_history WHERE session_id = ? AND at_seq = ? AND version < ?",
+            (handle, row[15], version + 1),
+        )
+        self.db.execute(
+            "INSERT INTO memory_history (session_id, version, at_seq, updated_at, data) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (handle, version + 1, row[15], now, data),
+        )
         cur = self.db.execute(
             "UPDATE working_memory SET version=?, updated_at=?, data=? WHERE session_id = ?",
             (version + 1, now, data, handle),

@@ -79,6 +79,7 @@ import argparse
 import asyncio
 import copy
 import gc
+import importlib.util
 import json
 import os
 import platform
@@ -740,13 +741,17 @@ def write_outputs(results: dict[str, Any], out: Path) -> str:
         markdown += "\n" + growth.render(results["growth"]) + "\n"
     if "inspector" in results:
         markdown += "\n" + inspector.render(results["inspector"]) + "\n"
-    if report.plot_history(results, out / "history.png"):
-        markdown += "\n![cost versus history length](history.png)\n"
-    if "concurrency" in results and concurrency.plot(
-        results["concurrency"], out / "concurrency.png"
-    ):
-        markdown += "\n![concurrent writers](concurrency.png)\n"
+    # The figures first: a plot that fails (matplotlib missing) must not lose a run.
     (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    if importlib.util.find_spec("matplotlib") is None:
+        markdown += "\n(no PNG plots: matplotlib is not installed; `make bench` installs it)\n"
+    else:
+        if report.plot_history(results, out / "history.png"):
+            markdown += "\n![cost versus history length](history.png)\n"
+        if "concurrency" in results and concurrency.plot(
+            results["concurrency"], out / "concurrency.png"
+        ):
+            markdown += "\n![concurrent writers](concurrency.png)\n"
     (out / "results.md").write_text(markdown)
     return markdown
 

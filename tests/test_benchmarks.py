@@ -374,6 +374,44 @@ def test_raw_restore_reads_runs_and_tool_calls(bench: Any, tmp_path: Path) -> No
         raw.close()
 
 
+def test_raw_writes_what_the_store_writes(bench: Any, tmp_path: Path) -> None:
+    """The raw baseline does the store's work of today: an append indexes its text for
+    search (the FTS5 trigram table finds it), a memory update keeps one history row per
+    version at the session's message count (issue #30: same work, same statements)."""
+    _, peers, _ = bench
+    raw = peers.RawSQLite(tmp_path, peers.WAL_NORMAL)
+    raw.open()
+    try:
+        sid = raw.new_session()
+        raw.append_batch(sid, 0, 3)
+        raw.append(sid, 3)
+        texts = raw.db.execute("SELECT seq, role, text FROM search_texts ORDER BY seq").fetchall()
+        assert texts == [(i + 1, peers.role(i), peers.text(i)) for i in range(4)]
+        found = raw.db.execute(
+            "SELECT rowid FROM search_fts WHERE text LIKE ?", (f"%{peers.text(2)[:12]}%",)
+        ).fetchall()
+        assert len(found) == 1
+        raw.update_memory(sid, 0)
+        raw.update_memory(sid, 1)  # same message count: replaces the older row
+        history = raw.db.execute("SELECT version, at_seq FROM memory_history").fetchall()
+        assert len(history) == 1 and history[0][1] == 4
+    finally:
+        raw.close()
+
+
+def test_outputs_are_written_without_matplotlib(
+    bench: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without matplotlib a run still writes results.json and results.md (no PNG, and
+    the markdown says why): a finished run is never lost to a plot."""
+    _, _, run = bench
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails, find_spec: None
+    markdown = run.write_outputs(_results(), tmp_path)
+    assert (tmp_path / "results.json").exists() and (tmp_path / "results.md").exists()
+    assert "matplotlib is not installed" in markdown
+    assert not list(tmp_path.glob("*.png"))
+
+
 def test_round_robin_shuffles_the_order_per_round_with_a_seed(bench: Any) -> None:
     """With an rng, each round's order is shuffled, and the same seed gives the same order."""
     import random

@@ -1,9 +1,11 @@
 """The fast forms of the hot paths give exactly what the general forms give.
 
 The SQL store's column types hand SQLite plain-function processors, a compiled
-statement precomputes its binds, ids are encoded two digits at a time, and "is anyone
-watching statements?" reads long-lived dispatch objects: each is checked here against
-the slower form it replaces, on the values and cases where they could differ.
+statement precomputes its binds, ids are encoded two digits at a time, "is anyone
+watching statements?" reads long-lived dispatch objects, a write copies its models
+without pydantic's ``model_copy`` and builds its stored messages from the checked
+payloads without validating them again: each is checked here against the slower form
+it replaces, on the values and cases where they could differ.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from agentsession import ids
+from agentsession.models import Message, Session
+from agentsession.service.modelcopy import updated
+from agentsession.service.policy import Limits
+from agentsession.service.validation import check_message
 from agentsession.stores.sql.columns import JSONText, PlainText, UTCDateTime
 from agentsession.stores.sql.execute import CompiledStatement, observed
 from agentsession.stores.sql.store import SQLStore
@@ -159,3 +165,77 @@ def test_observed_sees_a_listener_on_the_connection_and_echo(engine: Engine) -> 
         assert _seen(engine)
     finally:
         engine.echo = False
+
+
+def _models() -> list[Any]:
+    now = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    session = Session.model_validate(
+        {
+            "session_id": ids.new_id("ses"),
+            "user_id": "alice",
+            "agent": "bot",
+            "metadata": {"k": [1, 2]},
+            "created_at": now,
+            "updated_at": now,
+            "last_active_at": now,
+            "version": 3,
+        }
+    )
+    store = {"message_id": ids.new_id("msg"), "session_id": session.session_id, "seq": 4}
+    plain = Message.model_validate({"role": "user", "content": "hi", **store, "created_at": now})
+    extra = Message.model_validate(
+        {"role": "assistant", "refusal": None, "x": {"y": 1}, **store, "created_at": now}
+    )
+    item = Message.model_validate(
+        {"type": "function_call", "call_id": "c1", "name": "f", **store, "created_at": now}
+    )
+    return [session, plain, extra, item]
+
+
+@pytest.mark.parametrize("model", _models(), ids=["session", "message", "extra", "item"])
+def test_updated_is_model_copy(model: Any) -> None:
+    """The write path's copy gives what pydantic's model_copy gives: values, fields
+    set, extra fields (a dict of its own), and the JSON a client receives."""
+    field = "message_count" if isinstance(model, Session) else "session_version"
+    fast, slow = updated(model, {field: 7}), model.model_copy(update={field: 7})
+    assert fast == slow and type(fast) is type(slow)
+    assert fast.__dict__ == slow.__dict__
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.__pydantic_extra__ == slow.__pydantic_extra__
+    assert fast.__pydantic_private__ == slow.__pydantic_private__
+    assert fast.model_dump(mode="json", exclude_unset=True) == slow.model_dump(
+        mode="json", exclude_unset=True
+    )
+    if model.__pydantic_extra__ is not None:
+        assert fast.__pydantic_extra__ is not model.__pydantic_extra__
+    assert getattr(model, field) != 7  # the original is untouched
+
+
+def test_updated_refuses_an_undeclared_field() -> None:
+    with pytest.raises(KeyError, match="no field 'refusal'"):
+        updated(_models()[1], {"refusal": "no"})
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "user", "content": "plain"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "t", "type": "function"}]},
+        {"role": "tool", "content": [{"type": "text", "text": "x"}], "tool_call_id": "t"},
+        {"role": "user", "content": "meta", "metadata": {"a": 1}, "refusal": None, "z": [1.5]},
+        {"type": "function_call_output", "call_id": "c1", "output": "42"},
+        {"type": "reasoning", "summary": []},
+    ],
+)
+def test_appended_message_is_the_validated_payload(message: dict[str, Any]) -> None:
+    """An append builds its stored messages from the checked payload without a second
+    validation: exactly the model validating the payload with the store's fields gives."""
+    payload, _text = check_message(message, "message", Limits())
+    now = datetime(2026, 1, 2, tzinfo=UTC)
+    store = {"message_id": ids.new_id("msg"), "session_id": ids.new_id("ses"), "seq": 9}
+    fast = Message.from_store(dict(payload), **store, created_at=now)
+    slow = Message.model_validate({**payload, **store, "created_at": now})
+    assert fast == slow
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.__pydantic_extra__ == slow.__pydantic_extra__
+    assert fast.payload() == slow.payload() == message

@@ -85,13 +85,20 @@ class StrictRoute(APIRoute):
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         """Starlette's match, except :data:`Match.NONE` on a path a route of
-        :attr:`yields_to` serves."""
+        :attr:`yields_to` serves.
+
+        A request tries the routes in order, so most routes see paths they do not
+        serve: those are answered by the route's own path pattern alone, before
+        FastAPI's matching (which sets up per-route context first). The routers are
+        included without a prefix, so that pattern is the one FastAPI matches (with a
+        ``root_path``, FastAPI's matching alone decides)."""
+        path, root = scope["path"], scope.get("root_path", "")
+        path = path.removeprefix(root) if root else path  # as Starlette matches it
+        if not root and scope["type"] == "http" and self.path_regex.match(path) is None:
+            return Match.NONE, {}
         match, child = super().matches(scope)
-        if match is not Match.NONE and self.yields_to:
-            path, root = scope["path"], scope.get("root_path", "")
-            path = path.removeprefix(root) if root else path  # as Starlette matches it
-            if any(pattern.match(path) for pattern in self.yields_to):
-                return Match.NONE, {}
+        if match is not Match.NONE and any(pattern.match(path) for pattern in self.yields_to):
+            return Match.NONE, {}
         return match, child
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:

@@ -17,6 +17,7 @@ from .changes.messages import insert_messages
 from .changes.removal import removal_change
 from .changes.statechange import StateChange
 from .core import ServiceCore
+from .modelcopy import updated
 from .paging import Listing, Position
 from .pipeline import Change, WriteRequest
 from .transitions import running_run
@@ -110,7 +111,7 @@ class MessageUseCases(ServiceCore):
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
             _check_runs(tx, s, payloads)
             stored = insert_messages(tx, s, now, payloads, texts)
-            new = s.model_copy(update={"message_count": s.message_count + len(stored)})
+            new = updated(s, {"message_count": s.message_count + len(stored)})
             details: dict[str, Any] = {
                 "count": len(stored),
                 "first_seq": stored[0].seq,
@@ -183,7 +184,7 @@ class MessageUseCases(ServiceCore):
                 # As truncate_messages and pop_message audit it (only when some went).
                 summaries = {k: v for k, v in cut.details.items() if k == "summaries_removed"}
             stored = insert_messages(tx, kept, now, payloads, texts)
-            new = kept.model_copy(update={"message_count": kept.message_count + len(stored)})
+            new = updated(kept, {"message_count": kept.message_count + len(stored)})
             details = {
                 "removed": removed,
                 **summaries,

@@ -43,6 +43,7 @@ from ..models import AuditEvent, RunStatus, Session, SessionStatus
 from ..principal import Principal
 from ..stores.base import IdempotencyRecord, StoreTransaction
 from .context import current_request_id, report_write
+from .modelcopy import updated
 from .policy import Policy
 from .transitions import (
     TTL_REASON,
@@ -394,7 +395,7 @@ class WritePipeline:
         event = self.audit_event(before, actor, change.action, versions, change.details, now)
         # The row carries its chain's head, written by the update it already makes.
         update["audit_head"] = event.hash
-        new = change.session.model_copy(update=update)
+        new = updated(change.session, update)
         tx.update_session(new, expected_version=before.version)
         tx.insert_audit(event)
         return new
@@ -628,7 +629,7 @@ def _with_session_version(result: Any, version: int) -> Any:
     if isinstance(result, list):
         return [_with_session_version(item, version) for item in result]
     if isinstance(result, pydantic.BaseModel) and "session_version" in type(result).model_fields:
-        return result.model_copy(update={"session_version": version})
+        return updated(result, {"session_version": version})
     return result
 
 

@@ -6,16 +6,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from ...ids import new_id
 from ...models import Message, Session
 from ...stores.base import StoreTransaction
 
 __all__ = ["insert_messages"]
-
-
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 
 
 def insert_messages(
@@ -29,15 +24,15 @@ def insert_messages(
     ``s``, created ``now``; return the stored messages. ``texts``: the payloads' JSON
     as checked, so no store encodes them again. The caller counts the messages into
     the session's ``message_count``."""
+    # from_store validates as model_validate would, but keeps the values check_message
+    # already checked as they are: the payload is not validated a second time.
     stored = [
-        _MESSAGE.validate_python(
-            {
-                **payload,
-                "message_id": new_id("msg"),
-                "session_id": s.session_id,
-                "seq": s.message_count + 1 + i,
-                "created_at": now,
-            }
+        Message.from_store(
+            payload,
+            message_id=new_id("msg"),
+            session_id=s.session_id,
+            seq=s.message_count + 1 + i,
+            created_at=now,
         )
         for i, payload in enumerate(payloads)
     ]

@@ -24,14 +24,14 @@ expanding parameters) is refused at construction; keep those on ``Connection.exe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
-__all__ = ["CompiledStatement", "end_transaction", "observed"]
+__all__ = ["CompiledStatement", "StatementCache", "end_transaction", "observed"]
 
 _REQUIRED = object()
 
@@ -82,6 +82,15 @@ def end_transaction(conn: Connection, *, commit: bool) -> None:
     driver = conn.connection.dbapi_connection
     assert driver is not None
     driver.execute("COMMIT" if commit else "ROLLBACK")
+
+
+class StatementCache(Protocol):
+    """Compiled statements of one store, each compiled once (for its dialect)."""
+
+    def cached(self, key: Hashable, build: Callable[[], Any]) -> CompiledStatement:
+        """The statement ``build()`` makes, compiled on the first call with ``key``
+        (``key`` names everything that changes the statement's text) and kept."""
+        ...
 
 
 #: The events that see every statement as the driver receives it.

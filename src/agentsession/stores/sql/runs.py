@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from ...models import Run, RunStatus, RunStep
 from ..base import StoreConflict
 from .dialect import translated
+from .execute import CompiledStatement, StatementCache
 from .schema import run_steps, runs
 
 __all__ = ["RunOps"]
@@ -30,11 +31,32 @@ def _run_row(run: Run) -> dict[str, Any]:
     return row
 
 
+def _runs_select(status: bool, after: bool, limit: bool) -> sa.Select[Any]:
+    """A session's runs in seq order, with the bounds named (bound per call)."""
+    stmt = sa.select(runs).where(runs.c.session_id == sa.bindparam("session_id"))
+    if status:
+        stmt = stmt.where(runs.c.status == sa.bindparam("status"))
+    if after:
+        stmt = stmt.where(runs.c.seq > sa.bindparam("after_seq"))
+    stmt = stmt.order_by(runs.c.seq)
+    return stmt.limit(sa.bindparam("limit")) if limit else stmt
+
+
+def _run_select() -> sa.Select[Any]:
+    return sa.select(runs).where(
+        runs.c.session_id == sa.bindparam("session_id"), runs.c.run_id == sa.bindparam("run_id")
+    )
+
+
 class RunOps:
     """The run methods of the SQL transaction (see the store protocol). The host class
-    provides the connection, the write check and the errors to translate."""
+    provides the connection, its compiled statements and the way to run them, the
+    write check and the errors to translate. The reads of restores and run checks run
+    compiled statements (:mod:`.execute`)."""
 
     _conn: Connection
+    _sql: StatementCache
+    _execute: Callable[[CompiledStatement, dict[str, Any]], Any]
     _writing: Callable[[], None]
     _translatable: tuple[type[BaseException], ...]
 
@@ -77,9 +99,9 @@ class RunOps:
 
     @translated
     def get_run(self, session_id: str, run_id: str) -> Run | None:
-        stmt = sa.select(runs).where(runs.c.session_id == session_id, runs.c.run_id == run_id)
-        row = self._conn.execute(stmt).first()
-        return None if row is None else _run_of(row._asdict())
+        stmt = self._sql.cached("get_run", _run_select)
+        rows = stmt.rows(self._execute(stmt, {"session_id": session_id, "run_id": run_id}))
+        return _run_of(stmt.record(rows[0])) if rows else None
 
     @translated
     def list_run_steps(
@@ -117,13 +139,16 @@ class RunOps:
     ) -> list[Run]:
         if limit is not None and limit <= 0:
             return []
-        stmt = sa.select(runs).where(runs.c.session_id == session_id)
-        if status is not None:
-            stmt = stmt.where(runs.c.status == status.value)
-        if after_seq is not None:
-            stmt = stmt.where(runs.c.seq > after_seq)
-        stmt = stmt.order_by(runs.c.seq).limit(limit)
-        return [_run_of(row._asdict()) for row in self._conn.execute(stmt)]
+        bounds = (status is not None, after_seq is not None, limit is not None)
+        stmt = self._sql.cached(("list_runs", *bounds), lambda: _runs_select(*bounds))
+        params = {
+            "session_id": session_id,
+            "status": None if status is None else status.value,
+            "after_seq": after_seq,
+            "limit": limit,
+        }
+        rows = stmt.rows(self._execute(stmt, params))
+        return [_run_of(stmt.record(row)) for row in rows]
 
 
 def _run_of(row: dict[str, Any]) -> Run:

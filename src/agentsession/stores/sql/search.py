@@ -34,12 +34,14 @@ from ...models import Message, Session, ToolCall
 from ...searchtext import MIN_INDEXED_CHARS, message_text, tool_call_text
 from ..base import SearchRow
 from .dialect import translated
-from .execute import CompiledStatement
+from .execute import CompiledStatement, StatementCache
 from .schema import search_texts, sessions
 
-__all__ = ["SearchOps", "search_text_insert"]
+__all__ = ["SearchOps"]
 
 _ESCAPE = "\\"
+#: The columns of an index row written by this module (the id is generated).
+_COLUMNS = ("session_id", "kind", "seq", "role", "text")
 
 
 def _like(query: str) -> str:
@@ -48,35 +50,30 @@ def _like(query: str) -> str:
     return f"%{escaped}%"
 
 
-def search_text_insert() -> sa.Insert:
-    """The INSERT of one index row, every column bound by name: the store compiles it
-    once (its ``insert_search_text``), as it is on the path of every append with text."""
-    columns = ("session_id", "kind", "seq", "role", "text")
-    return sa.insert(search_texts).values({c: sa.bindparam(c) for c in columns})
+def _index_insert() -> sa.Insert:
+    """The INSERT of index rows (one per execution), compiled once: every message
+    append runs it."""
+    return sa.insert(search_texts).values({c: sa.bindparam(c) for c in _COLUMNS})
 
 
 class SearchOps:
     """The search method of the SQL transaction and the index writes of its other
-    methods. The host class provides the connection, the write check and the errors
-    to translate."""
+    methods. The host class provides the connection, its compiled statements and the
+    way to run them, the write check and the errors to translate."""
 
     _conn: Connection
+    _sql: StatementCache
+    _execute_rows: Callable[[CompiledStatement, Sequence[dict[str, Any]]], None]
     _writing: Callable[[], None]
     _translatable: tuple[type[BaseException], ...]
-    _sql: Any  # the store's compiled statements: insert_search_text
-    _execute: Callable[[CompiledStatement, dict[str, Any]], Any]
-    _dbapi_cursor: Callable[[], Any]
 
     def _index(self, rows: Iterable[dict[str, Any]]) -> None:
         """Insert the index rows that have text, by the compiled statement on the
         DBAPI cursor (:mod:`.execute`): an append's one row costs a fifth of a Core
         ``execute``."""
         kept = [r for r in rows if r["text"]]
-        stmt = self._sql.insert_search_text
-        if len(kept) == 1:
-            self._execute(stmt, kept[0])
-        elif kept:
-            stmt.executemany(self._conn, self._dbapi_cursor(), kept)
+        if kept:
+            self._execute_rows(self._sql.cached("index_insert", _index_insert), kept)
 
     def _index_title(self, session: Session, *, replace: bool) -> None:
         """Index the session's title (``replace``: drop the one indexed before)."""
@@ -117,8 +114,7 @@ class SearchOps:
         pick = sa.select(
             sa.literal(target_id, sa.String), t.c.kind, t.c.seq, t.c.role, t.c.text
         ).where(t.c.session_id == source_id, t.c.kind == "message", t.c.seq <= upto_seq)
-        columns = ["session_id", "kind", "seq", "role", "text"]
-        self._conn.execute(sa.insert(t).from_select(columns, pick.order_by(t.c.seq)))
+        self._conn.execute(sa.insert(t).from_select(list(_COLUMNS), pick.order_by(t.c.seq)))
 
     @translated
     def search(

@@ -17,7 +17,7 @@ SQLAlchemy's per-execution overhead; everything else goes through ``Connection.e
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -70,7 +70,7 @@ from .schema import (
     working_memory,
 )
 from .scrub import scrub_database
-from .search import SearchOps, search_text_insert
+from .search import SearchOps
 from .shared import SharedMemoryOps
 from .summaries import SummaryOps
 from .toolcalls import ToolCallOps
@@ -358,7 +358,6 @@ class _Statements:
         )
         self._dialect = dialect
         self._session_updates: dict[tuple[str, ...], CompiledStatement] = {}
-        self.insert_search_text = compiled(search_text_insert())  # every append with text
         # The payload is bound as the JSON text it already is (see insert_messages).
         self.insert_messages = compiled(
             sa.insert(messages).values(
@@ -420,6 +419,14 @@ class _Statements:
         self._messages: dict[tuple[bool, bool, str], CompiledStatement] = {}
         self._listings: dict[tuple[bool | int, ...], CompiledStatement] = {}
         self._due: dict[tuple[bool, bool], CompiledStatement] = {}
+        self._cached: dict[Hashable, CompiledStatement] = {}
+
+    def cached(self, key: Hashable, build: Callable[[], Any]) -> CompiledStatement:
+        """See :class:`.execute.StatementCache`."""
+        stmt = self._cached.get(key)
+        if stmt is None:
+            stmt = self._cached[key] = self._compile(build())
+        return stmt
 
     def get_messages(self, *, after: bool, before: bool, mode: str) -> CompiledStatement:
         """The message query for one combination of bounds; ``mode`` is all/first/last."""
@@ -557,6 +564,8 @@ class _SQLTransaction(
 ):
     """One transaction on one connection (the StoreTransaction protocol)."""
 
+    _sql: _Statements
+
     def __init__(
         self,
         conn: Connection,
@@ -591,6 +600,13 @@ class _SQLTransaction(
     def _execute(self, stmt: CompiledStatement, params: dict[str, Any]) -> Any:
         """Run a compiled hot statement on this transaction's DBAPI cursor."""
         return stmt.execute(self._conn, self._dbapi_cursor(), params)
+
+    def _execute_rows(self, stmt: CompiledStatement, rows: Sequence[dict[str, Any]]) -> None:
+        """Run a compiled hot statement once per row (one execute for one row)."""
+        if len(rows) == 1:
+            self._execute(stmt, rows[0])
+        else:
+            stmt.executemany(self._conn, self._dbapi_cursor(), rows)
 
     def close(self) -> None:
         """Release the DBAPI cursor (the transaction itself is the store's to end)."""
@@ -818,11 +834,7 @@ class _SQLTransaction(
             }
             for m, text in zip(messages_, payloads, strict=True)
         ]
-        stmt = self._sql.insert_messages
-        if len(rows) == 1:
-            self._execute(stmt, rows[0])
-        else:
-            stmt.executemany(self._conn, self._dbapi_cursor(), rows)
+        self._execute_rows(self._sql.insert_messages, rows)
         self._index_messages(messages_)
 
     @_translated

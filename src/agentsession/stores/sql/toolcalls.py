@@ -9,22 +9,39 @@ provider's call id take the newest match (``ORDER BY seq DESC LIMIT 1``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ...models import ToolCall
 from .dialect import translated
+from .execute import CompiledStatement, StatementCache
 from .schema import tool_calls
 
 __all__ = ["ToolCallOps"]
 
 
+def _calls_select(tool: bool, after: bool, limit: bool) -> sa.Select[Any]:
+    """A session's tool calls in seq order, with the bounds named (bound per call)."""
+    stmt = sa.select(tool_calls).where(tool_calls.c.session_id == sa.bindparam("session_id"))
+    if tool:
+        stmt = stmt.where(tool_calls.c.tool == sa.bindparam("tool"))
+    if after:
+        stmt = stmt.where(tool_calls.c.seq > sa.bindparam("after_seq"))
+    stmt = stmt.order_by(tool_calls.c.seq)
+    return stmt.limit(sa.bindparam("limit")) if limit else stmt
+
+
 class ToolCallOps:
     """The tool-call methods of the SQL transaction (see the store protocol). The host
-    class provides the connection, the write check and the errors to translate."""
+    class provides the connection, its compiled statements and the way to run them,
+    the write check and the errors to translate. A listing (every restore reads one)
+    runs a compiled statement (:mod:`.execute`)."""
 
     _conn: Connection
+    _sql: StatementCache
+    _execute: Callable[[CompiledStatement, dict[str, Any]], Any]
     _writing: Callable[[], None]
     _translatable: tuple[type[BaseException], ...]
     _index_tool_call: Callable[[ToolCall], None]
@@ -56,13 +73,11 @@ class ToolCallOps:
     ) -> list[ToolCall]:
         if limit is not None and limit <= 0:
             return []
-        stmt = sa.select(tool_calls).where(tool_calls.c.session_id == session_id)
-        if tool is not None:
-            stmt = stmt.where(tool_calls.c.tool == tool)
-        if after_seq is not None:
-            stmt = stmt.where(tool_calls.c.seq > after_seq)
-        stmt = stmt.order_by(tool_calls.c.seq).limit(limit)
-        return [ToolCall.model_validate(row._asdict()) for row in self._conn.execute(stmt)]
+        bounds = (tool is not None, after_seq is not None, limit is not None)
+        stmt = self._sql.cached(("list_tool_calls", *bounds), lambda: _calls_select(*bounds))
+        params = {"session_id": session_id, "tool": tool, "after_seq": after_seq, "limit": limit}
+        rows = stmt.rows(self._execute(stmt, params))
+        return [ToolCall.model_validate(stmt.record(row)) for row in rows]
 
     @translated
     def find_tool_call(self, session_id: str, *, tool: str, arguments_hash: str) -> ToolCall | None:
