@@ -406,6 +406,29 @@ def test_memory_at_seq_reads_the_memory_as_it_stood(url: str) -> None:
     assert past.exit_code == 5 and past.stderr.startswith("error: at_seq must be at most")
 
 
+def test_memory_versions_lists_the_history_newest_first(url: str) -> None:
+    """``sessions memory-versions`` lists each version with the seq it came into effect
+    at, newest first; ``--before`` pages below a seq; another user's session is not found
+    (exit 3)."""
+    sid = _two_turns(url)
+    common = ("--url", url, "--user", "alice")
+    listed = invoke("sessions", "memory-versions", sid, "--json", *common)
+    assert listed.exit_code == 0, listed.output
+    items = json.loads(listed.stdout)["items"]
+    assert [i["data"].get("goal") for i in items][:2] == ["wave", "say hi"]
+    assert items[0]["seq"] > items[1]["seq"]
+    older = invoke(
+        "sessions", "memory-versions", sid, "--before", str(items[0]["seq"]), "--json", *common
+    )
+    assert [i["version"] for i in json.loads(older.stdout)["items"]] == [
+        i["version"] for i in items[1:]
+    ]
+    table = invoke("sessions", "memory-versions", sid, *common)
+    assert "memory versions" in table.stdout and "wave" in table.stdout
+    other = invoke("sessions", "memory-versions", sid, "--url", url, "--user", "bob")
+    assert other.exit_code == 3 and "not found" in other.stderr, other.output
+
+
 def test_rewind_then_rewinds_and_rewound(url: str) -> None:
     """``sessions rewind`` prints number, count, mode and memory version; ``rewinds``
     lists it; ``rewound`` shows the messages it hid; a second rewind with --remove."""

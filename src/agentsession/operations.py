@@ -443,6 +443,7 @@ OPERATIONS: tuple[Operation, ...] = (
             "list_memory_versions",
             "Page[MemoryVersion]",
             (Route("GET", _S + "/memory/versions"),),
+            cli="sessions memory-versions",
             doc="""A page of the working memory's history, newest first: each version with
             ``seq``, the first message seq it was in effect at (``at_seq`` of any seq from it
             to the next version's reads it), its ``version``, ``updated_at`` and ``data``.

@@ -23,6 +23,7 @@ from ..ids import ID_PATTERN
 from ..models import (
     AuditEvent,
     Budget,
+    MemoryVersion,
     Message,
     Rewind,
     RewindResult,
@@ -41,6 +42,7 @@ __all__ = [
     "budget_table",
     "count",
     "memory_table",
+    "memory_versions_table",
     "messages_table",
     "rewind_text",
     "rewinds_table",
@@ -189,6 +191,21 @@ def memory_table(memory: WorkingMemory, title: str = "working memory") -> Table:
             shown = "" if value is None else short(value, 90)
         table.add_row(key, shown)
     return table
+
+
+def memory_versions_table(versions: Sequence[MemoryVersion]) -> FitTable:
+    """The working memory's history, newest first: the first message seq each version
+    was in effect at, its version, when it was written, and its document, shortened."""
+    rows: list[list[Cell]] = [
+        [str(v.seq), str(v.version), _when(v.updated_at), Text(short(v.data, 90))] for v in versions
+    ]
+    columns = [
+        Column("seq", justify="right"),
+        Column("version", justify="right"),
+        Column("written", drop=1),
+        Column("memory", wrap=20),
+    ]
+    return FitTable("memory versions", columns, rows, "no memory versions")
 
 
 def tools_table(calls: Sequence[ToolCall], runs: Sequence[Run] = ()) -> FitTable:

@@ -199,6 +199,36 @@ def sessions_memory(
     )
 
 
+@sessions_app.command("memory-versions")
+@cli_errors
+def sessions_memory_versions(
+    ctx: typer.Context,
+    session_id: SessionArg,
+    before: Annotated[
+        int | None,
+        typer.Option("--before", help="Only versions in effect before this message seq."),
+    ] = None,
+    limit: LimitOpt = None,
+    cursor: CursorOpt = None,
+    url: UrlOpt = None,
+    user: UserOpt = None,
+    admin: AdminOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a page of the working memory's history, newest first (each version with the
+    first message seq it was in effect at; `sessions memory --at-seq` shows one whole)."""
+    opts = resolve_options(ctx, url, user, admin, as_json)
+    page = call(
+        opts,
+        SessionManager.list_memory_versions,
+        session_id=session_id,
+        before=before,
+        limit=limit,
+        cursor=cursor,
+    )
+    show_page(opts, page, render.memory_versions_table(page.items))
+
+
 @sessions_app.command("tools")
 @cli_errors
 def sessions_tools(
