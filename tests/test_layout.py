@@ -283,3 +283,12 @@ def test_the_formatter_lays_out_every_line() -> None:
     assert not found, found
     makefile = (SRC.parent / "Makefile").read_text(encoding="utf-8")
     assert "ruff format --check" in makefile
+
+
+def test_test_modules_have_unique_names() -> None:
+    """pytest imports test modules by their basename (the test folders are not
+    packages): two ``test_x.py`` in different folders stop the collection of the whole
+    suite ("import file mismatch")."""
+    tests = Path(__file__).resolve().parent
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
