@@ -245,8 +245,13 @@ class ErasureUseCases(ServiceCore):
 
         def body(tx: StoreTransaction) -> Page[AuditEvent]:
             s = tx.get_session(session_id)
-            tombstone_only = s is None and admin and tx.list_audit(session_id, limit=1)
-            if not tombstone_only and (s is None or not principal.may_act_for(s.user_id)):
+            tombstone_only = (
+                s is None
+                and principal.agents is None
+                and admin
+                and tx.list_audit(session_id, limit=1)
+            )
+            if not tombstone_only and (s is None or not principal.may_see(s.user_id, s.agent)):
                 raise SessionNotFound(session_id=session_id)
             return read_forward(
                 lambda after_seq, n: tx.list_audit(session_id, after_seq=after_seq, limit=n),

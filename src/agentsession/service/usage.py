@@ -81,6 +81,7 @@ class UsageUseCases(ServiceCore):
             check_id(session_id, field="session_id", prefix="ses")
         if agent is not None:
             check_name(agent, field="agent")
+        agent = Principal(user_id, admin).agent_filter(agent)  # a key limited to agents
         sums = self._uow.run(
             lambda tx: tx.sum_usage(
                 user_id=None if all_users else user_id,
