@@ -97,6 +97,16 @@ class Principal:
         if self.agents is not None and agent not in self.agents:
             raise Forbidden(f"this key is limited to the agents {_named(self.agents)}")
 
+    def check_every_agent(self, what: str) -> None:
+        """Refuse ``what`` (a change to what every agent's sessions share: the user's
+        budget, the erasure of the user's data) to a principal limited to agents.
+
+        Raises:
+            Forbidden: the principal is limited to some agents.
+        """
+        if self.agents is not None:
+            raise Forbidden(f"{what} reaches every agent: this key is limited to some")
+
     def agent_filter(self, agent: str | None) -> str | None:
         """The agent filter a listing, count, search or usage read runs with: ``agent``
         as given when the principal may read every agent; else the named agent if it

@@ -57,6 +57,10 @@ def test_c31_creating_and_listing_stay_within_the_agents(manager: SessionManager
         with pytest.raises(Forbidden):
             manager.changes(user_id=USER)
         with pytest.raises(Forbidden):
+            manager.delete_user_data(user_id=USER)
+        with pytest.raises(Forbidden):
+            manager.set_budget(user_id=USER, admin=True, max_tokens=10)
+        with pytest.raises(Forbidden):
             manager.get_shared_memory(scope="user", agent="billing", user_id=USER)
         assert manager.changes(user_id=USER, session_id=mine.session_id).items
         with pytest.raises(SessionNotFound):

@@ -68,8 +68,6 @@ def test_c31_a_key_of_one_agent_never_sees_nor_changes_another_agents_session(
     missing = {**theirs, "session_id": new_id("ses")}
     checked = 0
     for op, route in ROUTES:
-        if route.path == "/v1/users/{user_id}/data":
-            continue  # erases the user: every agent's sessions, checked below
         refused = _call(api, route, theirs, limited)
         assert theirs["session_id"] not in refused.text or "{session_id}" in route.path, op
         if "{session_id}" in route.path:
@@ -81,6 +79,8 @@ def test_c31_a_key_of_one_agent_never_sees_nor_changes_another_agents_session(
             ), refused.text
         elif "{agent}" in route.path or (route.path == "/v1/sessions" and route.method == "POST"):
             assert refused.status_code in (403, 422), (op, refused.text)
+        elif route.path == "/v1/users/{user_id}/data":  # every agent's sessions
+            assert_problem(refused, 403, "forbidden")
         checked += 1
     assert checked >= 40
     refused = api.http.post("/v1/sessions", json={"agent": "billing"}, headers=limited)
