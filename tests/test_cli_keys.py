@@ -63,9 +63,31 @@ def test_keys_in_the_store_create_list_revoke(tmp_path: Path) -> None:
     assert _keys(url, "list").stdout.split("\t")[4].startswith("revoked ")
 
 
+def test_c31_a_key_limited_to_agents_keeps_them_in_the_store_and_the_file(tmp_path: Path) -> None:
+    url = _migrated(tmp_path)
+    made = _keys(url, "create", "--user", "dana", "--agent", "support", "--agent", "billing")
+    assert made.exit_code == 0, made.output
+    assert "(user, write, agents billing,support)" in made.stderr
+    key_id = made.stdout.strip().split(".", 1)[0]
+    with SessionManager.from_url(url) as sm:
+        stored = key_table(sm.store).get_by_id(key_id)
+    assert stored is not None and stored.agents == ("billing", "support")
+    assert stored.principal().agents == frozenset({"billing", "support"})
+    assert _keys(url, "list").stdout.strip().split("\t")[8] == "billing,support"
+    path = tmp_path / "keys.json"
+    FileKeyStore(path).create(user_id="erin", agents=["support"])
+    FileKeyStore(path).create(user_id="erin")
+    assert [k.agents for k in FileKeyStore(path).list()] == [("support",), None]
+    assert _keys(url, "import", str(path)).exit_code == 0
+    with SessionManager.from_url(url) as sm:
+        imported = [k for k in key_table(sm.store).list() if k.user_id == "erin"]
+    assert sorted(k.agents or () for k in imported) == [(), ("support",)]
+
+
 def test_bad_key_options_exit_2_and_store_nothing(tmp_path: Path) -> None:
     url = _migrated(tmp_path)
     for args in (
+        ["--agent", "no spaces"],
         ["--scope", "admin"],
         ["--name", "tab\there"],
         ["--expires-at", "2001-01-01T00:00:00+00:00"],

@@ -23,7 +23,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
@@ -67,7 +67,9 @@ def _now() -> str:
 class ApiKey:
     """One stored key. ``token_sha256`` is the hex SHA-256 of the whole token; times are
     ISO 8601 text in UTC. ``last_used_at`` is kept by the
-    store's key table only (at most once per :data:`TOUCH_SECONDS`)."""
+    store's key table only (at most once per :data:`TOUCH_SECONDS`). ``agents``: the
+    only agents whose sessions the key may touch (sorted, no duplicates); None for
+    every agent."""
 
     key_id: str
     user_id: str
@@ -79,11 +81,13 @@ class ApiKey:
     scope: Scope = "write"
     expires_at: str | None = None
     last_used_at: str | None = None
+    agents: tuple[str, ...] | None = None
 
     def principal(self) -> Principal:
         """The principal a request with this key acts as: the key's user (an admin if
-        the key is one) and its scope."""
-        return Principal(user_id=self.user_id, admin=self.admin, scope=self.scope)
+        the key is one), its scope and its agents."""
+        agents = None if self.agents is None else frozenset(self.agents)
+        return Principal(user_id=self.user_id, admin=self.admin, scope=self.scope, agents=agents)
 
     def usable(self, now: datetime | None = None) -> bool:
         """Not revoked, and not expired at ``now`` (default: now)."""
@@ -106,12 +110,15 @@ def new_key(
     name: str | None = None,
     scope: str = "write",
     expires_at: datetime | None = None,
+    agents: Iterable[str] | None = None,
 ) -> tuple[ApiKey, str]:
-    """A new key and its token (not stored anywhere yet).
+    """A new key and its token (not stored anywhere yet). ``agents``: limit the key to
+    these agents' sessions (None: every agent; docs/security.md, "Keys limited to
+    agents").
 
     Raises:
-        ValidationError: a malformed user id, a name over 200 characters
-            or with a control character,
+        ValidationError: a malformed user id or agent name, an empty ``agents``, a
+            name over 200 characters or with a control character,
             a scope other than ``read``/``write``, an expiry without a time zone or not
             in the future.
     """
@@ -124,6 +131,11 @@ def new_key(
         )
     if expires_at is not None and (expires_at.tzinfo is None or expires_at <= datetime.now(UTC)):
         raise ValidationError("expires_at must be a future time with a zone", field="expires_at")
+    limited = None
+    if agents is not None:
+        limited = tuple(sorted({check_name(a, field="agents") for a in agents}))
+        if not limited:
+            raise ValidationError("agents must name at least one agent", field="agents")
     key_id = new_id("key")
     token = f"{key_id}.{secrets.token_urlsafe(32)}"
     key = ApiKey(
@@ -135,6 +147,7 @@ def new_key(
         name=name,
         scope=scope,
         expires_at=None if expires_at is None else expires_at.astimezone(UTC).isoformat(),
+        agents=limited,
     )
     return key, token
 
@@ -194,6 +207,7 @@ class KeyStore(Protocol):
         name: str | None = None,
         scope: str = "write",
         expires_at: datetime | None = None,
+        agents: Iterable[str] | None = None,
     ) -> tuple[ApiKey, str]:
         """Store a new key (:func:`new_key`); return it and its token (the only time
         the token exists)."""
@@ -335,9 +349,12 @@ class StoreKeyStore:
         name: str | None = None,
         scope: str = "write",
         expires_at: datetime | None = None,
+        agents: Iterable[str] | None = None,
     ) -> tuple[ApiKey, str]:
         """See :meth:`KeyStore.create`."""
-        key, token = new_key(user_id, admin=admin, name=name, scope=scope, expires_at=expires_at)
+        key, token = new_key(
+            user_id, admin=admin, name=name, scope=scope, expires_at=expires_at, agents=agents
+        )
         if not self.table.insert(key):  # 128 random bits: never in practice
             raise StoreError(f"key id {key.key_id} is taken; create the key again")
         return key, token

@@ -100,6 +100,9 @@ class Settings(BaseSettings):
         jwt_user_claim: the claim holding the user id (default ``sub``).
         jwt_scope_claim: the claim holding the scopes ``read``, ``write``, ``admin``
             (default ``scope``: space-separated, or a list).
+        jwt_agents_claim: the claim holding the agents a JWT is limited to (a
+            space-separated string or a list of agent names; docs/security.md, "Keys
+            limited to agents"); unset (default) = JWTs reach every agent.
         jwt_leeway_seconds: clock skew allowed on ``exp`` and ``nbf`` (default 30).
         jwt_jwks_cache_seconds: how long keys fetched from a JWKS URL are kept (300).
         redis_rewrite_aof: a Redis store rewrites its append-only file after every
@@ -149,6 +152,7 @@ class Settings(BaseSettings):
     jwt_algorithms: list[str] = Field(default_factory=lambda: ["RS256"])
     jwt_user_claim: str = "sub"
     jwt_scope_claim: str = "scope"
+    jwt_agents_claim: str | None = None
     jwt_leeway_seconds: float = Field(30.0, ge=0, le=600)
     jwt_jwks_cache_seconds: float = Field(300.0, ge=1)
 

@@ -39,6 +39,18 @@ def test_key_table_round_trip(store: SessionStore) -> None:
     assert not table.revoke("key_nope", "2027-01-01T00:00:00+00:00")
 
 
+def test_c31_a_key_table_keeps_the_agents_of_a_key(store: SessionStore) -> None:
+    table = key_table(store)
+    limited, token = new_key("alice", agents=["support", "billing", "support"])
+    assert limited.agents == ("billing", "support")
+    unlimited = new_key("alice")[0]
+    assert table.insert(limited) and table.insert(unlimited)
+    assert table.get(hash_token(token)) == limited
+    assert table.get_by_id(unlimited.key_id) == unlimited and unlimited.agents is None
+    found = StoreKeyStore(table).authenticate(token)
+    assert found is not None and found.agents == frozenset({"billing", "support"})
+
+
 def test_key_table_lists_oldest_first_and_erases_a_user(store: SessionStore) -> None:
     table = key_table(store)
     made = [new_key(user)[0] for user in ("bob", "alice", "bob")]
@@ -92,6 +104,8 @@ def test_an_expired_key_is_refused(store: SessionStore) -> None:
         ({"name": "a\x00b"}, "name"),
         ({"expires_at": datetime(2020, 1, 1, tzinfo=UTC)}, "expires_at"),
         ({"expires_at": datetime(2099, 1, 1)}, "expires_at"),
+        ({"agents": []}, "agents"),
+        ({"agents": ["ok", "not ok"]}, "agents"),
     ],
 )
 def test_bad_key_options_are_refused(store: SessionStore, options: dict, field: str) -> None:

@@ -145,3 +145,27 @@ def test_settings_without_audience_or_with_a_symmetric_algorithm_are_refused(
             SessionManager.from_url("memory://"),
             Settings(**base, jwt_audience=AUDIENCE, jwt_algorithms=["HS256"]),
         )
+
+
+def test_c31_a_jwt_may_limit_its_agents_in_the_configured_claim(tmp_path: Path) -> None:
+    key = _key()
+    settings = Settings(
+        url="memory://",
+        jwt_jwks=str(_jwks(tmp_path / "jwks.json", ("k1", key))),
+        jwt_audience=AUDIENCE,
+        jwt_issuer=ISSUER,
+        jwt_agents_claim="agents",
+    )
+    with SessionManager.from_url("memory://") as manager:
+        billing = manager.create_session(user_id="alice", agent="billing").session_id
+        app = create_app(manager, settings, keys=MemoryKeyStore())
+        with TestClient(app) as client:
+            limited = {"Authorization": f"Bearer {_token(key, agents=['support'])}"}
+            made = client.post("/v1/sessions", json={"agent": "support"}, headers=limited)
+            assert made.status_code == 201, made.text
+            other = client.post("/v1/sessions", json={"agent": "billing"}, headers=limited)
+            assert other.status_code == 403, other.text
+            assert client.get(f"/v1/sessions/{billing}", headers=limited).status_code == 404
+            assert _get(client, _token(key), f"/v1/sessions/{billing}").status_code == 200
+            assert _get(client, _token(key, agents="not a name!")).status_code == 401
+            assert _get(client, _token(key, agents=[])).status_code == 401

@@ -118,6 +118,11 @@ def keys_create(
         formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z"],
         help="When the key stops working (ISO 8601 with a zone, e.g. 2027-01-01T00:00:00Z).",
     ),
+    agents: list[str] | None = typer.Option(
+        None,
+        "--agent",
+        help="Limit the key to this agent's sessions (repeat for several; default: every agent).",
+    ),
     keys_file: KeysFileOpt = None,
     url: UrlOpt = None,
 ) -> None:
@@ -128,12 +133,18 @@ def keys_create(
     --keys-file)."""
     with _keys(ctx, keys_file, url) as (store, where), _key_errors():
         key, token = store.create(
-            user_id=user, admin=admin, name=name, scope=scope, expires_at=expires_at
+            user_id=user,
+            admin=admin,
+            name=name,
+            scope=scope,
+            expires_at=expires_at,
+            agents=agents or None,
         )
     typer.echo(token)
     role = "admin" if admin else "user"
+    limit = "" if key.agents is None else f", agents {','.join(key.agents)}"
     typer.echo(
-        f"key {key.key_id} for {user} ({role}, {key.scope}) stored in {where}; "
+        f"key {key.key_id} for {user} ({role}, {key.scope}{limit}) stored in {where}; "
         "the token above is shown only now",
         err=True,
     )
@@ -163,7 +174,8 @@ def keys_revoke(
 @cli_errors
 def keys_list(ctx: typer.Context, keys_file: KeysFileOpt = None, url: UrlOpt = None) -> None:
     """List keys, one a line, tab-separated: id, user, role, created, state (active,
-    expired or revoked), scope, name, last used (never
+    expired or revoked), scope, name, last used, agents (comma-separated; ``*``: every
+    agent) (never
     tokens); or one line naming the key store when it holds none; exit 2 if the key
     store cannot be used or would be next to an SQLite database that does not exist."""
     with _keys(ctx, keys_file, url) as (store, where), _key_errors():
@@ -177,7 +189,7 @@ def keys_list(ctx: typer.Context, keys_file: KeysFileOpt = None, url: UrlOpt = N
             state = "active" if key.usable() else f"expired {key.expires_at}"
         role = "admin" if key.admin else "user"
         fields = [key.key_id, key.user_id, role, key.created_at, state, key.scope]
-        fields += [key.name or "-", key.last_used_at or "-"]
+        fields += [key.name or "-", key.last_used_at or "-", ",".join(key.agents or ("*",))]
         typer.echo("\t".join(fields))
 
 

@@ -1,5 +1,6 @@
 """``agentsession trace export SESSION_ID``: a session's runs as OpenTelemetry spans
-(:mod:`agentsession.tracing`), one JSON object a line, on stdout or in ``--out``."""
+(:mod:`agentsession.tracing`), one JSON object a line, on stdout or in ``--out``, or
+sent to a collector by OTLP/HTTP with ``--otlp URL``."""
 
 from __future__ import annotations
 
@@ -42,14 +43,29 @@ def trace_export(
             help="Also put inputs, outputs, tool arguments and results on the spans.",
         ),
     ] = False,
+    otlp: Annotated[
+        str | None,
+        typer.Option(
+            "--otlp",
+            help="Send the spans by OTLP/HTTP to this traces URL, e.g. "
+            "http://localhost:4318/v1/traces (instead of writing them).",
+        ),
+    ] = None,
     url: UrlOpt = None,
     user: UserOpt = None,
     admin: AdminOpt = False,
 ) -> None:
     """Write the session's runs (root spans), their steps and tool calls (child spans)
     as OpenTelemetry spans, one JSON object a line (the SDK's span JSON), with their
-    stored times and statuses; content only with --include-content. Exit 2 without the
-    otel extra."""
+    stored times and statuses; content only with --include-content. With --otlp, send
+    them in one OTLP/HTTP request instead (protobuf; the exporter's
+    ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` apply); exit 1 if the collector does not take
+    them. Exit 2 without the otel extra, or with both --otlp and --out."""
+    if otlp is not None:
+        if out is not None:
+            raise UsageError("give --otlp or --out, not both")
+        _send(ctx, session_id, otlp, include_content, url, user, admin)
+        return
     try:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
@@ -81,3 +97,54 @@ def trace_export(
             stream.close()
     if out is not None:
         typer.echo(f"{count} spans of {session_id} written to {out}", err=True)
+
+
+def _send(
+    ctx: typer.Context,
+    session_id: str,
+    endpoint: str,
+    include_content: bool,
+    url: str | None,
+    user: str | None,
+    admin: bool,
+) -> None:
+    """Export the session's spans to memory, then send them all to ``endpoint`` in one
+    OTLP/HTTP request, so a refusal is known and reported (exit 1)."""
+    try:
+        # The exporter is typed but its shutdown is not; an environment without the
+        # otel extra has no exporter at all: either way one ignore, never both.
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[import-not-found,unused-ignore]
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        from ..tracing import export_session
+    except ImportError:
+        raise UsageError("OTLP export needs: pip install 'agentsession[otel]'") from None
+    if not endpoint.startswith(("http://", "https://")):
+        raise UsageError(f"--otlp must be an http:// or https:// URL, not {endpoint!r}")
+    opts = resolve_options(ctx, url, user, admin, False)
+    collected = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(collected))
+    try:
+        with open_manager(opts) as sm:
+            count = export_session(
+                sm,
+                session_id=session_id,
+                user_id=opts.principal,
+                admin=opts.admin,
+                tracer_provider=provider,
+                include_content=include_content,
+            )
+    finally:
+        provider.shutdown()
+    exporter = OTLPSpanExporter(endpoint=endpoint, timeout=10)
+    try:
+        result = exporter.export(collected.get_finished_spans())
+    finally:
+        exporter.shutdown()  # type: ignore[no-untyped-call,unused-ignore]
+    if result is not SpanExportResult.SUCCESS:
+        typer.echo(f"error: {endpoint} did not take the {count} spans of {session_id}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"{count} spans of {session_id} sent to {endpoint}", err=True)

@@ -25,7 +25,7 @@ from ..fieldlimits import IDEMPOTENCY_KEY_CHARS
 from ..ids import is_id
 from ..models import Message, Page, RestoredSession, Session
 from ..observe import note
-from ..principal import Principal
+from ..principal import Principal, limit_agents
 from ..protocol import PreconditionRequired, Unauthenticated, format_etag, parse_if_match
 from ..service import AsyncSessionManager, WriteReport, write_report
 from ..service.validation import check_key
@@ -121,6 +121,9 @@ async def authenticate(request: Request, credentials: Credentials) -> Principal:
             "a valid API key is required: send `Authorization: Bearer <key>`"
         )
     check_scope(request, principal)
+    # Every manager call of this request (its task, and the threads handed a copy of
+    # its context) acts within the key's agents: checked once, in the service layer.
+    limit_agents(principal.agents)
     request.state.principal = principal
     return principal
 

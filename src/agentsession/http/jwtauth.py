@@ -14,7 +14,10 @@ On when ``AGENTSESSION_JWT_JWKS`` names a JWKS: a file (re-read when it changes)
   required settings), with ``AGENTSESSION_JWT_LEEWAY_SECONDS`` of clock skew;
 * the claim ``AGENTSESSION_JWT_USER_CLAIM`` (default ``sub``) is a valid user id;
 * the claim ``AGENTSESSION_JWT_SCOPE_CLAIM`` (default ``scope``: a space-separated
-  string, or a list) holds ``read``, ``write`` or both, and ``admin`` for an admin.
+  string, or a list) holds ``read``, ``write`` or both, and ``admin`` for an admin;
+* with ``AGENTSESSION_JWT_AGENTS_CLAIM`` set, that claim, if present, is one or more
+  valid agent names (space-separated, or a list): the token reaches only those agents'
+  sessions (absent: every agent).
 
 Anything else is a failed authentication (401, counted like a wrong API key).
 """
@@ -30,7 +33,7 @@ from typing import Any
 import jwt
 
 from ..errors import ValidationError
-from ..ids import check_name
+from ..ids import NAME_PATTERN, check_name
 from ..principal import Principal, Scope
 from ..settings import Settings
 
@@ -111,7 +114,13 @@ class JwtVerifier:
         else:
             logger.debug("JWT refused: neither read nor write in claim %r", s.jwt_scope_claim)
             return None
-        return Principal(user_id=user, admin="admin" in scopes, scope=scope)
+        agents = None
+        if s.jwt_agents_claim is not None and s.jwt_agents_claim in claims:
+            agents = frozenset(_scopes(claims[s.jwt_agents_claim]))
+            if not agents or not all(NAME_PATTERN.fullmatch(a) for a in agents):
+                logger.debug("JWT refused: no valid agent names in %r", s.jwt_agents_claim)
+                return None
+        return Principal(user_id=user, admin="admin" in scopes, scope=scope, agents=agents)
 
     def _key_for(self, token: str) -> Any:
         if self._client is not None:

@@ -27,7 +27,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -123,9 +123,12 @@ class FileKeyStore:
         name: str | None = None,
         scope: str = "write",
         expires_at: datetime | None = None,
+        agents: Iterable[str] | None = None,
     ) -> tuple[ApiKey, str]:
         """See :meth:`KeyStore.create`."""
-        key, token = new_key(user_id, admin=admin, name=name, scope=scope, expires_at=expires_at)
+        key, token = new_key(
+            user_id, admin=admin, name=name, scope=scope, expires_at=expires_at, agents=agents
+        )
         with self._locked() as keys:
             keys.append(key)
         return key, token

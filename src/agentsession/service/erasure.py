@@ -180,12 +180,14 @@ class ErasureUseCases(ServiceCore):
             stays committed, and calling again re-runs the disk step.
 
         Raises:
-            Forbidden: another user's data without admin. ValidationError: bad ids.
+            Forbidden: another user's data without admin, or a caller limited to
+            agents. ValidationError: bad ids.
         """
         check_name(user_id, field="user_id")
         target = user_id if target_user_id is None else target_user_id
         check_name(target, field="target_user_id")
         principal = Principal(user_id, admin)
+        principal.check_every_agent("erasing a user's data")
         if not principal.may_act_for(target):
             raise Forbidden(
                 "erasing another user's data needs an admin caller (an admin API key, "
@@ -245,8 +247,13 @@ class ErasureUseCases(ServiceCore):
 
         def body(tx: StoreTransaction) -> Page[AuditEvent]:
             s = tx.get_session(session_id)
-            tombstone_only = s is None and admin and tx.list_audit(session_id, limit=1)
-            if not tombstone_only and (s is None or not principal.may_act_for(s.user_id)):
+            tombstone_only = (
+                s is None
+                and principal.agents is None
+                and admin
+                and tx.list_audit(session_id, limit=1)
+            )
+            if not tombstone_only and (s is None or not principal.may_see(s.user_id, s.agent)):
                 raise SessionNotFound(session_id=session_id)
             return read_forward(
                 lambda after_seq, n: tx.list_audit(session_id, after_seq=after_seq, limit=n),

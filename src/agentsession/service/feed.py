@@ -101,7 +101,9 @@ class ChangeFeedUseCases(ServiceCore):
 
         Raises:
             ValidationError: a bad id, limit or cursor. Forbidden: ``all_users``
-            without admin. SessionNotFound: ``session_id`` is not the caller's.
+            without admin, or no ``session_id`` from a caller limited to agents
+            (:mod:`agentsession.principal`). SessionNotFound: ``session_id`` is not the
+            caller's (or of an agent it is not limited to).
         """
         size = self._page_size(limit)
         query = self._feed_query(user_id, session_id, all_users=all_users, admin=admin)
@@ -178,14 +180,23 @@ class ChangeFeedUseCases(ServiceCore):
         hashed = tombstone_id(self._tombstone_key, user_id)
         user_ids = None if all_users else [user_id, hashed]
         if session_id is None:
+            if principal.agents is not None:  # the feed's events carry no agent
+                raise Forbidden(
+                    "a key limited to agents reads the change feed of one session at a "
+                    "time: pass session_id"
+                )
             return FeedQuery(user_ids, None)
         check_id(session_id, field="session_id", prefix="ses")
 
         def body(tx: StoreTransaction) -> None:
             s = tx.get_session(session_id)
-            if s is not None and principal.may_act_for(s.user_id):
+            if s is not None and principal.may_see(s.user_id, s.agent):
                 return
-            if s is None and any(admin or e.user_id == hashed for e in tx.list_audit(session_id)):
+            if (
+                s is None
+                and principal.agents is None
+                and any(admin or e.user_id == hashed for e in tx.list_audit(session_id))
+            ):
                 return  # the tombstone of a deleted session, read by its owner or an admin
             raise SessionNotFound(session_id=session_id)
 

@@ -15,6 +15,7 @@ from ..errors import Forbidden, ValidationError
 from ..fieldlimits import SEARCH_QUERY_CHARS
 from ..ids import check_id, check_name
 from ..models import Page, SearchHit
+from ..principal import Principal
 from ..searchtext import occurrences, snippet
 from ..stores.base import SearchRow
 from .core import ServiceCore
@@ -90,6 +91,7 @@ class SearchUseCases(ServiceCore):
             )
         if agent is not None:
             check_name(agent, field="agent")
+        agent = Principal(user_id, admin).agent_filter(agent)  # a key limited to agents
         if session_id is not None:
             check_id(session_id, field="session_id", prefix="ses")
         size = self._page_size(limit)

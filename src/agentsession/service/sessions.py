@@ -234,6 +234,7 @@ class SessionUseCases(ServiceCore):
         if working_memory is not None:
             memory = check_memory(working_memory, self.limits)
         principal = Principal(user_id)
+        principal.check_agent(agent)  # a key limited to agents creates only theirs
         pipeline = self._pipeline
         limits = self.limits
 
@@ -324,7 +325,7 @@ class SessionUseCases(ServiceCore):
                 keys, a bad key, a value too long or not a string, number or boolean).
             Forbidden: ``all_users`` without admin.
         """
-        owner, wanted_status = _listing_filters(
+        owner, wanted_status, agent = _listing_filters(
             "listing", user_id, status, agent, parent_session_id, all_users, admin
         )
         wanted = check_filter(metadata)
@@ -395,7 +396,7 @@ class SessionUseCases(ServiceCore):
             ValidationError: a bad user id, status, agent, parent id or metadata filter.
             Forbidden: ``all_users`` without admin.
         """
-        owner, wanted_status = _listing_filters(
+        owner, wanted_status, agent = _listing_filters(
             "counting", user_id, status, agent, parent_session_id, all_users, admin
         )
         wanted = check_filter(metadata)
@@ -472,14 +473,15 @@ def _listing_filters(
     parent_session_id: str | None,
     all_users: bool,
     admin: bool,
-) -> tuple[str | None, SessionStatus | None]:
+) -> tuple[str | None, SessionStatus | None, str | None]:
     """Check the filters of a session listing or count (``verb``: what the caller
-    does, for the error): the owner whose sessions it reads (None: every user's) and
-    the status.
+    does, for the error): the owner whose sessions it reads (None: every user's), the
+    status, and the agent (a caller limited to agents reads only theirs:
+    :meth:`~agentsession.principal.Principal.agent_filter`).
 
     Raises:
         ValidationError: a bad user id, status, agent or parent id.
-        Forbidden: ``all_users`` without ``admin``.
+        Forbidden: ``all_users`` without ``admin``; an agent outside the caller's.
     """
     check_name(user_id, field="user_id")
     if all_users and not admin:
@@ -492,7 +494,8 @@ def _listing_filters(
         check_name(agent, field="agent")
     if parent_session_id is not None:
         check_id(parent_session_id, field="parent_session_id", prefix="ses")
-    return (None if all_users else user_id), wanted_status
+    agent = Principal(user_id, admin).agent_filter(agent)
+    return (None if all_users else user_id), wanted_status, agent
 
 
 def _with_memory(

@@ -216,9 +216,12 @@ def _owner(scope: Any, agent: Any, user_id: Any, target_user_id: Any, admin: boo
     """The document's ``user_id`` key (None for the app scope), after the checks: the
     app scope needs admin; a user document is the caller's, or ``target_user_id``'s
     (another user's needs admin; checked before any read, so a refusal says nothing of
-    whether the document exists)."""
+    whether the document exists); a caller limited to agents touches only theirs
+    (Forbidden otherwise)."""
     check_name(user_id, field="user_id")
     check_name(agent, field="agent")
+    principal = Principal(user_id, admin)
+    principal.check_agent(agent)
     if scope not in SCOPES:
         raise ValidationError("scope must be 'app' or 'user'", field="scope")
     if scope == "app":
@@ -235,7 +238,7 @@ def _owner(scope: Any, agent: Any, user_id: Any, target_user_id: Any, admin: boo
     if target_user_id is None:
         return cast(str, user_id)
     check_name(target_user_id, field="target_user_id")
-    if not Principal(user_id, admin).may_act_for(target_user_id):
+    if not principal.may_act_for(target_user_id):
         raise Forbidden("another user's shared memory needs admin=True")
     return cast(str, target_user_id)
 

@@ -112,11 +112,12 @@ def _owned(
 
     Raises:
         ValidationError: a malformed session id or user id.
-        SessionNotFound: missing, deleted, or not the principal's: one error for all.
+        SessionNotFound: missing, deleted, not the principal's, or of an agent the
+            principal is not limited to: one error for all.
     """
     check_id(session_id, field="session_id", prefix="ses")
     check_name(principal.user_id, field="user_id")
     s = get(session_id)
-    if s is None or not principal.may_act_for(s.user_id):
+    if s is None or not principal.may_see(s.user_id, s.agent):
         raise SessionNotFound(session_id=session_id)
     return s

@@ -81,6 +81,7 @@ class UsageUseCases(ServiceCore):
             check_id(session_id, field="session_id", prefix="ses")
         if agent is not None:
             check_name(agent, field="agent")
+        agent = Principal(user_id, admin).agent_filter(agent)  # a key limited to agents
         sums = self._uow.run(
             lambda tx: tx.sum_usage(
                 user_id=None if all_users else user_id,
@@ -157,12 +158,15 @@ class UsageUseCases(ServiceCore):
             The budget as set, with its use.
 
         Raises:
-            Forbidden: without admin. ValidationError: no bound, or a bad one.
+            Forbidden: without admin; the user's budget by a caller limited to agents.
+            ValidationError: no bound, or a bad one.
             SessionNotFound.
         """
         if not admin:
             raise Forbidden("setting a budget needs admin=True")
         owner, sid = self._budget_scope(user_id, target_user_id, session_id, admin)
+        if sid is None:  # the user's budget covers every agent's runs
+            Principal(user_id, admin).check_every_agent("changing the user's budget")
         if max_tokens is None and max_cost is None:
             raise ValidationError("give max_tokens or max_cost (clear_budget removes a budget)")
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 0):
@@ -206,11 +210,14 @@ class UsageUseCases(ServiceCore):
             The budget now: no bounds, with its use.
 
         Raises:
-            Forbidden: without admin. ValidationError, SessionNotFound.
+            Forbidden: without admin; the user's budget by a caller limited to agents.
+            ValidationError, SessionNotFound.
         """
         if not admin:
             raise Forbidden("clearing a budget needs admin=True")
         owner, sid = self._budget_scope(user_id, target_user_id, session_id, admin)
+        if sid is None:  # the user's budget covers every agent's runs
+            Principal(user_id, admin).check_every_agent("changing the user's budget")
 
         def write(tx: StoreTransaction) -> Budget:
             uid = (

@@ -135,12 +135,19 @@ class SessionHead(NamedTuple):
     message_count: int
     expires_at: datetime | None
     lease_expires_at: datetime | None
+    agent: str
 
     @classmethod
     def of(cls, s: Session) -> SessionHead:
         """The head of ``s``."""
         return cls(
-            s.session_id, s.user_id, s.status, s.message_count, s.expires_at, s.lease_expires_at
+            s.session_id,
+            s.user_id,
+            s.status,
+            s.message_count,
+            s.expires_at,
+            s.lease_expires_at,
+            s.agent,
         )
 
 

@@ -47,7 +47,7 @@ from ..http.authlimit import key_id_of
 from ..http.deps import services
 from ..http.keys import ApiKey, hash_token
 from ..observe import note
-from ..principal import Principal
+from ..principal import Principal, limit_agents
 
 __all__ = [
     "KEY_COOKIE",
@@ -206,7 +206,9 @@ def viewer(request: Request) -> Viewer:
         raise LoginRequired
     key, payload = _session(request, token)
     csrf = hmac.new(_secret(key), _CSRF_LABEL + payload.encode(), hashlib.sha256).hexdigest()
-    return Viewer(key.principal(), csrf)
+    principal = key.principal()
+    limit_agents(principal.agents)  # the view's manager calls: only the key's agents
+    return Viewer(principal, csrf)
 
 
 def check_csrf(request: Request, sent: str | None, current: Viewer | None) -> bool:

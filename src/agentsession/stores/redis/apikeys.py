@@ -54,6 +54,8 @@ _TEXT_FIELDS = (
 def _fields(key: ApiKey) -> dict[str, str]:
     found = {f: getattr(key, f) for f in _TEXT_FIELDS if getattr(key, f) is not None}
     found["admin"] = "1" if key.admin else "0"
+    if key.agents is not None:  # sorted names joined by commas (no name holds one)
+        found["agents"] = ",".join(key.agents)
     return found
 
 
@@ -69,6 +71,7 @@ def _key(found: dict[str, str]) -> ApiKey:
         scope=found["scope"],  # type: ignore[arg-type]  # written from an ApiKey
         expires_at=found.get("expires_at"),
         last_used_at=found.get("last_used_at"),
+        agents=tuple(found["agents"].split(",")) if "agents" in found else None,
     )
 
 

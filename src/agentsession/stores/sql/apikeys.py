@@ -42,6 +42,7 @@ def _key(row: Mapping[Any, Any]) -> ApiKey:
         scope=row["scope"],
         expires_at=text(row["expires_at"]),
         last_used_at=text(row["last_used_at"]),
+        agents=None if row["agents"] is None else tuple(row["agents"].split(",")),
     )
 
 
@@ -98,6 +99,7 @@ class SQLKeyTable:
             "expires_at": _time(key.expires_at),
             "last_used_at": _time(key.last_used_at),
             "revoked_at": _time(key.revoked_at),
+            "agents": None if key.agents is None else ",".join(key.agents),
         }
         try:
             with self._conn(write=True) as conn:

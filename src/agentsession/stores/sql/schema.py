@@ -468,6 +468,8 @@ api_keys = sa.Table(
     sa.Column("expires_at", UTCDateTime, nullable=True),
     sa.Column("last_used_at", UTCDateTime, nullable=True),
     sa.Column("revoked_at", UTCDateTime, nullable=True),
+    # The agents the key is limited to, sorted and comma-joined; NULL: every agent.
+    sa.Column("agents", sa.Text, nullable=True),
     sa.Index(None, "token_sha256", unique=True),
     sa.Index(None, "user_id"),
     **TABLE_OPTIONS,

@@ -632,7 +632,7 @@ class _SQLTransaction(
 
     @_translated
     def get_session_head(self, session_id: str) -> SessionHead | None:
-        stmt = self._sql.get_session_head  # six columns, two of them decoded; no Session
+        stmt = self._sql.get_session_head  # seven columns, two of them decoded; no Session
         rows = stmt.rows(self._execute(stmt, {"session_id": session_id}))
         return _session_head(rows[0]) if rows else None
 
@@ -1021,9 +1021,9 @@ def _idempotency_row(record: IdempotencyRecord) -> dict[str, Any]:
 
 def _session_head(row: Sequence[Any]) -> SessionHead:
     """The :class:`SessionHead` of a row of the ``get_session_head`` statement."""
-    session_id, user_id, status, count, expires_at, lease_expires_at = row
+    session_id, user_id, status, count, expires_at, lease_expires_at, agent = row
     return SessionHead(
-        session_id, user_id, SessionStatus(status), count, expires_at, lease_expires_at
+        session_id, user_id, SessionStatus(status), count, expires_at, lease_expires_at, agent
     )
 
 
