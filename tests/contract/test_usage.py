@@ -158,7 +158,12 @@ def test_budget_refuses_the_run_that_would_exceed_it(manager: SessionManager, si
     assert event["details"]["operation"] == "start_run"
     assert event["version_before"] == event["version_after"] == before["session"]["version"]
     assert after["audit"][:-1] == before["audit"]
-    assert after | {"audit": before["audit"]} == before
+    # The refusal's event is the audit chain's new head, on the row without a version
+    # step; nothing else changed.
+    assert after["session"]["audit_head"] == event["hash"]
+    headless = {"audit": before["audit"], "session": before["session"]}
+    assert after | headless == before
+    assert after["session"] | {"audit_head": None} == before["session"] | {"audit_head": None}
     budget = manager.get_budget(user_id=USER, session_id=sid)
     assert (budget.max_tokens, budget.used_tokens) == (100, 100)
     # Another session of the user is not bound by this session's budget.
