@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -21,6 +22,7 @@ import servers
 from agentsession import SessionManager
 from agentsession.crypto import ContentCipher, Keyring, MemoryKeyStore
 from agentsession.errors import KeyringError
+from agentsession.models import Message
 from agentsession.stores.base import SessionStore
 from agentsession.stores.memory.store import MemoryStore
 from agentsession.stores.redis.store import RedisStore
@@ -330,4 +332,24 @@ def test_http_answers_a_ciphertext_that_does_not_open_503_without_details(
     assert body["type"].endswith("/store-unavailable")
     assert a1 not in r.text and "keyring" not in r.text and "alice" not in r.text
     assert a1 not in caplog.text and "alice" not in caplog.text
+    sm.close()
+
+
+def test_a_sealed_read_builds_each_message_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store hands the sealed payload to the sealed store, which opens it and
+    builds the message: one build per message, not a sealed one and an opened one."""
+    _, sm, (a1, _, _) = _two_sessions(tmp_path)
+    built: list[int] = []
+    real = Message.from_store.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[Message], *args: Any, **kwargs: Any) -> Message:
+        built.append(kwargs["seq"])
+        return real(cls, *args, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Message, "from_store", classmethod(counted))
+    page = sm.get_messages(session_id=a1, user_id="alice")
+    assert [m.content for m in page.items] == ["one", "two"]
+    assert sorted(built) == [1, 2]
     sm.close()
