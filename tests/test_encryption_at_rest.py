@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import pickle
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -20,6 +22,7 @@ import servers
 from agentsession import SessionManager
 from agentsession.crypto import ContentCipher, Keyring, MemoryKeyStore
 from agentsession.errors import KeyringError
+from agentsession.models import Message
 from agentsession.stores.base import SessionStore
 from agentsession.stores.memory.store import MemoryStore
 from agentsession.stores.redis.store import RedisStore
@@ -79,6 +82,23 @@ def test_sqlite_files_hold_no_content_canary(tmp_path: Path) -> None:
     assert c.found_in(_bytes_of(files), _content(c)) == []
 
 
+def _mariadb_client(server: servers.Server, program: str, url: str) -> list[str]:
+    database = url.rsplit("/", 1)[1]
+    return [program, "-h", "127.0.0.1", "-P", str(server.port), "-u", "root", database]
+
+
+def _mariadb_dump(server: servers.Server, url: str) -> bytes:
+    """A ``mariadb-dump`` of the database of ``url`` (binary values as they are, not
+    hex: a canary in one would show)."""
+    command = _mariadb_client(server, shutil.which("mariadb-dump") or "mysqldump", url)
+    return subprocess.run(command, check=True, capture_output=True).stdout
+
+
+def _mariadb_load(server: servers.Server, url: str, dump: bytes) -> None:
+    command = _mariadb_client(server, shutil.which("mariadb") or "mysql", url)
+    subprocess.run([*command, "--binary-mode"], input=dump, check=True, capture_output=True)
+
+
 def test_postgres_dump_and_wal_hold_no_content_canary(
     postgres_server: servers.Server, postgres_url: str, tmp_path: Path
 ) -> None:
@@ -93,11 +113,14 @@ def test_postgres_dump_and_wal_hold_no_content_canary(
     store.close()
 
 
-def test_mariadb_rows_hold_no_content_canary(mysql_url: str, tmp_path: Path) -> None:
+def test_mariadb_rows_and_dump_hold_no_content_canary(
+    mysql_server: servers.Server, mysql_url: str, tmp_path: Path
+) -> None:
     inner = SQLStore(mysql_url, auto_migrate=True)
     store = _sealed(inner, tmp_path)
     c = _written(store)
     assert c.found_in(_every_row(inner), _content(c)) == []
+    assert c.found_in(_mariadb_dump(mysql_server, mysql_url), _content(c)) == []
     store.close()
 
 
@@ -122,21 +145,26 @@ def test_redis_keys_and_aof_hold_no_content_canary(
     store.close()
 
 
-def test_a_copy_taken_before_an_erasure_gives_back_nothing_of_the_user(tmp_path: Path) -> None:
-    """Crypto-shredding: the erasure destroys the user's data keys, so the copy's rows
-    of the user no longer open; bob's rows in the same copy still do."""
-    db = tmp_path / "c.db"
-    ring = Keyring.create(tmp_path / "store.keyring")
-    with SessionManager.from_url(f"sqlite:///{db}", auto_migrate=True, keyring=ring) as sm:
+def _alice_and_bob(url: str, ring: Keyring) -> tuple[Canaries, str]:
+    """Canaries of every kind for the canaries' user, and a session of bob's with a
+    message; the manager closed after."""
+    with SessionManager.from_url(url, auto_migrate=True, keyring=ring) as sm:
         c = write_canaries(sm)
         bob = sm.create_session(user_id="bob", title="bob-title").session_id
         sm.append_message(session_id=bob, user_id="bob", message={"role": "user", "content": "hi"})
-    shutil.copyfile(db, tmp_path / "copy.db")  # closed: the WAL was checkpointed into it
-    with SessionManager.from_url(f"sqlite:///{db}", keyring=ring) as sm:
-        erasure = sm.erase_user(user_id=c.user)
+    return c, bob
+
+
+def _erase(url: str, ring: Keyring, user: str) -> None:
+    with SessionManager.from_url(url, keyring=ring) as sm:
+        erasure = sm.erase_user(user_id=user)
     assert any("data keys" in step for step in erasure.store.done)
-    copy = f"sqlite:///{tmp_path / 'copy.db'}"
-    with SessionManager.from_url(copy, keyring=tmp_path / "store.keyring") as sm:
+
+
+def _nothing_of_the_user_reads(copy: str, keyring: Path, c: Canaries, bob: str) -> None:
+    """The copy opened with the keyring file: no session of the erased user opens, nor
+    any of its messages; bob's session and message still read."""
+    with SessionManager.from_url(copy, keyring=keyring) as sm:
         unreadable = 0
         for sid in c.session_ids:
             with pytest.raises(KeyringError):
@@ -151,29 +179,68 @@ def test_a_copy_taken_before_an_erasure_gives_back_nothing_of_the_user(tmp_path:
         assert [m.content for m in page.items] == ["hi"]
 
 
+def test_a_copy_taken_before_an_erasure_gives_back_nothing_of_the_user(tmp_path: Path) -> None:
+    """Crypto-shredding: the erasure destroys the user's data keys, so the copy's rows
+    of the user no longer open; bob's rows in the same copy still do."""
+    db = tmp_path / "c.db"
+    ring = Keyring.create(tmp_path / "store.keyring")
+    c, bob = _alice_and_bob(f"sqlite:///{db}", ring)
+    shutil.copyfile(db, tmp_path / "copy.db")  # closed: the WAL was checkpointed into it
+    _erase(f"sqlite:///{db}", ring, c.user)
+    _nothing_of_the_user_reads(f"sqlite:///{tmp_path / 'copy.db'}", ring.path, c, bob)
+
+
+def test_a_postgres_copy_taken_before_an_erasure_gives_back_nothing_of_the_user(
+    postgres_server: servers.Server, postgres_url: str, tmp_path: Path
+) -> None:
+    """The copy: ``CREATE DATABASE ... TEMPLATE`` of the store's database, taken with
+    no connection open to it."""
+    ring = Keyring.create(tmp_path / "store.keyring")
+    c, bob = _alice_and_bob(postgres_url, ring)
+    name = postgres_url.rsplit("/", 1)[1]
+    with _pg_admin(postgres_server) as conn:
+        conn.execute(f"CREATE DATABASE {name}_copy TEMPLATE {name}")
+    try:
+        _erase(postgres_url, ring, c.user)
+        _nothing_of_the_user_reads(f"{postgres_url}_copy", ring.path, c, bob)
+    finally:
+        postgres_server.drop_database(f"{name}_copy")
+
+
+def test_a_mariadb_dump_taken_before_an_erasure_gives_back_nothing_of_the_user(
+    mysql_server: servers.Server, mysql_url: str, tmp_path: Path
+) -> None:
+    """The copy: a ``mariadb-dump`` of the store's database loaded into another one."""
+    ring = Keyring.create(tmp_path / "store.keyring")
+    c, bob = _alice_and_bob(mysql_url, ring)
+    dump = _mariadb_dump(mysql_server, mysql_url)
+    name, copy = mysql_server.create_database()
+    try:
+        _mariadb_load(mysql_server, copy, dump)
+        _erase(mysql_url, ring, c.user)
+        _nothing_of_the_user_reads(copy, ring.path, c, bob)
+    finally:
+        mysql_server.drop_database(name)
+
+
 def test_a_redis_copy_taken_before_an_erasure_gives_back_nothing_of_the_user(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     """The copy: every key DUMPed before the erasure, RESTOREd into another database."""
     ring = Keyring.create(tmp_path / "store.keyring")
-    store = SealedStore(RedisStore(redis_url), ContentCipher(ring))
-    with SessionManager(store) as sm:
-        c = write_canaries(sm)
-        bob = sm.create_session(user_id="bob", title="bob-title").session_id
-        copy = {key: redis_client.dump(key) for key in redis_client.scan_iter()}
-        sm.erase_user(user_id=c.user)
+    c, bob = _alice_and_bob(redis_url, ring)
+    copy = {key: redis_client.dump(key) for key in redis_client.scan_iter()}
+    _erase(redis_url, ring, c.user)
     other_db = redis_url.rsplit("/", 1)[0] + "/1"
     with redis.Redis.from_url(other_db) as target:
         target.flushdb()
         for key, value in copy.items():
             target.restore(key, 0, value)  # type: ignore[arg-type]
-    with SessionManager.from_url(other_db, keyring=tmp_path / "store.keyring") as sm:
-        for sid in c.session_ids:
-            with pytest.raises(KeyringError):
-                sm.get_session(session_id=sid, user_id=c.user)
-        assert sm.get_session(session_id=bob, user_id="bob").title == "bob-title"
-    with redis.Redis.from_url(other_db) as target:
-        target.flushdb()
+    try:
+        _nothing_of_the_user_reads(other_db, ring.path, c, bob)
+    finally:
+        with redis.Redis.from_url(other_db) as target:
+            target.flushdb()
 
 
 def _two_sessions(tmp_path: Path) -> tuple[SQLStore, SessionManager, list[str]]:
@@ -265,4 +332,24 @@ def test_http_answers_a_ciphertext_that_does_not_open_503_without_details(
     assert body["type"].endswith("/store-unavailable")
     assert a1 not in r.text and "keyring" not in r.text and "alice" not in r.text
     assert a1 not in caplog.text and "alice" not in caplog.text
+    sm.close()
+
+
+def test_a_sealed_read_builds_each_message_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store hands the sealed payload to the sealed store, which opens it and
+    builds the message: one build per message, not a sealed one and an opened one."""
+    _, sm, (a1, _, _) = _two_sessions(tmp_path)
+    built: list[int] = []
+    real = Message.from_store.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[Message], *args: Any, **kwargs: Any) -> Message:
+        built.append(kwargs["seq"])
+        return real(cls, *args, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Message, "from_store", classmethod(counted))
+    page = sm.get_messages(session_id=a1, user_id="alice")
+    assert [m.content for m in page.items] == ["one", "two"]
+    assert sorted(built) == [1, 2]
     sm.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 from typing import NamedTuple
 
@@ -62,15 +63,22 @@ class Place(NamedTuple):
     def associated_data(self, store_id: str) -> bytes:
         """The AEAD associated data of this place in store ``store_id`` (UTF-8; see the
         module docstring)."""
-        u, s, k, p = self.user_id, self.session_id, self.kind, str(self.position)
-        return (
-            f"agentsession/1|{len(store_id)}:{store_id}|{len(u)}:{u}|{len(s)}:{s}|"
-            f"{len(k)}:{k}|{len(p)}:{p}|"
-        ).encode()
+        p = str(self.position)
+        head = _aad_head(store_id, self.user_id, self.session_id, self.kind)
+        return head + f"{len(p)}:{p}|".encode()
 
     def describe(self) -> str:
         """The place for an error message: ids and kind, never content."""
         return f"user {self.user_id!r}, session {self.session_id!r}, {self.kind} {self.position}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _aad_head(store_id: str, u: str, s: str, k: str) -> bytes:
+    """The associated data up to the position: the same for every row of a kind in a
+    session (a read of many rows encodes it once)."""
+    return (
+        f"agentsession/1|{len(store_id)}:{store_id}|{len(u)}:{u}|{len(s)}:{s}|{len(k)}:{k}|"
+    ).encode()
 
 
 def seal(key: AESGCM, key_id: bytes, data: bytes, associated: bytes) -> bytes:

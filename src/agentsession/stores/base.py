@@ -26,7 +26,7 @@ The conformance suite in ``tests/contract`` is the executable form of this contr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -73,6 +73,27 @@ __all__ = [
 #: The JSON text of each value of a batch, in order, made by the caller when it
 #: checked them; None: the store encodes the values itself.
 JSONTexts = Sequence[str] | None
+
+#: Builds a message from its stored payload (decoded from storage, handed over) and the
+#: store's fields, with :meth:`Message.from_store`'s signature; given to
+#: ``get_messages``, it replaces the store's own building (the sealed store opens the
+#: content before the one build). None: the store's own way.
+MessageBuilder = Callable[..., Message] | None
+
+
+def rebuilt(messages: Sequence[Message], build: Callable[..., Message]) -> list[Message]:
+    """``messages`` (kept as :class:`Message` objects by the store) built by ``build``
+    from their payloads: the ``MessageBuilder`` way for stores that keep objects."""
+    return [
+        build(
+            m.payload(),
+            message_id=m.message_id,
+            session_id=m.session_id,
+            seq=m.seq,
+            created_at=m.created_at,
+        )
+        for m in messages
+    ]
 
 
 class StoreConflict(StoreBusy):
@@ -383,11 +404,13 @@ class StoreTransaction(Protocol):
         before_seq: int | None = None,
         limit: int | None = None,
         newest: bool = True,
+        build: MessageBuilder = None,
     ) -> list[Message]:
         """Messages with ``after_seq < seq < before_seq`` (None = unbounded), oldest first.
 
         With ``limit``, ``newest=True`` keeps the last ``limit`` of that range and
         ``newest=False`` the first ``limit``. Costs O(returned rows), not O(history).
+        ``build``: each message made by it instead (:data:`MessageBuilder`).
         """
 
     def delete_messages(self, session_id: str, *, after_seq: int) -> int:

@@ -326,7 +326,8 @@ class _SealedTransaction:
         self._tx.insert_messages(sealed, payloads=[dumps(m.payload()) for m in sealed])
 
     def get_messages(self, session_id: str, **kwargs: Any) -> list[Message]:
-        return [self._open_message(m) for m in self._tx.get_messages(session_id, **kwargs)]
+        # Each message built once, from its opened payload (not built sealed, then again).
+        return self._tx.get_messages(session_id, **kwargs, build=self._opened_message)
 
     def get_rewound_messages(self, session_id: str, number: int, **kwargs: Any) -> list[Message]:
         found = self._tx.get_rewound_messages(session_id, number, **kwargs)
@@ -346,16 +347,47 @@ class _SealedTransaction:
             created_at=message.created_at,
         )
 
-    def _open_message(self, stored: Message) -> Message:
-        place = self._place(stored.session_id, "message", stored.seq)
-        if not is_sealed_text(stored.content):
-            opened: Message = self._c.plaintext(stored, place)  # a migration's reads only
-            return opened
-        text = self._open_copied(
-            place, stored.seq, lambda at: self._c.open_text(str(stored.content), at)
-        )
+    def _opened_message(
+        self,
+        payload: dict[str, Any],
+        *,
+        message_id: str,
+        session_id: str,
+        seq: int,
+        created_at: datetime,
+    ) -> Message:
+        """A :data:`~.base.MessageBuilder`: the message whose stored payload (its content
+        sealed) is ``payload``, opened."""
+        content = payload.get("content")
+        if not is_sealed_text(content):
+            stored = Message.from_store(
+                payload,
+                message_id=message_id,
+                session_id=session_id,
+                seq=seq,
+                created_at=created_at,
+            )
+            return self._open_message(stored)  # fails closed, or a migration's read
+        place = Place(self._owner(session_id), session_id, "message", seq)
+        try:
+            text = self._c.open_text(content, place)
+        except KeyringError:  # a fork's copied row, or none opens it: the lineage says
+            text = self._open_copied(place, seq, lambda at: self._c.open_text(content, at))
         return Message.from_store(
             loads(text or "null"),
+            message_id=message_id,
+            session_id=session_id,
+            seq=seq,
+            created_at=created_at,
+        )
+
+    def _open_message(self, stored: Message) -> Message:
+        if not is_sealed_text(stored.content):
+            place = self._place(stored.session_id, "message", stored.seq)
+            opened: Message = self._c.plaintext(stored, place)  # a migration's reads only
+            return opened
+        return self._opened_message(
+            {"content": stored.content},  # all the opening reads
             message_id=stored.message_id,
             session_id=stored.session_id,
             seq=stored.seq,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...models import Message
-from ..base import JSONTexts, StoreConflict
+from ..base import JSONTexts, MessageBuilder, StoreConflict, rebuilt
 from .state import TransactionBase, copy
 
 __all__ = ["MessageOps"]
@@ -31,6 +31,7 @@ class MessageOps(TransactionBase):
         before_seq: int | None = None,
         limit: int | None = None,
         newest: bool = True,
+        build: MessageBuilder = None,
     ) -> list[Message]:
         data = self._s._sessions.get(session_id)
         if data is None:
@@ -44,7 +45,7 @@ class MessageOps(TransactionBase):
                 lo = hi - limit
             else:
                 hi = lo + limit
-        return [copy(m) for m in rows[lo:hi]]
+        return [copy(m) for m in rows[lo:hi]] if build is None else rebuilt(rows[lo:hi], build)
 
     def delete_messages(self, session_id: str, *, after_seq: int) -> int:
         self._writing()

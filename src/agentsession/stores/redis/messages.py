@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ...models import Message
-from ..base import JSONTexts, StoreConflict
+from ..base import JSONTexts, MessageBuilder, StoreConflict, rebuilt
 from .codec import copy, prefix
 from .errors import translated
 from .replies import integer as _integer
@@ -37,6 +37,7 @@ def _stored_messages(
     before_seq: int | None,
     limit: int | None,
     newest: bool,
+    build: MessageBuilder,
 ) -> list[Message]:
     """The committed messages of ``sid`` with ``after_seq < seq < before_seq``, oldest
     first; with ``limit``, the newest or the first ``limit`` of them."""
@@ -49,7 +50,7 @@ def _stored_messages(
         raw = _texts(client.zrevrangebyscore(key, high, low, start=0, num=limit))[::-1]
     else:
         raw = _texts(client.zrangebyscore(key, low, high, start=0, num=limit))
-    return [dec_message(sid, text) for text in raw]
+    return [dec_message(sid, text, build) for text in raw]
 
 
 class MessageOps:
@@ -89,6 +90,7 @@ class MessageOps:
         before_seq: int | None = None,
         limit: int | None = None,
         newest: bool = True,
+        build: MessageBuilder = None,
     ) -> list[Message]:
         if limit is not None and limit <= 0:
             return []
@@ -97,13 +99,14 @@ class MessageOps:
             top, cut = before_seq, self._cut.get(session_id)
             if cut is not None:  # stored messages above the cut go at commit
                 top = cut + 1 if top is None else min(top, cut + 1)
-            rows = _stored_messages(self._r, session_id, after_seq, top, limit, newest)
-        rows += [
-            copy(m)
+            rows = _stored_messages(self._r, session_id, after_seq, top, limit, newest, build)
+        pending = [
+            m
             for m in self._messages.get(session_id, [])
             if (after_seq is None or m.seq > after_seq)
             and (before_seq is None or m.seq < before_seq)
         ]
+        rows += [copy(m) for m in pending] if build is None else rebuilt(pending, build)
         if limit is not None and len(rows) > limit:
             rows = rows[-limit:] if newest else rows[:limit]
         return rows

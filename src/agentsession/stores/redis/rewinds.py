@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ...jsonvalues import dumps, loads
 from ...models import Message, Rewind
+from ..base import MessageBuilder
 from .replies import texts as _texts
 
 if TYPE_CHECKING:
@@ -37,17 +38,12 @@ def enc_message(m: Message) -> str:
     )
 
 
-def dec_message(sid: str, text: str) -> Message:
-    """The message of a zset member of session ``sid``."""
+def dec_message(sid: str, text: str, build: MessageBuilder = None) -> Message:
+    """The message of a zset member of session ``sid`` (made by ``build`` if given)."""
     row = loads(text)
-    return Message.model_validate(
-        {
-            **row["p"],
-            "message_id": row["id"],
-            "session_id": sid,
-            "seq": row["seq"],
-            "created_at": row["at"],
-        }
+    make = Message.from_store if build is None else build
+    return make(
+        row["p"], message_id=row["id"], session_id=sid, seq=row["seq"], created_at=row["at"]
     )
 
 

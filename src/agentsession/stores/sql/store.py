@@ -31,7 +31,15 @@ from ...errors import StoreError, StoreUnavailable
 from ...jsonvalues import dumps
 from ...metafilter import MetadataFilter, matches
 from ...models import AuditEvent, Message, Session, SessionStatus, WorkingMemory
-from ..base import FeedRead, IdempotencyRecord, JSONTexts, ScrubReport, SessionHead, StoreConflict
+from ..base import (
+    FeedRead,
+    IdempotencyRecord,
+    JSONTexts,
+    MessageBuilder,
+    ScrubReport,
+    SessionHead,
+    StoreConflict,
+)
 from ..changefeed import parse_seq_cursor
 from ..keyhash import external_key_hash
 from ..listing import merge_newest
@@ -846,9 +854,11 @@ class _SQLTransaction(
         before_seq: int | None = None,
         limit: int | None = None,
         newest: bool = True,
+        build: MessageBuilder = None,
     ) -> list[Message]:
         if limit is not None and limit <= 0:
             return []
+        make = Message.from_store if build is None else build
         mode = "all" if limit is None else "last" if newest else "first"
         stmt = self._sql.get_messages(
             after=after_seq is not None, before=before_seq is not None, mode=mode
@@ -863,9 +873,7 @@ class _SQLTransaction(
         # Decoded while the messages are built: the rows' hottest loop, done once.
         mid, sid, num, at, load = stmt.decoders(cursor)
         messages_ = [
-            Message.from_store(
-                load(p), message_id=mid(m), session_id=sid(s), seq=num(n), created_at=at(t)
-            )
+            make(load(p), message_id=mid(m), session_id=sid(s), seq=num(n), created_at=at(t))
             for m, s, n, t, p in cursor.fetchall()
         ]
         if mode == "last":
