@@ -6,13 +6,14 @@ and the conditions of a listing or count filtered by metadata.
 user_id)``, its key ``(session_id, key)``, its index ``(key, value, user_id,
 session_id)``. The session's writes keep it in their transaction (an insert, an update
 whose metadata changed); it goes with the session by ``ON DELETE CASCADE`` (deletion,
-erasure). A filtered count reads that index alone for one key (``COUNT(*)`` of one
-index range, the matching sessions of the user, never the user's other sessions), and
-joins the session rows only for the other filters; a listing reads the sessions the
-first key's range names. With several keys, the first is the rarest: each key's range
-is counted first (one statement), up to :data:`PROBE` entries
-(:meth:`MetadataOps._rarest_first`), so a rare key with a common one (``team=rare``
-and ``env=prod``) reads the rare key's range.
+erasure). A filtered count reads that index alone (``COUNT(*)`` of the matching
+sessions of the user, never the user's other sessions), and joins the session rows only
+for the other filters; a listing reads the sessions the matching entries name. With
+several keys, the first is the rarest: each key's range is counted first (one
+statement), up to :data:`PROBE` entries (:meth:`MetadataOps._rarest_first`), so a rare
+key with a common one (``team=rare`` and ``env=prod``) reads the rare key's range, and
+each other key is looked up by the primary key ``(session_id, key)`` for each entry of
+that range (:func:`matching_sessions`).
 The cost grows with the sessions matching the rarest key (at most :data:`PROBE` index
 entries per key to find it), not with the user's or the store's sessions.
 """
@@ -29,37 +30,50 @@ from ...metafilter import MetadataFilter, indexed_entries
 from ...models import Session
 from .schema import session_metadata, sessions
 
-__all__ = ["PROBE", "MetadataOps", "metadata_condition", "metadata_params"]
+__all__ = ["PROBE", "MetadataOps", "matching_sessions", "metadata_condition", "metadata_params"]
 
 #: The most index entries read per key to find a filter's rarest key.
 PROBE = 256
 
 
-def metadata_condition(keys: int, user: bool) -> sa.ColumnElement[bool]:
-    """The condition on ``sessions`` that a session has the ``keys`` metadata entries
-    bound as ``meta_k<i>``/``meta_v<i>`` (``user``: the first one's range is the
-    ``user_id`` bind's, so it reads one user's range of the index)."""
+def matching_sessions(keys: int, user: bool) -> sa.Select[tuple[str]]:
+    """The ids of the sessions with the ``keys`` metadata entries bound as
+    ``meta_k<i>``/``meta_v<i>``, read from the first entry's index range (``user``: the
+    range of the ``user_id`` bind's entries).
+
+    Each other entry is a scalar subquery per entry of that range, the value stored
+    under its key by the primary key ``(session_id, key)`` (at most one row). Not a join
+    nor an ``EXISTS``: PostgreSQL flattens those into a join it may plan as a hash
+    join over the other key's whole range, and does so in the generic plan of a
+    prepared statement (psycopg prepares a statement run five times), which cannot
+    see that the first range is the small one; a scalar subquery is never flattened,
+    so every dialect reads the first range and probes each of its entries."""
     m = session_metadata
     first = sa.select(m.c.session_id).where(
         m.c.key == sa.bindparam("meta_k0"), m.c.value == sa.bindparam("meta_v0")
     )
     if user:
         first = first.where(m.c.user_id == sa.bindparam("user_id"))
-    conditions: list[sa.ColumnElement[bool]] = [sessions.c.session_id.in_(first)]
     for i in range(1, keys):
         other = m.alias(f"meta{i}")
-        conditions.append(
-            sa.exists().where(
-                other.c.session_id == sessions.c.session_id,
-                other.c.key == sa.bindparam(f"meta_k{i}"),
-                other.c.value == sa.bindparam(f"meta_v{i}"),
-            )
+        value = (
+            sa.select(other.c.value)
+            .where(other.c.session_id == m.c.session_id, other.c.key == sa.bindparam(f"meta_k{i}"))
+            .correlate(m)
+            .scalar_subquery()
         )
-    return sa.and_(*conditions)
+        first = first.where(value == sa.bindparam(f"meta_v{i}"))
+    return first
+
+
+def metadata_condition(keys: int, user: bool) -> sa.ColumnElement[bool]:
+    """The condition on ``sessions`` that a session is one of
+    :func:`matching_sessions`."""
+    return sessions.c.session_id.in_(matching_sessions(keys, user))
 
 
 def metadata_params(entries: list[tuple[str, str]]) -> dict[str, str]:
-    """The binds of :func:`metadata_condition` for a checked filter's entries, the
+    """The binds of :func:`matching_sessions` for a checked filter's entries, the
     first one read first (:meth:`MetadataOps._rarest_first`)."""
     params: dict[str, str] = {}
     for i, (key, value) in enumerate(entries):
@@ -127,17 +141,8 @@ class MetadataOps:
         """``COUNT(*)`` of the sessions with every entry of ``metadata`` that pass
         ``session_filters`` (conditions on ``sessions``; none: the index alone), read
         from the rarest entry's index range."""
-        m = session_metadata
-        (k0, v0), *rest = self._rarest_first(metadata, user_id)
-        where: list[Any] = [m.c.key == k0, m.c.value == v0]
-        if user_id is not None:
-            where.append(m.c.user_id == user_id)
-        source: Any = m
-        for i, (key, value) in enumerate(rest, start=1):
-            other = m.alias(f"meta{i}")
-            on = (other.c.session_id == m.c.session_id, other.c.key == key, other.c.value == value)
-            source = source.join(other, sa.and_(*on))
-        matching = sa.select(m.c.session_id).select_from(source).where(*where)
+        entries = self._rarest_first(metadata, user_id)
+        matching = matching_sessions(len(entries), user_id is not None)
         if session_filters:
             # The sessions looked up by id from the index range, the other filters
             # checked on their rows (a CASE, as a parent's forks are counted): in the
@@ -147,4 +152,5 @@ class MetadataOps:
             stmt = sa.select(counted).where(sessions.c.session_id.in_(matching))
         else:
             stmt = sa.select(sa.func.count()).select_from(matching.subquery())
-        return int(self._conn.execute(stmt).scalar_one())
+        params = {**metadata_params(entries), "user_id": user_id}
+        return int(self._conn.execute(stmt, params).scalar_one())
