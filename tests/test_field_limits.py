@@ -60,6 +60,9 @@ LIBRARY_VOCABULARY = {
     "arguments_hash",
     "external_key_hash",
     "token_sha256",
+    "hash",  # an audit event's, SHA-256 hex (agentsession.auditchain)
+    "prev_hash",
+    "audit_head",
     "mode",  # a rewind's: "hide" or "remove"
     "kind",  # a search index row's: "message", "title" or "tool_call"
     "day",  # a usage ledger row's UTC date, YYYY-MM-DD

@@ -51,6 +51,10 @@ def _fill(m: SessionManager) -> tuple[dict[str, dict[str, Any]], dict[str, dict[
         m.append_message(**kw, message={"role": "user", "content": "again"})
         m.rewind_session(**kw, to_seq=2)
     m.append_messages(**kw, messages=[{"role": "user", "content": "x"}] * 2)
+    for i in range(3):  # three memory versions, one per seq
+        m.append_message(
+            **kw, message={"role": "user", "content": "y"}, working_memory_patch={"goal": f"g{i}"}
+        )
     for _ in range(3):
         run = m.start_run(**kw)
         m.record_tool_call(**kw, tool="grep", run_id=run.run_id)
@@ -73,6 +77,7 @@ def _fill(m: SessionManager) -> tuple[dict[str, dict[str, Any]], dict[str, dict[
         "list_rewinds": full,
         "get_rewound_messages": {**full, "number": 1},
         "get_audit_log": full,
+        "list_memory_versions": full,
         "search": {"query": "grep"},  # the three tool calls
     }, {
         "list_sessions": {"parent_session_id": sid},
@@ -83,6 +88,7 @@ def _fill(m: SessionManager) -> tuple[dict[str, dict[str, Any]], dict[str, dict[
         "list_rewinds": none,
         "get_rewound_messages": {"session_id": removed, "number": 1},
         "get_audit_log": {**none, "after": 10**9},
+        "list_memory_versions": {**none, "before": 0},
         "search": {"query": "grep", "session_id": empty},
     }
 
