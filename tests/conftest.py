@@ -72,12 +72,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _keyring_variant_is_slow(item: pytest.Item) -> bool:
     """Whether ``item`` runs a keyring variant only ``make test-all`` runs: every one
     but SQLite's (the embedded default) outside the adapter tests (an adapter only
-    calls the manager). The sealed layer is the same over every store, so ``make test``
+    calls the manager), nor of a test marked ``keyring_slow`` (sealing megabytes is
+    most of its time). The sealed layer is the same over every store, so ``make test``
     keeps one variant of it and stays within its time."""
     name = _store_of(item) or ""
     if not name.endswith(KEYRING):
         return False
-    return item.path.is_relative_to(ADAPTER_TESTS) or name != "sqlite" + KEYRING
+    heavy = item.get_closest_marker("keyring_slow") is not None
+    return heavy or item.path.is_relative_to(ADAPTER_TESTS) or name != "sqlite" + KEYRING
 
 
 def _store_of(item: pytest.Item) -> str | None:

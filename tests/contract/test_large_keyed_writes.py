@@ -17,6 +17,8 @@ from agentsession.stores.base import SessionStore
 from agentsession.stores.sealed import SealedStore
 from agentsession.stores.sql.store import SQLStore
 
+pytestmark = pytest.mark.keyring_slow  # sealing megabytes: minutes per variant
+
 MiB = 1024 * 1024
 #: Content whose JSON a SQL client escapes the most: a backslash or a quote is two bytes
 #: of JSON and four once escaped (a NUL, six and seven, is milder).
