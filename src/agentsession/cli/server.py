@@ -174,7 +174,7 @@ def keys_revoke(
 @cli_errors
 def keys_list(ctx: typer.Context, keys_file: KeysFileOpt = None, url: UrlOpt = None) -> None:
     """List keys, one a line, tab-separated: id, user, role, created, state (active,
-    expired or revoked), scope, name, last used, agents (comma-separated; ``*``: every
+    expired or revoked), scope, name, last used, agents (comma-separated; "*": every
     agent) (never
     tokens); or one line naming the key store when it holds none; exit 2 if the key
     store cannot be used or would be next to an SQLite database that does not exist."""

@@ -59,7 +59,7 @@ def trace_export(
     as OpenTelemetry spans, one JSON object a line (the SDK's span JSON), with their
     stored times and statuses; content only with --include-content. With --otlp, send
     them in one OTLP/HTTP request instead (protobuf; the exporter's
-    ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` apply); exit 1 if the collector does not take
+    OTEL_EXPORTER_OTLP_TRACES_HEADERS apply); exit 1 if the collector does not take
     them. Exit 2 without the otel extra, or with both --otlp and --out."""
     if otlp is not None:
         if out is not None:
