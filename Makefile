@@ -29,13 +29,13 @@ test-servers:
 # Durations measured on the project's 2-core machine (README, Development). Both run on
 # two pytest-xdist workers (each starts its own database servers).
 test: $(STAMP) test-servers
-	@echo "running the fast suite in 2 processes (about 5-7 minutes on 2 cores; make test-all adds the slow tests, 12-30 minutes)"
+	@echo "running the fast suite in 2 processes (about 7-8 minutes on 2 cores; make test-all adds the slow tests, 16-35 minutes)"
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
 
 # Two pytest-xdist workers (each starts its own database servers): the slow tests are
 # long single processes (the fuzz run, kill -9 cycles), so two of them keep both cores busy.
 test-all: $(STAMP) test-servers
-	@echo "running every test, the slow ones too, in 2 processes (12-30 minutes on 2 cores, by the machine)"
+	@echo "running every test, the slow ones too, in 2 processes (16-35 minutes on 2 cores, by the machine)"
 	$(BIN)/python -m pytest -q -n 2 --durations=20 $(PYTEST_ARGS)
 
 # Its own environment (benchmarks/.venv: agentsession + the peers), not $(STAMP)'s.
