@@ -35,9 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from search import _no_gc, _time, median_ms  # noqa: E402
+from search import _no_gc, _time, median_ms, sql_stores  # noqa: E402
 
-import servers  # noqa: E402  (tests/servers.py: the throwaway servers)
 from agentsession import SessionManager  # noqa: E402
 from agentsession.ids import new_id  # noqa: E402
 from agentsession.models import Session  # noqa: E402
@@ -163,16 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {}
     sizes = sorted(args.sizes)
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        stores: dict[str, Callable[[str], str]] = {
-            "sqlite": lambda name: f"sqlite:///{Path(tmp) / name}.db"
-        }
-        if not args.no_postgres:
-            try:
-                server = servers.start_postgres(durable=True)
-                stack.callback(server.stop)
-                stores["postgresql"] = lambda name: server.create_database()[1]
-            except servers.ServerNotInstalled as exc:
-                report["postgresql"] = {"skipped": str(exc)}
+        stores = sql_stores(Path(tmp), stack, report, postgres=not args.no_postgres)
         for name, open_url in stores.items():
             result = measure(open_url, sizes, args.samples)
             result["ratios"] = ratios(result, sizes)

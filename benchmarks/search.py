@@ -256,6 +256,23 @@ def _missed(out: dict[str, float]) -> list[str]:
     return missed
 
 
+def sql_stores(
+    tmp: Path, stack: contextlib.ExitStack, report: dict[str, Any], *, postgres: bool
+) -> dict[str, Callable[[str], str]]:
+    """Store name -> a function making a fresh database's URL from a name: SQLite files in
+    ``tmp``, and with ``postgres`` a durable throwaway PostgreSQL stopped by ``stack``
+    (not installed: ``report["postgresql"]`` says why it was skipped)."""
+    stores: dict[str, Callable[[str], str]] = {"sqlite": lambda name: f"sqlite:///{tmp / name}.db"}
+    if postgres:
+        try:
+            server = servers.start_postgres(durable=True)
+            stack.callback(server.stop)
+            stores["postgresql"] = lambda name: server.create_database()[1]
+        except servers.ServerNotInstalled as exc:
+            report["postgresql"] = {"skipped": str(exc)}
+    return stores
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -265,16 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        stores: dict[str, Callable[[str], str]] = {
-            "sqlite": lambda name: f"sqlite:///{Path(tmp) / name}.db"
-        }
-        if not args.no_postgres:
-            try:
-                server = servers.start_postgres(durable=True)
-                stack.callback(server.stop)
-                stores["postgresql"] = lambda name: server.create_database()[1]
-            except servers.ServerNotInstalled as exc:
-                report["postgresql"] = {"skipped": str(exc)}
+        stores = sql_stores(Path(tmp), stack, report, postgres=not args.no_postgres)
         for name, open_url in stores.items():
             result = measure(open_url, sorted(args.sizes), args.samples)
             result["ratios"] = ratios(result, sorted(args.sizes))
