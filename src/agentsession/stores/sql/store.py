@@ -60,6 +60,7 @@ from .dialect import translated as _translated
 from .execute import CompiledStatement, observed
 from .forks import ForkOps
 from .groupcommit import MAX_BATCH, GroupCommit
+from .hotwrite import HotWriteOps
 from .idlereaders import IdleReaders
 from .memory_history import MemoryHistoryOps
 from .metaindex import MetadataOps, metadata_condition, metadata_params
@@ -556,6 +557,7 @@ class _Statements:
 
 
 class _SQLTransaction(
+    HotWriteOps,
     ChangeOps,
     ForkOps,
     RecordOps,
