@@ -77,10 +77,20 @@ def chained(event: AuditEvent, prev_hash: str | None) -> AuditEvent:
 def new_event(values: dict[str, Any], prev_hash: str | None) -> AuditEvent:
     """The event of ``values`` (every :class:`AuditEvent` field but ``prev_hash`` and
     ``hash``, each already of its field's type: the write pipeline's own) chained
-    after ``prev_hash``: equal to ``chained(AuditEvent(**values), prev_hash)``, with
-    no validation and no copy."""
+    after ``prev_hash``: equal to ``chained(AuditEvent(**values), prev_hash)`` (values,
+    fields set), with no validation and no copy."""
     digest = hashlib.sha256(_canonical(values, prev_hash)).hexdigest()
-    return AuditEvent.model_construct(**values, prev_hash=prev_hash, hash=digest)
+    event = object.__new__(AuditEvent)
+    setattr_ = object.__setattr__
+    setattr_(event, "__dict__", {**values, "prev_hash": prev_hash, "hash": digest})
+    setattr_(event, "__pydantic_fields_set__", set(_EVENT_FIELDS))
+    setattr_(event, "__pydantic_extra__", None)
+    setattr_(event, "__pydantic_private__", None)
+    return event
+
+
+#: Every field of an event, in declaration order (each is set on a new event).
+_EVENT_FIELDS = tuple(AuditEvent.model_fields)
 
 
 def _broken(session_id: str, event: AuditEvent, problem: str, detail: str) -> AuditBreak:

@@ -396,13 +396,15 @@ class _Statements:
                 working_memory.c.session_id == sa.bindparam("session_id")
             )
         )
+        # The memory's data is bound as the JSON text it is encoded to once per write
+        # (see put_working_memory).
         self.update_memory = compiled(
             sa.update(working_memory)
             .where(working_memory.c.session_id == sa.bindparam("b_session_id"))
             .values(
                 version=sa.bindparam("version"),
                 updated_at=sa.bindparam("updated_at"),
-                data=sa.bindparam("data"),
+                data=sa.bindparam("data", type_=LONG_TEXT),
             )
         )
         # A working-memory write's history row, after dropping the older row(s) at its
@@ -415,7 +417,10 @@ class _Statements:
             )
         )
         self.insert_history = compiled(
-            sa.insert(memory_history).values({c.key: sa.bindparam(c.key) for c in memory_history.c})
+            sa.insert(memory_history).values(
+                {c.key: sa.bindparam(c.key) for c in memory_history.c if c.key != "data"}
+                | {"data": sa.bindparam("data", type_=LONG_TEXT)}
+            )
         )
         self.get_idempotency = compiled(
             sa.select(idempotency_keys).where(
@@ -845,7 +850,7 @@ class _SQLTransaction(
             for m, text in zip(messages_, payloads, strict=True)
         ]
         self._execute_rows(self._sql.insert_messages, rows)
-        self._index_messages(messages_)
+        self._index_messages(messages_, payloads)
 
     @_translated
     def get_messages(
@@ -899,21 +904,22 @@ class _SQLTransaction(
     @_translated
     def put_working_memory(self, memory: WorkingMemory, *, at_seq: int) -> None:
         self._writing()
-        values = {"version": memory.version, "updated_at": memory.updated_at, "data": memory.data}
+        # The data's JSON, encoded once for both rows (as the JSON column would encode it).
+        values = {"version": memory.version, "updated_at": memory.updated_at}
+        text = {**values, "data": dumps(memory.data)}
         # The history row first (a duplicate version is a StoreConflict before anything
         # else is written), with the compiled statements: this is every memory write's path.
         key = {"session_id": memory.session_id, "at_seq": at_seq}
         self._execute(self._sql.drop_older_history, {**key, "version": memory.version})
-        self._execute(self._sql.insert_history, {**key, **values})
+        self._execute(self._sql.insert_history, {**key, **text})
         # The manager holds the session row lock, so update-then-insert cannot race;
         # if it somehow did, the duplicate key becomes StoreConflict and a retry.
         updated = self._execute(
-            self._sql.update_memory, {**values, "b_session_id": memory.session_id}
+            self._sql.update_memory, {**text, "b_session_id": memory.session_id}
         )
         if updated.rowcount == 0:
-            self._conn.execute(
-                sa.insert(working_memory), {**values, "session_id": memory.session_id}
-            )
+            row = {**values, "data": memory.data, "session_id": memory.session_id}
+            self._conn.execute(sa.insert(working_memory), row)
 
     # -- audit -----------------------------------------------------------------------
     @_translated
