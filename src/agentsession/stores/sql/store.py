@@ -344,6 +344,15 @@ class SQLStore:
 SESSION_COLUMNS = tuple(c.key for c in sessions.c if c.key != "session_id")
 
 
+def _binds(table: sa.Table, text: str) -> dict[str, Any]:
+    """A bind parameter per column of ``table`` (by its name), the JSON column ``text``
+    bound as the JSON text the caller encoded (the column's own encoding of it)."""
+    return {
+        c.key: sa.bindparam(c.key, type_=LONG_TEXT) if c.key == text else sa.bindparam(c.key)
+        for c in table.c
+    }
+
+
 class _Statements:
     """Statements of the hot paths, built and compiled once per store (for its dialect);
     values are bound per call. See :mod:`.execute`."""
@@ -368,12 +377,7 @@ class _Statements:
         self._dialect = dialect
         self._session_updates: dict[tuple[str, ...], CompiledStatement] = {}
         # The payload is bound as the JSON text it already is (see insert_messages).
-        self.insert_messages = compiled(
-            sa.insert(messages).values(
-                {c.key: sa.bindparam(c.key) for c in messages.c if c.key != "payload"}
-                | {"payload": sa.bindparam("payload", type_=LONG_TEXT)}
-            )
-        )
+        self.insert_messages = compiled(sa.insert(messages).values(_binds(messages, "payload")))
         self.delete_messages = compiled(
             sa.delete(messages).where(
                 messages.c.session_id == sa.bindparam("session_id"),
@@ -396,8 +400,7 @@ class _Statements:
                 working_memory.c.session_id == sa.bindparam("session_id")
             )
         )
-        # The memory's data is bound as the JSON text it is encoded to once per write
-        # (see put_working_memory).
+        # The memory's data is bound as its JSON text, encoded once (put_working_memory).
         self.update_memory = compiled(
             sa.update(working_memory)
             .where(working_memory.c.session_id == sa.bindparam("b_session_id"))
@@ -417,10 +420,7 @@ class _Statements:
             )
         )
         self.insert_history = compiled(
-            sa.insert(memory_history).values(
-                {c.key: sa.bindparam(c.key) for c in memory_history.c if c.key != "data"}
-                | {"data": sa.bindparam("data", type_=LONG_TEXT)}
-            )
+            sa.insert(memory_history).values(_binds(memory_history, "data"))
         )
         self.get_idempotency = compiled(
             sa.select(idempotency_keys).where(
