@@ -27,7 +27,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from agentsession import SessionManager, ids
-from agentsession.auditchain import chained, event_hash, new_event
+from agentsession.auditchain import event_hash, new_event
 from agentsession.errors import AgentSessionError
 from agentsession.jsonvalues import loads
 from agentsession.models import AuditEvent, Message, Session, WorkingMemory
@@ -464,8 +464,8 @@ def test_lean_writes_store_and_answer_what_the_general_pipeline_does(
 
 
 def test_new_event_is_the_validated_event_chained() -> None:
-    """The write pipeline's audit event, built without validation or copy, is the event
-    validated and then chained: values, fields set, hash."""
+    """The write pipeline's audit event, built without validation, is the event
+    validated with its chain fields: values, fields set, the hash of its content."""
     values = {
         "seq": 0,
         "session_id": ids.new_id("ses"),
@@ -479,11 +479,15 @@ def test_new_event_is_the_validated_event_chained() -> None:
         "details": {"count": 2, "note": "é\x00", "f": 1.5},
     }
     for prev in (None, "ab" * 32):
-        fast, slow = new_event(dict(values), prev), chained(AuditEvent(**values), prev)
+        digest = event_hash(AuditEvent(**values), prev)
+        fast, slow = (
+            new_event(dict(values), prev),
+            AuditEvent(**values, prev_hash=prev, hash=digest),
+        )
         assert fast == slow
         assert fast.__dict__ == slow.__dict__
         assert fast.model_fields_set == slow.model_fields_set
-        assert fast.hash == event_hash(slow, prev)
+        assert event_hash(fast, prev) == fast.hash
 
 
 @pytest.mark.parametrize(

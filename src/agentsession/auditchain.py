@@ -26,7 +26,7 @@ from typing import Any
 
 from .models import AuditBreak, AuditEvent
 
-__all__ = ["TOMBSTONE", "canonical", "chained", "event_hash", "find_break", "new_event"]
+__all__ = ["TOMBSTONE", "canonical", "event_hash", "find_break", "new_event"]
 
 #: The action of a deleted session's tombstone event.
 TOMBSTONE = "session.deleted"
@@ -68,17 +68,11 @@ def event_hash(event: AuditEvent, prev_hash: str | None) -> str:
     return hashlib.sha256(canonical(event, prev_hash)).hexdigest()
 
 
-def chained(event: AuditEvent, prev_hash: str | None) -> AuditEvent:
-    """``event`` with ``prev_hash`` and its ``hash`` set (a copy)."""
-    digest = event_hash(event, prev_hash)
-    return event.model_copy(update={"prev_hash": prev_hash, "hash": digest})
-
-
 def new_event(values: dict[str, Any], prev_hash: str | None) -> AuditEvent:
     """The event of ``values`` (every :class:`AuditEvent` field but ``prev_hash`` and
     ``hash``, each already of its field's type: the write pipeline's own) chained
-    after ``prev_hash``: equal to ``chained(AuditEvent(**values), prev_hash)`` (values,
-    fields set), with no validation and no copy."""
+    after ``prev_hash``: equal to ``AuditEvent(**values, prev_hash=prev_hash,
+    hash=...)`` (values, fields set), with no validation."""
     digest = hashlib.sha256(_canonical(values, prev_hash)).hexdigest()
     event = object.__new__(AuditEvent)
     setattr_ = object.__setattr__
