@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -57,9 +57,10 @@ from .dialect import (
     translate_error,
 )
 from .dialect import translated as _translated
-from .execute import CompiledStatement, observed
+from .execute import CompiledStatement, observed, unchanged
 from .forks import ForkOps
 from .groupcommit import MAX_BATCH, GroupCommit
+from .hotread import LeanRead, built
 from .idlereaders import IdleReaders
 from .memory_history import MemoryHistoryOps
 from .metaindex import MetadataOps, metadata_condition, metadata_params
@@ -221,12 +222,12 @@ class SQLStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    @contextmanager
-    def transaction(self, *, write: bool) -> Iterator[_SQLTransaction]:
+    def transaction(self, *, write: bool) -> AbstractContextManager[_SQLTransaction]:
         """Open a transaction (see :class:`~agentsession.stores.base.SessionStore`).
 
         Commits when the block ends, rolls back if it raises. A pooled connection the
-        server may have closed is pinged first (:mod:`.pool`).
+        server may have closed is pinged first (:mod:`.pool`). A read on SQLite is a
+        :class:`~.hotread.LeanRead` over the idle read connections.
 
         Raises:
             StoreBusy: a lock was not granted within ``busy_timeout_seconds``.
@@ -237,15 +238,20 @@ class SQLStore:
             StoreError: the store is closed, or the database failed.
         """
         engine = self.engine
+        if self._readers is not None and not write:
+            return LeanRead(self._readers, self._read_transaction, self._errors)
+        return self._transaction(engine, write=write)
+
+    def _read_transaction(self, conn: Connection) -> _SQLTransaction:
+        return _SQLTransaction(conn, self._sql, self._errors, write=False)
+
+    @contextmanager
+    def _transaction(self, engine: Engine, *, write: bool) -> Iterator[_SQLTransaction]:
         committing = False  # an error from here on ended the COMMIT: outcome unknown
         try:
             if write and self._writes is not None:
                 with self._writes.write(self._busy_timeout) as conn:
                     yield from self._run(conn, write=True)
-                return
-            if self._readers is not None and not write:
-                with self._readers.transaction() as conn:
-                    yield from self._run(conn, write=False)
                 return
             with engine.connect() as conn:
                 connection_mode(conn, write=write)
@@ -631,7 +637,7 @@ class _SQLTransaction(
     def get_session(self, session_id: str) -> Session | None:
         stmt = self._sql.get_session_for_update if self._write else self._sql.get_session
         rows = stmt.rows(self._execute(stmt, {"session_id": session_id}))
-        session = Session.model_validate(stmt.record(rows[0])) if rows else None
+        session = built(Session, stmt.record(rows[0])) if rows else None
         if self._write:  # the row as stored, locked until the end of this transaction
             self._stored[session_id] = session
             if session is not None:
@@ -791,7 +797,7 @@ class _SQLTransaction(
 
     def _sessions(self, stmt: CompiledStatement, params: dict[str, Any]) -> list[Session]:
         rows = stmt.rows(self._execute(stmt, params))
-        return [Session.model_validate(stmt.record(row)) for row in rows]
+        return [built(Session, stmt.record(row)) for row in rows]
 
     @_translated
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
@@ -872,10 +878,13 @@ class _SQLTransaction(
         cursor = self._execute(stmt, params)
         # Decoded while the messages are built: the rows' hottest loop, done once.
         mid, sid, num, at, load = stmt.decoders(cursor)
-        messages_ = [
-            make(load(p), message_id=mid(m), session_id=sid(s), seq=num(n), created_at=at(t))
-            for m, s, n, t, p in cursor.fetchall()
-        ]
+        if build is None and mid is sid is num is unchanged:
+            messages_ = Message.from_store_rows(cursor.fetchall(), load, at)
+        else:
+            messages_ = [
+                make(load(p), message_id=mid(m), session_id=sid(s), seq=num(n), created_at=at(t))
+                for m, s, n, t, p in cursor.fetchall()
+            ]
         if mode == "last":
             messages_.reverse()
         return messages_
@@ -892,7 +901,7 @@ class _SQLTransaction(
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:
         stmt = self._sql.get_memory
         rows = stmt.rows(self._execute(stmt, {"session_id": session_id}))
-        return WorkingMemory.model_validate(stmt.record(rows[0])) if rows else None
+        return built(WorkingMemory, stmt.record(rows[0])) if rows else None
 
     @_translated
     def put_working_memory(self, memory: WorkingMemory, *, at_seq: int) -> None:

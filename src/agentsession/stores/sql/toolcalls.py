@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from ...models import ToolCall
 from .dialect import translated
 from .execute import CompiledStatement, StatementCache
+from .hotread import built
 from .schema import tool_calls
 
 __all__ = ["ToolCallOps"]
@@ -77,7 +78,7 @@ class ToolCallOps:
         stmt = self._sql.cached(("list_tool_calls", *bounds), lambda: _calls_select(*bounds))
         params = {"session_id": session_id, "tool": tool, "after_seq": after_seq, "limit": limit}
         rows = stmt.rows(self._execute(stmt, params))
-        return [ToolCall.model_validate(stmt.record(row)) for row in rows]
+        return [built(ToolCall, stmt.record(row)) for row in rows]
 
     @translated
     def find_tool_call(self, session_id: str, *, tool: str, arguments_hash: str) -> ToolCall | None:
