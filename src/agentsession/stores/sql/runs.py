@@ -19,7 +19,6 @@ from ...models import Run, RunStatus, RunStep
 from ..base import StoreConflict
 from .dialect import translated
 from .execute import CompiledStatement, StatementCache
-from .hotread import built
 from .schema import run_steps, runs
 
 __all__ = ["RunOps"]
@@ -156,4 +155,4 @@ def _run_of(row: dict[str, Any]) -> Run:
     """The run of a row; ``usage_entries`` NULL (a run of before the ledger) is none."""
     if row["usage_entries"] is None:
         row["usage_entries"] = []
-    return built(Run, row)
+    return Run.model_validate(row)

@@ -60,7 +60,7 @@ from .dialect import translated as _translated
 from .execute import CompiledStatement, observed, unchanged
 from .forks import ForkOps
 from .groupcommit import MAX_BATCH, GroupCommit
-from .hotread import LeanRead, built
+from .hotread import LeanRead
 from .idlereaders import IdleReaders
 from .memory_history import MemoryHistoryOps
 from .metaindex import MetadataOps, metadata_condition, metadata_params
@@ -637,7 +637,7 @@ class _SQLTransaction(
     def get_session(self, session_id: str) -> Session | None:
         stmt = self._sql.get_session_for_update if self._write else self._sql.get_session
         rows = stmt.rows(self._execute(stmt, {"session_id": session_id}))
-        session = built(Session, stmt.record(rows[0])) if rows else None
+        session = Session.model_validate(stmt.record(rows[0])) if rows else None
         if self._write:  # the row as stored, locked until the end of this transaction
             self._stored[session_id] = session
             if session is not None:
@@ -797,7 +797,7 @@ class _SQLTransaction(
 
     def _sessions(self, stmt: CompiledStatement, params: dict[str, Any]) -> list[Session]:
         rows = stmt.rows(self._execute(stmt, params))
-        return [built(Session, stmt.record(row)) for row in rows]
+        return [Session.model_validate(stmt.record(row)) for row in rows]
 
     @_translated
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
@@ -901,7 +901,7 @@ class _SQLTransaction(
     def get_working_memory(self, session_id: str) -> WorkingMemory | None:
         stmt = self._sql.get_memory
         rows = stmt.rows(self._execute(stmt, {"session_id": session_id}))
-        return built(WorkingMemory, stmt.record(rows[0])) if rows else None
+        return WorkingMemory.model_validate(stmt.record(rows[0])) if rows else None
 
     @_translated
     def put_working_memory(self, memory: WorkingMemory, *, at_seq: int) -> None:

@@ -17,7 +17,6 @@ from sqlalchemy.engine import Connection
 from ...models import ToolCall
 from .dialect import translated
 from .execute import CompiledStatement, StatementCache
-from .hotread import built
 from .schema import tool_calls
 
 __all__ = ["ToolCallOps"]
@@ -78,7 +77,7 @@ class ToolCallOps:
         stmt = self._sql.cached(("list_tool_calls", *bounds), lambda: _calls_select(*bounds))
         params = {"session_id": session_id, "tool": tool, "after_seq": after_seq, "limit": limit}
         rows = stmt.rows(self._execute(stmt, params))
-        return [built(ToolCall, stmt.record(row)) for row in rows]
+        return [ToolCall.model_validate(stmt.record(row)) for row in rows]
 
     @translated
     def find_tool_call(self, session_id: str, *, tool: str, arguments_hash: str) -> ToolCall | None:
