@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -78,7 +79,10 @@ class Listing:
     ) -> None:
         digest = None
         if scope is not None:
-            digest = hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:12]
+            try:
+                digest = _scope_digest(scope)
+            except TypeError:  # a scope that is no hashable value (a list)
+                digest = _scope_digest.__wrapped__(scope)
         self._head: list[Any] = [kind, session_id, digest]
         self._older_ok = older_ok
 
@@ -87,7 +91,7 @@ class Listing:
         parts = [*self._head, position.older, position.seq]
         if position.anchor is not None:  # without one, the five parts older versions read
             parts.append(list(position.anchor))
-        raw = json.dumps(parts, separators=(",", ":"))
+        raw = _COMPACT.encode(parts)
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     def start(
@@ -140,6 +144,18 @@ class Listing:
                 "cursor belongs to another listing (session, list or filter)", field="cursor"
             )
         return Position(older=older, seq=seq, anchor=None if anchor is None else tuple(anchor))
+
+
+#: ``json.dumps(..., separators=(",", ":"))`` with the encoder built once (``dumps``
+#: with any keyword argument builds one per call, which costs more than the cursor).
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def _scope_digest(scope: Any) -> str:
+    """The part of a cursor naming a listing's filter: a hash of its JSON (kept for
+    the few filters a process lists with; ``typed``: ``True`` is not ``1``)."""
+    return hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:12]
 
 
 def _is_anchor(value: Any) -> bool:
