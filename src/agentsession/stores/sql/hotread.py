@@ -32,7 +32,8 @@ class LeanRead:
 
     Args:
         readers: the store's idle read connections.
-        make: the transaction object for a connection.
+        make: the transaction object for a connection, told whether its statements
+            may run on the DBAPI cursor (False: the engine is observed).
         errors: the driver's and SQLAlchemy's errors, raised as store errors
             (:func:`~.dialect.translate_error`).
     """
@@ -42,7 +43,7 @@ class LeanRead:
     def __init__(
         self,
         readers: IdleReaders,
-        make: Callable[[Connection], Any],
+        make: Callable[[Connection, bool], Any],
         errors: tuple[type[BaseException], ...],
     ) -> None:
         self._readers = readers
@@ -78,7 +79,7 @@ class LeanRead:
                     raise translate_error(exc) from exc
                 raise
         self._conn = conn
-        self._tx = self._make(conn)
+        self._tx = self._make(conn, self._watched is None)
         return self._tx
 
     def __exit__(self, kind: Any, error: Any, trace: Any) -> None:

@@ -242,8 +242,8 @@ class SQLStore:
             return LeanRead(self._readers, self._read_transaction, self._errors)
         return self._transaction(engine, write=write)
 
-    def _read_transaction(self, conn: Connection) -> _SQLTransaction:
-        return _SQLTransaction(conn, self._sql, self._errors, write=False)
+    def _read_transaction(self, conn: Connection, direct: bool) -> _SQLTransaction:
+        return _SQLTransaction(conn, self._sql, self._errors, write=False, direct=direct)
 
     @contextmanager
     def _transaction(self, engine: Engine, *, write: bool) -> Iterator[_SQLTransaction]:
@@ -587,6 +587,7 @@ class _SQLTransaction(
         errors: tuple[type[BaseException], ...],
         *,
         write: bool,
+        direct: bool | None = None,
     ) -> None:
         self._conn = conn
         self._sql = sql
@@ -594,7 +595,8 @@ class _SQLTransaction(
         self._translatable: tuple[type[BaseException], ...] = (*errors, ValueError)
         self._write = write
         self._cursor: Any = None
-        self._direct = not observed(conn)
+        # Statements on the DBAPI cursor, unless someone observes them (None: ask).
+        self._direct = not observed(conn) if direct is None else direct
         # Session rows as this write transaction read or wrote them (None: no such row),
         # so an update sets only the columns that changed (see _session_changes).
         self._stored: dict[str, Session | None] = {}
