@@ -11,6 +11,7 @@ it replaces, on the values and cases where they could differ.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shutil
 import tempfile
@@ -28,6 +29,7 @@ from agentsession import SessionManager, ids
 from agentsession.errors import SessionNotFound
 from agentsession.models import Message, Session
 from agentsession.service.modelcopy import updated
+from agentsession.service.paging import Listing, Position
 from agentsession.service.policy import Limits
 from agentsession.service.validation import check_message
 from agentsession.stores.sql.columns import JSONText, PlainText, UTCDateTime
@@ -423,3 +425,17 @@ def test_lean_reads_answer_as_observed_reads(tmp_path: Path, state: str) -> None
         lean.get_messages(session_id=sid, user_id="mallory", limit=4)
     for sm in (lean, general):
         sm.store.close()
+
+
+@pytest.mark.parametrize("scope", [None, True, 1, False, 0, "search", "SUCCEEDED"])
+def test_cursors_are_the_ones_issued_before(scope: Any) -> None:
+    """The kept filter hash and the one encoder give the very cursors the per-call
+    JSON and SHA-256 gave (``True`` and ``1`` stay different filters)."""
+    listing = Listing("messages", "ses_x", scope)
+    position = Position(older=True, seq=7, anchor=(7, "msg_y"))
+    digest = None
+    if scope is not None:
+        digest = hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:12]
+    raw = json.dumps(["messages", "ses_x", digest, True, 7, [7, "msg_y"]], separators=(",", ":"))
+    assert listing.cursor(position) == base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    assert listing.start(listing.cursor(position), after=None, newest_first=True) == position

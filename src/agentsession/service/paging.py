@@ -69,7 +69,8 @@ class Listing:
         kind: which list, e.g. ``"messages"``.
         session_id: the session listed, as the caller named it.
         scope: the filter the listing was called with (a tool name, a status,
-            alignment); a cursor is accepted only with the same one.
+            alignment: a hashable JSON value); a cursor is accepted only with the
+            same one.
         older_ok: the listing can page backwards (seqs gapless from 1, or a store
             query for the newest rows below a seq).
     """
@@ -77,12 +78,7 @@ class Listing:
     def __init__(
         self, kind: str, session_id: str, scope: Any = None, *, older_ok: bool = True
     ) -> None:
-        digest = None
-        if scope is not None:
-            try:
-                digest = _scope_digest(scope)
-            except TypeError:  # a scope that is no hashable value (a list)
-                digest = _scope_digest.__wrapped__(scope)
+        digest = None if scope is None else _scope_digest(scope)
         self._head: list[Any] = [kind, session_id, digest]
         self._older_ok = older_ok
 
