@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import itertools
+import json
+import shutil
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
@@ -28,7 +31,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from agentsession import SessionManager, ids
 from agentsession.auditchain import event_hash, new_event
-from agentsession.errors import AgentSessionError
+from agentsession.errors import AgentSessionError, SessionNotFound
 from agentsession.jsonvalues import loads
 from agentsession.models import AuditEvent, Message, Session, WorkingMemory
 from agentsession.principal import Principal
@@ -38,6 +41,7 @@ from agentsession.service.changes.messages import insert_messages
 from agentsession.service.changes.statechange import StateChange
 from agentsession.service.messages import _check_runs
 from agentsession.service.modelcopy import updated
+from agentsession.service.paging import Listing, Position
 from agentsession.service.pipeline import Change, WriteRequest, request_parts
 from agentsession.service.policy import Limits
 from agentsession.service.validation import check_memory, check_message
@@ -531,3 +535,197 @@ def test_memory_data_is_stored_as_the_json_column_encodes_it(tmp_path: Path) -> 
                 ).first()
                 assert stored is not None and stored[0] == column(data)
         assert m.get_working_memory(session_id=s.session_id, user_id="alice").data == data
+
+
+# ------------------------------------------------------------------ the read path (#30)
+
+
+def _stored(payload: Any, *, seq: Any = 4, created_at: Any = None) -> tuple[Any, ...]:
+    at = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC) if created_at is None else created_at
+    return ("msg_" + "a" * 26, "ses_" + "b" * 26, seq, at, payload)
+
+
+_PAYLOADS: list[Any] = [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": None, "refusal": None, "x": {"y": [1, 2.5]}},
+    {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+    {"type": "reasoning", "summary": []},
+    {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function"}]},
+    {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "ok"}]},
+    {"role": "user", "content": "hi", "metadata": {"k": 1}, "run_id": "run_x", "name": "al"},
+    # Values validation changes or refuses: these take model_validate.
+    {"role": "user", "content": "hi", "session_version": 3},
+    {"role": "user", "name": 5},
+    {"role": "user", "tool_calls": ["not a dict"]},
+    {"role": "robot", "content": "hi"},
+    {"type": "unknown item"},
+    {"role": "user", "metadata": []},
+]
+
+
+@pytest.mark.parametrize("payload", _PAYLOADS)
+@pytest.mark.parametrize(
+    "store_fields",
+    [{}, {"seq": True}, {"created_at": "2026-01-02T03:04:05+00:00"}],
+    ids=["stored", "bool-seq", "text-time"],
+)
+def test_from_store_rows_is_model_validate(payload: Any, store_fields: dict[str, Any]) -> None:
+    """Each message the one-loop builder makes equals model_validate's (fields, fields
+    set, extra fields, payload), or it raises what model_validate raises."""
+    row = _stored(dict(payload), **store_fields)
+    message_id, session_id, seq, at, _ = row
+    merged = {**payload, "message_id": message_id, "session_id": session_id}
+    merged |= {"seq": seq, "created_at": at}
+    try:
+        expected = Message.model_validate(merged)
+    except ValueError as exc:
+        with pytest.raises(type(exc)):
+            Message.from_store_rows([row])
+        return
+    [got] = Message.from_store_rows([row])
+    assert got == expected
+    assert got.__dict__ == expected.__dict__
+    assert [type(v) for v in got.__dict__.values()] == [type(v) for v in expected.__dict__.values()]
+    assert got.model_fields_set == expected.model_fields_set
+    assert got.model_extra == expected.model_extra
+    assert got.payload() == expected.payload()
+
+
+def test_from_store_rows_decodes_each_row_once_in_order() -> None:
+    texts = ['{"role":"user","content":"a"}', '{"role":"assistant","content":"b"}']
+    loaded: list[str] = []
+
+    def load(text: str) -> Any:
+        loaded.append(text)
+        return json.loads(text)
+
+    rows = [
+        _stored(t, seq=i + 1, created_at=f"2026-01-0{i + 1}T00:00:00+00:00")
+        for i, t in enumerate(texts)
+    ]
+    got = Message.from_store_rows(rows, load, datetime.fromisoformat)
+    assert loaded == texts
+    assert [(m.seq, m.content, m.created_at.day) for m in got] == [(1, "a", 1), (2, "b", 2)]
+
+
+class _CountingStore:
+    """A store counting its write transactions (the lean restore opens none)."""
+
+    def __init__(self, inner: SQLStore) -> None:
+        self.inner, self.url, self.writes = inner, inner.url, 0
+
+    def transaction(self, *, write: bool) -> Any:
+        self.writes += write
+        return self.inner.transaction(write=write)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _twins(tmp_path: Path, build: Any) -> tuple[SessionManager, SessionManager, Any, FrozenClock]:
+    """Two managers on copies of one SQLite file after ``build(manager)`` (ids equal),
+    sharing a frozen clock; and what ``build`` returned."""
+    clock = FrozenClock()
+    first = tmp_path / "a.db"
+    store = SQLStore(f"sqlite:///{first}", auto_migrate=True)
+    built_ = build(SessionManager(store, clock=clock), clock)
+    store.close()  # its WAL checkpointed into the file copied
+    shutil.copy(first, tmp_path / "b.db")
+    lean = SessionManager(_CountingStore(SQLStore(f"sqlite:///{first}")), clock=clock)  # type: ignore[arg-type]
+    general = SessionManager(
+        _CountingStore(SQLStore(f"sqlite:///{tmp_path / 'b.db'}")), clock=clock
+    )  # type: ignore[arg-type]
+    return lean, general, built_, clock
+
+
+def _history(sm: SessionManager, clock: FrozenClock, state: str) -> tuple[str, str]:
+    s = sm.create_session(user_id="alice", agent="bot", ttl_seconds=600)
+    kw = {"session_id": s.session_id, "user_id": "alice"}
+    sm.append_messages(**kw, messages=[{"role": "user", "content": f"m{i}"} for i in range(30)])
+    for r in range(3):
+        run = sm.start_run(**kw, input={"task": r})
+        sm.record_tool_call(**kw, tool="t", arguments={"r": r}, result={"ok": 1}, run_id=run.run_id)
+        if state != "running" or r < 2:
+            sm.finish_run(**kw, run_id=run.run_id, status="SUCCEEDED", output={"r": r})
+    sm.update_working_memory(**kw, data={"goal": "g"})
+    sm.rewind_session(**kw, to_seq=24)  # hides 25..30: no window may show them
+    if state == "closed":
+        sm.close_session(**kw)
+    if state == "due":
+        clock.advance(601)  # idle past its TTL: expired by the call itself
+    return s.session_id, "alice"
+
+
+@pytest.mark.parametrize("state", ["active", "running", "closed", "due"])
+def test_restore_lean_form_answers_as_the_general_form(tmp_path: Path, state: str) -> None:
+    """A restore without a key or expected version that changes nothing is one read
+    transaction; every restore answers (and stores) what the general form does."""
+    lean, general, (sid, user), _ = _twins(tmp_path, lambda sm, c: _history(sm, c, state))
+    got = lean.restore_session(session_id=sid, user_id=user, message_limit=10)
+    want = general.restore_session(
+        session_id=sid, user_id=user, message_limit=10, idempotency_key="k1"
+    )
+    assert got == want
+    assert got.model_fields_set == want.model_fields_set
+    assert [m.seq for m in got.messages] == list(range(15, 25))
+    writes = [sm.store.writes for sm in (lean, general)]  # type: ignore[attr-defined]
+    # Nothing to change: no write at all. Else the same write (a due session's first
+    # attempt is a read, not a write that finds it due).
+    assert writes == [0, 1] if state == "active" else 0 < writes[0] <= writes[1]
+    for sm in (lean, general):  # the same stored state afterwards
+        assert sm.get_session(session_id=sid, user_id=user).version == got.session.version
+    for sm in (lean, general):
+        sm.store.close()
+
+
+def test_restore_lean_form_refuses_another_users_session(tmp_path: Path) -> None:
+    lean, general, (sid, _), _ = _twins(tmp_path, lambda sm, c: _history(sm, c, "active"))
+    for sm in (lean, general):
+        with pytest.raises(SessionNotFound):
+            sm.restore_session(session_id=sid, user_id="mallory")
+        sm.store.close()
+
+
+@pytest.mark.parametrize("state", ["active", "closed", "due"])
+def test_lean_reads_answer_as_observed_reads(tmp_path: Path, state: str) -> None:
+    """get_messages (newest page, pages by cursor, bounds), get_session: a read on
+    the lean transaction answers exactly what the observed read answers (a fresh
+    connection, a Core transaction, statements through Core's events)."""
+    lean, general, (sid, user), _ = _twins(tmp_path, lambda sm, c: _history(sm, c, state))
+    seen: list[str] = []
+    engine = general.store.inner.engine  # type: ignore[attr-defined]
+    sa.event.listen(engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
+    kw = {"session_id": sid, "user_id": user}
+    for sm in (lean, general):
+        assert sm.get_session(**kw) == (general if sm is lean else lean).get_session(**kw)
+    pages = []
+    for sm in (lean, general):
+        page = sm.get_messages(**kw, limit=4)
+        walked = [page]
+        while page.next_cursor is not None:
+            page = sm.get_messages(**kw, limit=7, cursor=page.next_cursor)
+            walked.append(page)
+        pages.append([*walked, sm.get_messages(**kw, after=3, limit=5)])
+    assert pages[0] == pages[1]
+    walked_seqs = [m.seq for p in pages[0][:-1] for m in p.items]
+    assert walked_seqs[:4] == [21, 22, 23, 24]  # the rewind hid 25..30
+    assert sorted(walked_seqs) == list(range(1, 25))
+    assert any("BEGIN" in statement for statement in seen)  # the general form did run
+    with pytest.raises(SessionNotFound):
+        lean.get_messages(session_id=sid, user_id="mallory", limit=4)
+    for sm in (lean, general):
+        sm.store.close()
+
+
+@pytest.mark.parametrize("scope", [None, True, 1, False, 0, "search", "SUCCEEDED"])
+def test_cursors_are_the_ones_issued_before(scope: Any) -> None:
+    """The kept filter hash and the one encoder give the very cursors the per-call
+    JSON and SHA-256 gave (``True`` and ``1`` stay different filters)."""
+    listing = Listing("messages", "ses_x", scope)
+    position = Position(older=True, seq=7, anchor=(7, "msg_y"))
+    digest = None
+    if scope is not None:
+        digest = hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:12]
+    raw = json.dumps(["messages", "ses_x", digest, True, 7, [7, "msg_y"]], separators=(",", ":"))
+    assert listing.cursor(position) == base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    assert listing.start(listing.cursor(position), after=None, newest_first=True) == position

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from agentsession import SessionManager
-from agentsession.errors import SessionNotFound
+from agentsession.errors import SessionNotFound, StoreError
 from agentsession.stores.sql import idlereaders
 from agentsession.stores.sql.idlereaders import MAX_IDLE
 from agentsession.stores.sql.store import SQLStore
@@ -107,3 +107,21 @@ def test_a_forked_process_does_not_use_its_parents_idle_connections(
         assert tx._conn not in parents
     assert not any(c.closed for c in parents)
     assert all(c not in parents for c in readers._idle)
+
+
+@pytest.mark.parametrize("observe", [False, True], ids=["driver", "observed"])
+def test_a_driver_error_in_a_read_is_a_store_error_and_rolls_back(
+    sm: SessionManager, observe: bool
+) -> None:
+    """The lean read transaction (stores/sql/hotread.py) raises a driver error of its
+    block as the store's error, as the general one did, and rolls the read back."""
+    sid = sm.create_session(user_id="u").session_id
+    store = _store(sm)
+    if observe:
+        sa.event.listen(store.engine, "before_cursor_execute", lambda *_: None)
+    with pytest.raises(StoreError, match="no such table"), store.transaction(write=False) as tx:
+        tx._conn.exec_driver_sql("SELECT * FROM no_such_table")
+    for conn in store._readers._idle:  # type: ignore[union-attr]
+        driver = conn.connection.dbapi_connection
+        assert driver is not None and not driver.in_transaction
+    assert _read(sm, sid) == 0

@@ -7,7 +7,7 @@ All timestamps are timezone-aware UTC ``datetime`` objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -61,6 +61,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+def _same(value: Any) -> Any:
+    """A stored value taken as it is (:meth:`Message.from_store_rows`' default)."""
+    return value
 
 
 class SessionStatus(StrEnum):
@@ -223,30 +228,72 @@ class Message(BaseModel):
         a second validation; any other value (a row written by something else) goes
         through ``model_validate``, whose error (a ``ValueError``) is raised.
         """
-        values = {**_MESSAGE_DEFAULTS, **payload}
-        extra: dict[str, Any] = {}
-        if len(values) != len(_MESSAGE_DEFAULTS):  # extra fields, kept in payload order
-            extra = {k: v for k, v in payload.items() if k not in _MESSAGE_DEFAULTS}
-            for key in extra:
-                del values[key]
-        named = payload["role"] if "role" in payload else item_role(payload)
-        role = _ROLES.get(named) if type(named) is str else None
-        if role is None or not _kept_as_stored(payload, message_id, session_id, seq, created_at):
-            store = {"message_id": message_id, "session_id": session_id, "seq": seq}
-            return cls.model_validate({**payload, **store, "created_at": created_at})
-        values["message_id"] = message_id  # the store's own values win, as in the merge
-        values["session_id"] = session_id
-        values["seq"] = seq
-        values["created_at"] = created_at
-        values["role"] = role
-        message = object.__new__(cls)
-        setattr_ = object.__setattr__
-        setattr_(message, "__dict__", values)
-        # A derived role is left unset, as validation leaves it.
-        setattr_(message, "__pydantic_fields_set__", payload.keys() | _STORE_FIELDS)
-        setattr_(message, "__pydantic_extra__", extra)
-        setattr_(message, "__pydantic_private__", None)
-        return message
+        return cls.from_store_rows([(message_id, session_id, seq, created_at, payload)])[0]
+
+    @classmethod
+    def from_store_rows(
+        cls,
+        rows: Iterable[Sequence[Any]],
+        load: Callable[[Any], Any] = _same,
+        at: Callable[[Any], Any] = _same,
+    ) -> list[Message]:
+        """:meth:`from_store` of each row ``(message_id, session_id, seq, created_at,
+        payload)``, in one loop: ``load`` turns each row's stored payload into the
+        payload (e.g. decodes its JSON text, once) and ``at`` its stored time into the
+        ``created_at`` value; both default to the value as it is.
+
+        Returns:
+            The messages in the rows' order, each equal to :meth:`from_store`'s.
+
+        Raises:
+            ValueError: a row whose values do not validate (pydantic's error); whatever
+                ``load`` or ``at`` raises.
+        """
+        defaults, size, roles = _MESSAGE_DEFAULTS, len(_MESSAGE_DEFAULTS), _ROLES
+        kinds_of, store_fields = _STORED_TYPES.get, _STORE_FIELDS
+        new, set_ = object.__new__, object.__setattr__
+        out: list[Message] = []
+        for message_id, session_id, seq, stored_at, stored in rows:
+            payload, created_at = load(stored), at(stored_at)
+            values = {**defaults, **payload}
+            extra: dict[str, Any] = {}
+            if len(values) != size:  # extra fields, kept in payload order
+                extra = {k: v for k, v in payload.items() if k not in defaults}
+                for key in extra:
+                    del values[key]
+            named = payload["role"] if "role" in payload else item_role(payload)
+            role = roles.get(named) if type(named) is str else None
+            kept = role is not None and (
+                type(message_id) is str
+                and type(session_id) is str
+                and type(seq) is int
+                and type(created_at) is datetime
+            )
+            if kept:
+                for key, value in payload.items():
+                    kinds = kinds_of(key)
+                    if kinds is not None and type(value) not in kinds:
+                        kept = False
+                        break
+                calls = payload.get("tool_calls")
+                kept = kept and (calls is None or all(type(c) is dict for c in calls))
+            if not kept:
+                store = {"message_id": message_id, "session_id": session_id, "seq": seq}
+                out.append(cls.model_validate({**payload, **store, "created_at": created_at}))
+                continue
+            values["message_id"] = message_id  # the store's own values win, as in the merge
+            values["session_id"] = session_id
+            values["seq"] = seq
+            values["created_at"] = created_at
+            values["role"] = role
+            message = new(cls)
+            set_(message, "__dict__", values)
+            # A derived role is left unset, as validation leaves it.
+            set_(message, "__pydantic_fields_set__", payload.keys() | store_fields)
+            set_(message, "__pydantic_extra__", extra)
+            set_(message, "__pydantic_private__", None)
+            out.append(message)
+        return out
 
     def payload(self) -> dict[str, Any]:
         """Return the message as the client appended it: no store fields, unset stays unset."""
@@ -269,27 +316,6 @@ _STORED_TYPES: dict[str, tuple[type, ...]] = {
     "metadata": (dict, type(None)),
     "session_version": (type(None),),
 }
-
-
-def _kept_as_stored(
-    payload: dict[str, Any], message_id: Any, session_id: Any, seq: Any, created_at: Any
-) -> bool:
-    """Whether validating a stored message would keep every value as it is: each is
-    of the exact type its field holds (:data:`_STORED_TYPES`; ``role`` is checked by
-    the caller)."""
-    if not (
-        type(message_id) is str
-        and type(session_id) is str
-        and type(seq) is int
-        and type(created_at) is datetime
-    ):
-        return False
-    for key, value in payload.items():
-        kinds = _STORED_TYPES.get(key)
-        if kinds is not None and type(value) not in kinds:
-            return False
-    calls = payload.get("tool_calls")
-    return calls is None or all(type(c) is dict for c in calls)
 
 
 #: Every field of a Message with its default, in declaration order (as validation

@@ -19,12 +19,13 @@ from ..models import RestoredSession, RunStatus, Session, SessionStatus
 from ..principal import Principal
 from ..stores.base import StoreTransaction
 from .changes.interrupted import answer_interrupted_calls
+from .context import report_write
 from .core import ServiceCore
 from .messages import message_page
 from .paging import Listing, Position, read_gapless
 from .pipeline import SESSION, Change, Unchanged, WriteRequest, expiry_change
 from .reads import memory_of
-from .transitions import expires_at, stop_running_runs
+from .transitions import current_run, expires_at, stop_running_runs
 from .validation import check_limit, check_reason
 
 __all__ = ["SWEEP_BATCH", "LifecycleUseCases", "SweepResult"]
@@ -205,6 +206,13 @@ class LifecycleUseCases(ServiceCore):
         )
         limits = (limit or 0, policy.restore_tool_call_limit, policy.restore_run_limit)
         principal = Principal(user_id, admin)
+        if expected_version is None and idempotency_key is None:
+            # The lean form: a restore that changes nothing (an ACTIVE session with no
+            # RUNNING run) is answered by one read transaction, with the same checks.
+            kept = self._reads.read(session_id, principal, lambda tx, s: _kept(tx, s, limits))
+            if kept is not None:
+                report_write(replayed=False, session_version=kept.session.version)
+                return kept.model_copy(update={"interrupted_call_ids": []})
 
         def change(tx: StoreTransaction, s: Session, now: datetime) -> Change | Unchanged:
             self._check_restorable(s, now)
@@ -372,6 +380,16 @@ def _reopened(s: Session, now: datetime, messages_added: int) -> Session:
             "message_count": s.message_count + messages_added,
         }
     )
+
+
+def _kept(tx: StoreTransaction, s: Session, limits: tuple[int, int, int]) -> RestoredSession | None:
+    """The restore of ``s`` when the take-over changes nothing: ``s`` is ACTIVE and
+    has no RUNNING run (:func:`~.transitions.current_run`), so the write would be
+    :class:`~.pipeline.Unchanged` and the windows are read as the session is; else
+    None (the write must run)."""
+    if s.status != SessionStatus.ACTIVE or current_run(tx, s) is not None:
+        return None
+    return _restored(tx, s, limits, [], s.status)
 
 
 def _restored(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -68,7 +69,8 @@ class Listing:
         kind: which list, e.g. ``"messages"``.
         session_id: the session listed, as the caller named it.
         scope: the filter the listing was called with (a tool name, a status,
-            alignment); a cursor is accepted only with the same one.
+            alignment: a hashable JSON value); a cursor is accepted only with the
+            same one.
         older_ok: the listing can page backwards (seqs gapless from 1, or a store
             query for the newest rows below a seq).
     """
@@ -76,9 +78,7 @@ class Listing:
     def __init__(
         self, kind: str, session_id: str, scope: Any = None, *, older_ok: bool = True
     ) -> None:
-        digest = None
-        if scope is not None:
-            digest = hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:12]
+        digest = None if scope is None else _scope_digest(scope)
         self._head: list[Any] = [kind, session_id, digest]
         self._older_ok = older_ok
 
@@ -87,7 +87,7 @@ class Listing:
         parts = [*self._head, position.older, position.seq]
         if position.anchor is not None:  # without one, the five parts older versions read
             parts.append(list(position.anchor))
-        raw = json.dumps(parts, separators=(",", ":"))
+        raw = _COMPACT.encode(parts)
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     def start(
@@ -140,6 +140,18 @@ class Listing:
                 "cursor belongs to another listing (session, list or filter)", field="cursor"
             )
         return Position(older=older, seq=seq, anchor=None if anchor is None else tuple(anchor))
+
+
+#: ``json.dumps(..., separators=(",", ":"))`` with the encoder built once (``dumps``
+#: with any keyword argument builds one per call, which costs more than the cursor).
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def _scope_digest(scope: Any) -> str:
+    """The part of a cursor naming a listing's filter: a hash of its JSON (kept for
+    the few filters a process lists with; ``typed``: ``True`` is not ``1``)."""
+    return hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:12]
 
 
 def _is_anchor(value: Any) -> bool:

@@ -109,9 +109,11 @@ def _missing(rows: list[Message]) -> tuple[Counter[str], Counter[str]]:
     """
     needed: Counter[str] = Counter()
     pending: Counter[str] = Counter()
+    touched = False
     for m in rows:
         if not touches_calls(m):  # most messages: nothing to match
             continue
+        touched = True
         for call in answered_calls(m):
             if pending[call] > 0:
                 pending[call] -= 1
@@ -120,6 +122,8 @@ def _missing(rows: list[Message]) -> tuple[Counter[str], Counter[str]]:
         opened = opened_calls(m)
         if opened:  # most messages open none; Counter.update costs even when empty
             pending.update(opened)
+    if not touched:  # most windows: nothing counted, nothing to drop
+        return needed, pending
     return +needed, +pending
 
 

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
-__all__ = ["CompiledStatement", "StatementCache", "end_transaction", "observed"]
+__all__ = ["CompiledStatement", "StatementCache", "end_transaction", "observed", "unchanged"]
 
 _REQUIRED = object()
 
@@ -206,9 +206,9 @@ class CompiledStatement:
 
     def decoders(self, cursor: Any) -> list[Processor]:
         """One function per result column turning the driver's value into the column
-        type's (its result processor, or the identity): for a caller that decodes the
-        rows of ``cursor.fetchall()`` as it builds its own objects from them."""
-        decoders: list[Processor] = [_identity] * len(self.columns)
+        type's (its result processor, or :func:`unchanged`): for a caller that decodes
+        the rows of ``cursor.fetchall()`` as it builds its own objects from them."""
+        decoders: list[Processor] = [unchanged] * len(self.columns)
         for i, proc in self._processors(cursor):
             decoders[i] = proc
         return decoders
@@ -260,7 +260,8 @@ class CompiledStatement:
         return wrapped
 
 
-def _identity(value: Any) -> Any:
+def unchanged(value: Any) -> Any:
+    """The decoder of a column the driver already returns as its type's value."""
     return value
 
 

@@ -60,12 +60,7 @@ class IdleReaders:
             Whatever the pool raises when it has no connection to give; the driver's
             error when BEGIN or COMMIT fails; whatever the block raises.
         """
-        if self._pid != os.getpid():
-            self._forget_parents()
-        try:
-            conn = self._idle.pop()  # atomic: no lock needed to take one
-        except IndexError:
-            conn = self._engine.connect()
+        conn = self.take()
         try:
             if observed(conn):
                 # Made before the engine was observed, it would hide its statements:
@@ -78,7 +73,21 @@ class IdleReaders:
                 with _driver_transaction(conn):
                     yield conn
         finally:
-            self._put_back(conn)
+            self.give_back(conn)
+
+    def take(self) -> Connection:
+        """A connection for a read: one left idle, else a new one from the pool. Give
+        it back with :meth:`give_back` once its transaction ended.
+
+        Raises:
+            Whatever the pool raises when it has no connection to give.
+        """
+        if self._pid != os.getpid():
+            self._forget_parents()
+        try:
+            return self._idle.pop()  # atomic: no lock needed to take one
+        except IndexError:
+            return self._engine.connect()
 
     def _forget_parents(self) -> None:
         with self._lock:
@@ -86,7 +95,9 @@ class IdleReaders:
             self._idle = []
             self._pid = os.getpid()
 
-    def _put_back(self, conn: Connection) -> None:
+    def give_back(self, conn: Connection) -> None:
+        """Keep ``conn`` idle for the next read if it is sound, out of any transaction
+        and fewer than :data:`MAX_IDLE` are idle; else close it (back to the pool)."""
         if not (conn.closed or conn.invalidated or conn.in_transaction() or _driver_busy(conn)):
             with self._lock:
                 if not self._closed and len(self._idle) < MAX_IDLE:

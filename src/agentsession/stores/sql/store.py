@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -57,9 +57,10 @@ from .dialect import (
     translate_error,
 )
 from .dialect import translated as _translated
-from .execute import CompiledStatement, observed
+from .execute import CompiledStatement, observed, unchanged
 from .forks import ForkOps
 from .groupcommit import MAX_BATCH, GroupCommit
+from .hotread import LeanRead
 from .hotwrite import HotWriteOps
 from .idlereaders import IdleReaders
 from .memory_history import MemoryHistoryOps
@@ -222,12 +223,12 @@ class SQLStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    @contextmanager
-    def transaction(self, *, write: bool) -> Iterator[_SQLTransaction]:
+    def transaction(self, *, write: bool) -> AbstractContextManager[_SQLTransaction]:
         """Open a transaction (see :class:`~agentsession.stores.base.SessionStore`).
 
         Commits when the block ends, rolls back if it raises. A pooled connection the
-        server may have closed is pinged first (:mod:`.pool`).
+        server may have closed is pinged first (:mod:`.pool`). A read on SQLite is a
+        :class:`~.hotread.LeanRead` over the idle read connections.
 
         Raises:
             StoreBusy: a lock was not granted within ``busy_timeout_seconds``.
@@ -238,15 +239,20 @@ class SQLStore:
             StoreError: the store is closed, or the database failed.
         """
         engine = self.engine
+        if self._readers is not None and not write:
+            return LeanRead(self._readers, self._read_transaction, self._errors)
+        return self._transaction(engine, write=write)
+
+    def _read_transaction(self, conn: Connection, direct: bool) -> _SQLTransaction:
+        return _SQLTransaction(conn, self._sql, self._errors, write=False, direct=direct)
+
+    @contextmanager
+    def _transaction(self, engine: Engine, *, write: bool) -> Iterator[_SQLTransaction]:
         committing = False  # an error from here on ended the COMMIT: outcome unknown
         try:
             if write and self._writes is not None:
                 with self._writes.write(self._busy_timeout) as conn:
                     yield from self._run(conn, write=True)
-                return
-            if self._readers is not None and not write:
-                with self._readers.transaction() as conn:
-                    yield from self._run(conn, write=False)
                 return
             with engine.connect() as conn:
                 connection_mode(conn, write=write)
@@ -588,6 +594,7 @@ class _SQLTransaction(
         errors: tuple[type[BaseException], ...],
         *,
         write: bool,
+        direct: bool | None = None,
     ) -> None:
         self._conn = conn
         self._sql = sql
@@ -595,7 +602,8 @@ class _SQLTransaction(
         self._translatable: tuple[type[BaseException], ...] = (*errors, ValueError)
         self._write = write
         self._cursor: Any = None
-        self._direct = not observed(conn)
+        # Statements on the DBAPI cursor, unless someone observes them (None: ask).
+        self._direct = not observed(conn) if direct is None else direct
         # Session rows as this write transaction read or wrote them (None: no such row),
         # so an update sets only the columns that changed (see _session_changes).
         self._stored: dict[str, Session | None] = {}
@@ -879,10 +887,13 @@ class _SQLTransaction(
         cursor = self._execute(stmt, params)
         # Decoded while the messages are built: the rows' hottest loop, done once.
         mid, sid, num, at, load = stmt.decoders(cursor)
-        messages_ = [
-            make(load(p), message_id=mid(m), session_id=sid(s), seq=num(n), created_at=at(t))
-            for m, s, n, t, p in cursor.fetchall()
-        ]
+        if build is None and mid is sid is num is unchanged:
+            messages_ = Message.from_store_rows(cursor.fetchall(), load, at)
+        else:
+            messages_ = [
+                make(load(p), message_id=mid(m), session_id=sid(s), seq=num(n), created_at=at(t))
+                for m, s, n, t, p in cursor.fetchall()
+            ]
         if mode == "last":
             messages_.reverse()
         return messages_
