@@ -102,6 +102,9 @@ class Keyring:
         # (tuples and WrappedKey are immutable; an erasure or reload gives another one),
         # so a read finds its key in one lookup instead of a search and a comparison.
         self._opening: dict[str, tuple[tuple[WrappedKey, ...], dict[bytes, AESGCM]]] = {}
+        # user -> (the key store's tuple of their keys, the newest's id, the key): the
+        # same rule, for writes
+        self._sealing: dict[str, tuple[tuple[WrappedKey, ...], bytes, AESGCM]] = {}
         self._marker_checked = float("-inf")
         self._encrypting = False
         key_store.bind(file.store_id)
@@ -170,10 +173,14 @@ class Keyring:
         Raises:
             KeyringError: the user's key cannot be unwrapped with this keyring.
         """
-        keys = self._store.get(place.user_id) or self._new_data_key(place.user_id, if_none=True)
-        newest = keys[-1]
-        key_id = bytes.fromhex(newest.key_id)
-        return seal(self._dek(place, key_id, newest), key_id, data, self._aad(place))
+        user_id = place.user_id
+        keys = self._store.get(user_id)
+        sealing = self._sealing.get(user_id)
+        if sealing is None or sealing[0] is not keys:
+            keys = keys or self._new_data_key(user_id, if_none=True)
+            key_id = bytes.fromhex(keys[-1].key_id)
+            sealing = self._sealing[user_id] = (keys, key_id, self._dek(place, key_id, keys[-1]))
+        return seal(sealing[2], sealing[1], data, self._aad(place))
 
     def decrypt(self, envelope: bytes, place: Place) -> bytes:
         """Open an envelope sealed for ``place``.
@@ -267,6 +274,7 @@ class Keyring:
             for cached in [k for k in self._deks if k[0] == user_id]:
                 del self._deks[cached]
             self._opening.pop(user_id, None)
+            self._sealing.pop(user_id, None)
         return self._store.destroy(user_id)
 
     # -- rotation ------------------------------------------------------------------
