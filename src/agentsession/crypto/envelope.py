@@ -27,14 +27,11 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from ..errors import KeyringError
 
 __all__ = [
-    "HEADER",
     "KEY_END",
     "KEY_ID_BYTES",
     "TEXT_PREFIX",
     "Place",
-    "aad_at",
     "aad_head",
-    "envelope_in",
     "from_text",
     "is_envelope",
     "is_sealed_text",
@@ -50,9 +47,8 @@ KEY_ID_BYTES = 16
 NONCE_BYTES = 12
 #: Where the key id ends (and the nonce starts) in an envelope.
 KEY_END = 1 + KEY_ID_BYTES
-#: Where the nonce ends (and the ciphertext starts).
-HEADER = KEY_END + NONCE_BYTES
-_SHORTEST = HEADER + 16  # the tag
+_HEADER = KEY_END + NONCE_BYTES
+_SHORTEST = _HEADER + 16  # the tag
 #: The text form's prefix: a value starting with it is a sealed one.
 TEXT_PREFIX = "$as1$"
 _PREFIX_LENGTH = len(TEXT_PREFIX)
@@ -76,7 +72,7 @@ class Place(NamedTuple):
     def associated_data(self, store_id: str) -> bytes:
         """The AEAD associated data of this place in store ``store_id`` (UTF-8; see the
         module docstring)."""
-        return aad_at(aad_head(store_id, self.user_id, self.session_id, self.kind), self.position)
+        return _aad_at(aad_head(store_id, self.user_id, self.session_id, self.kind), self.position)
 
     def describe(self) -> str:
         """The place for an error message: ids and kind, never content."""
@@ -93,7 +89,7 @@ def aad_head(store_id: str, u: str, s: str, k: str) -> bytes:
     ).encode()
 
 
-def aad_at(head: bytes, position: str | int) -> bytes:
+def _aad_at(head: bytes, position: str | int) -> bytes:
     """The associated data of ``position`` under an :func:`aad_head`."""
     p = str(position)
     return head + f"{len(p)}:{p}|".encode()
@@ -134,9 +130,9 @@ def open_envelope(key: AESGCM, envelope: bytes, associated: bytes, place: Place)
         KeyringError: the tag does not verify: a changed byte, a value moved from
             another place, or another store's key.
     """
-    nonce = envelope[KEY_END:HEADER]
+    nonce = envelope[KEY_END:_HEADER]
     try:
-        return key.decrypt(nonce, envelope[HEADER:], associated)
+        return key.decrypt(nonce, envelope[_HEADER:], associated)
     except InvalidTag:
         raise KeyringError(
             f"the ciphertext at {place.describe()} does not open: it was changed, moved "
@@ -151,15 +147,13 @@ def open_known(
     opens it at ``position`` under the associated data ``head`` (:func:`aad_head`);
     None otherwise: not base64, not an envelope, no such key, or it does not verify
     (the caller's general path then decides, and names the error)."""
-    envelope = envelope_in(text)
-    if envelope is None:
-        return None
-    key = keys.get(envelope[1:KEY_END])
-    if key is None or envelope[0] != VERSION:
-        return None
     try:
-        return key.decrypt(envelope[KEY_END:HEADER], envelope[HEADER:], aad_at(head, position))
-    except (InvalidTag, ValueError):  # ValueError: too short to hold a nonce
+        envelope = binascii.a2b_base64(text[_PREFIX_LENGTH:], strict_mode=True)
+        key = keys.get(envelope[1:KEY_END])
+        if key is None or envelope[0] != VERSION:
+            return None
+        return key.decrypt(envelope[KEY_END:_HEADER], envelope[_HEADER:], _aad_at(head, position))
+    except (ValueError, InvalidTag):  # not base64 (binascii.Error), too short for a nonce
         return None
 
 
@@ -173,21 +167,13 @@ def is_sealed_text(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and value.startswith(TEXT_PREFIX)
 
 
-def envelope_in(text: str) -> bytes | None:
-    """The envelope a text form holds, or None if it is not valid base64."""
-    try:
-        return binascii.a2b_base64(text[_PREFIX_LENGTH:], strict_mode=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
 def from_text(text: str, place: Place) -> bytes:
     """The envelope a text form holds.
 
     Raises:
         KeyringError: the text is not valid base64.
     """
-    envelope = envelope_in(text)
-    if envelope is None:
-        raise KeyringError(f"the stored value at {place.describe()} is corrupted")
-    return envelope
+    try:
+        return binascii.a2b_base64(text[_PREFIX_LENGTH:], strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise KeyringError(f"the stored value at {place.describe()} is corrupted") from None
