@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agentsession.crypto import ContentCipher, Keyring, MemoryKeyStore, Place
+from agentsession import SessionManager
+from agentsession.crypto import ContentCipher, Keyring, MemoryKeyStore, Place, WrappedKey
+from agentsession.crypto.envelope import to_text
 from agentsession.errors import KeyringError, StoreError, StoreUnavailable
+from agentsession.stores.sealed import SealedStore
+from agentsession.stores.sql.store import SQLStore
 
 HERE = Place("u1", "ses_1", "message", 3)
 
@@ -227,3 +231,97 @@ def test_every_store_port_method_is_sealed_or_declared_content_free() -> None:
     port = {n for n, v in vars(base.StoreTransaction).items() if callable(v) and n[0] != "_"}
     defined = {n for n in vars(sealed._SealedTransaction) if n[0] != "_"}
     assert port - defined == set(sealed._CONTENT_FREE)
+
+
+class _CountingKeyStore(MemoryKeyStore):
+    """A memory key store counting the lookups of users' keys."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gets = 0
+
+    def get(self, user_id: str, *, fresh: bool = False) -> tuple[WrappedKey, ...]:
+        self.gets += 1
+        return super().get(user_id, fresh=fresh)
+
+
+def _sealed_session(
+    tmp_path: Path, keys: MemoryKeyStore, count: int
+) -> tuple[SessionManager, str, Keyring]:
+    """A manager over a sealed SQLite store, and a session of ``count`` messages."""
+    ring = Keyring.create(tmp_path / "k", key_store=keys)
+    inner = SQLStore(f"sqlite:///{tmp_path / 'm.db'}", auto_migrate=True)
+    sm = SessionManager(SealedStore(inner, ContentCipher(ring)))
+    sid = sm.create_session(user_id="u1").session_id
+    batch = [{"role": "user", "content": f"canary {i}"} for i in range(count)]
+    sm.append_messages(session_id=sid, user_id="u1", messages=batch)
+    return sm, sid, ring
+
+
+def test_a_read_of_many_messages_looks_the_user_keys_up_once(tmp_path: Path) -> None:
+    """The keys are found once per read, not once per message (the read path's cost,
+    docs/performance.md): reading 40 messages asks the key store as often as 2."""
+    keys = _CountingKeyStore()
+    sm, sid, _ = _sealed_session(tmp_path, keys, 40)
+    asked = []
+    for limit in (2, 40):
+        sm.get_messages(session_id=sid, user_id="u1", limit=limit)  # keys unwrapped
+        keys.gets = 0
+        page = sm.get_messages(session_id=sid, user_id="u1", limit=limit)
+        assert [m.content for m in page.items][-1] == "canary 39"
+        asked.append(keys.gets)
+    assert asked[0] == asked[1] <= 2
+    sm.close()
+
+
+def test_a_read_after_an_erasure_opens_nothing(tmp_path: Path) -> None:
+    """Keys a read used are not used by the next read once destroyed, in this process
+    or (after the key store's reload interval) in another one."""
+    sm, sid, store_ring = _sealed_session(tmp_path, MemoryKeyStore(), 3)
+    assert len(sm.get_messages(session_id=sid, user_id="u1").items) == 3
+    store_ring.destroy_user("u1")
+    with pytest.raises(KeyringError, match="destroyed"):
+        sm.get_messages(session_id=sid, user_id="u1")
+    sm.close()
+    ring = Keyring.create(tmp_path / "file.keyring")
+    other = Keyring.open(ring.path)
+    sealed = ContentCipher(ring).seal_text("canary", HERE)
+    assert sealed is not None
+    open_ = ContentCipher(other).text_opener(HERE.user_id, HERE.session_id, HERE.kind)
+    assert open_(sealed, HERE.position) == "canary"
+    ring.destroy_user(HERE.user_id)
+    other._store._checked = float("-inf")  # type: ignore[attr-defined]  # past the interval
+    next_read = ContentCipher(other).text_opener(HERE.user_id, HERE.session_id, HERE.kind)
+    with pytest.raises(KeyringError, match="destroyed"):
+        next_read(sealed, HERE.position)
+
+
+def test_a_reader_follows_data_key_and_kek_rotation(ring: Keyring) -> None:
+    cipher = ContentCipher(ring)
+    old = cipher.seal_text("old", HERE)
+    assert old is not None and cipher.open_text(old, HERE) == "old"  # its key now known
+    ring.rotate_data_key(HERE.user_id)
+    new = cipher.seal_text("new", HERE)
+    assert new is not None and new[:30] != old[:30]  # another key id
+    ring.rotate()
+    open_ = cipher.text_opener(HERE.user_id, HERE.session_id, HERE.kind)
+    assert [open_(v, HERE.position) for v in (old, new, old)] == ["old", "new", "old"]
+
+
+def test_a_broken_value_read_in_a_batch_is_one_keyring_error(ring: Keyring) -> None:
+    """A value the batch reader cannot open takes the general path, which names what
+    is wrong: never a ValueError of the cipher, never a value opened elsewhere."""
+    cipher = ContentCipher(ring)
+    good = ring.encrypt(b"canary", HERE)
+    open_ = cipher.text_opener(HERE.user_id, HERE.session_id, HERE.kind)
+    assert open_(to_text(good), HERE.position) == "canary"
+    changed = good[:-1] + bytes([good[-1] ^ 1])
+    broken = {
+        "not a ciphertext": [to_text(good[:20]), to_text(b"\x02" + good[1:])],
+        "does not open": [to_text(changed), to_text(ring.encrypt(b"x", HERE._replace(position=4)))],
+        "corrupted": ["$as1$not base64!"],
+    }
+    for error, values in broken.items():
+        for value in values:
+            with pytest.raises(KeyringError, match=error):
+                open_(value, HERE.position)

@@ -14,11 +14,12 @@ encrypted holds both kinds of value.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import KeyringError
 from ..jsonvalues import dumps, loads
-from .envelope import TEXT_PREFIX, Place, from_text, is_sealed_text, to_text
+from .envelope import TEXT_PREFIX, Place, aad_head, from_text, is_sealed_text, open_known, to_text
 from .keyring import Keyring
 
 __all__ = ["SEALED_KEY", "ContentCipher"]
@@ -76,6 +77,34 @@ class ContentCipher:
             return self.keyring.decrypt(from_text(stored, place), place).decode("utf-8")
         text: str | None = self.plaintext(stored, place)
         return text
+
+    def text_opener(
+        self, user_id: str, session_id: str, kind: str
+    ) -> Callable[[str, str | int], str]:
+        """:meth:`open_text` for the sealed texts (:func:`~.envelope.is_sealed_text`)
+        of one user's session and kind, given each one's position: what one read of
+        many rows calls. It takes the user's keys as the keyring knows them when made
+        (:meth:`Keyring.known_keys`), and again after a value that needed the general
+        path (:meth:`Keyring.decrypt`): make one per read, so that a key destroyed
+        meanwhile is missing from the next read.
+
+        Returns:
+            ``open(stored, position) -> text``, raising as :meth:`open_text`.
+        """
+        ring = self.keyring
+        keys = ring.known_keys(user_id)
+        head = aad_head(ring.store_id, user_id, session_id, kind)
+
+        def open_text(stored: str, position: str | int) -> str:
+            nonlocal keys
+            opened = open_known(keys, stored, head, position)
+            if opened is None:  # the general path decides, names the error, learns the key
+                place = Place(user_id, session_id, kind, position)
+                opened = ring.decrypt(from_text(stored, place), place)
+                keys = ring.known_keys(user_id)
+            return opened.decode("utf-8")
+
+        return open_text
 
     def seal_bytes(self, data: bytes, place: Place) -> bytes:
         """Bytes as ``b"$as1$"`` and their envelope."""

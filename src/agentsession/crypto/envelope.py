@@ -18,7 +18,8 @@ import base64
 import binascii
 import functools
 import os
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import NamedTuple, TypeGuard
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -26,13 +27,17 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from ..errors import KeyringError
 
 __all__ = [
+    "KEY_END",
     "KEY_ID_BYTES",
     "TEXT_PREFIX",
     "Place",
+    "aad_head",
     "from_text",
+    "is_envelope",
     "is_sealed_text",
     "key_id_of",
     "open_envelope",
+    "open_known",
     "seal",
     "to_text",
 ]
@@ -40,9 +45,13 @@ __all__ = [
 VERSION = 1
 KEY_ID_BYTES = 16
 NONCE_BYTES = 12
-_HEADER = 1 + KEY_ID_BYTES + NONCE_BYTES
+#: Where the key id ends (and the nonce starts) in an envelope.
+KEY_END = 1 + KEY_ID_BYTES
+_HEADER = KEY_END + NONCE_BYTES
+_SHORTEST = _HEADER + 16  # the tag
 #: The text form's prefix: a value starting with it is a sealed one.
 TEXT_PREFIX = "$as1$"
+_PREFIX_LENGTH = len(TEXT_PREFIX)
 
 
 class Place(NamedTuple):
@@ -63,9 +72,7 @@ class Place(NamedTuple):
     def associated_data(self, store_id: str) -> bytes:
         """The AEAD associated data of this place in store ``store_id`` (UTF-8; see the
         module docstring)."""
-        p = str(self.position)
-        head = _aad_head(store_id, self.user_id, self.session_id, self.kind)
-        return head + f"{len(p)}:{p}|".encode()
+        return _aad_at(aad_head(store_id, self.user_id, self.session_id, self.kind), self.position)
 
     def describe(self) -> str:
         """The place for an error message: ids and kind, never content."""
@@ -73,12 +80,19 @@ class Place(NamedTuple):
 
 
 @functools.lru_cache(maxsize=4096)
-def _aad_head(store_id: str, u: str, s: str, k: str) -> bytes:
-    """The associated data up to the position: the same for every row of a kind in a
-    session (a read of many rows encodes it once)."""
+def aad_head(store_id: str, u: str, s: str, k: str) -> bytes:
+    """The associated data up to the position, of user ``u``'s session ``s`` and kind
+    ``k`` in store ``store_id``: the same for every row of a kind in a session (a read
+    of many rows encodes it once)."""
     return (
         f"agentsession/1|{len(store_id)}:{store_id}|{len(u)}:{u}|{len(s)}:{s}|{len(k)}:{k}|"
     ).encode()
+
+
+def _aad_at(head: bytes, position: str | int) -> bytes:
+    """The associated data of ``position`` under an :func:`aad_head`."""
+    p = str(position)
+    return head + f"{len(p)}:{p}|".encode()
 
 
 def seal(key: AESGCM, key_id: bytes, data: bytes, associated: bytes) -> bytes:
@@ -91,6 +105,12 @@ def seal(key: AESGCM, key_id: bytes, data: bytes, associated: bytes) -> bytes:
     return bytes((VERSION,)) + key_id + nonce + key.encrypt(nonce, data, associated)
 
 
+def is_envelope(data: bytes) -> bool:
+    """Whether ``data`` has an envelope's shape in a version this code reads (long
+    enough, the version byte): its key id (``data[1:KEY_END]``) may be read."""
+    return len(data) >= _SHORTEST and data[0] == VERSION
+
+
 def key_id_of(envelope: bytes, place: Place) -> bytes:
     """The data key id an envelope names.
 
@@ -98,9 +118,9 @@ def key_id_of(envelope: bytes, place: Place) -> bytes:
         KeyringError: not an envelope of a version this code reads (too short, or an
             unknown version byte).
     """
-    if len(envelope) < _HEADER + 16 or envelope[0] != VERSION:
+    if not is_envelope(envelope):
         raise KeyringError(f"the stored value at {place.describe()} is not a ciphertext")
-    return envelope[1 : 1 + KEY_ID_BYTES]
+    return envelope[1:KEY_END]
 
 
 def open_envelope(key: AESGCM, envelope: bytes, associated: bytes, place: Place) -> bytes:
@@ -110,7 +130,7 @@ def open_envelope(key: AESGCM, envelope: bytes, associated: bytes, place: Place)
         KeyringError: the tag does not verify: a changed byte, a value moved from
             another place, or another store's key.
     """
-    nonce = envelope[1 + KEY_ID_BYTES : _HEADER]
+    nonce = envelope[KEY_END:_HEADER]
     try:
         return key.decrypt(nonce, envelope[_HEADER:], associated)
     except InvalidTag:
@@ -120,12 +140,29 @@ def open_envelope(key: AESGCM, envelope: bytes, associated: bytes, place: Place)
         ) from None
 
 
+def open_known(
+    keys: Mapping[bytes, AESGCM], text: str, head: bytes, position: str | int
+) -> bytes | None:
+    """The plaintext of the text form ``text`` if one of ``keys`` (data keys by id)
+    opens it at ``position`` under the associated data ``head`` (:func:`aad_head`);
+    None otherwise: not base64, not an envelope, no such key, or it does not verify
+    (the caller's general path then decides, and names the error)."""
+    try:
+        envelope = binascii.a2b_base64(text[_PREFIX_LENGTH:], strict_mode=True)
+        key = keys.get(envelope[1:KEY_END])
+        if key is None or envelope[0] != VERSION:
+            return None
+        return key.decrypt(envelope[KEY_END:_HEADER], envelope[_HEADER:], _aad_at(head, position))
+    except (ValueError, InvalidTag):  # not base64 (binascii.Error), too short for a nonce
+        return None
+
+
 def to_text(envelope: bytes) -> str:
     """The text form of an envelope (``"$as1$"`` + base64)."""
     return TEXT_PREFIX + base64.b64encode(envelope).decode("ascii")
 
 
-def is_sealed_text(value: object) -> bool:
+def is_sealed_text(value: object) -> TypeGuard[str]:
     """Whether ``value`` is the text form of an envelope."""
     return isinstance(value, str) and value.startswith(TEXT_PREFIX)
 
@@ -137,6 +174,6 @@ def from_text(text: str, place: Place) -> bytes:
         KeyringError: the text is not valid base64.
     """
     try:
-        return binascii.a2b_base64(text[len(TEXT_PREFIX) :], strict_mode=True)
+        return binascii.a2b_base64(text[_PREFIX_LENGTH:], strict_mode=True)
     except (binascii.Error, ValueError):
         raise KeyringError(f"the stored value at {place.describe()} is corrupted") from None

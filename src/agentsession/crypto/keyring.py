@@ -20,6 +20,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +32,7 @@ from pydantic import ValidationError as PydanticError
 from ..errors import KeyringError, StoreError
 from ..jsonvalues import dumps
 from ..privatefiles import check_directory, check_secret_file, locked_rewrite, open_private
-from .envelope import KEY_ID_BYTES, Place, key_id_of, open_envelope, seal
+from .envelope import KEY_END, KEY_ID_BYTES, Place, is_envelope, key_id_of, open_envelope, seal
 from .keystore import FileKeyStore, KeyStore, WrappedKey
 from .marker import marker_path, read_marker
 
@@ -96,6 +97,14 @@ class Keyring:
         self._keks = _keks(file)
         # (user, data key id) -> (its wrapped form, the unwrapped key)
         self._deks: dict[tuple[str, bytes], tuple[str, AESGCM]] = {}
+        # user -> (the key store's tuple of their keys, data key id -> key): while the
+        # key store answers with the very same tuple, nothing of the user's keys changed
+        # (tuples and WrappedKey are immutable; an erasure or reload gives another one),
+        # so a read finds its key in one lookup instead of a search and a comparison.
+        self._opening: dict[str, tuple[tuple[WrappedKey, ...], dict[bytes, AESGCM]]] = {}
+        # user -> (the key store's tuple of their keys, the newest's id, the key): the
+        # same rule, for writes
+        self._sealing: dict[str, tuple[tuple[WrappedKey, ...], bytes, AESGCM]] = {}
         self._marker_checked = float("-inf")
         self._encrypting = False
         key_store.bind(file.store_id)
@@ -164,10 +173,14 @@ class Keyring:
         Raises:
             KeyringError: the user's key cannot be unwrapped with this keyring.
         """
-        keys = self._store.get(place.user_id) or self._new_data_key(place.user_id, if_none=True)
-        newest = keys[-1]
-        key_id = bytes.fromhex(newest.key_id)
-        return seal(self._dek(place, key_id, newest), key_id, data, self._aad(place))
+        user_id = place.user_id
+        keys = self._store.get(user_id)
+        sealing = self._sealing.get(user_id)
+        if sealing is None or sealing[0] is not keys:
+            keys = keys or self._new_data_key(user_id, if_none=True)
+            key_id = bytes.fromhex(keys[-1].key_id)
+            sealing = self._sealing[user_id] = (keys, key_id, self._dek(place, key_id, keys[-1]))
+        return seal(sealing[2], sealing[1], data, self._aad(place))
 
     def decrypt(self, envelope: bytes, place: Place) -> bytes:
         """Open an envelope sealed for ``place``.
@@ -177,14 +190,49 @@ class Keyring:
                 value of another store), or it does not verify (changed, or moved from
                 another place).
         """
+        user_id = place.user_id
+        keys = self._store.get(user_id)
+        known = self._opening.get(user_id)
+        key = None
+        if known is not None and known[0] is keys and is_envelope(envelope):
+            key = known[1].get(envelope[1:KEY_END])
+        if key is None:
+            key = self._opening_key(envelope, place)
+        return open_envelope(key, envelope, place.associated_data(self._file.store_id), place)
+
+    def known_keys(self, user_id: str) -> Mapping[bytes, AESGCM]:
+        """The data keys of ``user_id`` that opened values here, by id (the envelope's
+        ``[1:KEY_END]``), as long as the key store holds exactly the keys it held then;
+        else none (a key destroyed, added or re-wrapped since: :meth:`decrypt` finds
+        them again). For a read of many values: it looks the keys up once, as the
+        first value's :meth:`decrypt` would, then one lookup per value."""
+        known = self._opening.get(user_id)
+        if known is not None and known[0] is self._store.get(user_id):
+            return known[1]
+        return {}
+
+    def _opening_key(self, envelope: bytes, place: Place) -> AESGCM:
+        """The data key that opens ``envelope``, searched in the key store (and kept
+        for :meth:`decrypt`'s lookup).
+
+        Raises:
+            KeyringError: see :meth:`decrypt`.
+        """
         key_id = key_id_of(envelope, place)
         hexid = key_id.hex()
+        user_id = place.user_id
         # A key not found may be one another process just made: looked up again, fresh.
         for fresh in (False, True):
-            for wrapped in self._store.get(place.user_id, fresh=fresh):
+            keys = self._store.get(user_id, fresh=fresh)
+            for wrapped in keys:
                 if wrapped.key_id == hexid:
                     key = self._dek(place, key_id, wrapped)
-                    return open_envelope(key, envelope, self._aad(place), place)
+                    with self._lock:
+                        known = self._opening.get(user_id)
+                        if known is None or known[0] is not keys:
+                            known = self._opening[user_id] = (keys, {})
+                        known[1][key_id] = key
+                    return key
         raise KeyringError(
             f"no data key of the user opens the value at {place.describe()}: their keys "
             "were destroyed (erasure), or the value was sealed for another user or store"
@@ -225,6 +273,8 @@ class Keyring:
         with self._lock:
             for cached in [k for k in self._deks if k[0] == user_id]:
                 del self._deks[cached]
+            self._opening.pop(user_id, None)
+            self._sealing.pop(user_id, None)
         return self._store.destroy(user_id)
 
     # -- rotation ------------------------------------------------------------------

@@ -67,7 +67,11 @@ class KeyStore(Protocol):
 
     def get(self, user_id: str, *, fresh: bool = False) -> tuple[WrappedKey, ...]:
         """The wrapped keys of ``user_id``, oldest first (empty: none, or destroyed);
-        ``fresh``: as stored now, not as cached (a key another process just added)."""
+        ``fresh``: as stored now, not as cached (a key another process just added).
+
+        While a user's keys are unchanged, answering with the very same tuple object
+        lets the keyring use the keys it unwrapped without searching them again (a
+        new tuple each time is correct, only slower); a change must give a new one."""
 
     def add(self, user_id: str, key: WrappedKey, *, if_none: bool) -> tuple[WrappedKey, ...]:
         """Add ``key`` for ``user_id`` (with ``if_none``, only if the user has no key:

@@ -69,6 +69,7 @@ from .base import (
     SessionRow,
     SessionStore,
     StoreTransaction,
+    rebuilt,
 )
 
 __all__ = ["SealedStore"]
@@ -337,11 +338,11 @@ class _SealedTransaction:
 
     def get_messages(self, session_id: str, **kwargs: Any) -> list[Message]:
         # Each message built once, from its opened payload (not built sealed, then again).
-        return self._tx.get_messages(session_id, **kwargs, build=self._opened_message)
+        return self._tx.get_messages(session_id, **kwargs, build=self._message_builder())
 
     def get_rewound_messages(self, session_id: str, number: int, **kwargs: Any) -> list[Message]:
         found = self._tx.get_rewound_messages(session_id, number, **kwargs)
-        return [self._open_message(m) for m in found]
+        return rebuilt(found, self._message_builder())
 
     def _seal_message(self, message: Message, text: str) -> Message:
         place = self._place(message.session_id, "message", message.seq)
@@ -357,52 +358,51 @@ class _SealedTransaction:
             created_at=message.created_at,
         )
 
-    def _opened_message(
-        self,
-        payload: dict[str, Any],
-        *,
-        message_id: str,
-        session_id: str,
-        seq: int,
-        created_at: datetime,
-    ) -> Message:
-        """A :data:`~.base.MessageBuilder`: the message whose stored payload (its content
-        sealed) is ``payload``, opened."""
-        content = payload.get("content")
-        if not is_sealed_text(content):
-            stored = Message.from_store(
-                payload,
+    def _message_builder(self) -> Callable[..., Message]:
+        """A :data:`~.base.MessageBuilder` for one read: the message whose stored
+        payload (its content sealed) is ``payload``, opened; one opener per session
+        for the read's rows (:meth:`ContentCipher.text_opener`)."""
+        openers: dict[str, Callable[[str, str | int], str]] = {}
+
+        def build(
+            payload: dict[str, Any],
+            *,
+            message_id: str,
+            session_id: str,
+            seq: int,
+            created_at: datetime,
+        ) -> Message:
+            content = payload.get("content")
+            if not is_sealed_text(content):
+                stored = Message.from_store(
+                    payload,
+                    message_id=message_id,
+                    session_id=session_id,
+                    seq=seq,
+                    created_at=created_at,
+                )
+                place = self._place(session_id, "message", seq)
+                opened: Message = self._c.plaintext(stored, place)  # a migration's reads only
+                return opened
+            opener = openers.get(session_id)
+            if opener is None:
+                owner = self._owner(session_id)
+                opener = openers[session_id] = self._c.text_opener(owner, session_id, "message")
+            text: str | None
+            try:
+                text = opener(content, seq)
+            except KeyringError:  # a fork's copied row, or none opens it: the lineage says
+                place = self._place(session_id, "message", seq)
+                text = self._open_copied(place, seq, lambda at: self._c.open_text(content, at))
+            return Message.from_store(
+                loads(text or "null"),
                 message_id=message_id,
                 session_id=session_id,
                 seq=seq,
                 created_at=created_at,
             )
-            return self._open_message(stored)  # fails closed, or a migration's read
-        place = Place(self._owner(session_id), session_id, "message", seq)
-        try:
-            text = self._c.open_text(content, place)
-        except KeyringError:  # a fork's copied row, or none opens it: the lineage says
-            text = self._open_copied(place, seq, lambda at: self._c.open_text(content, at))
-        return Message.from_store(
-            loads(text or "null"),
-            message_id=message_id,
-            session_id=session_id,
-            seq=seq,
-            created_at=created_at,
-        )
 
-    def _open_message(self, stored: Message) -> Message:
-        if not is_sealed_text(stored.content):
-            place = self._place(stored.session_id, "message", stored.seq)
-            opened: Message = self._c.plaintext(stored, place)  # a migration's reads only
-            return opened
-        return self._opened_message(
-            {"content": stored.content},  # all the opening reads
-            message_id=stored.message_id,
-            session_id=stored.session_id,
-            seq=stored.seq,
-            created_at=stored.created_at,
-        )
+        return build
 
     # -- forks -----------------------------------------------------------------------
     def _lineage(self, session_id: str) -> list[tuple[str, int]]:
