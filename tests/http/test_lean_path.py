@@ -1,5 +1,6 @@
 """The lean HTTP path: worker threads enough for every admitted request, orjson
-answers with the standard library's fallback, cheap request ids."""
+answers with the standard library's fallback, cheap request ids, the routes in the
+app's own router."""
 
 from __future__ import annotations
 
@@ -7,11 +8,19 @@ import asyncio
 import json
 import threading
 
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
+
 from agentsession import SessionManager
+from agentsession.errors import Forbidden
 from agentsession.http.app import create_app
-from agentsession.http.deps import FastJSONResponse
+from agentsession.http.deps import FastJSONResponse, _read_ctx
 from agentsession.http.keys import MemoryKeyStore
 from agentsession.http.middleware import new_request_id
+from agentsession.http.routes import routers
+from agentsession.http.routing import operation_id
+from agentsession.ids import new_id
 from agentsession.settings import Settings
 from agentsession.stores.memory.store import MemoryStore
 
@@ -51,3 +60,39 @@ def test_request_ids_are_32_hex_and_distinct() -> None:
     ids = {new_request_id() for _ in range(1000)}
     assert len(ids) == 1000
     assert all(len(i) == 32 and int(i, 16) >= 0 and i == i.lower() for i in ids)
+
+
+def _app() -> FastAPI:
+    return create_app(
+        SessionManager(MemoryStore()), Settings(url="memory://"), keys=MemoryKeyStore()
+    )
+
+
+def test_the_routes_are_the_apps_own_not_an_included_router() -> None:
+    """Every declared route is a route of the app's router itself, remade for the app
+    (a request tries each by its path pattern; FastAPI's included-router wrapper set
+    up per-route context for every route it tried, twice per request), with the
+    app's operationIds and the paths a more specific route takes yielded."""
+    app = _app()
+    declared = [r for router in routers() for r in router.routes if isinstance(r, APIRoute)]
+    own = {
+        (r.path_format, tuple(sorted(r.methods))): r
+        for r in app.router.routes
+        if isinstance(r, APIRoute)
+    }
+    for route in declared:
+        made = own[(route.path_format, tuple(sorted(route.methods)))]
+        assert made is not route and type(made) is type(route)
+        assert made.dependency_overrides_provider is app
+        assert made.unique_id == operation_id(route)
+        assert made.yields_to == route.yields_to
+    assert len(own) == len(declared)
+
+
+def test_a_dependency_override_of_the_app_reaches_its_routes() -> None:
+    """``app.dependency_overrides`` works on the remade routes as on included ones."""
+    app = _app()
+    app.dependency_overrides[_read_ctx] = lambda: (_ for _ in ()).throw(Forbidden("overridden"))
+    with TestClient(app) as http:
+        answer = http.get(f"/v1/sessions/{new_id('ses')}")
+    assert answer.status_code == 403 and "overridden" in answer.text
