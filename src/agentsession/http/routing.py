@@ -23,6 +23,7 @@ from typing import Any
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute, APIRouter
+from pydantic_core import PydanticUndefined
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
@@ -30,6 +31,7 @@ from starlette.types import Scope
 
 from ..operations import operation_ids
 from ..protocol import UnsupportedMediaType
+from .leanhandler import lean_handler
 from .strictjson import check_media_type, read_json
 
 __all__ = [
@@ -111,6 +113,8 @@ class StrictRoute(APIRoute):
         misspelt ``limt=5`` would otherwise be ignored without a word.
         """
         handler = super().get_route_handler()
+        lean = lean_handler(self)
+        overrides = self.dependency_overrides_provider
         takes_body = self.body_field is not None
         declared, repeatable, prefixes = _query_names(self.dependant)
 
@@ -121,7 +125,9 @@ class StrictRoute(APIRoute):
             strict_request = StrictJsonRequest(request.scope, request.receive)
             if takes_body:
                 await strict_request.parse_body()
-            return await handler(strict_request)
+            if lean is None or getattr(overrides, "dependency_overrides", None):
+                return await handler(strict_request)
+            return await lean(strict_request, getattr(strict_request, "_json", PydanticUndefined))
 
         return strict
 
