@@ -34,10 +34,14 @@ choose an interpreter whose uvicorn has uvloop and httptools, as
 ``pip install 'agentsession[server]'`` gives a user.) The load generator is
 `wrk <https://github.com/wg/wrk>`_, closed loop: ``connections`` (default 16) keep-alive
 connections over ``threads`` (default 2) threads, each sending its next request as soon
-as the previous answer arrived, for ``duration`` seconds (default 10) after an untimed
-``warmup`` (default 2 s) of the same requests. ``http_load.lua`` (next to this file)
-builds the requests (Bearer token, JSON body), counts every response by status and
-prints wrk's totals and latency percentiles as one JSON line, which is parsed here.
+as the previous answer arrived, for ``duration`` seconds (default 2) after an untimed
+``warmup`` (default 1 s) of the same requests, ``rounds`` times (default 3): the
+services of a cell take turns round by round (the first round's order reversed in the
+next), so that a busy spell of a shared machine falls on all of them, and their
+figures are summed over the rounds (``rps``) or the median of the rounds' (latency).
+``http_load.lua`` (next to this file) builds the requests (Bearer token, JSON body),
+counts every response by status and prints wrk's totals and latency percentiles as
+one JSON line, which is parsed here.
 The services of all worker counts run side by side and the cells are interleaved
 (operation by operation, worker count by worker count), so a busy spell on a shared
 machine spreads over every worker count rather than hitting one.
@@ -77,6 +81,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -120,8 +125,12 @@ SOCKET_ERRORS = ("connect", "read", "write", "timeout")
 class Config:
     """What one run does. Durations in seconds (wrk takes whole seconds)."""
 
-    duration: int = 5
+    duration: int = 2
     warmup: int = 1
+    #: timed runs of ``duration`` per cell, the services' runs alternating (the
+    #: warm-up before the first only): a busy spell of a shared machine then falls on
+    #: every service of a cell alike, not on the one that happened to run then.
+    rounds: int = 3
     workers: tuple[int, ...] = (1,)
     synchronous: tuple[str, ...] = ("FULL", "NORMAL")
     operations: tuple[str, ...] = tuple(OPERATIONS)
@@ -141,7 +150,7 @@ class Config:
 
 
 #: ``make bench BENCH_ARGS=--quick``: one second per cell, no warm-up.
-QUICK = Config(duration=1, warmup=0)
+QUICK = Config(duration=1, warmup=0, rounds=1)
 MINIMAL = HERE / "minimal_app.py"
 MINIMAL_TOKEN = "minimal-bench-token"
 
@@ -498,14 +507,21 @@ def _errors(raw: dict[str, Any]) -> int:
 
 
 def run_cell(
-    wrk: str, service: Service, operation: str, config: Config, connections: int
+    wrk: str,
+    service: Service,
+    operation: str,
+    config: Config,
+    connections: int,
+    *,
+    warm_up: bool = True,
 ) -> dict[str, Any]:
-    """Warm up, then measure one operation on one service; the cell's figures."""
+    """Warm up (unless ``warm_up`` is false), then measure one operation on one
+    service for ``config.duration`` seconds; the figures of that run."""
     sessions = {"append-one": [service.hot], "append-many": service.many}.get(operation, [])
     load_before = os.getloadavg()[0]
     warm = (
         wrk_run(wrk, service, operation, config.warmup, config, connections)
-        if config.warmup
+        if config.warmup and warm_up
         else None
     )
     before = _message_count(service, sessions) if sessions else 0
@@ -556,6 +572,55 @@ def run_cell(
         problems.append("no 2xx response")
     cell["problems"] = problems
     return cell
+
+
+def run_rounds(
+    wrk: str, services: list[Service], operation: str, config: Config, connections: int
+) -> list[dict[str, Any]]:
+    """One cell per service: ``config.rounds`` runs of each (:func:`run_cell`), the
+    services taking turns (the order reversed every other round), merged by
+    :func:`merge_runs`."""
+    runs: list[list[dict[str, Any]]] = [[] for _ in services]
+    order = list(range(len(services)))
+    for r in range(max(1, config.rounds)):
+        for i in order if r % 2 == 0 else order[::-1]:
+            runs[i].append(
+                run_cell(wrk, services[i], operation, config, connections, warm_up=r == 0)
+            )
+    return [merge_runs(one) for one in runs]
+
+
+def merge_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The cell of several runs of one operation on one service: counts and seconds
+    summed (``rps`` is 2xx responses over the seconds of every run), each latency
+    percentile the median of the runs' (a percentile of the whole is not known), the
+    problems of every run, the load average before the first and after the last."""
+    if len(runs) == 1:
+        return runs[0]
+    first, merged = runs[0], dict(runs[0])
+    for key in ("seconds", "responses", "ok_2xx", "non_2xx", "socket_errors_total", "stored"):
+        if key in first:
+            merged[key] = sum(r[key] for r in runs)
+    merged["seconds"] = round(merged["seconds"], 3)
+    merged["rps"] = round(merged["ok_2xx"] / merged["seconds"], 1) if merged["seconds"] else 0.0
+    for key in ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "mean_ms"):
+        merged[key] = statistics.median(r[key] for r in runs)
+    merged["max_ms"] = max(r["max_ms"] for r in runs)
+    statuses: dict[int, int] = {}
+    for r in runs:
+        for code, n in r["statuses"].items():
+            statuses[code] = statuses.get(code, 0) + n
+    merged["statuses"] = statuses
+    merged["socket_errors"] = {
+        k: sum(r["socket_errors"][k] for r in runs) for k in first["socket_errors"]
+    }
+    if "stored_ok" in first:
+        merged["stored_ok"] = all(r["stored_ok"] for r in runs)
+    merged["problems"] = [p for r in runs for p in r["problems"]]
+    merged["loadavg_1min"] = [first["loadavg_1min"][0], runs[-1]["loadavg_1min"][1]]
+    merged["rounds"] = len(runs)
+    merged["rps_rounds"] = [r["rps"] for r in runs]
+    return merged
 
 
 def _name(service: Service) -> str:
@@ -645,8 +710,9 @@ def run_http_load(
                 for op in ops:
                     conns = config.connections if op in APPENDS else (config.read_connections,)
                     for n in conns:
-                        for service in services:
-                            cell = run_cell(wrk, service, op, config, n)
+                        for service, cell in zip(
+                            services, run_rounds(wrk, services, op, config, n), strict=True
+                        ):
                             cells.append(cell)
                             flag = (
                                 f"  PROBLEMS: {'; '.join(cell['problems'])}"
@@ -757,9 +823,10 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         "### (f) HTTP: `agentsession serve` against the minimal FastAPI + sqlite3 app",
         "",
-        f"{results['wrk']['version']}, {cfg['duration']} s per cell after {cfg['warmup']} s "
-        f"warm-up; at most {cfg['threads']} wrk threads. {results['machine']['note']}; other "
-        "work may have been running. uvicorn "
+        f"{results['wrk']['version']}, {cfg.get('rounds', 1)} runs of {cfg['duration']} s per "
+        f"cell after {cfg['warmup']} s warm-up, the services' runs alternating (p50/p99: the "
+        f"median of the runs'); at most {cfg['threads']} wrk threads. "
+        f"{results['machine']['note']}; other work may have been running. uvicorn "
         f"{server['uvicorn']}"
         + (
             f", uvloop {server['uvloop']}, httptools {server['httptools']}"
@@ -821,6 +888,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=Config.duration, help="seconds per cell")
     parser.add_argument("--warmup", type=int, default=Config.warmup, help="seconds per cell")
+    parser.add_argument(
+        "--rounds", type=int, default=Config.rounds, help="timed runs per cell, alternating"
+    )
     parser.add_argument("--workers", type=_ints, default=Config.workers, help="e.g. 1,2,4")
     parser.add_argument(
         "--synchronous", type=_words, default=Config.synchronous, help="e.g. FULL,NORMAL"
@@ -838,11 +908,20 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(args.operations) - set(OPERATIONS)
     if unknown:
         parser.error(f"unknown operations {sorted(unknown)}; known: {', '.join(OPERATIONS)}")
-    if args.duration < 1 or args.warmup < 0 or args.threads < 1 or min(args.connections) < 1:
-        parser.error("--duration >= 1, --warmup >= 0, --connections >= 1, --threads >= 1")
+    if (
+        args.duration < 1
+        or args.warmup < 0
+        or args.rounds < 1
+        or args.threads < 1
+        or min(args.connections) < 1
+    ):
+        parser.error(
+            "--duration >= 1, --warmup >= 0, --rounds >= 1, --connections >= 1, --threads >= 1"
+        )
     config = Config(
         duration=args.duration,
         warmup=args.warmup,
+        rounds=args.rounds,
         workers=args.workers,
         synchronous=args.synchronous,
         operations=args.operations,

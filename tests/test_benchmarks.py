@@ -550,6 +550,60 @@ def test_http_figures_are_ratios_to_the_minimal_app(bench: Any) -> None:
     assert targets["HTTP append, 32 connections, p99 (ms, not a ratio)"].met is False
 
 
+def test_http_cells_alternate_the_services_round_by_round(
+    bench: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(f) measures a cell in rounds, the services taking turns (the order reversed
+    every other round, the warm-up in the first only): a busy spell of a shared machine
+    falls on both. The cell is the rounds' sum (rps) and the median of their latency."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import http_load
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    calls: list[tuple[str, bool]] = []
+    rps = {"agentsession": iter([100, 300, 200]), "minimal": iter([50, 50, 80])}
+
+    def run_cell(wrk: str, service: Any, op: str, config: Any, n: int, *, warm_up: bool) -> Any:
+        calls.append((service.kind, warm_up))
+        ok = next(rps[service.kind])
+        return {
+            "service": service.kind,
+            "seconds": 1.0,
+            "responses": ok,
+            "ok_2xx": ok,
+            "non_2xx": 0,
+            "socket_errors_total": 0,
+            "rps": float(ok),
+            "p50_ms": ok / 10,
+            "p90_ms": 1.0,
+            "p99_ms": 2.0,
+            "p999_ms": 3.0,
+            "mean_ms": 1.0,
+            "max_ms": ok,
+            "statuses": {201: ok},
+            "socket_errors": {"connect": 0},
+            "problems": [],
+            "loadavg_1min": [1.0, 2.0],
+        }
+
+    monkeypatch.setattr(http_load, "run_cell", run_cell)
+    services = [http_load.Service("", "", 1, "FULL", Path(), Path(), kind=k) for k in rps]
+    config = http_load.Config(rounds=3)
+    ours, base = http_load.run_rounds("wrk", services, "append-many", config, 1)
+    assert calls == [
+        ("agentsession", True),
+        ("minimal", True),
+        ("minimal", False),
+        ("agentsession", False),
+        ("agentsession", False),
+        ("minimal", False),
+    ]
+    assert ours["rps"] == 200.0 and ours["seconds"] == 3.0 and ours["p50_ms"] == 20.0
+    assert base["rps"] == 60.0 and base["statuses"] == {201: 180} and base["rounds"] == 3
+    assert ours["max_ms"] == 300 and ours["rps_rounds"] == [100.0, 300.0, 200.0]
+
+
 def test_raw_async_baseline_does_the_raw_work(bench: Any, tmp_path: Path) -> None:
     """raw_async's awaited calls really write (its bodies call RawSQLite's, not its own
     coroutines, which would be created and never awaited)."""
