@@ -66,8 +66,11 @@ Set-up: ``wrk`` is found on ``PATH``; when missing and running as root with apt-
 is installed (Debian package ``wrk``). If it cannot be had, the workload is skipped:
 :func:`run_http_load` returns ``{"skipped": reason}`` and the command line says so.
 
-Run: ``.venv/bin/python benchmarks/http_load.py [--duration S] [--workers 1,2,4]
-[--synchronous FULL,NORMAL] [--json PATH]``: prints a markdown table (requests/s, ms).
+Run: ``.venv/bin/python benchmarks/http_load.py [--duration S] [--rounds N] [--workers
+1,2,4] [--synchronous FULL,NORMAL] [--against SRC] [--json PATH]``: prints a markdown
+table (requests/s, ms). ``--against`` serves another version's ``src`` directory too
+(e.g. of ``git worktree add --detach /tmp/base main``), its cells interleaved with the
+others' (``serve before``).
 """
 
 from __future__ import annotations
@@ -147,6 +150,9 @@ class Config:
     history: int = 1000
     #: wrk's per-request timeout; a slower answer counts as a timeout error.
     timeout: int = 30
+    #: the ``src`` directory of another version of agentsession to serve beside this
+    #: one (1 worker, kind ``"before"``), its cells interleaved with the others.
+    against: str | None = None
 
 
 #: ``make bench BENCH_ARGS=--quick``: one second per cell, no warm-up.
@@ -288,16 +294,24 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def running_service(
-    tmp: Path, exe: Path, *, workers: int, synchronous: str = "FULL", url: str | None = None
+    tmp: Path,
+    exe: Path,
+    *,
+    workers: int,
+    synchronous: str = "FULL",
+    url: str | None = None,
+    src: str | None = None,
 ) -> Iterator[Service]:
     """Set up and start the service in ``tmp`` the README way; stop it on exit.
 
     Its store: an SQLite file in ``tmp``, or the database ``url`` names (PostgreSQL,
-    MariaDB: ``synchronous`` is then SQLite's setting only and changes nothing)."""
+    MariaDB: ``synchronous`` is then SQLite's setting only and changes nothing). With
+    ``src``, the agentsession of that ``src`` directory is served (``PYTHONPATH``)."""
     port = _free_port()
     db = tmp / "sessions.db"
     env = {
         **os.environ,
+        **({"PYTHONPATH": src} if src is not None else {}),
         "AGENTSESSION_URL": url or f"sqlite:///{db}",
         "AGENTSESSION_PORT": str(port),
         "AGENTSESSION_SQLITE_SYNCHRONOUS": synchronous,
@@ -627,6 +641,8 @@ def _name(service: Service) -> str:
     """How a service is named in tables: ``serve, 1 worker`` or ``minimal app``."""
     if service.kind == "minimal":
         return "minimal app"
+    if service.kind == "before":
+        return "serve before, 1 worker"
     return f"serve, {service.workers} worker{'s' if service.workers > 1 else ''}"
 
 
@@ -642,6 +658,12 @@ def _start(
         services.append(
             stack.enter_context(running_service(where, exe, workers=workers, synchronous=sync))
         )
+    if config.against is not None:
+        where = tmp / f"{sync.lower()}-before"
+        where.mkdir()
+        before = running_service(where, exe, workers=1, synchronous=sync, src=config.against)
+        services.append(stack.enter_context(before))
+        services[-1].kind = "before"
     if config.baseline:
         where = tmp / f"{sync.lower()}-minimal"
         where.mkdir()
@@ -746,8 +768,9 @@ def baseline_of(cells: list[dict[str, Any]], cell: dict[str, Any]) -> dict[str, 
 
 def targets(results: dict[str, Any]) -> list[Any]:
     """The issue's HTTP targets for ``serve`` with 1 worker (appends on distinct
-    sessions): 1 connection >= 0.6x the minimal app at FULL and NORMAL; 32 connections at
-    FULL >= 2x the minimal app, and p99 under 100 ms."""
+    sessions): 1 connection >= 0.8x the minimal app at FULL (this machine's flush: issue
+    #30) and >= 0.6x at NORMAL; 32 connections at FULL >= 2x the minimal app, and p99
+    under 100 ms (the +2 ms disk's 4x is :mod:`disks`')."""
     import report
 
     cells = results.get("cells", [])
@@ -780,7 +803,7 @@ def targets(results: dict[str, Any]) -> list[Any]:
                 "serve, 1 worker",
                 "HTTP append, 1 connection, vs the minimal app",
                 r,
-                at_least=0.6,
+                at_least=0.8 if sync == "FULL" else 0.6,
                 detail=detail(ours, base),
             )
         )
@@ -852,7 +875,9 @@ def markdown(results: dict[str, Any]) -> str:
         else:
             check = "ok" if not c["problems"] else "; ".join(c["problems"])
         base = baseline_of(cells, c) if c.get("service") != "minimal" else None
-        server_name = "minimal app" if c.get("service") == "minimal" else f"serve, {c['workers']} w"
+        server_name = {"minimal": "minimal app", "before": "serve before, 1 w"}.get(
+            c.get("service", ""), f"serve, {c['workers']} w"
+        )
 
         def rel(key: str, c: dict[str, Any] = c, base: dict[str, Any] | None = base) -> str:
             if base is None:
@@ -904,6 +929,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=_ints, default=Config.connections, help="e.g. 1,8,32")
     parser.add_argument("--threads", type=int, default=Config.threads)
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument(
+        "--against", help="src directory of another version to serve beside this one"
+    )
     args = parser.parse_args(argv)
     unknown = set(args.operations) - set(OPERATIONS)
     if unknown:
@@ -922,6 +950,7 @@ def main(argv: list[str] | None = None) -> int:
         duration=args.duration,
         warmup=args.warmup,
         rounds=args.rounds,
+        against=args.against,
         workers=args.workers,
         synchronous=args.synchronous,
         operations=args.operations,

@@ -519,7 +519,8 @@ def test_concurrency_ratios_and_targets(bench: Any) -> None:
 
 def test_http_figures_are_ratios_to_the_minimal_app(bench: Any) -> None:
     """(f): serve's cells are divided by the minimal app's at the same operation,
-    setting and connections; the 32-connection target needs 2x and p99 < 100 ms."""
+    setting and connections; 1 connection at FULL needs 0.8x, 32 connections 2x and
+    p99 < 100 ms."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
         import http_load
@@ -545,7 +546,7 @@ def test_http_figures_are_ratios_to_the_minimal_app(bench: Any) -> None:
     ]
     assert http_load.baseline_of(cells, cells[0]) is cells[1]
     targets = {t.name: t for t in http_load.targets({"cells": cells}) if t.setting == "wal-full"}
-    assert targets["HTTP append, 1 connection, vs the minimal app"].met is True  # 0.7x
+    assert targets["HTTP append, 1 connection, vs the minimal app"].met is False  # 0.7x
     assert targets["HTTP append, 32 connections, vs the minimal app"].met is True  # 2.25x
     assert targets["HTTP append, 32 connections, p99 (ms, not a ratio)"].met is False
 
