@@ -274,6 +274,8 @@ class Service:
     log: Path
     #: "agentsession" (``serve``) or "minimal" (the baseline app).
     kind: str = "agentsession"
+    #: the server's process id (its workers are its children).
+    pid: int | None = None
     hot: str = ""
     many: list[str] = field(default_factory=list)
     read: str = ""
@@ -350,7 +352,7 @@ def running_service(
                     raise RuntimeError(f"serve did not start:\n{log_path.read_text()}")
                 if ready < needed:
                     time.sleep(0.1)
-            yield Service(base, token, workers, synchronous, db, log_path)
+            yield Service(base, token, workers, synchronous, db, log_path, pid=proc.pid)
         finally:
             _stop(proc)
 
@@ -383,7 +385,9 @@ def running_minimal(tmp: Path, python: Path, *, synchronous: str) -> Iterator[Se
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"minimal app did not start:\n{log_path.read_text()}")
                 time.sleep(0.1)
-            yield Service(base, MINIMAL_TOKEN, 1, synchronous, db, log_path, kind="minimal")
+            yield Service(
+                base, MINIMAL_TOKEN, 1, synchronous, db, log_path, kind="minimal", pid=proc.pid
+            )
         finally:
             _stop(proc)
 
@@ -514,6 +518,26 @@ def wrk_run(
     return json.loads(line.removeprefix("WRK_JSON "))
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """CPU seconds (user + system) that process ``pid`` and its descendants have used,
+    every thread counted (Linux ``/proc``); None where it cannot be read."""
+    if pid is None:
+        return None
+    total, todo = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        while todo:
+            current = todo.pop()
+            stat = Path(f"/proc/{current}/stat").read_text()
+            fields = stat.rpartition(")")[2].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
 def _errors(raw: dict[str, Any]) -> int:
     """Non-2xx responses plus socket errors of one wrk run."""
     ok = sum(n for code, n in raw["statuses"].items() if 200 <= int(code) < 300)
@@ -539,7 +563,9 @@ def run_cell(
         else None
     )
     before = _message_count(service, sessions) if sessions else 0
+    cpu_before = cpu_seconds(service.pid)
     raw = wrk_run(wrk, service, operation, config.duration, config, connections)
+    cpu_after = cpu_seconds(service.pid)
     stored = _message_count(service, sessions) - before if sessions else None
     statuses = {int(k): v for k, v in raw["statuses"].items()}
     ok = sum(n for code, n in statuses.items() if 200 <= code < 300)
@@ -570,7 +596,11 @@ def run_cell(
         "socket_errors_total": socket_errors,
         "warmup_errors": None if warm is None else _errors(warm),
         "loadavg_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "cpu_seconds": (
+            None if cpu_before is None or cpu_after is None else round(cpu_after - cpu_before, 3)
+        ),
     }
+    cell["cpu_us"] = _per_request(cell["cpu_seconds"], raw["requests"])
     if stored is not None:
         # Requests in flight when wrk stops are not counted by wrk but may be stored.
         cell["stored"] = stored
@@ -586,6 +616,11 @@ def run_cell(
         problems.append("no 2xx response")
     cell["problems"] = problems
     return cell
+
+
+def _per_request(seconds: float | None, requests: int) -> float | None:
+    """Microseconds of server CPU per response (None: not measured)."""
+    return None if seconds is None or not requests else round(seconds / requests * 1e6, 1)
 
 
 def run_rounds(
@@ -615,6 +650,9 @@ def merge_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for key in ("seconds", "responses", "ok_2xx", "non_2xx", "socket_errors_total", "stored"):
         if key in first:
             merged[key] = sum(r[key] for r in runs)
+    measured = all(r.get("cpu_seconds") is not None for r in runs)
+    merged["cpu_seconds"] = round(sum(r["cpu_seconds"] for r in runs), 3) if measured else None
+    merged["cpu_us"] = _per_request(merged["cpu_seconds"], merged["responses"])
     merged["seconds"] = round(merged["seconds"], 3)
     merged["rps"] = round(merged["ok_2xx"] / merged["seconds"], 1) if merged["seconds"] else 0.0
     for key in ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "mean_ms"):
@@ -859,13 +897,15 @@ def markdown(results: dict[str, Any]) -> str:
         + ". Baseline: `benchmarks/minimal_app.py` (one INSERT per append request, same "
         "WAL and synchronous, one connection per worker thread, 1 worker). req/s: 2xx "
         "responses per second (ratio to the minimal app's at the same operation, setting "
-        "and connections; for p50/p99 the ratio is ours / its, lower is better). "
+        "and connections; for p50/p99 and CPU the ratio is ours / its, lower is better). "
+        "CPU µs/req: the server's CPU time (every thread and worker process) over the timed "
+        "runs, per response. "
         f"`append, N sessions` rotates over {cfg['sessions']} sessions (concurrent requests "
         f"almost never share one); last-20 reads a session of {cfg['history']} messages.",
         "",
-        "| operation | synchronous | connections | server | req/s | p50 ms | p99 ms | errors "
-        "| check | load 1 min |",
-        "|---|---|--:|---|--:|--:|--:|--:|---|---|",
+        "| operation | synchronous | connections | server | req/s | p50 ms | p99 ms "
+        "| CPU µs/req | errors | check | load 1 min |",
+        "|---|---|--:|---|--:|--:|--:|--:|--:|---|---|",
     ]
     cells = results["cells"]
     for c in cells:
@@ -882,13 +922,16 @@ def markdown(results: dict[str, Any]) -> str:
         def rel(key: str, c: dict[str, Any] = c, base: dict[str, Any] | None = base) -> str:
             if base is None:
                 return ""
-            return f" ({report.fmt_ratio(report.ratio(c[key], base[key]))})"
+            return f" ({report.fmt_ratio(report.ratio(c.get(key), base.get(key)))})"
+
+        cpu = "n/a" if c.get("cpu_us") is None else f"{c['cpu_us']:,.0f}{rel('cpu_us')}"
 
         lines.append(
             f"| {c['label']} | {c['synchronous']} | {c.get('connections', '?')} | {server_name} "
             f"| {c['rps']:,.0f}{rel('rps')} | {c['p50_ms']:.2f}{rel('p50_ms')} "
-            f"| {c['p99_ms']:.1f}{rel('p99_ms')} | {c['non_2xx'] + c['socket_errors_total']} "
-            f"| {check} | {c['loadavg_1min'][0]:.1f} -> {c['loadavg_1min'][1]:.1f} |"
+            f"| {c['p99_ms']:.1f}{rel('p99_ms')} | {cpu} "
+            f"| {c['non_2xx'] + c['socket_errors_total']} | {check} "
+            f"| {c['loadavg_1min'][0]:.1f} -> {c['loadavg_1min'][1]:.1f} |"
         )
     if results.get("problems"):
         lines += ["", f"**{results['problems']} cell(s) had errors: their figures are not valid.**"]

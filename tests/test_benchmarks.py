@@ -7,8 +7,12 @@ benchmark itself is ``make bench``. Timings never live in unit tests.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -603,6 +607,38 @@ def test_http_cells_alternate_the_services_round_by_round(
     assert ours["rps"] == 200.0 and ours["seconds"] == 3.0 and ours["p50_ms"] == 20.0
     assert base["rps"] == 60.0 and base["statuses"] == {201: 180} and base["rounds"] == 3
     assert ours["max_ms"] == 300 and ours["rps_rounds"] == [100.0, 300.0, 200.0]
+
+
+def test_http_server_cpu_counts_its_worker_processes(bench: Any) -> None:
+    """(f)'s CPU per request counts the server's process and its live children (the
+    workers of ``serve --workers N``): a child that burns CPU shows in its parent's."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import http_load
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    child = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+    child += "time.sleep(60)"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys, time\n"
+            f"subprocess.Popen([sys.executable, '-c', {child!r}])\ntime.sleep(60)",
+        ],
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        used = http_load.cpu_seconds(parent.pid) or 0.0
+        while used < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            used = http_load.cpu_seconds(parent.pid) or 0.0
+        assert used >= 0.3
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
+    assert http_load.cpu_seconds(None) is None
 
 
 def test_raw_async_baseline_does_the_raw_work(bench: Any, tmp_path: Path) -> None:
