@@ -193,7 +193,6 @@ def _add_routes(app: FastAPI) -> None:
     add_flat(app.router, declared)
     # The change feed's Server-Sent Events, tried first: they match only a request that
     # accepts text/event-stream, others go on to the JSON routes of the same paths.
-    # Added as they are (include_router would remake them as plain routes).
     app.router.routes[0:0] = event_stream_routes()
 
 
