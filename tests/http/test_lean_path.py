@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
@@ -21,7 +22,7 @@ from agentsession.http.keys import MemoryKeyStore
 from agentsession.http.leanhandler import lean_handler
 from agentsession.http.middleware import new_request_id
 from agentsession.http.routes import routers
-from agentsession.http.routing import operation_id
+from agentsession.http.routing import StrictRoute, operation_id
 from agentsession.ids import new_id
 from agentsession.settings import Settings
 from agentsession.stores.memory.store import MemoryStore
@@ -194,3 +195,39 @@ def _stable(doc: Any) -> Any:
     if isinstance(doc, list):
         return [_stable(v) for v in doc]
     return doc
+
+
+_CALLS: list[int] = []
+
+
+async def _counted(request: Request) -> int:
+    _CALLS.append(1)
+    return len(_CALLS)
+
+
+async def _once(
+    a: Annotated[int, Depends(_counted)], b: Annotated[int, Depends(_counted)]
+) -> Response:
+    return JSONResponse([a, b])
+
+
+async def _twice(
+    a: Annotated[int, Depends(_counted, use_cache=False)],
+    b: Annotated[int, Depends(_counted, use_cache=False)],
+) -> Response:
+    return JSONResponse([a, b])
+
+
+def test_the_lean_handler_solves_a_repeated_dependency_once() -> None:
+    """As FastAPI does (its per-request cache): two parameters of the same dependency
+    get one call's value; with ``use_cache=False`` each gets its own call."""
+    _CALLS.clear()
+    router = APIRouter(route_class=StrictRoute)
+    router.add_api_route("/once", _once, methods=["GET"])
+    router.add_api_route("/twice", _twice, methods=["GET"])
+    app = FastAPI()
+    app.include_router(router)
+    assert all(lean_handler(r) is not None for r in router.routes if isinstance(r, APIRoute))
+    with TestClient(app) as http:
+        assert http.get("/once").json() == [1, 1]
+        assert http.get("/twice").json() == [2, 3]

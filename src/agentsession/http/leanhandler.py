@@ -57,22 +57,22 @@ def lean_handler(route: APIRoute) -> Handler | None:
     dependant = route.dependant
     if not _plain_coroutine(dependant.call) or not _answers_response(dependant.call):
         return None
-    if dependant.cookie_params or _special(dependant, request_allowed=True):
+    if dependant.cookie_params or _special(dependant):
         return None
-    deps: list[tuple[str | None, Callable[..., Any], str]] = []
+    deps: list[tuple[str | None, Callable[..., Any], str, bool]] = []
     for sub in dependant.dependencies:
         if not _leaf(sub):
             return None
         assert sub.call is not None and sub.request_param_name is not None
-        deps.append((sub.name, sub.call, sub.request_param_name))
+        deps.append((sub.name, sub.call, sub.request_param_name, sub.use_cache))
     endpoint = dependant.call
     assert endpoint is not None
     params = [
         (fields, source)
         for fields, source in (
-            (dependant.path_params, "path"),
-            (dependant.query_params, "query"),
-            (dependant.header_params, "header"),
+            (dependant.path_params, "path_params"),
+            (dependant.query_params, "query_params"),
+            (dependant.header_params, "headers"),
         )
         if fields
     ]
@@ -82,18 +82,18 @@ def lean_handler(route: APIRoute) -> Handler | None:
 
     async def handle(request: Request, body: Any) -> Response:
         values: dict[str, Any] = {}
-        for name, call, request_name in deps:
-            solved = await call(**{request_name: request})
+        solved: dict[int, Any] = {}  # FastAPI's per-request cache, by the call's identity
+        for name, call, request_name, use_cache in deps:
+            if use_cache and id(call) in solved:
+                value = solved[id(call)]
+            else:
+                value = await call(**{request_name: request})
+                solved.setdefault(id(call), value)
             if name is not None:
-                values[name] = solved
+                values[name] = value
         errors: list[Any] = []
         for fields, source in params:
-            received = {
-                "path": request.path_params,
-                "query": request.query_params,
-                "header": request.headers,
-            }[source]
-            found, wrong = request_params_to_args(fields, received)
+            found, wrong = request_params_to_args(fields, getattr(request, source))
             values.update(found)
             errors += wrong
         if body_fields:
@@ -128,9 +128,9 @@ def _answers_response(call: Any) -> bool:
     return inspect.isclass(annotation) and issubclass(annotation, Response)
 
 
-def _special(dependant: Dependant, *, request_allowed: bool) -> bool:
-    """Whether ``dependant`` takes a parameter FastAPI fills specially, other than the
-    request (when allowed)."""
+def _special(dependant: Dependant) -> bool:
+    """Whether ``dependant`` takes a parameter FastAPI fills specially, the request
+    aside (a WebSocket, a connection, a response, background tasks, security scopes)."""
     names = (
         "websocket_param_name",
         "http_connection_param_name",
@@ -138,9 +138,7 @@ def _special(dependant: Dependant, *, request_allowed: bool) -> bool:
         "background_tasks_param_name",
         "security_scopes_param_name",
     )
-    if any(getattr(dependant, name, None) for name in names):
-        return True
-    return not request_allowed and dependant.request_param_name is not None
+    return any(getattr(dependant, name, None) for name in names)
 
 
 def _leaf(sub: Dependant) -> bool:
@@ -149,7 +147,7 @@ def _leaf(sub: Dependant) -> bool:
     return (
         _plain_coroutine(sub.call)
         and sub.request_param_name is not None
-        and not _special(sub, request_allowed=True)
+        and not _special(sub)
         and not (
             sub.dependencies
             or sub.path_params
