@@ -50,15 +50,22 @@ OPS = ("append FULL", "append NORMAL", "last-20", "memory update", "restore")
 HISTORY = 200
 
 
-def before_participant(src: str, tag: str = "before") -> type[Any]:
-    """An :class:`peers.AgentSessionSync` running the agentsession found in ``src``
-    (copied as ``agentsession_<tag>``, importable next to the installed one)."""
-    from peers import AgentSessionSync
-
+def load_copy(src: str, tag: str) -> Any:
+    """The agentsession package found in ``src`` (a ``src`` directory), copied as
+    ``agentsession_<tag>`` and imported next to the installed one (the package imports
+    itself relatively, so both versions live in one process)."""
     home = Path(tempfile.mkdtemp(prefix=f"hotpath-{tag}-"))
     shutil.copytree(Path(src) / "agentsession", home / f"agentsession_{tag}")
     sys.path.insert(0, str(home))
-    module = importlib.import_module(f"agentsession_{tag}")
+    return importlib.import_module(f"agentsession_{tag}")
+
+
+def before_participant(src: str, tag: str = "before") -> type[Any]:
+    """An :class:`peers.AgentSessionSync` running the agentsession found in ``src``
+    (:func:`load_copy`)."""
+    from peers import AgentSessionSync
+
+    module = load_copy(src, tag)
 
     class Before(AgentSessionSync):
         key = tag

@@ -34,10 +34,14 @@ choose an interpreter whose uvicorn has uvloop and httptools, as
 ``pip install 'agentsession[server]'`` gives a user.) The load generator is
 `wrk <https://github.com/wg/wrk>`_, closed loop: ``connections`` (default 16) keep-alive
 connections over ``threads`` (default 2) threads, each sending its next request as soon
-as the previous answer arrived, for ``duration`` seconds (default 10) after an untimed
-``warmup`` (default 2 s) of the same requests. ``http_load.lua`` (next to this file)
-builds the requests (Bearer token, JSON body), counts every response by status and
-prints wrk's totals and latency percentiles as one JSON line, which is parsed here.
+as the previous answer arrived, for ``duration`` seconds (default 2) after an untimed
+``warmup`` (default 1 s) of the same requests, ``rounds`` times (default 3): the
+services of a cell take turns round by round (the first round's order reversed in the
+next), so that a busy spell of a shared machine falls on all of them, and their
+figures are summed over the rounds (``rps``) or the median of the rounds' (latency).
+``http_load.lua`` (next to this file) builds the requests (Bearer token, JSON body),
+counts every response by status and prints wrk's totals and latency percentiles as
+one JSON line, which is parsed here.
 The services of all worker counts run side by side and the cells are interleaved
 (operation by operation, worker count by worker count), so a busy spell on a shared
 machine spreads over every worker count rather than hitting one.
@@ -62,8 +66,11 @@ Set-up: ``wrk`` is found on ``PATH``; when missing and running as root with apt-
 is installed (Debian package ``wrk``). If it cannot be had, the workload is skipped:
 :func:`run_http_load` returns ``{"skipped": reason}`` and the command line says so.
 
-Run: ``.venv/bin/python benchmarks/http_load.py [--duration S] [--workers 1,2,4]
-[--synchronous FULL,NORMAL] [--json PATH]``: prints a markdown table (requests/s, ms).
+Run: ``.venv/bin/python benchmarks/http_load.py [--duration S] [--rounds N] [--workers
+1,2,4] [--synchronous FULL,NORMAL] [--against SRC] [--json PATH]``: prints a markdown
+table (requests/s, ms). ``--against`` serves another version's ``src`` directory too
+(e.g. of ``git worktree add --detach /tmp/base main``), its cells interleaved with the
+others' (``serve before``).
 """
 
 from __future__ import annotations
@@ -77,6 +84,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -120,8 +128,12 @@ SOCKET_ERRORS = ("connect", "read", "write", "timeout")
 class Config:
     """What one run does. Durations in seconds (wrk takes whole seconds)."""
 
-    duration: int = 5
+    duration: int = 2
     warmup: int = 1
+    #: timed runs of ``duration`` per cell, the services' runs alternating (the
+    #: warm-up before the first only): a busy spell of a shared machine then falls on
+    #: every service of a cell alike, not on the one that happened to run then.
+    rounds: int = 3
     workers: tuple[int, ...] = (1,)
     synchronous: tuple[str, ...] = ("FULL", "NORMAL")
     operations: tuple[str, ...] = tuple(OPERATIONS)
@@ -138,10 +150,13 @@ class Config:
     history: int = 1000
     #: wrk's per-request timeout; a slower answer counts as a timeout error.
     timeout: int = 30
+    #: the ``src`` directory of another version of agentsession to serve beside this
+    #: one (1 worker, kind ``"before"``), its cells interleaved with the others.
+    against: str | None = None
 
 
 #: ``make bench BENCH_ARGS=--quick``: one second per cell, no warm-up.
-QUICK = Config(duration=1, warmup=0)
+QUICK = Config(duration=1, warmup=0, rounds=1)
 MINIMAL = HERE / "minimal_app.py"
 MINIMAL_TOKEN = "minimal-bench-token"
 
@@ -259,6 +274,8 @@ class Service:
     log: Path
     #: "agentsession" (``serve``) or "minimal" (the baseline app).
     kind: str = "agentsession"
+    #: the server's process id (its workers are its children).
+    pid: int | None = None
     hot: str = ""
     many: list[str] = field(default_factory=list)
     read: str = ""
@@ -279,16 +296,24 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def running_service(
-    tmp: Path, exe: Path, *, workers: int, synchronous: str = "FULL", url: str | None = None
+    tmp: Path,
+    exe: Path,
+    *,
+    workers: int,
+    synchronous: str = "FULL",
+    url: str | None = None,
+    src: str | None = None,
 ) -> Iterator[Service]:
     """Set up and start the service in ``tmp`` the README way; stop it on exit.
 
     Its store: an SQLite file in ``tmp``, or the database ``url`` names (PostgreSQL,
-    MariaDB: ``synchronous`` is then SQLite's setting only and changes nothing)."""
+    MariaDB: ``synchronous`` is then SQLite's setting only and changes nothing). With
+    ``src``, the agentsession of that ``src`` directory is served (``PYTHONPATH``)."""
     port = _free_port()
     db = tmp / "sessions.db"
     env = {
         **os.environ,
+        **({"PYTHONPATH": src} if src is not None else {}),
         "AGENTSESSION_URL": url or f"sqlite:///{db}",
         "AGENTSESSION_PORT": str(port),
         "AGENTSESSION_SQLITE_SYNCHRONOUS": synchronous,
@@ -327,7 +352,7 @@ def running_service(
                     raise RuntimeError(f"serve did not start:\n{log_path.read_text()}")
                 if ready < needed:
                     time.sleep(0.1)
-            yield Service(base, token, workers, synchronous, db, log_path)
+            yield Service(base, token, workers, synchronous, db, log_path, pid=proc.pid)
         finally:
             _stop(proc)
 
@@ -360,7 +385,9 @@ def running_minimal(tmp: Path, python: Path, *, synchronous: str) -> Iterator[Se
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"minimal app did not start:\n{log_path.read_text()}")
                 time.sleep(0.1)
-            yield Service(base, MINIMAL_TOKEN, 1, synchronous, db, log_path, kind="minimal")
+            yield Service(
+                base, MINIMAL_TOKEN, 1, synchronous, db, log_path, kind="minimal", pid=proc.pid
+            )
         finally:
             _stop(proc)
 
@@ -491,6 +518,26 @@ def wrk_run(
     return json.loads(line.removeprefix("WRK_JSON "))
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """CPU seconds (user + system) that process ``pid`` and its descendants have used,
+    every thread counted (Linux ``/proc``); None where it cannot be read."""
+    if pid is None:
+        return None
+    total, todo = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        while todo:
+            current = todo.pop()
+            stat = Path(f"/proc/{current}/stat").read_text()
+            fields = stat.rpartition(")")[2].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
 def _errors(raw: dict[str, Any]) -> int:
     """Non-2xx responses plus socket errors of one wrk run."""
     ok = sum(n for code, n in raw["statuses"].items() if 200 <= int(code) < 300)
@@ -498,18 +545,27 @@ def _errors(raw: dict[str, Any]) -> int:
 
 
 def run_cell(
-    wrk: str, service: Service, operation: str, config: Config, connections: int
+    wrk: str,
+    service: Service,
+    operation: str,
+    config: Config,
+    connections: int,
+    *,
+    warm_up: bool = True,
 ) -> dict[str, Any]:
-    """Warm up, then measure one operation on one service; the cell's figures."""
+    """Warm up (unless ``warm_up`` is false), then measure one operation on one
+    service for ``config.duration`` seconds; the figures of that run."""
     sessions = {"append-one": [service.hot], "append-many": service.many}.get(operation, [])
     load_before = os.getloadavg()[0]
     warm = (
         wrk_run(wrk, service, operation, config.warmup, config, connections)
-        if config.warmup
+        if config.warmup and warm_up
         else None
     )
     before = _message_count(service, sessions) if sessions else 0
+    cpu_before = cpu_seconds(service.pid)
     raw = wrk_run(wrk, service, operation, config.duration, config, connections)
+    cpu_after = cpu_seconds(service.pid)
     stored = _message_count(service, sessions) - before if sessions else None
     statuses = {int(k): v for k, v in raw["statuses"].items()}
     ok = sum(n for code, n in statuses.items() if 200 <= code < 300)
@@ -540,7 +596,11 @@ def run_cell(
         "socket_errors_total": socket_errors,
         "warmup_errors": None if warm is None else _errors(warm),
         "loadavg_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "cpu_seconds": (
+            None if cpu_before is None or cpu_after is None else round(cpu_after - cpu_before, 3)
+        ),
     }
+    cell["cpu_us"] = _per_request(cell["cpu_seconds"], raw["requests"])
     if stored is not None:
         # Requests in flight when wrk stops are not counted by wrk but may be stored.
         cell["stored"] = stored
@@ -558,10 +618,69 @@ def run_cell(
     return cell
 
 
+def _per_request(seconds: float | None, requests: int) -> float | None:
+    """Microseconds of server CPU per response (None: not measured)."""
+    return None if seconds is None or not requests else round(seconds / requests * 1e6, 1)
+
+
+def run_rounds(
+    wrk: str, services: list[Service], operation: str, config: Config, connections: int
+) -> list[dict[str, Any]]:
+    """One cell per service: ``config.rounds`` runs of each (:func:`run_cell`), the
+    services taking turns (the order reversed every other round), merged by
+    :func:`merge_runs`."""
+    runs: list[list[dict[str, Any]]] = [[] for _ in services]
+    order = list(range(len(services)))
+    for r in range(max(1, config.rounds)):
+        for i in order if r % 2 == 0 else order[::-1]:
+            runs[i].append(
+                run_cell(wrk, services[i], operation, config, connections, warm_up=r == 0)
+            )
+    return [merge_runs(one) for one in runs]
+
+
+def merge_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The cell of several runs of one operation on one service: counts and seconds
+    summed (``rps`` is 2xx responses over the seconds of every run), each latency
+    percentile the median of the runs' (a percentile of the whole is not known), the
+    problems of every run, the load average before the first and after the last."""
+    if len(runs) == 1:
+        return runs[0]
+    first, merged = runs[0], dict(runs[0])
+    for key in ("seconds", "responses", "ok_2xx", "non_2xx", "socket_errors_total", "stored"):
+        if key in first:
+            merged[key] = sum(r[key] for r in runs)
+    measured = all(r.get("cpu_seconds") is not None for r in runs)
+    merged["cpu_seconds"] = round(sum(r["cpu_seconds"] for r in runs), 3) if measured else None
+    merged["cpu_us"] = _per_request(merged["cpu_seconds"], merged["responses"])
+    merged["seconds"] = round(merged["seconds"], 3)
+    merged["rps"] = round(merged["ok_2xx"] / merged["seconds"], 1) if merged["seconds"] else 0.0
+    for key in ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "mean_ms"):
+        merged[key] = statistics.median(r[key] for r in runs)
+    merged["max_ms"] = max(r["max_ms"] for r in runs)
+    statuses: dict[int, int] = {}
+    for r in runs:
+        for code, n in r["statuses"].items():
+            statuses[code] = statuses.get(code, 0) + n
+    merged["statuses"] = statuses
+    merged["socket_errors"] = {
+        k: sum(r["socket_errors"][k] for r in runs) for k in first["socket_errors"]
+    }
+    if "stored_ok" in first:
+        merged["stored_ok"] = all(r["stored_ok"] for r in runs)
+    merged["problems"] = [p for r in runs for p in r["problems"]]
+    merged["loadavg_1min"] = [first["loadavg_1min"][0], runs[-1]["loadavg_1min"][1]]
+    merged["rounds"] = len(runs)
+    merged["rps_rounds"] = [r["rps"] for r in runs]
+    return merged
+
+
 def _name(service: Service) -> str:
     """How a service is named in tables: ``serve, 1 worker`` or ``minimal app``."""
     if service.kind == "minimal":
         return "minimal app"
+    if service.kind == "before":
+        return "serve before, 1 worker"
     return f"serve, {service.workers} worker{'s' if service.workers > 1 else ''}"
 
 
@@ -577,6 +696,12 @@ def _start(
         services.append(
             stack.enter_context(running_service(where, exe, workers=workers, synchronous=sync))
         )
+    if config.against is not None:
+        where = tmp / f"{sync.lower()}-before"
+        where.mkdir()
+        before = running_service(where, exe, workers=1, synchronous=sync, src=config.against)
+        services.append(stack.enter_context(before))
+        services[-1].kind = "before"
     if config.baseline:
         where = tmp / f"{sync.lower()}-minimal"
         where.mkdir()
@@ -645,8 +770,9 @@ def run_http_load(
                 for op in ops:
                     conns = config.connections if op in APPENDS else (config.read_connections,)
                     for n in conns:
-                        for service in services:
-                            cell = run_cell(wrk, service, op, config, n)
+                        for service, cell in zip(
+                            services, run_rounds(wrk, services, op, config, n), strict=True
+                        ):
                             cells.append(cell)
                             flag = (
                                 f"  PROBLEMS: {'; '.join(cell['problems'])}"
@@ -680,8 +806,9 @@ def baseline_of(cells: list[dict[str, Any]], cell: dict[str, Any]) -> dict[str, 
 
 def targets(results: dict[str, Any]) -> list[Any]:
     """The issue's HTTP targets for ``serve`` with 1 worker (appends on distinct
-    sessions): 1 connection >= 0.6x the minimal app at FULL and NORMAL; 32 connections at
-    FULL >= 2x the minimal app, and p99 under 100 ms."""
+    sessions): 1 connection >= 0.8x the minimal app at FULL (this machine's flush: issue
+    #30) and >= 0.6x at NORMAL; 32 connections at FULL >= 2x the minimal app, and p99
+    under 100 ms (the +2 ms disk's 4x is :mod:`disks`')."""
     import report
 
     cells = results.get("cells", [])
@@ -714,7 +841,7 @@ def targets(results: dict[str, Any]) -> list[Any]:
                 "serve, 1 worker",
                 "HTTP append, 1 connection, vs the minimal app",
                 r,
-                at_least=0.6,
+                at_least=0.8 if sync == "FULL" else 0.6,
                 detail=detail(ours, base),
             )
         )
@@ -757,9 +884,10 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         "### (f) HTTP: `agentsession serve` against the minimal FastAPI + sqlite3 app",
         "",
-        f"{results['wrk']['version']}, {cfg['duration']} s per cell after {cfg['warmup']} s "
-        f"warm-up; at most {cfg['threads']} wrk threads. {results['machine']['note']}; other "
-        "work may have been running. uvicorn "
+        f"{results['wrk']['version']}, {cfg.get('rounds', 1)} runs of {cfg['duration']} s per "
+        f"cell after {cfg['warmup']} s warm-up, the services' runs alternating (p50/p99: the "
+        f"median of the runs'); at most {cfg['threads']} wrk threads. "
+        f"{results['machine']['note']}; other work may have been running. uvicorn "
         f"{server['uvicorn']}"
         + (
             f", uvloop {server['uvloop']}, httptools {server['httptools']}"
@@ -769,13 +897,15 @@ def markdown(results: dict[str, Any]) -> str:
         + ". Baseline: `benchmarks/minimal_app.py` (one INSERT per append request, same "
         "WAL and synchronous, one connection per worker thread, 1 worker). req/s: 2xx "
         "responses per second (ratio to the minimal app's at the same operation, setting "
-        "and connections; for p50/p99 the ratio is ours / its, lower is better). "
+        "and connections; for p50/p99 and CPU the ratio is ours / its, lower is better). "
+        "CPU µs/req: the server's CPU time (every thread and worker process) over the timed "
+        "runs, per response. "
         f"`append, N sessions` rotates over {cfg['sessions']} sessions (concurrent requests "
         f"almost never share one); last-20 reads a session of {cfg['history']} messages.",
         "",
-        "| operation | synchronous | connections | server | req/s | p50 ms | p99 ms | errors "
-        "| check | load 1 min |",
-        "|---|---|--:|---|--:|--:|--:|--:|---|---|",
+        "| operation | synchronous | connections | server | req/s | p50 ms | p99 ms "
+        "| CPU µs/req | errors | check | load 1 min |",
+        "|---|---|--:|---|--:|--:|--:|--:|--:|---|---|",
     ]
     cells = results["cells"]
     for c in cells:
@@ -785,18 +915,23 @@ def markdown(results: dict[str, Any]) -> str:
         else:
             check = "ok" if not c["problems"] else "; ".join(c["problems"])
         base = baseline_of(cells, c) if c.get("service") != "minimal" else None
-        server_name = "minimal app" if c.get("service") == "minimal" else f"serve, {c['workers']} w"
+        server_name = {"minimal": "minimal app", "before": "serve before, 1 w"}.get(
+            c.get("service", ""), f"serve, {c['workers']} w"
+        )
 
         def rel(key: str, c: dict[str, Any] = c, base: dict[str, Any] | None = base) -> str:
             if base is None:
                 return ""
-            return f" ({report.fmt_ratio(report.ratio(c[key], base[key]))})"
+            return f" ({report.fmt_ratio(report.ratio(c.get(key), base.get(key)))})"
+
+        cpu = "n/a" if c.get("cpu_us") is None else f"{c['cpu_us']:,.0f}{rel('cpu_us')}"
 
         lines.append(
             f"| {c['label']} | {c['synchronous']} | {c.get('connections', '?')} | {server_name} "
             f"| {c['rps']:,.0f}{rel('rps')} | {c['p50_ms']:.2f}{rel('p50_ms')} "
-            f"| {c['p99_ms']:.1f}{rel('p99_ms')} | {c['non_2xx'] + c['socket_errors_total']} "
-            f"| {check} | {c['loadavg_1min'][0]:.1f} -> {c['loadavg_1min'][1]:.1f} |"
+            f"| {c['p99_ms']:.1f}{rel('p99_ms')} | {cpu} "
+            f"| {c['non_2xx'] + c['socket_errors_total']} | {check} "
+            f"| {c['loadavg_1min'][0]:.1f} -> {c['loadavg_1min'][1]:.1f} |"
         )
     if results.get("problems"):
         lines += ["", f"**{results['problems']} cell(s) had errors: their figures are not valid.**"]
@@ -821,6 +956,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=Config.duration, help="seconds per cell")
     parser.add_argument("--warmup", type=int, default=Config.warmup, help="seconds per cell")
+    parser.add_argument(
+        "--rounds", type=int, default=Config.rounds, help="timed runs per cell, alternating"
+    )
     parser.add_argument("--workers", type=_ints, default=Config.workers, help="e.g. 1,2,4")
     parser.add_argument(
         "--synchronous", type=_words, default=Config.synchronous, help="e.g. FULL,NORMAL"
@@ -834,15 +972,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=_ints, default=Config.connections, help="e.g. 1,8,32")
     parser.add_argument("--threads", type=int, default=Config.threads)
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument(
+        "--against", help="src directory of another version to serve beside this one"
+    )
     args = parser.parse_args(argv)
     unknown = set(args.operations) - set(OPERATIONS)
     if unknown:
         parser.error(f"unknown operations {sorted(unknown)}; known: {', '.join(OPERATIONS)}")
-    if args.duration < 1 or args.warmup < 0 or args.threads < 1 or min(args.connections) < 1:
-        parser.error("--duration >= 1, --warmup >= 0, --connections >= 1, --threads >= 1")
+    if (
+        args.duration < 1
+        or args.warmup < 0
+        or args.rounds < 1
+        or args.threads < 1
+        or min(args.connections) < 1
+    ):
+        parser.error(
+            "--duration >= 1, --warmup >= 0, --rounds >= 1, --connections >= 1, --threads >= 1"
+        )
     config = Config(
         duration=args.duration,
         warmup=args.warmup,
+        rounds=args.rounds,
+        against=args.against,
         workers=args.workers,
         synchronous=args.synchronous,
         operations=args.operations,

@@ -30,7 +30,7 @@ from .middleware import EdgeMiddleware
 from .openapi import install_openapi
 from .problems import install_handlers
 from .routes import routers
-from .routing import operation_id
+from .routing import add_flat, operation_id
 
 if TYPE_CHECKING:
     from .jwtauth import JwtVerifier
@@ -184,16 +184,15 @@ def _install_metrics(app: FastAPI, config: Settings) -> None:
 
 
 def _add_routes(app: FastAPI) -> None:
-    """Include every router of :func:`~agentsession.http.routes.routers` and install
-    the OpenAPI document over their routes (:func:`.openapi.install_openapi`), after
-    the Server-Sent Events of :mod:`.changestream`."""
-    declared = routers()
-    install_openapi(app, [route for router in declared for route in router.routes])
-    for router in declared:
-        app.include_router(router)
+    """Add every route of :func:`~agentsession.http.routes.routers` to the app's own
+    router (:func:`.routing.add_flat`) and install the OpenAPI document over them
+    (:func:`.openapi.install_openapi`), after the Server-Sent Events of
+    :mod:`.changestream`."""
+    declared = [route for router in routers() for route in router.routes]
+    install_openapi(app, declared)
+    add_flat(app.router, declared)
     # The change feed's Server-Sent Events, tried first: they match only a request that
     # accepts text/event-stream, others go on to the JSON routes of the same paths.
-    # Added as they are (include_router would remake them as plain routes).
     app.router.routes[0:0] = event_stream_routes()
 
 
