@@ -11,6 +11,13 @@ not sent yet (a slow or stuck client) catches up with reads of its own again. Me
 is the ring and one cursor per subscriber, whatever the clients do, and writers never
 wait for a reader: the hub only reads.
 
+The worker's requests keep their turn beside many subscribers: at most
+:attr:`ChangeHub.catch_up_reads` subscribers' own reads run at once (so a herd of
+clients reconnecting far behind cannot fill the worker's threads while writes wait for
+one), and a read that brought changes wakes the waiting subscribers
+:attr:`ChangeHub.wake_batch` at a time, the event loop free between two batches (so a
+request never waits for every subscriber's write in one stretch).
+
 Each event: ``id`` its cursor, ``event: change``, ``data`` the change as JSON. A
 comment line (``: keep-alive``) goes out after :attr:`ChangeHub.heartbeat_seconds`
 without an event, so proxies keep the connection open.
@@ -19,6 +26,7 @@ without an event, so proxies keep the connection open.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -50,9 +58,11 @@ PAGE = 500
 
 
 class Held(NamedTuple):
-    """A change in the hub's ring: its cursor, its event and its event-stream text."""
+    """A change in the hub's ring: its cursor (and :func:`cursor_key`), its event and
+    its event-stream text, each made once for every subscriber."""
 
     cursor: str
+    key: tuple[int, ...]
     event: AuditEvent
     text: str
 
@@ -74,6 +84,10 @@ class ChangeHub:
         heartbeat_seconds: the longest silence on a stream before a keep-alive comment.
         max_streams: the most streams at once (a stream does not count among the
             worker's requests in flight); one more is refused with 503.
+        catch_up_reads: the most subscribers' own reads (catching up) at once; the
+            others wait their turn.
+        wake_batch: how many waiting subscribers run in one turn of the event loop
+            after a read that brought changes.
     """
 
     def __init__(
@@ -84,11 +98,15 @@ class ChangeHub:
         poll_seconds: float = 0.1,
         heartbeat_seconds: float = 15.0,
         max_streams: int = 1000,
+        catch_up_reads: int = 2,
+        wake_batch: int = 10,
     ) -> None:
         self.manager = manager
         self.max_streams = max_streams
         self.poll_seconds = poll_seconds
         self.heartbeat_seconds = heartbeat_seconds
+        self.catch_up_reads = catch_up_reads
+        self.wake_batch = wake_batch
         self.polls = 0  # store reads made, for tests and metrics
         self._ring: deque[Held] = deque(maxlen=ring)
         self._count = 0  # changes ever put in the ring: a subscriber's mark
@@ -96,7 +114,8 @@ class ChangeHub:
         self._subscribers = 0
         self._task: asyncio.Task[None] | None = None
         self._started: asyncio.Event | None = None
-        self._tick = asyncio.Event()
+        self._waiters: list[asyncio.Future[bool]] = []
+        self._reads = asyncio.Semaphore(catch_up_reads)
 
     async def join(self) -> int:
         """Count a subscriber in, start the loop if need be, and return the mark of
@@ -104,6 +123,9 @@ class ChangeHub:
         self._subscribers += 1
         note("feed_subscribers", 1)
         if self._task is None:
+            # Made with the loop's task: a hub outlives an event loop in tests, and
+            # asyncio's primitives belong to one loop.
+            self._reads = asyncio.Semaphore(self.catch_up_reads)
             self._started = asyncio.Event()
             self._task = asyncio.create_task(self._run(self._started))
         assert self._started is not None
@@ -135,13 +157,34 @@ class ChangeHub:
         return newest, self._count
 
     async def wait(self, seconds: float) -> bool:
-        """Wait for the next change in the ring, at most ``seconds``; True if one came."""
-        tick = self._tick
+        """Wait for the next change in the ring, at most ``seconds``; True if one came.
+        (A timer and a future, not ``asyncio.wait_for``: no task per wait.)"""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_later(seconds, _settle, waiter, False)
         try:
-            await asyncio.wait_for(tick.wait(), seconds)
-        except TimeoutError:
-            return False
-        return True
+            return await waiter
+        finally:
+            timer.cancel()
+            # Timed out or cancelled (rare): still listed, unless a wake took the list.
+            if waiter.cancelled() or not waiter.result():
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+
+    def reading(self) -> asyncio.Semaphore:
+        """A turn for a subscriber's own read: at most :attr:`catch_up_reads` at once."""
+        return self._reads
+
+    async def _wake(self) -> None:
+        """Wake every waiting subscriber, :attr:`wake_batch` per turn of the loop.
+        Those woken wait again on a new list, so none is woken twice or missed."""
+        waiters, self._waiters = self._waiters, []
+        for start in range(0, len(waiters), self.wake_batch):
+            if start:
+                await asyncio.sleep(0)  # the loop's other work runs between batches
+            for waiter in waiters[start : start + self.wake_batch]:
+                _settle(waiter, True)
 
     async def _run(self, started: asyncio.Event) -> None:
         """Find the feed's tail, then read on from it while anyone subscribes; a store
@@ -167,16 +210,20 @@ class ChangeHub:
             self._cursor = read.resume or self._cursor
             if read.changes:
                 # Each event's text is made once here, not once per subscriber.
-                self._ring.extend(Held(c, e, _event(c, e)) for c, e in read.changes)
+                self._ring.extend(Held(c, cursor_key(c), e, _event(c, e)) for c, e in read.changes)
                 self._count += len(read.changes)
-                tick, self._tick = self._tick, asyncio.Event()
-                tick.set()
+                await self._wake()
             if not read.more:
                 await asyncio.sleep(self.poll_seconds)
         # No await between the check above and here: a subscriber that joins now
         # finds no task and starts one.
         self._task = None
         started.set()
+
+
+def _settle(waiter: asyncio.Future[bool], came: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(came)
 
 
 def hub_of(request: Request) -> ChangeHub:
@@ -222,9 +269,9 @@ class _Subscriber:
                     # One write for all a read brought: a send costs the worker's loop
                     # far more than the text, and every subscriber makes one per read.
                     texts = [
-                        self._send(held.cursor, held.text)
+                        self._send(held.cursor, held.key, held.text)
                         for held in changes
-                        if self.query.selects(held.event) and self._new(held.cursor)
+                        if self.query.selects(held.event) and self._new(held.key)
                     ]
                     if texts:
                         yield "".join(texts)
@@ -237,11 +284,15 @@ class _Subscriber:
     async def _catch_up(self) -> AsyncIterator[str]:
         manager = self.hub.manager
         while True:
-            page = await manager.changes(after=self.cursor, limit=PAGE, **self.arguments)
+            # Only the read waits its turn, not the write of what it found: a stuck
+            # client holds no turn.
+            async with self.hub.reading():
+                page = await manager.changes(after=self.cursor, limit=PAGE, **self.arguments)
+            found = [(change, cursor_key(change.cursor)) for change in page.items]
             texts = [
-                self._send(change.cursor, _event(change.cursor, change))
-                for change in page.items
-                if self._new(change.cursor)
+                self._send(change.cursor, key, _event(change.cursor, change))
+                for change, key in found
+                if self._new(key)
             ]
             if texts:
                 yield "".join(texts)
@@ -249,11 +300,11 @@ class _Subscriber:
             if not page.has_more:
                 return
 
-    def _new(self, cursor: str) -> bool:
-        return self.sent is None or cursor_key(cursor) > self.sent
+    def _new(self, key: tuple[int, ...]) -> bool:
+        return self.sent is None or key > self.sent
 
-    def _send(self, cursor: str, text: str) -> str:
-        self.sent, self.cursor = cursor_key(cursor), cursor
+    def _send(self, cursor: str, key: tuple[int, ...], text: str) -> str:
+        self.sent, self.cursor = key, cursor
         return text
 
 
