@@ -11,12 +11,10 @@ not sent yet (a slow or stuck client) catches up with reads of its own again. Me
 is the ring and one cursor per subscriber, whatever the clients do, and writers never
 wait for a reader: the hub only reads.
 
-The worker's requests keep their turn beside many subscribers: at most
-:attr:`ChangeHub.catch_up_reads` subscribers' own reads run at once (so a herd of
-clients reconnecting far behind cannot fill the worker's threads while writes wait for
-one), and a read that brought changes wakes the waiting subscribers
-:attr:`ChangeHub.wake_batch` at a time, the event loop free between two batches (so a
-request never waits for every subscriber's write in one stretch).
+The worker's requests keep their turn beside many subscribers: a read that brought
+changes wakes the waiting subscribers :attr:`ChangeHub.wake_batch` at a time, the
+event loop free between two batches, so a request never waits for every subscriber's
+write in one stretch.
 
 Each event: ``id`` its cursor, ``event: change``, ``data`` the change as JSON. A
 comment line (``: keep-alive``) goes out after :attr:`ChangeHub.heartbeat_seconds`
@@ -84,8 +82,6 @@ class ChangeHub:
         heartbeat_seconds: the longest silence on a stream before a keep-alive comment.
         max_streams: the most streams at once (a stream does not count among the
             worker's requests in flight); one more is refused with 503.
-        catch_up_reads: the most subscribers' own reads (catching up) at once; the
-            others wait their turn.
         wake_batch: how many waiting subscribers run in one turn of the event loop
             after a read that brought changes.
     """
@@ -98,14 +94,12 @@ class ChangeHub:
         poll_seconds: float = 0.1,
         heartbeat_seconds: float = 15.0,
         max_streams: int = 1000,
-        catch_up_reads: int = 2,
         wake_batch: int = 10,
     ) -> None:
         self.manager = manager
         self.max_streams = max_streams
         self.poll_seconds = poll_seconds
         self.heartbeat_seconds = heartbeat_seconds
-        self.catch_up_reads = catch_up_reads
         self.wake_batch = wake_batch
         self.polls = 0  # store reads made, for tests and metrics
         self._ring: deque[Held] = deque(maxlen=ring)
@@ -115,7 +109,6 @@ class ChangeHub:
         self._task: asyncio.Task[None] | None = None
         self._started: asyncio.Event | None = None
         self._waiters: list[asyncio.Future[bool]] = []
-        self._reads = asyncio.Semaphore(catch_up_reads)
 
     async def join(self) -> int:
         """Count a subscriber in, start the loop if need be, and return the mark of
@@ -123,9 +116,6 @@ class ChangeHub:
         self._subscribers += 1
         note("feed_subscribers", 1)
         if self._task is None:
-            # Made with the loop's task: a hub outlives an event loop in tests, and
-            # asyncio's primitives belong to one loop.
-            self._reads = asyncio.Semaphore(self.catch_up_reads)
             self._started = asyncio.Event()
             self._task = asyncio.create_task(self._run(self._started))
         assert self._started is not None
@@ -171,10 +161,6 @@ class ChangeHub:
             if waiter.cancelled() or not waiter.result():
                 with contextlib.suppress(ValueError):
                     self._waiters.remove(waiter)
-
-    def reading(self) -> asyncio.Semaphore:
-        """A turn for a subscriber's own read: at most :attr:`catch_up_reads` at once."""
-        return self._reads
 
     async def _wake(self) -> None:
         """Wake every waiting subscriber, :attr:`wake_batch` per turn of the loop.
@@ -284,10 +270,7 @@ class _Subscriber:
     async def _catch_up(self) -> AsyncIterator[str]:
         manager = self.hub.manager
         while True:
-            # Only the read waits its turn, not the write of what it found: a stuck
-            # client holds no turn.
-            async with self.hub.reading():
-                page = await manager.changes(after=self.cursor, limit=PAGE, **self.arguments)
+            page = await manager.changes(after=self.cursor, limit=PAGE, **self.arguments)
             found = [(change, cursor_key(change.cursor)) for change in page.items]
             texts = [
                 self._send(change.cursor, key, _event(change.cursor, change))
