@@ -14,7 +14,9 @@ wait for a reader: the hub only reads.
 The worker's requests keep their turn beside many subscribers: a read that brought
 changes wakes the waiting subscribers :attr:`ChangeHub.wake_batch` at a time, the
 event loop free between two batches, so a request never waits for every subscriber's
-write in one stretch.
+write in one stretch. Subscribers catching up with the same query from the same cursor
+(a herd of clients resuming from one ``Last-Event-ID`` after a restart) share one read
+of each page and its text (:meth:`ChangeHub.page`).
 
 Each event: ``id`` its cursor, ``event: change``, ``data`` the change as JSON. A
 comment line (``: keep-alive``) goes out after :attr:`ChangeHub.heartbeat_seconds`
@@ -25,11 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NamedTuple
 
 from starlette.requests import Request
@@ -49,10 +52,15 @@ from .problems import Overloaded
 
 __all__ = ["ChangeHub", "EventStreamRoute", "event_stream_routes", "open_stream"]
 
+#: A catch-up page's key: the query's users and session, and the cursor it reads after.
+PageKey = tuple[tuple[str, ...] | None, str | None, str | None]
+
 logger = logging.getLogger(__name__)
 
 #: Events per store read, the hub's and a subscriber's own.
 PAGE = 500
+#: Catch-up pages the hub keeps for other subscribers asking for the same one.
+PAGES_KEPT = 16
 
 
 class Held(NamedTuple):
@@ -63,6 +71,15 @@ class Held(NamedTuple):
     key: tuple[int, ...]
     event: AuditEvent
     text: str
+
+
+class CatchUp(NamedTuple):
+    """A page of a catch-up read: each change's cursor, :func:`cursor_key` and text,
+    and where to read on."""
+
+    held: list[tuple[str, tuple[int, ...], str]]
+    next_cursor: str | None
+    has_more: bool
 
 
 def cursor_key(cursor: str) -> tuple[int, ...]:
@@ -109,6 +126,8 @@ class ChangeHub:
         self._task: asyncio.Task[None] | None = None
         self._started: asyncio.Event | None = None
         self._waiters: list[asyncio.Future[bool]] = []
+        # (query, after) -> (the ring's mark when the read began, the read)
+        self._pages: dict[PageKey, tuple[int, asyncio.Future[CatchUp]]] = {}
 
     async def join(self) -> int:
         """Count a subscriber in, start the loop if need be, and return the mark of
@@ -162,6 +181,35 @@ class ChangeHub:
                 with contextlib.suppress(ValueError):
                     self._waiters.remove(waiter)
 
+    async def page(
+        self, query: FeedQuery, after: str | None, mark: int, read: Callable[[], Awaitable[Any]]
+    ) -> CatchUp:
+        """The catch-up page of ``query`` after ``after`` for a subscriber following
+        the ring from ``mark``: a read another subscriber began at or after ``mark``
+        (it holds every change the ring had by then, so nothing falls between the page
+        and the ring), else a new one, ``read()`` (a ``ChangePage``). The newest
+        :data:`PAGES_KEPT` reads are kept; a failed one is not.
+
+        Raises:
+            What ``read`` raises.
+        """
+        users = None if query.user_ids is None else tuple(query.user_ids)
+        key = (users, query.session_id, after)
+        found = self._pages.get(key)
+        if found is None or found[0] < mark:
+            task = asyncio.ensure_future(_render_page(read))
+            found = self._pages[key] = (self._count, task)
+            task.add_done_callback(functools.partial(self._forget_failed, key, task))
+            while len(self._pages) > PAGES_KEPT:
+                del self._pages[next(iter(self._pages))]  # the oldest
+        # Shielded: one subscriber leaving does not cancel the others' read.
+        return await asyncio.shield(found[1])
+
+    def _forget_failed(self, key: PageKey, task: asyncio.Future[CatchUp], _: object) -> None:
+        failed = task.cancelled() or task.exception() is not None
+        if failed and self._pages.get(key, (0, None))[1] is task:
+            del self._pages[key]
+
     async def _wake(self) -> None:
         """Wake every waiting subscriber, :attr:`wake_batch` per turn of the loop.
         Those woken wait again on a new list, so none is woken twice or missed."""
@@ -212,6 +260,12 @@ def _settle(waiter: asyncio.Future[bool], came: bool) -> None:
         waiter.set_result(came)
 
 
+async def _render_page(read: Callable[[], Awaitable[Any]]) -> CatchUp:
+    page = await read()
+    held = [(c.cursor, cursor_key(c.cursor), _event(c.cursor, c)) for c in page.items]
+    return CatchUp(held, page.next_cursor, page.has_more)
+
+
 def hub_of(request: Request) -> ChangeHub:
     """The app's hub, made on first use."""
     hub: ChangeHub | None = getattr(request.app.state, "change_hub", None)
@@ -248,7 +302,7 @@ class _Subscriber:
         try:
             yield "retry: 2000\n\n"
             while True:
-                async for text in self._catch_up():
+                async for text in self._catch_up(mark):
                     yield text
                 while (found := self.hub.since(mark)) is not None:
                     changes, mark = found
@@ -267,16 +321,19 @@ class _Subscriber:
         finally:
             self.hub.leave()
 
-    async def _catch_up(self) -> AsyncIterator[str]:
+    async def _catch_up(self, mark: int) -> AsyncIterator[str]:
+        """Read from the cursor to the feed's end, for a subscriber that then follows
+        the ring from ``mark``."""
         manager = self.hub.manager
         while True:
-            page = await manager.changes(after=self.cursor, limit=PAGE, **self.arguments)
-            found = [(change, cursor_key(change.cursor)) for change in page.items]
-            texts = [
-                self._send(change.cursor, key, _event(change.cursor, change))
-                for change, key in found
-                if self._new(key)
-            ]
+            after = self.cursor
+            page = await self.hub.page(
+                self.query,
+                after,
+                mark,
+                functools.partial(manager.changes, after=after, limit=PAGE, **self.arguments),
+            )
+            texts = [self._send(c, key, text) for c, key, text in page.held if self._new(key)]
             if texts:
                 yield "".join(texts)
             self.cursor = page.next_cursor
