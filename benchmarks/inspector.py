@@ -22,10 +22,11 @@ The feed, with the subscribers in a process of their own:
 * appends (``POST /v1/sessions/<id>/messages``, one message) with no subscriber, with
   one and with 100 Server-Sent-Events subscribers of the user's feed on the same
   worker, in alternating phases (none, one, 100, none, ...), the subscribers started
-  at the feed's tail, each reading every event. Goal: append p50 with 100 subscribers <= 1.1x without, and <= 1.1x
-  with one (an idle machine answers a little slower than one kept awake, which would
-  flatter the first ratio). Also the worker's CPU time per append in each phase
-  (``/proc``; less moved by other load on the machine than the latencies);
+  at the feed's tail, each reading every event. Goal: append p50 with 100 subscribers
+  <= 1.1x without, and <= 1.1x with one (an idle machine answers a little slower than
+  one kept awake, which would flatter the first ratio). Also the worker's CPU time
+  per append in each phase (``/proc``; less moved by other load on the machine than
+  the latencies);
 * the delay from an append's request to the moment a subscriber read its event
   (``time.monotonic``, one clock for both processes), the subscriber's event matched by
   the session version the append's ETag names. Goal: p50 <= 500 ms (the hub polls
