@@ -2,8 +2,9 @@
 
 Run on demand (never a timed test): part of ``make bench`` (workload ``i``), alone
 ``make bench-inspector``, or ``.venv/bin/python benchmarks/inspector.py [--quick]
-[--json PATH]``. Each part serves ``agentsession serve`` (one worker, a subprocess, set
-up as the README says by ``tests/service.py``) on an SQLite file of its own.
+[--json PATH] [--only pages|feed]``. Each part serves ``agentsession serve`` (one
+worker, a subprocess, set up as the README says by ``tests/service.py``) on an SQLite
+file of its own.
 
 Pages against their JSON call, each a median over ``samples`` calls, the calls of a
 round in a new random order (one keep-alive connection per caller):
@@ -20,10 +21,12 @@ The feed, with the subscribers in a process of their own:
 
 * appends (``POST /v1/sessions/<id>/messages``, one message) with no subscriber, with
   one and with 100 Server-Sent-Events subscribers of the user's feed on the same
-  worker, in alternating phases (none, one, 100, none, ...), each subscriber reading
-  every event. Goal: append p50 with 100 subscribers <= 1.1x without, and <= 1.1x
-  with one (an idle machine answers a little slower than one kept awake, which would
-  flatter the first ratio);
+  worker, in alternating phases (none, one, 100, none, ...), the subscribers started
+  at the feed's tail, each reading every event. Goal: append p50 with 100 subscribers
+  <= 1.1x without, and <= 1.1x with one (an idle machine answers a little slower than
+  one kept awake, which would flatter the first ratio). Also the worker's CPU time
+  per append in each phase (``/proc``; less moved by other load on the machine than
+  the latencies);
 * the delay from an append's request to the moment a subscriber read its event
   (``time.monotonic``, one clock for both processes), the subscriber's event matched by
   the session version the append's ETag names. Goal: p50 <= 500 ms (the hub polls
@@ -64,6 +67,7 @@ from service import Service, agentsession, running_service  # noqa: E402
 #: p50 with subscribers against without; the event's delay p50 (ms).
 PAGE_GOAL, FLAT, SUBSCRIBED_GOAL, DELAY_GOAL_MS = 3.0, 1.5, 1.1, 500.0
 SUBSCRIBERS = 100
+PARTS = ("pages", "feed")
 
 
 class Sizes:
@@ -231,19 +235,40 @@ class _Subscribers:
         return self.seen
 
 
+def _tail(api: httpx.Client) -> str:
+    """The feed's newest cursor: ``next_cursor`` of its last page. (The first page's
+    is not: subscribers started there would first catch up on every event since, a
+    herd of catch-ups and not the following this part times.)"""
+    params: dict[str, Any] = {"limit": 1000}
+    while True:
+        page = api.get("/v1/changes", params=params).json()
+        params["after"] = page["next_cursor"]
+        if not page["has_more"]:
+            assert params["after"] is not None  # the session's creation is an event
+            return str(params["after"])
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The user + system CPU seconds process ``pid`` used so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure_feed(sizes: Sizes, tmp: Path) -> dict[str, Any]:
-    """Append p50 with no subscriber, one, and :data:`SUBSCRIBERS`, and the events'
-    delay (see the module docstring)."""
+    """Append p50 with no subscriber, one, and :data:`SUBSCRIBERS`, the worker's CPU
+    time per append in each phase, and the events' delay (see the module docstring)."""
     with running_service(tmp) as service, _api(service, service.token) as api:
         sid = api.post("/v1/sessions", json={}).json()["session_id"]
         body = {"messages": [{"role": "user", "content": "a message of about forty bytes"}]}
         times: dict[int, list[float]] = {0: [], 1: [], SUBSCRIBERS: []}
+        cpu = dict.fromkeys(times, 0.0)
         delays: list[float] = []
         for _ in range(sizes.rounds):
             for count in times:
-                after = api.get("/v1/changes").json()["next_cursor"]
+                after = _tail(api)
                 subscribers = _Subscribers(service, after, count) if count else None
                 sent: dict[int, float] = {}
+                used = _cpu_seconds(service.pid)
                 for _ in range(sizes.appends):
                     start = time.perf_counter()
                     at = time.monotonic()
@@ -254,16 +279,20 @@ def measure_feed(sizes: Sizes, tmp: Path) -> dict[str, Any]:
                     time.sleep(0.01)  # appends a little apart, as an agent's are
                 if subscribers is not None:
                     time.sleep(1.0)  # the last events reach the subscribers
+                cpu[count] += _cpu_seconds(service.pid) - used
+                if subscribers is not None:
                     seen = subscribers.stop()
                     assert set(sent) <= set(seen), sorted(set(sent) - set(seen))[:5]
                     if count == SUBSCRIBERS:
                         delays += [(seen[v] - t) * 1e3 for v, t in sent.items()]
+    appends = len(times[0])
     return {
         "subscribers": SUBSCRIBERS,
-        "appends": len(times[0]),
+        "appends": appends,
         "p50_off": statistics.median(times[0]),
         "p50_one": statistics.median(times[1]),
         "p50_on": statistics.median(times[SUBSCRIBERS]),
+        "cpu_ms": {str(count): used * 1e3 / appends for count, used in cpu.items()},
         "delay_p50": statistics.median(delays),
         "delay_p99": sorted(delays)[int(len(delays) * 0.99) - 1],
     }
@@ -273,8 +302,16 @@ def measure_feed(sizes: Sizes, tmp: Path) -> dict[str, Any]:
 
 
 def judge(document: dict[str, Any]) -> list[tuple[str, float, float, bool]]:
-    """``(what, figure, goal, met)`` for every goal."""
-    pages, feed = document["pages"], document["feed"]
+    """``(what, figure, goal, met)`` for every goal of the parts measured."""
+    rows = []
+    if "pages" in document:
+        rows += _judge_pages(document["pages"])
+    if "feed" in document:
+        rows += _judge_feed(document["feed"])
+    return rows
+
+
+def _judge_pages(pages: dict[str, Any]) -> list[tuple[str, float, float, bool]]:
     m = pages["medians"]
     rows = []
     for kind, sizes in (("session", pages["messages"]), ("sessions", pages["sessions"])):
@@ -284,6 +321,11 @@ def judge(document: dict[str, Any]) -> list[tuple[str, float, float, bool]]:
         small, large = sizes
         grown = m[f"{kind} page {large}"] / m[f"{kind} page {small}"]
         rows.append((f"{kind} page {large:,} / {small:,}", grown, FLAT, grown <= FLAT))
+    return rows
+
+
+def _judge_feed(feed: dict[str, Any]) -> list[tuple[str, float, float, bool]]:
+    rows = []
     for base, name in (("p50_off", "none"), ("p50_one", "one")):
         slowed = feed["p50_on"] / feed[base]
         what = f"append p50, {feed['subscribers']} subscribers / {name}"
@@ -293,36 +335,47 @@ def judge(document: dict[str, Any]) -> list[tuple[str, float, float, bool]]:
     return rows
 
 
+def _subscribers_label(count: str) -> str:
+    return {"0": "no subscriber", "1": "one subscriber"}.get(count, f"{count} subscribers")
+
+
 def render(document: dict[str, Any]) -> str:
     """The section's markdown: the medians, then each goal met or missed."""
-    m, feed = document["pages"]["medians"], document["feed"]
-    lines = [
-        "## (i) The inspector and the change feed",
-        "",
-        "| call | median ms |",
-        "| --- | ---: |",
-        *(f"| {name} | {ms:.2f} |" for name, ms in m.items()),
-        f"| append p50, no subscriber | {feed['p50_off']:.2f} |",
-        f"| append p50, one subscriber | {feed['p50_one']:.2f} |",
-        f"| append p50, {feed['subscribers']} subscribers | {feed['p50_on']:.2f} |",
-        f"| event delay p50 / p99 | {feed['delay_p50']:.1f} / {feed['delay_p99']:.1f} |",
-        "",
-        "| goal | figure | at most | |",
-        "| --- | ---: | ---: | --- |",
-    ]
+    lines = ["## (i) The inspector and the change feed", "", "| call | median ms |"]
+    lines.append("| --- | ---: |")
+    if "pages" in document:
+        lines += [f"| {name} | {ms:.2f} |" for name, ms in document["pages"]["medians"].items()]
+    if "feed" in document:
+        feed = document["feed"]
+        lines += [
+            f"| append p50, no subscriber | {feed['p50_off']:.2f} |",
+            f"| append p50, one subscriber | {feed['p50_one']:.2f} |",
+            f"| append p50, {feed['subscribers']} subscribers | {feed['p50_on']:.2f} |",
+            f"| event delay p50 / p99 | {feed['delay_p50']:.1f} / {feed['delay_p99']:.1f} |",
+            *(
+                f"| worker CPU ms per append, {_subscribers_label(count)} | {ms:.2f} |"
+                for count, ms in feed.get("cpu_ms", {}).items()
+            ),
+        ]
+    lines += ["", "| goal | figure | at most | |", "| --- | ---: | ---: | --- |"]
     for what, figure, goal, met in judge(document):
         lines.append(f"| {what} | {figure:.2f} | {goal:g} | {'met' if met else 'MISSED'} |")
     return "\n".join(lines)
 
 
-def run_inspector(quick: bool) -> dict[str, Any]:
-    """Both parts; the results document (what ``--json`` writes)."""
+def run_inspector(quick: bool, parts: tuple[str, ...] = PARTS) -> dict[str, Any]:
+    """The ``parts`` named (``pages``, ``feed``); the results document (what
+    ``--json`` writes), a key per part measured."""
     sizes = Sizes(quick)
-    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-        pages = measure_pages(sizes, Path(a))
-        print(f"  pages: {json.dumps(pages['medians'])}", file=sys.stderr)
-        feed = measure_feed(sizes, Path(b))
-    return {"quick": quick, "samples": sizes.samples, "pages": pages, "feed": feed}
+    document: dict[str, Any] = {"quick": quick, "samples": sizes.samples}
+    if "pages" in parts:
+        with tempfile.TemporaryDirectory() as tmp:
+            document["pages"] = measure_pages(sizes, Path(tmp))
+        print(f"  pages: {json.dumps(document['pages']['medians'])}", file=sys.stderr)
+    if "feed" in parts:
+        with tempfile.TemporaryDirectory() as tmp:
+            document["feed"] = measure_feed(sizes, Path(tmp))
+    return document
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,8 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the sizes")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--only", choices=PARTS, help="measure one part: the pages or the feed (default both)"
+    )
     args = parser.parse_args(argv)
-    document = run_inspector(args.quick)
+    document = run_inspector(args.quick, (args.only,) if args.only else PARTS)
     print(render(document))
     if args.json is not None:
         args.json.write_text(json.dumps(document, indent=2) + "\n")

@@ -272,3 +272,84 @@ def _take(found: Iterator[tuple[str, Any]], n: int) -> Iterator[tuple[str, Any]]
             n -= 1
             if n == 0:
                 return
+
+
+def test_subscribers_are_woken_a_batch_per_turn_of_the_loop() -> None:
+    """30 subscribers waiting when a change comes: at most ``wake_batch`` (10) of them
+    run in one turn of the event loop, so the worker's requests get turns between."""
+    from collections import Counter
+
+    from agentsession.service import AsyncSessionManager
+
+    async def scenario() -> list[int]:
+        manager = AsyncSessionManager(SessionManager(MemoryStore()))
+        sid = (await manager.create_session(user_id="alice")).session_id
+        hub = ChangeHub(manager, poll_seconds=0.01)
+        turns, woken = [0], []
+
+        async def count_turns() -> None:
+            while True:
+                turns[0] += 1
+                await asyncio.sleep(0)
+
+        async def subscriber() -> None:
+            await hub.join()
+            try:
+                assert await hub.wait(5)
+                woken.append(turns[0])
+            finally:
+                hub.leave()
+
+        tasks = [asyncio.create_task(subscriber()) for _ in range(30)]
+        await asyncio.sleep(0.1)  # all joined and waiting
+        counter = asyncio.create_task(count_turns())
+        await manager.append_message(session_id=sid, user_id="alice", message=MSG)
+        await asyncio.gather(*tasks)
+        counter.cancel()
+        await manager.close()
+        return woken
+
+    woken = asyncio.run(scenario())
+    assert len(woken) == 30
+    assert max(Counter(woken).values()) <= 10
+
+
+def test_a_herd_resuming_from_one_cursor_shares_its_catch_up_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """15 subscribers resuming from one cursor 30 events behind (10 per read): they
+    share the reads of each page instead of making one each, and each still gets all
+    30, once, in order, then what comes after."""
+    from agentsession.http import changestream
+
+    monkeypatch.setattr(changestream, "PAGE", 10)
+    with Live({"poll_seconds": 0.02}) as live:
+        sid = live.manager.create_session(user_id="alice").session_id
+        start = live.manager.changes(user_id="alice").next_cursor
+        assert start is not None
+        live.append(sid, 30)
+        reads: list[str | None] = []
+        real = live.manager.changes
+
+        def counted(**kwargs: Any) -> Any:
+            if kwargs.get("limit") == 10:  # not the stream's check before it starts
+                reads.append(kwargs.get("after"))
+                time.sleep(0.05)  # a read that takes a while: subscribers overlap
+            return real(**kwargs)
+
+        monkeypatch.setattr(live.manager, "changes", counted)
+        streams = [_stream(live, **{"Last-Event-ID": start}) for _ in range(15)]
+        responses = [stack.__enter__() for _, stack in streams]
+        try:
+            found = [events(r) for r in responses]
+            for changes in found:
+                ids = [v[0] for _, v in _take(changes, 30)]
+                assert len(set(ids)) == 30 and ids == sorted(ids, key=int)
+            live.append(sid, 1)
+            for changes in found:
+                assert next(_take(changes, 1))[1][1]["action"] == "message.appended"
+        finally:
+            for (client, stack), _ in zip(streams, responses, strict=True):
+                stack.__exit__(None, None, None)
+                client.close()
+    assert reads.count(start) == 1, reads  # one read, not one per subscriber

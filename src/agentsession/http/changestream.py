@@ -11,6 +11,13 @@ not sent yet (a slow or stuck client) catches up with reads of its own again. Me
 is the ring and one cursor per subscriber, whatever the clients do, and writers never
 wait for a reader: the hub only reads.
 
+The worker's requests keep their turn beside many subscribers: a read that brought
+changes wakes the waiting subscribers :attr:`ChangeHub.wake_batch` at a time, the
+event loop free between two batches, so a request never waits for every subscriber's
+write in one stretch. Subscribers catching up with the same query from the same cursor
+(a herd of clients resuming from one ``Last-Event-ID`` after a restart) share one read
+of each page and its text (:meth:`ChangeHub.page`).
+
 Each event: ``id`` its cursor, ``event: change``, ``data`` the change as JSON. A
 comment line (``: keep-alive``) goes out after :attr:`ChangeHub.heartbeat_seconds`
 without an event, so proxies keep the connection open.
@@ -19,11 +26,13 @@ without an event, so proxies keep the connection open.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import itertools
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NamedTuple
 
 from starlette.requests import Request
@@ -43,18 +52,34 @@ from .problems import Overloaded
 
 __all__ = ["ChangeHub", "EventStreamRoute", "event_stream_routes", "open_stream"]
 
+#: A catch-up page's key: the query's users and session, and the cursor it reads after.
+PageKey = tuple[tuple[str, ...] | None, str | None, str | None]
+
 logger = logging.getLogger(__name__)
 
 #: Events per store read, the hub's and a subscriber's own.
 PAGE = 500
+#: Catch-up pages the hub keeps for other subscribers asking for the same one.
+PAGES_KEPT = 16
 
 
 class Held(NamedTuple):
-    """A change in the hub's ring: its cursor, its event and its event-stream text."""
+    """A change in the hub's ring: its cursor (and :func:`cursor_key`), its event and
+    its event-stream text, each made once for every subscriber."""
 
     cursor: str
+    key: tuple[int, ...]
     event: AuditEvent
     text: str
+
+
+class CatchUp(NamedTuple):
+    """A page of a catch-up read: each change's cursor, :func:`cursor_key` and text,
+    and where to read on."""
+
+    held: list[tuple[str, tuple[int, ...], str]]
+    next_cursor: str | None
+    has_more: bool
 
 
 def cursor_key(cursor: str) -> tuple[int, ...]:
@@ -74,6 +99,8 @@ class ChangeHub:
         heartbeat_seconds: the longest silence on a stream before a keep-alive comment.
         max_streams: the most streams at once (a stream does not count among the
             worker's requests in flight); one more is refused with 503.
+        wake_batch: how many waiting subscribers run in one turn of the event loop
+            after a read that brought changes.
     """
 
     def __init__(
@@ -84,11 +111,13 @@ class ChangeHub:
         poll_seconds: float = 0.1,
         heartbeat_seconds: float = 15.0,
         max_streams: int = 1000,
+        wake_batch: int = 10,
     ) -> None:
         self.manager = manager
         self.max_streams = max_streams
         self.poll_seconds = poll_seconds
         self.heartbeat_seconds = heartbeat_seconds
+        self.wake_batch = wake_batch
         self.polls = 0  # store reads made, for tests and metrics
         self._ring: deque[Held] = deque(maxlen=ring)
         self._count = 0  # changes ever put in the ring: a subscriber's mark
@@ -96,7 +125,9 @@ class ChangeHub:
         self._subscribers = 0
         self._task: asyncio.Task[None] | None = None
         self._started: asyncio.Event | None = None
-        self._tick = asyncio.Event()
+        self._waiters: list[asyncio.Future[bool]] = []
+        # (query, after) -> (the ring's mark when the read began, the read)
+        self._pages: dict[PageKey, tuple[int, asyncio.Future[CatchUp]]] = {}
 
     async def join(self) -> int:
         """Count a subscriber in, start the loop if need be, and return the mark of
@@ -135,13 +166,59 @@ class ChangeHub:
         return newest, self._count
 
     async def wait(self, seconds: float) -> bool:
-        """Wait for the next change in the ring, at most ``seconds``; True if one came."""
-        tick = self._tick
+        """Wait for the next change in the ring, at most ``seconds``; True if one came.
+        (A timer and a future, not ``asyncio.wait_for``: no task per wait.)"""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_later(seconds, _settle, waiter, False)
         try:
-            await asyncio.wait_for(tick.wait(), seconds)
-        except TimeoutError:
-            return False
-        return True
+            return await waiter
+        finally:
+            timer.cancel()
+            # Timed out or cancelled (rare): still listed, unless a wake took the list.
+            if waiter.cancelled() or not waiter.result():
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+
+    async def page(
+        self, query: FeedQuery, after: str | None, mark: int, read: Callable[[], Awaitable[Any]]
+    ) -> CatchUp:
+        """The catch-up page of ``query`` after ``after`` for a subscriber following
+        the ring from ``mark``: a read another subscriber began at or after ``mark``
+        (it holds every change the ring had by then, so nothing falls between the page
+        and the ring), else a new one, ``read()`` (a ``ChangePage``). The newest
+        :data:`PAGES_KEPT` reads are kept; a failed one is not.
+
+        Raises:
+            What ``read`` raises.
+        """
+        users = None if query.user_ids is None else tuple(query.user_ids)
+        key = (users, query.session_id, after)
+        found = self._pages.get(key)
+        if found is None or found[0] < mark:
+            task = asyncio.ensure_future(_render_page(read))
+            found = self._pages[key] = (self._count, task)
+            task.add_done_callback(functools.partial(self._forget_failed, key, task))
+            while len(self._pages) > PAGES_KEPT:
+                del self._pages[next(iter(self._pages))]  # the oldest
+        # Shielded: one subscriber leaving does not cancel the others' read.
+        return await asyncio.shield(found[1])
+
+    def _forget_failed(self, key: PageKey, task: asyncio.Future[CatchUp], _: object) -> None:
+        failed = task.cancelled() or task.exception() is not None
+        if failed and self._pages.get(key, (0, None))[1] is task:
+            del self._pages[key]
+
+    async def _wake(self) -> None:
+        """Wake every waiting subscriber, :attr:`wake_batch` per turn of the loop.
+        Those woken wait again on a new list, so none is woken twice or missed."""
+        waiters, self._waiters = self._waiters, []
+        for start in range(0, len(waiters), self.wake_batch):
+            if start:
+                await asyncio.sleep(0)  # the loop's other work runs between batches
+            for waiter in waiters[start : start + self.wake_batch]:
+                _settle(waiter, True)
 
     async def _run(self, started: asyncio.Event) -> None:
         """Find the feed's tail, then read on from it while anyone subscribes; a store
@@ -167,16 +244,26 @@ class ChangeHub:
             self._cursor = read.resume or self._cursor
             if read.changes:
                 # Each event's text is made once here, not once per subscriber.
-                self._ring.extend(Held(c, e, _event(c, e)) for c, e in read.changes)
+                self._ring.extend(Held(c, cursor_key(c), e, _event(c, e)) for c, e in read.changes)
                 self._count += len(read.changes)
-                tick, self._tick = self._tick, asyncio.Event()
-                tick.set()
+                await self._wake()
             if not read.more:
                 await asyncio.sleep(self.poll_seconds)
         # No await between the check above and here: a subscriber that joins now
         # finds no task and starts one.
         self._task = None
         started.set()
+
+
+def _settle(waiter: asyncio.Future[bool], came: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(came)
+
+
+async def _render_page(read: Callable[[], Awaitable[Any]]) -> CatchUp:
+    page = await read()
+    held = [(c.cursor, cursor_key(c.cursor), _event(c.cursor, c)) for c in page.items]
+    return CatchUp(held, page.next_cursor, page.has_more)
 
 
 def hub_of(request: Request) -> ChangeHub:
@@ -215,16 +302,16 @@ class _Subscriber:
         try:
             yield "retry: 2000\n\n"
             while True:
-                async for text in self._catch_up():
+                async for text in self._catch_up(mark):
                     yield text
                 while (found := self.hub.since(mark)) is not None:
                     changes, mark = found
                     # One write for all a read brought: a send costs the worker's loop
                     # far more than the text, and every subscriber makes one per read.
                     texts = [
-                        self._send(held.cursor, held.text)
+                        self._send(held.cursor, held.key, held.text)
                         for held in changes
-                        if self.query.selects(held.event) and self._new(held.cursor)
+                        if self.query.selects(held.event) and self._new(held.key)
                     ]
                     if texts:
                         yield "".join(texts)
@@ -234,26 +321,30 @@ class _Subscriber:
         finally:
             self.hub.leave()
 
-    async def _catch_up(self) -> AsyncIterator[str]:
+    async def _catch_up(self, mark: int) -> AsyncIterator[str]:
+        """Read from the cursor to the feed's end, for a subscriber that then follows
+        the ring from ``mark``."""
         manager = self.hub.manager
         while True:
-            page = await manager.changes(after=self.cursor, limit=PAGE, **self.arguments)
-            texts = [
-                self._send(change.cursor, _event(change.cursor, change))
-                for change in page.items
-                if self._new(change.cursor)
-            ]
+            after = self.cursor
+            page = await self.hub.page(
+                self.query,
+                after,
+                mark,
+                functools.partial(manager.changes, after=after, limit=PAGE, **self.arguments),
+            )
+            texts = [self._send(c, key, text) for c, key, text in page.held if self._new(key)]
             if texts:
                 yield "".join(texts)
             self.cursor = page.next_cursor
             if not page.has_more:
                 return
 
-    def _new(self, cursor: str) -> bool:
-        return self.sent is None or cursor_key(cursor) > self.sent
+    def _new(self, key: tuple[int, ...]) -> bool:
+        return self.sent is None or key > self.sent
 
-    def _send(self, cursor: str, text: str) -> str:
-        self.sent, self.cursor = cursor_key(cursor), cursor
+    def _send(self, cursor: str, key: tuple[int, ...], text: str) -> str:
+        self.sent, self.cursor = key, cursor
         return text
 
 

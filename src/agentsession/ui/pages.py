@@ -114,6 +114,8 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("agentsession.ui", "templates"),
         autoescape=True,
+        # The templates ship in the package: no file checks on every page.
+        auto_reload=False,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
