@@ -54,6 +54,7 @@ from ..models import (
 )
 
 __all__ = [
+    "ChainLink",
     "ConnectionLost",
     "FeedRead",
     "IdempotencyRecord",
@@ -251,6 +252,29 @@ class ScrubReport:
 
     done: tuple[str, ...] = ()
     pending: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """One link of the store-wide session chain (:mod:`agentsession.sessionchain`): a
+    session created (``kind`` ``created``) or deleted (``deleted``, its tombstone).
+
+    Attributes:
+        seq: 1, 2, 3...: the link's place, given by the service (no gaps).
+        session_id: the session.
+        kind: ``created`` or ``deleted``.
+        event_hash: the hash of the audit event the link stands for (the session's
+            creation or fork event; its tombstone).
+        prev_hash: the previous link's ``hash`` (None for the first link).
+        hash: SHA-256 (hex) of the link's canonical encoding.
+    """
+
+    seq: int
+    session_id: str
+    kind: str
+    event_hash: str
+    prev_hash: str | None
+    hash: str
 
 
 @runtime_checkable
@@ -718,6 +742,24 @@ class StoreTransaction(Protocol):
         self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
     ) -> list[AuditEvent]:
         """The session's audit events, oldest first."""
+
+    # -- store metadata and the session chain ------------------------------------------
+    def get_store_meta(self, name: str) -> str | None:
+        """The store-wide value ``name`` (None: never set): the keyring mark, the head
+        of the session chain. In a write transaction it stays locked until the
+        transaction ends (SQL servers: ``FOR UPDATE``; Redis: a lock and a guard), so
+        a read-then-:meth:`put_store_meta` is a compare-and-set."""
+
+    def put_store_meta(self, name: str, value: str) -> None:
+        """Set the store-wide value ``name`` (insert or replace); a racing first insert
+        raises StoreConflict."""
+
+    def insert_chain_links(self, links: Sequence[ChainLink]) -> None:
+        """Append links to the session chain (their seqs are new)."""
+
+    def list_chain_links(self, *, after_seq: int, limit: int) -> list[ChainLink]:
+        """At most ``limit`` links of the session chain with a seq above ``after_seq``,
+        ascending."""
 
     # -- idempotency -----------------------------------------------------------------
     def get_idempotency(self, user_id: str, scope: str, key: str) -> IdempotencyRecord | None:

@@ -31,7 +31,7 @@ from ...models import (
     ToolCall,
     WorkingMemory,
 )
-from ..base import IdempotencyRecord, StoreConflict, UsageRow
+from ..base import ChainLink, IdempotencyRecord, StoreConflict, UsageRow
 
 __all__ = ["SessionData", "Tables", "TransactionBase", "copy", "seq_of"]
 
@@ -83,6 +83,9 @@ class Tables:
         self._audit_seq = 0
         # user_id -> the user's budget (a session's is in its SessionData).
         self._budgets: dict[str, Budget] = {}
+        # name -> value: the keyring mark, the session chain's head (.meta).
+        self._meta: dict[str, str] = {}
+        self._chain: list[ChainLink] = []  # the session chain, ascending seqs
 
 
 class TransactionBase:

@@ -23,6 +23,7 @@ from ..changefeed import parse_seq_cursor, selected
 from .audit import AuditOps
 from .forks import ForkOps
 from .messages import MessageOps
+from .meta import MetaOps
 from .records import RecordOps
 from .rewinds import RewindOps
 from .rewrite import RewriteOps
@@ -129,6 +130,8 @@ class MemoryStore(Tables):
             self._idempotency.clear()
             self._shared.clear()
             self._budgets.clear()
+            self._meta.clear()
+            self._chain.clear()
 
 
 class _MemoryTransaction(
@@ -146,5 +149,6 @@ class _MemoryTransaction(
     SearchOps,
     UsageOps,
     RewriteOps,
+    MetaOps,
 ):
     """One transaction: every aggregate's methods over the store's tables, one undo log."""

@@ -62,6 +62,7 @@ from .forks import ForkOps
 from .groupcommit import MAX_BATCH, GroupCommit
 from .idlereaders import IdleReaders
 from .memory_history import MemoryHistoryOps
+from .meta import MetaOps
 from .metaindex import MetadataOps, metadata_condition, metadata_params
 from .migrate import ensure_schema
 from .pool import StalePings
@@ -569,6 +570,7 @@ class _SQLTransaction(
     UsageOps,
     MetadataOps,
     RewriteOps,
+    MetaOps,
 ):
     """One transaction on one connection (the StoreTransaction protocol)."""
 
