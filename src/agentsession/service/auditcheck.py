@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 from ..auditchain import find_break
@@ -69,9 +70,7 @@ class AuditCheckUseCases(ServiceCore):
         order, read in batches."""
         after = 0
         while True:
-            page = self._uow.run(
-                lambda tx: tx.list_chain_links(after_seq=after, limit=_BATCH), write=False
-            )
+            page = self._uow.run(functools.partial(_chain_page, after=after), write=False)
             yield from page
             if len(page) < _BATCH:
                 return
@@ -121,3 +120,7 @@ class AuditCheckUseCases(ServiceCore):
 
 def _chain_head(tx: StoreTransaction) -> str | None:
     return tx.get_store_meta(HEAD)
+
+
+def _chain_page(tx: StoreTransaction, *, after: int) -> list[ChainLink]:
+    return tx.list_chain_links(after_seq=after, limit=_BATCH)
