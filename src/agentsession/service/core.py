@@ -95,21 +95,22 @@ class ServiceCore:
         Raises:
             ValidationError: unknown URL scheme. SchemaOutOfDate, StoreError: see above.
             KeyringError: the keyring file is missing or invalid.
+            KeyringMismatch: the store is marked as encrypted with a keyring, and
+                ``keyring`` is None or another one (an unmarked store is marked with
+                ``keyring``: :mod:`agentsession.stores.keyringmark`).
         """
+        from ..stores.keyringmark import check_keyring_mark
         from ..stores.registry import open_store
 
         store = open_store(url, auto_migrate=auto_migrate, **store_options)
-        if keyring is not None:
-            from ..crypto import ContentCipher
-            from ..crypto import Keyring as _Keyring
-            from ..stores.sealed import SealedStore
-
-            try:
-                ring = keyring if isinstance(keyring, _Keyring) else _Keyring.open(keyring)
-            except BaseException:
-                store.close()
-                raise
-            store = SealedStore(store, ContentCipher(ring))
+        try:
+            if keyring is None:
+                check_keyring_mark(store, None)
+            else:
+                store = _sealed(store, keyring)
+        except BaseException:
+            store.close()
+            raise
         manager = cls(store, clock=clock, limits=limits, policy=policy)
         manager._owns_store = True
         return manager
@@ -139,3 +140,21 @@ class ServiceCore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _sealed(store: SessionStore, keyring: Keyring | str | os.PathLike[str]) -> SessionStore:
+    """``store`` wrapped in a SealedStore with ``keyring`` (a Keyring or its file), once
+    its keyring mark is checked (an unmarked store is marked with it).
+
+    Raises:
+        KeyringError: the keyring file is missing or invalid. KeyringMismatch: the store
+        is marked with another keyring.
+    """
+    from ..crypto import ContentCipher
+    from ..crypto import Keyring as _Keyring
+    from ..stores.keyringmark import check_keyring_mark
+    from ..stores.sealed import SealedStore
+
+    ring = keyring if isinstance(keyring, _Keyring) else _Keyring.open(keyring)
+    check_keyring_mark(store, ring)
+    return SealedStore(store, ContentCipher(ring))
