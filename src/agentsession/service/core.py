@@ -76,6 +76,7 @@ class ServiceCore:
         limits: Limits | None = None,
         policy: Policy | None = None,
         keyring: Keyring | str | os.PathLike[str] | None = None,
+        search_with_keyring: bool = False,
         **store_options: Any,
     ) -> Self:
         """Open the store named by ``url`` and return a manager that owns it.
@@ -89,6 +90,10 @@ class ServiceCore:
                 (``AGENTSESSION_KEYRING_FILE``): content is sealed with it
                 (:class:`~agentsession.stores.sealed.SealedStore`; docs/security.md,
                 "Encryption at rest"). None: stored as it is.
+            search_with_keyring: with ``keyring``, turn search on
+                (``AGENTSESSION_SEARCH_WITH_KEYRING``): the store's search index then
+                holds the plaintext text of titles, messages and tool calls
+                (docs/security.md, "Search with a keyring"). Ignored without a keyring.
             store_options: passed to the store (e.g. ``sqlite_synchronous="NORMAL"``,
                 or ``require_durable=False`` for Redis).
 
@@ -107,7 +112,7 @@ class ServiceCore:
             if keyring is None:
                 check_keyring_mark(store, None)
             else:
-                store = _sealed(store, keyring)
+                store = _sealed(store, keyring, search=search_with_keyring)
         except BaseException:
             store.close()
             raise
@@ -142,9 +147,12 @@ class ServiceCore:
         self.close()
 
 
-def _sealed(store: SessionStore, keyring: Keyring | str | os.PathLike[str]) -> SessionStore:
-    """``store`` wrapped in a SealedStore with ``keyring`` (a Keyring or its file), once
-    its keyring mark is checked (an unmarked store is marked with it).
+def _sealed(
+    store: SessionStore, keyring: Keyring | str | os.PathLike[str], *, search: bool
+) -> SessionStore:
+    """``store`` wrapped in a SealedStore with ``keyring`` (a Keyring or its file) and
+    ``search`` (plaintext search texts indexed), once its keyring mark is checked (an
+    unmarked store is marked with it).
 
     Raises:
         KeyringError: the keyring file is missing or invalid. KeyringMismatch: the store
@@ -157,4 +165,4 @@ def _sealed(store: SessionStore, keyring: Keyring | str | os.PathLike[str]) -> S
 
     ring = keyring if isinstance(keyring, _Keyring) else _Keyring.open(keyring)
     check_keyring_mark(store, ring)
-    return SealedStore(store, ContentCipher(ring))
+    return SealedStore(store, ContentCipher(ring), search=search)

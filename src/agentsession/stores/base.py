@@ -61,6 +61,7 @@ __all__ = [
     "JSONTexts",
     "ScrubReport",
     "SearchRow",
+    "SearchText",
     "SessionHead",
     "SessionOrHead",
     "SessionStore",
@@ -188,6 +189,19 @@ class SearchRow(NamedTuple):
     """
 
     position: str
+    session_id: str
+    kind: str
+    seq: int
+    role: str | None
+    text: str
+
+
+class SearchText(NamedTuple):
+    """A text to index, given in plaintext by a sealed store whose search is on
+    (:meth:`StoreTransaction.index_search_texts`): ``kind`` ``message`` / ``title`` /
+    ``tool_call``, ``seq`` the message's or call's seq (0 for a title), ``role`` the
+    message's role (None otherwise), ``text`` as :mod:`agentsession.searchtext` makes it."""
+
     session_id: str
     kind: str
     seq: int
@@ -394,6 +408,14 @@ class StoreTransaction(Protocol):
             SearchNotSupported: the store keeps no search index (Redis).
             ValidationError: ``after`` is not a position of this store.
         """
+
+    def index_search_texts(self, texts: Sequence[SearchText]) -> None:
+        """Index texts given in plaintext, each replacing what is indexed at its
+        ``(session_id, kind, seq)``: what a store with a keyring and search turned on
+        writes beside the sealed values (docs/security.md, "Search with a keyring"). A
+        store's own indexing skips sealed texts (:func:`agentsession.searchtext.indexable`).
+        The texts go with their session (deletion, erasure), their message (removal,
+        rewind) or their title (replaced). A store without search ignores them."""
 
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
         """Ids of ACTIVE sessions with ``expires_at <= now``, oldest ``expires_at`` first."""

@@ -67,6 +67,9 @@ class SessionData:
     audit: list[AuditEvent] = field(default_factory=list)
     usage: list[UsageRow] = field(default_factory=list)  # the ledger, oldest first
     budget: Budget | None = None
+    # (kind, seq) -> (the text the store holds there, its plaintext): texts a sealed
+    # store with search on gave (.search); used while the stored text is the same.
+    search_texts: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
 
 
 class Tables:

@@ -655,6 +655,7 @@ class _SQLTransaction(
             raise StoreConflict(f"session {session.session_id!r} lost a race on its key")
         self._index_title(session, replace=False)
         self._index_metadata(session, replace=False)
+        self._stored[session.session_id] = session  # an update sets what changed only
 
     @_translated
     def find_session_by_key(self, user_id: str, agent: str, external_key: str) -> str | None:
