@@ -9,6 +9,7 @@ import socket
 from pathlib import Path
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -54,6 +55,10 @@ def test_the_cli_exits_1_with_one_line(marked: tuple[str, Path]) -> None:
     assert "$as1" not in result.output
 
 
+def _started(*args: object, **kwargs: object) -> None:
+    raise AssertionError("serve started on a store it must refuse")
+
+
 def test_serve_refuses_to_start(marked: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     url, _ = marked
     monkeypatch.setenv(
@@ -62,6 +67,7 @@ def test_serve_refuses_to_start(marked: tuple[str, Path], monkeypatch: pytest.Mo
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = str(free.getsockname()[1])
+    monkeypatch.setattr(uvicorn, "run", _started)  # a regression fails, never hangs
     result = CliRunner().invoke(build_app(), ["serve", "--url", url, "--port", port])
     assert result.exit_code == 1, result.output
     assert "encrypted with the keyring" in result.output
