@@ -82,8 +82,10 @@ def measure(samples: int, seed: int = 1, against: str | None = None) -> dict[str
     """Median seconds per call of each participant for each of :data:`OPS`.
 
     Returns:
-        ``{op: {"raw": s, "ours": s, "ratio": ours / raw}}``, plus ``"before"`` and
-        ``"before_ratio"`` with ``against``.
+        ``{op: {"raw": s, "ours": s, "ratio": ours / raw, "raw_cpu": s, "ours_cpu": s}}``
+        (``*_cpu``: the median CPU time of the calling thread per call, SQLite's own
+        work included), plus ``"before"``, ``"before_cpu"`` and ``"before_ratio"`` with
+        ``against``.
     """
     from peers import WAL_FULL, WAL_NORMAL, AgentSessionSync, RawSQLite
 
@@ -122,45 +124,46 @@ def measure(samples: int, seed: int = 1, against: str | None = None) -> dict[str
             for _ in range(50):
                 calls[key]()
         times: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
+        cpu: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
         rng = random.Random(seed)
-        clock = time.perf_counter
+        clock, cpu_clock = time.perf_counter, time.thread_time
         for _ in range(samples):
             rng.shuffle(keys)
             for key in keys:
                 fn = calls[key]
-                t0 = clock()
+                c0, t0 = cpu_clock(), clock()
                 fn()
                 times[key].append(clock() - t0)
+                cpu[key].append(cpu_clock() - c0)
     finally:
         for p in opened:
             p.close()
     out: dict[str, Any] = {}
     for op in OPS:
         med = {side: statistics.median(times[(op, side)]) for side, _cls in sides}
-        out[op] = {**med, "ratio": med["ours"] / med["raw"]}
+        used = {f"{side}_cpu": statistics.median(cpu[(op, side)]) for side, _cls in sides}
+        out[op] = {**med, **used, "ratio": med["ours"] / med["raw"]}
         if against is not None:
             out[op]["before_ratio"] = med["before"] / med["raw"]
     return out
 
 
 def table(results: dict[str, Any]) -> str:
-    """A plain-text table of one :func:`measure` result (microseconds and ratios)."""
-    if "before" not in results[OPS[0]]:
-        lines = [f"{'operation':<15}{'raw us':>10}{'ours us':>10}{'ratio':>8}"]
-        for op, r in results.items():
-            lines.append(
-                f"{op:<15}{r['raw'] * 1e6:>10.1f}{r['ours'] * 1e6:>10.1f}{r['ratio']:>8.2f}"
-            )
-        return "\n".join(lines)
-    lines = [
-        f"{'operation':<15}{'raw us':>9}{'before us':>11}{'after us':>10}"
-        f"{'before/raw':>12}{'after/raw':>11}"
-    ]
+    """A plain-text table of one :func:`measure` result (microseconds and ratios; the
+    CPU microseconds of each call in brackets)."""
+
+    def us(r: dict[str, Any], side: str) -> str:
+        return f"{r[side] * 1e6:.1f} ({r[side + '_cpu'] * 1e6:.0f})"
+
+    sides = ["raw", "before", "ours"] if "before" in results[OPS[0]] else ["raw", "ours"]
+    names = {"raw": "raw us (cpu)", "before": "before us (cpu)", "ours": "after us (cpu)"}
+    ratios = ["before_ratio", "ratio"] if "before" in sides else ["ratio"]
+    heads = {"before_ratio": "before/raw", "ratio": "after/raw"}
+    lines = [f"{'operation':<15}" + "".join(f"{names[s]:>18}" for s in sides)]
+    lines[0] += "".join(f"{heads[r]:>12}" for r in ratios)
     for op, r in results.items():
-        lines.append(
-            f"{op:<15}{r['raw'] * 1e6:>9.1f}{r['before'] * 1e6:>11.1f}{r['ours'] * 1e6:>10.1f}"
-            f"{r['before_ratio']:>12.2f}{r['ratio']:>11.2f}"
-        )
+        line = f"{op:<15}" + "".join(f"{us(r, s):>18}" for s in sides)
+        lines.append(line + "".join(f"{r[k]:>12.2f}" for k in ratios))
     return "\n".join(lines)
 
 

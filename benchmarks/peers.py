@@ -36,6 +36,7 @@ without them (the unit tests run it in the project's own environment).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import sqlite3
 from collections.abc import Awaitable, Callable
@@ -239,7 +240,8 @@ class Participant:
 _SESSION_COLUMNS = (
     "session_id, user_id, agent, title, metadata, status, status_reason, version, "
     "created_at, updated_at, last_active_at, closed_at, expired_at, ttl_seconds, "
-    "expires_at, message_count, run_count, tool_call_count"
+    "expires_at, message_count, run_count, tool_call_count, external_key, "
+    "external_key_hash, lease_expires_at, parent_session_id, fork_seq, audit_head"
 )
 _RAW_SCHEMA = """
 CREATE TABLE sessions (
@@ -249,10 +251,21 @@ CREATE TABLE sessions (
     created_at VARCHAR(32) NOT NULL, updated_at VARCHAR(32) NOT NULL,
     last_active_at VARCHAR(32) NOT NULL, closed_at VARCHAR(32), expired_at VARCHAR(32),
     ttl_seconds FLOAT, expires_at VARCHAR(32), message_count INTEGER NOT NULL,
-    run_count INTEGER NOT NULL, tool_call_count INTEGER NOT NULL);
+    run_count INTEGER NOT NULL, tool_call_count INTEGER NOT NULL,
+    external_key VARCHAR(256), external_key_hash VARCHAR(64),
+    lease_expires_at VARCHAR(32), parent_session_id VARCHAR(64), fork_seq INTEGER,
+    audit_head VARCHAR(64));
 CREATE INDEX ix_sessions_user ON sessions (user_id, updated_at, session_id);
 CREATE INDEX ix_sessions_updated ON sessions (updated_at, session_id);
 CREATE INDEX ix_sessions_status ON sessions (status, expires_at);
+CREATE INDEX ix_sessions_user_status ON sessions (user_id, status, updated_at, session_id);
+CREATE INDEX ix_sessions_user_agent ON sessions (user_id, agent, updated_at, session_id);
+CREATE INDEX ix_sessions_status_updated ON sessions (status, updated_at, session_id);
+CREATE INDEX ix_sessions_agent ON sessions (agent, updated_at, session_id);
+CREATE INDEX ix_sessions_user_status_expires ON sessions (user_id, status, expires_at);
+CREATE UNIQUE INDEX ix_sessions_key ON sessions (user_id, agent, external_key_hash);
+CREATE INDEX ix_sessions_lease ON sessions (lease_expires_at);
+CREATE INDEX ix_sessions_parent ON sessions (parent_session_id, updated_at, session_id);
 CREATE TABLE messages (
     message_id VARCHAR(64) PRIMARY KEY,
     session_id VARCHAR(64) NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
@@ -276,7 +289,8 @@ CREATE TABLE audit_events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id VARCHAR(64) NOT NULL,
     user_id VARCHAR(128) NOT NULL, actor VARCHAR(255) NOT NULL, action VARCHAR(64) NOT NULL,
     at VARCHAR(32) NOT NULL, version_before INTEGER, version_after INTEGER,
-    request_id VARCHAR(255), details TEXT NOT NULL);
+    request_id VARCHAR(255), details TEXT NOT NULL, prev_hash VARCHAR(64),
+    hash VARCHAR(64));
 CREATE INDEX ix_audit_session ON audit_events (session_id, seq);
 CREATE INDEX ix_audit_user ON audit_events (user_id, seq);
 CREATE TABLE memory_history (
@@ -294,17 +308,19 @@ CREATE VIRTUAL TABLE search_fts USING fts5(
 CREATE TRIGGER search_texts_ai AFTER INSERT ON search_texts BEGIN
     INSERT INTO search_fts(rowid, text) VALUES (new.id, new.text); END;
 """
+# The columns an append or a memory update sets, as the store's statement does.
 _UPDATE_SESSION = (
-    "UPDATE sessions SET user_id=?, agent=?, title=?, metadata=?, status=?, "
-    "status_reason=?, version=?, created_at=?, updated_at=?, last_active_at=?, "
-    "closed_at=?, expired_at=?, ttl_seconds=?, expires_at=?, message_count=?, "
-    "run_count=?, tool_call_count=? WHERE session_id = ? AND version = ?"
+    "UPDATE sessions SET version=?, updated_at=?, last_active_at=?, expires_at=?, "
+    "message_count=?, audit_head=? WHERE session_id = ? AND version = ?"
 )
 _INSERT_TEXT = "INSERT INTO search_texts (session_id, kind, seq, role, text) VALUES (?, ?, ?, ?, ?)"
 _INSERT_AUDIT = (
     "INSERT INTO audit_events (session_id, user_id, actor, action, at, version_before, "
-    "version_after, request_id, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "version_after, request_id, details, prev_hash, hash) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+#: The audit chain's canonical JSON (keys sorted, compact, UTF-8 kept), as the store's.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _now() -> str:
@@ -360,37 +376,54 @@ class RawSQLite(Participant):
             raise LookupError(sid)
         return tuple(row)
 
-    def _bump(self, row: tuple[Any, ...], now: str, added: int) -> int:
-        """CAS-update the session row read in this transaction; return the new version."""
+    def _bump(self, row: tuple[Any, ...], now: str, added: int, head: str) -> int:
+        """CAS-update the session row read in this transaction (the new version, times,
+        count and audit chain head ``head``); return the new version."""
         version = row[7]
-        values = list(row[1:])
-        values[6] = version + 1  # version
-        values[8] = now  # updated_at
-        values[9] = now  # last_active_at
-        values[14] = row[15] + added  # message_count
-        cur = self.db.execute(_UPDATE_SESSION, (*values, row[0], version))
+        values = (version + 1, now, now, row[14], row[15] + added, head, row[0], version)
+        cur = self.db.execute(_UPDATE_SESSION, values)
         if cur.rowcount != 1:
             raise RuntimeError("version conflict")
         return int(version + 1)
 
-    def _audit(
-        self, sid: str, user: str, action: str, before: int | None, after: int, details: Any
-    ) -> None:
-        self.db.execute(
-            _INSERT_AUDIT,
-            (sid, user, user, action, _now(), before, after, None, json.dumps(details)),
-        )
+    @staticmethod
+    def _event(
+        sid: str,
+        user: str,
+        action: str,
+        versions: tuple[int | None, int],
+        details: Any,
+        prev: str | None,
+    ) -> tuple[Any, ...]:
+        """The audit row chained after ``prev`` (the hash of the session's event before
+        it, as the store's chain does); its hash is the last value."""
+        at = _now()
+        fields = {
+            "session_id": sid,
+            "user_id": user,
+            "actor": user,
+            "action": action,
+            "at": at,
+            "version_before": versions[0],
+            "version_after": versions[1],
+            "request_id": None,
+            "details": details,
+            "prev_hash": prev,
+        }
+        digest = hashlib.sha256(_CANONICAL.encode(fields).encode("utf-8")).hexdigest()
+        return (sid, user, user, action, at, *versions, None, json.dumps(details), prev, digest)
 
     def new_session(self, user: str = USER) -> str:
         sid, now = self._id("ses"), _now()
         self.db.execute("BEGIN IMMEDIATE")
         self.db.execute(
-            f"INSERT INTO sessions ({_SESSION_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({', '.join('?' * 24)})",
             (sid, user, "bench", None, "{}", "active", None, 1, now, now, now,
-             None, None, None, None, 0, 0, 0),
+             None, None, None, None, 0, 0, 0, None, None, None, None, None, None),
         )  # fmt: skip
-        self._audit(sid, user, "session.created", None, 1, {"agent": "bench"})
+        event = self._event(sid, user, "session.created", (None, 1), {"agent": "bench"}, None)
+        self.db.execute("UPDATE sessions SET audit_head = ? WHERE session_id = ?", (event[-1], sid))
+        self.db.execute(_INSERT_AUDIT, event)
         self.db.execute("COMMIT")
         return sid
 
@@ -426,9 +459,11 @@ class RawSQLite(Participant):
         else:
             self.db.executemany(insert, rows)
             self.db.executemany(_INSERT_TEXT, texts)
-        after = self._bump(row, now, k)
         details = {"count": k, "first_seq": seq0 + 1, "last_seq": seq0 + k}
-        self._audit(handle, row[1], "message.appended", after - 1, after, details)
+        versions = (row[7], row[7] + 1)
+        event = self._event(handle, row[1], "message.appended", versions, details, row[23])
+        self._bump(row, now, k, event[-1])
+        self.db.execute(_INSERT_AUDIT, event)
         self.db.execute("COMMIT")
 
     def _read_messages(self, sid: str, limit: int | None) -> list[tuple[Any, ...]]:
@@ -511,8 +546,11 @@ class RawSQLite(Participant):
                 "VALUES (?, ?, ?, ?)",
                 (handle, version + 1, now, data),
             )
-        after = self._bump(row, now, 0)
-        self._audit(handle, row[1], "memory.updated", after - 1, after, {"mode": "replace"})
+        versions = (row[7], row[7] + 1)
+        details = {"mode": "replace"}
+        event = self._event(handle, row[1], "memory.updated", versions, details, row[23])
+        self._bump(row, now, 0, event[-1])
+        self.db.execute(_INSERT_AUDIT, event)
         self.db.execute("COMMIT")
 
     def prepare_restore(self, handle: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime
 
-from agentsession.auditchain import canonical, chained, event_hash, find_break
+from agentsession.auditchain import canonical, event_hash, find_break, new_event
 from agentsession.models import AuditEvent
 
 
@@ -39,7 +39,8 @@ def test_the_encoding_is_sorted_compact_json_of_the_documented_fields() -> None:
 def test_find_break_names_changed_removed_reordered() -> None:
     chain: list[AuditEvent] = []
     for v in range(1, 5):
-        chain.append(chained(_event(v), chain[-1].hash if chain else None))
+        values = {k: x for k, x in _event(v).__dict__.items() if k not in ("prev_hash", "hash")}
+        chain.append(new_event(values, chain[-1].hash if chain else None))
     head = chain[-1].hash
     assert find_break("ses_a", chain, head) is None
     changed = [*chain[:2], chain[2].model_copy(update={"actor": "eve"}), chain[3]]

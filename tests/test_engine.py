@@ -118,7 +118,12 @@ def test_engine_over_session_client(project: Path) -> None:
     store = SessionManager(MemoryStore())
     app = create_app(store, Settings(url="memory://"), keys=keys)
     with SessionClient("http://service", token, transport=InProcess(TestClient(app))) as client:
-        assert client.whoami() == {"user_id": USER, "admin": False, "scope": "write"}
+        assert client.whoami() == {
+            "user_id": USER,
+            "admin": False,
+            "scope": "write",
+            "agents": None,
+        }
         sid = client.create_session(user_id=USER, agent="coding").session_id
         first = _engine(client, project).handle(sid, "fix the start-up failure")
         client.close_session(session_id=sid, user_id=USER)

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from .models import AuditBreak, AuditEvent
 
-__all__ = ["TOMBSTONE", "canonical", "chained", "event_hash", "find_break"]
+__all__ = ["TOMBSTONE", "canonical", "event_hash", "find_break", "new_event"]
 
 #: The action of a deleted session's tombstone event.
 TOMBSTONE = "session.deleted"
@@ -42,16 +43,21 @@ def _utc(at: datetime) -> str:
 
 def canonical(event: AuditEvent, prev_hash: str | None) -> bytes:
     """The canonical encoding of ``event`` chained after ``prev_hash`` (module doc)."""
+    return _canonical(event.__dict__, prev_hash)
+
+
+def _canonical(values: Mapping[str, Any], prev_hash: str | None) -> bytes:
+    """:func:`canonical` of the event whose fields are ``values`` (by field name)."""
     fields = {
-        "session_id": event.session_id,
-        "user_id": event.user_id,
-        "actor": event.actor,
-        "action": event.action,
-        "at": _utc(event.at),
-        "version_before": event.version_before,
-        "version_after": event.version_after,
-        "request_id": event.request_id,
-        "details": event.details,
+        "session_id": values["session_id"],
+        "user_id": values["user_id"],
+        "actor": values["actor"],
+        "action": values["action"],
+        "at": _utc(values["at"]),
+        "version_before": values["version_before"],
+        "version_after": values["version_after"],
+        "request_id": values["request_id"],
+        "details": values["details"],
         "prev_hash": prev_hash,
     }
     return _ENCODER.encode(fields).encode("utf-8")
@@ -62,10 +68,23 @@ def event_hash(event: AuditEvent, prev_hash: str | None) -> str:
     return hashlib.sha256(canonical(event, prev_hash)).hexdigest()
 
 
-def chained(event: AuditEvent, prev_hash: str | None) -> AuditEvent:
-    """``event`` with ``prev_hash`` and its ``hash`` set (a copy)."""
-    digest = event_hash(event, prev_hash)
-    return event.model_copy(update={"prev_hash": prev_hash, "hash": digest})
+def new_event(values: dict[str, Any], prev_hash: str | None) -> AuditEvent:
+    """The event of ``values`` (every :class:`AuditEvent` field but ``prev_hash`` and
+    ``hash``, each already of its field's type: the write pipeline's own) chained
+    after ``prev_hash``: equal to ``AuditEvent(**values, prev_hash=prev_hash,
+    hash=...)`` (values, fields set), with no validation."""
+    digest = hashlib.sha256(_canonical(values, prev_hash)).hexdigest()
+    event = object.__new__(AuditEvent)
+    setattr_ = object.__setattr__
+    setattr_(event, "__dict__", {**values, "prev_hash": prev_hash, "hash": digest})
+    setattr_(event, "__pydantic_fields_set__", set(_EVENT_FIELDS))
+    setattr_(event, "__pydantic_extra__", None)
+    setattr_(event, "__pydantic_private__", None)
+    return event
+
+
+#: Every field of an event, in declaration order (each is set on a new event).
+_EVENT_FIELDS = tuple(AuditEvent.model_fields)
 
 
 def _broken(session_id: str, event: AuditEvent, problem: str, detail: str) -> AuditBreak:

@@ -529,7 +529,7 @@ class PlainReads(_Exchange):
         )
 
     def whoami(self) -> _Flow[dict[str, Any]]:
-        """The user, role and scope (``read`` or ``write``) of the API key in use.
+        """The user, role, scope (``read`` or ``write``) and agents of the API key in use.
 
         ``GET /v1/whoami``
         """

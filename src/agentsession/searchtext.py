@@ -31,6 +31,7 @@ __all__ = [
     "indexable",
     "message_text",
     "occurrences",
+    "payload_text",
     "snippet",
     "tool_call_text",
 ]
@@ -86,7 +87,12 @@ def _strings(value: Any) -> Iterator[str]:
 def message_text(message: Message) -> str:
     """The searchable text of one message ("" when it has none): its text parts in any
     format, tool-call arguments and tool outputs, newline-joined."""
-    payload = message.payload()
+    return payload_text(message.payload())
+
+
+def payload_text(payload: dict[str, Any]) -> str:
+    """:func:`message_text` of the message whose :meth:`~agentsession.models.Message.payload`
+    is ``payload`` (a store that has the payload at hand skips building it again)."""
     return "\n".join(s for member in _MESSAGE_MEMBERS for s in _strings(payload.get(member)))
 
 

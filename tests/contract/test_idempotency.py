@@ -196,7 +196,7 @@ def test_deleted_session_keys_are_gone(manager: SessionManager) -> None:
 
 @pytest.mark.parametrize(
     "method",
-    ["insert_messages", "put_working_memory", "update_session", "insert_audit", "put_idempotency"],
+    ["insert_messages", "put_working_memory", "advance_session", "insert_audit", "put_idempotency"],
 )
 def test_c03_failure_mid_transaction_then_retry(store: SessionStore, method: str) -> None:
     """C03: the store fails mid-append (+ memory 1->2): nothing changes; retry applies once."""

@@ -60,6 +60,13 @@ def limited(api: Api) -> dict[str, str]:
     return headers_of(api.keys.create(user_id="alice", agents=["support"])[1])
 
 
+def test_whoami_names_the_agents_a_key_is_limited_to(api: Api, limited: dict[str, str]) -> None:
+    both = headers_of(api.keys.create(user_id="alice", agents=["support", "billing"])[1])
+    assert api.http.get("/v1/whoami", headers=limited).json()["agents"] == ["support"]
+    assert api.http.get("/v1/whoami", headers=both).json()["agents"] == ["billing", "support"]
+    assert api.http.get("/v1/whoami", headers=api.alice).json()["agents"] is None
+
+
 def test_c31_a_key_of_one_agent_never_sees_nor_changes_another_agents_session(
     api: Api, limited: dict[str, str]
 ) -> None:

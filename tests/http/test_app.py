@@ -359,6 +359,7 @@ def test_admin_acts_across_users(api: Api) -> None:
         "user_id": "root",
         "admin": True,
         "scope": "write",
+        "agents": None,
     }
 
 

@@ -191,7 +191,12 @@ def test_whoami_and_the_erasure_of_a_users_data() -> None:
     async def main() -> None:
         transport = httpx.ASGITransport(app=app)
         async with AsyncSessionClient("http://t", token, transport=transport) as c:
-            assert await c.whoami() == {"user_id": "alice", "admin": False, "scope": "write"}
+            assert await c.whoami() == {
+                "user_id": "alice",
+                "admin": False,
+                "scope": "write",
+                "agents": None,
+            }
             for _ in range(2):
                 await c.create_session()
             assert await c.delete_user_data(target_user_id="alice") == 2

@@ -85,13 +85,24 @@ def test_a_valid_jwt_acts_as_its_user_with_its_scopes(setup) -> None:  # type: i
         "user_id": "alice",
         "admin": False,
         "scope": "write",
+        "agents": None,
     }
     read = _token(key, scope="read", sub="bob")
-    assert _get(client, read).json() == {"user_id": "bob", "admin": False, "scope": "read"}
+    assert _get(client, read).json() == {
+        "user_id": "bob",
+        "admin": False,
+        "scope": "read",
+        "agents": None,
+    }
     writes = client.post("/v1/sessions", json={}, headers={"Authorization": f"Bearer {read}"})
     assert writes.status_code == 403
     admin = _token(key, scope=["write", "admin"], sub="root")
-    assert _get(client, admin).json() == {"user_id": "root", "admin": True, "scope": "write"}
+    assert _get(client, admin).json() == {
+        "user_id": "root",
+        "admin": True,
+        "scope": "write",
+        "agents": None,
+    }
 
 
 @pytest.mark.parametrize(

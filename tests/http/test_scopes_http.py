@@ -120,7 +120,7 @@ def test_a_read_key_answers_every_read_as_a_write_key(
 
 def test_whoami_says_the_scope(api: Api, keys: dict[str, dict[str, str]]) -> None:
     me = api.http.get("/v1/whoami", headers=keys["read"]).json()
-    assert me == {"user_id": "alice", "admin": False, "scope": "read"}
+    assert me == {"user_id": "alice", "admin": False, "scope": "read", "agents": None}
     writes = api.http.post("/v1/sessions", json={}, headers=keys["read"])
     assert_problem(writes, 403, "insufficient-scope")
     assert api.http.post("/v1/sessions", json={}, headers=api.alice).status_code == 201

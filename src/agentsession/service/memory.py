@@ -13,13 +13,14 @@ from pydantic import TypeAdapter
 from ..errors import ValidationError, VersionConflict
 from ..models import MemoryVersion, Page, Session, WorkingMemory
 from ..principal import Principal
-from ..stores.base import StoreTransaction
+from ..stores.base import SessionRow, StoreTransaction
 from .changes.memory import apply_memory
 from .changes.shared import apply_shared_ops, check_shared_ops
 from .core import ServiceCore
+from .modelcopy import updated
 from .paging import Listing, Position
 from .patchops import check_ops
-from .pipeline import Change, WriteRequest, request_parts
+from .pipeline import RowChange, RowWrite, request_parts
 from .reads import memory_as_of, memory_of
 from .validation import check_cursor_seq, check_memory, check_patch
 
@@ -163,16 +164,26 @@ class MemoryUseCases(ServiceCore):
             shared = check_shared_ops(shared_memory_ops, limits, admin=admin)
         mode = "replace" if full is not None else "merge" if merge is not None else "ops"
 
-        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
+        def change(
+            tx: StoreTransaction, row: SessionRow, now: datetime
+        ) -> RowChange[WorkingMemory]:
             memory = apply_memory(
-                tx, s, now, limits, data=full, patch=merge, ops=checked_ops, at_seq=s.message_count
+                tx,
+                row,
+                now,
+                limits,
+                data=full,
+                patch=merge,
+                ops=checked_ops,
+                at_seq=row.message_count,
             )
             details: dict[str, Any] = {"mode": mode}
             if shared:
-                details["shared"] = apply_shared_ops(tx, s, now, limits, shared)
-            return Change(s, "memory.updated", details, memory)
+                details["shared"] = apply_shared_ops(tx, row, now, limits, shared)
+            answer = updated(memory, {"session_version": row.version + 1})
+            return RowChange("memory.updated", details, answer, row.message_count)
 
-        request = WriteRequest(
+        request = RowWrite(
             scope="update_working_memory",
             session_id=session_id,
             principal=Principal(user_id, admin),
@@ -181,9 +192,8 @@ class MemoryUseCases(ServiceCore):
             request=request_parts(full, merge, checked_ops, shared, required=2),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
-            touch=True,
         )
-        return self._pipeline.write(request).value
+        return self._pipeline.write_row(request).value
 
     def modify_working_memory(
         self,

@@ -12,14 +12,14 @@ from pydantic import TypeAdapter
 from ..errors import ValidationError
 from ..models import Message, Page, Session
 from ..principal import Principal
-from ..stores.base import SessionHead, StoreTransaction
+from ..stores.base import SessionHead, SessionRow, StoreTransaction
 from .changes.messages import insert_messages
 from .changes.removal import removal_change
 from .changes.statechange import StateChange
 from .core import ServiceCore
 from .modelcopy import updated
 from .paging import Listing, Position
-from .pipeline import Change, WriteRequest
+from .pipeline import Change, RowChange, RowWrite, WriteRequest
 from .transitions import running_run
 from .validation import check_cursor_seq, check_message
 from .window import align_window
@@ -108,19 +108,23 @@ class MessageUseCases(ServiceCore):
             working_memory_patch, working_memory_ops, shared_memory_ops, self.limits, admin=admin
         )
 
-        def change(tx: StoreTransaction, s: Session, now: datetime) -> Change:
-            _check_runs(tx, s, payloads)
-            stored = insert_messages(tx, s, now, payloads, texts)
-            new = updated(s, {"message_count": s.message_count + len(stored)})
+        def change(
+            tx: StoreTransaction, row: SessionRow, now: datetime
+        ) -> RowChange[list[Message]]:
+            _check_runs(tx, row, payloads)
+            stored = insert_messages(tx, row, now, payloads, texts)
+            count = row.message_count + len(stored)
             details: dict[str, Any] = {
                 "count": len(stored),
                 "first_seq": stored[0].seq,
                 "last_seq": stored[-1].seq,
             }
-            state.apply(tx, s, now, self.limits, details, at_seq=new.message_count)
-            return Change(new, "message.appended", details, stored)
+            state.apply(tx, row, now, self.limits, details, at_seq=count)
+            version = {"session_version": row.version + 1}
+            answer = [updated(m, version) for m in stored]
+            return RowChange("message.appended", details, answer, count)
 
-        request = WriteRequest(
+        request = RowWrite(
             scope="append_messages",
             session_id=session_id,
             principal=Principal(user_id, admin),
@@ -129,9 +133,8 @@ class MessageUseCases(ServiceCore):
             request=(payloads, *state.request()),
             expected_version=expected_version,
             idempotency_key=idempotency_key,
-            touch=True,
         )
-        return self._pipeline.write(request).value
+        return self._pipeline.write_row(request).value
 
     def replace_messages(
         self,
@@ -380,7 +383,9 @@ def _check_anchor(tx: StoreTransaction, session_id: str, anchor: tuple[int, str]
         )
 
 
-def _check_runs(tx: StoreTransaction, s: Session, payloads: list[dict[str, Any]]) -> None:
+def _check_runs(
+    tx: StoreTransaction, s: Session | SessionRow, payloads: list[dict[str, Any]]
+) -> None:
     """Every ``run_id`` the payloads name must be a RUNNING run of ``s``.
 
     Raises:

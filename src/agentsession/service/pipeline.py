@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar, cast
 import pydantic
 from pydantic import TypeAdapter
 
-from ..auditchain import chained
+from ..auditchain import new_event
 from ..errors import (
     AgentSessionError,
     IdempotencyKeyReused,
@@ -41,7 +41,7 @@ from ..errors import (
 from ..jsonvalues import canonical_hash, dumps
 from ..models import AuditEvent, RunStatus, Session, SessionStatus
 from ..principal import Principal
-from ..stores.base import IdempotencyRecord, StoreTransaction
+from ..stores.base import IdempotencyRecord, SessionRow, StoreTransaction
 from .context import current_request_id, report_write
 from .modelcopy import updated
 from .policy import Policy
@@ -65,6 +65,9 @@ __all__ = [
     "DueForExpiry",
     "LapseFn",
     "Refused",
+    "RowChange",
+    "RowChangeFn",
+    "RowWrite",
     "Unchanged",
     "WritePipeline",
     "WriteRequest",
@@ -132,6 +135,45 @@ ChangeFn = Callable[[StoreTransaction, Session, datetime], Change | Session | Un
 #: ``lapse(tx, session, now)``: the change that interrupts the run of a session whose
 #: lease lapsed (:func:`agentsession.service.changes.leases.lapse_change`).
 LapseFn = Callable[[StoreTransaction, Session, datetime], Change]
+
+
+@dataclass(frozen=True, slots=True)
+class RowChange(Generic[R]):
+    """What a row change (:data:`RowChangeFn`) stored besides its own rows.
+
+    Attributes:
+        action: the audit action; details: the audit event's details.
+        result: what the call returns, ``session_version`` already the new version.
+        message_count: the session's ``message_count`` after the change.
+    """
+
+    action: str
+    details: Mapping[str, Any]
+    result: R
+    message_count: int
+
+
+#: ``change(tx, row, now)``: writes its rows for the session of ``row`` (locked, at
+#: ``row.version``; the change stores it at ``row.version + 1``) and returns a
+#: :class:`RowChange`.
+RowChangeFn = Callable[[StoreTransaction, SessionRow, datetime], RowChange[R]]
+
+
+@dataclass(frozen=True, slots=True)
+class RowWrite(Generic[R]):
+    """A write that changes no session field but those of its :class:`SessionRow`
+    (an append, a working-memory update): the lean form of a touching
+    :class:`WriteRequest` that needs an ACTIVE session, whose attributes of the same
+    names it has; ``change`` is a :data:`RowChangeFn`."""
+
+    scope: str
+    session_id: str
+    principal: Principal
+    change: RowChangeFn[R]
+    result_type: TypeAdapter[R]
+    request: tuple[Any, ...] = ()
+    expected_version: int | None = None
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,33 +257,96 @@ class WritePipeline:
             # Lock the session row first: a concurrent retry with the same key then
             # waits here and finds the first one's record, instead of racing it.
             s = self._uow.load(tx, req.session_id, req.principal)
-            replay = self._replay(tx, req.principal, req.scope, key, fingerprint)
-            if replay is not _NO_RECORD:
-                value = req.result_type.validate_python(replay)
-                return Written(value, replayed=True, session_version=s.version)
-            now = self._uow.now()
-            if is_due(s, now) or is_lapsed(s, now):
-                raise DueForExpiry("session is due for expiry or its run's lease lapsed")
-            if req.require_active and s.status != SessionStatus.ACTIVE:
-                raise SessionNotActive(session_id=s.session_id, status=s.status.value)
-            check_version(s, req.expected_version)
-            result, version = self._apply(tx, req, s, now)
+            checked = self._check(tx, req, s, key, fingerprint, active=req.require_active)
+            if isinstance(checked, Written):
+                return checked
+            result, version = self._apply(tx, req, s, checked)
             if not isinstance(result, Refused):
                 self._remember(tx, req.principal, req.scope, key, fingerprint, s, result)
             return Written(result, replayed=False, session_version=version)
 
-        try:
-            written = self._uow.run(body, write=True)
-        except DueForExpiry:
-            # Lazy TTL expiry is its own committed change; then the call acts on an
-            # EXPIRED session (a write fails, close is illegal, restore re-opens). The
-            # same for a lapsed lease: the call then finds its run INTERRUPTED.
-            self.catch_up(req.session_id)
-            written = self._uow.run(body, write=True)
+        written = self._run(req.session_id, body)
         if isinstance(written.value, Refused):  # its audit event is committed
             raise written.value.error
         report_write(replayed=written.replayed, session_version=written.session_version)
         return written
+
+    def write_row(self, req: RowWrite[R]) -> Written[R]:
+        """Run one :class:`RowWrite`: the checks of :meth:`write`, in its order, on the
+        session's :class:`SessionRow` (no :class:`Session` is built), then the change,
+        the row one version up with the TTL clock restarted
+        (:meth:`~agentsession.stores.base.StoreTransaction.advance_session`), its audit
+        event and the idempotency record, in one transaction.
+
+        Raises:
+            As :meth:`write`.
+        """
+        check_expected_version(req.expected_version)
+        key = check_key(req.idempotency_key)
+        fingerprint = self.fingerprint(req.scope, req.session_id, req.request) if key else ""
+
+        def body(tx: StoreTransaction) -> Written[R]:
+            row = self._uow.load_row(tx, req.session_id, req.principal)
+            now = self._check(tx, req, row, key, fingerprint, active=True)
+            if isinstance(now, Written):
+                return now
+            change = req.change(tx, row, now)
+            version = row.version + 1
+            versions = (row.version, version)
+            event = self.audit_event(
+                row, req.principal, change.action, versions, change.details, now
+            )
+            tx.advance_session(
+                row,
+                at=now,
+                expires_at=expires_at(now, row.ttl_seconds),
+                message_count=change.message_count,
+                audit_head=event.hash,
+            )
+            tx.insert_audit(event)
+            self._remember(tx, req.principal, req.scope, key, fingerprint, row, change.result)
+            return Written(change.result, replayed=False, session_version=version)
+
+        written = self._run(req.session_id, body)
+        report_write(replayed=written.replayed, session_version=written.session_version)
+        return written
+
+    def _check(
+        self,
+        tx: StoreTransaction,
+        req: WriteRequest[R] | RowWrite[R],
+        s: Session | SessionRow,
+        key: str | None,
+        fingerprint: str,
+        *,
+        active: bool,
+    ) -> Written[R] | datetime:
+        """The checks after the lookup, in order: a replay of the key (its first
+        result), lazy expiry and a lapsed lease (DueForExpiry), the status (with
+        ``active``), the expected version. Returns the replay, or the write's ``now``."""
+        replay = self._replay(tx, req.principal, req.scope, key, fingerprint)
+        if replay is not _NO_RECORD:
+            value = req.result_type.validate_python(replay)
+            return Written(value, replayed=True, session_version=s.version)
+        now = self._uow.now()
+        if is_due(s, now) or is_lapsed(s, now):
+            raise DueForExpiry("session is due for expiry or its run's lease lapsed")
+        if active and s.status != SessionStatus.ACTIVE:
+            raise SessionNotActive(session_id=s.session_id, status=s.status.value)
+        check_version(s, req.expected_version)
+        return now
+
+    def _run(self, session_id: str, body: Callable[[StoreTransaction], Written[R]]) -> Written[R]:
+        """Run a write's ``body`` in a write transaction; when the session is due for
+        expiry or its lease lapsed, store that first and run it again."""
+        try:
+            return self._uow.run(body, write=True)
+        except DueForExpiry:
+            # Lazy TTL expiry is its own committed change; then the call acts on an
+            # EXPIRED session (a write fails, close is illegal, restore re-opens). The
+            # same for a lapsed lease: the call then finds its run INTERRUPTED.
+            self.catch_up(session_id)
+            return self._uow.run(body, write=True)
 
     def _apply(
         self, tx: StoreTransaction, req: WriteRequest[R], s: Session, now: datetime
@@ -402,7 +507,7 @@ class WritePipeline:
 
     @staticmethod
     def audit_event(
-        s: Session,
+        s: Session | SessionRow,
         actor: Principal,
         action: str,
         versions: tuple[int | None, int | None],
@@ -410,22 +515,22 @@ class WritePipeline:
         now: datetime,
     ) -> AuditEvent:
         """The audit event of ``s`` (its ``seq`` 0, for the store to give), chained after
-        ``s.audit_head`` (:func:`~agentsession.auditchain.chained`): ``actor`` is the
+        ``s.audit_head`` (:func:`~agentsession.auditchain.new_event`): ``actor`` is the
         principal's user id (the caller; the owner is ``s.user_id``), ``versions`` is
         (before, after)."""
-        event = AuditEvent(
-            seq=0,
-            session_id=s.session_id,
-            user_id=s.user_id,
-            actor=actor.user_id,
-            action=action,
-            at=now,
-            version_before=versions[0],
-            version_after=versions[1],
-            request_id=current_request_id(),
-            details=dict(details),
-        )
-        return chained(event, s.audit_head)
+        values = {
+            "seq": 0,
+            "session_id": s.session_id,
+            "user_id": s.user_id,
+            "actor": actor.user_id,
+            "action": action,
+            "at": now,
+            "version_before": versions[0],
+            "version_after": versions[1],
+            "request_id": current_request_id(),
+            "details": dict(details),
+        }
+        return new_event(values, s.audit_head)
 
     @staticmethod
     def audit(
@@ -554,7 +659,7 @@ class WritePipeline:
         scope: str,
         key: str | None,
         fingerprint: str,
-        target: Session | str | None,
+        target: Session | SessionRow | str | None,
         result: Any,
     ) -> None:
         """Store the idempotency record of ``key`` (None: nothing). ``target`` is the
@@ -563,7 +668,12 @@ class WritePipeline:
         if key is None:
             return
         now = self._uow.now()
-        session, owner = (target, target.user_id) if isinstance(target, Session) else (None, target)
+        session_id: str | None = None
+        owner: str | None
+        if isinstance(target, Session | SessionRow):
+            session_id, owner = target.session_id, target.user_id
+        else:
+            owner = target
         tx.put_idempotency(
             IdempotencyRecord(
                 owner_id=owner,
@@ -571,7 +681,7 @@ class WritePipeline:
                 scope=scope,
                 key=key,
                 fingerprint=fingerprint,
-                session_id=None if session is None else session.session_id,
+                session_id=session_id,
                 result=dumps(_to_json(result)),
                 created_at=now,
                 expires_at=now + self._retention,
@@ -589,7 +699,7 @@ def request_parts(*parts: Any, required: int) -> tuple[Any, ...]:
     return tuple(kept)
 
 
-def check_version(s: Session, expected_version: int | None) -> None:
+def check_version(s: Session | SessionRow, expected_version: int | None) -> None:
     """Optimistic locking: raise VersionConflict unless ``expected_version`` is None or
     the session's current version."""
     if expected_version is not None and expected_version != s.version:

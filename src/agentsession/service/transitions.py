@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from ..errors import RunLeaseExpired, RunNotFound, RunNotRunning
 from ..models import Run, RunStatus, Session, SessionStatus
-from ..stores.base import SessionHead, StoreTransaction
+from ..stores.base import SessionHead, SessionRow, StoreTransaction
 from ..stores.listing import is_due
 
 __all__ = [
@@ -64,8 +64,8 @@ def as_of(s: Session, now: datetime) -> Session:
     return expired(s, s.expires_at, TTL_REASON)
 
 
-def is_lapsed(s: Session | SessionHead, now: datetime) -> bool:
-    """Whether the lease of the RUNNING run of ``s`` (a session or its head) lapsed at
+def is_lapsed(s: Session | SessionHead | SessionRow, now: datetime) -> bool:
+    """Whether the lease of the RUNNING run of ``s`` (a session, its head or its row) lapsed at
     or before ``now`` while the session was ACTIVE: before its TTL deadline, if it has
     one (a session whose TTL ran out first is expired instead, which interrupts the run
     as well). One compare on the session row, no read of the run."""
@@ -75,7 +75,7 @@ def is_lapsed(s: Session | SessionHead, now: datetime) -> bool:
     return s.expires_at is None or lease < s.expires_at
 
 
-def next_version(s: Session) -> int:
+def next_version(s: Session | SessionRow) -> int:
     """The version a change to ``s`` stores: every committed change is one step."""
     return s.version + 1
 
@@ -112,7 +112,7 @@ def stop_running_runs(
     return [run.run_id]
 
 
-def running_run(tx: StoreTransaction, s: Session, run_id: str) -> Run:
+def running_run(tx: StoreTransaction, s: Session | SessionRow, run_id: str) -> Run:
     """The run ``run_id`` of ``s``, which must be RUNNING: a step, a finish, a message
     or a tool call tagged with a run is refused once the run ended (say, interrupted by
     a restore that took the session over), so a late writer stores nothing. Reads the

@@ -19,7 +19,14 @@ from ..ids import check_id, check_name
 from ..models import Session
 from ..observe import note
 from ..principal import Principal
-from ..stores.base import ConnectionLost, SessionHead, SessionOrHead, SessionStore, StoreTransaction
+from ..stores.base import (
+    ConnectionLost,
+    SessionHead,
+    SessionOrHead,
+    SessionRow,
+    SessionStore,
+    StoreTransaction,
+)
 from .policy import Policy
 
 __all__ = ["UnitOfWork", "utcnow"]
@@ -102,6 +109,17 @@ class UnitOfWork:
             ValidationError, SessionNotFound: as :meth:`load`.
         """
         return _owned(session_id, principal, tx.get_session_head)
+
+    @staticmethod
+    def load_row(tx: StoreTransaction, session_id: str, principal: Principal) -> SessionRow:
+        """As :meth:`load`, for a write that changes only the fields of the session's
+        :class:`~agentsession.stores.base.SessionRow` (no Session is built; the row
+        is locked).
+
+        Raises:
+            ValidationError, SessionNotFound: as :meth:`load`.
+        """
+        return _owned(session_id, principal, tx.lock_session_row)
 
 
 def _owned(

@@ -64,6 +64,7 @@ __all__ = [
     "SearchText",
     "SessionHead",
     "SessionOrHead",
+    "SessionRow",
     "SessionStore",
     "StoreConflict",
     "StoreTransaction",
@@ -174,8 +175,44 @@ class SessionHead(NamedTuple):
         )
 
 
-#: A session or its head: what a check that reads only head fields takes.
-SessionOrHead = TypeVar("SessionOrHead", Session, SessionHead)
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """The fields of a session row that an append or a working-memory update checks
+    and changes (ownership, lifecycle, expiry, lease, the version compare-and-set, the
+    history's length, the TTL clock, the audit chain's head): what
+    :meth:`StoreTransaction.lock_session_row` returns, with no :class:`Session` built.
+    Each field is the :class:`Session` field of that name."""
+
+    session_id: str
+    user_id: str
+    agent: str
+    status: SessionStatus
+    version: int
+    message_count: int
+    ttl_seconds: float | None
+    expires_at: datetime | None
+    lease_expires_at: datetime | None
+    audit_head: str | None
+
+    @classmethod
+    def of(cls, s: Session) -> SessionRow:
+        """The row fields of ``s``."""
+        return cls(
+            s.session_id,
+            s.user_id,
+            s.agent,
+            s.status,
+            s.version,
+            s.message_count,
+            s.ttl_seconds,
+            s.expires_at,
+            s.lease_expires_at,
+            s.audit_head,
+        )
+
+
+#: A session, its head or its row: what a check that reads only those fields takes.
+SessionOrHead = TypeVar("SessionOrHead", Session, SessionHead, SessionRow)
 
 
 class SearchRow(NamedTuple):
@@ -304,6 +341,12 @@ class StoreTransaction(Protocol):
         :meth:`get_session`), or None. Meant for read transactions: a write reads the
         session with :meth:`get_session`, which locks the row."""
 
+    def lock_session_row(self, session_id: str) -> SessionRow | None:
+        """Return the session's :class:`SessionRow` (equal to ``SessionRow.of`` its
+        :meth:`get_session`), or None, locking the row as :meth:`get_session` does: the
+        lean form of a write that changes only those fields (an append, a
+        working-memory update), which then ends with :meth:`advance_session`."""
+
     def insert_session(self, session: Session) -> None:
         """Insert a new session. Raises StoreConflict if the id exists, or if its
         ``external_key`` is not None and an existing session of the same ``(user_id,
@@ -320,6 +363,24 @@ class StoreTransaction(Protocol):
 
         Compare-and-set in one statement. Raises StoreConflict when the stored version
         differs or the row is gone.
+        """
+
+    def advance_session(
+        self,
+        row: SessionRow,
+        *,
+        at: datetime,
+        expires_at: datetime | None,
+        message_count: int,
+        audit_head: str | None,
+    ) -> None:
+        """Store the session of ``row`` (as :meth:`lock_session_row` read it) one
+        version up, touched at ``at``: ``version`` = ``row.version + 1``,
+        ``updated_at`` = ``last_active_at`` = ``at``, and ``expires_at``,
+        ``message_count``, ``audit_head`` as given; every other field as stored. The
+        row stored is the one :meth:`update_session` stores for ``get_session``'s
+        session with those fields changed, compared-and-set against ``row.version``.
+        Raises StoreConflict when the stored version differs or the row is gone.
         """
 
     def delete_session(self, session_id: str) -> None:

@@ -14,13 +14,13 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from ..models import Session, SessionStatus
-from .base import SessionHead
+from .base import SessionHead, SessionRow
 
 __all__ = ["is_due", "listing_key", "merge_newest", "status_as_of"]
 
 
-def is_due(s: Session | SessionHead, now: datetime) -> bool:
-    """Whether ``s`` (a session or its head) is ACTIVE and idle past its TTL at ``now``
+def is_due(s: Session | SessionHead | SessionRow, now: datetime) -> bool:
+    """Whether ``s`` (a session, its head or its row) is ACTIVE and idle past its TTL at ``now``
     (due for expiry)."""
     return s.status == SessionStatus.ACTIVE and s.expires_at is not None and s.expires_at <= now
 

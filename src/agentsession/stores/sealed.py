@@ -72,6 +72,7 @@ from .base import (
     SearchRow,
     SearchText,
     SessionHead,
+    SessionRow,
     SessionStore,
     StoreTransaction,
 )
@@ -156,6 +157,7 @@ _SESSION_TEXTS = ("title", "status_reason")
 # (tests/test_crypto.py checks it), so no content ever passes through unsealed.
 _CONTENT_FREE = frozenset(
     {
+        "advance_session",
         "copy_history",
         "delete_budget",
         "delete_idempotency",
@@ -239,6 +241,14 @@ class _SealedTransaction:
         if head is not None:
             self._owners[session_id] = head.user_id
         return head
+
+    def lock_session_row(self, session_id: str) -> SessionRow | None:
+        # Content-free (ids, status, counts, times, a hash); its owner places what the
+        # write seals next, as get_session's does.
+        row = self._tx.lock_session_row(session_id)
+        if row is not None:
+            self._owners[session_id] = row.user_id
+        return row
 
     def insert_session(self, session: Session) -> None:
         self._owners[session.session_id] = session.user_id

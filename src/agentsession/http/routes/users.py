@@ -18,9 +18,18 @@ router = APIRouter(prefix="/v1", tags=["users"], responses=ERRORS, route_class=S
 
 @router.get("/whoami")
 async def whoami(principal: Auth) -> JSONResponse:
-    """The user, role and scope (``read`` or ``write``) of the API key in use."""
+    """The user, role, scope (``read`` or ``write``) and agents of the API key in use.
+
+    ``agents`` is the sorted list of agents the key is limited to, or null for every agent.
+    """
+    agents = None if principal.agents is None else sorted(principal.agents)
     return JSONResponse(
-        {"user_id": principal.user_id, "admin": principal.admin, "scope": principal.scope}
+        {
+            "user_id": principal.user_id,
+            "admin": principal.admin,
+            "scope": principal.scope,
+            "agents": agents,
+        }
     )
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from ...models import Session, WorkingMemory
-from ...stores.base import StoreTransaction
+from ...stores.base import SessionRow, StoreTransaction
 from ..mergepatch import merge_patch
 from ..patchops import apply_ops
 from ..policy import Limits
@@ -19,7 +19,7 @@ __all__ = ["apply_memory"]
 
 def apply_memory(
     tx: StoreTransaction,
-    s: Session,
+    s: Session | SessionRow,
     now: datetime,
     limits: Limits,
     *,

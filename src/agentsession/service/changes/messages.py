@@ -8,14 +8,14 @@ from typing import Any
 
 from ...ids import new_id
 from ...models import Message, Session
-from ...stores.base import StoreTransaction
+from ...stores.base import SessionRow, StoreTransaction
 
 __all__ = ["insert_messages"]
 
 
 def insert_messages(
     tx: StoreTransaction,
-    s: Session,
+    s: Session | SessionRow,
     now: datetime,
     payloads: list[dict[str, Any]],
     texts: list[str] | None = None,

@@ -11,7 +11,7 @@ from typing import Any
 from ...errors import Forbidden, ValidationError
 from ...jsonvalues import check_json
 from ...models import Scope, Session, SharedMemory
-from ...stores.base import StoreTransaction
+from ...stores.base import SessionRow, StoreTransaction
 from ..patchops import apply_ops, check_ops
 from ..policy import Limits
 
@@ -101,7 +101,7 @@ def check_shared_ops(
 
 def apply_shared_ops(
     tx: StoreTransaction,
-    s: Session,
+    s: Session | SessionRow,
     now: datetime,
     limits: Limits,
     ops: Mapping[Scope, list[dict[str, Any]]],

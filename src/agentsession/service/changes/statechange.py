@@ -10,7 +10,7 @@ from typing import Any
 
 from ...errors import ValidationError
 from ...models import Scope, Session
-from ...stores.base import StoreTransaction
+from ...stores.base import SessionRow, StoreTransaction
 from ..patchops import check_ops
 from ..pipeline import request_parts
 from ..policy import Limits
@@ -70,7 +70,7 @@ class StateChange:
     def apply(
         self,
         tx: StoreTransaction,
-        s: Session,
+        s: Session | SessionRow,
         now: datetime,
         limits: Limits,
         details: dict[str, Any],

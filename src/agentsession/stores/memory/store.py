@@ -20,6 +20,7 @@ from ...apikeys import MemoryKeyTable
 from ...errors import StoreError
 from ..base import FeedRead, ScrubReport
 from ..changefeed import parse_seq_cursor, selected
+from ..rowwrites import RowWriteDefaults
 from .audit import AuditOps
 from .forks import ForkOps
 from .messages import MessageOps
@@ -135,6 +136,7 @@ class MemoryStore(Tables):
 
 
 class _MemoryTransaction(
+    RowWriteDefaults,
     SessionOps,
     MessageOps,
     WorkingMemoryOps,

@@ -97,6 +97,7 @@ from ...models import (
     WorkingMemory,
 )
 from ..base import FeedRead, IdempotencyRecord, ScrubReport, SessionHead, StoreConflict
+from ..rowwrites import RowWriteDefaults
 from .apikeys import RedisKeyTable
 from .audit import AuditOps
 from .changes import change_tail, read_changes
@@ -550,6 +551,7 @@ class RedisStore:
 
 
 class _RedisTransaction(
+    RowWriteDefaults,
     SessionOps,
     MessageOps,
     MemoryOps,

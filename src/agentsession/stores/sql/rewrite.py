@@ -40,7 +40,7 @@ class RewriteOps:
     _conn: Connection
     _writing: Callable[[], None]
     _translatable: tuple[type[BaseException], ...]
-    _index_messages: Callable[[Sequence[Message]], None]
+    _index_messages: Callable[..., None]
     _index_tool_call: Callable[[ToolCall], None]
 
     @translated

@@ -30,9 +30,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ...errors import ValidationError
+from ...jsonvalues import loads
 from ...models import Message, Session, ToolCall
-from ...searchtext import MIN_INDEXED_CHARS, indexable, message_text, tool_call_text
-from ..base import SearchRow, SearchText
+from ...searchtext import MIN_INDEXED_CHARS, indexable, message_text, payload_text, tool_call_text
+from ..base import JSONTexts, SearchRow, SearchText
 from .dialect import translated
 from .execute import CompiledStatement, StatementCache
 from .schema import search_texts, sessions
@@ -84,9 +85,16 @@ class SearchOps:
         text = (session.title or "").replace("\x00", " ")
         self._index([_row(session.session_id, "title", 0, None, text)])
 
-    def _index_messages(self, messages: Sequence[Message]) -> None:
+    def _index_messages(self, messages: Sequence[Message], texts: JSONTexts = None) -> None:
+        """Index the messages' text; ``texts``: their payloads' JSON, as the insert
+        bound them (decoded here rather than each payload dumped from its model)."""
+        if texts is None:
+            found = [message_text(m) for m in messages]
+        else:
+            found = [payload_text(loads(t)) for t in texts]
         self._index(
-            _row(m.session_id, "message", m.seq, m.role.value, message_text(m)) for m in messages
+            _row(m.session_id, "message", m.seq, m.role.value, text)
+            for m, text in zip(messages, found, strict=True)
         )
 
     def _unindex_messages(self, session_id: str, *, after_seq: int) -> None:

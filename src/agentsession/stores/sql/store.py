@@ -60,6 +60,7 @@ from .dialect import translated as _translated
 from .execute import CompiledStatement, observed
 from .forks import ForkOps
 from .groupcommit import MAX_BATCH, GroupCommit
+from .hotwrite import HotWriteOps
 from .idlereaders import IdleReaders
 from .memory_history import MemoryHistoryOps
 from .meta import MetaOps
@@ -344,6 +345,15 @@ class SQLStore:
 SESSION_COLUMNS = tuple(c.key for c in sessions.c if c.key != "session_id")
 
 
+def _binds(table: sa.Table, text: str) -> dict[str, Any]:
+    """A bind parameter per column of ``table`` (by its name), the JSON column ``text``
+    bound as the JSON text the caller encoded (the column's own encoding of it)."""
+    return {
+        c.key: sa.bindparam(c.key, type_=LONG_TEXT) if c.key == text else sa.bindparam(c.key)
+        for c in table.c
+    }
+
+
 class _Statements:
     """Statements of the hot paths, built and compiled once per store (for its dialect);
     values are bound per call. See :mod:`.execute`."""
@@ -368,12 +378,7 @@ class _Statements:
         self._dialect = dialect
         self._session_updates: dict[tuple[str, ...], CompiledStatement] = {}
         # The payload is bound as the JSON text it already is (see insert_messages).
-        self.insert_messages = compiled(
-            sa.insert(messages).values(
-                {c.key: sa.bindparam(c.key) for c in messages.c if c.key != "payload"}
-                | {"payload": sa.bindparam("payload", type_=LONG_TEXT)}
-            )
-        )
+        self.insert_messages = compiled(sa.insert(messages).values(_binds(messages, "payload")))
         self.delete_messages = compiled(
             sa.delete(messages).where(
                 messages.c.session_id == sa.bindparam("session_id"),
@@ -396,13 +401,14 @@ class _Statements:
                 working_memory.c.session_id == sa.bindparam("session_id")
             )
         )
+        # The memory's data is bound as its JSON text, encoded once (put_working_memory).
         self.update_memory = compiled(
             sa.update(working_memory)
             .where(working_memory.c.session_id == sa.bindparam("b_session_id"))
             .values(
                 version=sa.bindparam("version"),
                 updated_at=sa.bindparam("updated_at"),
-                data=sa.bindparam("data"),
+                data=sa.bindparam("data", type_=LONG_TEXT),
             )
         )
         # A working-memory write's history row, after dropping the older row(s) at its
@@ -415,7 +421,7 @@ class _Statements:
             )
         )
         self.insert_history = compiled(
-            sa.insert(memory_history).values({c.key: sa.bindparam(c.key) for c in memory_history.c})
+            sa.insert(memory_history).values(_binds(memory_history, "data"))
         )
         self.get_idempotency = compiled(
             sa.select(idempotency_keys).where(
@@ -557,6 +563,7 @@ class _Statements:
 
 
 class _SQLTransaction(
+    HotWriteOps,
     ChangeOps,
     ForkOps,
     RecordOps,
@@ -846,7 +853,7 @@ class _SQLTransaction(
             for m, text in zip(messages_, payloads, strict=True)
         ]
         self._execute_rows(self._sql.insert_messages, rows)
-        self._index_messages(messages_)
+        self._index_messages(messages_, payloads)
 
     @_translated
     def get_messages(
@@ -900,21 +907,22 @@ class _SQLTransaction(
     @_translated
     def put_working_memory(self, memory: WorkingMemory, *, at_seq: int) -> None:
         self._writing()
-        values = {"version": memory.version, "updated_at": memory.updated_at, "data": memory.data}
+        # The data's JSON, encoded once for both rows (as the JSON column would encode it).
+        values = {"version": memory.version, "updated_at": memory.updated_at}
+        text = {**values, "data": dumps(memory.data)}
         # The history row first (a duplicate version is a StoreConflict before anything
         # else is written), with the compiled statements: this is every memory write's path.
         key = {"session_id": memory.session_id, "at_seq": at_seq}
         self._execute(self._sql.drop_older_history, {**key, "version": memory.version})
-        self._execute(self._sql.insert_history, {**key, **values})
+        self._execute(self._sql.insert_history, {**key, **text})
         # The manager holds the session row lock, so update-then-insert cannot race;
         # if it somehow did, the duplicate key becomes StoreConflict and a retry.
         updated = self._execute(
-            self._sql.update_memory, {**values, "b_session_id": memory.session_id}
+            self._sql.update_memory, {**text, "b_session_id": memory.session_id}
         )
         if updated.rowcount == 0:
-            self._conn.execute(
-                sa.insert(working_memory), {**values, "session_id": memory.session_id}
-            )
+            row = {**values, "data": memory.data, "session_id": memory.session_id}
+            self._conn.execute(sa.insert(working_memory), row)
 
     # -- audit -----------------------------------------------------------------------
     @_translated
