@@ -123,7 +123,7 @@ _OLD_KEYS = sa.table(
 def test_fresh_database_upgrades_to_head(tmp_path: Path) -> None:
     """An empty file has no revision; upgrade brings it to the head the code expects."""
     url = _url(tmp_path / "fresh.db")
-    assert head_revision() == "0020_api_key_agents"
+    assert head_revision() == "0021_store_meta_session_chain"
     assert current_revision(url) is None
     assert upgrade(url) == head_revision()
     assert current_revision(url) == head_revision()
@@ -698,6 +698,8 @@ _NEW_15 = ("usage_ledger", "user_budgets", "session_budgets")
 _NEW_16 = ("api_keys", "auth_failures")
 #: The table revision 0018 creates.
 _NEW_18 = ("session_metadata",)
+#: The tables revision 0021 creates.
+_NEW_21 = ("store_meta", "session_chain")
 
 
 def _row_counts(url: str) -> dict[str, int]:
@@ -750,6 +752,7 @@ def test_downgrade_keeps_every_child_row(db_url: str, target: str) -> None:
         *_NEW_15,
         *_NEW_16,
         *_NEW_18,
+        *_NEW_21,
     }
     assert set(before) - set(after) <= newer
 
@@ -776,6 +779,7 @@ def test_records_downgrade_drops_only_the_records(db_url: str) -> None:
         *_NEW_15,
         *_NEW_16,
         *_NEW_18,
+        *_NEW_21,
     )
     assert _row_counts(db_url) == {t: n for t, n in before.items() if t not in newer}
     assert upgrade(db_url) == head_revision()
@@ -801,7 +805,7 @@ def test_run_leases_downgrade_forgets_leases_and_keeps_runs(db_url: str) -> None
     assert _row_counts(db_url) == {
         t: n
         for t, n in before.items()
-        if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16, *_NEW_18)
+        if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16, *_NEW_18, *_NEW_21)
     }
     engine = sa.create_engine(db_url)
     try:
@@ -832,7 +836,7 @@ def test_summaries_downgrade_drops_only_the_summaries(db_url: str) -> None:
     assert _row_counts(db_url) == {
         t: n
         for t, n in before.items()
-        if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16, *_NEW_18)
+        if t not in ("summaries", *_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16, *_NEW_18, *_NEW_21)
     }
     assert upgrade(db_url) == head_revision()
     with SessionManager.from_url(db_url) as sm:
@@ -857,7 +861,7 @@ def test_memory_history_seeds_one_row_per_working_memory(db_url: str) -> None:
     assert _row_counts(db_url) == {
         t: n
         for t, n in before.items()
-        if t not in (*_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16, *_NEW_18)
+        if t not in (*_NEW_11, *_NEW_13, *_NEW_15, *_NEW_16, *_NEW_18, *_NEW_21)
     }
     engine = sa.create_engine(db_url)
     try:

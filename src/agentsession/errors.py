@@ -40,9 +40,11 @@ HTTP status it maps to (docs/architecture.md, "Errors")::
         ├── StoreBusy                503  transient (lock timeout); safe to retry
         ├── StoreUnavailable         503  unreachable, connection lost, or disk full
         │   └── KeyringError         503  stored content cannot be sealed or opened with the
-        │                                 keyring (missing, wrong, of another store, or a
-        │                                 corrupted or plaintext value); HTTP answers it as
-        │                                 a plain ``store-unavailable``
+        │       │                         keyring (missing, wrong, of another store, or a
+        │       │                         corrupted or plaintext value); HTTP answers it as
+        │       │                         a plain ``store-unavailable``
+        │       └── KeyringMismatch  503  the store is marked as sealed with another
+        │                                 keyring than the one given, or none was given
         └── SchemaOutOfDate          500  database schema older than the code: run migrations
 """
 
@@ -61,6 +63,7 @@ __all__ = [
     "IllegalTransition",
     "ImportSourceError",
     "KeyringError",
+    "KeyringMismatch",
     "NotFound",
     "PatchConflict",
     "PayloadTooLarge",
@@ -734,6 +737,18 @@ class KeyringError(StoreUnavailable):
     """
 
     code = "keyring-error"
+
+
+class KeyringMismatch(KeyringError):
+    """The store records that its content is sealed with a keyring (its keyring mark: the
+    keyring's store id, never key material), and it is opened without a keyring or with
+    another one. Raised when the store is opened (``SessionManager.from_url``, the CLI,
+    ``serve``), before anything is read or written, so a process without the keyring
+    never shows ciphertext as values nor writes plaintext beside it. The message names
+    the store ids of both keyrings (docs/security.md, "Encryption at rest").
+    """
+
+    code = "keyring-mismatch"
 
 
 class SchemaOutOfDate(StoreError):

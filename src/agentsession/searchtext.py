@@ -10,6 +10,11 @@ members (object keys and structural members such as ids, types, signatures and b
 
 Matching is a case-insensitive substring test (:func:`occurrences`), the rule every
 store's index answers exactly.
+
+A text holding a sealed value (a store with a keyring) is never indexed
+(:func:`indexable`): ciphertext says nothing, and a query could match its letters. With
+search turned on under a keyring, the sealed store hands the stores the plaintext
+texts instead (docs/security.md, "Search with a keyring").
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Final
 
+from .crypto.envelope import TEXT_PREFIX
 from .models import Message
 
 __all__ = [
     "MIN_INDEXED_CHARS",
     "SNIPPET_CHARS",
+    "indexable",
     "message_text",
     "occurrences",
     "payload_text",
@@ -95,6 +102,13 @@ def tool_call_text(tool: str, arguments: Any, result: Any) -> str:
     result (a result that is a string is taken whole)."""
     strings = [tool, *_strings(arguments), *_strings(result)]
     return "\n".join(strings)
+
+
+def indexable(text: str) -> bool:
+    """Whether ``text`` (a :func:`message_text`, :func:`tool_call_text` or title) goes
+    into a search index: it is not empty and none of its lines is a sealed value (the
+    envelope text of :mod:`agentsession.crypto.envelope`, which holds no newline)."""
+    return bool(text) and not (text.startswith(TEXT_PREFIX) or ("\n" + TEXT_PREFIX) in text)
 
 
 def occurrences(text: str, query: str) -> int:

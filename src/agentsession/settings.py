@@ -110,6 +110,10 @@ class Settings(BaseSettings):
         keyring_file: the keyring file (``AGENTSESSION_KEYRING_FILE``; ``agentsession
             keyring create``): content is stored sealed with per-user keys
             (docs/security.md, "Encryption at rest"); unset = stored as it is.
+        search_with_keyring: with a keyring, turn search on anyway
+            (``AGENTSESSION_SEARCH_WITH_KEYRING``; off by default): the search index
+            then holds the plaintext text of titles, messages and tool calls
+            (docs/security.md, "Search with a keyring").
         prices_file: the price table of the usage ledger (``AGENTSESSION_PRICES_FILE``),
             a JSON file of model name -> prices per million tokens
             (:func:`agentsession.usage.load_prices`); unset (default): no prices, so
@@ -143,6 +147,7 @@ class Settings(BaseSettings):
     tombstone_key: SecretStr | None = None
     redis_rewrite_aof: bool = False
     keyring_file: str | None = None
+    search_with_keyring: bool = False
     prices_file: str | None = None
     metrics_token: SecretStr | None = Field(None, min_length=16)
     otel_traces: bool = False
@@ -172,6 +177,7 @@ class Settings(BaseSettings):
         }
         if self.keyring_file:
             options["keyring"] = self.keyring_file
+            options["search_with_keyring"] = self.search_with_keyring
         if self.url.startswith("sqlite"):
             options["sqlite_synchronous"] = self.sqlite_synchronous
         if self.url.startswith(("redis://", "rediss://")):

@@ -36,6 +36,7 @@ from ..errors import (
     IllegalTransition,
     ImportSourceError,
     KeyringError,
+    KeyringMismatch,
     NotFound,
     PatchConflict,
     PayloadTooLarge,
@@ -145,6 +146,7 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     StoreUnavailable: Problem("Service Unavailable", _UNAVAILABLE_DETAIL, ()),
     # Never sent as it is: the handler answers a plain StoreUnavailable (see there).
     KeyringError: Problem("Service Unavailable", _UNAVAILABLE_DETAIL, ()),
+    KeyringMismatch: Problem("Service Unavailable", _UNAVAILABLE_DETAIL, ()),
     SchemaOutOfDate: Problem("Internal Server Error", _STORE_DETAIL, ()),
     Unauthenticated: Problem("Unauthorized"),
     TooManyRequests: Problem("Too Many Requests"),

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
+
 from ..auditchain import find_break
 from ..errors import Forbidden
 from ..ids import check_id, check_name
 from ..models import AuditEvent, AuditReport
-from ..stores.base import StoreTransaction
+from ..sessionchain import HEAD, find_chain_break
+from ..stores.base import ChainLink, StoreTransaction
 from .core import ServiceCore
 
 __all__ = ["AuditCheckUseCases"]
@@ -22,9 +26,11 @@ class AuditCheckUseCases(ServiceCore):
     ) -> AuditReport:
         """Walk the audit chain of every session (or of ``session_id``): each event's
         hash against its content, each link against the event before it, and each live
-        session's ``audit_head`` against its newest event. Reads the whole audit log
-        through the change feed, in batches; shared-memory deletions (``shm_`` ids) carry
-        no chain and are skipped.
+        session's ``audit_head`` against its newest event; then, for the whole store,
+        the session chain (:mod:`agentsession.sessionchain`): a session created and
+        gone without a tombstone is named. Reads the whole audit log through the change
+        feed, in batches; shared-memory deletions (``shm_`` ids) carry no chain and are
+        skipped.
 
         Args:
             user_id: the caller (the principal). session_id: check this session only.
@@ -40,6 +46,9 @@ class AuditCheckUseCases(ServiceCore):
             check_id(session_id, field="session_id", prefix="ses")
         if not admin:
             raise Forbidden("verifying the audit log needs admin=True")
+        # The chain's head first, then the sessions and events, then the links: a link
+        # at or below the head was committed before the others were read.
+        chain_head = None if session_id else self._uow.run(_chain_head, write=False)
         chains = self._audit_events(session_id)
         heads = self._audit_heads(session_id)
         for sid in heads:
@@ -50,7 +59,22 @@ class AuditCheckUseCases(ServiceCore):
             broken = find_break(sid, kept, heads.get(sid))
             if broken is not None:
                 return AuditReport(sessions=len(chains), events=events, broken=broken)
+        if session_id is None:
+            broken = find_chain_break(self._chain_links(), chain_head, heads, chains)
+            if broken is not None:
+                return AuditReport(sessions=len(chains), events=events, broken=broken)
         return AuditReport(sessions=len(chains), events=events)
+
+    def _chain_links(self) -> Iterator[ChainLink]:
+        """Every link of the session chain (:mod:`agentsession.sessionchain`), in seq
+        order, read in batches."""
+        after = 0
+        while True:
+            page = self._uow.run(functools.partial(_chain_page, after=after), write=False)
+            yield from page
+            if len(page) < _BATCH:
+                return
+            after = page[-1].seq
 
     def _audit_events(self, session_id: str | None) -> dict[str, list[AuditEvent]]:
         """Every kept audit event of a session (or of ``session_id``), by session, each
@@ -92,3 +116,11 @@ class AuditCheckUseCases(ServiceCore):
                 after = (page[-1].updated_at, page[-1].session_id)
 
         return self._uow.run(body, write=False)
+
+
+def _chain_head(tx: StoreTransaction) -> str | None:
+    return tx.get_store_meta(HEAD)
+
+
+def _chain_page(tx: StoreTransaction, *, after: int) -> list[ChainLink]:
+    return tx.list_chain_links(after_seq=after, limit=_BATCH)

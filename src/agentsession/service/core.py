@@ -76,6 +76,7 @@ class ServiceCore:
         limits: Limits | None = None,
         policy: Policy | None = None,
         keyring: Keyring | str | os.PathLike[str] | None = None,
+        search_with_keyring: bool = False,
         **store_options: Any,
     ) -> Self:
         """Open the store named by ``url`` and return a manager that owns it.
@@ -89,27 +90,32 @@ class ServiceCore:
                 (``AGENTSESSION_KEYRING_FILE``): content is sealed with it
                 (:class:`~agentsession.stores.sealed.SealedStore`; docs/security.md,
                 "Encryption at rest"). None: stored as it is.
+            search_with_keyring: with ``keyring``, turn search on
+                (``AGENTSESSION_SEARCH_WITH_KEYRING``): the store's search index then
+                holds the plaintext text of titles, messages and tool calls
+                (docs/security.md, "Search with a keyring"). Ignored without a keyring.
             store_options: passed to the store (e.g. ``sqlite_synchronous="NORMAL"``,
                 or ``require_durable=False`` for Redis).
 
         Raises:
             ValidationError: unknown URL scheme. SchemaOutOfDate, StoreError: see above.
             KeyringError: the keyring file is missing or invalid.
+            KeyringMismatch: the store is marked as encrypted with a keyring, and
+                ``keyring`` is None or another one (an unmarked store is marked with
+                ``keyring``: :mod:`agentsession.stores.keyringmark`).
         """
+        from ..stores.keyringmark import check_keyring_mark
         from ..stores.registry import open_store
 
         store = open_store(url, auto_migrate=auto_migrate, **store_options)
-        if keyring is not None:
-            from ..crypto import ContentCipher
-            from ..crypto import Keyring as _Keyring
-            from ..stores.sealed import SealedStore
-
-            try:
-                ring = keyring if isinstance(keyring, _Keyring) else _Keyring.open(keyring)
-            except BaseException:
-                store.close()
-                raise
-            store = SealedStore(store, ContentCipher(ring))
+        try:
+            if keyring is None:
+                check_keyring_mark(store, None)
+            else:
+                store = _sealed(store, keyring, search=search_with_keyring)
+        except BaseException:
+            store.close()
+            raise
         manager = cls(store, clock=clock, limits=limits, policy=policy)
         manager._owns_store = True
         return manager
@@ -139,3 +145,24 @@ class ServiceCore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _sealed(
+    store: SessionStore, keyring: Keyring | str | os.PathLike[str], *, search: bool
+) -> SessionStore:
+    """``store`` wrapped in a SealedStore with ``keyring`` (a Keyring or its file) and
+    ``search`` (plaintext search texts indexed), once its keyring mark is checked (an
+    unmarked store is marked with it).
+
+    Raises:
+        KeyringError: the keyring file is missing or invalid. KeyringMismatch: the store
+        is marked with another keyring.
+    """
+    from ..crypto import ContentCipher
+    from ..crypto import Keyring as _Keyring
+    from ..stores.keyringmark import check_keyring_mark
+    from ..stores.sealed import SealedStore
+
+    ring = keyring if isinstance(keyring, _Keyring) else _Keyring.open(keyring)
+    check_keyring_mark(store, ring)
+    return SealedStore(store, ContentCipher(ring), search=search)

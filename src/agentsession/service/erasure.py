@@ -20,6 +20,7 @@ from ..errors import Forbidden, SessionNotFound, StoreError
 from ..ids import check_id, check_name, is_id
 from ..models import AuditEvent, Page, Session
 from ..principal import Principal
+from ..sessionchain import DELETED, append_links
 from ..stores.base import ScrubReport, StoreTransaction
 from ..stores.sealed import SealedStore
 from .context import request_id_context
@@ -118,7 +119,7 @@ class ErasureUseCases(ServiceCore):
 
         def remove(tx: StoreTransaction, s: Session) -> None:
             check_version(s, expected_version)
-            self._delete(tx, s, principal)
+            append_links(tx, [self._delete(tx, s, principal)])
 
         written = self._pipeline.write_removal(
             principal, "delete_session", session_id, idempotency_key, remove
@@ -196,14 +197,16 @@ class ErasureUseCases(ServiceCore):
 
         def body(tx: StoreTransaction) -> tuple[int, int, int]:
             ids = tx.list_user_session_ids(target)
+            links = []
             for sid in ids:
                 s = tx.get_session(sid)
                 if s is not None:
-                    self._delete(tx, s, principal)
+                    links.append(self._delete(tx, s, principal))
             shared = tx.delete_user_shared_memory(target)
             tx.delete_budget(target, None)
             horizon = self._uow.now() + _FOREVER
             keys = tx.purge_idempotency(created_before=horizon, user_id=target)
+            append_links(tx, links)  # last: the chain's head is held until the commit
             return len(ids), keys, shared
 
         sessions, keys, shared = self._uow.run(body, write=True)
@@ -264,10 +267,13 @@ class ErasureUseCases(ServiceCore):
 
         return self._uow.run(body, write=False)
 
-    def _delete(self, tx: StoreTransaction, s: Session, principal: Principal) -> None:
+    def _delete(
+        self, tx: StoreTransaction, s: Session, principal: Principal
+    ) -> tuple[str, str, str]:
         """Delete ``s`` and leave its tombstone audit event: the owner as its keyed hash,
         the actor too when it is the owner (else the admin's id), counts only, and no
-        request id (the client chooses it: it could name the user)."""
+        request id (the client chooses it: it could name the user). Returns the
+        session-chain entry of the deletion (:func:`~agentsession.sessionchain.append_links`)."""
         tx.delete_session(s.session_id)
         owner = tombstone_id(self._tombstone_key, s.user_id)
         actor = owner if principal.user_id == s.user_id else principal.user_id
@@ -277,7 +283,7 @@ class ErasureUseCases(ServiceCore):
             "tool_call_count": s.tool_call_count,
         }
         with request_id_context(None):
-            WritePipeline.audit(
+            tombstone = WritePipeline.audit(
                 tx,
                 s.model_copy(update={"user_id": owner}),
                 Principal(actor, principal.admin),
@@ -286,6 +292,7 @@ class ErasureUseCases(ServiceCore):
                 details,
                 self._uow.now(),
             )
+        return s.session_id, DELETED, str(tombstone.audit_head)
 
     def _shred(self, user_id: str, report: ScrubReport) -> ScrubReport:
         """With a keyring, destroy the user's data keys once the erasure committed

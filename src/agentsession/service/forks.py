@@ -17,6 +17,7 @@ from ..errors import SessionExists
 from ..ids import new_id
 from ..models import Session, WorkingMemory
 from ..principal import Principal
+from ..sessionchain import CREATED, append_links
 from ..stores.base import StoreTransaction
 from ..unset import UNSET
 from .core import ServiceCore
@@ -122,7 +123,9 @@ class ForkUseCases(ServiceCore):
             tx.insert_session(fork)
             details = _copy_state(tx, parent, fork, now)
             versions = (None, fork.version)
-            return pipeline.audit(tx, fork, principal, "session.forked", versions, details, now)
+            fork = pipeline.audit(tx, fork, principal, "session.forked", versions, details, now)
+            append_links(tx, [(fork.session_id, CREATED, str(fork.audit_head))])
+            return fork
 
         # An unset TTL (the parent's) is its own request part, apart from None (none).
         parts = (session_id, seq, title, meta, "parent" if ttl is UNSET else ttl, key)

@@ -11,6 +11,7 @@ from ..ids import check_id, check_name, new_id
 from ..metafilter import check_filter
 from ..models import Page, Scope, Session, SessionStatus, WorkingMemory
 from ..principal import Principal
+from ..sessionchain import CREATED, append_links
 from ..stores.base import StoreTransaction
 from ..unset import UNSET
 from .changes.shared import apply_shared_ops, check_shared_ops
@@ -261,6 +262,7 @@ class SessionUseCases(ServiceCore):
                 details["shared"] = apply_shared_ops(tx, session, now, limits, shared)
             created = "session.created"
             session = pipeline.audit(tx, session, principal, created, (None, 1), details, now)
+            append_links(tx, [(session.session_id, CREATED, str(session.audit_head))])
             if memory is None:
                 return session
             return _with_memory(tx, pipeline, session, principal, memory, now)

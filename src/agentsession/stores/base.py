@@ -54,12 +54,14 @@ from ..models import (
 )
 
 __all__ = [
+    "ChainLink",
     "ConnectionLost",
     "FeedRead",
     "IdempotencyRecord",
     "JSONTexts",
     "ScrubReport",
     "SearchRow",
+    "SearchText",
     "SessionHead",
     "SessionOrHead",
     "SessionRow",
@@ -231,6 +233,19 @@ class SearchRow(NamedTuple):
     text: str
 
 
+class SearchText(NamedTuple):
+    """A text to index, given in plaintext by a sealed store whose search is on
+    (:meth:`StoreTransaction.index_search_texts`): ``kind`` ``message`` / ``title`` /
+    ``tool_call``, ``seq`` the message's or call's seq (0 for a title), ``role`` the
+    message's role (None otherwise), ``text`` as :mod:`agentsession.searchtext` makes it."""
+
+    session_id: str
+    kind: str
+    seq: int
+    role: str | None
+    text: str
+
+
 class UsageRow(NamedTuple):
     """One row of the usage ledger: one model's counts in one finished run, with what
     it is grouped and bounded by (:meth:`StoreTransaction.insert_usage`).
@@ -288,6 +303,29 @@ class ScrubReport:
 
     done: tuple[str, ...] = ()
     pending: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """One link of the store-wide session chain (:mod:`agentsession.sessionchain`): a
+    session created (``kind`` ``created``) or deleted (``deleted``, its tombstone).
+
+    Attributes:
+        seq: 1, 2, 3...: the link's place, given by the service (no gaps).
+        session_id: the session.
+        kind: ``created`` or ``deleted``.
+        event_hash: the hash of the audit event the link stands for (the session's
+            creation or fork event; its tombstone).
+        prev_hash: the previous link's ``hash`` (None for the first link).
+        hash: SHA-256 (hex) of the link's canonical encoding.
+    """
+
+    seq: int
+    session_id: str
+    kind: str
+    event_hash: str
+    prev_hash: str | None
+    hash: str
 
 
 @runtime_checkable
@@ -431,6 +469,14 @@ class StoreTransaction(Protocol):
             SearchNotSupported: the store keeps no search index (Redis).
             ValidationError: ``after`` is not a position of this store.
         """
+
+    def index_search_texts(self, texts: Sequence[SearchText]) -> None:
+        """Index texts given in plaintext, each replacing what is indexed at its
+        ``(session_id, kind, seq)``: what a store with a keyring and search turned on
+        writes beside the sealed values (docs/security.md, "Search with a keyring"). A
+        store's own indexing skips sealed texts (:func:`agentsession.searchtext.indexable`).
+        The texts go with their session (deletion, erasure), their message (removal,
+        rewind) or their title (replaced). A store without search ignores them."""
 
     def list_due_sessions(self, *, now: datetime, limit: int) -> list[str]:
         """Ids of ACTIVE sessions with ``expires_at <= now``, oldest ``expires_at`` first."""
@@ -779,6 +825,24 @@ class StoreTransaction(Protocol):
         self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
     ) -> list[AuditEvent]:
         """The session's audit events, oldest first."""
+
+    # -- store metadata and the session chain ------------------------------------------
+    def get_store_meta(self, name: str) -> str | None:
+        """The store-wide value ``name`` (None: never set): the keyring mark, the head
+        of the session chain. In a write transaction it stays locked until the
+        transaction ends (SQL servers: ``FOR UPDATE``; Redis: a lock and a guard), so
+        a read-then-:meth:`put_store_meta` is a compare-and-set."""
+
+    def put_store_meta(self, name: str, value: str) -> None:
+        """Set the store-wide value ``name`` (insert or replace); a racing first insert
+        raises StoreConflict."""
+
+    def insert_chain_links(self, links: Sequence[ChainLink]) -> None:
+        """Append links to the session chain (their seqs are new)."""
+
+    def list_chain_links(self, *, after_seq: int, limit: int) -> list[ChainLink]:
+        """At most ``limit`` links of the session chain with a seq above ``after_seq``,
+        ascending."""
 
     # -- idempotency -----------------------------------------------------------------
     def get_idempotency(self, user_id: str, scope: str, key: str) -> IdempotencyRecord | None:

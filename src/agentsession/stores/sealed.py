@@ -26,6 +26,10 @@ open nothing: they seal the values given, as the writes do; what a sealing pass
 (:mod:`.sealpass`) writes back.
 
 Search is off (:class:`SearchNotSupported`): the store's index would need plaintext.
+With ``search=True`` (``AGENTSESSION_SEARCH_WITH_KEYRING``) the operator turns it on
+knowingly: each write of a title, a message or a tool call also hands the store its
+plaintext search text (:meth:`~.base.StoreTransaction.index_search_texts`), which the
+store's index keeps in clear (docs/security.md, "Search with a keyring").
 A fork copies its parent's ciphertexts as they are (one bulk copy, as without a
 keyring): a fork's message, summary or memory-history row up to its fork point that
 does not open at the fork's place is opened at its ancestors' places, as far as their
@@ -59,12 +63,14 @@ from ..models import (
     ToolCall,
     WorkingMemory,
 )
+from ..searchtext import message_text, tool_call_text
 from .base import (
     FeedRead,
     IdempotencyRecord,
     JSONTexts,
     ScrubReport,
     SearchRow,
+    SearchText,
     SessionHead,
     SessionRow,
     SessionStore,
@@ -84,11 +90,15 @@ class SealedStore:
     Args:
         inner: the store holding the ciphertexts; closed by :meth:`close`.
         cipher: the content cipher (its keyring, and whether plaintext reads pass).
+        search: index the plaintext search texts of titles, messages and tool calls in
+            the store's search index, and search it (off by default: the index holds
+            them in clear).
     """
 
-    def __init__(self, inner: SessionStore, cipher: ContentCipher) -> None:
+    def __init__(self, inner: SessionStore, cipher: ContentCipher, *, search: bool = False) -> None:
         self.inner = inner
         self.cipher = cipher
+        self.search = search
         self.url = inner.url
 
     @property
@@ -111,7 +121,7 @@ class SealedStore:
     def transaction(self, *, write: bool) -> Iterator[StoreTransaction]:
         """See :meth:`SessionStore.transaction`: the inner store's, sealing content."""
         with self.inner.transaction(write=write) as tx:
-            yield _SealedTransaction(tx, self.cipher)
+            yield _SealedTransaction(tx, self.cipher, self.search)
 
     def scrub(self, *, compact: bool = False) -> ScrubReport:
         """See :meth:`SessionStore.scrub`."""
@@ -160,11 +170,14 @@ _CONTENT_FREE = frozenset(
         "delete_user_shared_memory",
         "find_session_by_key",
         "get_budget",
+        "get_store_meta",
+        "insert_chain_links",
         "insert_usage",
         "hide_messages",
         "insert_audit",
         "insert_rewind",
         "list_audit",
+        "list_chain_links",
         "list_due_sessions",
         "list_lapsed_leases",
         "list_session_ids",
@@ -172,6 +185,7 @@ _CONTENT_FREE = frozenset(
         "list_user_session_ids",
         "purge_idempotency",
         "put_budget",
+        "put_store_meta",
         "rebase_memory_history",
         "sum_usage",
     }
@@ -190,9 +204,10 @@ class _SealedTransaction:
     methods named in ``_CONTENT_FREE`` pass through (``__getattr__``); any other name
     raises AttributeError rather than reach the store unsealed."""
 
-    def __init__(self, tx: StoreTransaction, cipher: ContentCipher) -> None:
+    def __init__(self, tx: StoreTransaction, cipher: ContentCipher, search: bool = False) -> None:
         self._tx = tx
         self._c = cipher
+        self._search = search  # plaintext search texts go to the store's index
         self._owners: dict[str, str] = {}
         # session id -> (the session as opened, as stored): an update reuses the stored
         # texts it did not change (the very objects), so the store sees them unchanged.
@@ -241,11 +256,17 @@ class _SealedTransaction:
         sealed = self._seal_session(session)
         self._tx.insert_session(sealed)
         self._sessions[session.session_id] = (session, sealed)
+        if self._search and session.title:
+            self._index_title(session)
 
     def update_session(self, session: Session, *, expected_version: int) -> None:
+        seen = self._sessions.get(session.session_id)
         sealed = self._seal_session(session)
         self._tx.update_session(sealed, expected_version=expected_version)
         self._sessions[session.session_id] = (session, sealed)
+        # The store re-indexes a title it is given anew (a new ciphertext): so here too.
+        if self._search and (seen is None or seen[0].title is not session.title):
+            self._index_title(session)
 
     def list_sessions(
         self,
@@ -283,11 +304,43 @@ class _SealedTransaction:
             after = (page[-1].updated_at, page[-1].session_id)
 
     def search(self, *args: Any, **kwargs: Any) -> list[SearchRow]:
+        if self._search:
+            return self._tx.search(*args, **kwargs)
         raise SearchNotSupported(
             "search is off on a store with a keyring: a full-text index holds plaintext "
-            "terms (docs/security.md, 'Encryption at rest')",
+            "terms (docs/security.md, 'Search with a keyring')",
             store="sealed",
         )
+
+    def index_search_texts(self, texts: Sequence[SearchText]) -> None:
+        """The store's :meth:`~.base.StoreTransaction.index_search_texts` with search
+        on; dropped with search off (nothing in clear then)."""
+        if self._search:
+            self._tx.index_search_texts(texts)
+
+    def _index_title(self, session: Session) -> None:
+        text = (session.title or "").replace("\x00", " ")
+        self._tx.index_search_texts([SearchText(session.session_id, "title", 0, None, text)])
+
+    def _index_messages(self, messages: Sequence[Message]) -> None:
+        texts = [
+            SearchText(m.session_id, "message", m.seq, m.role.value, message_text(m))
+            for m in messages
+        ]
+        self._tx.index_search_texts(texts)
+
+    def _index_calls(self, calls: Sequence[ToolCall]) -> None:
+        texts = [
+            SearchText(
+                c.session_id,
+                "tool_call",
+                c.seq,
+                None,
+                tool_call_text(c.tool, c.arguments, c.result),
+            )
+            for c in calls
+        ]
+        self._tx.index_search_texts(texts)
 
     def _seal_session(self, session: Session) -> Session:
         sid = session.session_id
@@ -335,6 +388,8 @@ class _SealedTransaction:
         texts = payloads if payloads is not None else [dumps(m.payload()) for m in messages]
         sealed = [self._seal_message(m, t) for m, t in zip(messages, texts, strict=True)]
         self._tx.insert_messages(sealed, payloads=[dumps(m.payload()) for m in sealed])
+        if self._search:
+            self._index_messages(messages)
 
     def get_messages(self, session_id: str, **kwargs: Any) -> list[Message]:
         # Each message built once, from its opened payload (not built sealed, then again).
@@ -496,6 +551,8 @@ class _SealedTransaction:
     def insert_tool_call(self, call: ToolCall) -> None:
         place = self._place(call.session_id, "tool", call.call_id)
         self._tx.insert_tool_call(_sealed(self._c, call, place, _TOOL_JSON, ("error",)))
+        if self._search:
+            self._index_calls([call])
 
     def get_tool_call(self, session_id: str, call_id: str) -> ToolCall | None:
         return self._open_call(self._tx.get_tool_call(session_id, call_id))
@@ -621,6 +678,8 @@ class _SealedTransaction:
 
     def rewrite_messages(self, messages: Sequence[Message]) -> None:
         self._tx.rewrite_messages([self._seal_message(m, dumps(m.payload())) for m in messages])
+        if self._search:
+            self._index_messages(messages)
 
     def rewrite_rewound_messages(
         self, session_id: str, number: int, messages: Sequence[Message]
@@ -652,6 +711,8 @@ class _SealedTransaction:
             for c in calls
         ]
         self._tx.rewrite_tool_calls(sealed)
+        if self._search:
+            self._index_calls(calls)
 
     def rewrite_run_steps(self, session_id: str, steps: Sequence[RunStep]) -> None:
         sealed = [

@@ -38,4 +38,9 @@ class ForkOps(TransactionBase):
             for at, m in source.memory_history
             if at <= upto_seq
         ]
+        target.search_texts = {
+            (kind, seq): given
+            for (kind, seq), given in source.search_texts.items()
+            if kind == "message" and seq <= upto_seq
+        }
         return len(target.messages), len(target.summaries)

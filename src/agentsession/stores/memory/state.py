@@ -31,7 +31,7 @@ from ...models import (
     ToolCall,
     WorkingMemory,
 )
-from ..base import IdempotencyRecord, StoreConflict, UsageRow
+from ..base import ChainLink, IdempotencyRecord, StoreConflict, UsageRow
 
 __all__ = ["SessionData", "Tables", "TransactionBase", "copy", "seq_of"]
 
@@ -67,6 +67,9 @@ class SessionData:
     audit: list[AuditEvent] = field(default_factory=list)
     usage: list[UsageRow] = field(default_factory=list)  # the ledger, oldest first
     budget: Budget | None = None
+    # (kind, seq) -> (the text the store holds there, its plaintext): texts a sealed
+    # store with search on gave (.search); used while the stored text is the same.
+    search_texts: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
 
 
 class Tables:
@@ -83,6 +86,9 @@ class Tables:
         self._audit_seq = 0
         # user_id -> the user's budget (a session's is in its SessionData).
         self._budgets: dict[str, Budget] = {}
+        # name -> value: the keyring mark, the session chain's head (.meta).
+        self._meta: dict[str, str] = {}
+        self._chain: list[ChainLink] = []  # the session chain, ascending seqs
 
 
 class TransactionBase:

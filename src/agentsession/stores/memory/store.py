@@ -24,6 +24,7 @@ from ..rowwrites import RowWriteDefaults
 from .audit import AuditOps
 from .forks import ForkOps
 from .messages import MessageOps
+from .meta import MetaOps
 from .records import RecordOps
 from .rewinds import RewindOps
 from .rewrite import RewriteOps
@@ -130,6 +131,8 @@ class MemoryStore(Tables):
             self._idempotency.clear()
             self._shared.clear()
             self._budgets.clear()
+            self._meta.clear()
+            self._chain.clear()
 
 
 class _MemoryTransaction(
@@ -148,5 +151,6 @@ class _MemoryTransaction(
     SearchOps,
     UsageOps,
     RewriteOps,
+    MetaOps,
 ):
     """One transaction: every aggregate's methods over the store's tables, one undo log."""

@@ -5,8 +5,10 @@ append a write per three characters of text; the store declares it and answers
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ...errors import SearchNotSupported
-from ..base import SearchRow
+from ..base import SearchRow, SearchText
 
 __all__ = ["SearchOps"]
 
@@ -26,3 +28,6 @@ class SearchOps:
     ) -> list[SearchRow]:
         """Raises SearchNotSupported: this store keeps no search index."""
         raise SearchNotSupported(store="redis")
+
+    def index_search_texts(self, texts: Sequence[SearchText]) -> None:
+        """Nothing to index: this store keeps no search index (texts are dropped)."""

@@ -106,6 +106,7 @@ from .idempotency import IdempotencyOps
 from .index import ALL_SESSIONS, INDEX_VERSION, INDEX_VERSION_KEY, LeaseIndexOps, index_writes
 from .memory import MemoryOps
 from .messages import MessageOps
+from .meta import MetaOps
 from .records import RecordOps
 from .replies import maybe_texts as _maybe_texts
 from .replies import text as _text
@@ -567,6 +568,7 @@ class _RedisTransaction(
     SearchOps,
     UsageOps,
     RewriteOps,
+    MetaOps,
 ):
     """One transaction: reads go to Redis (through this transaction's own buffered
     writes), writes are buffered for :meth:`commit`. Each aggregate's methods are a
@@ -596,6 +598,7 @@ class _RedisTransaction(
         self._steps: dict[tuple[str, str], list[RunStep]] = {}
         self._audit: dict[str, list[AuditEvent]] = {}
         self._idem: dict[str, IdempotencyRecord | None] = {}
+        self._meta: dict[str, str] = {}  # store values written here (.meta)
         self._lock = SessionLock(client, store._unlock)
         self._may_lock = write  # only before the first session read
 

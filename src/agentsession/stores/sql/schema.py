@@ -54,10 +54,12 @@ __all__ = [
     "runs",
     "search_texts",
     "session_budgets",
+    "session_chain",
     "session_metadata",
     "session_records",
     "sessions",
     "shared_memory",
+    "store_meta",
     "summaries",
     "tool_calls",
     "usage_ledger",
@@ -534,6 +536,32 @@ session_metadata = sa.Table(
     sa.Column("value", binary_text(METADATA_VALUE_CHARS), nullable=False),
     sa.Column("user_id", sa.String(NAME_CHARS), nullable=False),
     sa.Index(None, "key", "value", "user_id", "session_id"),
+    **TABLE_OPTIONS,
+)
+
+# Store-wide values (agentsession.stores.sql.meta): the keyring mark (the id of the
+# keyring the store's content is sealed with; never key material) and the head of the
+# session chain ("<seq>:<hash>").
+store_meta = sa.Table(
+    "store_meta",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.String(255), nullable=False),
+    **TABLE_OPTIONS,
+)
+
+# The session chain (agentsession.sessionchain): one link per session created and per
+# session deleted, hash-chained store-wide; never deleted, not even by an erasure (it
+# holds session ids and hashes only). ``seq`` is given by the writer, 1, 2, 3...
+session_chain = sa.Table(
+    "session_chain",
+    metadata,
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("session_id", sa.String(ID), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("event_hash", sa.String(64), nullable=False),
+    sa.Column("prev_hash", sa.String(64), nullable=True),
+    sa.Column("hash", sa.String(64), nullable=False),
     **TABLE_OPTIONS,
 )
 

@@ -32,8 +32,8 @@ from sqlalchemy.engine import Connection
 from ...errors import ValidationError
 from ...jsonvalues import loads
 from ...models import Message, Session, ToolCall
-from ...searchtext import MIN_INDEXED_CHARS, message_text, payload_text, tool_call_text
-from ..base import JSONTexts, SearchRow
+from ...searchtext import MIN_INDEXED_CHARS, indexable, message_text, payload_text, tool_call_text
+from ..base import JSONTexts, SearchRow, SearchText
 from .dialect import translated
 from .execute import CompiledStatement, StatementCache
 from .schema import search_texts, sessions
@@ -72,7 +72,7 @@ class SearchOps:
         """Insert the index rows that have text, by the compiled statement on the
         DBAPI cursor (:mod:`.execute`): an append's one row costs a fifth of a Core
         ``execute``."""
-        kept = [r for r in rows if r["text"]]
+        kept = [r for r in rows if indexable(r["text"])]
         if kept:
             self._execute_rows(self._sql.cached("index_insert", _index_insert), kept)
 
@@ -115,6 +115,17 @@ class SearchOps:
                 )
             ]
         )
+
+    @translated
+    def index_search_texts(self, texts: Sequence[SearchText]) -> None:
+        """Index texts given in plaintext (a sealed store's, search turned on), each
+        replacing what is indexed at its ``(session_id, kind, seq)``."""
+        self._writing()
+        t = search_texts
+        for x in texts:
+            at = (t.c.session_id == x.session_id, t.c.kind == x.kind, t.c.seq == x.seq)
+            self._conn.execute(sa.delete(t).where(*at))
+        self._index(_row(*x) for x in texts if x.text)
 
     def _copy_index(self, source_id: str, target_id: str, *, upto_seq: int) -> None:
         """A fork's copy of its parent's message rows up to ``upto_seq``."""

@@ -64,6 +64,7 @@ from .hotread import LeanRead
 from .hotwrite import HotWriteOps
 from .idlereaders import IdleReaders
 from .memory_history import MemoryHistoryOps
+from .meta import MetaOps
 from .metaindex import MetadataOps, metadata_condition, metadata_params
 from .migrate import ensure_schema
 from .pool import StalePings
@@ -582,6 +583,7 @@ class _SQLTransaction(
     UsageOps,
     MetadataOps,
     RewriteOps,
+    MetaOps,
 ):
     """One transaction on one connection (the StoreTransaction protocol)."""
 
@@ -668,6 +670,7 @@ class _SQLTransaction(
             raise StoreConflict(f"session {session.session_id!r} lost a race on its key")
         self._index_title(session, replace=False)
         self._index_metadata(session, replace=False)
+        self._stored[session.session_id] = session  # an update sets what changed only
 
     @_translated
     def find_session_by_key(self, user_id: str, agent: str, external_key: str) -> str | None:
