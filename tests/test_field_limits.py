@@ -49,6 +49,10 @@ FIELD_OF_COLUMN = {
     ("session_metadata", "key"): fl.METADATA_KEY_CHARS,
     ("session_metadata", "value"): fl.METADATA_VALUE_CHARS,
     ("session_metadata", "user_id"): fl.NAME_CHARS,
+    # Names the library writes ("keyring", "session_chain") and their values: a
+    # keyring's store id, or a chain head "<seq>:<SHA-256 hex>" (at most 20 + 1 + 64).
+    ("store_meta", "name"): 32,
+    ("store_meta", "value"): 85,
 }
 ID_COLUMNS = {"session_id", "message_id", "run_id", "parent_session_id", "key_id"}
 LIBRARY_VOCABULARY = {
@@ -63,6 +67,7 @@ LIBRARY_VOCABULARY = {
     "hash",  # an audit event's, SHA-256 hex (agentsession.auditchain)
     "prev_hash",
     "audit_head",
+    "event_hash",  # a session chain link's: the audit event's hash, SHA-256 hex
     "mode",  # a rewind's: "hide" or "remove"
     "kind",  # a search index row's: "message", "title" or "tool_call"
     "day",  # a usage ledger row's UTC date, YYYY-MM-DD
