@@ -760,3 +760,36 @@ def test_counts_are_printed_singular_and_plural(url: str, tmp_path: Path) -> Non
     assert imported.exit_code == 0, imported.output
     assert ", 3 messages, 1 memory, 1 tool call, 1 run" in imported.stdout, imported.stdout
     assert "(s)" not in imported.stdout
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("AGENTSESSION_SEARCH_WITH_KEYRING", "2", "valid boolean"),
+        ("AGENTSESSION_KEYS_CACHE_SECONDS", "abc", "valid number"),
+        ("AGENTSESSION_KEYS_CACHE_SECONDS", "999", "less than or equal to 300"),
+        ("AGENTSESSION_KEYS", "nowhere", "'store' or 'file'"),
+        ("AGENTSESSION_JWT_ALGORITHMS", "RS256", "JSON"),
+    ],
+)
+@pytest.mark.parametrize("command", [("sessions", "list"), ("serve",)])
+def test_a_bad_environment_value_is_one_error_line_and_exit_2(
+    url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+    says: str,
+    command: tuple[str, ...],
+) -> None:
+    """A malformed ``AGENTSESSION_*`` value is named on one stderr line (exit 2, a
+    usage error), with or without ``--url``, never a traceback; serve starts nothing."""
+    monkeypatch.setenv(variable, value)
+    for args in ([*command, "--user", "alice"], ["--url", url, *command, "--user", "alice"]):
+        if command == ("serve",):
+            args.remove("--user")
+            args.remove("alice")
+        result = invoke(*args)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(f"error: {variable}") and says in result.stderr
+        assert result.stderr.count("\n") == 1 and result.stdout == ""
+        assert result.exception is None or isinstance(result.exception, SystemExit)

@@ -11,12 +11,13 @@ import math
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import ValidationError as PydanticValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from .service.policy import Limits, Policy
 from .usage import load_prices
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "load_settings"]
 
 #: The library's defaults; the settings only override them from the environment.
 _POLICY = Policy()
@@ -185,3 +186,31 @@ class Settings(BaseSettings):
         if self.url.startswith(("postgresql", "mysql", "mariadb")):
             options["pool_size"] = self.pool_size or self.max_concurrent_requests
         return options
+
+
+#: The prefix of every setting's environment variable.
+_PREFIX = Settings.model_config.get("env_prefix", "")
+
+
+def load_settings() -> Settings:
+    """Read the settings from the environment, reporting a bad value in one sentence.
+
+    Returns:
+        The :class:`Settings` of the ``AGENTSESSION_*`` environment.
+
+    Raises:
+        ValueError: a variable holds a value its setting refuses; the message names
+            the variable and what is wrong (never the value: it may be a secret), e.g.
+            ``AGENTSESSION_KEYS_CACHE_SECONDS: Input should be a valid number, ...``.
+    """
+    try:
+        return Settings()
+    except PydanticValidationError as exc:
+        problems = (
+            f"{_PREFIX}{str(error['loc'][0]).upper() if error['loc'] else ''}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ValueError("; ".join(problems)) from None
+    except SettingsError as exc:  # a list setting whose value is not JSON
+        name = next((n for n in Settings.model_fields if f'"{n}"' in str(exc)), "")
+        raise ValueError(f"{_PREFIX}{name.upper()}: not a JSON list ({exc.__cause__})") from None

@@ -121,10 +121,35 @@ def test_bad_cursor_and_limit(manager: SessionManager) -> None:
     first = manager.changes(user_id=USER, limit=1)
     empty = manager.changes(user_id=USER, after=first.next_cursor, limit=0)
     assert empty.items == [] and empty.next_cursor == first.next_cursor
-    # A cursor past every position a store can hold: nothing after it, not a failure.
-    assert first.next_cursor is not None
-    beyond = "-".join("9" * 20 for _ in first.next_cursor.split("-"))
-    assert manager.changes(user_id=USER, after=beyond).items == []
+    for bad in ("x", ""):  # limit=0 checks the cursor too
+        with pytest.raises(ValidationError):
+            manager.changes(user_id=USER, after=bad, limit=0)
+
+
+def _past(cursor: str) -> str:
+    """A cursor of the same form one position past ``cursor`` (its last number + 1)."""
+    *head, last = cursor.split("-")
+    return "-".join([*head, str(int(last) + 1)])
+
+
+def test_a_cursor_ahead_of_the_feed_is_refused(manager: SessionManager) -> None:
+    """A cursor past the feed's newest event was never issued (e.g. the database was
+    restored from an older backup): a ValidationError, never a silent wait that misses
+    every new event; the newest event's own cursor stays valid, for every reader."""
+    sid = _writes(manager, USER, 1)
+    _writes(manager, OTHER, 1)
+    head = every_change(manager, user_id=ADMIN, all_users=True, admin=True)[-1].cursor
+    mine = manager.changes(user_id=USER, after=head)
+    assert mine.items == [] and mine.next_cursor == head
+    assert manager.changes(user_id=USER, after=head, session_id=sid).items == []
+    beyond = "-".join("9" * 20 for _ in head.split("-"))
+    for ahead in (_past(head), beyond, "99999999999" if "-" not in head else "99999999999999-0"):
+        for limit in (None, 0, 1):
+            with pytest.raises(ValidationError, match="not a change feed cursor"):
+                manager.changes(user_id=USER, after=ahead, limit=limit)
+    manager.close_session(session_id=sid, user_id=USER)
+    assert [c.action for c in manager.changes(user_id=USER, after=head).items] == ["session.closed"]
+    manager.changes(user_id=USER, after=_past(head))  # a position the feed has reached
 
 
 def test_rolled_back_write_never_appears(store: SessionStore) -> None:

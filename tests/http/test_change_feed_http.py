@@ -49,6 +49,9 @@ def test_json_pages_scoped_like_every_read(api: Api) -> None:
     assert_problem(api.http.get(f"/v1/sessions/{theirs}/changes", headers=api.alice), 404)
     assert_problem(api.http.get("/v1/changes?all_users=true", headers=api.alice), 403)
     assert_problem(api.http.get("/v1/changes?after=nope", headers=api.alice), 400)
+    ahead = api.http.get("/v1/changes?after=99999999999", headers=api.alice)
+    assert_problem(ahead, 400)
+    assert "not a change feed cursor this store issued" in ahead.json()["detail"]
     assert_problem(api.http.get("/v1/changes"), 401)
     everyone = api.http.get("/v1/changes?all_users=true", headers=api.admin).json()
     assert {c["session_id"] for c in everyone["items"]} == {sid, theirs}
@@ -175,8 +178,9 @@ def test_sse_refuses_as_the_json_route_does() -> None:
         assert client.get("/v1/changes", headers=sse).status_code == 401
         r = client.get("/v1/changes?all_users=true", headers={**live.alice, **sse})
         assert r.status_code == 403
-        r = client.get("/v1/changes", headers={**live.alice, **sse, "Last-Event-ID": "x"})
-        assert r.status_code == 400
+        for cursor in ("x", "99999999999"):  # not a cursor; one ahead of the feed
+            r = client.get("/v1/changes", headers={**live.alice, **sse, "Last-Event-ID": cursor})
+            assert r.status_code == 400
         other = live.manager.create_session(user_id="bob").session_id
         r = client.get(f"/v1/sessions/{other}/changes", headers={**live.alice, **sse})
         assert r.status_code == 404

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,29 @@ def test_a_store_without_search_answers_501_and_the_client_raises(redis_url: str
                 with pytest.raises(SearchNotSupported) as caught:
                     c.search(query="anything")
                 assert caught.value.store == "redis"
+
+
+def test_search_off_with_a_keyring_says_why_over_http_and_logs_no_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store with a keyring (search off) answers 501 naming the keyring and the
+    setting that turns search on, as the CLI says; an expected answer, so the service
+    logs it at INFO, never as a failure (ERROR)."""
+    from agentsession.crypto import ContentCipher, Keyring
+    from agentsession.crypto import MemoryKeyStore as RingKeys
+    from agentsession.stores.sealed import SealedStore
+
+    ring = Keyring.create(tmp_path / "k.keyring", key_store=RingKeys())
+    app, token = _app(SessionManager(SealedStore(MemoryStore(), ContentCipher(ring))))
+    with TestClient(app) as http, caplog.at_level(logging.INFO, logger="agentsession.http"):
+        r = http.get("/v1/search?q=x", headers={"Authorization": f"Bearer {token}"})
+    assert_problem(r, 501)
+    detail = r.json()["detail"]
+    assert "keyring" in detail and "AGENTSESSION_SEARCH_WITH_KEYRING" in detail
+    assert "no search index" not in detail
+    records = [rec for rec in caplog.records if rec.name == "agentsession.http"]
+    assert records and all(rec.levelno == logging.INFO for rec in records)
+    assert "search-not-supported" in records[0].getMessage()
 
 
 def test_the_cli_searches(tmp_path: Path) -> None:

@@ -10,10 +10,10 @@ import inspect
 
 import typer
 
-from ..settings import Settings
+from ..settings import load_settings
 from .audit import audit_app
 from .changes import changes
-from .common import AdminOpt, JsonOpt, Options, UrlOpt, UserOpt, new_app
+from .common import EXIT_USAGE, AdminOpt, JsonOpt, Options, UrlOpt, UserOpt, new_app
 from .db import db_app
 from .demo import demo, demo_continue
 from .erase import erase
@@ -39,8 +39,15 @@ def _root(
     as_json: JsonOpt = False,
 ) -> None:
     """Durable sessions for AI agents: inspect, manage, and run the restore demo."""
+    # Every command (serve too) reads the settings: a bad AGENTSESSION_* value is
+    # reported here once, as a usage error, before any command runs.
+    try:
+        settings = load_settings()
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
     ctx.obj = Options(
-        url=url if url is not None else Settings().url, user=user, admin=admin, json=as_json
+        url=url if url is not None else settings.url, user=user, admin=admin, json=as_json
     )
 
 

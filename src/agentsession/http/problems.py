@@ -109,7 +109,6 @@ _UNAVAILABLE_DETAIL = (
     "the store is unreachable or full; retry after Retry-After seconds with the "
     "same Idempotency-Key"
 )
-_NO_SEARCH_DETAIL = "search is not supported on this store: it keeps no search index"
 
 #: The ``Retry-After`` (seconds) of a 503 from the store: busy, unreachable or full.
 STORE_RETRY_AFTER_SECONDS = 1
@@ -140,7 +139,8 @@ PROBLEMS: dict[type[AgentSessionError], Problem] = {
     PatchConflict: Problem("Patch Conflict"),
     VersionConflict: Problem("Precondition Failed"),
     IdempotencyKeyReused: Problem("Idempotency Key Reused"),
-    SearchNotSupported: Problem("Not Implemented", _NO_SEARCH_DETAIL, ("store",)),
+    # The message is ours, naming why (no index, or a keyring) and never content.
+    SearchNotSupported: Problem("Not Implemented", None, ("store",)),
     StoreError: Problem("Internal Server Error", _STORE_DETAIL, ()),
     StoreBusy: Problem("Service Unavailable", "the store is busy; retry shortly", ()),
     StoreUnavailable: Problem("Service Unavailable", _UNAVAILABLE_DETAIL, ()),
@@ -301,7 +301,10 @@ async def _on_agentsession_error(request: Request, exc: Exception) -> Response:
         blocked = await gate(request)
         if blocked is not None:
             return problem_response(blocked)
-    if exc.http_status >= 500:
+    if isinstance(exc, SearchNotSupported):
+        # An answer about what this store offers, not a fault of the service.
+        log.info("request refused (%s): the store offers no search", exc.code)
+    elif exc.http_status >= 500:
         log_failure(log, f"request failed ({exc.code})", exc)
     if isinstance(exc, KeyringError):
         # The server's own data cannot be opened: the client learns only that the store

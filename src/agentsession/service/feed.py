@@ -92,7 +92,8 @@ class ChangeFeedUseCases(ServiceCore):
                 SessionNotFound, as a missing one). A deleted session's tombstone stays
                 readable by its owner.
             limit: most events, 0..``limits.max_page_size``; None =
-                ``limits.default_page_size``.
+                ``limits.default_page_size``. 0 returns no events and ``after`` as
+                ``next_cursor``, once the caller, session and cursor are checked.
             all_users: every user's events; needs ``admin=True``.
 
         Returns:
@@ -100,7 +101,8 @@ class ChangeFeedUseCases(ServiceCore):
             (the ``after`` given when nothing is new).
 
         Raises:
-            ValidationError: a bad id, limit or cursor. Forbidden: ``all_users``
+            ValidationError: a bad id, limit or cursor (one this store's feed never
+            issued: not of its form, or past its newest event). Forbidden: ``all_users``
             without admin, or no ``session_id`` from a caller limited to agents
             (:mod:`agentsession.principal`). SessionNotFound: ``session_id`` is not the
             caller's (or of an agent it is not limited to).
@@ -109,11 +111,11 @@ class ChangeFeedUseCases(ServiceCore):
         query = self._feed_query(user_id, session_id, all_users=all_users, admin=admin)
         if after is not None and (not isinstance(after, str) or not after):
             raise ValidationError(NOT_ISSUED, field="after")
+        found = self._uow.store.read_changes(  # limit=0 too: the store checks the cursor
+            after=after, user_ids=query.user_ids, session_id=query.session_id, limit=size or 1
+        )
         if size == 0:
             return ChangePage(items=[], next_cursor=after, has_more=False)
-        found = self._uow.store.read_changes(
-            after=after, user_ids=query.user_ids, session_id=query.session_id, limit=size
-        )
         items = [
             Change.model_validate({**event.model_dump(), "cursor": cursor})
             for cursor, event in found.changes

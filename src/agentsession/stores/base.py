@@ -982,7 +982,8 @@ class SessionStore(Protocol):
         is not returned. Runs in its own read transaction(s). See :class:`FeedRead`.
 
         Raises:
-            ValidationError: ``after`` is not a cursor of this store's feed.
+            ValidationError: ``after`` is not a cursor of this store's feed: not of its
+                form, or past its newest event (no read issued it).
             StoreError: as a transaction would.
         """
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from ..errors import ValidationError
 from ..models import AuditEvent
 
-__all__ = ["NOT_ISSUED", "parse_seq_cursor", "selected"]
+__all__ = ["NOT_ISSUED", "check_reached", "parse_seq_cursor", "selected"]
 
 #: The message of a cursor that is not one of the store's feed.
 NOT_ISSUED = "not a change feed cursor this store issued"
@@ -35,6 +35,23 @@ def parse_seq_cursor(after: str | None) -> int:
     if not (after.isascii() and after.isdigit() and len(after) <= _MAX_DIGITS):
         raise ValidationError(NOT_ISSUED, field="after")
     return min(int(after), _MAX_SEQ)
+
+
+def check_reached(start: int, newest: int | None) -> None:
+    """Refuse a seq cursor past the newest seq the store has handed out: no read ever
+    issued it (e.g. the database was restored from an older backup), and a reader
+    waiting there would silently miss every event until the seqs catch up. A cursor
+    just issued is at most the newest committed seq, so it always passes.
+
+    Args:
+        start: the parsed cursor (:func:`parse_seq_cursor`).
+        newest: the newest seq committed (None: the feed is empty), read after the page.
+
+    Raises:
+        ValidationError: ``start`` is past ``newest`` (field ``after``).
+    """
+    if start > (newest or 0):
+        raise ValidationError(NOT_ISSUED, field="after")
 
 
 def selected(event: AuditEvent, user_ids: Sequence[str] | None, session_id: str | None) -> bool:

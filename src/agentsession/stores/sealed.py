@@ -308,7 +308,9 @@ class _SealedTransaction:
             return self._tx.search(*args, **kwargs)
         raise SearchNotSupported(
             "search is off on a store with a keyring: a full-text index holds plaintext "
-            "terms (docs/security.md, 'Search with a keyring')",
+            "terms; AGENTSESSION_SEARCH_WITH_KEYRING=1 (from_url(..., "
+            "search_with_keyring=True)) turns it on knowingly (docs/security.md, "
+            "'Search with a keyring')",
             store="sealed",
         )
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from ...apikeys import MemoryKeyTable
 from ...errors import StoreError
 from ..base import FeedRead, ScrubReport
-from ..changefeed import parse_seq_cursor, selected
+from ..changefeed import check_reached, parse_seq_cursor, selected
 from ..rowwrites import RowWriteDefaults
 from .audit import AuditOps
 from .forks import ForkOps
@@ -108,6 +108,7 @@ class MemoryStore(Tables):
                 for e in pool
                 if e.seq > start and selected(e, user_ids, session_id)
             ]
+            check_reached(start, self._audit_seq)
             events.sort(key=lambda e: e.seq)
             found = [(str(e.seq), e.model_copy(deep=True)) for e in events[:limit]]
             return FeedRead(found, found[-1][0] if found else None, len(events) > limit)

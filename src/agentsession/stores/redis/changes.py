@@ -58,14 +58,15 @@ def read_changes(
     :meth:`~agentsession.stores.base.SessionStore.read_changes` and the module docstring).
 
     Raises:
-        ValidationError: ``after`` is not a stream id. redis.RedisError: Redis failed.
+        ValidationError: ``after`` is not a stream id, or one past the stream's newest
+            entry (no read issued it). redis.RedisError: Redis failed.
     """
     if after is not None and not _CURSOR.fullmatch(after):
         raise ValidationError(NOT_ISSUED, field="after")
-    if after is not None:  # a part past 64 bits reads as the largest (nothing after it)
+    if after is not None:  # a part past 64 bits reads as the largest: past every entry
         after = "-".join(str(min(int(part), _MAX_PART)) for part in after.split("-"))
-        if after == f"{_MAX_PART}-{_MAX_PART}":  # the last id there can be
-            return FeedRead([], None, False)
+        if after == f"{_MAX_PART}-{_MAX_PART}":  # no exclusive range can start there
+            raise ValidationError(NOT_ISSUED, field="after")
     start = "-" if after is None else f"({after}"
     budget = SCAN_FACTOR * limit
     found: list[tuple[str, AuditEvent]] = []
@@ -74,6 +75,8 @@ def read_changes(
         reply = r.xrange(CHANGES, start, "+", count=min(budget, max(2 * limit, 64)))
         entries: list[tuple[str, dict[str, str]]] = list(reply)  # type: ignore[arg-type]
         if not entries:
+            if resume is None and after is not None:
+                _check_reached(r, after)
             return FeedRead(found, resume, False)
         budget -= len(entries)
         wanted = [(i, f) for i, f in entries if session_id in (None, f["s"])]
@@ -93,6 +96,26 @@ def change_tail(r: redis.Redis) -> str | None:
     """The id of the newest entry of the stream; None when it is empty."""
     newest: list[tuple[str, dict[str, str]]] = list(r.xrevrange(CHANGES, count=1))  # type: ignore[arg-type]
     return newest[0][0] if newest else None
+
+
+def _check_reached(r: redis.Redis, after: str) -> None:
+    """Refuse a stream id past the stream's newest entry: no read issued it (e.g. Redis
+    was restored from an older snapshot), and a reader waiting there would miss every
+    entry until the clock caught up. Entries are only ever added, so an id a read
+    issued is never past the newest one.
+
+    Raises:
+        ValidationError: ``after`` is past the newest entry, or the stream is empty.
+    """
+    tail = change_tail(r)
+    if tail is None or _id(after) > _id(tail):
+        raise ValidationError(NOT_ISSUED, field="after")
+
+
+def _id(stream_id: str) -> tuple[int, int]:
+    """A stream id ``<ms>-<n>`` as a pair of numbers, ordered as Redis orders them."""
+    ms, n = stream_id.split("-")
+    return int(ms), int(n)
 
 
 def _events(r: redis.Redis, entries: list[tuple[str, dict[str, str]]]) -> list[AuditEvent | None]:

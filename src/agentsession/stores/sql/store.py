@@ -40,7 +40,7 @@ from ..base import (
     SessionHead,
     StoreConflict,
 )
-from ..changefeed import parse_seq_cursor
+from ..changefeed import check_reached, parse_seq_cursor
 from ..keyhash import external_key_hash
 from ..listing import merge_newest
 from .apikeys import SQLKeyTable
@@ -320,6 +320,8 @@ class SQLStore:
             events = tx.list_changes(
                 after=start, upto=upto, user_ids=user_ids, session_id=session_id, limit=limit + 1
             )
+            if not events and start:  # nothing after it: is it a position of the feed?
+                check_reached(start, tx.newest_change(upto=None))
         found = [(str(e.seq), e) for e in events[:limit]]
         return FeedRead(found, found[-1][0] if found else None, len(events) > limit)
 
