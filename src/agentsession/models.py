@@ -895,13 +895,18 @@ class AuditBreak(_Snapshot):
     (an event's hash does not match its content), ``removed`` (an event the chain
     names is missing), ``reordered`` (the events are there in another order) or
     ``unchained`` (a session whose head names an event, with none kept); ``detail``
-    says it in one sentence.
+    says it in one sentence. A break of the store-wide session chain
+    (:mod:`agentsession.sessionchain`) carries ``link``, the seq of the link at the
+    break (None otherwise), and names the session of that link where it can be known:
+    ``session_id`` is ``""`` when it cannot (a missing link whose session left no
+    event, or a missing head of the chain).
     """
 
     session_id: str
     version: int | None = None
     problem: str
     detail: str
+    link: int | None = None
 
 
 class AuditReport(_Snapshot):

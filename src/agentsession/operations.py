@@ -767,7 +767,9 @@ OPERATIONS: tuple[Operation, ...] = (
             doc="""Admin only: walk the hash chain of every session's audit events (or of
             ``session_id``'s) and name the first broken link (``broken``: the session, the
             version, and whether an event was changed, removed or reordered); ``broken``
-            is null when every chain is intact (docs/security.md, "Tamper-evident audit").""",
+            is null when every chain is intact (docs/security.md, "Tamper-evident audit").
+            404 for a ``session_id`` never seen (no row, event or session-chain link);
+            403 without ``session_id`` for a key limited to agents.""",
         ),
     ),
     *_section(

@@ -28,7 +28,15 @@ from .auditchain import TOMBSTONE
 from .models import AuditBreak, AuditEvent
 from .stores.base import ChainLink, StoreTransaction
 
-__all__ = ["CREATED", "DELETED", "HEAD", "append_links", "find_chain_break", "link_hash"]
+__all__ = [
+    "CREATED",
+    "DELETED",
+    "HEAD",
+    "append_links",
+    "find_chain_break",
+    "find_link_break",
+    "link_hash",
+]
 
 #: The store-metadata name of the chain's head (``<seq>:<hash>``).
 HEAD = "session_chain"
@@ -76,7 +84,7 @@ def append_links(tx: StoreTransaction, entries: Sequence[tuple[str, str, str]]) 
 
 
 def _break(link: ChainLink, problem: str, detail: str) -> AuditBreak:
-    return AuditBreak(session_id=link.session_id, problem=problem, detail=detail)
+    return AuditBreak(session_id=link.session_id, link=link.seq, problem=problem, detail=detail)
 
 
 def find_chain_break(
@@ -84,26 +92,29 @@ def find_chain_break(
     head: str | None,
     live: Mapping[str, object],
     events: Mapping[str, Sequence[AuditEvent]],
+    *,
+    head_after: str | None,
 ) -> AuditBreak | None:
     """Check the session chain: ``links`` in seq order (read after the others), ``head``
     the stored head read before ``live`` (the ids of live sessions) and ``events`` (the
-    kept audit events by session). Return the first broken link, or None.
+    kept audit events by session), ``head_after`` the stored head read again after
+    ``links``. Return the first broken link, or None.
 
     Rules: seqs run 1, 2, 3...; each link's hash matches its content and its
-    ``prev_hash`` is the previous link's hash; the head names a link that is there; a
-    link at or below the head whose session is not live has a ``deleted`` link or a
-    tombstone (else the session was **removed** without one); a ``deleted`` link at or
-    below the head has its tombstone event; a live session holds its ``created``
-    link's event.
+    ``prev_hash`` is the previous link's hash; the head names a link that is there, and
+    (read after the links) names the last one or a later one: a chain with links has a
+    head; then :func:`find_link_break` on every link. A missing link is named by its
+    seq and, where its hash is known (the next link's ``prev_hash``, or the head), by
+    the session whose creation or tombstone event it was made of.
     """
     head_seq, head_hash = parse_head(head)
     prev: ChainLink | None = None
-    deleted: set[str] = set()
     kept: list[ChainLink] = []
     for link in links:
         want = 1 if prev is None else prev.seq + 1
         if link.seq != want:
-            return _break(link, "removed", f"session-chain link {want} is missing")
+            known = link.prev_hash if link.seq == want + 1 else None
+            return _missing(want, known, prev, events, f"session-chain link {want} is missing")
         if link_hash(link.seq, link.session_id, link.kind, link.event_hash, link.prev_hash) != (
             link.hash
         ):
@@ -112,16 +123,34 @@ def find_chain_break(
             return _break(link, "changed", f"session-chain link {link.seq} is not chained")
         if link.seq == head_seq and link.hash != head_hash:
             return _break(link, "changed", "the session chain's head names another link")
-        if link.kind == DELETED:
-            deleted.add(link.session_id)
         prev = link
         kept.append(link)
-    if head_seq and (prev is None or prev.seq < head_seq):
+    last = 0 if prev is None else prev.seq
+    if head_seq > last:
+        known = head_hash if head_seq == last + 1 else None
         detail = f"the session chain ends before its head (link {head_seq})"
-        return AuditBreak(
-            session_id="" if prev is None else prev.session_id, problem="removed", detail=detail
-        )
-    for link in kept:
+        return _missing(last + 1, known, prev, events, detail)
+    if parse_head(head_after)[0] < last:
+        named = "is missing" if not head_after else f"names link {parse_head(head_after)[0]}"
+        detail = f"the session chain's head {named}, before its last link {last}"
+        return AuditBreak(session_id="", problem="removed", detail=detail)
+    return find_link_break(kept, head, live, events)
+
+
+def find_link_break(
+    links: Sequence[ChainLink],
+    head: str | None,
+    live: Mapping[str, object],
+    events: Mapping[str, Sequence[AuditEvent]],
+) -> AuditBreak | None:
+    """Check each link of ``links`` (in seq order; all of the chain's, or all of one
+    session's) at or below ``head`` against the sessions: a link whose session is not
+    live has a ``deleted`` link or a tombstone (else the session was **removed**
+    without one); a ``deleted`` link has its tombstone event; a live session holds its
+    ``created`` link's event. Arguments as :func:`find_chain_break`'s."""
+    head_seq, _ = parse_head(head)
+    deleted = {link.session_id for link in links if link.kind == DELETED}
+    for link in links:
         if link.seq > head_seq:
             break  # written after the other reads began
         hashes = {e.hash for e in events.get(link.session_id, ())}
@@ -135,6 +164,27 @@ def find_chain_break(
                 link, "removed", "the session is gone, with neither a tombstone nor a deletion"
             )
     return None
+
+
+def _missing(
+    seq: int,
+    digest: str | None,
+    prev: ChainLink | None,
+    events: Mapping[str, Sequence[AuditEvent]],
+    detail: str,
+) -> AuditBreak:
+    """The break of missing link ``seq`` whose hash is ``digest`` (None: not known),
+    after ``prev``: named by the session one of whose kept events, as a ``created`` or
+    ``deleted`` link after ``prev``, hashes to ``digest`` (``""`` when none does)."""
+    prev_hash = None if prev is None else prev.hash
+    for session_id, kept in events.items() if digest else ():
+        for e in kept:
+            for kind in (CREATED, DELETED):
+                if e.hash and link_hash(seq, session_id, kind, e.hash, prev_hash) == digest:
+                    return AuditBreak(
+                        session_id=session_id, link=seq, problem="removed", detail=detail
+                    )
+    return AuditBreak(session_id="", link=seq, problem="removed", detail=detail)
 
 
 def _has_tombstone(events: Sequence[AuditEvent]) -> bool:

@@ -7,20 +7,27 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from contract_support import ADMIN, OTHER, USER, raw_store, run_threads, user_msg
 
 from agentsession import SessionManager
+from agentsession.errors import SessionNotFound
+from agentsession.ids import new_id
 from agentsession.sessionchain import HEAD, parse_head
 from agentsession.stores.memory.store import MemoryStore
 from agentsession.stores.redis.codec import prefix
 from agentsession.stores.redis.index import ALL_SESSIONS
-from agentsession.stores.sql.schema import audit_events, session_chain, sessions
+from agentsession.stores.sql.schema import audit_events, session_chain, sessions, store_meta
 from agentsession.stores.sql.store import SQLStore
 
 
 def _verify(manager: SessionManager) -> Any:
     return manager.verify_audit(user_id=ADMIN, admin=True)
+
+
+def _verify_one(manager: SessionManager, session_id: str) -> Any:
+    return manager.verify_audit(user_id=ADMIN, admin=True, session_id=session_id)
 
 
 def _session(manager: SessionManager, user: str = USER) -> str:
@@ -136,3 +143,63 @@ def test_racing_creations_keep_one_chain(manager: SessionManager) -> None:
     with manager.store.transaction(write=False) as tx:
         links = tx.list_chain_links(after_seq=0, limit=100)
     assert [k.seq for k in links] == list(range(1, 10))
+
+
+def _remove_links(manager: SessionManager, seqs: list[int], *, head: bool = False) -> None:
+    """Delete the session-chain links ``seqs`` (and, with ``head``, the chain's head)
+    from the store's own tables or keys, as someone with write access could."""
+    store = raw_store(manager.store)
+    if isinstance(store, MemoryStore):
+        store._chain[:] = [k for k in store._chain if k.seq not in seqs]
+        if head:
+            store._meta.pop(HEAD, None)
+    elif isinstance(store, SQLStore):
+        with store.engine.begin() as conn:
+            conn.execute(sa.delete(session_chain).where(session_chain.c.seq.in_(seqs)))
+            if head:
+                conn.execute(sa.delete(store_meta).where(store_meta.c.name == HEAD))
+    else:
+        client: Any = store.client  # type: ignore[attr-defined]
+        for seq in seqs:
+            client.zremrangebyscore("as:chain", seq, seq)
+        if head:
+            client.delete(f"as:meta:{HEAD}")
+
+
+def test_f2_verify_of_one_session_removed_by_hand_names_it(manager: SessionManager) -> None:
+    """``session_id`` of a session removed with every event and no tombstone: broken,
+    naming it; of a deleted session: intact; of an id never seen: SessionNotFound."""
+    sid, gone = _session(manager), _session(manager)
+    manager.delete_session(session_id=gone, user_id=USER)
+    _remove_by_hand(manager, sid, tombstone=False)
+    broken = _verify_one(manager, sid).broken
+    assert broken is not None
+    assert (broken.session_id, broken.problem) == (sid, "removed")
+    assert _verify_one(manager, gone).broken is None
+    with pytest.raises(SessionNotFound):
+        _verify_one(manager, new_id("ses"))
+
+
+def test_f3_a_missing_head_with_the_newest_link_is_broken(manager: SessionManager) -> None:
+    """The chain's head removed with the newest link, session and events: broken."""
+    _session(manager)
+    sid = _session(manager)
+    _remove_by_hand(manager, sid, tombstone=False)
+    _remove_links(manager, [2], head=True)
+    broken = _verify(manager).broken
+    assert broken is not None
+    assert broken.problem == "removed" and "head" in broken.detail
+
+
+def test_f3_a_missing_link_names_its_session(manager: SessionManager) -> None:
+    """Link 1 removed, or the last link alone: the session of that link is named."""
+    first, second, third = _session(manager), _session(manager), _session(manager)
+    _remove_links(manager, [3])
+    broken = _verify(manager).broken
+    assert broken is not None
+    assert (broken.session_id, broken.link, broken.problem) == (third, 3, "removed")
+    _remove_links(manager, [1])
+    broken = _verify(manager).broken
+    assert broken is not None
+    assert (broken.session_id, broken.link, broken.problem) == (first, 1, "removed")
+    assert second

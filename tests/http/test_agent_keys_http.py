@@ -148,3 +148,21 @@ def test_c31_several_agents_name_one_per_listing(api: Api) -> None:
     assert_problem(api.http.get("/v1/sessions", headers=both), 403, "forbidden")
     named = api.http.get("/v1/sessions", params={"agent": "sales"}, headers=both)
     assert len(named.json()["items"]) == 1
+
+
+def test_f7_an_admin_key_limited_to_agents_verifies_only_its_agents_sessions(api: Api) -> None:
+    """The store-wide audit verify reaches every agent: 403, as the store-wide feed;
+    another agent's session answers as a missing one, its own as an unlimited key's."""
+    limited = headers_of(api.keys.create(user_id="root", admin=True, agents=["support"])[1])
+    mine, theirs = _seed(api, "support"), _seed(api, "billing")
+    verify = "/v1/admin/audit/verify"
+    assert_problem(api.http.get(verify, headers=limited), 403, "forbidden")
+    assert_problem(api.http.get("/v1/changes?all_users=true", headers=limited), 403)
+    hidden = api.http.get(verify, params={"session_id": theirs["session_id"]}, headers=limited)
+    absent = api.http.get(verify, params={"session_id": new_id("ses")}, headers=api.admin)
+    assert absent.status_code == 404, absent.text
+    assert (hidden.status_code, _type(hidden)) == (404, _type(absent)), hidden.text
+    assert theirs["session_id"] not in hidden.text
+    own = api.http.get(verify, params={"session_id": mine["session_id"]}, headers=limited)
+    want = api.http.get(verify, params={"session_id": mine["session_id"]}, headers=api.admin)
+    assert own.status_code == 200 and own.json() == want.json(), own.text

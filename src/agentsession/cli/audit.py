@@ -20,13 +20,19 @@ audit_app = new_app("Check that the audit log was not changed behind the service
 
 
 def report_text(report: AuditReport) -> str:
-    """The report in one line: intact, or the first broken link."""
+    """The report in one line: intact, or the first broken link (a session's own chain:
+    the session and version; the session chain: the link, and its session when known)."""
     checked = f"{report.sessions} sessions, {report.events} audit events"
     b = report.broken
     if b is None:
         return f"intact: {checked}"
-    at = "its head" if b.version is None else f"version {b.version}"
-    return f"broken: session {b.session_id}, {at}: {b.problem} ({b.detail}); checked {checked}"
+    if b.link is None and b.session_id:
+        at = "its head" if b.version is None else f"version {b.version}"
+        where = f"session {b.session_id}, {at}"
+    else:  # the session chain: its link, and its session when known
+        where = "the session chain" + ("" if b.link is None else f", link {b.link}")
+        where += f" (session {b.session_id})" if b.session_id else ""
+    return f"broken: {where}: {b.problem} ({b.detail}); checked {checked}"
 
 
 @audit_app.command("verify")
@@ -41,7 +47,8 @@ def verify(
 ) -> None:
     """Walk every session's audit chain (or one's) and the tombstones of deleted ones;
     exit 1 naming the first broken link: the session, the version, and whether an event
-    was changed, removed or reordered."""
+    was changed, removed or reordered. A --session never seen (no row, event or
+    session-chain link) is an error (not found)."""
     opts = resolve_options(ctx, url, None, True, as_json)
     with open_manager(opts) as sm:
         report = sm.verify_audit(user_id=opts.principal, admin=True, session_id=session)

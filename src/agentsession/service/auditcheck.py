@@ -6,10 +6,11 @@ import functools
 from collections.abc import Iterator
 
 from ..auditchain import find_break
-from ..errors import Forbidden
+from ..errors import Forbidden, SessionNotFound
 from ..ids import check_id, check_name
 from ..models import AuditEvent, AuditReport
-from ..sessionchain import HEAD, find_chain_break
+from ..principal import Principal
+from ..sessionchain import HEAD, find_chain_break, find_link_break
 from ..stores.base import ChainLink, StoreTransaction
 from .core import ServiceCore
 
@@ -26,9 +27,10 @@ class AuditCheckUseCases(ServiceCore):
     ) -> AuditReport:
         """Walk the audit chain of every session (or of ``session_id``): each event's
         hash against its content, each link against the event before it, and each live
-        session's ``audit_head`` against its newest event; then, for the whole store,
-        the session chain (:mod:`agentsession.sessionchain`): a session created and
-        gone without a tombstone is named. Reads the whole audit log through the change
+        session's ``audit_head`` against its newest event; then the session chain
+        (:mod:`agentsession.sessionchain`): for the whole store, every link and its
+        head; for ``session_id`` gone (no row), its links, so a session created and
+        gone without a tombstone is named. Reads the audit log through the change
         feed, in batches; shared-memory deletions (``shm_`` ids) carry no chain and are
         skipped.
 
@@ -39,18 +41,27 @@ class AuditCheckUseCases(ServiceCore):
             An :class:`~agentsession.models.AuditReport`; ``broken`` names the first broken link.
 
         Raises:
-            Forbidden: without admin. ValidationError: a malformed id.
+            Forbidden: without admin, or the whole store by a key limited to agents
+                (it reaches every agent's sessions, as the store-wide change feed).
+            SessionNotFound: ``session_id`` has no row, no audit event and no link of
+                the session chain (never existed), or it is not the caller's to see
+                (another agent's session for a key limited to agents; a deleted one,
+                whose tombstone keeps no agent, for any key limited to agents).
+            ValidationError: a malformed id.
         """
         check_name(user_id, field="user_id")
         if session_id is not None:
             check_id(session_id, field="session_id", prefix="ses")
         if not admin:
             raise Forbidden("verifying the audit log needs admin=True")
+        principal = Principal(user_id, admin)
+        if session_id is None:
+            principal.check_every_agent("verifying every session's audit chain")
         # The chain's head first, then the sessions and events, then the links: a link
         # at or below the head was committed before the others were read.
-        chain_head = None if session_id else self._uow.run(_chain_head, write=False)
+        chain_head = self._uow.run(_chain_head, write=False)
         chains = self._audit_events(session_id)
-        heads = self._audit_heads(session_id)
+        heads = self._audit_heads(session_id, principal)
         for sid in heads:
             chains.setdefault(sid, [])
         events = 0
@@ -60,10 +71,18 @@ class AuditCheckUseCases(ServiceCore):
             if broken is not None:
                 return AuditReport(sessions=len(chains), events=events, broken=broken)
         if session_id is None:
-            broken = find_chain_break(self._chain_links(), chain_head, heads, chains)
-            if broken is not None:
-                return AuditReport(sessions=len(chains), events=events, broken=broken)
-        return AuditReport(sessions=len(chains), events=events)
+            links = list(self._chain_links())
+            head_after = self._uow.run(_chain_head, write=False)
+            broken = find_chain_break(links, chain_head, heads, chains, head_after=head_after)
+        elif session_id not in heads:  # deleted, or removed by hand
+            links = [k for k in self._chain_links() if k.session_id == session_id]
+            if not links and not chains:
+                raise SessionNotFound(session_id=session_id)
+            broken = find_link_break(links, chain_head, heads, chains)
+            return AuditReport(sessions=1, events=events, broken=broken)
+        else:
+            broken = None
+        return AuditReport(sessions=len(chains), events=events, broken=broken)
 
     def _chain_links(self) -> Iterator[ChainLink]:
         """Every link of the session chain (:mod:`agentsession.sessionchain`), in seq
@@ -96,13 +115,23 @@ class AuditCheckUseCases(ServiceCore):
             kept.sort(key=lambda e: e.seq)
         return chains
 
-    def _audit_heads(self, session_id: str | None) -> dict[str, str | None]:
-        """The ``audit_head`` of every live session (or of ``session_id``)."""
+    def _audit_heads(self, session_id: str | None, principal: Principal) -> dict[str, str | None]:
+        """The ``audit_head`` of every live session (or of ``session_id``: none when it
+        has no row).
+
+        Raises:
+            SessionNotFound: ``session_id`` is not ``principal``'s to see (see
+                :meth:`verify_audit`).
+        """
 
         def body(tx: StoreTransaction) -> dict[str, str | None]:
             if session_id is not None:
                 s = tx.get_session(session_id)
-                return {} if s is None else {session_id: s.audit_head}
+                if s is None and principal.agents is None:
+                    return {}
+                if s is None or not principal.may_see(s.user_id, s.agent):
+                    raise SessionNotFound(session_id=session_id)
+                return {session_id: s.audit_head}
             heads: dict[str, str | None] = {}
             after = None
             now = self._uow.now()
