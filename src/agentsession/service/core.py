@@ -102,9 +102,11 @@ class ServiceCore:
             KeyringError: the keyring file is missing or invalid.
             KeyringMismatch: the store is marked as encrypted with a keyring, and
                 ``keyring`` is None or another one (an unmarked store is marked with
-                ``keyring``: :mod:`agentsession.stores.keyringmark`).
+                ``keyring``: :mod:`agentsession.stores.keyringmark`). Opened without a
+                keyring, every later call of the manager raises it too once another
+                process has marked the store (within ``RECHECK_SECONDS``, 1 s).
         """
-        from ..stores.keyringmark import check_keyring_mark
+        from ..stores.keyringmark import MarkWatch, check_keyring_mark
         from ..stores.registry import open_store
 
         store = open_store(url, auto_migrate=auto_migrate, **store_options)
@@ -117,6 +119,8 @@ class ServiceCore:
             store.close()
             raise
         manager = cls(store, clock=clock, limits=limits, policy=policy)
+        if keyring is None:  # a mark made later by another process refuses its calls
+            manager._uow.guard = MarkWatch(store)
         manager._owns_store = True
         return manager
 

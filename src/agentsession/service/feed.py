@@ -111,6 +111,8 @@ class ChangeFeedUseCases(ServiceCore):
         query = self._feed_query(user_id, session_id, all_users=all_users, admin=admin)
         if after is not None and (not isinstance(after, str) or not after):
             raise ValidationError(NOT_ISSUED, field="after")
+        if self._uow.guard is not None:  # as every unit of work
+            self._uow.guard()
         found = self._uow.store.read_changes(  # limit=0 too: the store checks the cursor
             after=after, user_ids=query.user_ids, session_id=query.session_id, limit=size or 1
         )

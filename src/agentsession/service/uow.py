@@ -52,6 +52,9 @@ class UnitOfWork:
         self.store = store
         self._clock = clock
         self._policy = policy
+        #: Called before each transaction (None: nothing); raises to refuse the call
+        #: (a manager opened without a keyring: :class:`~..stores.keyringmark.MarkWatch`).
+        self.guard: Callable[[], None] | None = None
 
     def now(self) -> datetime:
         """The clock's time, normalised to UTC."""
@@ -70,11 +73,14 @@ class UnitOfWork:
         Raises:
             StoreBusy: still busy at the bound. StoreUnavailable: still no connection
             at the bound, or the connection was lost during the COMMIT (never re-run:
-            its outcome is unknown). Whatever ``fn`` raises (rolled back).
+            its outcome is unknown). Whatever ``fn`` or :attr:`guard` raises (rolled
+            back; KeyringMismatch: the store was marked, nothing ran).
         """
         started = time.monotonic()
         for attempt in range(1, self._policy.max_retries + 1):
             try:
+                if self.guard is not None:
+                    self.guard()
                 with self.store.transaction(write=write) as tx:
                     result = fn(tx)
             except (StoreBusy, ConnectionLost):

@@ -11,10 +11,15 @@ command, ``serve``, ``agentsession encrypt --declare``) the store is marked with
 then on opening it without a keyring, or with another keyring, raises
 :class:`~agentsession.errors.KeyringMismatch` before anything is read or written
 (docs/security.md, "Encryption at rest").
+
+A process opened without a keyring keeps watching for a mark made later by another
+process (:class:`MarkWatch`): at most :data:`RECHECK_SECONDS` after the store is marked,
+every call of that process raises :class:`~agentsession.errors.KeyringMismatch`.
 """
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import TYPE_CHECKING
 
 from ..errors import KeyringMismatch, StoreBusy
@@ -23,10 +28,15 @@ from .base import SessionStore
 if TYPE_CHECKING:
     from ..crypto import Keyring
 
-__all__ = ["MARK", "check_keyring_mark"]
+__all__ = ["MARK", "RECHECK_SECONDS", "MarkWatch", "check_keyring_mark"]
 
 #: The store-metadata name of the keyring mark.
 MARK = "keyring"
+
+#: Seconds (monotonic clock) between two reads of the mark by a process opened without
+#: a keyring: the longest it keeps working on a store another process has just marked
+#: (as long as the key store's reload interval, :mod:`agentsession.crypto`).
+RECHECK_SECONDS = 1.0
 
 #: Attempts at marking a store that two processes open with a keyring at once.
 _ATTEMPTS = 5
@@ -51,6 +61,35 @@ def check_keyring_mark(store: SessionStore, keyring: Keyring | None) -> None:
         mark = _mark(store, given)
     if mark is not None and mark != given:
         raise KeyringMismatch(_mismatch(store.url, mark, given))
+
+
+class MarkWatch:
+    """Re-checks that a store opened without a keyring is still unmarked: called before
+    each unit of work of such a manager (``SessionManager.from_url`` without a keyring),
+    it reads the mark at most once per :data:`RECHECK_SECONDS`, so a call costs a clock
+    read, not a store read. Once the store is marked (another process opened it with a
+    keyring), every call raises until the mark is gone; nothing is read or written.
+
+    Args:
+        store: the store as opened (no SealedStore), already checked unmarked.
+
+    Raises (on call):
+        KeyringMismatch: the store was marked since (the mark last read).
+        StoreError: reading the mark failed (ConnectionLost: run it again).
+    """
+
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
+        self._mark: str | None = None
+        self._due = monotonic() + RECHECK_SECONDS  # just checked by the open
+
+    def __call__(self) -> None:
+        if monotonic() >= self._due:
+            with self._store.transaction(write=False) as tx:
+                self._mark = tx.get_store_meta(MARK)
+            self._due = monotonic() + RECHECK_SECONDS
+        if self._mark is not None:
+            raise KeyringMismatch(_mismatch(self._store.url, self._mark, None))
 
 
 def _mark(store: SessionStore, store_id: str) -> str:
