@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import Annotated, Any, TextIO
 
 import typer
 
 from .common import (
     AdminOpt,
+    Options,
     SessionArg,
     UrlOpt,
     UsageError,
@@ -70,7 +71,7 @@ def trace_export(
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 
-        from ..tracing import export_session
+        from .. import tracing  # noqa: F401  (it needs the otel extra)
     except ImportError:
         raise UsageError("traces need: pip install 'agentsession[otel]'") from None
     opts = resolve_options(ctx, url, user, admin, False)
@@ -82,15 +83,7 @@ def trace_export(
         )
     )
     try:
-        with open_manager(opts) as sm:
-            count = export_session(
-                sm,
-                session_id=session_id,
-                user_id=opts.principal,
-                admin=opts.admin,
-                tracer_provider=provider,
-                include_content=include_content,
-            )
+        count = _export(opts, session_id, provider, include_content)
     finally:
         provider.shutdown()
         if out is not None:
@@ -118,7 +111,7 @@ def _send(
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-        from ..tracing import export_session
+        from .. import tracing  # noqa: F401  (it needs the otel extra)
     except ImportError:
         raise UsageError("OTLP export needs: pip install 'agentsession[otel]'") from None
     if not endpoint.startswith(("http://", "https://")):
@@ -128,15 +121,7 @@ def _send(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(collected))
     try:
-        with open_manager(opts) as sm:
-            count = export_session(
-                sm,
-                session_id=session_id,
-                user_id=opts.principal,
-                admin=opts.admin,
-                tracer_provider=provider,
-                include_content=include_content,
-            )
+        count = _export(opts, session_id, provider, include_content)
     finally:
         provider.shutdown()
     exporter = OTLPSpanExporter(endpoint=endpoint, timeout=10)
@@ -148,3 +133,19 @@ def _send(
         typer.echo(f"error: {endpoint} did not take the {count} spans of {session_id}", err=True)
         raise typer.Exit(1)
     typer.echo(f"{count} spans of {session_id} sent to {endpoint}", err=True)
+
+
+def _export(opts: Options, session_id: str, provider: Any, include_content: bool) -> int:
+    """Export ``session_id``'s runs as spans to ``provider`` (an OpenTelemetry
+    ``TracerProvider``; the otel extra is known to be installed); the number of spans."""
+    from ..tracing import export_session
+
+    with open_manager(opts) as sm:
+        return export_session(
+            sm,
+            session_id=session_id,
+            user_id=opts.principal,
+            admin=opts.admin,
+            tracer_provider=provider,
+            include_content=include_content,
+        )
